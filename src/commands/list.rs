@@ -1,0 +1,174 @@
+//! `agent-db list`: stored usage only, streamed; JSON rows are written as they are read.
+
+use agent_db::gotime;
+use agent_db::select::{short_duration, Outcome};
+use agent_db::store::{ConversationMeta, Store};
+
+use super::CmdResult;
+use crate::cli::ListArgs;
+use crate::output::{self, table, Ui};
+
+/// JSON contract version (docs/json-output.md).
+pub const JSON_VERSION: u32 = 1;
+
+#[derive(serde::Serialize)]
+struct JsonRow<'a> {
+    id: &'a str,
+    name: Option<&'a str>,
+    provider: &'a str,
+    format: Option<&'static str>,
+    model: Option<&'a str>,
+    messages: Option<i64>,
+    context_tokens: Option<i64>,
+    max_context_tokens: Option<i64>,
+    utilization: Option<f64>,
+    updated_at: &'a str,
+    status: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a str>,
+}
+
+fn json_row<'a>(
+    m: &'a ConversationMeta,
+    limit: Option<i64>,
+    status: &'a str,
+    reason: Option<&'a str>,
+    detail: Option<&'a str>,
+) -> JsonRow<'a> {
+    JsonRow {
+        id: &m.id,
+        name: m.name.as_deref(),
+        provider: &m.provider,
+        format: m.format().ok().map(|f| f.name()),
+        model: m.model.as_deref(),
+        messages: m.message_count,
+        context_tokens: m.current_context,
+        max_context_tokens: m.max_context,
+        utilization: m.utilization(limit).map(|u| (u * 10000.0).round() / 10000.0),
+        updated_at: &m.updated_at,
+        status,
+        reason,
+        detail,
+    }
+}
+
+pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
+    let selector = args.select.selector(&[]);
+    let limit = selector.context_limit;
+    let now = gotime::now();
+    let mut failures: Vec<(String, String)> = Vec::new();
+    let mut io_err: Option<std::io::Error> = None;
+
+    if args.json {
+        // Stream: memory stays flat however large the store is.
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        use std::io::Write;
+        let head = format!(
+            "{{\"version\":{JSON_VERSION},\"command\":\"list\",\"store\":{{\"path\":{},\"kind\":\"{}\"}},\"conversations\":[",
+            serde_json::to_string(&store.path.display().to_string()).unwrap_or_default(),
+            store.kind.name()
+        );
+        out.write_all(head.as_bytes())?;
+        let mut first = true;
+        selector.run(store, &now, |o| {
+            let line = match &o {
+                Outcome::Selected { meta, reason } => {
+                    serde_json::to_string(&json_row(meta, limit, "selected", Some(reason.name()), None))
+                }
+                Outcome::Skipped { meta, reason, why } => serde_json::to_string(&json_row(
+                    meta,
+                    limit,
+                    "skipped",
+                    Some(reason.name()),
+                    Some(why),
+                )),
+                Outcome::Failed { id, error } => {
+                    failures.push((id.clone(), error.clone()));
+                    serde_json::to_string(&serde_json::json!({"id": id, "status": "error", "detail": error}))
+                }
+            };
+            let line = line.unwrap_or_default();
+            let r = if first {
+                out.write_all(line.as_bytes())
+            } else {
+                out.write_all(b",").and_then(|_| out.write_all(line.as_bytes()))
+            };
+            first = false;
+            match r {
+                Ok(()) => true,
+                Err(e) => {
+                    io_err = Some(e);
+                    false
+                }
+            }
+        })?;
+        if let Some(e) = io_err {
+            return Err(e.into());
+        }
+        out.write_all(b"]}\n")?;
+        out.flush()?;
+    } else {
+        let mut t = table::new(
+            &["ID", "NAME", "PROVIDER", "MODEL", "MSGS", "CONTEXT", "USE", "UPDATED"],
+            &[4, 5, 6],
+        );
+        let mut rows = 0usize;
+        let mut skipped = Vec::new();
+        selector.run(store, &now, |o| {
+            match o {
+                Outcome::Selected { meta, .. } => {
+                    rows += 1;
+                    let age = match meta.updated() {
+                        Ok(t) => format!(
+                            "{} ago",
+                            short_duration(now.signed_duration_since(t).to_std().unwrap_or_default())
+                        ),
+                        Err(e) => {
+                            failures.push((meta.id.clone(), e.to_string()));
+                            "?".into()
+                        }
+                    };
+                    t.add_row(vec![
+                        meta.id.clone(),
+                        table::ellipsize(meta.name.as_deref().unwrap_or(""), 40),
+                        meta.provider.clone(),
+                        meta.model.clone().unwrap_or_default(),
+                        meta.message_count.map(|c| c.to_string()).unwrap_or_default(),
+                        meta.current_context
+                            .map(|c| table::thousands(c.max(0) as usize))
+                            .unwrap_or_default(),
+                        meta.utilization(limit)
+                            .map(|u| format!("{:.0}%", u * 100.0))
+                            .unwrap_or_else(|| "-".into()),
+                        age,
+                    ]);
+                }
+                Outcome::Skipped { meta, why, .. } => skipped.push((meta.id, why)),
+                Outcome::Failed { id, error } => failures.push((id, error)),
+            }
+            true
+        })?;
+        if rows > 0 {
+            output::out(&format!("{t}\n"))?;
+        }
+        ui.status(&format!("{rows} conversation(s) in {}", store.path.display()));
+        for (id, why) in &skipped {
+            ui.status(&format!("skipped {id}: {why}"));
+        }
+    }
+    for (id, e) in &failures {
+        eprintln!("agent-db: error: {}", prefixed(id, e));
+    }
+    Ok(if failures.is_empty() { 0 } else { agent_db::error::exit::PARTIAL })
+}
+
+/// Errors from the library already name the conversation; others get the id in front.
+fn prefixed(id: &str, e: &str) -> String {
+    if e.contains(id) {
+        e.to_string()
+    } else {
+        format!("conversation {id}: {e}")
+    }
+}

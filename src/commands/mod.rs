@@ -1,0 +1,72 @@
+//! One module per subcommand. Each returns the process exit code, or a [`Failure`].
+
+mod compact;
+mod list;
+mod show;
+
+use agent_db::store::{self, Access, Store};
+use agent_db::Error;
+
+use crate::cli::{Cli, Command};
+use crate::output::Ui;
+
+/// Why a command stopped early.
+pub enum Failure {
+    /// stdout was closed by the reader: not an error.
+    BrokenPipe,
+    Error(Error),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Error(e)
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            Failure::BrokenPipe
+        } else {
+            Failure::Error(Error::Io {
+                path: "<stdout>".into(),
+                source: e,
+            })
+        }
+    }
+}
+
+pub type CmdResult = Result<i32, Failure>;
+
+pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
+    match cli.command {
+        Command::Init => {
+            let path = cli
+                .db
+                .ok_or_else(|| Error::Usage("init needs --db PATH (the new store's file)".into()))?;
+            store::kodelet::init_store(&path)?;
+            ui.status(&format!("created an empty kodelet-layout store at {}", path.display()));
+            Ok(0)
+        }
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "agent-db", &mut buf);
+            crate::output::out(&String::from_utf8_lossy(&buf))?;
+            Ok(0)
+        }
+        Command::List(args) => list::run(ui, &open(cli.db.as_deref(), Access::Read)?, &args),
+        Command::Show(args) => show::run(&open(cli.db.as_deref(), Access::Read)?, &args),
+        Command::Compact(args) => {
+            let access = if args.dry_run { Access::Read } else { Access::Write };
+            compact::run(ui, open(cli.db.as_deref(), access)?, &args)
+        }
+    }
+}
+
+/// Resolve and open the store.
+pub fn open(db: Option<&std::path::Path>, access: Access) -> Result<Store, Error> {
+    let resolved = store::resolve_path(db)?;
+    Store::open(&resolved.path, access)
+}

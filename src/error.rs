@@ -1,0 +1,125 @@
+//! Typed errors of the library and their documented exit codes.
+//!
+//! The library returns [`Error`]; only the CLI maps it to a process exit code through
+//! [`Error::exit_code`]. Messages are lowercase, carry no trailing period, and name the path or
+//! conversation they are about. No variant ever holds an API key.
+
+use std::path::PathBuf;
+
+/// Documented process exit codes (see `docs/usage.md`, "Exit codes").
+pub mod exit {
+    /// Everything selected was done or rightly skipped.
+    pub const OK: i32 = 0;
+    /// The run finished, but at least one conversation failed (it is named in the report).
+    pub const PARTIAL: i32 = 1;
+    /// Bad command-line usage (clap's own code).
+    pub const USAGE: i32 = 2;
+    /// Bad configuration (config file, environment, recipe, hook setup).
+    pub const CONFIG: i32 = 3;
+    /// The store cannot be used: missing, not SQLite, unknown or changed schema.
+    pub const STORE: i32 = 4;
+    /// A named conversation or compaction does not exist, or its stored data cannot be read.
+    pub const DATA: i32 = 5;
+    /// Another agent-db run holds the lock on this store.
+    pub const LOCKED: i32 = 6;
+    /// A restore was refused (the row changed after the compaction, or it was already restored).
+    pub const REFUSED: i32 = 7;
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("no conversation store found; looked in: {}", .looked.join(", "))]
+    StoreNotFound { looked: Vec<String> },
+
+    #[error("{path}: no such file")]
+    MissingFile { path: PathBuf },
+
+    #[error("{path}: not an SQLite database ({detail})")]
+    NotSqlite { path: PathBuf, detail: String },
+
+    #[error("{path}: not a known conversation store ({detail})")]
+    UnknownSchema { path: PathBuf, detail: String },
+
+    #[error("{path}: schema changed: {detail}")]
+    SchemaChanged { path: PathBuf, detail: String },
+
+    #[error("{path}: {detail}")]
+    AmbiguousStore { path: PathBuf, detail: String },
+
+    #[error("{path}: sqlite: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("conversation {id}: not found")]
+    ConversationNotFound { id: String },
+
+    #[error("conversation {id}: {detail}")]
+    Conversation { id: String, detail: String },
+
+    #[error("{path}: locked by another agent-db run (lock file {lock}); try again when it finishes")]
+    Locked { path: PathBuf, lock: PathBuf },
+
+    #[error("{0}")]
+    Refused(String),
+
+    #[error("{0}")]
+    Config(String),
+
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    /// The documented exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::StoreNotFound { .. }
+            | Error::MissingFile { .. }
+            | Error::NotSqlite { .. }
+            | Error::UnknownSchema { .. }
+            | Error::SchemaChanged { .. }
+            | Error::AmbiguousStore { .. }
+            | Error::Sqlite { .. }
+            | Error::Io { .. } => exit::STORE,
+            Error::ConversationNotFound { .. } | Error::Conversation { .. } => exit::DATA,
+            Error::Locked { .. } => exit::LOCKED,
+            Error::Refused(_) => exit::REFUSED,
+            Error::Config(_) => exit::CONFIG,
+            Error::Usage(_) => exit::USAGE,
+        }
+    }
+
+    /// A per-conversation data error.
+    pub fn conversation(id: impl Into<String>, detail: impl Into<String>) -> Self {
+        Error::Conversation {
+            id: id.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Attach the store path to a rusqlite error.
+pub trait SqlContext<T> {
+    fn at(self, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> SqlContext<T> for std::result::Result<T, rusqlite::Error> {
+    fn at(self, path: &std::path::Path) -> Result<T> {
+        self.map_err(|source| Error::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,24 @@
+//! agent-db: offline, transactional, undoable compaction for the SQLite conversation stores of
+//! AI coding agents.
+//!
+//! Data flows one way: [`select`] picks conversations from a [`store`] (reading only stored
+//! usage and timestamps), [`plan`] loads one conversation at a time, decodes its [`message`]s
+//! and decides the [`split`]; a strategy turns the head into a summary; the store's writer
+//! commits each compaction in its own transaction with an archived pre-image. The library never
+//! prints: the binary's CLI layer renders reports.
+
+pub mod error;
+pub mod gotime;
+pub mod message;
+pub mod plan;
+pub mod report;
+pub mod select;
+pub mod split;
+pub mod store;
+pub mod synth;
+pub mod tokens;
+
+pub use error::{Error, Result};
+
+/// agent-db's version, recorded in every audit row.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,118 @@
+//! OpenAI Chat Completions messages (`provider=openai`, `api_mode` chat_completions or absent),
+//! as go-openai marshals them: string or multi-part `content`, `tool_calls`, `tool_call_id`,
+//! `reasoning_content`.
+
+use serde_json::{value::RawValue, Value};
+
+use super::{str_field, Block, ImageInfo, Message, Role};
+
+pub fn decode(raw: &RawValue) -> Result<Message, String> {
+    let v: Value = serde_json::from_str(raw.get()).map_err(|e| format!("invalid JSON ({e})"))?;
+    let role = match str_field(&v, "role") {
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        Some("tool") | Some("function") => Role::Tool,
+        Some("system") | Some("developer") => Role::System,
+        Some(other) => return Err(format!("unknown openai role {other:?}")),
+        None => return Err("message has no role".into()),
+    };
+    let mut blocks = Vec::new();
+    if let Some(r) = str_field(&v, "reasoning_content").filter(|s| !s.is_empty()) {
+        blocks.push(Block::Thinking {
+            text: r.to_string(),
+            redacted: false,
+        });
+    }
+    let (text, images) = content(&v);
+    if role == Role::Tool {
+        blocks.push(Block::ToolResult {
+            call_id: str_field(&v, "tool_call_id")
+                .ok_or("tool message has no tool_call_id")?
+                .to_string(),
+            content: text,
+            is_error: false,
+            images,
+        });
+    } else {
+        if !text.is_empty() {
+            blocks.push(Block::Text { text });
+        }
+        blocks.extend(images.into_iter().map(Block::Image));
+        if let Some(r) = str_field(&v, "refusal").filter(|s| !s.is_empty()) {
+            blocks.push(Block::Text {
+                text: r.to_string(),
+            });
+        }
+    }
+    if let Some(Value::Array(calls)) = v.get("tool_calls") {
+        for c in calls {
+            let f = c.get("function").unwrap_or(&Value::Null);
+            blocks.push(Block::ToolCall {
+                id: str_field(c, "id").ok_or("tool call has no id")?.to_string(),
+                name: str_field(f, "name").unwrap_or("").to_string(),
+                input: str_field(f, "arguments").unwrap_or("").to_string(),
+            });
+        }
+    }
+    Ok(Message {
+        role,
+        blocks,
+        raw: raw.to_owned(),
+    })
+}
+
+fn content(v: &Value) -> (String, Vec<ImageInfo>) {
+    match v.get("content") {
+        Some(Value::String(s)) => (s.clone(), Vec::new()),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            let mut images = Vec::new();
+            for p in parts {
+                match str_field(p, "type") {
+                    Some("text") => {
+                        if !text.is_empty() {
+                            text.push('\n');
+                        }
+                        text.push_str(str_field(p, "text").unwrap_or(""));
+                    }
+                    Some("image_url") => {
+                        let url = p
+                            .get("image_url")
+                            .and_then(|u| str_field(u, "url"))
+                            .unwrap_or("");
+                        images.push(ImageInfo::from_url(url));
+                    }
+                    _ => {}
+                }
+            }
+            (text, images)
+        }
+        _ => (String::new(), Vec::new()),
+    }
+}
+
+/// Replace a tool message's content (and with `elide_images` image parts) by placeholders.
+pub fn prune(v: &mut Value, placeholder: &dyn Fn(&str) -> String, elide_images: bool) -> bool {
+    if str_field(v, "role") == Some("tool") {
+        let id = str_field(v, "tool_call_id").unwrap_or("").to_string();
+        v["content"] = Value::String(placeholder(&id));
+        return true;
+    }
+    let mut changed = false;
+    if elide_images {
+        if let Some(Value::Array(parts)) = v.get_mut("content") {
+            for p in parts.iter_mut() {
+                if str_field(p, "type") == Some("image_url") {
+                    let url = p
+                        .get("image_url")
+                        .and_then(|u| str_field(u, "url"))
+                        .unwrap_or("");
+                    let text = ImageInfo::from_url(url).placeholder();
+                    *p = serde_json::json!({"type": "text", "text": text});
+                    changed = true;
+                }
+            }
+        }
+    }
+    changed
+}

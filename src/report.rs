@@ -1,0 +1,155 @@
+//! Per-conversation and total figures of a compaction run (or a dry run), serializable as the
+//! documented JSON contract (docs/json-output.md). The CLI renders them; nothing here prints.
+
+use serde::Serialize;
+
+/// What happened to one conversation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "status", content = "detail", rename_all = "snake_case")]
+pub enum Status {
+    /// Dry run: this is what would happen.
+    Planned,
+    Compacted,
+    Skipped(String),
+    Failed(String),
+}
+
+impl Status {
+    pub fn label(&self) -> String {
+        match self {
+            Status::Planned => "planned".into(),
+            Status::Compacted => "compacted".into(),
+            Status::Skipped(r) => format!("skipped: {r}"),
+            Status::Failed(r) => format!("failed: {r}"),
+        }
+    }
+}
+
+/// One conversation's line in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub id: String,
+    pub provider: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Why it was selected: manual, threshold, recency.
+    pub reason: &'static str,
+    #[serde(flatten)]
+    pub status: Status,
+    pub strategy: Option<String>,
+    pub messages_before: Option<usize>,
+    pub messages_after: Option<usize>,
+    /// Messages summarized (the head) and kept verbatim (the tail).
+    pub messages_summarized: Option<usize>,
+    pub messages_kept: Option<usize>,
+    pub tokens_before: Option<usize>,
+    pub tokens_after: Option<usize>,
+    /// `false` when token figures are estimates (Anthropic).
+    pub tokens_exact: bool,
+    /// The audit-log id of a committed compaction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compaction_id: Option<i64>,
+    pub duration_ms: u64,
+}
+
+impl Row {
+    /// A row for a conversation that was skipped or failed before planning.
+    pub fn bare(id: &str, provider: &str, reason: &'static str, status: Status) -> Row {
+        Row {
+            id: id.to_string(),
+            provider: provider.to_string(),
+            format: None,
+            model: None,
+            reason,
+            status,
+            strategy: None,
+            messages_before: None,
+            messages_after: None,
+            messages_summarized: None,
+            messages_kept: None,
+            tokens_before: None,
+            tokens_after: None,
+            tokens_exact: true,
+            compaction_id: None,
+            duration_ms: 0,
+        }
+    }
+
+    /// Tokens saved, as a percentage of before.
+    pub fn saved_pct(&self) -> Option<f64> {
+        match (self.tokens_before, self.tokens_after) {
+            (Some(b), Some(a)) if b > 0 => Some(100.0 * (b as f64 - a as f64) / b as f64),
+            _ => None,
+        }
+    }
+}
+
+/// Totals over a run; adds up with `+=`.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Totals {
+    pub conversations: usize,
+    pub planned: usize,
+    pub compacted: usize,
+    pub skipped: usize,
+    pub failed: usize,
+    pub messages_before: usize,
+    pub messages_after: usize,
+    pub tokens_before: usize,
+    pub tokens_after: usize,
+    pub duration_ms: u64,
+}
+
+impl Totals {
+    pub fn saved_pct(&self) -> Option<f64> {
+        (self.tokens_before > 0).then(|| {
+            100.0 * (self.tokens_before as f64 - self.tokens_after as f64) / self.tokens_before as f64
+        })
+    }
+}
+
+impl std::ops::AddAssign<&Row> for Totals {
+    fn add_assign(&mut self, r: &Row) {
+        self.conversations += 1;
+        match r.status {
+            Status::Planned => self.planned += 1,
+            Status::Compacted => self.compacted += 1,
+            Status::Skipped(_) => self.skipped += 1,
+            Status::Failed(_) => self.failed += 1,
+        }
+        // Only conversations that change contribute to before/after figures, so the saving is
+        // the saving of the work done.
+        if matches!(r.status, Status::Planned | Status::Compacted) {
+            self.messages_before += r.messages_before.unwrap_or(0);
+            self.messages_after += r.messages_after.unwrap_or(0);
+            self.tokens_before += r.tokens_before.unwrap_or(0);
+            self.tokens_after += r.tokens_after.unwrap_or(0);
+        }
+        self.duration_ms += r.duration_ms;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_add_up() {
+        let mut a = Row::bare("a", "openai", "manual", Status::Compacted);
+        a.tokens_before = Some(1000);
+        a.tokens_after = Some(250);
+        let b = Row::bare("b", "openai", "manual", Status::Skipped("nothing to compact".into()));
+        let mut t = Totals::default();
+        t += &a;
+        t += &b;
+        assert_eq!((t.compacted, t.skipped, t.tokens_before, t.tokens_after), (1, 1, 1000, 250));
+        assert_eq!(t.saved_pct(), Some(75.0));
+    }
+
+    #[test]
+    fn status_json_shape() {
+        let s = serde_json::to_string(&Status::Skipped("x".into())).unwrap();
+        assert_eq!(s, r#"{"status":"skipped","detail":"x"}"#);
+    }
+}

@@ -1,0 +1,303 @@
+//! Selecting conversations: ids, the most recent one, utilization, recency, idleness, provider
+//! and a limit, combined with AND.
+//!
+//! Selection reads only [`ConversationMeta`] (stored usage and timestamps), never message
+//! bodies, and streams: batch selectors walk the store in listing order (most recently updated
+//! first by kodelet's stored text, ties in rowid order) and stop at `--limit`. `--id` keeps the
+//! order given; `--follow` picks the newest `updated_at` by parsed time.
+
+use std::time::Duration;
+
+use chrono::{DateTime, FixedOffset};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::store::{ConversationMeta, Store};
+
+/// Default `--idle` for batch selectors: leave conversations touched this recently alone.
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(10 * 60);
+
+/// Why a conversation was selected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// Named with `--id` or picked by `--follow`.
+    Manual,
+    /// Matched `--all-over`.
+    Threshold,
+    /// Matched `--older-than` / `--since`.
+    Recency,
+    /// Listed with no selector at all (`list` only).
+    All,
+}
+
+impl Reason {
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::Manual => "manual",
+            Reason::Threshold => "threshold",
+            Reason::Recency => "recency",
+            Reason::All => "all",
+        }
+    }
+}
+
+/// The selectors of one command line.
+#[derive(Debug, Clone, Default)]
+pub struct Selector {
+    pub ids: Vec<String>,
+    pub follow: bool,
+    pub all_over: Option<f64>,
+    pub older_than: Option<Duration>,
+    pub since: Option<Duration>,
+    /// `None`: the default applies to batch selectors; `Some(0)` disables.
+    pub idle: Option<Duration>,
+    pub provider: Option<String>,
+    pub limit: Option<usize>,
+    /// Context limit used when a conversation has no stored maxContextWindow.
+    pub context_limit: Option<i64>,
+}
+
+/// The fate of one conversation during selection.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Selected {
+        meta: ConversationMeta,
+        reason: Reason,
+    },
+    /// It matched the explicit selectors but is excluded, with the reason shown to the user.
+    Skipped {
+        meta: ConversationMeta,
+        reason: Reason,
+        why: String,
+    },
+    /// It could not be evaluated (missing, unreadable stored data).
+    Failed { id: String, error: String },
+}
+
+impl Selector {
+    /// Whether any selector was given.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+            && !self.follow
+            && self.all_over.is_none()
+            && self.older_than.is_none()
+            && self.since.is_none()
+            && self.provider.is_none()
+    }
+
+    fn is_manual(&self) -> bool {
+        !self.ids.is_empty() || self.follow
+    }
+
+    fn reason(&self) -> Reason {
+        if self.is_manual() {
+            Reason::Manual
+        } else if self.all_over.is_some() {
+            Reason::Threshold
+        } else if self.older_than.is_some() || self.since.is_some() {
+            Reason::Recency
+        } else {
+            Reason::All
+        }
+    }
+
+    /// The idle window in force: explicit, else the default for batch selectors, else none.
+    pub fn idle_window(&self) -> Option<Duration> {
+        match self.idle {
+            Some(d) if d.is_zero() => None,
+            Some(d) => Some(d),
+            None if self.is_manual() => None,
+            None if self.reason() == Reason::All => None,
+            None => Some(DEFAULT_IDLE),
+        }
+    }
+
+    /// Reject contradictory selector sets.
+    pub fn validate(&self) -> Result<()> {
+        if self.follow && !self.ids.is_empty() {
+            return Err(Error::Usage("--follow and --id cannot be combined".into()));
+        }
+        if let Some(r) = self.all_over {
+            if !(0.0..=10.0).contains(&r) || r.is_nan() {
+                return Err(Error::Usage(format!(
+                    "--all-over takes a ratio such as 0.7, got {r}"
+                )));
+            }
+        }
+        if self.limit == Some(0) {
+            return Err(Error::Usage("--limit must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    /// Evaluate the filters on one conversation.
+    fn evaluate(&self, meta: ConversationMeta, now: &DateTime<FixedOffset>) -> Outcome {
+        let reason = self.reason();
+        if let Some(p) = &self.provider {
+            let format_name = meta.format().map(|f| f.name()).unwrap_or("");
+            if &meta.provider != p && format_name != p {
+                return Outcome::Skipped {
+                    meta,
+                    reason,
+                    why: String::new(),
+                };
+            }
+        }
+        let needs_time = self.older_than.is_some() || self.since.is_some() || self.idle_window().is_some();
+        let age = if needs_time {
+            match meta.updated() {
+                Ok(t) => Some(now.signed_duration_since(t)),
+                Err(e) => {
+                    return Outcome::Failed {
+                        id: meta.id,
+                        error: e.to_string(),
+                    }
+                }
+            }
+        } else {
+            None
+        };
+        let age_std = age.map(|a| a.to_std().unwrap_or(Duration::ZERO));
+        if let (Some(d), Some(a)) = (self.older_than, age_std) {
+            if a < d {
+                return not_matched(meta, reason);
+            }
+        }
+        if let (Some(d), Some(a)) = (self.since, age_std) {
+            if a > d {
+                return not_matched(meta, reason);
+            }
+        }
+        if let Some(ratio) = self.all_over {
+            if let Some(problem) = &meta.problem {
+                let id = meta.id.clone();
+                return Outcome::Failed {
+                    id,
+                    error: problem.clone(),
+                };
+            }
+            match meta.utilization(self.context_limit) {
+                Some(u) if u >= ratio => {}
+                Some(_) => return not_matched(meta, reason),
+                None => {
+                    let why = if meta.current_context.is_none() {
+                        "no stored currentContextWindow".to_string()
+                    } else {
+                        "maxContextWindow is 0 or missing (give --context-limit N)".to_string()
+                    };
+                    return Outcome::Skipped { meta, reason, why };
+                }
+            }
+        }
+        if let (Some(idle), Some(a)) = (self.idle_window(), age_std) {
+            if a < idle {
+                let why = format!(
+                    "active: updated {} ago, within the idle window of {} (--idle)",
+                    short_duration(a),
+                    humantime::format_duration(idle)
+                );
+                return Outcome::Skipped { meta, reason, why };
+            }
+        }
+        Outcome::Selected { meta, reason }
+    }
+
+    /// Run the selection, streaming outcomes to `f` (which returns `false` to stop). Conversations
+    /// that simply do not match are not reported; skipped ones carry a reason.
+    pub fn run(&self, store: &Store, now: &DateTime<FixedOffset>, mut f: impl FnMut(Outcome) -> bool) -> Result<()> {
+        self.validate()?;
+        let mut selected = 0usize;
+        let limit = self.limit.unwrap_or(usize::MAX);
+        let mut emit = |o: Outcome, f: &mut dyn FnMut(Outcome) -> bool| -> bool {
+            match &o {
+                Outcome::Skipped { why, .. } if why.is_empty() => return true,
+                Outcome::Selected { .. } => selected += 1,
+                _ => {}
+            }
+            let go_on = f(o);
+            go_on && selected < limit
+        };
+        if !self.ids.is_empty() {
+            let mut seen = std::collections::HashSet::new();
+            for id in &self.ids {
+                if !seen.insert(id.as_str()) {
+                    continue;
+                }
+                let o = match store.meta(id) {
+                    Ok(meta) => self.evaluate(meta, now),
+                    Err(e) => Outcome::Failed {
+                        id: id.clone(),
+                        error: e.to_string(),
+                    },
+                };
+                if !emit(o, &mut f) {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        if self.follow {
+            let mut best: Option<(DateTime<FixedOffset>, ConversationMeta)> = None;
+            let mut failures = Vec::new();
+            store.scan(|meta| {
+                match meta.updated() {
+                    Ok(t) => {
+                        if best.as_ref().is_none_or(|(b, _)| t > *b) {
+                            best = Some((t, meta));
+                        }
+                    }
+                    Err(e) => failures.push(Outcome::Failed {
+                        id: meta.id.clone(),
+                        error: e.to_string(),
+                    }),
+                }
+                true
+            })?;
+            for o in failures {
+                f(o);
+            }
+            match best {
+                Some((_, meta)) => {
+                    emit(self.evaluate(meta, now), &mut f);
+                }
+                None => return Err(Error::Usage("--follow: the store has no conversations".into())),
+            }
+            return Ok(());
+        }
+        store.scan(|meta| {
+            let o = self.evaluate(meta, now);
+            emit(o, &mut f)
+        })
+    }
+}
+
+fn not_matched(meta: ConversationMeta, reason: Reason) -> Outcome {
+    Outcome::Skipped {
+        meta,
+        reason,
+        why: String::new(),
+    }
+}
+
+/// `3m`, `2h`, `5d`: a coarse age for messages and tables.
+pub fn short_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m", s / 60)
+    } else if s < 86400 {
+        format!("{}h", s / 3600)
+    } else {
+        format!("{}d", s / 86400)
+    }
+}
+
+/// Parse a humantime duration (`30d`, `12h`, `0`) for the CLI.
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(s.trim()).map_err(|e| format!("{e} (examples: 30d, 12h, 10m, 0)"))
+}

@@ -1,0 +1,62 @@
+//! agent-db's own tables (`agent_db_` prefix): applied from `migrations/` in one transaction,
+//! tracked in `agent_db_migrations`, never touching the agent's tables or its migration rows.
+//!
+//! Rules: never edit or reorder a released migration; only append new files.
+
+use rusqlite::{Connection, OptionalExtension};
+
+/// (version, name, SQL). Append-only.
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "archive_and_audit",
+    include_str!("../../migrations/0001_archive_and_audit.sql"),
+)];
+
+const TRACKING: &str = "CREATE TABLE IF NOT EXISTS agent_db_migrations (
+  version INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  applied_at TEXT NOT NULL
+)";
+
+/// Whether the tracking table exists.
+pub fn present(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='agent_db_migrations'",
+        [],
+        |_| Ok(()),
+    )
+    .optional()
+    .map(|o| o.is_some())
+}
+
+/// Apply missing migrations in one `BEGIN IMMEDIATE` transaction.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    if present(conn)? {
+        let max: i64 = conn.query_row(
+            "SELECT COALESCE(MAX(version),0) FROM agent_db_migrations",
+            [],
+            |r| r.get(0),
+        )?;
+        if max >= MIGRATIONS.last().map(|m| m.0).unwrap_or(0) {
+            return Ok(());
+        }
+    }
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    tx.execute_batch(TRACKING)?;
+    let max: i64 = tx.query_row(
+        "SELECT COALESCE(MAX(version),0) FROM agent_db_migrations",
+        [],
+        |r| r.get(0),
+    )?;
+    let now = crate::gotime::rfc3339_utc(&crate::gotime::now());
+    for (version, name, sql) in MIGRATIONS {
+        if *version > max {
+            tx.execute_batch(sql)?;
+            tx.execute(
+                "INSERT INTO agent_db_migrations(version, name, applied_at) VALUES (?1, ?2, ?3)",
+                rusqlite::params![version, name, now],
+            )?;
+        }
+    }
+    tx.commit()
+}

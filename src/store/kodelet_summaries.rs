@@ -1,0 +1,301 @@
+//! kodelet's `ConversationRecord.ToSummary()` (stores.md §1.7), reproduced exactly, so a row of
+//! `conversation_summaries` written by agent-db is the row kodelet would have written.
+//!
+//! Both functions are pure and never fail: kodelet ignores parse errors here, and so do we.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// `strings.Count(raw_messages, "\"role\"")`: the number of occurrences of the substring
+/// `"role"` (quotes included) in the raw text. Nested `"role"` keys (for example inside a
+/// Responses `raw_item`) count too, and items without a role (`function_call`) do not.
+pub fn message_count(raw_messages: &str) -> i64 {
+    // Non-overlapping count, as Go's strings.Count (the pattern cannot overlap itself anyway).
+    raw_messages.matches("\"role\"").count() as i64
+}
+
+/// kodelet's `first_message`:
+///
+/// 1. parse `raw_messages` as a JSON array of objects (any other shape, or invalid JSON, gives
+///    `""`; `null` elements are tolerated as Go decodes them into nil maps);
+/// 2. take the first message with `role == "user"` whose `content` is an array whose first
+///    element is an object with a string `text`;
+/// 3. replace that text by its display override from `metadata` (`message_display`, or the
+///    legacy `message_display_overrides` when the former key is absent), looked up under
+///    `sha256:<lowercase hex of the trimmed text>` in the `v1` map;
+/// 4. if the result is longer than 100 **bytes**, keep its first 97 bytes and append `...`.
+///
+/// Byte cut vs UTF-8: Go cuts at byte 97 even inside a multi-byte character and stores the
+/// resulting invalid UTF-8 bytes as TEXT. A Rust `String` must be valid UTF-8, so the 97-byte
+/// prefix goes through [`String::from_utf8_lossy`]: the partial character becomes U+FFFD
+/// (3 bytes), so the value can differ from kodelet's bytes (and be up to 102 bytes long) in
+/// exactly the cases where kodelet's own value is not valid UTF-8. Readers that decode
+/// kodelet's value lossily (as Go's and Rust's UTF-8 aware tools do) see the same text.
+pub fn first_message(raw_messages: &str, metadata: Option<&str>) -> String {
+    if raw_messages.is_empty() {
+        return String::new();
+    }
+    let messages: Vec<Value> = match serde_json::from_str(raw_messages) {
+        Ok(v) => v,
+        Err(_) => return String::new(),
+    };
+    // Go unmarshals into []map[string]any: an element that is neither an object nor null makes
+    // the whole decode fail.
+    if messages
+        .iter()
+        .any(|m| !(m.is_object() || m.is_null()))
+    {
+        return String::new();
+    }
+    let mut text: Option<&str> = None;
+    for msg in &messages {
+        let Some(obj) = msg.as_object() else { continue };
+        if obj.get("role").and_then(Value::as_str) != Some("user") {
+            continue;
+        }
+        let Some(first) = obj
+            .get("content")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        else {
+            continue;
+        };
+        if let Some(t) = first.as_object().and_then(|b| b.get("text")).and_then(Value::as_str) {
+            text = Some(t);
+            break;
+        }
+    }
+    let Some(text) = text else {
+        return String::new();
+    };
+    let shown = apply_display(text, metadata);
+    truncate_bytes(&shown)
+}
+
+/// The 100-byte rule: longer values keep their first 97 bytes plus `...`.
+fn truncate_bytes(s: &str) -> String {
+    if s.len() > 100 {
+        let mut out = String::from_utf8_lossy(&s.as_bytes()[..97]).into_owned();
+        out.push_str("...");
+        out
+    } else {
+        s.to_string()
+    }
+}
+
+/// `applyConversationDisplay(text, parseConversationDisplayMetadata(metadata))`.
+fn apply_display(text: &str, metadata: Option<&str>) -> String {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return text.to_string();
+    }
+    let Some(meta) = metadata else {
+        return text.to_string();
+    };
+    let Ok(Value::Object(meta)) = serde_json::from_str::<Value>(meta) else {
+        return text.to_string();
+    };
+    // The legacy key is consulted only when the current key is absent (even if the current
+    // key holds something unusable).
+    let root = match meta.get("message_display") {
+        Some(v) => v,
+        None => match meta.get("message_display_overrides") {
+            Some(v) => v,
+            None => return text.to_string(),
+        },
+    };
+    let Some(versions) = root.as_object().and_then(|r| r.get("v1")).and_then(Value::as_object)
+    else {
+        return text.to_string();
+    };
+    let key = display_key(text);
+    // kodelet drops entries whose display is blank before the lookup.
+    if let Some(raw) = versions.get(&key) {
+        let display = display_value(raw);
+        if !display.trim().is_empty() {
+            return display;
+        }
+    }
+    text.to_string()
+}
+
+/// The metadata lookup key of a model-facing text: `sha256:` + lowercase hex of the trimmed text.
+pub fn display_key(text: &str) -> String {
+    let sum = Sha256::digest(text.trim().as_bytes());
+    format!("sha256:{}", hex::encode(sum))
+}
+
+/// `conversationDisplayValue`: an object's `text` (when present and not null), else its
+/// `display`, printed as Go's `fmt.Sprint` would; anything else gives `""`.
+fn display_value(raw: &Value) -> String {
+    let Some(obj) = raw.as_object() else {
+        return String::new();
+    };
+    for k in ["text", "display"] {
+        if let Some(v) = obj.get(k) {
+            if !v.is_null() {
+                return go_sprint(v);
+            }
+        }
+    }
+    String::new()
+}
+
+/// `fmt.Sprint` of a value decoded by `encoding/json` into `any`.
+fn go_sprint(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Number(n) => go_format_g(n.as_f64().unwrap_or(0.0)),
+        Value::Array(a) => {
+            let parts: Vec<String> = a.iter().map(go_sprint).collect();
+            format!("[{}]", parts.join(" "))
+        }
+        Value::Object(o) => {
+            let mut keys: Vec<&String> = o.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", k, go_sprint(&o[k])))
+                .collect();
+            format!("map[{}]", parts.join(" "))
+        }
+    }
+}
+
+/// Go's `%v` for a float64 (`strconv.FormatFloat(f, 'g', -1, 64)`): shortest round-trip
+/// digits, in exponent form (`1e+06`, `1e-05`) when the decimal exponent is < -4 or >= 6.
+fn go_format_g(f: f64) -> String {
+    if f == 0.0 {
+        return if f.is_sign_negative() { "-0".into() } else { "0".into() };
+    }
+    if f.is_nan() {
+        return "NaN".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "+Inf".into() } else { "-Inf".into() };
+    }
+    // Shortest round-trip digits and decimal exponent from Rust's `{:e}`.
+    let e = format!("{:e}", f);
+    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if exp < -4 || exp >= 6 {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mant}e{sign}{:02}", exp.abs())
+    } else {
+        format!("{f}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_role_substrings_including_nested() {
+        assert_eq!(message_count(""), 0);
+        assert_eq!(message_count("[]"), 0);
+        let raw = r#"[{"type":"message","role":"user","content":"hi"},{"type":"function_call","call_id":"c1","name":"bash","arguments":"{}"},{"type":"message","role":"assistant","content":"ok","raw_item":{"type":"message","role":"assistant","content":[]}}]"#;
+        assert_eq!(message_count(raw), 3);
+        // An escaped "role" inside a string does not count.
+        assert_eq!(message_count(r#"[{"role":"user","content":"say \"role\""}]"#), 1);
+    }
+
+    #[test]
+    fn anthropic_first_user_text() {
+        let raw = r#"[{"content":[{"text":"ls -la","type":"text"}],"role":"user"},{"content":[{"text":"ok","type":"text"}],"role":"assistant"}]"#;
+        assert_eq!(first_message(raw, None), "ls -la");
+        // A first user message whose first block is not text is skipped; the next one counts.
+        let raw = r#"[{"content":[{"type":"image","source":{}}],"role":"user"},{"content":[{"tool_use_id":"t","content":[],"type":"tool_result"}],"role":"user"},{"content":[{"text":"second","type":"text"}],"role":"user"}]"#;
+        assert_eq!(first_message(raw, None), "second");
+        // Assistant text never counts.
+        let raw = r#"[{"content":[{"text":"hello","type":"text"}],"role":"assistant"}]"#;
+        assert_eq!(first_message(raw, None), "");
+    }
+
+    #[test]
+    fn openai_string_content_and_bad_json_give_empty() {
+        assert_eq!(first_message(r#"[{"role":"user","content":"How many CPUs?"}]"#, None), "");
+        assert_eq!(first_message(r#"[{"type":"message","role":"user","content":"Hello"}]"#, None), "");
+        assert_eq!(first_message("[", None), "");
+        assert_eq!(first_message("{}", None), "");
+        assert_eq!(first_message("[1]", None), "");
+        assert_eq!(first_message("[]", None), "");
+        assert_eq!(first_message("", None), "");
+        // OpenAI multi-content with a text part first does count.
+        let raw = r#"[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:,"}}]}]"#;
+        assert_eq!(first_message(raw, None), "look");
+        // null elements are tolerated.
+        assert_eq!(first_message(r#"[null,{"role":"user","content":[{"text":"x"}]}]"#, None), "x");
+    }
+
+    #[test]
+    fn display_override_applied() {
+        let text = "  /fix the build  ";
+        let key = display_key(text);
+        assert_eq!(
+            key,
+            format!("sha256:{}", hex::encode(Sha256::digest(b"/fix the build")))
+        );
+        let raw = format!(
+            r#"[{{"content":[{{"text":{},"type":"text"}}],"role":"user"}}]"#,
+            serde_json::to_string(text).unwrap()
+        );
+        let meta = format!(r#"{{"message_display":{{"v1":{{"{key}":{{"text":"/fix","kind":"slash-command"}}}}}}}}"#);
+        assert_eq!(first_message(&raw, Some(&meta)), "/fix");
+        let legacy = format!(r#"{{"message_display_overrides":{{"v1":{{"{key}":{{"display":"/legacy"}}}}}}}}"#);
+        assert_eq!(first_message(&raw, Some(&legacy)), "/legacy");
+        // Present but unusable current key: no fallback to the legacy one.
+        let both = format!(
+            r#"{{"message_display":5,"message_display_overrides":{{"v1":{{"{key}":{{"text":"/legacy"}}}}}}}}"#
+        );
+        assert_eq!(first_message(&raw, Some(&both)), text);
+        // Blank override is ignored; other key is ignored.
+        let blank = format!(r#"{{"message_display":{{"v1":{{"{key}":{{"text":"  "}}}}}}}}"#);
+        assert_eq!(first_message(&raw, Some(&blank)), text);
+        let other = r#"{"message_display":{"v1":{"sha256:00":{"text":"no"}}}}"#;
+        assert_eq!(first_message(&raw, Some(other)), text);
+        // Non-string display values print like fmt.Sprint.
+        let num = format!(r#"{{"message_display":{{"v1":{{"{key}":{{"text":1000000}}}}}}}}"#);
+        assert_eq!(first_message(&raw, Some(&num)), "1e+06");
+        // Long overrides are truncated too.
+        let long = "y".repeat(150);
+        let meta = format!(r#"{{"message_display":{{"v1":{{"{key}":{{"text":"{long}"}}}}}}}}"#);
+        assert_eq!(first_message(&raw, Some(&meta)), format!("{}...", "y".repeat(97)));
+    }
+
+    fn anthropic_user(text: &str) -> String {
+        format!(
+            r#"[{{"content":[{{"text":{},"type":"text"}}],"role":"user"}}]"#,
+            serde_json::to_string(text).unwrap()
+        )
+    }
+
+    #[test]
+    fn byte_boundary_100_101() {
+        let t100 = "a".repeat(100);
+        assert_eq!(first_message(&anthropic_user(&t100), None), t100);
+        let t101 = "a".repeat(101);
+        let got = first_message(&anthropic_user(&t101), None);
+        assert_eq!(got, format!("{}...", "a".repeat(97)));
+        assert_eq!(got.len(), 100);
+        // Multi-byte: 96 ASCII bytes then "é" (2 bytes) ... byte 97 splits the "é".
+        let split = format!("{}é{}", "a".repeat(96), "b".repeat(10));
+        let got = first_message(&anthropic_user(&split), None);
+        assert_eq!(got, format!("{}\u{FFFD}...", "a".repeat(96)));
+        // 100 bytes of 2-byte chars stay as they are.
+        let fifty = "é".repeat(50);
+        assert_eq!(first_message(&anthropic_user(&fifty), None), fifty);
+    }
+
+    #[test]
+    fn go_g_format() {
+        assert_eq!(go_format_g(1.0), "1");
+        assert_eq!(go_format_g(123456.0), "123456");
+        assert_eq!(go_format_g(1234567.0), "1.234567e+06");
+        assert_eq!(go_format_g(0.0001), "0.0001");
+        assert_eq!(go_format_g(0.00001), "1e-05");
+        assert_eq!(go_format_g(1.5), "1.5");
+    }
+}

@@ -1,0 +1,331 @@
+//! Opening conversation stores: path resolution, safe open, schema detection, agent-db's own
+//! migrations, and the store-kind dispatch.
+//!
+//! This is the only layer that runs SQL. Opening never creates or changes anything in a file
+//! that is not already a store agent-db recognizes: the file is opened without `CREATE`, its
+//! `journal_mode` is never changed, and agent-db's own tables are added only by
+//! [`Store::ensure_agent_tables`], which write commands call after detection succeeded.
+
+pub mod agent_tables;
+pub mod kodelet;
+pub mod kodelet_summaries;
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::error::{Error, Result, SqlContext};
+
+/// The kinds of store agent-db understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreKind {
+    Kodelet,
+}
+
+impl StoreKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Kodelet => "kodelet",
+        }
+    }
+}
+
+/// Whether a command only reads or also writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// An open, recognized store.
+pub struct Store {
+    pub path: PathBuf,
+    pub kind: StoreKind,
+    pub conn: Connection,
+    pub access: Access,
+}
+
+/// Where the store came from, for messages.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub path: PathBuf,
+    pub how: &'static str,
+}
+
+/// Resolve the store path: `--db` (or `AGENT_DB_PATH`, which clap folds into it), else the
+/// agents' default locations.
+pub fn resolve_path(explicit: Option<&Path>) -> Result<Resolved> {
+    if let Some(p) = explicit {
+        return Ok(Resolved {
+            path: p.to_path_buf(),
+            how: "--db",
+        });
+    }
+    let mut looked = Vec::new();
+    let kodelet = match std::env::var_os("KODELET_BASE_PATH") {
+        Some(base) if !base.is_empty() => PathBuf::from(base).join("storage.db"),
+        _ => home_dir().join(".kodelet").join("storage.db"),
+    };
+    if kodelet.is_file() {
+        return Ok(Resolved {
+            path: kodelet,
+            how: "kodelet default",
+        });
+    }
+    looked.push(format!("{} (kodelet)", kodelet.display()));
+    looked.insert(0, "--db / AGENT_DB_PATH (not set)".to_string());
+    Err(Error::StoreNotFound { looked })
+}
+
+fn home_dir() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn wal_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push("-wal");
+    PathBuf::from(s)
+}
+
+/// Open a connection compatibly with a live agent. See the module doc for the guarantees.
+pub fn connect(path: &Path, access: Access) -> Result<Connection> {
+    if !path.exists() {
+        return Err(Error::MissingFile {
+            path: path.to_path_buf(),
+        });
+    }
+    if path.is_dir() {
+        return Err(Error::NotSqlite {
+            path: path.to_path_buf(),
+            detail: "it is a directory".into(),
+        });
+    }
+    // A reader whose connection is the last to close would checkpoint an existing WAL into the
+    // main file; when a WAL exists, pure reads use a read-only connection so the files stay as
+    // they were. Without a WAL, a read-write connection that only reads leaves every byte alone.
+    let read_only = access == Access::Read && wal_path(path).exists();
+    let mut flags = OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    flags |= if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+    };
+    let conn = Connection::open_with_flags(path, flags).at(path)?;
+    conn.busy_timeout(std::time::Duration::from_millis(5000))
+        .at(path)?;
+    conn.pragma_update(None, "foreign_keys", "ON").at(path)?;
+    Ok(conn)
+}
+
+/// The user tables in the file, or a `NotSqlite` error.
+fn table_names(conn: &Connection, path: &Path) -> Result<Vec<String>> {
+    let mut stmt = match conn.prepare("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name") {
+        Ok(s) => s,
+        Err(e) => return Err(classify_open_error(path, e)),
+    };
+    let rows = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .map_err(|e| classify_open_error(path, e))?;
+    rows.collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| classify_open_error(path, e))
+}
+
+fn classify_open_error(path: &Path, e: rusqlite::Error) -> Error {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(
+                f.code,
+                rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
+            ) =>
+        {
+            Error::NotSqlite {
+                path: path.to_path_buf(),
+                detail: e.to_string(),
+            }
+        }
+        _ => Error::Sqlite {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    }
+}
+
+impl Store {
+    /// Open and recognize the store at `path`.
+    pub fn open(path: &Path, access: Access) -> Result<Store> {
+        let conn = connect(path, access)?;
+        let tables = table_names(&conn, path)?;
+        let has = |t: &str| tables.iter().any(|n| n == t);
+        let kind = if has("conversations") && has("conversation_summaries") && has("schema_migrations") {
+            kodelet::check_schema(&conn, path)?;
+            StoreKind::Kodelet
+        } else {
+            let detail = if tables.is_empty() {
+                "the database is empty".to_string()
+            } else {
+                let shown: Vec<_> = tables.iter().take(8).cloned().collect();
+                format!(
+                    "expected kodelet's conversations, conversation_summaries and schema_migrations tables; found: {}",
+                    shown.join(", ")
+                )
+            };
+            return Err(Error::UnknownSchema {
+                path: path.to_path_buf(),
+                detail,
+            });
+        };
+        Ok(Store {
+            path: path.to_path_buf(),
+            kind,
+            conn,
+            access,
+        })
+    }
+
+    /// The journal mode, as the file has it (never changed by agent-db).
+    pub fn journal_mode(&self) -> Result<String> {
+        self.conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .at(&self.path)
+    }
+
+    /// Whether agent-db's own tables exist yet (they are created on the first write).
+    pub fn has_agent_tables(&self) -> Result<bool> {
+        agent_tables::present(&self.conn).at(&self.path)
+    }
+
+    /// Create or upgrade agent-db's own tables (write commands only).
+    pub fn ensure_agent_tables(&mut self) -> Result<()> {
+        let path = self.path.clone();
+        agent_tables::migrate(&mut self.conn).at(&path)
+    }
+}
+
+/// What listing and selection know of a conversation, read without touching its messages.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ConversationMeta {
+    pub id: String,
+    /// The conversation's name (kodelet's `summary` column).
+    pub name: Option<String>,
+    pub provider: String,
+    pub api_mode: Option<String>,
+    pub model: Option<String>,
+    pub message_count: Option<i64>,
+    /// Stored `usage.currentContextWindow`.
+    pub current_context: Option<i64>,
+    /// Stored `usage.maxContextWindow`.
+    pub max_context: Option<i64>,
+    pub created_at: String,
+    pub updated_at: String,
+    /// A problem reading the stored usage, reported instead of failing the whole listing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct UsageWindow {
+    #[serde(rename = "currentContextWindow")]
+    current: Option<i64>,
+    #[serde(rename = "maxContextWindow")]
+    max: Option<i64>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct MetaFields {
+    model: Option<String>,
+    api_mode: Option<String>,
+}
+
+impl ConversationMeta {
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_columns(
+        id: String,
+        provider: String,
+        usage: Option<String>,
+        created_at: String,
+        updated_at: String,
+        name: Option<String>,
+        metadata: Option<&str>,
+        message_count: Option<i64>,
+    ) -> ConversationMeta {
+        let mut problem = None;
+        let (current_context, max_context) = match usage.as_deref() {
+            None => (None, None),
+            Some(u) => match serde_json::from_str::<UsageWindow>(u) {
+                Ok(w) => (w.current, w.max),
+                Err(e) => {
+                    problem = Some(format!("usage is not valid JSON ({e})"));
+                    (None, None)
+                }
+            },
+        };
+        let meta: MetaFields = metadata
+            .filter(|m| !m.is_empty())
+            .and_then(|m| serde_json::from_str(m).ok())
+            .unwrap_or_default();
+        ConversationMeta {
+            id,
+            name,
+            provider,
+            api_mode: meta.api_mode,
+            model: meta.model,
+            message_count,
+            current_context,
+            max_context,
+            created_at,
+            updated_at,
+            problem,
+        }
+    }
+
+    /// Stored utilization `current / max`; with `context_limit` the limit replaces a missing or
+    /// zero `maxContextWindow`.
+    pub fn utilization(&self, context_limit: Option<i64>) -> Option<f64> {
+        let current = self.current_context?;
+        let max = match self.max_context {
+            Some(m) if m > 0 => m,
+            _ => context_limit.filter(|l| *l > 0)?,
+        };
+        Some(current as f64 / max as f64)
+    }
+
+    /// The wire format, or why it cannot be compacted.
+    pub fn format(&self) -> Result<crate::message::Format, String> {
+        crate::message::Format::detect(&self.provider, self.api_mode.as_deref())
+    }
+
+    /// Parsed `updated_at`, or an error naming this conversation.
+    pub fn updated(&self) -> Result<chrono::DateTime<chrono::FixedOffset>> {
+        crate::gotime::parse(&self.updated_at)
+            .map_err(|e| Error::conversation(&self.id, format!("updated_at: {e}")))
+    }
+}
+
+impl Store {
+    /// Stream every conversation's metadata in listing order; `f` returns `false` to stop.
+    pub fn scan(&self, f: impl FnMut(ConversationMeta) -> bool) -> Result<()> {
+        match self.kind {
+            StoreKind::Kodelet => kodelet::scan(&self.conn, &self.path, f),
+        }
+    }
+
+    /// One conversation's metadata.
+    pub fn meta(&self, id: &str) -> Result<ConversationMeta> {
+        match self.kind {
+            StoreKind::Kodelet => kodelet::meta(&self.conn, &self.path, id)?
+                .ok_or_else(|| Error::ConversationNotFound { id: id.to_string() }),
+        }
+    }
+}
+
+impl Store {
+    /// Load one conversation's full row.
+    pub fn load(&self, id: &str) -> Result<kodelet::StoredConversation> {
+        match self.kind {
+            StoreKind::Kodelet => kodelet::load(&self.conn, &self.path, id),
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Token counts per message and per conversation.
+//!
+//! - OpenAI-family formats: exact `o200k_base` BPE counts of each message's text, tool names,
+//!   tool inputs and tool results (the `bpe-openai` crate; see docs/benchmarks.md for its speed
+//!   against Python `tiktoken`), plus [`MESSAGE_OVERHEAD`] tokens of framing per message, as
+//!   OpenAI's chat format adds.
+//! - Anthropic: an **estimate**. Anthropic's tokenizer is not public (the exact figure only comes
+//!   from its token-counting API, which needs a key and network), so agent-db counts
+//!   `o200k_base` tokens and multiplies by [`ANTHROPIC_FACTOR`]: Claude tokenizers produce
+//!   noticeably more tokens than o200k_base for the same English and code, and an estimate that
+//!   errs high never promises room that is not there.
+//! - Images are counted as the provider bills them (from their pixel size; see
+//!   [`crate::message::ImageInfo`]), never by their base64 length. Opaque items count one token
+//!   per four bytes.
+//!
+//! Only planning counts tokens; listing uses the usage the agent stored.
+
+use crate::message::{Block, Format, Message};
+
+/// Framing tokens per message (role and separators).
+pub const MESSAGE_OVERHEAD: usize = 4;
+/// Multiplier applied to o200k_base counts to estimate Claude tokens.
+pub const ANTHROPIC_FACTOR: f64 = 1.15;
+
+/// Exact o200k_base token count of `text`.
+pub fn count_text(text: &str) -> usize {
+    if text.is_empty() {
+        0
+    } else {
+        bpe_openai::o200k_base().count(text)
+    }
+}
+
+/// Tokens of one message in `format`.
+pub fn message_tokens(format: Format, m: &Message) -> usize {
+    let mut text = 0usize;
+    let mut images = 0usize;
+    let image_cost = |i: &crate::message::ImageInfo| match format {
+        Format::Anthropic => i.anthropic_tokens(),
+        _ => i.openai_tokens(),
+    };
+    for b in &m.blocks {
+        match b {
+            Block::Text { text: t } => text += count_text(t),
+            Block::Thinking { text: t, .. } => text += count_text(t),
+            Block::ToolCall { name, input, .. } => text += count_text(name) + count_text(input),
+            Block::ToolResult {
+                content, images: im, ..
+            } => {
+                text += count_text(content);
+                images += im.iter().map(image_cost).sum::<usize>();
+            }
+            Block::Image(i) => images += image_cost(i),
+            Block::Opaque { bytes, .. } => text += bytes.div_ceil(4),
+        }
+    }
+    let text = match format {
+        Format::Anthropic => (text as f64 * ANTHROPIC_FACTOR).ceil() as usize,
+        _ => text,
+    };
+    text + images + MESSAGE_OVERHEAD
+}
+
+/// Tokens of a whole history.
+pub fn history_tokens(format: Format, messages: &[Message]) -> usize {
+    messages.iter().map(|m| message_tokens(format, m)).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn o200k_counts_are_exact() {
+        // Reference values from tiktoken's o200k_base.
+        assert_eq!(count_text("hello world"), 2);
+        assert_eq!(count_text(""), 0);
+    }
+
+    #[test]
+    fn anthropic_is_scaled_openai_is_not() {
+        let raw = serde_json::value::RawValue::from_string(
+            r#"{"role":"user","content":"hello world"}"#.into(),
+        )
+        .unwrap();
+        let m = crate::message::openai_chat::decode(&raw).unwrap();
+        assert_eq!(message_tokens(Format::OpenAiChat, &m), 2 + MESSAGE_OVERHEAD);
+        assert_eq!(message_tokens(Format::Anthropic, &m), 3 + MESSAGE_OVERHEAD);
+    }
+}
