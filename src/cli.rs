@@ -52,6 +52,12 @@ pub enum Command {
     Show(ShowArgs),
     /// Compact the selected conversations (use --dry-run to see the plan first)
     Compact(CompactArgs),
+    /// Show the audit log of compactions (all, or one conversation's)
+    History(HistoryArgs),
+    /// Undo compactions: put the archived original back, byte-identical
+    Restore(RestoreArgs),
+    /// Delete archived originals older than DUR to reclaim space (they can no longer be restored)
+    PruneArchive(PruneArchiveArgs),
     /// Print shell completions
     Completions {
         /// The shell
@@ -183,7 +189,55 @@ pub struct CompactArgs {
     #[arg(long)]
     pub elide_images: bool,
 
-    /// Do not ask for confirmation
+    /// Do not ask for confirmation (agent-db only asks for batch selections on a terminal)
     #[arg(long, short)]
     pub yes: bool,
+
+    /// Conversations compacted at once
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub concurrency: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Only this conversation
+    pub id: Option<String>,
+
+    /// Machine-readable output on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["id", "all_since"])))]
+pub struct RestoreArgs {
+    /// The conversation to restore (its latest compaction, or --compaction N)
+    pub id: Option<String>,
+
+    /// A specific compaction (its id from `agent-db history`)
+    #[arg(long, value_name = "N", requires = "id")]
+    pub compaction: Option<i64>,
+
+    /// Restore every compaction made within the last DUR (newest first)
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, conflicts_with = "id")]
+    pub all_since: Option<Duration>,
+
+    /// Restore even if the conversation changed after the compaction (the later changes are lost)
+    #[arg(long)]
+    pub force: bool,
+
+    /// Machine-readable output on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArchiveArgs {
+    /// Prune archives of compactions made more than DUR ago (e.g. 90d)
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, required = true)]
+    pub older_than: Duration,
+
+    /// Machine-readable output on stdout
+    #[arg(long)]
+    pub json: bool,
 }

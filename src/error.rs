@@ -68,7 +68,9 @@ pub enum Error {
     #[error("conversation {id}: {detail}")]
     Conversation { id: String, detail: String },
 
-    #[error("{path}: locked by another agent-db run (lock file {lock}); try again when it finishes")]
+    #[error(
+        "{path}: locked by another agent-db run (lock file {lock}); try again when it finishes"
+    )]
     Locked { path: PathBuf, lock: PathBuf },
 
     #[error("{0}")]

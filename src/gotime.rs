@@ -41,10 +41,7 @@ pub fn parse(text: &str) -> Result<DateTime<FixedOffset>, String> {
     let time = parse_clock(clock).ok_or_else(bad)?;
     let naive = NaiveDateTime::new(date, time);
     let offset = parse_zone(zone.trim_start()).ok_or_else(bad)?;
-    offset
-        .from_local_datetime(&naive)
-        .single()
-        .ok_or_else(bad)
+    offset.from_local_datetime(&naive).single().ok_or_else(bad)
 }
 
 fn parse_clock(clock: &str) -> Option<chrono::NaiveTime> {
@@ -92,7 +89,10 @@ fn parse_zone(zone: &str) -> Option<FixedOffset> {
     }
     let (h, m) = match digits.len() {
         2 => (digits.parse::<i32>().ok()?, 0),
-        4 => (digits[..2].parse::<i32>().ok()?, digits[2..].parse::<i32>().ok()?),
+        4 => (
+            digits[..2].parse::<i32>().ok()?,
+            digits[2..].parse::<i32>().ok()?,
+        ),
         _ => return None,
     };
     FixedOffset::east_opt(sign * (h * 3600 + m * 60))
@@ -151,7 +151,10 @@ mod tests {
     fn go_string_forms() {
         let base = ts("2026-08-21T22:21:35.123456789Z");
         assert_eq!(ts("2026-08-21 23:21:35.123456789 +0100 BST"), base);
-        assert_eq!(ts("2026-08-21 23:21:35.123456789 +0100 BST m=+12.3456789"), base);
+        assert_eq!(
+            ts("2026-08-21 23:21:35.123456789 +0100 BST m=+12.3456789"),
+            base
+        );
         assert_eq!(ts("2026-08-21 23:21:35.123456789+01:00"), base);
         assert_eq!(ts("2026-08-21T23:21:35.123456789+01:00"), base);
         assert_eq!(ts("2026-08-21 22:21:35.123456789 +0000 UTC"), base);
@@ -188,7 +191,10 @@ mod tests {
     #[test]
     fn format_round_trips() {
         let t = parse("2026-08-21 23:21:35.1234 +0100 BST").unwrap();
-        assert_eq!(format_go(&t, Some("BST")), "2026-08-21 23:21:35.1234 +0100 BST");
+        assert_eq!(
+            format_go(&t, Some("BST")),
+            "2026-08-21 23:21:35.1234 +0100 BST"
+        );
         assert_eq!(parse(&format_go(&t, None)).unwrap(), t);
         let z = parse("2026-08-21T10:00:00Z").unwrap();
         assert_eq!(format_go(&z, None), "2026-08-21 10:00:00 +0000 UTC");

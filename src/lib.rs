@@ -7,9 +7,11 @@
 //! commits each compaction in its own transaction with an archived pre-image. The library never
 //! prints: the binary's CLI layer renders reports.
 
+pub mod compact;
 pub mod error;
 pub mod gotime;
 pub mod message;
+pub mod pipeline;
 pub mod plan;
 pub mod report;
 pub mod select;

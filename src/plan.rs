@@ -137,7 +137,12 @@ pub fn is_summary_text(text: &str) -> bool {
 }
 
 /// Load, decode and split one selected conversation.
-pub fn plan(store: &Store, meta: ConversationMeta, reason: Reason, opts: &PlanOptions) -> Result<Plan> {
+pub fn plan(
+    store: &Store,
+    meta: ConversationMeta,
+    reason: Reason,
+    opts: &PlanOptions,
+) -> Result<Plan> {
     let row = store.load(&meta.id)?;
     plan_loaded(row, meta, reason, opts)
 }

@@ -104,7 +104,8 @@ pub struct Totals {
 impl Totals {
     pub fn saved_pct(&self) -> Option<f64> {
         (self.tokens_before > 0).then(|| {
-            100.0 * (self.tokens_before as f64 - self.tokens_after as f64) / self.tokens_before as f64
+            100.0 * (self.tokens_before as f64 - self.tokens_after as f64)
+                / self.tokens_before as f64
         })
     }
 }
@@ -139,11 +140,19 @@ mod tests {
         let mut a = Row::bare("a", "openai", "manual", Status::Compacted);
         a.tokens_before = Some(1000);
         a.tokens_after = Some(250);
-        let b = Row::bare("b", "openai", "manual", Status::Skipped("nothing to compact".into()));
+        let b = Row::bare(
+            "b",
+            "openai",
+            "manual",
+            Status::Skipped("nothing to compact".into()),
+        );
         let mut t = Totals::default();
         t += &a;
         t += &b;
-        assert_eq!((t.compacted, t.skipped, t.tokens_before, t.tokens_after), (1, 1, 1000, 250));
+        assert_eq!(
+            (t.compacted, t.skipped, t.tokens_before, t.tokens_after),
+            (1, 1, 1000, 250)
+        );
         assert_eq!(t.saved_pct(), Some(75.0));
     }
 

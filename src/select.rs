@@ -144,7 +144,8 @@ impl Selector {
                 };
             }
         }
-        let needs_time = self.older_than.is_some() || self.since.is_some() || self.idle_window().is_some();
+        let needs_time =
+            self.older_than.is_some() || self.since.is_some() || self.idle_window().is_some();
         let age = if needs_time {
             match meta.updated() {
                 Ok(t) => Some(now.signed_duration_since(t)),
@@ -205,7 +206,12 @@ impl Selector {
 
     /// Run the selection, streaming outcomes to `f` (which returns `false` to stop). Conversations
     /// that simply do not match are not reported; skipped ones carry a reason.
-    pub fn run(&self, store: &Store, now: &DateTime<FixedOffset>, mut f: impl FnMut(Outcome) -> bool) -> Result<()> {
+    pub fn run(
+        &self,
+        store: &Store,
+        now: &DateTime<FixedOffset>,
+        mut f: impl FnMut(Outcome) -> bool,
+    ) -> Result<()> {
         self.validate()?;
         let mut selected = 0usize;
         let limit = self.limit.unwrap_or(usize::MAX);
@@ -261,7 +267,11 @@ impl Selector {
                 Some((_, meta)) => {
                     emit(self.evaluate(meta, now), &mut f);
                 }
-                None => return Err(Error::Usage("--follow: the store has no conversations".into())),
+                None => {
+                    return Err(Error::Usage(
+                        "--follow: the store has no conversations".into(),
+                    ))
+                }
             }
             return Ok(());
         }

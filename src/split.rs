@@ -134,7 +134,9 @@ pub fn split(views: &[View], keep_tokens: usize, prior_summary: bool) -> Decisio
         .find(|&c| ok[c] && suffix[c] <= keep_tokens)
         .or_else(|| (1..=n).rev().find(|&c| ok[c]));
     let Some(cut) = cut else {
-        return Decision::NoOp("no place to cut without separating a tool call from its result".into());
+        return Decision::NoOp(
+            "no place to cut without separating a tool call from its result".into(),
+        );
     };
     let latest = views
         .iter()
@@ -172,7 +174,12 @@ mod tests {
     use super::*;
 
     fn user(t: usize) -> View {
-        View { role: Some(Role::User), instruction: true, tokens: t, ..Default::default() }
+        View {
+            role: Some(Role::User),
+            instruction: true,
+            tokens: t,
+            ..Default::default()
+        }
     }
     fn asst(t: usize, calls: &[&str]) -> View {
         View {
@@ -183,12 +190,24 @@ mod tests {
         }
     }
     fn tool(t: usize, id: &str) -> View {
-        View { role: Some(Role::Tool), results: vec![id.into()], tokens: t, ..Default::default() }
+        View {
+            role: Some(Role::Tool),
+            results: vec![id.into()],
+            tokens: t,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn never_cuts_between_call_and_result() {
-        let v = vec![user(10), asst(10, &["a"]), tool(100, "a"), asst(10, &["b"]), tool(100, "b"), asst(10, &[])];
+        let v = vec![
+            user(10),
+            asst(10, &["a"]),
+            tool(100, "a"),
+            asst(10, &["b"]),
+            tool(100, "b"),
+            asst(10, &[]),
+        ];
         let ok = valid_cuts(&v);
         assert_eq!(ok, vec![false, true, false, true, false, true, true]);
     }
@@ -217,7 +236,13 @@ mod tests {
         assert!(matches!(split(&[], 0, false), Decision::NoOp(_)));
         assert!(matches!(split(&[user(5)], 0, false), Decision::NoOp(_)));
         // Everything fits in the tail.
-        assert!(matches!(split(&[user(5), asst(5, &[])], 100, false), Decision::NoOp(_)));
-        assert!(matches!(split(&[user(5), asst(5, &[]), user(5), asst(5, &[])], 100, false), Decision::NoOp(_)));
+        assert!(matches!(
+            split(&[user(5), asst(5, &[])], 100, false),
+            Decision::NoOp(_)
+        ));
+        assert!(matches!(
+            split(&[user(5), asst(5, &[]), user(5), asst(5, &[])], 100, false),
+            Decision::NoOp(_)
+        ));
     }
 }

@@ -45,7 +45,9 @@ pub fn message_tokens(format: Format, m: &Message) -> usize {
             Block::Thinking { text: t, .. } => text += count_text(t),
             Block::ToolCall { name, input, .. } => text += count_text(name) + count_text(input),
             Block::ToolResult {
-                content, images: im, ..
+                content,
+                images: im,
+                ..
             } => {
                 text += count_text(content);
                 images += im.iter().map(image_cost).sum::<usize>();

@@ -1,52 +1,23 @@
-//! `agent-db compact`: select, plan, and (without `--dry-run`) compact and write back.
+//! `agent-db compact`: select, plan, compact and write back (or, with `--dry-run`, plan only).
 
-use std::time::Instant;
+use std::io::Write;
+use std::sync::Arc;
 
+use agent_db::compact::{prune::Prune, Extractive, Strategy};
+use agent_db::error::exit;
 use agent_db::gotime;
-use agent_db::plan::{self, Plan, PlanOptions};
+use agent_db::pipeline::{self, RunOptions};
+use agent_db::plan::PlanOptions;
 use agent_db::report::{Row, Status, Totals};
-use agent_db::select::Outcome;
-use agent_db::split::Decision;
-use agent_db::store::Store;
+use agent_db::select::{Outcome, Reason};
+use agent_db::store::{lock, Store};
 use agent_db::Error;
 
 use super::CmdResult;
-use crate::cli::CompactArgs;
+use crate::cli::{CompactArgs, StrategyArg};
 use crate::output::{self, table, Ui};
 
-/// Rough summary size for a dry run before a strategy has run: a tenth of the head, between
-/// 256 and 4,096 tokens, never more than the head itself.
-fn estimate_summary_tokens(head_tokens: usize) -> usize {
-    (head_tokens / 10).clamp(256, 4096).min(head_tokens)
-}
-
-/// The report row for a plan (dry run).
-fn planned_row(p: &Plan, started: Instant) -> Row {
-    let mut row = Row::bare(&p.meta.id, &p.meta.provider, p.reason.name(), Status::Planned);
-    row.format = Some(p.loaded.format.name());
-    row.model = p.meta.model.clone();
-    row.tokens_exact = p.loaded.format.tokens_exact();
-    row.messages_before = Some(p.loaded.messages.len());
-    row.tokens_before = Some(p.tokens_before());
-    match &p.decision {
-        Decision::Compact(s) => {
-            let kept = p.loaded.messages.len() - s.cut;
-            row.messages_summarized = Some(s.cut - usize::from(s.reinsert.is_some()));
-            row.messages_kept = Some(kept + usize::from(s.reinsert.is_some()));
-            row.messages_after = Some(1 + kept + usize::from(s.reinsert.is_some()));
-            row.tokens_after = Some(p.tokens_after(estimate_summary_tokens(s.head_tokens)));
-        }
-        Decision::NoOp(why) => {
-            row.status = Status::Skipped(why.clone());
-            row.messages_after = row.messages_before;
-            row.tokens_after = row.tokens_before;
-        }
-    }
-    row.duration_ms = started.elapsed().as_millis() as u64;
-    row
-}
-
-pub fn run(ui: &Ui, store: Store, args: &CompactArgs) -> CmdResult {
+pub fn run(ui: &Ui, mut store: Store, args: &CompactArgs) -> CmdResult {
     let selector = args.select.selector(&args.positional);
     if selector.is_empty() {
         return Err(Error::Usage(
@@ -55,36 +26,48 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs) -> CmdResult {
         )
         .into());
     }
-    if !args.dry_run {
-        return Err(Error::Usage(
-            "writing compactions is not available yet; run with --dry-run to see the plan".into(),
-        )
-        .into());
+    selector.validate()?;
+    if args.elide_images && args.strategy != StrategyArg::Prune {
+        return Err(Error::Usage("--elide-images goes with --strategy prune".into()).into());
     }
-    let opts = PlanOptions {
-        keep_tokens: args.keep_tokens,
-        context_limit: args.select.context_limit,
+    let strategy: Arc<dyn Strategy> = match args.strategy {
+        StrategyArg::Extractive => Arc::new(Extractive),
+        StrategyArg::Prune => Arc::new(Prune {
+            elide_images: args.elide_images,
+        }),
     };
     let now = gotime::now();
-    let mut rows = Vec::new();
-    selector.run(&store, &now, |o| {
-        let started = Instant::now();
-        let row = match o {
-            Outcome::Selected { meta, reason } => {
-                let (id, provider) = (meta.id.clone(), meta.provider.clone());
-                match plan::plan(&store, meta, reason, &opts) {
-                    Ok(p) => planned_row(&p, started),
-                    Err(e) => Row::bare(&id, &provider, reason.name(), Status::Failed(e.to_string())),
-                }
-            }
-            Outcome::Skipped { meta, reason, why } => {
-                Row::bare(&meta.id, &meta.provider, reason.name(), Status::Skipped(why))
-            }
-            Outcome::Failed { id, error } => Row::bare(&id, "", "manual", Status::Failed(error)),
-        };
-        rows.push(row);
-        true
+    let _lock = if args.dry_run {
+        None
+    } else {
+        let l = lock::acquire(&store.path)?;
+        if !confirm(ui, &store, &selector, args, &now)? {
+            ui.status("nothing done");
+            return Ok(exit::OK);
+        }
+        store.ensure_agent_tables()?;
+        Some(l)
+    };
+    if args.strategy == StrategyArg::Extractive {
+        ui.status("strategy: extractive (offline, no LLM: no provider is configured)");
+    }
+    let opts = RunOptions {
+        plan: PlanOptions {
+            keep_tokens: args.keep_tokens,
+            context_limit: args.select.context_limit,
+        },
+        dry_run: args.dry_run,
+        concurrency: args.concurrency,
+        details: serde_json::json!({}),
+    };
+    let progress = Progress::new(ui, args.json);
+    let path = store.path.clone();
+    let kind = store.kind.name();
+    drop(store);
+    let rows = pipeline::run(&path, &selector, strategy, &opts, now, &mut |r| {
+        progress.row(r)
     })?;
+    progress.finish();
     let mut totals = Totals::default();
     for r in &rows {
         totals += r;
@@ -93,16 +76,124 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs) -> CmdResult {
         let doc = serde_json::json!({
             "version": super::list::JSON_VERSION,
             "command": "compact",
-            "dry_run": true,
-            "store": {"path": store.path.display().to_string(), "kind": store.kind.name()},
+            "dry_run": args.dry_run,
+            "store": {"path": path.display().to_string(), "kind": kind},
             "conversations": rows,
             "totals": totals,
         });
-        output::out(&format!("{}\n", serde_json::to_string_pretty(&doc).unwrap_or_default()))?;
+        output::out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        ))?;
     } else {
-        render(ui, &rows, &totals, true)?;
+        render(ui, &rows, &totals, args.dry_run)?;
+        if !args.dry_run && totals.compacted > 0 {
+            ui.status(&format!(
+                "undo with: agent-db --db {} restore ID   (or: restore --all-since 1h); see `agent-db history`",
+                shell_quote(&path.display().to_string())
+            ));
+        }
     }
-    Ok(if totals.failed > 0 { agent_db::error::exit::PARTIAL } else { 0 })
+    Ok(if totals.failed > 0 {
+        exit::PARTIAL
+    } else {
+        exit::OK
+    })
+}
+
+fn shell_quote(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Batch selections on a terminal ask first; explicit ids, `--follow`, `--yes` and runs without a
+/// terminal (cron) never do.
+fn confirm(
+    ui: &Ui,
+    store: &Store,
+    selector: &agent_db::select::Selector,
+    args: &CompactArgs,
+    now: &chrono::DateTime<chrono::FixedOffset>,
+) -> Result<bool, Error> {
+    if args.yes || !ui.stdin_tty || !ui.stderr_tty || !selector.ids.is_empty() || selector.follow {
+        return Ok(true);
+    }
+    let mut n = 0usize;
+    selector.run(store, now, |o| {
+        if let Outcome::Selected { reason, .. } = o {
+            if reason != Reason::Manual {
+                n += 1;
+            }
+        }
+        true
+    })?;
+    if n == 0 {
+        return Ok(true);
+    }
+    eprint!(
+        "compact {n} conversation(s) in {}? Each one can be undone with `agent-db restore`. [y/N] ",
+        store.path.display()
+    );
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().read_line(&mut answer);
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES"))
+}
+
+/// A progress bar on stderr, only on a terminal and without --quiet.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    saved: std::cell::Cell<usize>,
+    failed: std::cell::Cell<usize>,
+}
+
+impl Progress {
+    fn new(ui: &Ui, _json: bool) -> Progress {
+        let bar = (ui.stderr_tty && !ui.quiet).then(|| {
+            let b = indicatif::ProgressBar::new_spinner();
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {pos} done · {msg} · {elapsed}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            );
+            b.enable_steady_tick(std::time::Duration::from_millis(250));
+            b
+        });
+        Progress {
+            bar,
+            saved: Default::default(),
+            failed: Default::default(),
+        }
+    }
+
+    fn row(&self, r: &Row) {
+        if let (Some(b), Some(a)) = (r.tokens_before, r.tokens_after) {
+            if matches!(r.status, Status::Compacted | Status::Planned) {
+                self.saved.set(self.saved.get() + b.saturating_sub(a));
+            }
+        }
+        if matches!(r.status, Status::Failed(_)) {
+            self.failed.set(self.failed.get() + 1);
+        }
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+            bar.set_message(format!(
+                "{} failed · {} tokens saved",
+                self.failed.get(),
+                table::thousands(self.saved.get())
+            ));
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
 }
 
 fn arrow(a: Option<usize>, b: Option<usize>) -> String {
@@ -114,14 +205,25 @@ fn arrow(a: Option<usize>, b: Option<usize>) -> String {
 }
 
 /// The before/after table and the totals line.
-fn render(ui: &Ui, rows: &[Row], totals: &Totals, dry_run: bool) -> std::io::Result<()> {
+pub fn render(ui: &Ui, rows: &[Row], totals: &Totals, dry_run: bool) -> std::io::Result<()> {
     if rows.is_empty() {
         ui.status("no conversation matched the selectors");
         return Ok(());
     }
     let mut t = table::new(
-        &["ID", "PROVIDER", "WHY", "MESSAGES", "SUMMARIZE/KEEP", "TOKENS", "SAVED", "STATUS"],
-        &[3, 5, 6],
+        &[
+            "ID",
+            "PROVIDER",
+            "WHY",
+            "MESSAGES",
+            "SUMMARIZE/KEEP",
+            "TOKENS",
+            "SAVED",
+            "STRATEGY",
+            "STATUS",
+            "TIME",
+        ],
+        &[3, 5, 6, 9],
     );
     for r in rows {
         let tok = match (r.tokens_before, r.tokens_after) {
@@ -130,6 +232,7 @@ fn render(ui: &Ui, rows: &[Row], totals: &Totals, dry_run: bool) -> std::io::Res
                 table::tokens(b, r.tokens_exact),
                 table::tokens(a, r.tokens_exact)
             ),
+            (Some(b), None) => table::tokens(b, r.tokens_exact),
             _ => String::new(),
         };
         let split = match (r.messages_summarized, r.messages_kept) {
@@ -147,14 +250,24 @@ fn render(ui: &Ui, rows: &[Row], totals: &Totals, dry_run: bool) -> std::io::Res
                 .filter(|_| matches!(r.status, Status::Planned | Status::Compacted))
                 .map(|p| format!("{p:.0}%"))
                 .unwrap_or_default(),
+            r.strategy.clone().unwrap_or_default(),
             r.status.label(),
+            format!("{} ms", r.duration_ms),
         ]);
     }
     output::out(&format!("{t}\n"))?;
-    let verb = if dry_run { "would compact" } else { "compacted" };
-    let done = if dry_run { totals.planned } else { totals.compacted };
+    let verb = if dry_run {
+        "would compact"
+    } else {
+        "compacted"
+    };
+    let done = if dry_run {
+        totals.planned
+    } else {
+        totals.compacted
+    };
     let line = format!(
-        "{} conversation(s): {verb} {done}, skipped {}, failed {}; tokens {} → {} ({} saved){}",
+        "TOTAL {} conversation(s): {verb} {done}, skipped {}, failed {}; tokens {} → {} ({} saved){}",
         totals.conversations,
         totals.skipped,
         totals.failed,

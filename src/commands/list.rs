@@ -46,7 +46,9 @@ fn json_row<'a>(
         messages: m.message_count,
         context_tokens: m.current_context,
         max_context_tokens: m.max_context,
-        utilization: m.utilization(limit).map(|u| (u * 10000.0).round() / 10000.0),
+        utilization: m
+            .utilization(limit)
+            .map(|u| (u * 10000.0).round() / 10000.0),
         updated_at: &m.updated_at,
         status,
         reason,
@@ -74,9 +76,13 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
         let mut first = true;
         selector.run(store, &now, |o| {
             let line = match &o {
-                Outcome::Selected { meta, reason } => {
-                    serde_json::to_string(&json_row(meta, limit, "selected", Some(reason.name()), None))
-                }
+                Outcome::Selected { meta, reason } => serde_json::to_string(&json_row(
+                    meta,
+                    limit,
+                    "selected",
+                    Some(reason.name()),
+                    None,
+                )),
                 Outcome::Skipped { meta, reason, why } => serde_json::to_string(&json_row(
                     meta,
                     limit,
@@ -86,14 +92,17 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
                 )),
                 Outcome::Failed { id, error } => {
                     failures.push((id.clone(), error.clone()));
-                    serde_json::to_string(&serde_json::json!({"id": id, "status": "error", "detail": error}))
+                    serde_json::to_string(
+                        &serde_json::json!({"id": id, "status": "error", "detail": error}),
+                    )
                 }
             };
             let line = line.unwrap_or_default();
             let r = if first {
                 out.write_all(line.as_bytes())
             } else {
-                out.write_all(b",").and_then(|_| out.write_all(line.as_bytes()))
+                out.write_all(b",")
+                    .and_then(|_| out.write_all(line.as_bytes()))
             };
             first = false;
             match r {
@@ -111,7 +120,9 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
         out.flush()?;
     } else {
         let mut t = table::new(
-            &["ID", "NAME", "PROVIDER", "MODEL", "MSGS", "CONTEXT", "USE", "UPDATED"],
+            &[
+                "ID", "NAME", "PROVIDER", "MODEL", "MSGS", "CONTEXT", "USE", "UPDATED",
+            ],
             &[4, 5, 6],
         );
         let mut rows = 0usize;
@@ -123,7 +134,9 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
                     let age = match meta.updated() {
                         Ok(t) => format!(
                             "{} ago",
-                            short_duration(now.signed_duration_since(t).to_std().unwrap_or_default())
+                            short_duration(
+                                now.signed_duration_since(t).to_std().unwrap_or_default()
+                            )
                         ),
                         Err(e) => {
                             failures.push((meta.id.clone(), e.to_string()));
@@ -135,7 +148,9 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
                         table::ellipsize(meta.name.as_deref().unwrap_or(""), 40),
                         meta.provider.clone(),
                         meta.model.clone().unwrap_or_default(),
-                        meta.message_count.map(|c| c.to_string()).unwrap_or_default(),
+                        meta.message_count
+                            .map(|c| c.to_string())
+                            .unwrap_or_default(),
                         meta.current_context
                             .map(|c| table::thousands(c.max(0) as usize))
                             .unwrap_or_default(),
@@ -153,7 +168,10 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
         if rows > 0 {
             output::out(&format!("{t}\n"))?;
         }
-        ui.status(&format!("{rows} conversation(s) in {}", store.path.display()));
+        ui.status(&format!(
+            "{rows} conversation(s) in {}",
+            store.path.display()
+        ));
         for (id, why) in &skipped {
             ui.status(&format!("skipped {id}: {why}"));
         }
@@ -161,7 +179,11 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
     for (id, e) in &failures {
         eprintln!("agent-db: error: {}", prefixed(id, e));
     }
-    Ok(if failures.is_empty() { 0 } else { agent_db::error::exit::PARTIAL })
+    Ok(if failures.is_empty() {
+        0
+    } else {
+        agent_db::error::exit::PARTIAL
+    })
 }
 
 /// Errors from the library already name the conversation; others get the id in front.

@@ -1,6 +1,7 @@
 //! One module per subcommand. Each returns the process exit code, or a [`Failure`].
 
 mod compact;
+mod history;
 mod list;
 mod show;
 
@@ -41,11 +42,14 @@ pub type CmdResult = Result<i32, Failure>;
 pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
     match cli.command {
         Command::Init => {
-            let path = cli
-                .db
-                .ok_or_else(|| Error::Usage("init needs --db PATH (the new store's file)".into()))?;
+            let path = cli.db.ok_or_else(|| {
+                Error::Usage("init needs --db PATH (the new store's file)".into())
+            })?;
             store::kodelet::init_store(&path)?;
-            ui.status(&format!("created an empty kodelet-layout store at {}", path.display()));
+            ui.status(&format!(
+                "created an empty kodelet-layout store at {}",
+                path.display()
+            ));
             Ok(0)
         }
         Command::Completions { shell } => {
@@ -59,8 +63,19 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
         Command::List(args) => list::run(ui, &open(cli.db.as_deref(), Access::Read)?, &args),
         Command::Show(args) => show::run(&open(cli.db.as_deref(), Access::Read)?, &args),
         Command::Compact(args) => {
-            let access = if args.dry_run { Access::Read } else { Access::Write };
+            let access = if args.dry_run {
+                Access::Read
+            } else {
+                Access::Write
+            };
             compact::run(ui, open(cli.db.as_deref(), access)?, &args)
+        }
+        Command::History(args) => history::history(&open(cli.db.as_deref(), Access::Read)?, &args),
+        Command::Restore(args) => {
+            history::restore(ui, open(cli.db.as_deref(), Access::Write)?, &args)
+        }
+        Command::PruneArchive(args) => {
+            history::prune_archive(ui, open(cli.db.as_deref(), Access::Write)?, &args)
         }
     }
 }

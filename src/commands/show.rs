@@ -38,7 +38,10 @@ pub fn run(store: &Store, args: &ShowArgs) -> CmdResult {
                 v
             }).collect::<Vec<_>>(),
         });
-        output::out(&format!("{}\n", serde_json::to_string_pretty(&doc).unwrap_or_default()))?;
+        output::out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        ))?;
         return Ok(0);
     }
     let exact = loaded.format.tokens_exact();

@@ -29,7 +29,10 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
 fn image(b: &Value) -> ImageInfo {
     let src = b.get("source").unwrap_or(&Value::Null);
     match str_field(src, "type") {
-        Some("base64") => ImageInfo::from_base64(str_field(src, "media_type"), str_field(src, "data").unwrap_or("")),
+        Some("base64") => ImageInfo::from_base64(
+            str_field(src, "media_type"),
+            str_field(src, "data").unwrap_or(""),
+        ),
         _ => ImageInfo::from_url(str_field(src, "url").unwrap_or("")),
     }
 }
@@ -49,9 +52,14 @@ fn block(b: &Value) -> Result<Block, String> {
             redacted: true,
         },
         "tool_use" | "server_tool_use" => Block::ToolCall {
-            id: str_field(b, "id").ok_or("tool_use block has no id")?.to_string(),
+            id: str_field(b, "id")
+                .ok_or("tool_use block has no id")?
+                .to_string(),
             name: str_field(b, "name").unwrap_or("").to_string(),
-            input: b.get("input").map(|i| i.to_string()).unwrap_or_else(|| "{}".into()),
+            input: b
+                .get("input")
+                .map(|i| i.to_string())
+                .unwrap_or_else(|| "{}".into()),
         },
         "tool_result" => {
             let mut text = String::new();

@@ -21,11 +21,13 @@ impl ImageInfo {
     pub fn from_base64(media_type: Option<&str>, data: &str) -> ImageInfo {
         let data = data.trim();
         let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
-        let bytes = (data.len() / 4) * 3 + match data.len() % 4 {
-            2 => 1,
-            3 => 2,
-            _ => 0,
-        } - padding.min(2);
+        let bytes = (data.len() / 4) * 3
+            + match data.len() % 4 {
+                2 => 1,
+                3 => 2,
+                _ => 0,
+            }
+            - padding.min(2);
         // Headers sit at the start; JPEG SOF may follow EXIF data, so decode up to ~96 KB.
         let prefix_len = data.len().min(128 * 1024) / 4 * 4;
         let decoded = base64::engine::general_purpose::STANDARD

@@ -116,7 +116,9 @@ impl Message {
     /// Tool calls made by this message: (id, name, input).
     pub fn tool_calls(&self) -> impl Iterator<Item = (&str, &str, &str)> {
         self.blocks.iter().filter_map(|b| match b {
-            Block::ToolCall { id, name, input } => Some((id.as_str(), name.as_str(), input.as_str())),
+            Block::ToolCall { id, name, input } => {
+                Some((id.as_str(), name.as_str(), input.as_str()))
+            }
             _ => None,
         })
     }
@@ -215,9 +217,13 @@ pub fn decode(format: Format, raw: &RawValue) -> Result<Message, String> {
 /// `SwapContext` writes, stores.md §1.8).
 pub fn user_text_message(format: Format, text: &str) -> Box<RawValue> {
     let json = match format {
-        Format::Anthropic => serde_json::json!({"content":[{"text": text, "type":"text"}],"role":"user"}),
+        Format::Anthropic => {
+            serde_json::json!({"content":[{"text": text, "type":"text"}],"role":"user"})
+        }
         Format::OpenAiChat => serde_json::json!({"role":"user","content": text}),
-        Format::OpenAiResponses => serde_json::json!({"type":"message","role":"user","content": text}),
+        Format::OpenAiResponses => {
+            serde_json::json!({"type":"message","role":"user","content": text})
+        }
     };
     to_raw(&json)
 }
@@ -296,16 +302,32 @@ mod tests {
     fn detect_formats() {
         assert_eq!(Format::detect("anthropic", None), Ok(Format::Anthropic));
         assert_eq!(Format::detect("openai", None), Ok(Format::OpenAiChat));
-        assert_eq!(Format::detect("openai", Some("chat_completions")), Ok(Format::OpenAiChat));
-        assert_eq!(Format::detect("openai", Some("responses")), Ok(Format::OpenAiResponses));
-        assert_eq!(Format::detect("openai-responses", None), Ok(Format::OpenAiResponses));
-        assert!(Format::detect("google", None).unwrap_err().contains("google"));
-        assert!(Format::detect("mistral", None).unwrap_err().contains("unknown provider"));
+        assert_eq!(
+            Format::detect("openai", Some("chat_completions")),
+            Ok(Format::OpenAiChat)
+        );
+        assert_eq!(
+            Format::detect("openai", Some("responses")),
+            Ok(Format::OpenAiResponses)
+        );
+        assert_eq!(
+            Format::detect("openai-responses", None),
+            Ok(Format::OpenAiResponses)
+        );
+        assert!(Format::detect("google", None)
+            .unwrap_err()
+            .contains("google"));
+        assert!(Format::detect("mistral", None)
+            .unwrap_err()
+            .contains("unknown provider"));
     }
 
     #[test]
     fn go_escaping() {
-        assert_eq!(go_escape(r#"{"a":"<b>&"}"#), r#"{"a":"\u003cb\u003e\u0026"}"#);
+        assert_eq!(
+            go_escape(r#"{"a":"<b>&"}"#),
+            r#"{"a":"\u003cb\u003e\u0026"}"#
+        );
     }
 
     #[test]

@@ -19,7 +19,8 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
             let mut text = str_field(&v, "content").unwrap_or("").to_string();
             if text.is_empty() {
                 // Assistant items may carry their text only inside the verbatim raw_item.
-                if let Some(Value::Array(parts)) = v.get("raw_item").and_then(|r| r.get("content")) {
+                if let Some(Value::Array(parts)) = v.get("raw_item").and_then(|r| r.get("content"))
+                {
                     text = parts
                         .iter()
                         .filter_map(|p| str_field(p, "text"))

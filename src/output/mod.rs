@@ -30,13 +30,6 @@ impl Ui {
         }
     }
 
-    /// A warning on stderr (suppressed by `--quiet`).
-    pub fn warn(&self, msg: &str) {
-        if !self.quiet {
-            eprintln!("agent-db: warning: {msg}");
-        }
-    }
-
     /// An error on stderr, with a hint where one helps. Never suppressed.
     pub fn error(&self, e: &Error) {
         eprintln!("agent-db: error: {e}");

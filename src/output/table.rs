@@ -5,7 +5,7 @@ use comfy_table::{presets, Cell, CellAlignment, ContentArrangement, Table};
 /// A new table with `headers`; numeric columns (by index) are right-aligned.
 pub fn new(headers: &[&str], numeric: &[usize]) -> Table {
     let mut t = Table::new();
-    t.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    t.load_preset(presets::UTF8_BORDERS_ONLY);
     t.set_content_arrangement(ContentArrangement::Dynamic);
     if let Some(w) = super::term_width() {
         t.set_width(w);

@@ -63,7 +63,9 @@ pub struct Columns {
 
 fn table_columns(conn: &Connection, table: &str, path: &Path) -> Result<Vec<(String, String)>> {
     let mut stmt = conn
-        .prepare(&format!("SELECT name, type FROM pragma_table_info('{table}')"))
+        .prepare(&format!(
+            "SELECT name, type FROM pragma_table_info('{table}')"
+        ))
         .at(path)?;
     let rows = stmt
         .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
@@ -243,7 +245,11 @@ pub struct StoredConversation {
 /// Load one conversation's full row.
 pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<StoredConversation> {
     let cols = check_schema(conn, path)?;
-    let cwd = if cols.conversations_cwd { "cwd" } else { "NULL" };
+    let cwd = if cols.conversations_cwd {
+        "cwd"
+    } else {
+        "NULL"
+    };
     let sql = format!(
         "SELECT id, raw_messages, provider, usage, summary, created_at, updated_at, metadata, tool_results, {cwd}
          FROM conversations WHERE id = ?1"

@@ -41,10 +41,7 @@ pub fn first_message(raw_messages: &str, metadata: Option<&str>) -> String {
     };
     // Go unmarshals into []map[string]any: an element that is neither an object nor null makes
     // the whole decode fail.
-    if messages
-        .iter()
-        .any(|m| !(m.is_object() || m.is_null()))
-    {
+    if messages.iter().any(|m| !(m.is_object() || m.is_null())) {
         return String::new();
     }
     let mut text: Option<&str> = None;
@@ -60,7 +57,11 @@ pub fn first_message(raw_messages: &str, metadata: Option<&str>) -> String {
         else {
             continue;
         };
-        if let Some(t) = first.as_object().and_then(|b| b.get("text")).and_then(Value::as_str) {
+        if let Some(t) = first
+            .as_object()
+            .and_then(|b| b.get("text"))
+            .and_then(Value::as_str)
+        {
             text = Some(t);
             break;
         }
@@ -104,7 +105,10 @@ fn apply_display(text: &str, metadata: Option<&str>) -> String {
             None => return text.to_string(),
         },
     };
-    let Some(versions) = root.as_object().and_then(|r| r.get("v1")).and_then(Value::as_object)
+    let Some(versions) = root
+        .as_object()
+        .and_then(|r| r.get("v1"))
+        .and_then(Value::as_object)
     else {
         return text.to_string();
     };
@@ -168,13 +172,21 @@ fn go_sprint(v: &Value) -> String {
 /// digits, in exponent form (`1e+06`, `1e-05`) when the decimal exponent is < -4 or >= 6.
 fn go_format_g(f: f64) -> String {
     if f == 0.0 {
-        return if f.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if f.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     if f.is_nan() {
         return "NaN".into();
     }
     if f.is_infinite() {
-        return if f > 0.0 { "+Inf".into() } else { "-Inf".into() };
+        return if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
     }
     // Shortest round-trip digits and decimal exponent from Rust's `{:e}`.
     let e = format!("{:e}", f);
@@ -199,7 +211,10 @@ mod tests {
         let raw = r#"[{"type":"message","role":"user","content":"hi"},{"type":"function_call","call_id":"c1","name":"bash","arguments":"{}"},{"type":"message","role":"assistant","content":"ok","raw_item":{"type":"message","role":"assistant","content":[]}}]"#;
         assert_eq!(message_count(raw), 3);
         // An escaped "role" inside a string does not count.
-        assert_eq!(message_count(r#"[{"role":"user","content":"say \"role\""}]"#), 1);
+        assert_eq!(
+            message_count(r#"[{"role":"user","content":"say \"role\""}]"#),
+            1
+        );
     }
 
     #[test]
@@ -216,8 +231,17 @@ mod tests {
 
     #[test]
     fn openai_string_content_and_bad_json_give_empty() {
-        assert_eq!(first_message(r#"[{"role":"user","content":"How many CPUs?"}]"#, None), "");
-        assert_eq!(first_message(r#"[{"type":"message","role":"user","content":"Hello"}]"#, None), "");
+        assert_eq!(
+            first_message(r#"[{"role":"user","content":"How many CPUs?"}]"#, None),
+            ""
+        );
+        assert_eq!(
+            first_message(
+                r#"[{"type":"message","role":"user","content":"Hello"}]"#,
+                None
+            ),
+            ""
+        );
         assert_eq!(first_message("[", None), "");
         assert_eq!(first_message("{}", None), "");
         assert_eq!(first_message("[1]", None), "");
@@ -227,7 +251,10 @@ mod tests {
         let raw = r#"[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:,"}}]}]"#;
         assert_eq!(first_message(raw, None), "look");
         // null elements are tolerated.
-        assert_eq!(first_message(r#"[null,{"role":"user","content":[{"text":"x"}]}]"#, None), "x");
+        assert_eq!(
+            first_message(r#"[null,{"role":"user","content":[{"text":"x"}]}]"#, None),
+            "x"
+        );
     }
 
     #[test]
@@ -242,9 +269,13 @@ mod tests {
             r#"[{{"content":[{{"text":{},"type":"text"}}],"role":"user"}}]"#,
             serde_json::to_string(text).unwrap()
         );
-        let meta = format!(r#"{{"message_display":{{"v1":{{"{key}":{{"text":"/fix","kind":"slash-command"}}}}}}}}"#);
+        let meta = format!(
+            r#"{{"message_display":{{"v1":{{"{key}":{{"text":"/fix","kind":"slash-command"}}}}}}}}"#
+        );
         assert_eq!(first_message(&raw, Some(&meta)), "/fix");
-        let legacy = format!(r#"{{"message_display_overrides":{{"v1":{{"{key}":{{"display":"/legacy"}}}}}}}}"#);
+        let legacy = format!(
+            r#"{{"message_display_overrides":{{"v1":{{"{key}":{{"display":"/legacy"}}}}}}}}"#
+        );
         assert_eq!(first_message(&raw, Some(&legacy)), "/legacy");
         // Present but unusable current key: no fallback to the legacy one.
         let both = format!(
@@ -262,7 +293,10 @@ mod tests {
         // Long overrides are truncated too.
         let long = "y".repeat(150);
         let meta = format!(r#"{{"message_display":{{"v1":{{"{key}":{{"text":"{long}"}}}}}}}}"#);
-        assert_eq!(first_message(&raw, Some(&meta)), format!("{}...", "y".repeat(97)));
+        assert_eq!(
+            first_message(&raw, Some(&meta)),
+            format!("{}...", "y".repeat(97))
+        );
     }
 
     fn anthropic_user(text: &str) -> String {

@@ -7,8 +7,12 @@
 //! [`Store::ensure_agent_tables`], which write commands call after detection succeeded.
 
 pub mod agent_tables;
+pub mod archive;
 pub mod kodelet;
 pub mod kodelet_summaries;
+pub mod kodelet_write;
+pub mod lock;
+pub mod restore;
 
 use std::path::{Path, PathBuf};
 
@@ -122,10 +126,11 @@ pub fn connect(path: &Path, access: Access) -> Result<Connection> {
 
 /// The user tables in the file, or a `NotSqlite` error.
 fn table_names(conn: &Connection, path: &Path) -> Result<Vec<String>> {
-    let mut stmt = match conn.prepare("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name") {
-        Ok(s) => s,
-        Err(e) => return Err(classify_open_error(path, e)),
-    };
+    let mut stmt =
+        match conn.prepare("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name") {
+            Ok(s) => s,
+            Err(e) => return Err(classify_open_error(path, e)),
+        };
     let rows = stmt
         .query_map([], |r| r.get::<_, String>(0))
         .map_err(|e| classify_open_error(path, e))?;
@@ -159,7 +164,10 @@ impl Store {
         let conn = connect(path, access)?;
         let tables = table_names(&conn, path)?;
         let has = |t: &str| tables.iter().any(|n| n == t);
-        let kind = if has("conversations") && has("conversation_summaries") && has("schema_migrations") {
+        let kind = if has("conversations")
+            && has("conversation_summaries")
+            && has("schema_migrations")
+        {
             kodelet::check_schema(&conn, path)?;
             StoreKind::Kodelet
         } else {

@@ -26,7 +26,11 @@ pub fn string(out: &mut String, s: &str) {
                 && bytes[i + 1] == 0x80
                 && (bytes[i + 2] == 0xA8 || bytes[i + 2] == 0xA9) =>
             {
-                Some(if bytes[i + 2] == 0xA8 { "\\u2028" } else { "\\u2029" })
+                Some(if bytes[i + 2] == 0xA8 {
+                    "\\u2028"
+                } else {
+                    "\\u2029"
+                })
             }
             _ if b < 0x20 => None,
             _ => {

@@ -11,7 +11,11 @@ fn crc32(data: &[u8]) -> u32 {
         for (n, slot) in t.iter_mut().enumerate() {
             let mut c = n as u32;
             for _ in 0..8 {
-                c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
             }
             *slot = c;
         }
@@ -74,7 +78,10 @@ pub fn make_png<R: Rng>(rng: &mut R, width: u32, height: u32) -> Vec<u8> {
     let bars: Vec<(u32, u32)> = (0..rng.random_range(1..4))
         .map(|_| {
             let y = rng.random_range(0..height);
-            (y, (y + rng.random_range(1..=height.div_ceil(6))).min(height))
+            (
+                y,
+                (y + rng.random_range(1..=height.div_ceil(6))).min(height),
+            )
         })
         .collect();
     let mut raw = Vec::with_capacity(((width * 3 + 1) * height) as usize);
@@ -117,6 +124,9 @@ mod tests {
         let size = imagesize::blob_size(&png).unwrap();
         assert_eq!((size.width, size.height), (37, 21));
         assert_eq!(crc32(b"IEND"), 0xAE42_6082);
-        assert_eq!(&png[png.len() - 8..], &[0x49, 0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82]);
+        assert_eq!(
+            &png[png.len() - 8..],
+            &[0x49, 0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82]
+        );
     }
 }

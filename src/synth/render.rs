@@ -52,20 +52,29 @@ pub fn anthropic<R: Rng>(rng: &mut R, s: &Session) -> Rendered {
                         let mut b = Obj::start(content.item());
                         {
                             let mut src = Obj::start(b.field("source"));
-                            src.str("data", &data).str("media_type", "image/png").str("type", "base64");
+                            src.str("data", &data)
+                                .str("media_type", "image/png")
+                                .str("type", "base64");
                             src.end();
                         }
                         b.str("type", "image");
                         b.end();
                     }
                 }
-                Step::Assistant { thinking, text, calls, .. } => {
+                Step::Assistant {
+                    thinking,
+                    text,
+                    calls,
+                    ..
+                } => {
                     if let Some((t, sig)) = thinking {
                         let mut b = Obj::start(content.item());
                         if rng.random_bool(0.02) {
                             b.str("data", sig).str("type", "redacted_thinking");
                         } else {
-                            b.str("signature", sig).str("thinking", t).str("type", "thinking");
+                            b.str("signature", sig)
+                                .str("thinking", t)
+                                .str("type", "thinking");
                         }
                         b.end();
                     }
@@ -76,14 +85,18 @@ pub fn anthropic<R: Rng>(rng: &mut R, s: &Session) -> Rendered {
                     }
                     for c in calls {
                         let mut b = Obj::start(content.item());
-                        b.str("id", &c.id).raw("input", &c.args).str("name", c.name).str("type", "tool_use");
+                        b.str("id", &c.id)
+                            .raw("input", &c.args)
+                            .str("name", c.name)
+                            .str("type", "tool_use");
                         b.end();
                     }
                 }
                 Step::Results(results) => {
                     for r in results {
                         let mut b = Obj::start(content.item());
-                        b.str("tool_use_id", &r.call_id).bool("is_error", r.is_error);
+                        b.str("tool_use_id", &r.call_id)
+                            .bool("is_error", r.is_error);
                         {
                             let mut inner = Arr::start(b.field("content"));
                             let mut t = Obj::start(inner.item());
@@ -141,7 +154,8 @@ pub fn openai_chat<R: Rng>(_rng: &mut R, s: &Session) -> Rendered {
                         p.str("type", "image_url");
                         {
                             let mut u = Obj::start(p.field("image_url"));
-                            u.str("url", &format!("data:image/png;base64,{data}")).str("detail", "auto");
+                            u.str("url", &format!("data:image/png;base64,{data}"))
+                                .str("detail", "auto");
                             u.end();
                         }
                         p.end();
@@ -150,7 +164,12 @@ pub fn openai_chat<R: Rng>(_rng: &mut R, s: &Session) -> Rendered {
                 }
                 m.end();
             }
-            Step::Assistant { thinking, text, calls, .. } => {
+            Step::Assistant {
+                thinking,
+                text,
+                calls,
+                ..
+            } => {
                 messages += 1;
                 let mut m = Obj::start(arr.item());
                 m.str("role", "assistant");
@@ -180,7 +199,9 @@ pub fn openai_chat<R: Rng>(_rng: &mut R, s: &Session) -> Rendered {
                 for r in results {
                     messages += 1;
                     let mut m = Obj::start(arr.item());
-                    m.str("role", "tool").str("content", &r.text).str("tool_call_id", &r.call_id);
+                    m.str("role", "tool")
+                        .str("content", &r.text)
+                        .str("tool_call_id", &r.call_id);
                     m.end();
                 }
             }
@@ -207,7 +228,9 @@ pub fn responses<R: Rng>(rng: &mut R, s: &Session, style: ResponsesStyle) -> Ren
             Step::User { text, image } => {
                 messages += 1;
                 let mut m = Obj::start(arr.item());
-                m.str("type", "message").str("role", "user").str("content", text);
+                m.str("type", "message")
+                    .str("role", "user")
+                    .str("content", text);
                 if let Some(img) = image {
                     let data = b64(&img.png);
                     image_bytes += data.len();
@@ -219,7 +242,8 @@ pub fn responses<R: Rng>(rng: &mut R, s: &Session, style: ResponsesStyle) -> Ren
                         p.str("type", "input_text").str("text", text);
                         p.end();
                         let mut p = Obj::start(parts.item());
-                        p.str("type", "input_image").str("image_url", &format!("data:image/png;base64,{data}"));
+                        p.str("type", "input_image")
+                            .str("image_url", &format!("data:image/png;base64,{data}"));
                         p.end();
                         parts.end();
                     }
@@ -230,34 +254,55 @@ pub fn responses<R: Rng>(rng: &mut R, s: &Session, style: ResponsesStyle) -> Ren
                     messages += 1;
                     let len = rng.random_range(800..6000);
                     let mut c = Obj::start(arr.item());
-                    c.str("type", "compaction").str("encrypted_content", &format!("gAAAAA{}", words::alnum(rng, len)));
+                    c.str("type", "compaction").str(
+                        "encrypted_content",
+                        &format!("gAAAAA{}", words::alnum(rng, len)),
+                    );
                     c.end();
                 }
                 first_user = false;
             }
-            Step::Assistant { thinking, text, calls, final_answer } => {
+            Step::Assistant {
+                thinking,
+                text,
+                calls,
+                final_answer,
+            } => {
                 if let Some((t, _)) = thinking {
                     messages += 1;
                     let mut m = Obj::start(arr.item());
-                    m.str("type", "reasoning").str("role", "assistant").str("content", t);
+                    m.str("type", "reasoning")
+                        .str("role", "assistant")
+                        .str("content", t);
                     m.end();
                 }
                 if let Some(t) = text {
                     messages += 1;
                     let mut m = Obj::start(arr.item());
-                    m.str("type", "message").str("role", "assistant").str("content", t);
+                    m.str("type", "message")
+                        .str("role", "assistant")
+                        .str("content", t);
                     if style.codex || rng.random_bool(0.3) {
                         let mut raw = Obj::start(m.field("raw_item"));
                         raw.str("type", "message")
                             .str("id", &format!("msg_{}", hex_id(rng, 48)))
                             .str("status", "completed");
                         if style.codex {
-                            raw.str("phase", if *final_answer { "final_answer" } else { "commentary" });
+                            raw.str(
+                                "phase",
+                                if *final_answer {
+                                    "final_answer"
+                                } else {
+                                    "commentary"
+                                },
+                            );
                         }
                         {
                             let mut parts = Arr::start(raw.field("content"));
                             let mut p = Obj::start(parts.item());
-                            p.str("type", "output_text").raw("annotations", "[]").str("text", t);
+                            p.str("type", "output_text")
+                                .raw("annotations", "[]")
+                                .str("text", t);
                             p.end();
                             parts.end();
                         }
@@ -269,7 +314,10 @@ pub fn responses<R: Rng>(rng: &mut R, s: &Session, style: ResponsesStyle) -> Ren
                 for c in calls {
                     messages += 1;
                     let mut m = Obj::start(arr.item());
-                    m.str("type", "function_call").str("call_id", &c.id).str("name", c.name).str("arguments", &c.args);
+                    m.str("type", "function_call")
+                        .str("call_id", &c.id)
+                        .str("name", c.name)
+                        .str("arguments", &c.args);
                     m.end();
                 }
             }
@@ -277,7 +325,9 @@ pub fn responses<R: Rng>(rng: &mut R, s: &Session, style: ResponsesStyle) -> Ren
                 for r in results {
                     messages += 1;
                     let mut m = Obj::start(arr.item());
-                    m.str("type", "function_call_output").str("call_id", &r.call_id).str("output", &r.text);
+                    m.str("type", "function_call_output")
+                        .str("call_id", &r.call_id)
+                        .str("output", &r.text);
                     m.end();
                 }
             }
@@ -293,7 +343,9 @@ pub fn responses<R: Rng>(rng: &mut R, s: &Session, style: ResponsesStyle) -> Ren
 
 fn hex_id<R: Rng>(rng: &mut R, len: usize) -> String {
     const H: &[u8] = b"0123456789abcdef";
-    (0..len).map(|_| H[rng.random_range(0..16)] as char).collect()
+    (0..len)
+        .map(|_| H[rng.random_range(0..16)] as char)
+        .collect()
 }
 
 /// The `tool_results` column: a Go map, so keys are sorted bytewise.
@@ -308,7 +360,10 @@ pub fn tool_results(s: &Session, shift: Duration) -> String {
         .flatten()
         .collect();
     all.sort_by(|a, b| a.call_id.cmp(&b.call_id));
-    let cap: usize = all.iter().map(|o| o.structured_head.len() + o.call_id.len() + 64).sum();
+    let cap: usize = all
+        .iter()
+        .map(|o| o.structured_head.len() + o.call_id.len() + 64)
+        .sum();
     let mut out = String::with_capacity(cap + 2);
     out.push('{');
     for (i, o) in all.iter().enumerate() {

@@ -145,14 +145,15 @@ pub fn generate<R: Rng>(
         output_chars: 0,
     };
     let mut steps = Vec::new();
-    let mut first_text = None;
     let mut display = None;
     if plan.shape == Shape::Empty {
         return g.finish(steps, None, None);
     }
     // First instruction (sometimes an expanded slash command shown as what the user typed).
     let text = if g.rng.random_bool(0.06) {
-        let cmd = *["review", "fix-tests", "commit", "explain"].choose(g.rng).unwrap();
+        let cmd = *["review", "fix-tests", "commit", "explain"]
+            .choose(g.rng)
+            .unwrap();
         let target = g.topic.file(g.rng).to_string();
         let typed = format!("/{cmd} {target}");
         let expanded = format!(
@@ -165,7 +166,7 @@ pub fn generate<R: Rng>(
     } else {
         words::instruction(g.rng, g.topic)
     };
-    first_text = Some(text.clone());
+    let first_text = Some(text.clone());
     let image = g.maybe_image(plan.image_prob);
     g.bytes += text.len();
     steps.push(Step::User { text, image });
@@ -254,7 +255,8 @@ impl<R: Rng> Gen<'_, R> {
 
     fn tick(&mut self, lo: i64, hi: i64) {
         let ms = self.rng.random_range(lo * 1000..hi * 1000);
-        self.clock += Duration::milliseconds(ms) + Duration::nanoseconds(self.rng.random_range(0..1_000_000));
+        self.clock +=
+            Duration::milliseconds(ms) + Duration::nanoseconds(self.rng.random_range(0..1_000_000));
     }
 
     fn maybe_image(&mut self, p: f64) -> Option<Image> {
@@ -264,7 +266,10 @@ impl<R: Rng> Gen<'_, R> {
         let (w, h) = if self.rng.random_bool(0.8) {
             (self.rng.random_range(16..96), self.rng.random_range(12..72))
         } else {
-            (self.rng.random_range(96..200), self.rng.random_range(72..150))
+            (
+                self.rng.random_range(96..200),
+                self.rng.random_range(72..150),
+            )
         };
         let png = super::png::make_png(self.rng, w, h);
         self.bytes += png.len() * 4 / 3;
@@ -414,7 +419,11 @@ impl<R: Rng> Gen<'_, R> {
         let rel = self.topic.file(self.rng).to_string();
         let path = self.abs(&rel);
         let offset_given = self.rng.random_bool(0.25);
-        let offset = if offset_given { self.rng.random_range(1..400) } else { 1 };
+        let offset = if offset_given {
+            self.rng.random_range(1..400)
+        } else {
+            1
+        };
         let mut args = String::new();
         {
             let mut o = Obj::start(&mut args);
@@ -430,8 +439,12 @@ impl<R: Rng> Gen<'_, R> {
             let meta = {
                 let mut m = String::new();
                 let mut o = Obj::start(&mut m);
-                o.str("filePath", &path).int("offset", 0).int("lineLimit", line_limit);
-                o.raw("lines", "null").str("language", self.topic.lang.name()).bool("truncated", false);
+                o.str("filePath", &path)
+                    .int("offset", 0)
+                    .int("lineLimit", line_limit);
+                o.raw("lines", "null")
+                    .str("language", self.topic.lang.name())
+                    .bool("truncated", false);
                 o.end();
                 m
             };
@@ -456,7 +469,11 @@ impl<R: Rng> Gen<'_, R> {
         }
         let remaining = if offset_given && self.rng.random_bool(0.5) {
             let r = self.rng.random_range(10..900);
-            let _ = writeln!(text, "\n... [{r} lines remaining - use offset={} to continue reading]", offset + 200);
+            let _ = writeln!(
+                text,
+                "\n... [{r} lines remaining - use offset={} to continue reading]",
+                offset + 200
+            );
             r
         } else {
             0
@@ -464,7 +481,9 @@ impl<R: Rng> Gen<'_, R> {
         let meta = {
             let mut m = String::with_capacity(text.len() + 200);
             let mut o = Obj::start(&mut m);
-            o.str("filePath", &path).int("offset", offset).int("lineLimit", line_limit);
+            o.str("filePath", &path)
+                .int("offset", offset)
+                .int("lineLimit", line_limit);
             {
                 let mut a = Arr::start(o.field("lines"));
                 for l in &lines {
@@ -472,7 +491,8 @@ impl<R: Rng> Gen<'_, R> {
                 }
                 a.end();
             }
-            o.str("language", self.topic.lang.name()).bool("truncated", remaining > 0);
+            o.str("language", self.topic.lang.name())
+                .bool("truncated", remaining > 0);
             if remaining > 0 {
                 o.int("remainingLines", remaining);
             }
@@ -489,10 +509,27 @@ impl<R: Rng> Gen<'_, R> {
         let (command, description, mut output, mut code): (String, String, String, i64) =
             match self.rng.random_range(0..9) {
                 0 | 1 => {
-                    let lines = if long { self.rng.random_range(300..1200) } else { self.rng.random_range(3..40) };
+                    let lines = if long {
+                        self.rng.random_range(300..1200)
+                    } else {
+                        self.rng.random_range(3..40)
+                    };
                     let failures = if fail { self.rng.random_range(1..4) } else { 0 };
                     let out = words::test_log(self.rng, t, lines, failures);
-                    (test.clone(), "Run the test suite".into(), out, if fail { if t.lang == Lang::Rust { 101 } else { 1 } } else { 0 })
+                    (
+                        test.clone(),
+                        "Run the test suite".into(),
+                        out,
+                        if fail {
+                            if t.lang == Lang::Rust {
+                                101
+                            } else {
+                                1
+                            }
+                        } else {
+                            0
+                        },
+                    )
                 }
                 2 => {
                     let (cmd, desc) = match t.lang {
@@ -502,48 +539,113 @@ impl<R: Rng> Gen<'_, R> {
                         Lang::Python => ("mypy . --no-color-output", "Type-check with mypy"),
                     };
                     if fail || self.rng.random_bool(0.5) {
-                        let n = if long { self.rng.random_range(60..250) } else { self.rng.random_range(1..5) };
+                        let n = if long {
+                            self.rng.random_range(60..250)
+                        } else {
+                            self.rng.random_range(1..5)
+                        };
                         let mut out = String::new();
                         for _ in 0..n {
                             out.push_str(&words::compiler_error(self.rng, t));
                             out.push('\n');
                         }
                         if t.lang == Lang::Rust {
-                            let _ = writeln!(out, "error: could not compile `{}` (lib) due to {n} previous errors", t.project);
+                            let _ = writeln!(
+                                out,
+                                "error: could not compile `{}` (lib) due to {n} previous errors",
+                                t.project
+                            );
                         }
-                        (cmd.into(), desc.into(), out, if t.lang == Lang::Rust { 101 } else { 2 })
+                        (
+                            cmd.into(),
+                            desc.into(),
+                            out,
+                            if t.lang == Lang::Rust { 101 } else { 2 },
+                        )
                     } else {
-                        let n = if long { self.rng.random_range(200..800) } else { self.rng.random_range(2..30) };
+                        let n = if long {
+                            self.rng.random_range(200..800)
+                        } else {
+                            self.rng.random_range(2..30)
+                        };
                         (cmd.into(), desc.into(), words::build_log(self.rng, t, n), 0)
                     }
                 }
-                3 => ("git status".into(), "Show working tree status".into(), words::git_status(self.rng, t), 0),
+                3 => (
+                    "git status".into(),
+                    "Show working tree status".into(),
+                    words::git_status(self.rng, t),
+                    0,
+                ),
                 4 => {
                     let f = t.file(self.rng).to_string();
                     let mut old = Vec::new();
-                    words::code(self.rng, t, self.rng.random_range(2..8), &mut old);
+                    {
+                        let n = self.rng.random_range(2..8);
+                        words::code(self.rng, t, n, &mut old);
+                    }
                     let mut new = Vec::new();
-                    words::code(self.rng, t, self.rng.random_range(2..8), &mut new);
-                    (format!("git diff -- {f}"), "Show the diff".into(), words::unified_diff(&f, self.rng.random_range(1..300), &old, &new), 0)
+                    {
+                        let n = self.rng.random_range(2..8);
+                        words::code(self.rng, t, n, &mut new);
+                    }
+                    (
+                        format!("git diff -- {f}"),
+                        "Show the diff".into(),
+                        words::unified_diff(&f, self.rng.random_range(1..300), &old, &new),
+                        0,
+                    )
                 }
                 5 => {
                     let pat = words::fn_name(self.rng, t.lang);
                     let mut out = String::new();
                     for _ in 0..self.rng.random_range(0..12) {
-                        let _ = writeln!(out, "{}:{}:    {}({});", t.file(self.rng), self.rng.random_range(1..900), pat, words::var_name(self.rng, t.lang));
+                        let _ = writeln!(
+                            out,
+                            "{}:{}:    {}({});",
+                            t.file(self.rng),
+                            self.rng.random_range(1..900),
+                            pat,
+                            words::var_name(self.rng, t.lang)
+                        );
                     }
                     let c = if out.is_empty() { 1 } else { 0 };
-                    (format!("rg -n \"{pat}\" ."), format!("Find uses of {pat}"), out, c)
+                    (
+                        format!("rg -n \"{pat}\" ."),
+                        format!("Find uses of {pat}"),
+                        out,
+                        c,
+                    )
                 }
                 6 => {
-                    let n = if long { self.rng.random_range(400..1500) } else { self.rng.random_range(10..80) };
+                    let n = if long {
+                        self.rng.random_range(400..1500)
+                    } else {
+                        self.rng.random_range(10..80)
+                    };
                     let out = words::app_log(self.rng, t, n);
-                    (format!("tail -n {n} logs/{}.log", t.module), "Inspect service logs".into(), out, 0)
+                    (
+                        format!("tail -n {n} logs/{}.log", t.module),
+                        "Inspect service logs".into(),
+                        out,
+                        0,
+                    )
                 }
                 7 => {
                     let mut out = format!("total {}\n", self.rng.random_range(8..200));
                     for _ in 0..self.rng.random_range(4..30) {
-                        let _ = writeln!(out, "-rw-r--r--  1 dev dev {:>7} Oct {:>2} {:02}:{:02} {}", self.rng.random_range(100..90000), self.rng.random_range(1..31), self.rng.random_range(0..24), self.rng.random_range(0..60), words::file_path(self.rng, t.lang, &t.project).rsplit('/').next().unwrap_or("x"));
+                        let _ = writeln!(
+                            out,
+                            "-rw-r--r--  1 dev dev {:>7} Oct {:>2} {:02}:{:02} {}",
+                            self.rng.random_range(100..90000),
+                            self.rng.random_range(1..31),
+                            self.rng.random_range(0..24),
+                            self.rng.random_range(0..60),
+                            words::file_path(self.rng, t.lang, &t.project)
+                                .rsplit('/')
+                                .next()
+                                .unwrap_or("x")
+                        );
                     }
                     ("ls -la".into(), "List files".into(), out, 0)
                 }
@@ -568,14 +670,19 @@ impl<R: Rng> Gen<'_, R> {
             };
         if fail && code == 0 {
             // A command that itself could not run.
-            output = format!("bash: line 1: {}: command not found\n", command.split_whitespace().next().unwrap_or("x"));
+            output = format!(
+                "bash: line 1: {}: command not found\n",
+                command.split_whitespace().next().unwrap_or("x")
+            );
             code = 127;
         }
         let timeout = *[30i64, 60, 120, 300, 600].choose(self.rng).unwrap();
         let mut args = String::new();
         {
             let mut o = Obj::start(&mut args);
-            o.str("description", &description).str("command", &command).int("timeout", timeout);
+            o.str("description", &description)
+                .str("command", &command)
+                .int("timeout", timeout);
             o.end();
         }
         let exec_ns = self.rng.random_range(5_000_000i64..90_000_000_000);
@@ -591,7 +698,11 @@ impl<R: Rng> Gen<'_, R> {
         let meta = {
             let mut m = String::with_capacity(output.len() + 200);
             let mut o = Obj::start(&mut m);
-            o.str("command", &command).int("exitCode", code).str("output", &output).int("executionTime", exec_ns).str("workingDir", self.cwd);
+            o.str("command", &command)
+                .int("exitCode", code)
+                .str("output", &output)
+                .int("executionTime", exec_ns)
+                .str("workingDir", self.cwd);
             o.end();
             m
         };
@@ -602,7 +713,11 @@ impl<R: Rng> Gen<'_, R> {
 
     fn grep(&mut self, long: bool) -> (String, String, bool, String) {
         let t = self.topic;
-        let pattern = if self.rng.random_bool(0.5) { t.func(self.rng).to_string() } else { t.ty(self.rng).to_string() };
+        let pattern = if self.rng.random_bool(0.5) {
+            t.func(self.rng).to_string()
+        } else {
+            t.ty(self.rng).to_string()
+        };
         let include = match t.lang {
             Lang::Rust => "*.rs",
             Lang::Go => "*.go",
@@ -612,14 +727,22 @@ impl<R: Rng> Gen<'_, R> {
         let mut args = String::new();
         {
             let mut o = Obj::start(&mut args);
-            o.str("pattern", &pattern).str("path", self.cwd).str("include", include);
+            o.str("pattern", &pattern)
+                .str("path", self.cwd)
+                .str("include", include);
             o.end();
         }
-        let nfiles = if long { self.rng.random_range(30..100) } else { self.rng.random_range(0..8) };
+        let nfiles = if long {
+            self.rng.random_range(30..100)
+        } else {
+            self.rng.random_range(0..8)
+        };
         let mut text = String::new();
         let mut meta = String::new();
         let mut o = Obj::start(&mut meta);
-        o.str("pattern", &pattern).str("path", self.cwd).str("include", include);
+        o.str("pattern", &pattern)
+            .str("path", self.cwd)
+            .str("include", include);
         {
             let mut results = Arr::start(o.field("results"));
             for _ in 0..nfiles {
@@ -630,14 +753,26 @@ impl<R: Rng> Gen<'_, R> {
                 r.str("filePath", &path).str("language", t.lang.name());
                 {
                     let mut matches = Arr::start(r.field("matches"));
-                    let nm = if long { self.rng.random_range(2..25) } else { self.rng.random_range(1..5) };
+                    let nm = if long {
+                        self.rng.random_range(2..25)
+                    } else {
+                        self.rng.random_range(1..5)
+                    };
                     for _ in 0..nm {
                         let line = self.rng.random_range(1..1500);
-                        let content = format!("    let {} = {}(&{});", words::var_name(self.rng, t.lang), pattern, words::var_name(self.rng, t.lang));
+                        let content = format!(
+                            "    let {} = {}(&{});",
+                            words::var_name(self.rng, t.lang),
+                            pattern,
+                            words::var_name(self.rng, t.lang)
+                        );
                         let start = content.find(&pattern).unwrap_or(0) as i64;
                         let _ = writeln!(text, "{line}:{content}");
                         let mut m = Obj::start(matches.item());
-                        m.int("lineNumber", line).str("content", &content).int("matchStart", start).int("matchEnd", start + pattern.len() as i64);
+                        m.int("lineNumber", line)
+                            .str("content", &content)
+                            .int("matchStart", start)
+                            .int("matchEnd", start + pattern.len() as i64);
                         m.end();
                     }
                     matches.end();
@@ -671,7 +806,11 @@ impl<R: Rng> Gen<'_, R> {
             o.str("pattern", pattern).str("path", self.cwd);
             o.end();
         }
-        let n = if long { self.rng.random_range(200..900) } else { self.rng.random_range(1..40) };
+        let n = if long {
+            self.rng.random_range(200..900)
+        } else {
+            self.rng.random_range(1..40)
+        };
         let mut text = String::new();
         let mut meta = String::new();
         let mut o = Obj::start(&mut meta);
@@ -679,7 +818,11 @@ impl<R: Rng> Gen<'_, R> {
         {
             let mut files = Arr::start(o.field("files"));
             for _ in 0..n {
-                let path = format!("{}/{}", self.cwd, words::file_path(self.rng, t.lang, &t.project));
+                let path = format!(
+                    "{}/{}",
+                    self.cwd,
+                    words::file_path(self.rng, t.lang, &t.project)
+                );
                 let _ = writeln!(text, "{path}");
                 let mod_time = self.clock - Duration::seconds(self.rng.random_range(60..5_000_000));
                 let mut f = Obj::start(files.item());
@@ -703,16 +846,24 @@ impl<R: Rng> Gen<'_, R> {
         let rel = t.file(self.rng).to_string();
         let path = self.abs(&rel);
         let mut old = Vec::new();
-        words::code(self.rng, t, self.rng.random_range(1..10), &mut old);
+        {
+            let n = self.rng.random_range(1..10);
+            words::code(self.rng, t, n, &mut old);
+        }
         let mut new = Vec::new();
-        words::code(self.rng, t, self.rng.random_range(1..14), &mut new);
+        {
+            let n = self.rng.random_range(1..14);
+            words::code(self.rng, t, n, &mut new);
+        }
         let old_text = old.join("\n");
         let new_text = new.join("\n");
         let replace_all = self.rng.random_bool(0.1);
         let mut args = String::new();
         {
             let mut o = Obj::start(&mut args);
-            o.str("file_path", &path).str("old_text", &old_text).str("new_text", &new_text);
+            o.str("file_path", &path)
+                .str("old_text", &old_text)
+                .str("new_text", &new_text);
             if replace_all {
                 o.bool("replace_all", true);
             }
@@ -744,7 +895,8 @@ impl<R: Rng> Gen<'_, R> {
             }
             o.str("language", t.lang.name());
             if replace_all {
-                o.bool("replaceAll", true).int("replacedCount", self.rng.random_range(1..5));
+                o.bool("replaceAll", true)
+                    .int("replacedCount", self.rng.random_range(1..5));
             }
             o.str("unifiedDiff", &diff);
             o.end();
@@ -759,7 +911,11 @@ impl<R: Rng> Gen<'_, R> {
         let t = self.topic;
         let rel = words::file_path(self.rng, t.lang, &t.project);
         let path = self.abs(&rel);
-        let n = if long { self.rng.random_range(300..900) } else { self.rng.random_range(10..120) };
+        let n = if long {
+            self.rng.random_range(300..900)
+        } else {
+            self.rng.random_range(10..120)
+        };
         let mut lines = Vec::new();
         words::code(self.rng, t, n, &mut lines);
         let mut content = lines.join("\n");
@@ -776,11 +932,17 @@ impl<R: Rng> Gen<'_, R> {
         let meta = {
             let mut m = String::with_capacity(content.len() + 128);
             let mut o = Obj::start(&mut m);
-            o.str("filePath", &path).str("content", &content).int("size", content.len() as i64).str("language", t.lang.name());
+            o.str("filePath", &path)
+                .str("content", &content)
+                .int("size", content.len() as i64)
+                .str("language", t.lang.name());
             o.end();
             m
         };
-        let text = format!("File {path} has been written successfully ({} bytes)", content.len());
+        let text = format!(
+            "File {path} has been written successfully ({} bytes)",
+            content.len()
+        );
         let st = self.structured("file_write", true, None, Some(("file_write", meta)));
         self.bytes += content.len();
         (args, text, false, st)

@@ -24,14 +24,6 @@ impl Lang {
             Lang::Python => "python",
         }
     }
-    pub fn ext(self) -> &'static str {
-        match self {
-            Lang::Rust => "rs",
-            Lang::Go => "go",
-            Lang::TypeScript => "ts",
-            Lang::Python => "py",
-        }
-    }
 }
 
 pub const PROJECTS: &[(&str, Lang)] = &[
@@ -62,26 +54,139 @@ pub const PROJECTS: &[(&str, Lang)] = &[
 ];
 
 pub const MODULES: &[&str] = &[
-    "auth", "billing", "cache", "config", "db", "http", "ingest", "jobs", "metrics", "parser",
-    "queue", "router", "scheduler", "session", "storage", "sync", "telemetry", "worker", "api",
-    "cli", "export", "index", "migrate", "notify", "payments", "search", "upload", "webhook",
-    "ratelimit", "retry", "compaction", "snapshot", "tokenizer", "render", "audit", "tenant",
+    "auth",
+    "billing",
+    "cache",
+    "config",
+    "db",
+    "http",
+    "ingest",
+    "jobs",
+    "metrics",
+    "parser",
+    "queue",
+    "router",
+    "scheduler",
+    "session",
+    "storage",
+    "sync",
+    "telemetry",
+    "worker",
+    "api",
+    "cli",
+    "export",
+    "index",
+    "migrate",
+    "notify",
+    "payments",
+    "search",
+    "upload",
+    "webhook",
+    "ratelimit",
+    "retry",
+    "compaction",
+    "snapshot",
+    "tokenizer",
+    "render",
+    "audit",
+    "tenant",
 ];
 
 pub const NOUNS: &[&str] = &[
-    "user", "account", "invoice", "token", "request", "response", "record", "batch", "event",
-    "order", "session", "snapshot", "segment", "manifest", "chunk", "connection", "client",
-    "handler", "config", "schema", "query", "cursor", "entry", "job", "lease", "span", "metric",
-    "payload", "header", "route", "policy", "budget", "window", "offset", "checkpoint", "buffer",
-    "frame", "tenant", "webhook", "subscription", "ledger", "report", "message", "thread", "limit",
-    "queue", "worker", "pool", "cache", "key", "index", "column", "migration", "row", "file",
+    "user",
+    "account",
+    "invoice",
+    "token",
+    "request",
+    "response",
+    "record",
+    "batch",
+    "event",
+    "order",
+    "session",
+    "snapshot",
+    "segment",
+    "manifest",
+    "chunk",
+    "connection",
+    "client",
+    "handler",
+    "config",
+    "schema",
+    "query",
+    "cursor",
+    "entry",
+    "job",
+    "lease",
+    "span",
+    "metric",
+    "payload",
+    "header",
+    "route",
+    "policy",
+    "budget",
+    "window",
+    "offset",
+    "checkpoint",
+    "buffer",
+    "frame",
+    "tenant",
+    "webhook",
+    "subscription",
+    "ledger",
+    "report",
+    "message",
+    "thread",
+    "limit",
+    "queue",
+    "worker",
+    "pool",
+    "cache",
+    "key",
+    "index",
+    "column",
+    "migration",
+    "row",
+    "file",
 ];
 
 pub const VERBS: &[&str] = &[
-    "parse", "load", "fetch", "validate", "apply", "build", "encode", "decode", "flush", "retry",
-    "merge", "resolve", "render", "compute", "normalize", "serialize", "schedule", "dispatch",
-    "refresh", "sync", "persist", "prune", "collect", "emit", "open", "close", "spawn", "drain",
-    "reconcile", "rotate", "split", "compact", "estimate", "register", "lookup", "upsert",
+    "parse",
+    "load",
+    "fetch",
+    "validate",
+    "apply",
+    "build",
+    "encode",
+    "decode",
+    "flush",
+    "retry",
+    "merge",
+    "resolve",
+    "render",
+    "compute",
+    "normalize",
+    "serialize",
+    "schedule",
+    "dispatch",
+    "refresh",
+    "sync",
+    "persist",
+    "prune",
+    "collect",
+    "emit",
+    "open",
+    "close",
+    "spawn",
+    "drain",
+    "reconcile",
+    "rotate",
+    "split",
+    "compact",
+    "estimate",
+    "register",
+    "lookup",
+    "upsert",
 ];
 
 pub const ADJS: &[&str] = &[
@@ -120,14 +225,22 @@ pub fn type_name<R: Rng>(rng: &mut R) -> String {
 pub fn fn_name<R: Rng>(rng: &mut R, lang: Lang) -> String {
     let v = pick(rng, VERBS);
     let n = pick(rng, NOUNS);
-    let a = if rng.random_bool(0.35) { Some(pick(rng, ADJS)) } else { None };
+    let a = if rng.random_bool(0.35) {
+        Some(pick(rng, ADJS))
+    } else {
+        None
+    };
     match lang {
         Lang::Rust | Lang::Python => match a {
             Some(a) => format!("{v}_{a}_{n}"),
             None => format!("{v}_{n}"),
         },
         Lang::Go => {
-            let head = if rng.random_bool(0.5) { pascal(v) } else { v.to_string() };
+            let head = if rng.random_bool(0.5) {
+                pascal(v)
+            } else {
+                v.to_string()
+            };
             match a {
                 Some(a) => format!("{head}{}{}", pascal(a), pascal(n)),
                 None => format!("{head}{}", pascal(n)),
@@ -172,7 +285,14 @@ pub fn file_path<R: Rng>(rng: &mut R, lang: Lang, project: &str) -> String {
             _ => format!("pkg/{m}/{n}.go"),
         },
         Lang::TypeScript => match rng.random_range(0..6) {
-            0 => format!("src/components/{}{}.tsx", pascal(n), pascal(pick(rng, &["List", "Panel", "Form", "Table", "Modal", "Card"]))),
+            0 => format!(
+                "src/components/{}{}.tsx",
+                pascal(n),
+                pascal(pick(
+                    rng,
+                    &["List", "Panel", "Form", "Table", "Modal", "Card"]
+                ))
+            ),
             1 => format!("src/hooks/use{}.ts", pascal(n)),
             2 => format!("src/lib/{m}.test.ts"),
             3 => format!("src/pages/{m}/index.tsx"),
@@ -214,8 +334,12 @@ impl Topic {
             lang,
             project: project.to_string(),
             files,
-            types: (0..rng.random_range(3..8)).map(|_| type_name(rng)).collect(),
-            fns: (0..rng.random_range(4..10)).map(|_| fn_name(rng, lang)).collect(),
+            types: (0..rng.random_range(3..8))
+                .map(|_| type_name(rng))
+                .collect(),
+            fns: (0..rng.random_range(4..10))
+                .map(|_| fn_name(rng, lang))
+                .collect(),
             module: pick(rng, MODULES).to_string(),
         }
     }
@@ -252,10 +376,19 @@ pub fn code<R: Rng>(rng: &mut R, t: &Topic, lines: usize, out: &mut Vec<String>)
 fn header<R: Rng>(rng: &mut R, t: &Topic, out: &mut Vec<String>) {
     match t.lang {
         Lang::Rust => {
-            out.push(format!("//! {} {}.", pascal(pick(rng, VERBS)), pick(rng, NOUNS)));
+            out.push(format!(
+                "//! {} {}.",
+                pascal(pick(rng, VERBS)),
+                pick(rng, NOUNS)
+            ));
             out.push(String::new());
             out.push("use std::collections::HashMap;".into());
-            out.push(format!("use crate::{}::{{{}, {}}};", t.module, t.ty(rng), t.ty(rng)));
+            out.push(format!(
+                "use crate::{}::{{{}, {}}};",
+                t.module,
+                t.ty(rng),
+                t.ty(rng)
+            ));
             out.push("use crate::error::{Error, Result};".into());
         }
         Lang::Go => {
@@ -266,11 +399,20 @@ fn header<R: Rng>(rng: &mut R, t: &Topic, out: &mut Vec<String>) {
                 out.push(format!("\t{imp}"));
             }
             out.push(String::new());
-            out.push(format!("\t\"github.com/acme/{}/pkg/{}\"", t.project, pick(rng, MODULES)));
+            out.push(format!(
+                "\t\"github.com/acme/{}/pkg/{}\"",
+                t.project,
+                pick(rng, MODULES)
+            ));
             out.push(")".into());
         }
         Lang::TypeScript => {
-            out.push(format!("import {{ {}, {} }} from \"../{}\";", t.ty(rng), t.ty(rng), t.module));
+            out.push(format!(
+                "import {{ {}, {} }} from \"../{}\";",
+                t.ty(rng),
+                t.ty(rng),
+                t.module
+            ));
             out.push("import { useEffect, useMemo, useState } from \"react\";".into());
         }
         Lang::Python => {
@@ -293,19 +435,42 @@ fn rust_item<R: Rng>(rng: &mut R, t: &Topic, out: &mut Vec<String>) {
         out.push(format!("pub struct {ty} {{"));
         for _ in 0..rng.random_range(2..7) {
             let f = var_name(rng, Lang::Rust);
-            let fty = pick(rng, &["u64", "String", "Option<String>", "Vec<u8>", "bool", "usize", "i64", "Duration"]);
+            let fty = pick(
+                rng,
+                &[
+                    "u64",
+                    "String",
+                    "Option<String>",
+                    "Vec<u8>",
+                    "bool",
+                    "usize",
+                    "i64",
+                    "Duration",
+                ],
+            );
             out.push(format!("    pub {f}: {fty},"));
         }
         out.push("}".into());
         return;
     }
-    let f = if rng.random_bool(0.6) { t.func(rng).to_string() } else { fn_name(rng, Lang::Rust) };
+    let f = if rng.random_bool(0.6) {
+        t.func(rng).to_string()
+    } else {
+        fn_name(rng, Lang::Rust)
+    };
     let arg = var_name(rng, Lang::Rust);
     let ret = t.ty(rng).to_string();
     if rng.random_bool(0.3) {
-        out.push(format!("/// {} the {} for {}.", pascal(pick(rng, VERBS)), pick(rng, NOUNS), arg));
+        out.push(format!(
+            "/// {} the {} for {}.",
+            pascal(pick(rng, VERBS)),
+            pick(rng, NOUNS),
+            arg
+        ));
     }
-    out.push(format!("pub fn {f}(&mut self, {arg}: &{ty}) -> Result<{ret}> {{"));
+    out.push(format!(
+        "pub fn {f}(&mut self, {arg}: &{ty}) -> Result<{ret}> {{"
+    ));
     for _ in 0..rng.random_range(3..12) {
         let v = var_name(rng, Lang::Rust);
         let line = match rng.random_range(0..12) {
@@ -335,16 +500,33 @@ fn go_item<R: Rng>(rng: &mut R, t: &Topic, out: &mut Vec<String>) {
         out.push(format!("type {ty} struct {{"));
         for _ in 0..rng.random_range(2..7) {
             let f = pascal(&var_name(rng, Lang::Go));
-            let fty = pick(rng, &["string", "int64", "time.Time", "[]byte", "bool", "map[string]string", "*sync.Mutex"]);
+            let fty = pick(
+                rng,
+                &[
+                    "string",
+                    "int64",
+                    "time.Time",
+                    "[]byte",
+                    "bool",
+                    "map[string]string",
+                    "*sync.Mutex",
+                ],
+            );
             out.push(format!("\t{f} {fty} `json:\"{}\"`", pick(rng, NOUNS)));
         }
         out.push("}".into());
         return;
     }
-    let f = if rng.random_bool(0.6) { t.func(rng).to_string() } else { fn_name(rng, Lang::Go) };
+    let f = if rng.random_bool(0.6) {
+        t.func(rng).to_string()
+    } else {
+        fn_name(rng, Lang::Go)
+    };
     let arg = var_name(rng, Lang::Go);
     let ret = t.ty(rng).to_string();
-    out.push(format!("func (s *{ty}) {f}(ctx context.Context, {arg} *{ret}) (*{ret}, error) {{"));
+    out.push(format!(
+        "func (s *{ty}) {f}(ctx context.Context, {arg} *{ret}) (*{ret}, error) {{"
+    ));
     for _ in 0..rng.random_range(3..12) {
         let v = var_name(rng, Lang::Go);
         let line = match rng.random_range(0..10) {
@@ -373,28 +555,82 @@ fn ts_item<R: Rng>(rng: &mut R, t: &Topic, out: &mut Vec<String>) {
         out.push(format!("export interface {ty} {{"));
         for _ in 0..rng.random_range(2..7) {
             let f = var_name(rng, Lang::TypeScript);
-            let fty = pick(rng, &["string", "number", "boolean", "string | null", "Date", "Record<string, unknown>"]);
-            out.push(format!("  {f}{}: {fty};", if rng.random_bool(0.3) { "?" } else { "" }));
+            let fty = pick(
+                rng,
+                &[
+                    "string",
+                    "number",
+                    "boolean",
+                    "string | null",
+                    "Date",
+                    "Record<string, unknown>",
+                ],
+            );
+            out.push(format!(
+                "  {f}{}: {fty};",
+                if rng.random_bool(0.3) { "?" } else { "" }
+            ));
         }
         out.push("}".into());
         return;
     }
-    let f = if rng.random_bool(0.6) { t.func(rng).to_string() } else { fn_name(rng, Lang::TypeScript) };
+    let f = if rng.random_bool(0.6) {
+        t.func(rng).to_string()
+    } else {
+        fn_name(rng, Lang::TypeScript)
+    };
     let arg = var_name(rng, Lang::TypeScript);
     let ret = t.ty(rng).to_string();
-    out.push(format!("export async function {f}({arg}: {ty}): Promise<{ret}> {{"));
+    out.push(format!(
+        "export async function {f}({arg}: {ty}): Promise<{ret}> {{"
+    ));
     for _ in 0..rng.random_range(3..12) {
         let v = var_name(rng, Lang::TypeScript);
         let line = match rng.random_range(0..9) {
-            0 => format!("  const {v} = await fetch(`/api/{}/${{{arg}.id}}`);", pick(rng, MODULES)),
-            1 => format!("  if (!{arg}.{}) {{\n    throw new Error(\"missing {}\");\n  }}", pick(rng, NOUNS), pick(rng, NOUNS)),
-            2 => format!("  const {v} = {arg}.{}s.filter((x) => x.{} !== undefined);", pick(rng, NOUNS), pick(rng, ADJS)),
-            3 => format!("  const {v} = useMemo(() => {}({arg}), [{arg}]);", t.func(rng)),
-            4 => format!("  console.debug(\"{} {}\", {arg});", pick(rng, VERBS), pick(rng, NOUNS)),
-            5 => format!("  // {} the {} before {} it", pick(rng, VERBS), pick(rng, NOUNS), pick(rng, VERBS)),
-            6 => format!("  const [{v}, set{}] = useState<{ret} | null>(null);", pascal(&v)),
-            7 => format!("  for (const {} of {arg}.{}s) {{\n    await {}({});\n  }}", pick(rng, NOUNS), pick(rng, NOUNS), t.func(rng), pick(rng, NOUNS)),
-            _ => format!("  const {v}: {ret} = {{ ...{arg}, {}: Date.now() }};", pick(rng, NOUNS)),
+            0 => format!(
+                "  const {v} = await fetch(`/api/{}/${{{arg}.id}}`);",
+                pick(rng, MODULES)
+            ),
+            1 => format!(
+                "  if (!{arg}.{}) {{\n    throw new Error(\"missing {}\");\n  }}",
+                pick(rng, NOUNS),
+                pick(rng, NOUNS)
+            ),
+            2 => format!(
+                "  const {v} = {arg}.{}s.filter((x) => x.{} !== undefined);",
+                pick(rng, NOUNS),
+                pick(rng, ADJS)
+            ),
+            3 => format!(
+                "  const {v} = useMemo(() => {}({arg}), [{arg}]);",
+                t.func(rng)
+            ),
+            4 => format!(
+                "  console.debug(\"{} {}\", {arg});",
+                pick(rng, VERBS),
+                pick(rng, NOUNS)
+            ),
+            5 => format!(
+                "  // {} the {} before {} it",
+                pick(rng, VERBS),
+                pick(rng, NOUNS),
+                pick(rng, VERBS)
+            ),
+            6 => format!(
+                "  const [{v}, set{}] = useState<{ret} | null>(null);",
+                pascal(&v)
+            ),
+            7 => format!(
+                "  for (const {} of {arg}.{}s) {{\n    await {}({});\n  }}",
+                pick(rng, NOUNS),
+                pick(rng, NOUNS),
+                t.func(rng),
+                pick(rng, NOUNS)
+            ),
+            _ => format!(
+                "  const {v}: {ret} = {{ ...{arg}, {}: Date.now() }};",
+                pick(rng, NOUNS)
+            ),
         };
         for l in line.split('\n') {
             out.push(l.to_string());
@@ -411,17 +647,35 @@ fn py_item<R: Rng>(rng: &mut R, t: &Topic, out: &mut Vec<String>) {
         out.push(format!("class {ty}:"));
         for _ in 0..rng.random_range(2..7) {
             let f = var_name(rng, Lang::Python);
-            let fty = pick(rng, &["str", "int", "float", "bool", "list[str] = field(default_factory=list)", "dict[str, int] | None = None"]);
+            let fty = pick(
+                rng,
+                &[
+                    "str",
+                    "int",
+                    "float",
+                    "bool",
+                    "list[str] = field(default_factory=list)",
+                    "dict[str, int] | None = None",
+                ],
+            );
             out.push(format!("    {f}: {fty}"));
         }
         return;
     }
-    let f = if rng.random_bool(0.6) { t.func(rng).to_string() } else { fn_name(rng, Lang::Python) };
+    let f = if rng.random_bool(0.6) {
+        t.func(rng).to_string()
+    } else {
+        fn_name(rng, Lang::Python)
+    };
     let arg = var_name(rng, Lang::Python);
     let ret = t.ty(rng).to_string();
     out.push(format!("def {f}(self, {arg}: {ty}) -> {ret}:"));
     if rng.random_bool(0.4) {
-        out.push(format!("    \"\"\"{} the {} for ``{arg}``.\"\"\"", pascal(pick(rng, VERBS)), pick(rng, NOUNS)));
+        out.push(format!(
+            "    \"\"\"{} the {} for ``{arg}``.\"\"\"",
+            pascal(pick(rng, VERBS)),
+            pick(rng, NOUNS)
+        ));
     }
     for _ in 0..rng.random_range(3..12) {
         let v = var_name(rng, Lang::Python);
@@ -487,14 +741,31 @@ pub fn short_error<R: Rng>(rng: &mut R, t: &Topic) -> String {
     let ty = t.ty(rng).to_string();
     let f = t.func(rng).to_string();
     match rng.random_range(0..8) {
-        0 => format!("thread 'main' panicked at {}:{}:{}: called `Option::unwrap()` on a `None` value", t.file(rng), rng.random_range(10..500), rng.random_range(5..40)),
-        1 => format!("panic: runtime error: invalid memory address or nil pointer dereference in {f}"),
-        2 => format!("TypeError: Cannot read properties of undefined (reading '{}')", pick(rng, NOUNS)),
+        0 => format!(
+            "thread 'main' panicked at {}:{}:{}: called `Option::unwrap()` on a `None` value",
+            t.file(rng),
+            rng.random_range(10..500),
+            rng.random_range(5..40)
+        ),
+        1 => format!(
+            "panic: runtime error: invalid memory address or nil pointer dereference in {f}"
+        ),
+        2 => format!(
+            "TypeError: Cannot read properties of undefined (reading '{}')",
+            pick(rng, NOUNS)
+        ),
         3 => format!("KeyError: '{}'", pick(rng, NOUNS)),
         4 => format!("context deadline exceeded while calling {f}"),
         5 => format!("database is locked (SQLITE_BUSY) in {ty}::{f}"),
-        6 => format!("assertion failed: expected {} got {}", rng.random_range(1..50), rng.random_range(50..100)),
-        _ => format!("connection reset by peer after {}ms", rng.random_range(100..30000)),
+        6 => format!(
+            "assertion failed: expected {} got {}",
+            rng.random_range(1..50),
+            rng.random_range(50..100)
+        ),
+        _ => format!(
+            "connection reset by peer after {}ms",
+            rng.random_range(100..30000)
+        ),
     }
 }
 
@@ -504,12 +775,34 @@ pub fn test_log<R: Rng>(rng: &mut R, t: &Topic, lines: usize, failures: usize) -
     let mut failed = Vec::new();
     match t.lang {
         Lang::Rust => {
-            let _ = writeln!(s, "   Compiling {} v0.{}.{} ({})", t.project, rng.random_range(1..9), rng.random_range(0..30), t.project);
-            let _ = writeln!(s, "    Finished `test` profile [unoptimized + debuginfo] target(s) in {}.{:02}s", rng.random_range(2..90), rng.random_range(0..100));
-            let _ = writeln!(s, "     Running unittests src/lib.rs (target/debug/deps/{}-{:016x})\n", t.project.replace('-', "_"), rng.random::<u64>());
+            let _ = writeln!(
+                s,
+                "   Compiling {} v0.{}.{} ({})",
+                t.project,
+                rng.random_range(1..9),
+                rng.random_range(0..30),
+                t.project
+            );
+            let _ = writeln!(
+                s,
+                "    Finished `test` profile [unoptimized + debuginfo] target(s) in {}.{:02}s",
+                rng.random_range(2..90),
+                rng.random_range(0..100)
+            );
+            let _ = writeln!(
+                s,
+                "     Running unittests src/lib.rs (target/debug/deps/{}-{:016x})\n",
+                t.project.replace('-', "_"),
+                rng.random::<u64>()
+            );
             let _ = writeln!(s, "running {} tests", lines);
             for i in 0..lines {
-                let name = format!("{}::tests::{}_{}", pick(rng, MODULES), fn_name(rng, Lang::Rust), pick(rng, ADJS));
+                let name = format!(
+                    "{}::tests::{}_{}",
+                    pick(rng, MODULES),
+                    fn_name(rng, Lang::Rust),
+                    pick(rng, ADJS)
+                );
                 let fail = i + failures >= lines;
                 let _ = writeln!(s, "test {name} ... {}", if fail { "FAILED" } else { "ok" });
                 if fail {
@@ -523,11 +816,22 @@ pub fn test_log<R: Rng>(rng: &mut R, t: &Topic, lines: usize, failures: usize) -
         }
         Lang::Go => {
             for i in 0..lines {
-                let name = format!("Test{}{}", pascal(pick(rng, VERBS)), pascal(pick(rng, NOUNS)));
+                let name = format!(
+                    "Test{}{}",
+                    pascal(pick(rng, VERBS)),
+                    pascal(pick(rng, NOUNS))
+                );
                 let fail = i + failures >= lines;
                 let _ = writeln!(s, "=== RUN   {name}");
                 if fail {
-                    let _ = writeln!(s, "    {}_test.go:{}: got {}, want {}", pick(rng, NOUNS), rng.random_range(10..400), rng.random_range(0..9), rng.random_range(10..20));
+                    let _ = writeln!(
+                        s,
+                        "    {}_test.go:{}: got {}, want {}",
+                        pick(rng, NOUNS),
+                        rng.random_range(10..400),
+                        rng.random_range(0..9),
+                        rng.random_range(10..20)
+                    );
                     let _ = writeln!(s, "--- FAIL: {name} (0.{:02}s)", rng.random_range(0..100));
                     failed.push(name);
                 } else {
@@ -535,25 +839,73 @@ pub fn test_log<R: Rng>(rng: &mut R, t: &Topic, lines: usize, failures: usize) -
                 }
             }
             if failures > 0 {
-                let _ = writeln!(s, "FAIL\nFAIL\tgithub.com/acme/{}/pkg/{}\t{}.{:03}s\nFAIL", t.project, t.module, rng.random_range(0..9), rng.random_range(0..1000));
+                let _ = writeln!(
+                    s,
+                    "FAIL\nFAIL\tgithub.com/acme/{}/pkg/{}\t{}.{:03}s\nFAIL",
+                    t.project,
+                    t.module,
+                    rng.random_range(0..9),
+                    rng.random_range(0..1000)
+                );
             } else {
-                let _ = writeln!(s, "PASS\nok  \tgithub.com/acme/{}/pkg/{}\t{}.{:03}s", t.project, t.module, rng.random_range(0..9), rng.random_range(0..1000));
+                let _ = writeln!(
+                    s,
+                    "PASS\nok  \tgithub.com/acme/{}/pkg/{}\t{}.{:03}s",
+                    t.project,
+                    t.module,
+                    rng.random_range(0..9),
+                    rng.random_range(0..1000)
+                );
             }
         }
         Lang::TypeScript => {
-            let _ = writeln!(s, "\n RUN  v1.{}.{} /home/dev/projects/{}\n", rng.random_range(0..6), rng.random_range(0..9), t.project);
+            let _ = writeln!(
+                s,
+                "\n RUN  v1.{}.{} /home/dev/projects/{}\n",
+                rng.random_range(0..6),
+                rng.random_range(0..9),
+                t.project
+            );
             for i in 0..lines {
                 let fail = i + failures >= lines;
-                let _ = writeln!(s, " {} src/lib/{}.test.ts > {} > {} {} ({}ms)", if fail { "×" } else { "✓" }, pick(rng, MODULES), fn_name(rng, Lang::TypeScript), pick(rng, &["handles", "returns", "rejects", "renders", "retries"]), pick(rng, NOUNS), rng.random_range(1..400));
+                let _ = writeln!(
+                    s,
+                    " {} src/lib/{}.test.ts > {} > {} {} ({}ms)",
+                    if fail { "×" } else { "✓" },
+                    pick(rng, MODULES),
+                    fn_name(rng, Lang::TypeScript),
+                    pick(
+                        rng,
+                        &["handles", "returns", "rejects", "renders", "retries"]
+                    ),
+                    pick(rng, NOUNS),
+                    rng.random_range(1..400)
+                );
             }
-            let _ = writeln!(s, "\n Test Files  {} failed | {} passed\n      Tests  {} failed | {} passed", failures.min(1), rng.random_range(3..40), failures, lines - failures.min(lines));
+            let _ = writeln!(
+                s,
+                "\n Test Files  {} failed | {} passed\n      Tests  {} failed | {} passed",
+                failures.min(1),
+                rng.random_range(3..40),
+                failures,
+                lines - failures.min(lines)
+            );
         }
         Lang::Python => {
             let _ = writeln!(s, "============================= test session starts ==============================\nplatform linux -- Python 3.12.{}, pytest-8.{}.{}, pluggy-1.5.0\nrootdir: /home/dev/projects/{}\ncollected {} items\n", rng.random_range(0..9), rng.random_range(0..4), rng.random_range(0..5), t.project, lines);
             for i in 0..lines {
                 let fail = i + failures >= lines;
-                let name = format!("tests/test_{}.py::test_{}", pick(rng, MODULES), fn_name(rng, Lang::Python));
-                let _ = writeln!(s, "{name} {} [{:>3}%]", if fail { "FAILED" } else { "PASSED" }, (i + 1) * 100 / lines.max(1));
+                let name = format!(
+                    "tests/test_{}.py::test_{}",
+                    pick(rng, MODULES),
+                    fn_name(rng, Lang::Python)
+                );
+                let _ = writeln!(
+                    s,
+                    "{name} {} [{:>3}%]",
+                    if fail { "FAILED" } else { "PASSED" },
+                    (i + 1) * 100 / lines.max(1)
+                );
                 if fail {
                     failed.push(name);
                 }
@@ -570,20 +922,82 @@ pub fn test_log<R: Rng>(rng: &mut R, t: &Topic, lines: usize, failures: usize) -
 /// A build log (dependency compilation or bundler output) of about `lines` lines.
 pub fn build_log<R: Rng>(rng: &mut R, t: &Topic, lines: usize) -> String {
     let mut s = String::with_capacity(lines * 50);
-    const CRATES: &[&str] = &["serde", "tokio", "hyper", "rustls", "regex", "clap", "tracing", "sqlx", "axum", "prost", "bytes", "futures-util", "libc", "syn", "quote", "proc-macro2", "rand", "chrono", "uuid", "reqwest"];
+    const CRATES: &[&str] = &[
+        "serde",
+        "tokio",
+        "hyper",
+        "rustls",
+        "regex",
+        "clap",
+        "tracing",
+        "sqlx",
+        "axum",
+        "prost",
+        "bytes",
+        "futures-util",
+        "libc",
+        "syn",
+        "quote",
+        "proc-macro2",
+        "rand",
+        "chrono",
+        "uuid",
+        "reqwest",
+    ];
     for i in 0..lines {
         match t.lang {
             Lang::Rust => {
-                let _ = writeln!(s, "   Compiling {} v{}.{}.{}", pick(rng, CRATES), rng.random_range(0..3), rng.random_range(0..40), rng.random_range(0..20));
+                let _ = writeln!(
+                    s,
+                    "   Compiling {} v{}.{}.{}",
+                    pick(rng, CRATES),
+                    rng.random_range(0..3),
+                    rng.random_range(0..40),
+                    rng.random_range(0..20)
+                );
             }
             Lang::Go => {
-                let _ = writeln!(s, "go: downloading github.com/{}/{} v{}.{}.{}", pick(rng, &["google", "uber-go", "spf13", "stretchr", "jackc", "prometheus"]), pick(rng, NOUNS), rng.random_range(0..3), rng.random_range(0..30), rng.random_range(0..10));
+                let _ = writeln!(
+                    s,
+                    "go: downloading github.com/{}/{} v{}.{}.{}",
+                    pick(
+                        rng,
+                        &[
+                            "google",
+                            "uber-go",
+                            "spf13",
+                            "stretchr",
+                            "jackc",
+                            "prometheus"
+                        ]
+                    ),
+                    pick(rng, NOUNS),
+                    rng.random_range(0..3),
+                    rng.random_range(0..30),
+                    rng.random_range(0..10)
+                );
             }
             Lang::TypeScript => {
-                let _ = writeln!(s, "dist/assets/{}-{:08x}.js   {:>7.2} kB │ gzip: {:>6.2} kB", pick(rng, NOUNS), rng.random::<u32>(), rng.random_range(0.5..400.0f64), rng.random_range(0.2..90.0f64));
+                let _ = writeln!(
+                    s,
+                    "dist/assets/{}-{:08x}.js   {:>7.2} kB │ gzip: {:>6.2} kB",
+                    pick(rng, NOUNS),
+                    rng.random::<u32>(),
+                    rng.random_range(0.5..400.0f64),
+                    rng.random_range(0.2..90.0f64)
+                );
             }
             Lang::Python => {
-                let _ = writeln!(s, "{} {}/{}.py:{}: {} {}", if i % 7 == 0 { "WARNING" } else { "INFO" }, t.project.replace('-', "_"), pick(rng, MODULES), rng.random_range(10..500), pick(rng, VERBS), pick(rng, NOUNS));
+                let _ = writeln!(
+                    s,
+                    "{} {}/{}.py:{}: {} {}",
+                    if i % 7 == 0 { "WARNING" } else { "INFO" },
+                    t.project.replace('-', "_"),
+                    pick(rng, MODULES),
+                    rng.random_range(10..500),
+                    pick(rng, VERBS),
+                    pick(rng, NOUNS)
+                );
             }
         }
     }
@@ -593,7 +1007,11 @@ pub fn build_log<R: Rng>(rng: &mut R, t: &Topic, lines: usize) -> String {
 /// An application log (timestamps, levels, request ids) of about `lines` lines.
 pub fn app_log<R: Rng>(rng: &mut R, t: &Topic, lines: usize) -> String {
     let mut s = String::with_capacity(lines * 110);
-    let (mut h, mut m, mut sec) = (rng.random_range(0..24), rng.random_range(0..60), rng.random_range(0..60));
+    let (mut h, mut m, mut sec) = (
+        rng.random_range(0..24),
+        rng.random_range(0..60),
+        rng.random_range(0..60),
+    );
     for _ in 0..lines {
         sec += rng.random_range(0..3);
         if sec >= 60 {
@@ -621,18 +1039,33 @@ pub fn git_status<R: Rng>(rng: &mut R, t: &Topic) -> String {
         let _ = writeln!(s, "\tmodified:   {}", t.file(rng));
     }
     if rng.random_bool(0.4) {
-        let _ = writeln!(s, "\nUntracked files:\n\t{}", file_path(rng, t.lang, &t.project));
+        let _ = writeln!(
+            s,
+            "\nUntracked files:\n\t{}",
+            file_path(rng, t.lang, &t.project)
+        );
     }
     s
 }
 
 pub fn branch<R: Rng>(rng: &mut R) -> String {
-    format!("{}/{}-{}", pick(rng, &["fix", "feat", "chore", "refactor", "dev"]), pick(rng, VERBS), pick(rng, NOUNS))
+    format!(
+        "{}/{}-{}",
+        pick(rng, &["fix", "feat", "chore", "refactor", "dev"]),
+        pick(rng, VERBS),
+        pick(rng, NOUNS)
+    )
 }
 
 /// A unified diff for an edit.
 pub fn unified_diff(path: &str, start: usize, old: &[String], new: &[String]) -> String {
-    let mut s = format!("--- a/{path}\n+++ b/{path}\n@@ -{},{} +{},{} @@\n", start, old.len(), start, new.len());
+    let mut s = format!(
+        "--- a/{path}\n+++ b/{path}\n@@ -{},{} +{},{} @@\n",
+        start,
+        old.len(),
+        start,
+        new.len()
+    );
     for l in old {
         s.push('-');
         s.push_str(l);
@@ -784,9 +1217,15 @@ const CONCLUSIONS: &[&str] = &[
 ];
 
 pub fn instruction<R: Rng>(rng: &mut R, t: &Topic) -> String {
-    let mut s = fill(rng, t, pick(rng, INSTRUCTIONS));
+    let mut s = {
+        let tpl = pick(rng, INSTRUCTIONS);
+        fill(rng, t, tpl)
+    };
     if rng.random_bool(0.15) {
-        let _ = write!(s, "\n\nContext: {}", fill(rng, t, pick(rng, THOUGHTS)));
+        let _ = write!(s, "\n\nContext: {}", {
+            let tpl = pick(rng, THOUGHTS);
+            fill(rng, t, tpl)
+        });
     }
     if rng.random_bool(0.08) {
         // A pasted log makes some first messages long.
@@ -799,28 +1238,46 @@ pub fn instruction<R: Rng>(rng: &mut R, t: &Topic) -> String {
 }
 
 pub fn followup<R: Rng>(rng: &mut R, t: &Topic) -> String {
-    fill(rng, t, pick(rng, FOLLOWUPS))
+    {
+        let tpl = pick(rng, FOLLOWUPS);
+        fill(rng, t, tpl)
+    }
 }
 
 pub fn plan<R: Rng>(rng: &mut R, t: &Topic) -> String {
-    fill(rng, t, pick(rng, PLANS))
+    {
+        let tpl = pick(rng, PLANS);
+        fill(rng, t, tpl)
+    }
 }
 
 pub fn thinking<R: Rng>(rng: &mut R, t: &Topic) -> String {
     let n = rng.random_range(1..6);
     let mut parts = Vec::with_capacity(n);
     for _ in 0..n {
-        parts.push(fill(rng, t, pick(rng, THOUGHTS)));
+        parts.push({
+            let tpl = pick(rng, THOUGHTS);
+            fill(rng, t, tpl)
+        });
     }
     parts.join(" ")
 }
 
 pub fn conclusion<R: Rng>(rng: &mut R, t: &Topic, touched: &[String]) -> String {
-    let mut s = fill(rng, t, pick(rng, CONCLUSIONS));
+    let mut s = {
+        let tpl = pick(rng, CONCLUSIONS);
+        fill(rng, t, tpl)
+    };
     if !touched.is_empty() && rng.random_bool(0.8) {
         s.push_str("\n\n");
         for f in touched.iter().take(6) {
-            let _ = writeln!(s, "- `{f}`: {} {} {}", pick(rng, VERBS), pick(rng, ADJS), pick(rng, NOUNS));
+            let _ = writeln!(
+                s,
+                "- `{f}`: {} {} {}",
+                pick(rng, VERBS),
+                pick(rng, ADJS),
+                pick(rng, NOUNS)
+            );
         }
         let _ = write!(s, "\nVerified with `{}`.", test_cmd(t));
     }
@@ -841,5 +1298,7 @@ pub fn opaque<R: Rng>(rng: &mut R, len: usize) -> String {
 /// Alphanumeric id suffix.
 pub fn alnum<R: Rng>(rng: &mut R, len: usize) -> String {
     const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    (0..len).map(|_| A[rng.random_range(0..A.len())] as char).collect()
+    (0..len)
+        .map(|_| A[rng.random_range(0..A.len())] as char)
+        .collect()
 }

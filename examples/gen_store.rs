@@ -1,0 +1,125 @@
+//! Generate a realistic synthetic kodelet store.
+//!
+//! ```text
+//! cargo run --release --example gen_store -- --conversations 10000 --seed 1 --out /tmp/kodelet.db \
+//!     [--now 2026-11-01T12:00:00Z] [--formats anthropic,openai,responses] [--scale 1.0] [--force]
+//! ```
+//!
+//! Refuses to overwrite an existing file unless `--force` (which first deletes the file and its
+//! `-wal`/`-shm` companions). Prints one summary line to stderr.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use agent_db::synth::{generate, SynthFormat, SynthOptions};
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(about = "Generate a deterministic, realistic kodelet conversation store")]
+struct Args {
+    /// Number of conversations.
+    #[arg(long, default_value_t = 40)]
+    conversations: usize,
+    /// RNG seed: the same seed and options give identical rows.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output SQLite file (must not exist unless --force).
+    #[arg(long)]
+    out: PathBuf,
+    /// The clock timestamps are relative to (RFC 3339); default 2026-11-01T12:00:00Z.
+    #[arg(long)]
+    now: Option<String>,
+    /// Comma-separated formats to rotate through: anthropic, openai, responses (default: all).
+    #[arg(long, value_delimiter = ',')]
+    formats: Vec<String>,
+    /// Size multiplier for message counts (1.0 = default mix).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Replace an existing file (and its -wal/-shm files).
+    #[arg(long)]
+    force: bool,
+}
+
+fn sidecar(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let mut opts = SynthOptions {
+        conversations: args.conversations,
+        seed: args.seed,
+        scale: args.scale,
+        ..SynthOptions::default()
+    };
+    if let Some(now) = &args.now {
+        opts.now = chrono::DateTime::parse_from_rfc3339(now)
+            .map_err(|e| format!("--now {now:?}: not an RFC 3339 time ({e})"))?;
+    }
+    for f in args.formats.iter().filter(|f| !f.trim().is_empty()) {
+        let parsed = SynthFormat::parse(f).ok_or_else(|| {
+            format!("--formats: unknown format {f:?} (use anthropic, openai, responses)")
+        })?;
+        if !opts.formats.contains(&parsed) {
+            opts.formats.push(parsed);
+        }
+    }
+    if !(args.scale.is_finite() && args.scale > 0.0) {
+        return Err(format!("--scale {}: must be a positive number", args.scale));
+    }
+    let out = &args.out;
+    let companions = [
+        sidecar(out, "-wal"),
+        sidecar(out, "-shm"),
+        sidecar(out, "-journal"),
+    ];
+    if out.exists() || companions.iter().any(|p| p.exists()) {
+        if !args.force {
+            return Err(format!(
+                "{}: already exists; refusing to overwrite (use --force to replace it)",
+                out.display()
+            ));
+        }
+        if out.is_dir() {
+            return Err(format!("{}: is a directory", out.display()));
+        }
+        for p in std::iter::once(out).chain(companions.iter()) {
+            match std::fs::remove_file(p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("{}: cannot remove: {e}", p.display())),
+            }
+        }
+    }
+    let started = Instant::now();
+    let stats = generate(out, &opts).map_err(|e| e.to_string())?;
+    let secs = started.elapsed().as_secs_f64();
+    let size: u64 = std::iter::once(out.clone())
+        .chain(companions)
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    eprintln!(
+        "gen_store: {} conversations, {} messages, {:.1} MB on disk ({:.1} MB raw_messages) in {:.2}s -> {}",
+        stats.conversations,
+        stats.messages,
+        size as f64 / 1e6,
+        stats.bytes as f64 / 1e6,
+        secs,
+        out.display()
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gen_store: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! Compaction strategies and the swap that builds the new history.
+//!
+//! A [`Strategy`] turns a [`Plan`]'s head into a [`Rewrite`]: a summary (extractive offline, an
+//! LLM in a later module, or text supplied by a hook) or a pruned head. [`swap::build`] then
+//! assembles the new history in the conversation's own format, keeping every kept message's
+//! bytes, and [`validate`] checks it against the provider's rules before anything is written.
+//! Nothing here touches SQLite or the terminal.
+
+pub mod extractive;
+pub mod prune;
+pub mod swap;
+pub mod validate;
+
+use async_trait::async_trait;
+use chrono::{DateTime, FixedOffset};
+
+use crate::message::Message;
+use crate::plan::Plan;
+
+/// What a strategy produced.
+#[derive(Debug, Clone)]
+pub enum Rewrite {
+    /// Replace the head by one user message with this summary text (the full text, framing
+    /// included).
+    Summary(Summary),
+    /// Keep every message, with the head's messages replaced by these (same count, same order).
+    PrunedHead(Vec<Box<serde_json::value::RawValue>>),
+}
+
+/// A summary and where it came from.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub text: String,
+    /// The model that wrote it, for LLM strategies.
+    pub model: Option<String>,
+    /// Provider-reported tokens and cost, for LLM strategies.
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+}
+
+/// Everything a summarizer may look at.
+pub struct HeadInput<'a> {
+    pub plan: &'a Plan,
+    /// The messages to summarize. When `prior_summary` is set, the first one is that summary.
+    pub head: &'a [Message],
+    /// The body of an earlier agent-db summary at the start of the head (rule (d)).
+    pub prior_summary: Option<String>,
+    /// The latest real user instruction (kept verbatim after the summary or in the tail).
+    pub latest_instruction: Option<&'a Message>,
+    pub head_tokens: usize,
+    pub now: DateTime<FixedOffset>,
+}
+
+impl<'a> HeadInput<'a> {
+    pub fn new(plan: &'a Plan, now: DateTime<FixedOffset>) -> HeadInput<'a> {
+        let head = plan.head();
+        let prior_summary = plan
+            .split()
+            .filter(|s| s.prior_summary)
+            .and_then(|_| head.first())
+            .map(|m| summary_body(&m.text()));
+        let latest_instruction = plan
+            .loaded
+            .messages
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(i, m)| {
+                m.is_user_instruction()
+                    && !(*i == 0 && crate::plan::starts_with_summary(&plan.loaded.messages))
+            })
+            .map(|(_, m)| m);
+        HeadInput {
+            plan,
+            head,
+            prior_summary,
+            latest_instruction,
+            head_tokens: plan.split().map(|s| s.head_tokens).unwrap_or(0),
+            now,
+        }
+    }
+}
+
+/// The body of an earlier summary: the text after its framing paragraph.
+pub fn summary_body(text: &str) -> String {
+    let t = text.trim_start();
+    let t = t.strip_prefix(crate::plan::SUMMARY_HEADER).unwrap_or(t);
+    // The framing paragraph ends at the first blank line.
+    match t.split_once("\n\n") {
+        Some((_, body)) => body.trim().to_string(),
+        None => t.trim().to_string(),
+    }
+}
+
+/// Why a strategy could not produce a rewrite.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StrategyError {
+    /// The conversation is left alone (reported as skipped).
+    #[error("{0}")]
+    Skip(String),
+    /// The strategy failed (reported as failed).
+    #[error("{0}")]
+    Fail(String),
+}
+
+/// A way to compact a head. Async so an LLM strategy fits the same shape.
+#[async_trait]
+pub trait Strategy: Send + Sync {
+    /// The name recorded in reports and the audit log.
+    fn name(&self) -> &str;
+    /// The model, for the audit log.
+    fn model(&self) -> Option<&str> {
+        None
+    }
+    async fn rewrite(&self, input: &HeadInput<'_>) -> Result<Rewrite, StrategyError>;
+}
+
+/// The offline, deterministic default.
+pub struct Extractive;
+
+#[async_trait]
+impl Strategy for Extractive {
+    fn name(&self) -> &str {
+        "extractive"
+    }
+    async fn rewrite(&self, input: &HeadInput<'_>) -> Result<Rewrite, StrategyError> {
+        Ok(Rewrite::Summary(Summary {
+            text: extractive::summarize(input),
+            ..Summary::default()
+        }))
+    }
+}

@@ -1,0 +1,320 @@
+//! The compaction pipeline: select → plan → compact (concurrent) → write (one writer) → rows.
+//!
+//! - A loader thread runs the selection and plans one conversation at a time, feeding a bounded
+//!   channel, so at most about `2 × concurrency` loaded conversations exist at once.
+//! - Up to `concurrency` strategy tasks run at once on a tokio runtime (an LLM strategy spends
+//!   its time waiting on HTTP; the extractive one is quick).
+//! - One writer thread owns the only write connection and commits each compaction in its own
+//!   transaction; tasks hand it proposals through a channel and wait for the outcome.
+//! - A failure on one conversation becomes its report row; the batch goes on.
+//!
+//! Rows come back in selection order. The library reports progress through a callback and
+//! never prints.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, FixedOffset};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+use crate::compact::{swap, HeadInput, Rewrite, Strategy, StrategyError};
+use crate::error::{Error, Result};
+use crate::plan::{self, Plan, PlanOptions};
+use crate::report::{Row, Status};
+use crate::select::{Outcome, Selector};
+use crate::split::Decision;
+use crate::store::archive::AuditEntry;
+use crate::store::kodelet_write::{self, Proposal, Written};
+use crate::store::{self, Access, Store};
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub plan: PlanOptions,
+    pub dry_run: bool,
+    pub concurrency: usize,
+    /// Extra facts for the audit row's `details`.
+    pub details: serde_json::Value,
+}
+
+enum Job {
+    Plan(Box<Plan>),
+    Row(Row),
+}
+
+type WriteRequest = (Proposal, oneshot::Sender<Result<Written>>);
+
+/// The report row for a plan, before the strategy runs.
+pub fn plan_row(p: &Plan) -> Row {
+    let mut row = Row::bare(
+        &p.meta.id,
+        &p.meta.provider,
+        p.reason.name(),
+        Status::Planned,
+    );
+    row.format = Some(p.loaded.format.name());
+    row.model = p.meta.model.clone();
+    row.tokens_exact = p.loaded.format.tokens_exact();
+    row.messages_before = Some(p.loaded.messages.len());
+    row.tokens_before = Some(p.tokens_before());
+    match &p.decision {
+        Decision::Compact(s) => {
+            let reinsert = usize::from(s.reinsert.is_some());
+            row.messages_summarized = Some(s.cut - reinsert);
+            row.messages_kept = Some(p.loaded.messages.len() - s.cut + reinsert);
+        }
+        Decision::NoOp(why) => {
+            row.status = Status::Skipped(why.clone());
+            row.messages_after = row.messages_before;
+            row.tokens_after = row.tokens_before;
+        }
+    }
+    row
+}
+
+fn selection_row(
+    o: Outcome,
+) -> std::result::Result<(crate::store::ConversationMeta, crate::select::Reason), Row> {
+    match o {
+        Outcome::Selected { meta, reason } => Ok((meta, reason)),
+        Outcome::Skipped { meta, reason, why } => Err(Row::bare(
+            &meta.id,
+            &meta.provider,
+            reason.name(),
+            Status::Skipped(why),
+        )),
+        Outcome::Failed { id, error } => Err(Row::bare(&id, "", "manual", Status::Failed(error))),
+    }
+}
+
+/// Run the pipeline over the store at `path`. `on_row` sees each finished row (in completion
+/// order) for progress; the returned rows are in selection order.
+pub fn run(
+    path: &Path,
+    selector: &Selector,
+    strategy: Arc<dyn Strategy>,
+    opts: &RunOptions,
+    now: DateTime<FixedOffset>,
+    on_row: &mut dyn FnMut(&Row),
+) -> Result<Vec<Row>> {
+    selector.validate()?;
+    let concurrency = opts.concurrency.max(1);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(
+            concurrency
+                .min(
+                    std::thread::available_parallelism()
+                        .map(|n| n.get())
+                        .unwrap_or(2),
+                )
+                .max(1),
+        )
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+
+    let (job_tx, mut job_rx) = mpsc::channel::<(usize, Job)>(concurrency * 2);
+    let loader = {
+        let path = path.to_path_buf();
+        let selector = selector.clone();
+        let plan_opts = opts.plan.clone();
+        std::thread::spawn(move || -> Result<()> {
+            let store = Store::open(&path, Access::Read)?;
+            let mut seq = 0usize;
+            selector.run(&store, &now, |o| {
+                let job = match selection_row(o) {
+                    Err(row) => Job::Row(row),
+                    Ok((meta, reason)) => {
+                        let (id, provider) = (meta.id.clone(), meta.provider.clone());
+                        match plan::plan(&store, meta, reason, &plan_opts) {
+                            Ok(p) if matches!(p.decision, Decision::NoOp(_)) => {
+                                Job::Row(plan_row(&p))
+                            }
+                            Ok(p) => Job::Plan(Box::new(p)),
+                            Err(e) => Job::Row(Row::bare(
+                                &id,
+                                &provider,
+                                reason.name(),
+                                Status::Failed(e.to_string()),
+                            )),
+                        }
+                    }
+                };
+                seq += 1;
+                job_tx.blocking_send((seq, job)).is_ok()
+            })
+        })
+    };
+
+    let (write_tx, write_rx) = std::sync::mpsc::channel::<WriteRequest>();
+    let writer = if opts.dry_run {
+        drop(write_rx);
+        None
+    } else {
+        let path = path.to_path_buf();
+        Some(std::thread::spawn(move || -> Result<()> {
+            let mut conn = store::connect(&path, Access::Write)?;
+            for (proposal, reply) in write_rx {
+                let at = crate::gotime::rfc3339_utc(&crate::gotime::now());
+                let _ = reply.send(kodelet_write::commit(&mut conn, &path, &proposal, &at));
+            }
+            Ok(())
+        }))
+    };
+
+    let mut rows: Vec<(usize, Row)> = Vec::new();
+    runtime.block_on(async {
+        let (row_tx, mut row_rx) = mpsc::unbounded_channel::<(usize, Row)>();
+        let sem = Arc::new(Semaphore::new(concurrency));
+        let dispatcher = {
+            let row_tx = row_tx.clone();
+            let strategy = strategy.clone();
+            let details = opts.details.clone();
+            let dry_run = opts.dry_run;
+            let path: PathBuf = path.to_path_buf();
+            tokio::spawn(async move {
+                while let Some((seq, job)) = job_rx.recv().await {
+                    match job {
+                        Job::Row(r) => {
+                            let _ = row_tx.send((seq, r));
+                        }
+                        Job::Plan(p) => {
+                            let permit = sem.clone().acquire_owned().await.expect("semaphore open");
+                            let row_tx = row_tx.clone();
+                            let strategy = strategy.clone();
+                            let write_tx = write_tx.clone();
+                            let details = details.clone();
+                            let path = path.clone();
+                            tokio::spawn(async move {
+                                let row = compact_one(
+                                    *p,
+                                    strategy.as_ref(),
+                                    dry_run,
+                                    write_tx,
+                                    &details,
+                                    &path,
+                                    now,
+                                )
+                                .await;
+                                drop(permit);
+                                let _ = row_tx.send((seq, row));
+                            });
+                        }
+                    }
+                }
+            })
+        };
+        drop(row_tx);
+        while let Some((seq, row)) = row_rx.recv().await {
+            on_row(&row);
+            rows.push((seq, row));
+        }
+        let _ = dispatcher.await;
+    });
+    // All proposal senders are gone: the writer drains and stops.
+    let loaded = loader
+        .join()
+        .map_err(|_| Error::Usage("the loader thread panicked".into()))?;
+    if let Some(w) = writer {
+        w.join()
+            .map_err(|_| Error::Usage("the writer thread panicked".into()))??;
+    }
+    loaded?;
+    rows.sort_by_key(|(seq, _)| *seq);
+    Ok(rows.into_iter().map(|(_, r)| r).collect())
+}
+
+async fn compact_one(
+    plan: Plan,
+    strategy: &dyn Strategy,
+    dry_run: bool,
+    write_tx: std::sync::mpsc::Sender<WriteRequest>,
+    details: &serde_json::Value,
+    path: &Path,
+    now: DateTime<FixedOffset>,
+) -> Row {
+    let started = Instant::now();
+    let mut row = plan_row(&plan);
+    row.strategy = Some(strategy.name().to_string());
+    let finish = |mut row: Row, status: Status| {
+        row.status = status;
+        row.duration_ms = started.elapsed().as_millis() as u64;
+        row
+    };
+    let input = HeadInput::new(&plan, now);
+    let rewrite = match strategy.rewrite(&input).await {
+        Ok(r) => r,
+        Err(StrategyError::Skip(why)) => return finish(row, Status::Skipped(why)),
+        Err(StrategyError::Fail(why)) => return finish(row, Status::Failed(why)),
+    };
+    let new = match swap::build(&plan, &rewrite) {
+        Ok(n) => n,
+        Err(StrategyError::Skip(why)) => return finish(row, Status::Skipped(why)),
+        Err(StrategyError::Fail(why)) => return finish(row, Status::Failed(why)),
+    };
+    row.messages_after = Some(new.messages);
+    row.tokens_after = Some(new.tokens);
+    if dry_run {
+        return finish(row, Status::Planned);
+    }
+    let (summary_sha, model) = match &rewrite {
+        Rewrite::Summary(s) => (
+            plan::sha256_hex(&s.text),
+            s.model
+                .clone()
+                .or_else(|| strategy.model().map(str::to_string)),
+        ),
+        Rewrite::PrunedHead(_) => (String::new(), None),
+    };
+    let mut details = details.clone();
+    if let Some(obj) = details.as_object_mut() {
+        obj.insert("format".into(), plan.loaded.format.name().into());
+        obj.insert("keep_tokens".into(), plan.keep_tokens.into());
+        obj.insert(
+            "tokens_exact".into(),
+            plan.loaded.format.tokens_exact().into(),
+        );
+    }
+    let proposal = Proposal {
+        id: plan.meta.id.clone(),
+        format: plan.loaded.format,
+        version: plan.loaded.version.clone(),
+        raw_messages: new.raw_messages,
+        tokens_after: new.tokens,
+        call_ids: new.call_ids,
+        audit: AuditEntry {
+            conversation_id: plan.meta.id.clone(),
+            store_kind: "kodelet".into(),
+            reason: plan.reason.name().into(),
+            strategy: strategy.name().into(),
+            model,
+            messages_before: plan.loaded.messages.len() as i64,
+            messages_after: new.messages as i64,
+            tokens_before: plan.tokens_before() as i64,
+            tokens_after: new.tokens as i64,
+            summary_sha256: summary_sha,
+            details,
+        },
+    };
+    drop(plan);
+    let (tx, rx) = oneshot::channel();
+    if write_tx.send((proposal, tx)).is_err() {
+        return finish(row, Status::Failed("the writer stopped".into()));
+    }
+    match rx.await {
+        Ok(Ok(Written::Committed { compaction_id })) => {
+            row.compaction_id = Some(compaction_id);
+            finish(row, Status::Compacted)
+        }
+        Ok(Ok(Written::Changed(why))) => finish(row, Status::Skipped(why)),
+        Ok(Err(e)) => finish(row, Status::Failed(e.to_string())),
+        Err(_) => finish(
+            row,
+            Status::Failed(format!("the writer for {} stopped", path.display())),
+        ),
+    }
+}

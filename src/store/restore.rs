@@ -1,0 +1,241 @@
+//! Undoing compactions from the archive, reading the audit log, and pruning old archives.
+//! Store-agnostic: the archive names its own tables, keys and columns.
+
+use std::path::Path;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use serde::Serialize;
+
+use super::archive;
+use crate::error::{Error, Result, SqlContext};
+
+/// One audit-log row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Compaction {
+    pub id: i64,
+    pub conversation_id: String,
+    pub store_kind: String,
+    pub compacted_at: String,
+    pub reason: String,
+    pub strategy: String,
+    pub model: Option<String>,
+    pub messages_before: i64,
+    pub messages_after: i64,
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    pub summary_sha256: String,
+    pub agent_db_version: String,
+    pub details: serde_json::Value,
+    pub restored_at: Option<String>,
+    pub archive_pruned_at: Option<String>,
+}
+
+const COLUMNS: &str = "id, conversation_id, store_kind, compacted_at, reason, strategy, model, messages_before,
+  messages_after, tokens_before, tokens_after, summary_sha256, agent_db_version, details, restored_at, archive_pruned_at";
+
+fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Compaction> {
+    Ok(Compaction {
+        id: r.get(0)?,
+        conversation_id: r.get(1)?,
+        store_kind: r.get(2)?,
+        compacted_at: r.get(3)?,
+        reason: r.get(4)?,
+        strategy: r.get(5)?,
+        model: r.get(6)?,
+        messages_before: r.get(7)?,
+        messages_after: r.get(8)?,
+        tokens_before: r.get(9)?,
+        tokens_after: r.get(10)?,
+        summary_sha256: r.get(11)?,
+        agent_db_version: r.get(12)?,
+        details: serde_json::from_str(&r.get::<_, String>(13)?).unwrap_or_default(),
+        restored_at: r.get(14)?,
+        archive_pruned_at: r.get(15)?,
+    })
+}
+
+/// The audit log, oldest first; one conversation's when `conversation` is given.
+pub fn history(
+    conn: &Connection,
+    path: &Path,
+    conversation: Option<&str>,
+) -> Result<Vec<Compaction>> {
+    if !super::agent_tables::present(conn).at(path)? {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT {COLUMNS} FROM agent_db_compactions WHERE (?1 IS NULL OR conversation_id = ?1) ORDER BY id"
+    );
+    let mut stmt = conn.prepare(&sql).at(path)?;
+    let rows = stmt.query_map([conversation], from_row).at(path)?;
+    rows.collect::<std::result::Result<_, _>>().at(path)
+}
+
+/// One audit row.
+pub fn get(conn: &Connection, path: &Path, id: i64) -> Result<Option<Compaction>> {
+    if !super::agent_tables::present(conn).at(path)? {
+        return Ok(None);
+    }
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM agent_db_compactions WHERE id = ?1"),
+        [id],
+        from_row,
+    )
+    .optional()
+    .at(path)
+}
+
+/// The result of restoring one compaction.
+#[derive(Debug, Clone, Serialize)]
+pub struct Restored {
+    pub compaction_id: i64,
+    pub conversation_id: String,
+    /// `restored`, or `refused: reason`.
+    pub status: String,
+    pub ok: bool,
+}
+
+/// Restore compaction `id` in one transaction. Refused (not an error) when it was already
+/// restored, its archive was pruned, or the conversation changed after it (unless `force`).
+pub fn restore(
+    conn: &mut Connection,
+    path: &Path,
+    id: i64,
+    force: bool,
+    now: &str,
+) -> Result<Restored> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .at(path)?;
+    let c = tx
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM agent_db_compactions WHERE id = ?1"),
+            [id],
+            from_row,
+        )
+        .optional()
+        .at(path)?
+        .ok_or_else(|| Error::Refused(format!("compaction {id}: not found in the audit log")))?;
+    let refuse = |why: String| Restored {
+        compaction_id: id,
+        conversation_id: c.conversation_id.clone(),
+        status: format!("refused: {why}"),
+        ok: false,
+    };
+    if let Some(at) = &c.restored_at {
+        return Ok(refuse(format!("already restored at {at}")));
+    }
+    if let Some(at) = &c.archive_pruned_at {
+        return Ok(refuse(format!(
+            "its archive was pruned at {at}; it can no longer be restored"
+        )));
+    }
+    let archived = archive::load(&tx, id).at(path)?;
+    if archived.is_empty() {
+        return Ok(refuse("no archived pre-image".into()));
+    }
+    let cells: Vec<_> = archived.iter().map(|a| a.cell.clone()).collect();
+    let post: String = tx
+        .query_row(
+            "SELECT post_image_sha256 FROM agent_db_compactions WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .at(path)?;
+    if !force && archive::image_hash(&tx, &cells).at(path)? != post {
+        return Ok(refuse(format!(
+            "conversation {} changed after this compaction (a later compaction or the agent wrote to it); \
+             restore later compactions first, or pass --force to overwrite the later changes",
+            c.conversation_id
+        )));
+    }
+    archive::apply(&tx, &archived).at(path)?;
+    tx.execute(
+        "UPDATE agent_db_compactions SET restored_at = ?1 WHERE id = ?2",
+        params![now, id],
+    )
+    .at(path)?;
+    tx.commit().at(path)?;
+    Ok(Restored {
+        compaction_id: id,
+        conversation_id: c.conversation_id,
+        status: "restored".into(),
+        ok: true,
+    })
+}
+
+/// The newest unrestored compaction of a conversation.
+pub fn latest_for(conn: &Connection, path: &Path, conversation: &str) -> Result<Option<i64>> {
+    if !super::agent_tables::present(conn).at(path)? {
+        return Ok(None);
+    }
+    conn.query_row(
+        "SELECT MAX(id) FROM agent_db_compactions WHERE conversation_id = ?1 AND restored_at IS NULL",
+        [conversation],
+        |r| r.get(0),
+    )
+    .at(path)
+}
+
+/// Unrestored compactions made at or after `since` (RFC 3339 UTC), newest first, so chained
+/// compactions of one conversation unwind in order.
+pub fn since(conn: &Connection, path: &Path, since: &str) -> Result<Vec<i64>> {
+    if !super::agent_tables::present(conn).at(path)? {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn
+        .prepare(
+            "SELECT id FROM agent_db_compactions WHERE compacted_at >= ?1 AND restored_at IS NULL
+             AND archive_pruned_at IS NULL ORDER BY id DESC",
+        )
+        .at(path)?;
+    let rows = stmt.query_map([since], |r| r.get(0)).at(path)?;
+    rows.collect::<std::result::Result<_, _>>().at(path)
+}
+
+/// What `prune-archive` freed.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Pruned {
+    pub compactions: usize,
+    pub archived_values: usize,
+    pub bytes: i64,
+}
+
+/// Delete the archived pre-images of compactions made before `before` (RFC 3339 UTC). After
+/// this those compactions can no longer be restored; the audit rows stay.
+pub fn prune_archive(
+    conn: &mut Connection,
+    path: &Path,
+    before: &str,
+    now: &str,
+) -> Result<Pruned> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .at(path)?;
+    let (values, bytes): (i64, i64) = tx
+        .query_row(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0) FROM agent_db_archive WHERE compaction_id IN
+               (SELECT id FROM agent_db_compactions WHERE compacted_at < ?1 AND archive_pruned_at IS NULL)",
+            [before],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .at(path)?;
+    tx.execute(
+        "DELETE FROM agent_db_archive WHERE compaction_id IN
+           (SELECT id FROM agent_db_compactions WHERE compacted_at < ?1 AND archive_pruned_at IS NULL)",
+        [before],
+    )
+    .at(path)?;
+    let compactions = tx
+        .execute(
+            "UPDATE agent_db_compactions SET archive_pruned_at = ?2 WHERE compacted_at < ?1 AND archive_pruned_at IS NULL",
+            params![before, now],
+        )
+        .at(path)?;
+    tx.commit().at(path)?;
+    Ok(Pruned {
+        compactions,
+        archived_values: values as usize,
+        bytes,
+    })
+}
