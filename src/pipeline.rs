@@ -158,7 +158,17 @@ pub fn run(
         let path = path.to_path_buf();
         Some(std::thread::spawn(move || -> Result<()> {
             let mut conn = store::connect(&path, Access::Write)?;
+            let mut migrated = false;
             for (proposal, reply) in write_rx {
+                // agent-db's own tables are created just before the first commit, so a run
+                // that only skips writes nothing at all.
+                if !migrated {
+                    if let Err(e) = store::agent_tables::migrate(&mut conn) {
+                        let _ = reply.send(Err(Error::Sqlite { path: path.clone(), source: e }));
+                        continue;
+                    }
+                    migrated = true;
+                }
                 let at = crate::gotime::rfc3339_utc(&crate::gotime::now());
                 let _ = reply.send(kodelet_write::commit(&mut conn, &path, &proposal, &at));
             }

@@ -17,7 +17,7 @@ use super::CmdResult;
 use crate::cli::{CompactArgs, StrategyArg};
 use crate::output::{self, table, Ui};
 
-pub fn run(ui: &Ui, mut store: Store, args: &CompactArgs) -> CmdResult {
+pub fn run(ui: &Ui, store: Store, args: &CompactArgs) -> CmdResult {
     let selector = args.select.selector(&args.positional);
     if selector.is_empty() {
         return Err(Error::Usage(
@@ -45,7 +45,6 @@ pub fn run(ui: &Ui, mut store: Store, args: &CompactArgs) -> CmdResult {
             ui.status("nothing done");
             return Ok(exit::OK);
         }
-        store.ensure_agent_tables()?;
         Some(l)
     };
     if args.strategy == StrategyArg::Extractive {

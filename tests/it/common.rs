@@ -1,0 +1,157 @@
+//! Shared test environment: temp dirs, generated stores, a hermetic `agent-db` command.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use agent_db::synth::{self, SynthFormat, SynthOptions};
+use rusqlite::Connection;
+use sha2::{Digest, Sha256};
+use tempfile::TempDir;
+
+/// The generator's default clock; tests pin agent-db's clock to it.
+pub const NOW: &str = "2026-11-01T12:00:00Z";
+
+pub struct Env {
+    pub dir: TempDir,
+    pub db: PathBuf,
+}
+
+impl Env {
+    /// A store generated with `n` conversations in `formats` (empty = all three).
+    pub fn generated(n: usize, seed: u64, formats: &[SynthFormat]) -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("storage.db");
+        let opts = SynthOptions {
+            conversations: n,
+            seed,
+            formats: formats.to_vec(),
+            ..SynthOptions::default()
+        };
+        synth::generate(&db, &opts).expect("generate store");
+        Env { dir, db }
+    }
+
+    /// An empty store in kodelet's layout.
+    pub fn empty() -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("storage.db");
+        drop(agent_db::store::kodelet::init_store(&db).expect("init"));
+        Env { dir, db }
+    }
+
+    /// A file at `name` in the temp dir with `bytes`.
+    pub fn file(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, bytes).expect("write");
+        p
+    }
+
+    /// `agent-db --db <store>` with a clean environment and the clock pinned to [`NOW`].
+    pub fn cmd(&self) -> assert_cmd::Command {
+        let mut c = bare_cmd(self.dir.path());
+        c.arg("--db").arg(&self.db);
+        c
+    }
+
+    pub fn conn(&self) -> Connection {
+        Connection::open(&self.db).expect("open")
+    }
+
+    /// sha256 of the store file and of its -wal/-shm files (or their absence).
+    pub fn files_hash(&self) -> String {
+        files_hash(&self.db)
+    }
+
+    pub fn ids(&self, sql: &str) -> Vec<String> {
+        let c = self.conn();
+        let mut s = c.prepare(sql).expect("prepare");
+        let rows = s.query_map([], |r| r.get::<_, String>(0)).expect("query");
+        rows.map(|r| r.expect("row")).collect()
+    }
+
+    /// Every row of `table` as text, ordered, for byte-level comparisons.
+    pub fn dump(&self, table: &str) -> Vec<Vec<String>> {
+        dump(&self.conn(), table)
+    }
+}
+
+pub fn dump(c: &Connection, table: &str) -> Vec<Vec<String>> {
+    let mut s = c
+        .prepare(&format!("SELECT * FROM \"{table}\" ORDER BY 1"))
+        .expect("prepare");
+    let n = s.column_count();
+    let rows = s
+        .query_map([], |r| {
+            (0..n)
+                .map(|i| {
+                    let v: rusqlite::types::Value = r.get(i)?;
+                    Ok(format!("{v:?}"))
+                })
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .expect("query");
+    rows.map(|r| r.expect("row")).collect()
+}
+
+/// `agent-db` with a clean environment (no store variables, HOME in `home`).
+pub fn bare_cmd(home: &Path) -> assert_cmd::Command {
+    assert_cmd::Command::from_std(std_cmd(home))
+}
+
+/// The same as a plain `std::process::Command` (for spawning and killing).
+pub fn std_cmd(home: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-db"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AGENT_DB_") || k == "KODELET_BASE_PATH" || k.ends_with("_API_KEY") {
+            c.env_remove(k);
+        }
+    }
+    c.env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("AGENT_DB_NOW", NOW)
+        .env("COLUMNS", "200");
+    c
+}
+
+pub fn files_hash(db: &Path) -> String {
+    let mut h = Sha256::new();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = db.as_os_str().to_owned();
+        p.push(suffix);
+        match std::fs::read(PathBuf::from(p)) {
+            Ok(b) => {
+                h.update(suffix.as_bytes());
+                h.update((b.len() as u64).to_le_bytes());
+                h.update(&b);
+            }
+            Err(_) => h.update(format!("{suffix}:absent").as_bytes()),
+        }
+    }
+    hex::encode(h.finalize())
+}
+
+/// Run and parse stdout as JSON.
+pub fn json(mut c: assert_cmd::Command) -> (serde_json::Value, i32) {
+    let out = c.output().expect("run");
+    let code = out.status.code().unwrap_or(-1);
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}); exit {code}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (v, code)
+}
+
+/// The ids of `conversations` rows in a JSON document with the given status.
+pub fn ids_with_status(doc: &serde_json::Value, status: &str) -> Vec<String> {
+    doc["conversations"]
+        .as_array()
+        .expect("conversations array")
+        .iter()
+        .filter(|r| r["status"] == status)
+        .map(|r| r["id"].as_str().expect("id").to_string())
+        .collect()
+}

@@ -1,0 +1,7 @@
+//! All integration tests build into one binary (faster to link, shared helpers).
+
+mod common;
+mod crash;
+mod split_props;
+mod write_path;
+mod read_side;
