@@ -75,11 +75,14 @@ fn run(args: Args) -> Result<(), String> {
         sidecar(out, "-shm"),
         sidecar(out, "-journal"),
     ];
-    if out.exists() || companions.iter().any(|p| p.exists()) {
+    let existing = std::iter::once(out)
+        .chain(companions.iter())
+        .find(|p| p.exists());
+    if let Some(found) = existing {
         if !args.force {
             return Err(format!(
                 "{}: already exists; refusing to overwrite (use --force to replace it)",
-                out.display()
+                found.display()
             ));
         }
         if out.is_dir() {

@@ -38,6 +38,10 @@ pub struct Cli {
     #[arg(long, short, global = true)]
     pub quiet: bool,
 
+    /// Configuration file [default: $XDG_CONFIG_HOME/agent-db/config.toml]
+    #[arg(long, global = true, env = "AGENT_DB_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -58,6 +62,18 @@ pub enum Command {
     Restore(RestoreArgs),
     /// Delete archived originals older than DUR to reclaim space (they can no longer be restored)
     PruneArchive(PruneArchiveArgs),
+    /// Print the effective settings (defaults < config file < environment < flags), secrets redacted
+    Config {
+        /// Machine-readable output on stdout
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the summary recipes the llm strategy can use
+    Recipes {
+        /// Machine-readable output on stdout
+        #[arg(long)]
+        json: bool,
+    },
     /// Print shell completions
     Completions {
         /// The shell
@@ -153,6 +169,8 @@ pub struct ShowArgs {
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum StrategyArg {
+    /// A model writes the summary (default when an LLM provider is configured)
+    Llm,
     /// Deterministic offline summary of the head (default without an LLM)
     Extractive,
     /// No summary: replace old tool outputs with short placeholders
@@ -181,9 +199,9 @@ pub struct CompactArgs {
     #[arg(long, value_name = "N")]
     pub keep_tokens: Option<usize>,
 
-    /// How to compact the head
-    #[arg(long, value_enum, default_value_t = StrategyArg::Extractive)]
-    pub strategy: StrategyArg,
+    /// How to compact the head [default: llm when an LLM provider is configured, else extractive]
+    #[arg(long, value_enum)]
+    pub strategy: Option<StrategyArg>,
 
     /// With --strategy prune: also replace images and base64 payloads by placeholders
     #[arg(long)]
@@ -193,9 +211,54 @@ pub struct CompactArgs {
     #[arg(long, short)]
     pub yes: bool,
 
-    /// Conversations compacted at once
-    #[arg(long, value_name = "N", default_value_t = 4)]
-    pub concurrency: usize,
+    /// Conversations compacted at once [default: 4]
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+
+    #[command(flatten)]
+    pub llm: LlmArgs,
+}
+
+/// LLM settings (each overrides the config file and the environment).
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "LLM summarizer")]
+pub struct LlmArgs {
+    /// Summarizer API: openai (any OpenAI-compatible server) or anthropic
+    #[arg(long, value_name = "NAME")]
+    pub llm_provider: Option<String>,
+
+    /// Summarizer model [default: gpt-4.1-mini / claude-haiku-4-5]
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+
+    /// API base URL, e.g. http://127.0.0.1:11434/v1 for Ollama
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+
+    /// Longest summary the model may write, in tokens [default: 4096]
+    #[arg(long, value_name = "N")]
+    pub max_summary_tokens: Option<u32>,
+
+    /// Input-token budget of each summary request; longer histories are summarized in chunks
+    /// [default: from the model's context window]
+    #[arg(long, value_name = "N")]
+    pub summary_context: Option<usize>,
+
+    /// Recipe name or path (see `agent-db recipes`) [default: compact]
+    #[arg(long, value_name = "NAME|PATH")]
+    pub recipe: Option<String>,
+
+    /// Extra instructions, added to the recipe (never replacing it)
+    #[arg(long, value_name = "TEXT")]
+    pub instructions: Option<String>,
+
+    /// Stop starting new conversations once the summarizer spend reaches USD
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<f64>,
+
+    /// Per-request timeout, e.g. 90s [default: 120s]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
 }
 
 #[derive(Debug, Args)]

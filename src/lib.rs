@@ -8,11 +8,15 @@
 //! prints: the binary's CLI layer renders reports.
 
 pub mod compact;
+pub mod config;
 pub mod error;
 pub mod gotime;
 pub mod message;
+pub mod models;
 pub mod pipeline;
 pub mod plan;
+pub mod provider;
+pub mod recipe;
 pub mod report;
 pub mod select;
 pub mod split;

@@ -36,11 +36,26 @@ pub struct RunOptions {
     pub concurrency: usize,
     /// Extra facts for the audit row's `details`.
     pub details: serde_json::Value,
+    /// Stop starting new conversations once the summarizer spend reaches this (USD).
+    pub max_cost: Option<f64>,
+}
+
+/// Progress, for the CLI's progress bar.
+pub enum Event<'a> {
+    /// A conversation's compaction started (it is in flight).
+    Started,
+    /// A conversation is done (compacted, skipped or failed).
+    Finished(&'a Row),
+}
+
+enum Msg {
+    Started,
+    Done(usize, Row),
 }
 
 enum Job {
     Plan(Box<Plan>),
-    Row(Row),
+    Row(Box<Row>),
 }
 
 type WriteRequest = (Proposal, oneshot::Sender<Result<Written>>);
@@ -73,31 +88,43 @@ pub fn plan_row(p: &Plan) -> Row {
     row
 }
 
-fn selection_row(
-    o: Outcome,
-) -> std::result::Result<(crate::store::ConversationMeta, crate::select::Reason), Row> {
+type Selected = (crate::store::ConversationMeta, crate::select::Reason);
+
+fn selection_row(o: Outcome) -> std::result::Result<Selected, Box<Row>> {
     match o {
         Outcome::Selected { meta, reason } => Ok((meta, reason)),
-        Outcome::Skipped { meta, reason, why } => Err(Row::bare(
+        Outcome::Skipped { meta, reason, why } => Err(Box::new(Row::bare(
             &meta.id,
             &meta.provider,
             reason.name(),
             Status::Skipped(why),
-        )),
-        Outcome::Failed { id, error } => Err(Row::bare(&id, "", "manual", Status::Failed(error))),
+        ))),
+        Outcome::Failed { id, error } => Err(Box::new(Row::bare(
+            &id,
+            "",
+            "manual",
+            Status::Failed(error),
+        ))),
     }
 }
 
-/// Run the pipeline over the store at `path`. `on_row` sees each finished row (in completion
-/// order) for progress; the returned rows are in selection order.
+/// The outcome of a run.
+pub struct RunReport {
+    /// One row per conversation, in selection order.
+    pub rows: Vec<Row>,
+    /// `--max-cost` was reached and later conversations were not started.
+    pub stopped_by_max_cost: bool,
+}
+
+/// Run the pipeline over the store at `path`. `on_event` sees progress (in completion order).
 pub fn run(
     path: &Path,
     selector: &Selector,
     strategy: Arc<dyn Strategy>,
     opts: &RunOptions,
     now: DateTime<FixedOffset>,
-    on_row: &mut dyn FnMut(&Row),
-) -> Result<Vec<Row>> {
+    on_event: &mut dyn FnMut(Event<'_>),
+) -> Result<RunReport> {
     selector.validate()?;
     let concurrency = opts.concurrency.max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -132,15 +159,15 @@ pub fn run(
                         let (id, provider) = (meta.id.clone(), meta.provider.clone());
                         match plan::plan(&store, meta, reason, &plan_opts) {
                             Ok(p) if matches!(p.decision, Decision::NoOp(_)) => {
-                                Job::Row(plan_row(&p))
+                                Job::Row(Box::new(plan_row(&p)))
                             }
                             Ok(p) => Job::Plan(Box::new(p)),
-                            Err(e) => Job::Row(Row::bare(
+                            Err(e) => Job::Row(Box::new(Row::bare(
                                 &id,
                                 &provider,
                                 reason.name(),
                                 Status::Failed(e.to_string()),
-                            )),
+                            ))),
                         }
                     }
                 };
@@ -177,51 +204,68 @@ pub fn run(
     };
 
     let mut rows: Vec<(usize, Row)> = Vec::new();
+    let spent = Arc::new(std::sync::Mutex::new(0.0f64));
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
     runtime.block_on(async {
-        let (row_tx, mut row_rx) = mpsc::unbounded_channel::<(usize, Row)>();
+        let (msg_tx, mut msg_rx) = mpsc::unbounded_channel::<Msg>();
         let sem = Arc::new(Semaphore::new(concurrency));
         let dispatcher = {
-            let row_tx = row_tx.clone();
+            let msg_tx = msg_tx.clone();
             let strategy = strategy.clone();
             let details = opts.details.clone();
             let dry_run = opts.dry_run;
+            let max_cost = opts.max_cost;
+            let spent = spent.clone();
+            let stopped = stopped.clone();
             let path: PathBuf = path.to_path_buf();
             tokio::spawn(async move {
                 while let Some((seq, job)) = job_rx.recv().await {
                     match job {
                         Job::Row(r) => {
-                            let _ = row_tx.send((seq, r));
+                            let _ = msg_tx.send(Msg::Done(seq, *r));
                         }
                         Job::Plan(p) => {
                             let permit = sem.clone().acquire_owned().await.expect("semaphore open");
-                            let row_tx = row_tx.clone();
+                            let so_far = *spent.lock().expect("cost lock");
+                            if let Some(max) = max_cost.filter(|m| so_far >= *m) {
+                                stopped.store(true, std::sync::atomic::Ordering::Relaxed);
+                                let mut row = plan_row(&p);
+                                row.status = Status::Skipped(format!(
+                                    "not started: --max-cost ${max:.2} reached (${so_far:.4} spent)"
+                                ));
+                                let _ = msg_tx.send(Msg::Done(seq, row));
+                                continue;
+                            }
+                            let msg_tx = msg_tx.clone();
                             let strategy = strategy.clone();
                             let write_tx = write_tx.clone();
                             let details = details.clone();
                             let path = path.clone();
+                            let spent = spent.clone();
+                            let _ = msg_tx.send(Msg::Started);
                             tokio::spawn(async move {
-                                let row = compact_one(
-                                    *p,
-                                    strategy.as_ref(),
-                                    dry_run,
-                                    write_tx,
-                                    &details,
-                                    &path,
-                                    now,
-                                )
-                                .await;
+                                let row =
+                                    compact_one(*p, strategy.as_ref(), dry_run, write_tx, &details, &path, now).await;
+                                if !dry_run {
+                                    *spent.lock().expect("cost lock") += row.cost_usd.unwrap_or(0.0);
+                                }
                                 drop(permit);
-                                let _ = row_tx.send((seq, row));
+                                let _ = msg_tx.send(Msg::Done(seq, row));
                             });
                         }
                     }
                 }
             })
         };
-        drop(row_tx);
-        while let Some((seq, row)) = row_rx.recv().await {
-            on_row(&row);
-            rows.push((seq, row));
+        drop(msg_tx);
+        while let Some(msg) = msg_rx.recv().await {
+            match msg {
+                Msg::Started => on_event(Event::Started),
+                Msg::Done(seq, row) => {
+                    on_event(Event::Finished(&row));
+                    rows.push((seq, row));
+                }
+            }
         }
         let _ = dispatcher.await;
     });
@@ -235,7 +279,10 @@ pub fn run(
     }
     loaded?;
     rows.sort_by_key(|(seq, _)| *seq);
-    Ok(rows.into_iter().map(|(_, r)| r).collect())
+    Ok(RunReport {
+        rows: rows.into_iter().map(|(_, r)| r).collect(),
+        stopped_by_max_cost: stopped.load(std::sync::atomic::Ordering::Relaxed),
+    })
 }
 
 async fn compact_one(
@@ -256,11 +303,32 @@ async fn compact_one(
         row
     };
     let input = HeadInput::new(&plan, now);
+    if dry_run && !strategy.offline() {
+        return match strategy.estimate(&input) {
+            Some(Ok(est)) => {
+                let after = plan.tokens_after(est.summary_tokens);
+                let split = plan.split().expect("planned conversations have a split");
+                row.messages_after = Some(1 + (plan.loaded.messages.len() - split.cut) + usize::from(split.reinsert.is_some()));
+                row.tokens_after = Some(after);
+                row.cost_usd = est.cost_usd;
+                finish(row, Status::Planned)
+            }
+            Some(Err(StrategyError::Skip(why))) => finish(row, Status::Skipped(why)),
+            Some(Err(StrategyError::Fail(why))) => finish(row, Status::Failed(why)),
+            None => finish(row, Status::Planned),
+        };
+    }
     let rewrite = match strategy.rewrite(&input).await {
         Ok(r) => r,
         Err(StrategyError::Skip(why)) => return finish(row, Status::Skipped(why)),
         Err(StrategyError::Fail(why)) => return finish(row, Status::Failed(why)),
     };
+    if let Rewrite::Summary(sm) = &rewrite {
+        row.cost_usd = sm.cost_usd;
+        if let (Some(p), Some(c)) = (sm.prompt_tokens, sm.completion_tokens) {
+            row.llm_tokens = Some((p, c));
+        }
+    }
     let new = match swap::build(&plan, &rewrite) {
         Ok(n) => n,
         Err(StrategyError::Skip(why)) => return finish(row, Status::Skipped(why)),
@@ -281,6 +349,15 @@ async fn compact_one(
         Rewrite::PrunedHead(_) => (String::new(), None),
     };
     let mut details = details.clone();
+    if let (Some(obj), Rewrite::Summary(sm)) = (details.as_object_mut(), &rewrite) {
+        if let Some(c) = sm.cost_usd {
+            obj.insert("cost_usd".into(), c.into());
+        }
+        if let (Some(p), Some(c)) = (sm.prompt_tokens, sm.completion_tokens) {
+            obj.insert("llm_prompt_tokens".into(), p.into());
+            obj.insert("llm_completion_tokens".into(), c.into());
+        }
+    }
     if let Some(obj) = details.as_object_mut() {
         obj.insert("format".into(), plan.loaded.format.name().into());
         obj.insert("keep_tokens".into(), plan.keep_tokens.into());

@@ -48,6 +48,12 @@ pub struct Row {
     pub tokens_after: Option<usize>,
     /// `false` when token figures are estimates (Anthropic).
     pub tokens_exact: bool,
+    /// Summarizer spend in USD (LLM strategy; estimated in a dry run), when a price is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Summarizer tokens (prompt, completion) as the provider reported them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm_tokens: Option<(u64, u64)>,
     /// The audit-log id of a committed compaction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compaction_id: Option<i64>,
@@ -72,6 +78,8 @@ impl Row {
             tokens_before: None,
             tokens_after: None,
             tokens_exact: true,
+            cost_usd: None,
+            llm_tokens: None,
             compaction_id: None,
             duration_ms: 0,
         }
@@ -98,7 +106,10 @@ pub struct Totals {
     pub messages_after: usize,
     pub tokens_before: usize,
     pub tokens_after: usize,
+    pub cost_usd: f64,
     pub duration_ms: u64,
+    /// `--max-cost` was reached and the remaining conversations were not started.
+    pub stopped_by_max_cost: bool,
 }
 
 impl Totals {
@@ -127,6 +138,7 @@ impl std::ops::AddAssign<&Row> for Totals {
             self.tokens_before += r.tokens_before.unwrap_or(0);
             self.tokens_after += r.tokens_after.unwrap_or(0);
         }
+        self.cost_usd += r.cost_usd.unwrap_or(0.0);
         self.duration_ms += r.duration_ms;
     }
 }

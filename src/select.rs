@@ -108,7 +108,9 @@ impl Selector {
             Some(d) if d.is_zero() => None,
             Some(d) => Some(d),
             None if self.is_manual() => None,
-            None if self.reason() == Reason::All => None,
+            // `list` with no selector shows everything; any batch selection (a threshold,
+            // recency, or only --provider) leaves recently active conversations alone.
+            None if self.is_empty() => None,
             None => Some(DEFAULT_IDLE),
         }
     }

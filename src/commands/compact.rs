@@ -1,12 +1,11 @@
 //! `agent-db compact`: select, plan, compact and write back (or, with `--dry-run`, plan only).
 
 use std::io::Write;
-use std::sync::Arc;
 
-use agent_db::compact::{prune::Prune, Extractive, Strategy};
+use agent_db::config::Settings;
 use agent_db::error::exit;
 use agent_db::gotime;
-use agent_db::pipeline::{self, RunOptions};
+use agent_db::pipeline::{self, Event, RunOptions};
 use agent_db::plan::PlanOptions;
 use agent_db::report::{Row, Status, Totals};
 use agent_db::select::{Outcome, Reason};
@@ -17,7 +16,7 @@ use super::CmdResult;
 use crate::cli::{CompactArgs, StrategyArg};
 use crate::output::{self, table, Ui};
 
-pub fn run(ui: &Ui, store: Store, args: &CompactArgs) -> CmdResult {
+pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> CmdResult {
     let selector = args.select.selector(&args.positional);
     if selector.is_empty() {
         return Err(Error::Usage(
@@ -27,15 +26,10 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs) -> CmdResult {
         .into());
     }
     selector.validate()?;
-    if args.elide_images && args.strategy != StrategyArg::Prune {
+    if args.elide_images && args.strategy != Some(StrategyArg::Prune) {
         return Err(Error::Usage("--elide-images goes with --strategy prune".into()).into());
     }
-    let strategy: Arc<dyn Strategy> = match args.strategy {
-        StrategyArg::Extractive => Arc::new(Extractive),
-        StrategyArg::Prune => Arc::new(Prune {
-            elide_images: args.elide_images,
-        }),
-    };
+    let (strategy, recipe, why) = super::settings::strategy(settings, args)?;
     let now = gotime::now();
     let _lock = if args.dry_run {
         None
@@ -47,27 +41,39 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs) -> CmdResult {
         }
         Some(l)
     };
-    if args.strategy == StrategyArg::Extractive {
-        ui.status("strategy: extractive (offline, no LLM: no provider is configured)");
+    ui.status(&why);
+    let keep_tokens = args
+        .keep_tokens
+        .or(recipe.as_ref().and_then(|r| r.keep_tokens))
+        .or(settings.keep_tokens);
+    let mut details = serde_json::json!({});
+    if let Some(r) = &recipe {
+        details["recipe"] = serde_json::json!({"name": r.name, "sha256": r.sha256, "source": r.source});
+        if let Some(i) = &settings.instructions {
+            details["instructions_sha256"] = agent_db::plan::sha256_hex(i).into();
+        }
     }
     let opts = RunOptions {
         plan: PlanOptions {
-            keep_tokens: args.keep_tokens,
+            keep_tokens,
             context_limit: args.select.context_limit,
         },
         dry_run: args.dry_run,
-        concurrency: args.concurrency,
-        details: serde_json::json!({}),
+        concurrency: settings.concurrency,
+        details,
+        max_cost: settings.max_cost,
     };
     let progress = Progress::new(ui, args.json);
     let path = store.path.clone();
     let kind = store.kind.name();
     drop(store);
-    let rows = pipeline::run(&path, &selector, strategy, &opts, now, &mut |r| {
-        progress.row(r)
-    })?;
+    let run = pipeline::run(&path, &selector, strategy, &opts, now, &mut |e| progress.event(e))?;
     progress.finish();
-    let mut totals = Totals::default();
+    let rows = run.rows;
+    let mut totals = Totals {
+        stopped_by_max_cost: run.stopped_by_max_cost,
+        ..Totals::default()
+    };
     for r in &rows {
         totals += r;
     }
@@ -149,6 +155,7 @@ struct Progress {
     bar: Option<indicatif::ProgressBar>,
     saved: std::cell::Cell<usize>,
     failed: std::cell::Cell<usize>,
+    in_flight: std::cell::Cell<usize>,
 }
 
 impl Progress {
@@ -166,10 +173,35 @@ impl Progress {
             bar,
             saved: Default::default(),
             failed: Default::default(),
+            in_flight: Default::default(),
+        }
+    }
+
+    fn event(&self, e: Event<'_>) {
+        match e {
+            Event::Started => {
+                self.in_flight.set(self.in_flight.get() + 1);
+                self.redraw();
+            }
+            Event::Finished(r) => self.row(r),
+        }
+    }
+
+    fn redraw(&self) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!(
+                "{} in flight · {} failed · {} tokens saved",
+                self.in_flight.get(),
+                self.failed.get(),
+                table::thousands(self.saved.get())
+            ));
         }
     }
 
     fn row(&self, r: &Row) {
+        if r.strategy.is_some() && self.in_flight.get() > 0 && !matches!(r.status, Status::Skipped(ref w) if w.starts_with("not started")) {
+            self.in_flight.set(self.in_flight.get() - 1);
+        }
         if let (Some(b), Some(a)) = (r.tokens_before, r.tokens_after) {
             if matches!(r.status, Status::Compacted | Status::Planned) {
                 self.saved.set(self.saved.get() + b.saturating_sub(a));
@@ -180,12 +212,8 @@ impl Progress {
         }
         if let Some(bar) = &self.bar {
             bar.inc(1);
-            bar.set_message(format!(
-                "{} failed · {} tokens saved",
-                self.failed.get(),
-                table::thousands(self.saved.get())
-            ));
         }
+        self.redraw();
     }
 
     fn finish(&self) {
@@ -278,5 +306,13 @@ pub fn render(ui: &Ui, rows: &[Row], totals: &Totals, dry_run: bool) -> std::io:
             .unwrap_or_else(|| "0%".into()),
         if dry_run { "; dry run: nothing was written" } else { "" },
     );
-    output::out(&format!("{line}\n"))
+    output::out(&format!("{line}\n"))?;
+    if totals.cost_usd > 0.0 {
+        let what = if dry_run { "estimated summarizer cost" } else { "summarizer cost" };
+        output::out(&format!("{what}: ${:.4}\n", totals.cost_usd))?;
+    }
+    if totals.stopped_by_max_cost {
+        output::out("--max-cost was reached: the remaining conversations were not started\n")?;
+    }
+    Ok(())
 }

@@ -3,6 +3,7 @@
 mod compact;
 mod history;
 mod list;
+mod settings;
 mod show;
 
 use agent_db::store::{self, Access, Store};
@@ -52,6 +53,8 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
             ));
             Ok(0)
         }
+        Command::Config { json } => settings::config(cli.config, json),
+        Command::Recipes { json } => settings::recipes(json),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();
@@ -68,7 +71,8 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
             } else {
                 Access::Write
             };
-            compact::run(ui, open(cli.db.as_deref(), access)?, &args)
+            let settings = agent_db::config::load(&settings::overrides(cli.config.clone(), Some(&args)))?;
+            compact::run(ui, open(cli.db.as_deref(), access)?, &args, &settings)
         }
         Command::History(args) => history::history(&open(cli.db.as_deref(), Access::Read)?, &args),
         Command::Restore(args) => {

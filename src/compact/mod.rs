@@ -7,6 +7,7 @@
 //! Nothing here touches SQLite or the terminal.
 
 pub mod extractive;
+pub mod llm;
 pub mod prune;
 pub mod swap;
 pub mod validate;
@@ -93,6 +94,15 @@ pub fn summary_body(text: &str) -> String {
     }
 }
 
+/// What a dry run expects a strategy that calls a model to produce and cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Estimate {
+    pub requests: usize,
+    pub prompt_tokens: usize,
+    pub summary_tokens: usize,
+    pub cost_usd: Option<f64>,
+}
+
 /// Why a strategy could not produce a rewrite.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StrategyError {
@@ -111,6 +121,14 @@ pub trait Strategy: Send + Sync {
     fn name(&self) -> &str;
     /// The model, for the audit log.
     fn model(&self) -> Option<&str> {
+        None
+    }
+    /// Whether it runs without network or cost (a dry run then runs it for exact figures).
+    fn offline(&self) -> bool {
+        true
+    }
+    /// For strategies that are not offline: what a dry run expects, without calling out.
+    fn estimate(&self, _input: &HeadInput<'_>) -> Option<Result<Estimate, StrategyError>> {
         None
     }
     async fn rewrite(&self, input: &HeadInput<'_>) -> Result<Rewrite, StrategyError>;

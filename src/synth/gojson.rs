@@ -59,6 +59,20 @@ pub fn string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// The length of `s` once written by [`string`] (without the quotes).
+pub fn escaped_len(s: &str) -> usize {
+    let mut n = s.len();
+    for &b in s.as_bytes() {
+        n += match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' => 1,
+            b'<' | b'>' | b'&' => 5,
+            _ if b < 0x20 => 5,
+            _ => 0,
+        };
+    }
+    n
+}
+
 /// A float64 as Go's `encoding/json` writes it.
 pub fn float(out: &mut String, f: f64) {
     use std::fmt::Write;
@@ -200,6 +214,8 @@ mod tests {
         // Escaped text parses back to the original.
         let orig = "fn main() { if a < b && c > d { println!(\"\u{2028}\"); } }";
         assert_eq!(serde_json::from_str::<String>(&s(orig)).unwrap(), orig);
+        // U+2028 (3 bytes) becomes a 6-byte escape, which escaped_len does not count.
+        assert_eq!(escaped_len(orig) + 2 + 3, s(orig).len());
     }
 
     #[test]

@@ -342,6 +342,10 @@ fn choose_model<'a, R: Rng>(rng: &mut R, models: &'a [Model], tokens: i64) -> &'
     let pool: Vec<&Model> = if fits.is_empty() {
         let max = models.iter().map(|m| m.window).max().unwrap_or(0);
         models.iter().filter(|m| m.window == max).collect()
+    } else if tokens > 50_000 && rng.random_bool(0.6) {
+        // Long sessions tend to run close to their window (kodelet compacts at 80%).
+        let min = fits.iter().map(|m| m.window).min().unwrap_or(0);
+        fits.into_iter().filter(|m| m.window == min).collect()
     } else {
         fits
     };
@@ -439,17 +443,17 @@ fn conversation(
                 SynthFormat::OpenAiChat => 0.25,
                 SynthFormat::OpenAiResponses => 0.6,
             };
-            let (turns, steps, target, long) = if r < 0.36 {
-                (rng.random_range(1..=2), rng.random_range(1..8), None, 0.03)
-            } else if r < 0.76 {
-                (rng.random_range(1..=4), rng.random_range(8..30), None, 0.05)
-            } else if r < 0.95 {
+            let (turns, steps, target, long) = if r < 0.40 {
+                (rng.random_range(1..=2), rng.random_range(1..8), None, 0.02)
+            } else if r < 0.78 {
+                (rng.random_range(1..=4), rng.random_range(8..25), None, 0.04)
+            } else if r < 0.96 {
                 let turns = if rng.random_bool(0.25) {
                     1
                 } else {
                     rng.random_range(2..=8)
                 };
-                (turns, rng.random_range(30..100), None, 0.07)
+                (turns, rng.random_range(25..70), None, 0.05)
             } else {
                 // Huge: a long tool loop until ~100-400k tokens.
                 let turns = if rng.random_bool(0.4) {
@@ -457,12 +461,12 @@ fn conversation(
                 } else {
                     rng.random_range(2..=6)
                 };
-                let tokens = rng.random_range(100_000..400_000usize);
+                let tokens = rng.random_range(60_000..390_000usize);
                 (
                     turns,
-                    rng.random_range(60..150),
+                    rng.random_range(30..60),
                     Some((tokens as f64 * 4.0 * scale) as usize),
-                    0.12,
+                    0.10,
                 )
             };
             Plan {
@@ -509,12 +513,16 @@ fn conversation(
 
     // Shift the whole session so it ends before `now` (recent ones: in the last five minutes).
     let shift = if special == Some(Special::Recent) {
-        let target = opts.now - Duration::seconds(rng.random_range(10..290));
+        let target = opts.now - Duration::seconds(rng.random_range(10..290))
+            + Duration::nanoseconds(rng.random_range(0..1_000_000_000));
         target.with_timezone(&tz) - updated0
     } else {
         let limit = opts.now - Duration::minutes(6);
         if updated0 > limit {
-            (limit - Duration::seconds(rng.random_range(0..6 * 3600))).with_timezone(&tz) - updated0
+            let to = limit
+                - Duration::seconds(rng.random_range(0..6 * 3600))
+                - Duration::nanoseconds(rng.random_range(0..1_000_000_000));
+            to.with_timezone(&tz) - updated0
         } else {
             Duration::zero()
         }
@@ -555,7 +563,7 @@ fn conversation(
         .iter()
         .filter(|s| matches!(s, session::Step::User { image: Some(_), .. }))
         .count();
-    let current: i64 = if empty {
+    let current: i64 = if empty || session.model_calls == 0 {
         0
     } else {
         let sys = rng.random_range(2500..9000) as f64;

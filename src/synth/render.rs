@@ -69,7 +69,7 @@ pub fn anthropic<R: Rng>(rng: &mut R, s: &Session) -> Rendered {
                 } => {
                     if let Some((t, sig)) = thinking {
                         let mut b = Obj::start(content.item());
-                        if rng.random_bool(0.02) {
+                        if rng.random_bool(0.005) {
                             b.str("data", sig).str("type", "redacted_thinking");
                         } else {
                             b.str("signature", sig)

@@ -122,6 +122,8 @@ struct Gen<'a, R: Rng> {
     reads: Vec<(String, DateTime<FixedOffset>)>,
     model_calls: usize,
     output_chars: usize,
+    /// The main argument of the last tool call (path, command, pattern), for narration.
+    target: String,
 }
 
 pub fn generate<R: Rng>(
@@ -143,6 +145,7 @@ pub fn generate<R: Rng>(
         reads: Vec::new(),
         model_calls: 0,
         output_chars: 0,
+        target: String::new(),
     };
     let mut steps = Vec::new();
     let mut display = None;
@@ -168,7 +171,7 @@ pub fn generate<R: Rng>(
     };
     let first_text = Some(text.clone());
     let image = g.maybe_image(plan.image_prob);
-    g.bytes += text.len();
+    g.bytes += gojson::escaped_len(&text);
     steps.push(Step::User { text, image });
     if plan.shape == Shape::OneUser {
         return g.finish(steps, first_text, display);
@@ -228,7 +231,7 @@ pub fn generate<R: Rng>(
         g.clock += Duration::seconds(gap);
         let text = words::followup(g.rng, g.topic);
         let image = g.maybe_image(plan.image_prob);
-        g.bytes += text.len();
+        g.bytes += gojson::escaped_len(&text);
         steps.push(Step::User { text, image });
         g.tick(3, 30);
     }
@@ -297,15 +300,15 @@ impl<R: Rng> Gen<'_, R> {
         let mut chars = 0;
         if let Some((t, s)) = &thinking {
             chars += t.len();
-            self.bytes += t.len() + s.len();
+            self.bytes += gojson::escaped_len(t) + s.len() + 50;
         }
         if let Some(t) = &text {
             chars += t.len();
-            self.bytes += t.len();
+            self.bytes += gojson::escaped_len(t) + 30;
         }
         for c in &calls {
             chars += c.args.len();
-            self.bytes += c.args.len() + 60;
+            self.bytes += gojson::escaped_len(&c.args) + 80;
         }
         self.model_calls += 1;
         self.output_chars += chars;
@@ -331,11 +334,6 @@ impl<R: Rng> Gen<'_, R> {
     /// One assistant message with 1-3 tool calls, then their results.
     fn tool_step(&mut self, steps: &mut Vec<Step>, plan: &Plan) {
         let thinking = self.maybe_thinking(plan.think_prob);
-        let text = if self.rng.random_bool(0.55) {
-            Some(words::plan(self.rng, self.topic))
-        } else {
-            None
-        };
         let n = match self.rng.random_range(0..10) {
             0..=6 => 1,
             7 | 8 => 2,
@@ -344,14 +342,26 @@ impl<R: Rng> Gen<'_, R> {
         let mut calls = Vec::with_capacity(n);
         let mut outcomes = Vec::with_capacity(n);
         self.tick(2, 45);
+        let mut first_target = None;
         for _ in 0..n {
             let long = self.rng.random_bool(plan.long_prob);
             let fail = self.rng.random_bool(plan.error_prob);
             let (c, o) = self.tool(long, fail);
-            self.bytes += o.text.len() + 80;
+            if first_target.is_none() {
+                first_target = Some((c.name, std::mem::take(&mut self.target)));
+            }
+            self.bytes += gojson::escaped_len(&o.text) + 100;
             calls.push(c);
             outcomes.push(o);
         }
+        // What the assistant says before the calls matches the first call.
+        let text = match first_target {
+            Some((tool, target)) if self.rng.random_bool(0.55) => {
+                Some(words::narrate(self.rng, self.topic, tool, &target))
+            }
+            _ if self.rng.random_bool(0.1) => Some(words::plan(self.rng, self.topic)),
+            _ => None,
+        };
         self.assistant(steps, thinking, text, calls, false);
         steps.push(Step::Results(outcomes));
     }
@@ -418,6 +428,7 @@ impl<R: Rng> Gen<'_, R> {
     fn file_read(&mut self, long: bool, fail: bool) -> (String, String, bool, String) {
         let rel = self.topic.file(self.rng).to_string();
         let path = self.abs(&rel);
+        self.target = rel.clone();
         let offset_given = self.rng.random_bool(0.25);
         let offset = if offset_given {
             self.rng.random_range(1..400)
@@ -453,14 +464,19 @@ impl<R: Rng> Gen<'_, R> {
         }
         self.reads.push((path.clone(), self.clock));
         let n = if long {
-            self.rng.random_range(400..1800)
+            self.rng.random_range(250..900)
         } else if offset_given {
             self.rng.random_range(20..200)
         } else {
             self.rng.random_range(15..220)
         };
-        let mut lines = Vec::with_capacity(n);
-        words::code(self.rng, self.topic, n, &mut lines);
+        let lines = if offset_given {
+            words::fragment(self.rng, self.topic, n)
+        } else {
+            let mut lines = Vec::with_capacity(n);
+            words::code(self.rng, self.topic, &rel, n, &mut lines);
+            lines
+        };
         let last = offset as usize + lines.len() - 1;
         let width = last.to_string().len();
         let mut text = String::with_capacity(lines.iter().map(|l| l.len() + width + 3).sum());
@@ -510,7 +526,7 @@ impl<R: Rng> Gen<'_, R> {
             match self.rng.random_range(0..9) {
                 0 | 1 => {
                     let lines = if long {
-                        self.rng.random_range(300..1200)
+                        self.rng.random_range(200..700)
                     } else {
                         self.rng.random_range(3..40)
                     };
@@ -540,7 +556,7 @@ impl<R: Rng> Gen<'_, R> {
                     };
                     if fail || self.rng.random_bool(0.5) {
                         let n = if long {
-                            self.rng.random_range(60..250)
+                            self.rng.random_range(30..120)
                         } else {
                             self.rng.random_range(1..5)
                         };
@@ -564,7 +580,7 @@ impl<R: Rng> Gen<'_, R> {
                         )
                     } else {
                         let n = if long {
-                            self.rng.random_range(200..800)
+                            self.rng.random_range(150..500)
                         } else {
                             self.rng.random_range(2..30)
                         };
@@ -579,16 +595,9 @@ impl<R: Rng> Gen<'_, R> {
                 ),
                 4 => {
                     let f = t.file(self.rng).to_string();
-                    let mut old = Vec::new();
-                    {
-                        let n = self.rng.random_range(2..8);
-                        words::code(self.rng, t, n, &mut old);
-                    }
-                    let mut new = Vec::new();
-                    {
-                        let n = self.rng.random_range(2..8);
-                        words::code(self.rng, t, n, &mut new);
-                    }
+                    let n = self.rng.random_range(2..8);
+                    let old = words::fragment(self.rng, t, n);
+                    let new = words::modify(self.rng, t, &old);
                     (
                         format!("git diff -- {f}"),
                         "Show the diff".into(),
@@ -600,14 +609,10 @@ impl<R: Rng> Gen<'_, R> {
                     let pat = words::fn_name(self.rng, t.lang);
                     let mut out = String::new();
                     for _ in 0..self.rng.random_range(0..12) {
-                        let _ = writeln!(
-                            out,
-                            "{}:{}:    {}({});",
-                            t.file(self.rng),
-                            self.rng.random_range(1..900),
-                            pat,
-                            words::var_name(self.rng, t.lang)
-                        );
+                        let file = t.file(self.rng).to_string();
+                        let line = self.rng.random_range(1..900);
+                        let content = words::call_line(self.rng, t.lang, &pat);
+                        let _ = writeln!(out, "{file}:{line}:{content}");
                     }
                     let c = if out.is_empty() { 1 } else { 0 };
                     (
@@ -619,7 +624,7 @@ impl<R: Rng> Gen<'_, R> {
                 }
                 6 => {
                     let n = if long {
-                        self.rng.random_range(400..1500)
+                        self.rng.random_range(250..900)
                     } else {
                         self.rng.random_range(10..80)
                     };
@@ -669,13 +674,22 @@ impl<R: Rng> Gen<'_, R> {
                 }
             };
         if fail && code == 0 {
-            // A command that itself could not run.
-            output = format!(
-                "bash: line 1: {}: command not found\n",
-                command.split_whitespace().next().unwrap_or("x")
-            );
-            code = 127;
+            // The command itself failed.
+            let prog = command.split_whitespace().next().unwrap_or("x");
+            (output, code) = match prog {
+                "git" => (
+                    "fatal: ambiguous argument 'origin/main': unknown revision or path not in the working tree.\n".to_string(),
+                    128,
+                ),
+                "ls" => ("ls: cannot access 'build': No such file or directory\n".to_string(), 2),
+                "tail" => (
+                    format!("tail: cannot open 'logs/{}.log' for reading: No such file or directory\n", t.module),
+                    1,
+                ),
+                _ => (format!("bash: line 1: {prog}: command not found\n"), 127),
+            };
         }
+        self.target = command.clone();
         let timeout = *[30i64, 60, 120, 300, 600].choose(self.rng).unwrap();
         let mut args = String::new();
         {
@@ -724,6 +738,7 @@ impl<R: Rng> Gen<'_, R> {
             Lang::TypeScript => "*.{ts,tsx}",
             Lang::Python => "*.py",
         };
+        self.target = pattern.clone();
         let mut args = String::new();
         {
             let mut o = Obj::start(&mut args);
@@ -733,7 +748,7 @@ impl<R: Rng> Gen<'_, R> {
             o.end();
         }
         let nfiles = if long {
-            self.rng.random_range(30..100)
+            self.rng.random_range(15..50)
         } else {
             self.rng.random_range(0..8)
         };
@@ -754,18 +769,13 @@ impl<R: Rng> Gen<'_, R> {
                 {
                     let mut matches = Arr::start(r.field("matches"));
                     let nm = if long {
-                        self.rng.random_range(2..25)
+                        self.rng.random_range(2..12)
                     } else {
                         self.rng.random_range(1..5)
                     };
                     for _ in 0..nm {
                         let line = self.rng.random_range(1..1500);
-                        let content = format!(
-                            "    let {} = {}(&{});",
-                            words::var_name(self.rng, t.lang),
-                            pattern,
-                            words::var_name(self.rng, t.lang)
-                        );
+                        let content = words::call_line(self.rng, t.lang, &pattern);
                         let start = content.find(&pattern).unwrap_or(0) as i64;
                         let _ = writeln!(text, "{line}:{content}");
                         let mut m = Obj::start(matches.item());
@@ -800,6 +810,7 @@ impl<R: Rng> Gen<'_, R> {
             Lang::TypeScript => "src/**/*.tsx",
             Lang::Python => "**/test_*.py",
         };
+        self.target = pattern.to_string();
         let mut args = String::new();
         {
             let mut o = Obj::start(&mut args);
@@ -807,7 +818,7 @@ impl<R: Rng> Gen<'_, R> {
             o.end();
         }
         let n = if long {
-            self.rng.random_range(200..900)
+            self.rng.random_range(150..600)
         } else {
             self.rng.random_range(1..40)
         };
@@ -845,16 +856,10 @@ impl<R: Rng> Gen<'_, R> {
         let t = self.topic;
         let rel = t.file(self.rng).to_string();
         let path = self.abs(&rel);
-        let mut old = Vec::new();
-        {
-            let n = self.rng.random_range(1..10);
-            words::code(self.rng, t, n, &mut old);
-        }
-        let mut new = Vec::new();
-        {
-            let n = self.rng.random_range(1..14);
-            words::code(self.rng, t, n, &mut new);
-        }
+        self.target = rel.clone();
+        let n = self.rng.random_range(1..10);
+        let old = words::fragment(self.rng, t, n);
+        let new = words::modify(self.rng, t, &old);
         let old_text = old.join("\n");
         let new_text = new.join("\n");
         let replace_all = self.rng.random_bool(0.1);
@@ -878,7 +883,7 @@ impl<R: Rng> Gen<'_, R> {
             self.touched.push(rel.clone());
         }
         let start = self.rng.random_range(1..600);
-        let diff = words::unified_diff(&path, start, &old, &new);
+        let diff = words::unified_diff(&rel, start, &old, &new);
         let meta = {
             let mut m = String::new();
             let mut o = Obj::start(&mut m);
@@ -912,12 +917,13 @@ impl<R: Rng> Gen<'_, R> {
         let rel = words::file_path(self.rng, t.lang, &t.project);
         let path = self.abs(&rel);
         let n = if long {
-            self.rng.random_range(300..900)
+            self.rng.random_range(200..600)
         } else {
             self.rng.random_range(10..120)
         };
+        self.target = rel.clone();
         let mut lines = Vec::new();
-        words::code(self.rng, t, n, &mut lines);
+        words::code(self.rng, t, &rel, n, &mut lines);
         let mut content = lines.join("\n");
         content.push('\n');
         let mut args = String::new();
@@ -944,7 +950,6 @@ impl<R: Rng> Gen<'_, R> {
             content.len()
         );
         let st = self.structured("file_write", true, None, Some(("file_write", meta)));
-        self.bytes += content.len();
         (args, text, false, st)
     }
 }

@@ -357,23 +357,90 @@ impl Topic {
 // ---------------------------------------------------------------------------------------------
 // Source code
 
-/// Append roughly `lines` lines of plausible source code in the topic's language.
-pub fn code<R: Rng>(rng: &mut R, t: &Topic, lines: usize, out: &mut Vec<String>) {
+/// Append roughly `lines` lines of a plausible source file at `path` (repository-relative) in
+/// the topic's language, starting with its header (package, imports).
+pub fn code<R: Rng>(rng: &mut R, t: &Topic, path: &str, lines: usize, out: &mut Vec<String>) {
     let target = out.len() + lines;
-    header(rng, t, out);
+    header(rng, t, path, out);
     while out.len() < target {
-        match t.lang {
-            Lang::Rust => rust_item(rng, t, out),
-            Lang::Go => go_item(rng, t, out),
-            Lang::TypeScript => ts_item(rng, t, out),
-            Lang::Python => py_item(rng, t, out),
-        }
+        item(rng, t, out);
         out.push(String::new());
     }
     out.truncate(target.max(1));
 }
 
-fn header<R: Rng>(rng: &mut R, t: &Topic, out: &mut Vec<String>) {
+fn item<R: Rng>(rng: &mut R, t: &Topic, out: &mut Vec<String>) {
+    match t.lang {
+        Lang::Rust => rust_item(rng, t, out),
+        Lang::Go => go_item(rng, t, out),
+        Lang::TypeScript => ts_item(rng, t, out),
+        Lang::Python => py_item(rng, t, out),
+    }
+}
+
+/// `lines` contiguous lines from the body of a file (no header), as an edit would quote them.
+pub fn fragment<R: Rng>(rng: &mut R, t: &Topic, lines: usize) -> Vec<String> {
+    let lines = lines.max(1);
+    let mut all = Vec::new();
+    while all.len() < lines + 2 {
+        item(rng, t, &mut all);
+    }
+    let start = rng.random_range(0..=all.len() - lines);
+    let mut out: Vec<String> = all.drain(start..start + lines).collect();
+    // Edits quote whole lines; trailing blank lines are trimmed by the model.
+    while out.len() > 1 && out.last().is_some_and(|l| l.trim().is_empty()) {
+        out.pop();
+    }
+    out
+}
+
+/// A modified copy of `old`: a line changed, lines inserted or removed, or a comment added.
+pub fn modify<R: Rng>(rng: &mut R, t: &Topic, old: &[String]) -> Vec<String> {
+    let mut new: Vec<String> = old.to_vec();
+    let n = rng.random_range(1..4);
+    let fresh = fragment(rng, t, n);
+    match rng.random_range(0..4) {
+        0 if !new.is_empty() => {
+            let i = rng.random_range(0..new.len());
+            new[i] = fresh[0].clone();
+        }
+        1 => {
+            let i = rng.random_range(0..=new.len());
+            for (k, l) in fresh.into_iter().enumerate() {
+                new.insert(i + k, l);
+            }
+        }
+        2 if new.len() > 1 => {
+            let i = rng.random_range(0..new.len());
+            new.remove(i);
+        }
+        _ => {
+            let i = rng.random_range(0..new.len().max(1));
+            let indent: String = new
+                .get(i)
+                .map(|l| l.chars().take_while(|c| c.is_whitespace()).collect())
+                .unwrap_or_default();
+            let comment = match t.lang {
+                Lang::Python => "#",
+                _ => "//",
+            };
+            let line = format!(
+                "{indent}{comment} {} the {} before {} (see {})",
+                pascal(pick(rng, VERBS)),
+                pick(rng, NOUNS),
+                pick(rng, VERBS),
+                t.func(rng)
+            );
+            new.insert(i.min(new.len()), line);
+        }
+    }
+    if new == old {
+        new.push(String::new());
+    }
+    new
+}
+
+fn header<R: Rng>(rng: &mut R, t: &Topic, path: &str, out: &mut Vec<String>) {
     match t.lang {
         Lang::Rust => {
             out.push(format!(
@@ -392,7 +459,13 @@ fn header<R: Rng>(rng: &mut R, t: &Topic, out: &mut Vec<String>) {
             out.push("use crate::error::{Error, Result};".into());
         }
         Lang::Go => {
-            out.push(format!("package {}", t.module));
+            let dir = path.rsplit('/').nth(1).unwrap_or("main");
+            let pkg = if path.starts_with("cmd/") {
+                "main"
+            } else {
+                dir
+            };
+            out.push(format!("package {pkg}"));
             out.push(String::new());
             out.push("import (".into());
             for imp in ["\"context\"", "\"fmt\"", "\"time\""] {
@@ -401,8 +474,7 @@ fn header<R: Rng>(rng: &mut R, t: &Topic, out: &mut Vec<String>) {
             out.push(String::new());
             out.push(format!(
                 "\t\"github.com/acme/{}/pkg/{}\"",
-                t.project,
-                pick(rng, MODULES)
+                t.project, t.module
             ));
             out.push(")".into());
         }
@@ -536,7 +608,7 @@ fn go_item<R: Rng>(rng: &mut R, t: &Topic, out: &mut Vec<String>) {
             3 => format!("\tfor _, {} := range {arg}.{}s {{\n\t\t{v} = append({v}, {})\n\t}}", pick(rng, NOUNS), pascal(pick(rng, NOUNS)), pick(rng, NOUNS)),
             4 => format!("\ts.log.Debug(\"{} {}\", \"id\", {arg}.ID)", pick(rng, VERBS), pick(rng, NOUNS)),
             5 => format!("\tctx, cancel := context.WithTimeout(ctx, {}*time.Second)\n\tdefer cancel()", rng.random_range(1..60)),
-            6 => format!("\ts.mu.Lock()\n\tdefer s.mu.Unlock()"),
+            6 => "\ts.mu.Lock()\n\tdefer s.mu.Unlock()".to_string(),
             7 => format!("\t// {} the {} before {} it", pick(rng, VERBS), pick(rng, NOUNS), pick(rng, VERBS)),
             8 => format!("\t{v} := time.Since({arg}.{}At)", pascal(pick(rng, ADJS))),
             _ => format!("\tif err := s.{}.{}(ctx, {arg}); err != nil {{\n\t\treturn nil, err\n\t}}", pick(rng, NOUNS), t.func(rng)),
@@ -740,24 +812,29 @@ pub fn compiler_error<R: Rng>(rng: &mut R, t: &Topic) -> String {
 pub fn short_error<R: Rng>(rng: &mut R, t: &Topic) -> String {
     let ty = t.ty(rng).to_string();
     let f = t.func(rng).to_string();
-    match rng.random_range(0..8) {
-        0 => format!(
-            "thread 'main' panicked at {}:{}:{}: called `Option::unwrap()` on a `None` value",
-            t.file(rng),
-            rng.random_range(10..500),
-            rng.random_range(5..40)
-        ),
-        1 => format!(
-            "panic: runtime error: invalid memory address or nil pointer dereference in {f}"
-        ),
+    let file = t.file(rng).to_string();
+    let line = rng.random_range(10..500);
+    // Half of the time an error typical of the language, otherwise a generic one.
+    if rng.random_bool(0.5) {
+        return match t.lang {
+            Lang::Rust => format!(
+                "thread 'main' panicked at {file}:{line}:{}: called `Option::unwrap()` on a `None` value",
+                rng.random_range(5..40)
+            ),
+            Lang::Go => format!(
+                "panic: runtime error: invalid memory address or nil pointer dereference [signal SIGSEGV] in {f} ({file}:{line})"
+            ),
+            Lang::TypeScript => format!(
+                "TypeError: Cannot read properties of undefined (reading '{}') at {f} ({file}:{line})",
+                pick(rng, NOUNS)
+            ),
+            Lang::Python => format!("KeyError: '{}' in {f} ({file}, line {line})", pick(rng, NOUNS)),
+        };
+    }
+    match rng.random_range(0..4) {
+        0 => format!("context deadline exceeded while calling {f}"),
+        1 => format!("database is locked (SQLITE_BUSY) in {ty}.{f}"),
         2 => format!(
-            "TypeError: Cannot read properties of undefined (reading '{}')",
-            pick(rng, NOUNS)
-        ),
-        3 => format!("KeyError: '{}'", pick(rng, NOUNS)),
-        4 => format!("context deadline exceeded while calling {f}"),
-        5 => format!("database is locked (SQLITE_BUSY) in {ty}::{f}"),
-        6 => format!(
             "assertion failed: expected {} got {}",
             rng.random_range(1..50),
             rng.random_range(50..100)
@@ -1012,6 +1089,7 @@ pub fn app_log<R: Rng>(rng: &mut R, t: &Topic, lines: usize) -> String {
         rng.random_range(0..60),
         rng.random_range(0..60),
     );
+    let day = rng.random_range(1..31);
     for _ in 0..lines {
         sec += rng.random_range(0..3);
         if sec >= 60 {
@@ -1028,7 +1106,7 @@ pub fn app_log<R: Rng>(rng: &mut R, t: &Topic, lines: usize) -> String {
             3..=5 => "DEBUG",
             _ => "INFO",
         };
-        let _ = writeln!(s, "2026-10-{:02}T{h:02}:{m:02}:{sec:02}.{:03}Z {level:<5} {}::{} request_id={:08x} {} {} took={}ms status={}", rng.random_range(1..31), rng.random_range(0..1000), t.module, t.func(rng), rng.random::<u32>(), pick(rng, VERBS), pick(rng, NOUNS), rng.random_range(1..2500), pick(rng, &["200", "200", "200", "204", "404", "409", "500", "503"]));
+        let _ = writeln!(s, "2026-10-{day:02}T{h:02}:{m:02}:{sec:02}.{:03}Z {level:<5} {}::{} request_id={:08x} {} {} took={}ms status={}", rng.random_range(0..1000), t.module, t.func(rng), rng.random::<u32>(), pick(rng, VERBS), pick(rng, NOUNS), rng.random_range(1..2500), pick(rng, &["200", "200", "200", "204", "404", "409", "500", "503"]));
     }
     s
 }
@@ -1207,6 +1285,16 @@ const THOUGHTS: &[&str] = &[
     "Let me reconsider: the error is only on the {adj} path.",
 ];
 
+const USER_CONTEXT: &[&str] = &[
+    "Note: {fn} is also called from the {module} worker, so be careful with its signature.",
+    "We deploy on Fridays, keep the change small and reviewable.",
+    "I tried bumping the timeout already, it didn't help.",
+    "This started after the {noun} refactor last week.",
+    "Don't touch the generated code under gen/.",
+    "Please keep the existing log messages, ops grep for them.",
+    "It only happens with more than {n} {noun}s.",
+];
+
 const CONCLUSIONS: &[&str] = &[
     "Done. The root cause was that {fn} ignored {adj} {noun}s, so {fn2} retried forever.",
     "All tests pass now.",
@@ -1222,8 +1310,8 @@ pub fn instruction<R: Rng>(rng: &mut R, t: &Topic) -> String {
         fill(rng, t, tpl)
     };
     if rng.random_bool(0.15) {
-        let _ = write!(s, "\n\nContext: {}", {
-            let tpl = pick(rng, THOUGHTS);
+        let _ = write!(s, "\n\n{}", {
+            let tpl = pick(rng, USER_CONTEXT);
             fill(rng, t, tpl)
         });
     }
@@ -1253,13 +1341,8 @@ pub fn plan<R: Rng>(rng: &mut R, t: &Topic) -> String {
 
 pub fn thinking<R: Rng>(rng: &mut R, t: &Topic) -> String {
     let n = rng.random_range(1..6);
-    let mut parts = Vec::with_capacity(n);
-    for _ in 0..n {
-        parts.push({
-            let tpl = pick(rng, THOUGHTS);
-            fill(rng, t, tpl)
-        });
-    }
+    let picked: Vec<&str> = THOUGHTS.choose_multiple(rng, n).copied().collect();
+    let parts: Vec<String> = picked.into_iter().map(|tpl| fill(rng, t, tpl)).collect();
     parts.join(" ")
 }
 
@@ -1301,4 +1384,87 @@ pub fn alnum<R: Rng>(rng: &mut R, len: usize) -> String {
     (0..len)
         .map(|_| A[rng.random_range(0..A.len())] as char)
         .collect()
+}
+
+/// What the assistant says before a tool call (`tool`, its main argument).
+pub fn narrate<R: Rng>(rng: &mut R, t: &Topic, tool: &str, target: &str) -> String {
+    let tpl: &str = match tool {
+        "file_read" => pick(
+            rng,
+            &[
+                "I'll read `{target}` to see how {fn} handles {noun}s.",
+                "Let me look at `{target}` first.",
+                "The compiler error points at `{target}`; let me open it.",
+                "Let me check how `{target}` builds the {type}.",
+            ],
+        ),
+        "file_edit" => pick(
+            rng,
+            &[
+                "Now I'll update `{target}` so {fn} checks the {adj} case first.",
+                "The failure comes from {fn} returning early when the {noun} is {adj}. I'll fix that in `{target}`.",
+                "I'll make the edit in `{target}`.",
+                "Applying the same change to `{target}`.",
+            ],
+        ),
+        "file_write" => pick(
+            rng,
+            &[
+                "I'll add a new file `{target}` with the {noun} helpers.",
+                "Creating `{target}` with a regression test for the {adj} {noun} case.",
+            ],
+        ),
+        "grep_tool" => pick(
+            rng,
+            &[
+                "Let me find all uses of `{target}`.",
+                "I'll search for where `{target}` is used.",
+            ],
+        ),
+        "glob_tool" => pick(
+            rng,
+            &[
+                "Let me list the {lang} files to get an overview.",
+                "I need to see how {module} is laid out; listing the files.",
+            ],
+        ),
+        _ => pick(
+            rng,
+            &[
+                "Let me run `{target}`.",
+                "Running `{target}` to check the current state.",
+                "Let me run `{target}` again to confirm the fix.",
+            ],
+        ),
+    };
+    let tpl = tpl
+        .replace("{target}", target)
+        .replace("{lang}", t.lang.name());
+    fill(rng, t, &tpl)
+}
+
+/// A source line that uses `name`, as a search tool would show it.
+pub fn call_line<R: Rng>(rng: &mut R, lang: Lang, name: &str) -> String {
+    let v = var_name(rng, lang);
+    let a = var_name(rng, lang);
+    match (lang, rng.random_range(0..3)) {
+        (Lang::Rust, 0) => format!("    let {v} = {name}(&{a})?;"),
+        (Lang::Rust, 1) => format!("    self.{name}(&mut {a}).await?;"),
+        (Lang::Rust, _) => format!(
+            "pub fn {name}(&self, {a}: &{}) -> Result<()> {{",
+            pascal(&v)
+        ),
+        (Lang::Go, 0) => format!("\t{v}, err := s.{name}(ctx, {a})"),
+        (Lang::Go, 1) => format!("\tif err := {name}({a}); err != nil {{"),
+        (Lang::Go, _) => format!(
+            "func (s *{}) {name}(ctx context.Context, {a} string) error {{",
+            pascal(&v)
+        ),
+        (Lang::TypeScript, 0) => format!("  const {v} = await {name}({a});"),
+        (Lang::TypeScript, 1) => format!("import {{ {name} }} from \"../lib/{a}\";"),
+        (Lang::TypeScript, _) => format!("export function {name}({a}: {}) {{", pascal(&v)),
+        (Lang::Python, 0) => format!("    {v} = self.{name}({a})"),
+        (Lang::Python, 1) => format!("from .{a} import {name}"),
+        (Lang::Python, _) => format!("def {name}(self, {a}: {}) -> None:", pascal(&v)),
+    }
 }

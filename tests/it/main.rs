@@ -5,3 +5,7 @@ mod crash;
 mod split_props;
 mod write_path;
 mod read_side;
+mod roundtrip;
+mod selectors;
+mod provider;
+mod bad_inputs;

@@ -1,0 +1,295 @@
+//! Error lines: whether a tool result failed and which of its lines say so best (exit codes,
+//! compiler and runtime errors, diagnostics), scored and clipped for the summary.
+
+use super::text::{clip, collapse};
+
+const ERROR_CHARS: usize = 200;
+
+/// The exit code a line reports (`exit code 1`, `exited with status 2`, `exitCode: 0`).
+fn exit_code(lower: &str) -> Option<i64> {
+    for marker in [
+        "exited with status",
+        "exited with code",
+        "exit code",
+        "exit status",
+        "exitcode",
+        "exit_code",
+        "returned non-zero exit status",
+    ] {
+        if let Some(p) = lower.find(marker) {
+            let rest = lower[p + marker.len()..].trim_start_matches([' ', ':', '=', '"']);
+            if marker == "returned non-zero exit status" {
+                return Some(1);
+            }
+            let digits: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '-')
+                .collect();
+            if let Ok(n) = digits.parse::<i64>() {
+                return Some(n);
+            }
+            if rest.starts_with("non-zero") || rest.starts_with("nonzero") {
+                return Some(1);
+            }
+        }
+    }
+    None
+}
+
+/// Whether `t` contains `Error:` (not `Error::`) right after an identifier such as `TypeError`
+/// (`named`) or on its own.
+fn error_colon(t: &str) -> (bool, bool) {
+    let mut any = false;
+    let mut named = false;
+    for marker in ["Error:", "Exception:"] {
+        let mut from = 0;
+        while let Some(p) = t[from..].find(marker) {
+            let s = from + p;
+            let e = s + marker.len();
+            from = e;
+            if t[e..].starts_with(':') {
+                continue;
+            }
+            any = true;
+            if t[..s]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '.')
+            {
+                named = true;
+            }
+        }
+    }
+    (any, named)
+}
+
+/// How clearly a line reports an error: 0 (not at all) to 5 (a compiler or runtime error).
+fn line_score(line: &str) -> u8 {
+    let t = line.trim();
+    if t.is_empty() {
+        return 0;
+    }
+    let lower = t.to_lowercase();
+    if let Some(code) = exit_code(&lower) {
+        return u8::from(code != 0);
+    }
+    let (error_colon, named_error) = error_colon(t);
+    if t.contains("error[E")
+        || t.contains("error TS")
+        || lower.starts_with("error:")
+        || lower.starts_with("error[")
+        || lower.contains(": error:")
+        || t.contains(": error ")
+        || t.contains("panicked at")
+        || t.starts_with("panic: ")
+        || lower.starts_with("fatal:")
+        || lower.starts_with("fatal error")
+        || named_error
+    {
+        return 5;
+    }
+    if error_colon
+        || has_word_cs(t, "ERROR")
+        || t.contains("npm ERR!")
+        || lower.starts_with("failed to")
+    {
+        return 3;
+    }
+    if t.contains("FAILED")
+        || t.starts_with("FAIL")
+        || t.starts_with("--- FAIL")
+        || t.starts_with("Traceback (most recent call last)")
+        || lower.contains("command not found")
+        || lower.contains("no such file or directory")
+        || lower.contains("permission denied")
+        || lower.contains("segmentation fault")
+        || lower.contains("cannot find module")
+    {
+        return 2;
+    }
+    0
+}
+
+/// Whether `word` occurs in `t` as a whole word (case-sensitive).
+fn has_word_cs(t: &str, word: &str) -> bool {
+    t.match_indices(word).any(|(s, _)| {
+        let e = s + word.len();
+        t[..s]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !c.is_alphanumeric())
+            && t[e..].chars().next().is_none_or(|c| !c.is_alphanumeric())
+    })
+}
+
+/// A compiler-style diagnostic: `path/file.ext:12:5: message` or `file.ext(12,5): message`.
+fn is_diagnostic(t: &str) -> bool {
+    let t = t.trim();
+    let Some((loc, msg)) = t.split_once(": ") else {
+        return false;
+    };
+    if msg.trim().is_empty() || loc.contains(char::is_whitespace) {
+        return false;
+    }
+    let path = match loc.split_once('(') {
+        Some((p, rest)) => {
+            if !rest.ends_with(')')
+                || !rest[..rest.len() - 1]
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == ',')
+            {
+                return false;
+            }
+            p
+        }
+        None => {
+            let mut parts = loc.rsplitn(3, ':').collect::<Vec<_>>();
+            parts.reverse();
+            let nums = parts
+                .iter()
+                .skip(1)
+                .filter(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit()))
+                .count();
+            if nums == 0 || nums + 1 != parts.len() {
+                return false;
+            }
+            parts[0]
+        }
+    };
+    path.rsplit('/').next().is_some_and(|f| f.contains('.'))
+}
+
+/// The most informative error line(s) of a tool result, or `None` when it did not fail.
+/// `first_lines_only` limits the scan to the first three lines (file contents and search
+/// matches are full of "error" words that are not errors).
+pub(super) fn error_line(content: &str, is_error: bool, first_lines_only: bool) -> Option<String> {
+    let lines: Vec<&str> = content.lines().filter(|l| !l.trim().is_empty()).collect();
+    let scan = if first_lines_only && !is_error {
+        &lines[..lines.len().min(3)]
+    } else {
+        &lines[..]
+    };
+    let scored: Vec<(usize, u8)> = scan
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i, line_score(l)))
+        .filter(|(_, s)| *s > 0)
+        .collect();
+    // In a result that failed, compiler-style diagnostics say what failed.
+    let scored: Vec<(usize, u8)> = if (is_error || !scored.is_empty()) && !first_lines_only {
+        scan.iter()
+            .enumerate()
+            .filter_map(|(i, l)| match line_score(l) {
+                0 if is_diagnostic(l) => Some((i, 2)),
+                0 => None,
+                s => Some((i, s)),
+            })
+            .collect()
+    } else {
+        scored
+    };
+    let best = scored
+        .iter()
+        .copied()
+        .fold(None, |acc: Option<(usize, u8)>, (i, s)| match acc {
+            Some((_, bs)) if bs >= s => acc,
+            _ => Some((i, s)),
+        });
+    let Some((bi, bs)) = best else {
+        if is_error {
+            return lines.first().map(|l| clip(&collapse(l), ERROR_CHARS));
+        }
+        return None;
+    };
+    let mut picked = vec![bi];
+    // A compiler error's location line (`--> src/x.rs:12:5`) says where.
+    if bs >= 5 {
+        if let Some(next) = scan.get(bi + 1) {
+            if next.trim_start().starts_with("-->") {
+                picked.push(bi + 1);
+            }
+        }
+    }
+    // The runner-up, when it fits.
+    let second = scored
+        .iter()
+        .copied()
+        .filter(|(i, _)| !picked.contains(i))
+        .fold(None, |acc: Option<(usize, u8)>, (i, s)| match acc {
+            Some((_, bs)) if bs >= s => acc,
+            _ => Some((i, s)),
+        });
+    if let Some((si, _)) = second {
+        let len: usize = picked
+            .iter()
+            .chain([&si])
+            .map(|&i| collapse(scan[i]).chars().count() + 3)
+            .sum();
+        if len <= ERROR_CHARS {
+            picked.push(si);
+        }
+    }
+    picked.sort_unstable();
+    picked.dedup();
+    let joined = picked
+        .iter()
+        .map(|&i| collapse(scan[i]))
+        .collect::<Vec<_>>()
+        .join(" | ");
+    Some(clip(&joined, ERROR_CHARS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_lines() {
+        assert_eq!(
+            error_line("Error: Command exited with status 1\nTraceback (most recent call last):\n  File \"x.py\", line 3\nModuleNotFoundError: No module named 'frob'", false, false).as_deref(),
+            Some("Traceback (most recent call last): | ModuleNotFoundError: No module named 'frob'")
+        );
+        assert_eq!(error_line("all good\nexit code 0", false, false), None);
+        assert_eq!(error_line("done", true, false).as_deref(), Some("done"));
+        assert_eq!(
+            error_line(
+                "bash: line 1: gradlew: command not found\nError: Command exited with status 127",
+                false,
+                false
+            )
+            .as_deref(),
+            Some(
+                "bash: line 1: gradlew: command not found | Error: Command exited with status 127"
+            )
+        );
+        assert_eq!(
+            error_line("fn f() -> io::Error::Other {}", false, false),
+            None
+        );
+        assert_eq!(
+            error_line("line one\nline two\nline three\nerror: late", false, true),
+            None
+        );
+        assert_eq!(line_score("test result: ok. 3 passed; 0 failed"), 0);
+        assert_eq!(line_score("test parse::tests::it_works ... FAILED"), 2);
+        assert_eq!(line_score("src/a.ts(3,4): error TS2322: Type 'x'"), 5);
+        assert_eq!(line_score("===== ERRORS ====="), 0);
+        assert_eq!(
+            line_score("psql:m/0042.sql:17: ERROR:  relation \"x\" does not exist"),
+            5
+        );
+        assert!(is_diagnostic("internal/a/b.go:12:5: undefined: Foo"));
+        assert!(is_diagnostic("src/a.ts(3,4): oops"));
+        assert!(!is_diagnostic("note: see above"));
+        assert!(!is_diagnostic("at 12:30: lunch"));
+        // Diagnostics name the failure when the result failed, and are no error on their own.
+        assert_eq!(
+            error_line("Error: Command exited with status 2\nok  \tpkg/a\ninternal/a/b.go:12:5: undefined: Foo", false, false).as_deref(),
+            Some("Error: Command exited with status 2 | internal/a/b.go:12:5: undefined: Foo")
+        );
+        assert_eq!(
+            error_line("internal/a/b.go:12:5: undefined: Foo", false, false),
+            None
+        );
+    }
+}

@@ -1,0 +1,63 @@
+//! What agent-db knows about models: context windows, by longest matching name prefix, so dated
+//! variants (`claude-sonnet-4-5-20250929`) match. Config (`[context_limits]`) overrides these.
+
+/// (model name prefix, context window in tokens). Longest prefix wins.
+const CONTEXT_LIMITS: &[(&str, i64)] = &[
+    ("claude-opus-4-6", 1_000_000),
+    ("claude-sonnet-4-6", 1_000_000),
+    ("claude-sonnet-5", 1_000_000),
+    ("claude-opus-4", 200_000),
+    ("claude-sonnet-4", 200_000),
+    ("claude-haiku-4", 200_000),
+    ("claude-3", 200_000),
+    ("claude", 200_000),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-4o", 128_000),
+    ("gpt-4-turbo", 128_000),
+    ("gpt-5", 400_000),
+    ("o1", 200_000),
+    ("o3", 200_000),
+    ("o4-mini", 200_000),
+    ("gemini-2", 1_048_576),
+    ("gemini-1.5", 1_048_576),
+];
+
+/// The context window of `model`, from `overrides` first, then the built-in table.
+pub fn context_limit(model: &str, overrides: &std::collections::BTreeMap<String, i64>) -> Option<i64> {
+    if let Some(v) = overrides.get(model) {
+        return Some(*v);
+    }
+    let lower = model.to_ascii_lowercase();
+    // A provider prefix such as `anthropic/` or `openai/` (OpenRouter, LiteLLM) is ignored.
+    let bare = lower.rsplit('/').next().unwrap_or(&lower);
+    overrides
+        .iter()
+        .filter(|(k, _)| bare.starts_with(&k.to_ascii_lowercase()))
+        .max_by_key(|(k, _)| k.len())
+        .map(|(_, v)| *v)
+        .or_else(|| {
+            CONTEXT_LIMITS
+                .iter()
+                .filter(|(p, _)| bare.starts_with(p))
+                .max_by_key(|(p, _)| p.len())
+                .map(|(_, v)| *v)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn longest_prefix_and_overrides() {
+        let none = Default::default();
+        assert_eq!(context_limit("claude-sonnet-4-5-20250929", &none), Some(200_000));
+        assert_eq!(context_limit("claude-sonnet-4-6", &none), Some(1_000_000));
+        assert_eq!(context_limit("openrouter/anthropic/claude-opus-4-5", &none), Some(200_000));
+        assert_eq!(context_limit("gpt-4.1-mini", &none), Some(1_047_576));
+        assert_eq!(context_limit("llama3.1:8b", &none), None);
+        let mut o = std::collections::BTreeMap::new();
+        o.insert("llama3".to_string(), 8192);
+        assert_eq!(context_limit("llama3.1:8b", &o), Some(8192));
+    }
+}

@@ -1,0 +1,202 @@
+//! HTTP clients for summarization models: OpenAI-compatible Chat Completions and Anthropic
+//! Messages, over reqwest (rustls), with a per-request timeout and retries (exponential backoff
+//! with jitter, honouring `Retry-After`) on 429, 5xx and connection errors.
+//!
+//! The API key lives in a [`Secret`], which never prints; every error text that could echo a
+//! request is scrubbed of the key before it leaves this module.
+
+pub mod anthropic;
+pub mod openai;
+pub mod pricing;
+mod retry;
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// A secret string: `Debug` and `Display` print `[redacted]`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Secret {
+        Secret(s.into())
+    }
+    /// The secret itself, for the one place that sends it (a request header).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// Remove every occurrence of the secret from `text`.
+    pub fn scrub(&self, text: &str) -> String {
+        if self.0.len() < 4 {
+            text.to_string()
+        } else {
+            text.replace(&self.0, "[redacted]")
+        }
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl std::fmt::Display for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// Which wire format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// `POST {base}/chat/completions` (OpenAI, Ollama, vLLM, llama.cpp server, LiteLLM, OpenRouter).
+    OpenAi,
+    /// `POST {base}/v1/messages` with `anthropic-version` and `x-api-key`.
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub fn parse(s: &str) -> Option<ProviderKind> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "openai" | "openai-compatible" | "openai_compatible" => Some(ProviderKind::OpenAi),
+            "anthropic" => Some(ProviderKind::Anthropic),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "https://api.openai.com/v1",
+            ProviderKind::Anthropic => "https://api.anthropic.com",
+        }
+    }
+}
+
+/// How to reach a model.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub kind: ProviderKind,
+    /// Without a trailing slash.
+    pub base_url: String,
+    pub api_key: Option<Secret>,
+    pub model: String,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Retries after the first attempt.
+    pub max_retries: usize,
+    /// First backoff delay (doubles each retry, with jitter, capped at 60 s).
+    pub initial_backoff: Duration,
+}
+
+/// One summarization request: a system prompt and one user message.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChatRequest {
+    pub system: String,
+    pub user: String,
+    pub max_tokens: u32,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// A natural end (`stop` / `end_turn` / `stop_sequence`).
+    Complete,
+    /// Cut at the token limit (`length` / `max_tokens`).
+    Truncated,
+    /// The model refused (`content_filter` / `refusal`, or a refusal field).
+    Refused,
+    Other(String),
+}
+
+/// A model's answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Completion {
+    pub text: String,
+    pub stop: StopReason,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// The model the server says answered.
+    pub model: String,
+    /// How many HTTP attempts it took.
+    pub attempts: usize,
+}
+
+/// A failed request. Texts are already scrubbed of the API key.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProviderError {
+    #[error("HTTP {status} from {url}: {body}")]
+    Status {
+        status: u16,
+        url: String,
+        body: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("request to {url} timed out after {after:?}")]
+    Timeout { url: String, after: Duration },
+    #[error("cannot reach {url}: {detail}")]
+    Connect { url: String, detail: String },
+    #[error("unexpected response from {url}: {detail}")]
+    Decode { url: String, detail: String },
+    #[error("{0}")]
+    Config(String),
+}
+
+impl ProviderError {
+    /// 429, 5xx, timeouts and connection errors are worth retrying.
+    pub fn retryable(&self) -> bool {
+        match self {
+            ProviderError::Status { status, .. } => *status == 429 || *status >= 500,
+            ProviderError::Timeout { .. } | ProviderError::Connect { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// The server's `Retry-After`, when it sent one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// A client for one configured model.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub config: ClientConfig,
+    http: reqwest::Client,
+}
+
+impl Client {
+    pub fn new(config: ClientConfig) -> Result<Client, ProviderError> {
+        let http = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .user_agent(concat!("agent-db/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ProviderError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Client { config, http })
+    }
+
+    /// Send one request, retrying as documented in the module doc.
+    pub async fn complete(&self, req: &ChatRequest) -> Result<Completion, ProviderError> {
+        retry::with_retries(&self.config, || async {
+            match self.config.kind {
+                ProviderKind::OpenAi => openai::send(&self.http, &self.config, req).await,
+                ProviderKind::Anthropic => anthropic::send(&self.http, &self.config, req).await,
+            }
+        })
+        .await
+    }
+}
