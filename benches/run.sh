@@ -17,7 +17,9 @@
 #   BENCH_SEED=1                gen_store --seed
 #   BENCH_LOW_THRESHOLD=0.2     second --all-over threshold (see THRESHOLDS below)
 #   BENCH_REUSE=0               1: keep a store generated earlier with the same parameters
-#   BENCH_LIST_RUNS=15          timed runs per list command (10k; 100k+ uses max(5, runs/2))
+#   BENCH_LIST_RUNS=20          timed runs per list command on stores up to 10k conversations
+#   BENCH_LIST_RUNS_LARGE=8     the same on larger stores
+#   BENCH_COLD_RUNS=3           timed cold-cache runs per command (first store only)
 #   BENCH_NAIVE_RUNS=3          timed runs of the naive query
 #   BENCH_TOKEN_RUNS=3          interleaved runs of each tokenizer
 #   BENCH_NO_HYPERFINE=1        force the bash-loop fallback even when hyperfine is installed
@@ -32,7 +34,9 @@ SIZES=(${BENCH_SIZES:-10000 100000})
 SCALE=${BENCH_SCALE:-0.1}
 SEED=${BENCH_SEED:-1}
 REUSE=${BENCH_REUSE:-0}
-LIST_RUNS=${BENCH_LIST_RUNS:-15}
+LIST_RUNS=${BENCH_LIST_RUNS:-20}
+LIST_RUNS_LARGE=${BENCH_LIST_RUNS_LARGE:-8}
+COLD_RUNS=${BENCH_COLD_RUNS:-3}
 NAIVE_RUNS=${BENCH_NAIVE_RUNS:-3}
 TOKEN_RUNS=${BENCH_TOKEN_RUNS:-3}
 # --all-over thresholds: 0.7 (the headline command) and a low one. Utilization in generated
@@ -190,7 +194,7 @@ done
 median_of() { sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; print m}'; }
 
 # time_group NAME RUNS WARMUP -- label1 'cmd1' label2 'cmd2' ...: times the commands against
-# each other. With hyperfine (-N, output to /dev/null): two passes in opposite command orders
+# each other; PREPARE (a plain command line), when set, runs untimed before every run. With hyperfine (-N, output to /dev/null): two passes in opposite command orders
 # (ABBA), RUNS/2 runs each, merged, so a load change during the group hits every command alike;
 # the JSON exports stay under raw/. Without it: a bash loop, WARMUP untimed runs, then RUNS
 # rounds, each running every command once (alternating order), median taken.
@@ -204,11 +208,13 @@ time_group() {
     for ((i = 0; i < n; i++)); do fwd+=(-n "${labels[$i]}" "${cmds[$i]}"); done
     for ((i = n - 1; i >= 0; i--)); do rev+=(-n "${labels[$i]}" "${cmds[$i]}"); done
     if ((n == 1)); then half=$runs; fi
-    hyperfine -N --style basic --warmup "$warmup" --runs "$half" \
+    local prep=()
+    [[ -n "${PREPARE:-}" ]] && prep=(--prepare "$PREPARE")
+    hyperfine -N --style basic --warmup "$warmup" --runs "$half" "${prep[@]}" \
       --export-json "$OUT/raw/$name.1.json" "${fwd[@]}" >&2
     jsons=("$OUT/raw/$name.1.json")
     if ((n > 1)); then
-      hyperfine -N --style basic --warmup 1 --runs "$half" \
+      hyperfine -N --style basic --warmup "$((warmup > 0 ? 1 : 0))" --runs "$half" "${prep[@]}" \
         --export-json "$OUT/raw/$name.2.json" "${rev[@]}" >&2
       jsons+=("$OUT/raw/$name.2.json")
     fi
@@ -230,6 +236,8 @@ for label, a in acc.items():
       order=("${!cmds[@]}")
       ((r % 2)) && order=($(printf '%s\n' "${order[@]}" | tac))
       for k in "${order[@]}"; do
+        # shellcheck disable=SC2086
+        [[ -n "${PREPARE:-}" ]] && $PREPARE >/dev/null
         local TIMEFORMAT="${labels[$k]} $r %R %U %S"
         # shellcheck disable=SC2086 # the command lines are plain words (paths without spaces)
         { eval "time ${cmds[$k]} >/dev/null"; } 2>>"$raw"
@@ -307,14 +315,17 @@ print(len(a), len(sel), len(a) - len(sel), len(b), len(c),
     ((naive_same)) || echo "WARNING: naive rows differ from agent-db's selected rows ($k)" >&2
 
     runs=$LIST_RUNS
-    ((n > 10000)) && runs=$(((LIST_RUNS / 2) > 5 ? LIST_RUNS / 2 : 5))
+    ((n > 10000)) && runs=$LIST_RUNS_LARGE
     groups=(agent-db "$ADB --db $s list --all-over $t --idle 0 --json"
       sqlite3 "sqlite3 -json $s '.read $OUT/sql/equiv-$t.sql'")
-    time_group "$k" "$runs" 2 -- "${groups[@]}"
+    # Warm page cache: the whole store file is read through before every run (this VM's page
+    # cache is not reliably kept between runs), so both sides are timed CPU-bound.
+    PREPARE="python3 $ROOT/benches/pagecache.py warm $s" time_group "$k" "$runs" 2 -- "${groups[@]}"
     labels=(agent-db sqlite3)
     if [[ "$t" == "${THRESHOLDS[0]}" ]]; then
       # The naive query reads every row in full whatever the threshold: time it once.
-      time_group "$k.naive" "$NAIVE_RUNS" 1 -- naive "sqlite3 -json $s '.read $OUT/sql/naive-$t.sql'"
+      PREPARE="python3 $ROOT/benches/pagecache.py warm $s" \
+        time_group "$k.naive" "$NAIVE_RUNS" 1 -- naive "sqlite3 -json $s '.read $OUT/sql/naive-$t.sql'"
       labels+=(naive)
     fi
     for l in "${labels[@]}"; do
@@ -333,6 +344,59 @@ print(len(a), len(sel), len(a) - len(sel), len(b), len(c),
     fi
   done
 done
+
+# ---------------------------------------------------------------------------------------------
+# Cold page cache, first store only: the store's pages are evicted before every run, so the
+# access pattern of the query shows. Besides agent-db and the equivalent sqlite3 query, the bare
+# listing query (LIST_SQL, no JSON) and the same rows driven from conversation_summaries
+# (informational: it reads the big conversations table only through its covering primary-key
+# index), both checked to print the same rows in the same order.
+n=${SIZES[0]}
+s=${STORE[$n]}
+t=${THRESHOLDS[0]}
+log "a2. list, cold page cache ($n)"
+cat >"$OUT/sql/list_sql.sql" <<'SQL'
+SELECT c.id,
+  COALESCE(s.provider, c.provider),
+  COALESCE(s.usage, c.usage),
+  COALESCE(s.created_at, c.created_at),
+  c.updated_at,
+  CASE WHEN s.id IS NULL THEN c.summary ELSE s.summary END,
+  CASE WHEN s.id IS NULL THEN c.metadata ELSE s.metadata END,
+  s.message_count
+FROM conversations c LEFT JOIN conversation_summaries s ON s.id = c.id
+ORDER BY c.updated_at DESC;
+SQL
+cat >"$OUT/sql/summaries_driven.sql" <<'SQL'
+SELECT s.id, s.provider, s.usage, s.created_at, s.updated_at, s.summary, s.metadata, s.message_count
+FROM conversation_summaries s
+WHERE EXISTS (SELECT 1 FROM conversations c WHERE c.id = s.id)
+UNION ALL
+SELECT c.id, c.provider, c.usage, c.created_at, c.updated_at, c.summary, c.metadata, NULL
+FROM conversations c INDEXED BY sqlite_autoindex_conversations_1
+WHERE NOT EXISTS (SELECT 1 FROM conversation_summaries s WHERE s.id = c.id)
+ORDER BY 5 DESC;
+SQL
+same_order=$( [[ "$(sqlite3 "$s" ".read $OUT/sql/list_sql.sql" | sha1sum)" == \
+  "$(sqlite3 "$s" ".read $OUT/sql/summaries_driven.sql" | sha1sum)" ]] && echo 1 || echo 0)
+result "cold.$n.summaries_driven_same_output" "$same_order"
+for q in list_sql summaries_driven; do
+  pages=$(sqlite3 "$s" ".stats on" ".read $OUT/sql/$q.sql" | awk -F: '/Page cache misses/ {gsub(/ /, "", $2); print $2}' | tail -1)
+  result "cold.$n.$q.page_reads" "$pages"
+done
+PREPARE="python3 $ROOT/benches/pagecache.py evict $s $s-wal" time_group "cold-$n" "$COLD_RUNS" 0 -- \
+  agent-db "$ADB --db $s list --all-over $t --idle 0 --json" \
+  sqlite3 "sqlite3 -json $s '.read $OUT/sql/equiv-$t.sql'" \
+  list_sql "sqlite3 $s '.read $OUT/sql/list_sql.sql'" \
+  summaries_driven "sqlite3 $s '.read $OUT/sql/summaries_driven.sql'"
+for l in agent-db sqlite3 list_sql summaries_driven; do
+  read -r m mean mn r c <<<"${TIMES[$l]}"
+  result "cold.$n.$l.median_s" "$m"
+  result "cold.$n.$l.cpu_s" "$c"
+  result "cold.$n.$l.runs" "$r"
+done
+result "cold.$n.ratio_agent_db_over_sqlite3" "$(ratio "$(med agent-db)" "$(med sqlite3)")"
+result "cold.$n.ratio_list_sql_over_summaries_driven" "$(ratio "$(med list_sql)" "$(med summaries_driven)")"
 
 # ---------------------------------------------------------------------------------------------
 log "b. peak RSS"
@@ -445,6 +509,11 @@ get() { awk -F= -v k="$1" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$RESULTS"
     printf 'list --all-over %s: agent-db/naive sqlite3 CPU s\t%s\t%s\t%s\t%s\t-\n' "$t0" "$n" \
       "$(get "list.$n.at$t0.agent-db.cpu_s")" "$(get "list.$n.at$t0.naive.cpu_s")" "$(get "list.$n.at$t0.cpu_ratio_agent_db_over_naive")"
   done
+  printf 'list cold cache: agent-db/sqlite3 median s\t%s\t%s\t%s\t%s\t-\n' "$first" \
+    "$(get "cold.$first.agent-db.median_s")" "$(get "cold.$first.sqlite3.median_s")" "$(get "cold.$first.ratio_agent_db_over_sqlite3")"
+  printf 'list cold cache: LIST_SQL/summaries-driven (same rows=%s)\t%s\t%s\t%s\t%s\t-\n' \
+    "$(get "cold.$first.summaries_driven_same_output")" "$first" \
+    "$(get "cold.$first.list_sql.median_s")" "$(get "cold.$first.summaries_driven.median_s")" "$(get "cold.$first.ratio_list_sql_over_summaries_driven")"
   for t in "${THRESHOLDS[@]}"; do
     for what in list compact_dry_run; do
       a=$(get "rss.$last.at$t.${what}_kb") b=$(get "rss.$first.at$t.${what}_kb")

@@ -55,7 +55,7 @@ pub enum Command {
     /// Show one conversation as a readable transcript, neutral JSON or the stored JSON
     Show(ShowArgs),
     /// Compact the selected conversations (use --dry-run to see the plan first)
-    Compact(CompactArgs),
+    Compact(Box<CompactArgs>),
     /// Show the audit log of compactions (all, or one conversation's)
     History(HistoryArgs),
     /// Undo compactions: put the archived original back, byte-identical
@@ -64,6 +64,12 @@ pub enum Command {
     PruneArchive(PruneArchiveArgs),
     /// Print the effective settings (defaults < config file < environment < flags), secrets redacted
     Config {
+        /// Machine-readable output on stdout
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the compaction hooks found and the events each handles
+    Hooks {
         /// Machine-readable output on stdout
         #[arg(long)]
         json: bool,
@@ -210,6 +216,14 @@ pub struct CompactArgs {
     /// Do not ask for confirmation (agent-db only asks for batch selections on a terminal)
     #[arg(long, short)]
     pub yes: bool,
+
+    /// Do not run compaction hooks (see `agent-db hooks`)
+    #[arg(long)]
+    pub no_hooks: bool,
+
+    /// Seconds before a hook is killed [default: 30s]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub hook_timeout: Option<Duration>,
 
     /// Conversations compacted at once [default: 4]
     #[arg(long, value_name = "N")]

@@ -246,7 +246,7 @@ pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<
         };
         if let Some(k) = e("AGENT_DB_API_KEY") {
             (Some(Secret::new(k)), Some("AGENT_DB_API_KEY".to_string()))
-        } else if let Some(k) = provider_var.and_then(|v| e(v)) {
+        } else if let Some(k) = provider_var.and_then(&e) {
             (Some(Secret::new(k)), provider_var.map(str::to_string))
         } else if let Some(k) = file.llm.api_key.clone().filter(|k| !k.is_empty()) {
             (Some(Secret::new(k)), Some("config file".to_string()))

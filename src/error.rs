@@ -74,6 +74,9 @@ pub enum Error {
     Locked { path: PathBuf, lock: PathBuf },
 
     #[error("{0}")]
+    NotFound(String),
+
+    #[error("{0}")]
     Refused(String),
 
     #[error("{0}")]
@@ -95,7 +98,7 @@ impl Error {
             | Error::AmbiguousStore { .. }
             | Error::Sqlite { .. }
             | Error::Io { .. } => exit::STORE,
-            Error::ConversationNotFound { .. } | Error::Conversation { .. } => exit::DATA,
+            Error::ConversationNotFound { .. } | Error::Conversation { .. } | Error::NotFound(_) => exit::DATA,
             Error::Locked { .. } => exit::LOCKED,
             Error::Refused(_) => exit::REFUSED,
             Error::Config(_) => exit::CONFIG,

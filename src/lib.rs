@@ -11,6 +11,7 @@ pub mod compact;
 pub mod config;
 pub mod error;
 pub mod gotime;
+pub mod hooks;
 pub mod message;
 pub mod models;
 pub mod pipeline;

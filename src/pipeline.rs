@@ -18,7 +18,8 @@ use std::time::Instant;
 use chrono::{DateTime, FixedOffset};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use crate::compact::{swap, HeadInput, Rewrite, Strategy, StrategyError};
+use crate::compact::{swap, HeadInput, Rewrite, Strategy, StrategyError, Summary};
+use crate::hooks::{self, Hooks, Verdict};
 use crate::error::{Error, Result};
 use crate::plan::{self, Plan, PlanOptions};
 use crate::report::{Row, Status};
@@ -38,6 +39,8 @@ pub struct RunOptions {
     pub details: serde_json::Value,
     /// Stop starting new conversations once the summarizer spend reaches this (USD).
     pub max_cost: Option<f64>,
+    /// Hooks to run (none in a dry run).
+    pub hooks: Option<Arc<Hooks>>,
 }
 
 /// Progress, for the CLI's progress bar.
@@ -50,7 +53,7 @@ pub enum Event<'a> {
 
 enum Msg {
     Started,
-    Done(usize, Row),
+    Done(usize, Box<Row>),
 }
 
 enum Job {
@@ -215,6 +218,7 @@ pub fn run(
             let details = opts.details.clone();
             let dry_run = opts.dry_run;
             let max_cost = opts.max_cost;
+            let hooks = opts.hooks.clone().filter(|h| !h.is_empty() && !opts.dry_run);
             let spent = spent.clone();
             let stopped = stopped.clone();
             let path: PathBuf = path.to_path_buf();
@@ -222,7 +226,7 @@ pub fn run(
                 while let Some((seq, job)) = job_rx.recv().await {
                     match job {
                         Job::Row(r) => {
-                            let _ = msg_tx.send(Msg::Done(seq, *r));
+                            let _ = msg_tx.send(Msg::Done(seq, r));
                         }
                         Job::Plan(p) => {
                             let permit = sem.clone().acquire_owned().await.expect("semaphore open");
@@ -233,7 +237,7 @@ pub fn run(
                                 row.status = Status::Skipped(format!(
                                     "not started: --max-cost ${max:.2} reached (${so_far:.4} spent)"
                                 ));
-                                let _ = msg_tx.send(Msg::Done(seq, row));
+                                let _ = msg_tx.send(Msg::Done(seq, Box::new(row)));
                                 continue;
                             }
                             let msg_tx = msg_tx.clone();
@@ -242,15 +246,25 @@ pub fn run(
                             let details = details.clone();
                             let path = path.clone();
                             let spent = spent.clone();
+                            let hooks = hooks.clone();
                             let _ = msg_tx.send(Msg::Started);
                             tokio::spawn(async move {
-                                let row =
-                                    compact_one(*p, strategy.as_ref(), dry_run, write_tx, &details, &path, now).await;
+                                let row = compact_one(
+                                    *p,
+                                    strategy.as_ref(),
+                                    hooks.as_deref(),
+                                    dry_run,
+                                    write_tx,
+                                    &details,
+                                    &path,
+                                    now,
+                                )
+                                .await;
                                 if !dry_run {
                                     *spent.lock().expect("cost lock") += row.cost_usd.unwrap_or(0.0);
                                 }
                                 drop(permit);
-                                let _ = msg_tx.send(Msg::Done(seq, row));
+                                let _ = msg_tx.send(Msg::Done(seq, Box::new(row)));
                             });
                         }
                     }
@@ -263,7 +277,7 @@ pub fn run(
                 Msg::Started => on_event(Event::Started),
                 Msg::Done(seq, row) => {
                     on_event(Event::Finished(&row));
-                    rows.push((seq, row));
+                    rows.push((seq, *row));
                 }
             }
         }
@@ -285,9 +299,11 @@ pub fn run(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn compact_one(
     plan: Plan,
     strategy: &dyn Strategy,
+    hooks: Option<&Hooks>,
     dry_run: bool,
     write_tx: std::sync::mpsc::Sender<WriteRequest>,
     details: &serde_json::Value,
@@ -318,10 +334,34 @@ async fn compact_one(
             None => finish(row, Status::Planned),
         };
     }
-    let rewrite = match strategy.rewrite(&input).await {
-        Ok(r) => r,
-        Err(StrategyError::Skip(why)) => return finish(row, Status::Skipped(why)),
-        Err(StrategyError::Fail(why)) => return finish(row, Status::Failed(why)),
+    const STORE_KIND: &str = "kodelet";
+    let mut strategy_name = strategy.name().to_string();
+    let mut supplied: Option<Summary> = None;
+    if let Some(h) = hooks {
+        let (verdict, records) = h.before(&hooks::before_payload(&plan, STORE_KIND), plan.meta.cwd.as_deref()).await;
+        row.hooks = records;
+        match verdict {
+            Verdict::Allow => {}
+            Verdict::Block { hook, reason } => {
+                return finish(row, Status::Skipped(format!("blocked by hook {hook}: {reason}")))
+            }
+            Verdict::Summary { hook, text } => {
+                strategy_name = format!("hook:{hook}");
+                supplied = Some(Summary {
+                    text,
+                    ..Summary::default()
+                });
+            }
+        }
+    }
+    row.strategy = Some(strategy_name.clone());
+    let rewrite = match supplied {
+        Some(s) => Rewrite::Summary(s),
+        None => match strategy.rewrite(&input).await {
+            Ok(r) => r,
+            Err(StrategyError::Skip(why)) => return finish(row, Status::Skipped(why)),
+            Err(StrategyError::Fail(why)) => return finish(row, Status::Failed(why)),
+        },
     };
     if let Rewrite::Summary(sm) = &rewrite {
         row.cost_usd = sm.cost_usd;
@@ -358,6 +398,9 @@ async fn compact_one(
             obj.insert("llm_completion_tokens".into(), c.into());
         }
     }
+    if let (Some(obj), false) = (details.as_object_mut(), row.hooks.is_empty()) {
+        obj.insert("hooks".into(), serde_json::to_value(&row.hooks).unwrap_or_default());
+    }
     if let Some(obj) = details.as_object_mut() {
         obj.insert("format".into(), plan.loaded.format.name().into());
         obj.insert("keep_tokens".into(), plan.keep_tokens.into());
@@ -377,7 +420,7 @@ async fn compact_one(
             conversation_id: plan.meta.id.clone(),
             store_kind: "kodelet".into(),
             reason: plan.reason.name().into(),
-            strategy: strategy.name().into(),
+            strategy: strategy_name.clone(),
             model,
             messages_before: plan.loaded.messages.len() as i64,
             messages_after: new.messages as i64,
@@ -387,7 +430,10 @@ async fn compact_one(
             details,
         },
     };
-    drop(plan);
+    let summary_text = match &rewrite {
+        Rewrite::Summary(s) => Some(s.text.clone()),
+        Rewrite::PrunedHead(_) => None,
+    };
     let (tx, rx) = oneshot::channel();
     if write_tx.send((proposal, tx)).is_err() {
         return finish(row, Status::Failed("the writer stopped".into()));
@@ -395,6 +441,18 @@ async fn compact_one(
     match rx.await {
         Ok(Ok(Written::Committed { compaction_id })) => {
             row.compaction_id = Some(compaction_id);
+            if let Some(h) = hooks {
+                let facts = hooks::AfterFacts {
+                    strategy: &strategy_name,
+                    summary: summary_text.as_deref(),
+                    messages_after: row.messages_after.unwrap_or(0),
+                    tokens_after: row.tokens_after.unwrap_or(0),
+                    compaction_id,
+                    cost_usd: row.cost_usd,
+                };
+                let records = h.after(&hooks::after_payload(&plan, STORE_KIND, &facts), plan.meta.cwd.as_deref()).await;
+                row.hooks.extend(records);
+            }
             finish(row, Status::Compacted)
         }
         Ok(Ok(Written::Changed(why))) => finish(row, Status::Skipped(why)),

@@ -1,6 +1,7 @@
 //! Planning one conversation: load it, decode its messages, count tokens and decide the split.
 //!
-//! A dry run stops here. The plan keeps the loaded row and decoded messages so the compactor
+//! A dry run then runs offline strategies for exact figures (a strategy that calls a model only
+//! estimates) and writes nothing. The plan keeps the loaded row and decoded messages so the compactor
 //! and the writer work from exactly what was read (the writer re-checks the version token).
 
 use serde::Serialize;

@@ -54,6 +54,9 @@ pub struct Row {
     /// Summarizer tokens (prompt, completion) as the provider reported them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub llm_tokens: Option<(u64, u64)>,
+    /// What each hook decided (before_compaction) or how it ran (after_compaction).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<crate::hooks::Record>,
     /// The audit-log id of a committed compaction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compaction_id: Option<i64>,
@@ -80,6 +83,7 @@ impl Row {
             tokens_exact: true,
             cost_usd: None,
             llm_tokens: None,
+            hooks: Vec::new(),
             compaction_id: None,
             duration_ms: 0,
         }

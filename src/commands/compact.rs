@@ -34,12 +34,12 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
     let _lock = if args.dry_run {
         None
     } else {
-        let l = lock::acquire(&store.path)?;
+        // Ask before taking the lock, so a prompt left open never blocks a cron run.
         if !confirm(ui, &store, &selector, args, &now)? {
             ui.status("nothing done");
             return Ok(exit::OK);
         }
-        Some(l)
+        Some(lock::acquire(&store.path)?)
     };
     ui.status(&why);
     let keep_tokens = args
@@ -53,6 +53,24 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
             details["instructions_sha256"] = agent_db::plan::sha256_hex(i).into();
         }
     }
+    let hooks = if args.no_hooks || args.dry_run {
+        None
+    } else {
+        let found = super::settings::discover_hooks(settings)?;
+        for i in &found.ignored {
+            ui.status(&format!("hook ignored: {}: {}", i.path.display(), i.why));
+        }
+        if !found.is_empty() {
+            ui.status(&format!(
+                "hooks: {}",
+                found.hooks.iter().map(|h| format!("{} ({})", h.name, h.events.join(", "))).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        Some(std::sync::Arc::new(found))
+    };
+    if args.dry_run {
+        ui.status("dry run: hooks are not run");
+    }
     let opts = RunOptions {
         plan: PlanOptions {
             keep_tokens,
@@ -62,6 +80,7 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         concurrency: settings.concurrency,
         details,
         max_cost: settings.max_cost,
+        hooks,
     };
     let progress = Progress::new(ui, args.json);
     let path = store.path.clone();
@@ -74,6 +93,17 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         stopped_by_max_cost: run.stopped_by_max_cost,
         ..Totals::default()
     };
+    for r in &rows {
+        for h in r.hooks.iter().filter(|h| h.decision == "error") {
+            eprintln!(
+                "agent-db: warning: {} hook {} failed for {} (the compaction stands): {}",
+                h.event,
+                h.hook,
+                r.id,
+                h.detail.as_deref().unwrap_or("")
+            );
+        }
+    }
     for r in &rows {
         totals += r;
     }

@@ -91,7 +91,7 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
             None => match restore::latest_for(&store.conn, &path, id)? {
                 Some(n) => vec![n],
                 None => {
-                    return Err(Error::Refused(format!(
+                    return Err(Error::NotFound(format!(
                         "conversation {id}: no compaction to restore (see `agent-db history {id}`)"
                     ))
                     .into())
@@ -140,7 +140,12 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
     let _lock = lock::acquire(&store.path)?;
     let mut store = store;
     if !store.has_agent_tables()? {
-        ui.status("no archive in this store yet");
+        if args.json {
+            let doc = serde_json::json!({"version": super::list::JSON_VERSION, "command": "prune-archive", "pruned": restore::Pruned::default()});
+            output::out(&format!("{}\n", serde_json::to_string_pretty(&doc).unwrap_or_default()))?;
+        } else {
+            ui.status("no archive in this store yet: nothing to prune");
+        }
         return Ok(exit::OK);
     }
     let now = gotime::now();

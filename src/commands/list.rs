@@ -58,6 +58,7 @@ fn json_row<'a>(
 
 pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
     let selector = args.select.selector(&[]);
+    selector.validate()?;
     let limit = selector.context_limit;
     let now = gotime::now();
     let mut failures: Vec<(String, String)> = Vec::new();

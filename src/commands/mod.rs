@@ -55,6 +55,7 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
         }
         Command::Config { json } => settings::config(cli.config, json),
         Command::Recipes { json } => settings::recipes(json),
+        Command::Hooks { json } => settings::hooks(cli.config, json),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();

@@ -33,8 +33,56 @@ pub fn overrides(config: Option<PathBuf>, args: Option<&CompactArgs>) -> Overrid
         o.instructions = l.instructions.clone();
         o.concurrency = a.concurrency;
         o.max_cost = l.max_cost;
+        o.hook_timeout = a.hook_timeout;
     }
     o
+}
+
+/// Discover the configured hooks.
+pub fn discover_hooks(s: &Settings) -> Result<agent_db::hooks::Hooks, Error> {
+    let dirs = agent_db::hooks::dirs(&config::config_dir(&|k| std::env::var(k).ok()), &s.hook_dirs);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Config(format!("cannot start the hook runner: {e}")))?;
+    Ok(rt.block_on(agent_db::hooks::discover(&dirs, s.hook_timeout, s.hook_fail_open)))
+}
+
+pub fn hooks(config: Option<PathBuf>, json: bool) -> CmdResult {
+    let s = config::load(&overrides(config, None))?;
+    let found = discover_hooks(&s)?;
+    if json {
+        let doc = serde_json::json!({
+            "version": super::list::JSON_VERSION,
+            "command": "hooks",
+            "hooks": found.hooks,
+            "ignored": found.ignored,
+            "timeout": humantime::format_duration(found.timeout).to_string(),
+            "fail_open": found.fail_open,
+        });
+        output::out(&format!("{}\n", serde_json::to_string_pretty(&doc).unwrap_or_default()))?;
+        return Ok(exit::OK);
+    }
+    if found.hooks.is_empty() {
+        eprintln!("no hooks found");
+    } else {
+        let mut t = table::new(&["#", "HOOK", "EVENTS", "PATH"], &[0]);
+        for (i, h) in found.hooks.iter().enumerate() {
+            t.add_row(vec![(i + 1).to_string(), h.name.clone(), h.events.join(", "), h.path.display().to_string()]);
+        }
+        output::out(&format!("{t}\n"))?;
+    }
+    for i in &found.ignored {
+        eprintln!("ignored {}: {}", i.path.display(), i.why);
+    }
+    let dirs = agent_db::hooks::dirs(&config::config_dir(&|k| std::env::var(k).ok()), &s.hook_dirs);
+    eprintln!(
+        "searched, in order: {}; timeout {}, {}",
+        dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
+        humantime::format_duration(found.timeout),
+        if found.fail_open { "fail open" } else { "fail closed" }
+    );
+    Ok(exit::OK)
 }
 
 fn recipe_dirs() -> Vec<PathBuf> {
@@ -61,11 +109,11 @@ fn llm_ready(s: &Settings) -> Result<(), String> {
 }
 
 /// The strategy for a compact run, the recipe (for the audit log) and one line saying why.
-pub fn strategy(
-    s: &Settings,
-    args: &CompactArgs,
-) -> Result<(Arc<dyn Strategy>, Option<Recipe>, String), Error> {
-    let offline = |why: &str| -> (Arc<dyn Strategy>, Option<Recipe>, String) {
+pub type Chosen = (Arc<dyn Strategy>, Option<Recipe>, String);
+
+/// Choose the strategy of a compact run (see [`Chosen`]).
+pub fn strategy(s: &Settings, args: &CompactArgs) -> Result<Chosen, Error> {
+    let offline = |why: &str| -> Chosen {
         (Arc::new(Extractive), None, format!("strategy: extractive (offline, no LLM: {why})"))
     };
     match args.strategy {
@@ -79,16 +127,16 @@ pub fn strategy(
         Some(StrategyArg::Extractive) => Ok(offline("chosen with --strategy extractive")),
         Some(StrategyArg::Llm) => {
             llm_ready(s).map_err(|why| Error::Config(format!("--strategy llm: {why}")))?;
-            build_llm(s, args)
+            build_llm(s)
         }
         None => match llm_ready(s) {
-            Ok(()) => build_llm(s, args),
+            Ok(()) => build_llm(s),
             Err(why) => Ok(offline(&why)),
         },
     }
 }
 
-fn build_llm(s: &Settings, args: &CompactArgs) -> Result<(Arc<dyn Strategy>, Option<Recipe>, String), Error> {
+fn build_llm(s: &Settings) -> Result<Chosen, Error> {
     let kind = s.llm_provider.expect("checked by llm_ready");
     let recipe = recipe::find(s.recipe.as_deref().unwrap_or("compact"), &recipe_dirs())?;
     let flag = |k: &str| s.sources.get(k).is_some_and(|v| v == "flag");
@@ -125,7 +173,6 @@ fn build_llm(s: &Settings, args: &CompactArgs) -> Result<(Arc<dyn Strategy>, Opt
         budget,
         if price.is_none() { "; no price known for this model, cost not reported" } else { "" }
     );
-    let _ = args;
     Ok((
         Arc::new(Llm {
             client,

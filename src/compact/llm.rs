@@ -177,7 +177,7 @@ impl Llm {
             .map(count_text)
             .unwrap_or(0)
             .max(self.max_summary_tokens as usize);
-        let skeleton = self.prompt(input, rules, Some(&"x".repeat(1)), "");
+        let skeleton = self.prompt(input, rules, Some("x"), "");
         let overhead = self.request_tokens(&skeleton) + prior_room + 16;
         if overhead + 200 > self.budget {
             return Err(StrategyError::Fail(format!(

@@ -32,7 +32,13 @@ impl Strategy for Prune {
         }
         let mut changed = 0usize;
         let mut out = Vec::with_capacity(input.head.len());
-        for m in input.head {
+        let keep_verbatim = input.plan.split().and_then(|s| s.reinsert);
+        for (i, m) in input.head.iter().enumerate() {
+            // The latest user instruction stays verbatim (split rule b), images included.
+            if Some(i) == keep_verbatim {
+                out.push(m.raw.clone());
+                continue;
+            }
             let sizes: HashMap<&str, (usize, bool)> = m
                 .blocks
                 .iter()

@@ -10,7 +10,7 @@ pub fn new(headers: &[&str], numeric: &[usize]) -> Table {
     if let Some(w) = super::term_width() {
         t.set_width(w);
     }
-    t.set_header(headers.iter().map(|h| Cell::new(h)));
+    t.set_header(headers.iter().map(Cell::new));
     for &i in numeric {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
@@ -24,7 +24,7 @@ pub fn thousands(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

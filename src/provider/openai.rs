@@ -4,16 +4,25 @@
 //! llama.cpp server, LiteLLM, OpenRouter). `Authorization: Bearer <key>` is sent only when a
 //! key is configured: local servers need none.
 //!
-//! The length limit goes in `max_tokens`, the field every compatible server understands.
-//! OpenAI itself has deprecated it in favour of `max_completion_tokens`, and its reasoning
-//! models (o-series, gpt-5) reject `max_tokens` with HTTP 400; use an OpenAI non-reasoning
-//! model (gpt-4.1*, gpt-4o*) or a server that accepts `max_tokens`.
+//! The length limit goes in `max_tokens`, the field every compatible server understands, except
+//! for OpenAI's own API (`api.openai.com`), which deprecated it in favour of
+//! `max_completion_tokens` and whose reasoning models (o-series, gpt-5) reject `max_tokens`.
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::retry::{self, Reply};
 use super::{ChatRequest, ClientConfig, Completion, ProviderError, StopReason};
+
+/// Whether `base_url` is OpenAI's own API (which wants `max_completion_tokens`).
+fn is_openai_itself(base_url: &str) -> bool {
+    let rest = base_url
+        .strip_prefix("https://")
+        .or_else(|| base_url.strip_prefix("http://"))
+        .unwrap_or(base_url);
+    let host = rest.split(['/', ':']).next().unwrap_or("");
+    host.eq_ignore_ascii_case("api.openai.com")
+}
 
 /// Send one request (no retries: [`super::Client::complete`] wraps this in them).
 pub(crate) async fn send(
@@ -22,14 +31,19 @@ pub(crate) async fn send(
     req: &ChatRequest,
 ) -> Result<Completion, ProviderError> {
     let url = retry::scrub(cfg, &retry::endpoint(cfg, "/chat/completions"));
-    let body = json!({
+    let limit_field = if is_openai_itself(&cfg.base_url) {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    let mut body = json!({
         "model": cfg.model,
         "messages": [
             {"role": "system", "content": req.system},
             {"role": "user", "content": req.user},
         ],
-        "max_tokens": req.max_tokens,
     });
+    body[limit_field] = req.max_tokens.into();
     let mut rb = http
         .post(retry::endpoint(cfg, "/chat/completions"))
         .header(reqwest::header::CONTENT_TYPE, "application/json")

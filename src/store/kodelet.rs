@@ -167,19 +167,20 @@ pub const LIST_SQL: &str = "SELECT c.id,
   c.updated_at,
   CASE WHEN s.id IS NULL THEN c.summary ELSE s.summary END,
   CASE WHEN s.id IS NULL THEN c.metadata ELSE s.metadata END,
-  s.message_count
+  s.message_count,
+  CASE WHEN s.id IS NULL THEN c.cwd ELSE s.cwd END
 FROM conversations c LEFT JOIN conversation_summaries s ON s.id = c.id
 ORDER BY c.updated_at DESC";
 
 /// The listing query for stores whose summaries lack provider/metadata columns (old kodelet).
 const LIST_SQL_OLD: &str = "SELECT c.id, c.provider, COALESCE(s.usage, c.usage),
   COALESCE(s.created_at, c.created_at), c.updated_at,
-  CASE WHEN s.id IS NULL THEN c.summary ELSE s.summary END, c.metadata, s.message_count
+  CASE WHEN s.id IS NULL THEN c.summary ELSE s.summary END, c.metadata, s.message_count, NULL
 FROM conversations c LEFT JOIN conversation_summaries s ON s.id = c.id
 ORDER BY c.updated_at DESC";
 
 fn meta_from_row(r: &Row<'_>) -> rusqlite::Result<ConversationMeta> {
-    Ok(ConversationMeta::from_columns(
+    let mut m = ConversationMeta::from_columns(
         r.get(0)?,
         r.get::<_, Option<String>>(1)?.unwrap_or_default(),
         r.get::<_, Option<String>>(2)?,
@@ -188,7 +189,9 @@ fn meta_from_row(r: &Row<'_>) -> rusqlite::Result<ConversationMeta> {
         r.get(5)?,
         r.get::<_, Option<String>>(6)?.as_deref(),
         r.get(7)?,
-    ))
+    );
+    m.cwd = r.get(8)?;
+    Ok(m)
 }
 
 /// Stream every conversation's metadata in listing order; `f` returns `false` to stop early.

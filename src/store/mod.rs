@@ -226,6 +226,11 @@ pub struct ConversationMeta {
     pub current_context: Option<i64>,
     /// Stored `usage.maxContextWindow`.
     pub max_context: Option<i64>,
+    /// Stored cumulative `usage.inputTokens` / `usage.outputTokens`.
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    /// The working directory the agent ran in, when the store records it.
+    pub cwd: Option<String>,
     pub created_at: String,
     pub updated_at: String,
     /// A problem reading the stored usage, reported instead of failing the whole listing.
@@ -239,6 +244,10 @@ struct UsageWindow {
     current: Option<i64>,
     #[serde(rename = "maxContextWindow")]
     max: Option<i64>,
+    #[serde(rename = "inputTokens")]
+    input: Option<i64>,
+    #[serde(rename = "outputTokens")]
+    output: Option<i64>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -260,16 +269,17 @@ impl ConversationMeta {
         message_count: Option<i64>,
     ) -> ConversationMeta {
         let mut problem = None;
-        let (current_context, max_context) = match usage.as_deref() {
-            None => (None, None),
+        let w = match usage.as_deref() {
+            None => None,
             Some(u) => match serde_json::from_str::<UsageWindow>(u) {
-                Ok(w) => (w.current, w.max),
+                Ok(w) => Some(w),
                 Err(e) => {
                     problem = Some(format!("usage is not valid JSON ({e})"));
-                    (None, None)
+                    None
                 }
             },
         };
+        let pick = |f: fn(&UsageWindow) -> Option<i64>| w.as_ref().and_then(f);
         let meta: MetaFields = metadata
             .filter(|m| !m.is_empty())
             .and_then(|m| serde_json::from_str(m).ok())
@@ -281,8 +291,11 @@ impl ConversationMeta {
             api_mode: meta.api_mode,
             model: meta.model,
             message_count,
-            current_context,
-            max_context,
+            current_context: pick(|w| w.current),
+            max_context: pick(|w| w.max),
+            input_tokens: pick(|w| w.input),
+            output_tokens: pick(|w| w.output),
+            cwd: None,
             created_at,
             updated_at,
             problem,

@@ -115,7 +115,7 @@ pub fn restore(
         )
         .optional()
         .at(path)?
-        .ok_or_else(|| Error::Refused(format!("compaction {id}: not found in the audit log")))?;
+        .ok_or_else(|| Error::NotFound(format!("compaction {id}: not found in the audit log")))?;
     let refuse = |why: String| Restored {
         compaction_id: id,
         conversation_id: c.conversation_id.clone(),

@@ -621,3 +621,201 @@ fn compact_needs_a_selector() {
     }
     assert_eq!(env.files_hash(), before);
 }
+
+/// Set a TEXT column of one conversation to raw bytes that are not UTF-8 (a Go string can
+/// hold any bytes; SQLite stores them as they come).
+fn set_bytes(env: &Env, id: &str, column: &str, hex_bytes: &str, both: bool) {
+    let c = env.conn();
+    let tables: &[&str] = if both {
+        &["conversations", "conversation_summaries"]
+    } else {
+        &["conversations"]
+    };
+    for t in tables {
+        let n = c
+            .execute(
+                &format!("UPDATE {t} SET {column} = CAST(X'{hex_bytes}' AS TEXT) WHERE id = ?1"),
+                [id],
+            )
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+}
+
+#[test]
+fn invalid_utf8_in_raw_messages_fails_that_conversation_only() {
+    let (env, victim) = store_with_victim(47);
+    // `["<0xFF>"]`
+    set_bytes(&env, &victim, "raw_messages", "5B22FF225D", false);
+    let all = sorted(env.ids("SELECT id FROM conversations"));
+    let before = env.files_hash();
+
+    let mut c = env.cmd();
+    c.args(["list", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0, "list reads no message bodies");
+    assert_eq!(
+        sorted(statuses(&doc).into_iter().map(|(id, _)| id).collect()),
+        all
+    );
+
+    let mut c = env.cmd();
+    c.args([
+        "compact",
+        "--dry-run",
+        "--all-over",
+        "0",
+        "--idle",
+        "0",
+        "--json",
+    ]);
+    let (doc, code) = json(c);
+    assert_eq!(code, PARTIAL);
+    for (id, status) in statuses(&doc) {
+        if id == victim {
+            assert_eq!(status, "failed");
+        } else {
+            assert!(status == "planned" || status == "skipped", "{id} {status}");
+        }
+    }
+    assert_eq!(env.files_hash(), before);
+}
+
+#[test]
+#[ignore = "bug: `show ID` on a conversation whose raw_messages holds invalid UTF-8 exits 4 (store unusable) with `<path>: sqlite: Conversion error from type Text at index: 1, invalid utf-8 sequence ...`, which does not name the conversation; kodelet::load maps the rusqlite FromSqlConversionFailure to Error::Sqlite instead of a per-conversation Error::Conversation (exit 5)"]
+fn invalid_utf8_in_raw_messages_show_is_a_data_error() {
+    let (env, victim) = store_with_victim(47);
+    set_bytes(&env, &victim, "raw_messages", "5B22FF225D", false);
+    let before = env.files_hash();
+    for args in [
+        vec!["show", victim.as_str()],
+        vec!["show", victim.as_str(), "--json"],
+        vec!["show", victim.as_str(), "--raw"],
+    ] {
+        let out = run(env.cmd().args(&args));
+        assert_eq!(out.code, DATA, "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&victim),
+            "{args:?}: names it: {}",
+            out.stderr
+        );
+    }
+    assert_eq!(env.files_hash(), before);
+}
+
+#[test]
+#[ignore = "bug: one conversation whose name (kodelet's summary column) holds invalid UTF-8 aborts the whole scan: `list` exits 4 listing nothing, `list --json` exits 4 after printing a truncated, invalid JSON document, and `compact --dry-run --all-over 0` exits 4 with no report; kodelet::scan propagates meta_from_row's conversion error (`?`) instead of reporting that one conversation"]
+fn invalid_utf8_in_a_name_does_not_stop_the_listing() {
+    let (env, victim) = store_with_victim(48);
+    // `A<0xFF>B`
+    set_bytes(&env, &victim, "summary", "41FF42", true);
+    let all = sorted(env.ids("SELECT id FROM conversations"));
+    let before = env.files_hash();
+
+    let out = run(env.cmd().arg("list"));
+    assert!(out.code == 0 || out.code == PARTIAL, "list: {}", out.stderr);
+    for id in all.iter().filter(|id| **id != victim) {
+        assert!(out.stdout.contains(id.as_str()), "list shows {id}");
+    }
+    if out.code == PARTIAL {
+        assert!(out.stderr.contains(&victim), "names it: {}", out.stderr);
+    }
+
+    let mut c = env.cmd();
+    c.args(["list", "--json"]);
+    let (doc, code) = json(c);
+    assert!(code == 0 || code == PARTIAL, "list --json: {code}");
+    let listed: Vec<String> = statuses(&doc).into_iter().map(|(id, _)| id).collect();
+    for id in all.iter().filter(|id| **id != victim) {
+        assert!(listed.contains(id), "list --json shows {id}");
+    }
+
+    let mut c = env.cmd();
+    c.args([
+        "compact",
+        "--dry-run",
+        "--all-over",
+        "0",
+        "--idle",
+        "0",
+        "--json",
+    ]);
+    let (doc, code) = json(c);
+    assert!(code == 0 || code == PARTIAL, "compact --dry-run: {code}");
+    assert!(statuses(&doc).iter().any(|(_, s)| s == "planned"));
+    assert_eq!(env.files_hash(), before);
+}
+
+#[test]
+fn malformed_usage_json() {
+    let (env, victim) = store_with_victim(49);
+    set(&env, &victim, "usage", "{\"currentContextWindow\":", true);
+    let all = sorted(env.ids("SELECT id FROM conversations"));
+    let before = env.files_hash();
+
+    // Listing shows it (without figures).
+    let mut c = env.cmd();
+    c.args(["list", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0);
+    assert_eq!(
+        sorted(statuses(&doc).into_iter().map(|(id, _)| id).collect()),
+        all
+    );
+    let r = row_of(&doc, &victim);
+    assert!(
+        r["context_tokens"].is_null() && r["utilization"].is_null(),
+        "{r}"
+    );
+
+    // Utilization selection reports it, by name, and goes on.
+    let out = run(env.cmd().args(["list", "--all-over", "0", "--idle", "0"]));
+    assert_eq!(out.code, PARTIAL, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&victim) && out.stderr.contains("usage"),
+        "{}",
+        out.stderr
+    );
+    let mut c = env.cmd();
+    c.args([
+        "compact",
+        "--dry-run",
+        "--all-over",
+        "0",
+        "--idle",
+        "0",
+        "--json",
+    ]);
+    let (doc, code) = json(c);
+    assert_eq!(code, PARTIAL);
+    let r = row_of(&doc, &victim);
+    assert_eq!(r["status"], "failed", "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("usage"), "{r}");
+    assert!(statuses(&doc).iter().any(|(_, s)| s == "planned"));
+    assert_eq!(env.files_hash(), before);
+}
+
+#[test]
+fn follow_on_an_empty_store() {
+    let env = Env::empty();
+    let before = env.files_hash();
+    for args in [
+        vec!["list", "--follow"],
+        vec!["compact", "--dry-run", "--follow"],
+    ] {
+        let out = run(env.cmd().args(&args));
+        assert_eq!(out.code, USAGE, "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("no conversations"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    // Without --follow an empty store is simply empty.
+    let mut c = env.cmd();
+    c.args(["list", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0);
+    assert_eq!(doc["conversations"], serde_json::json!([]));
+    assert_eq!(env.files_hash(), before);
+}

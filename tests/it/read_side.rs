@@ -555,3 +555,100 @@ fn openai_chat() {
 fn openai_responses() {
     read_side(SynthFormat::OpenAiResponses, 303)
 }
+
+/// sha256 of the database file and its WAL (not the `-shm` index, which is shared memory that
+/// every reader, kodelet included, updates).
+fn db_and_wal_hash(db: &std::path::Path) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for suffix in ["", "-wal"] {
+        let mut p = db.as_os_str().to_owned();
+        p.push(suffix);
+        let b = std::fs::read(std::path::PathBuf::from(p)).expect("file exists");
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(&b);
+    }
+    hex::encode(h.finalize())
+}
+
+/// A live agent holds the store open with committed frames still in the WAL: the read side
+/// sees them and leaves the database file and the WAL byte-identical.
+#[test]
+fn live_agent_wal_is_left_alone() {
+    let (env, rows) = {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("storage.db");
+        let opts = SynthOptions {
+            conversations: 12,
+            seed: 404,
+            scale: 0.3,
+            ..SynthOptions::default()
+        };
+        synth::generate(&db, &opts).expect("generate store");
+        let env = Env { dir, db };
+        let rows = stored(&env);
+        (env, rows)
+    };
+    let live = env.conn();
+    live.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+    let id = rows[3].id.clone();
+    for t in ["conversations", "conversation_summaries"] {
+        live.execute(
+            &format!("UPDATE {t} SET summary = 'renamed by the live agent' WHERE id = ?1"),
+            [&id],
+        )
+        .unwrap();
+    }
+    let mut wal = env.db.as_os_str().to_owned();
+    wal.push("-wal");
+    assert!(
+        std::fs::metadata(std::path::PathBuf::from(wal))
+            .unwrap()
+            .len()
+            > 0,
+        "the WAL holds the live agent's write"
+    );
+
+    let before = db_and_wal_hash(&env.db);
+    let mut c = env.cmd();
+    c.args(["show", &id, "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0);
+    assert_eq!(
+        doc["name"], "renamed by the live agent",
+        "reads through the WAL"
+    );
+    assert_eq!(db_and_wal_hash(&env.db), before, "show --json");
+
+    let mut c = env.cmd();
+    c.args(["list", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0);
+    assert_eq!(doc["conversations"].as_array().unwrap().len(), rows.len());
+    assert_eq!(db_and_wal_hash(&env.db), before, "list --json");
+
+    for args in [
+        vec!["list"],
+        vec!["show", id.as_str()],
+        vec!["show", id.as_str(), "--raw"],
+        vec!["compact", "--dry-run", "--all-over", "0", "--idle", "0"],
+        vec![
+            "compact",
+            "--dry-run",
+            "--all-over",
+            "0",
+            "--idle",
+            "0",
+            "--json",
+        ],
+    ] {
+        let out = env.cmd().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert_eq!(
+            db_and_wal_hash(&env.db),
+            before,
+            "{args:?} changed the files"
+        );
+    }
+    drop(live);
+}
