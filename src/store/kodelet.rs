@@ -170,27 +170,39 @@ pub const LIST_SQL: &str = "SELECT c.id,
   s.message_count,
   CASE WHEN s.id IS NULL THEN c.cwd ELSE s.cwd END
 FROM conversations c LEFT JOIN conversation_summaries s ON s.id = c.id
-ORDER BY c.updated_at DESC";
+ORDER BY c.updated_at DESC, c.rowid";
 
 /// The listing query for stores whose summaries lack provider/metadata columns (old kodelet).
 const LIST_SQL_OLD: &str = "SELECT c.id, c.provider, COALESCE(s.usage, c.usage),
   COALESCE(s.created_at, c.created_at), c.updated_at,
   CASE WHEN s.id IS NULL THEN c.summary ELSE s.summary END, c.metadata, s.message_count, NULL
 FROM conversations c LEFT JOIN conversation_summaries s ON s.id = c.id
-ORDER BY c.updated_at DESC";
+ORDER BY c.updated_at DESC, c.rowid";
+
+/// A text column read leniently: invalid UTF-8 (which a Go writer can store) becomes U+FFFD
+/// instead of failing the whole listing; BLOBs are read the same way.
+fn lossy(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+    use rusqlite::types::ValueRef;
+    Ok(match r.get_ref(i)? {
+        ValueRef::Null => None,
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        ValueRef::Integer(n) => Some(n.to_string()),
+        ValueRef::Real(f) => Some(f.to_string()),
+    })
+}
 
 fn meta_from_row(r: &Row<'_>) -> rusqlite::Result<ConversationMeta> {
     let mut m = ConversationMeta::from_columns(
-        r.get(0)?,
-        r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-        r.get::<_, Option<String>>(2)?,
-        r.get::<_, Option<String>>(3)?.unwrap_or_default(),
-        r.get::<_, Option<String>>(4)?.unwrap_or_default(),
-        r.get(5)?,
-        r.get::<_, Option<String>>(6)?.as_deref(),
-        r.get(7)?,
+        lossy(r, 0)?.unwrap_or_default(),
+        lossy(r, 1)?.unwrap_or_default(),
+        lossy(r, 2)?,
+        lossy(r, 3)?.unwrap_or_default(),
+        lossy(r, 4)?.unwrap_or_default(),
+        lossy(r, 5)?,
+        lossy(r, 6)?.as_deref(),
+        r.get(7).ok(),
     );
-    m.cwd = r.get(8)?;
+    m.cwd = lossy(r, 8)?;
     Ok(m)
 }
 
@@ -224,7 +236,7 @@ pub fn meta(conn: &Connection, path: &Path, id: &str) -> Result<Option<Conversat
     } else {
         LIST_SQL_OLD
     };
-    let sql = base.replace("ORDER BY c.updated_at DESC", "WHERE c.id = ?1");
+    let sql = base.replace("ORDER BY c.updated_at DESC, c.rowid", "WHERE c.id = ?1");
     conn.query_row(&sql, [id], meta_from_row)
         .optional()
         .at(path)
@@ -257,21 +269,35 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<StoredConversati
         "SELECT id, raw_messages, provider, usage, summary, created_at, updated_at, metadata, tool_results, {cwd}
          FROM conversations WHERE id = ?1"
     );
-    conn.query_row(&sql, [id], |r| {
-        Ok(StoredConversation {
-            id: r.get(0)?,
-            raw_messages: r.get(1)?,
-            provider: r.get(2)?,
-            usage: r.get(3)?,
-            name: r.get(4)?,
-            created_at: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
-            updated_at: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
-            metadata: r.get(7)?,
-            tool_results: r.get(8)?,
-            cwd: r.get(9)?,
+    let row = conn
+        .query_row(&sql, [id], |r| {
+            let raw = match r.get_ref(1)? {
+                rusqlite::types::ValueRef::Text(b) | rusqlite::types::ValueRef::Blob(b) => {
+                    String::from_utf8(b.to_vec()).map_err(|e| e.utf8_error().valid_up_to())
+                }
+                _ => Ok(String::new()),
+            };
+            Ok((
+                raw,
+                StoredConversation {
+                    id: lossy(r, 0)?.unwrap_or_default(),
+                    raw_messages: String::new(),
+                    provider: lossy(r, 2)?.unwrap_or_default(),
+                    usage: lossy(r, 3)?.unwrap_or_default(),
+                    name: lossy(r, 4)?,
+                    created_at: lossy(r, 5)?.unwrap_or_default(),
+                    updated_at: lossy(r, 6)?.unwrap_or_default(),
+                    metadata: lossy(r, 7)?,
+                    tool_results: lossy(r, 8)?,
+                    cwd: lossy(r, 9)?,
+                },
+            ))
         })
-    })
-    .optional()
-    .at(path)?
-    .ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })
+        .optional()
+        .at(path)?;
+    let (raw, mut conv) = row.ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })?;
+    conv.raw_messages = raw.map_err(|at| {
+        Error::conversation(id, format!("raw_messages is not valid UTF-8 (byte {at}); agent-db will not touch it"))
+    })?;
+    Ok(conv)
 }

@@ -681,8 +681,9 @@ fn invalid_utf8_in_raw_messages_fails_that_conversation_only() {
     assert_eq!(env.files_hash(), before);
 }
 
+/// Unreadable stored data of one conversation is a data error (exit 5) naming it, not a store
+/// error (regression: it was exit 4 naming only the path).
 #[test]
-#[ignore = "bug: `show ID` on a conversation whose raw_messages holds invalid UTF-8 exits 4 (store unusable) with `<path>: sqlite: Conversion error from type Text at index: 1, invalid utf-8 sequence ...`, which does not name the conversation; kodelet::load maps the rusqlite FromSqlConversionFailure to Error::Sqlite instead of a per-conversation Error::Conversation (exit 5)"]
 fn invalid_utf8_in_raw_messages_show_is_a_data_error() {
     let (env, victim) = store_with_victim(47);
     set_bytes(&env, &victim, "raw_messages", "5B22FF225D", false);
@@ -703,8 +704,9 @@ fn invalid_utf8_in_raw_messages_show_is_a_data_error() {
     assert_eq!(env.files_hash(), before);
 }
 
+/// One unreadable name must not stop the listing or a batch (regression: the scan aborted with
+/// exit 4 and `list --json` printed a truncated document).
 #[test]
-#[ignore = "bug: one conversation whose name (kodelet's summary column) holds invalid UTF-8 aborts the whole scan: `list` exits 4 listing nothing, `list --json` exits 4 after printing a truncated, invalid JSON document, and `compact --dry-run --all-over 0` exits 4 with no report; kodelet::scan propagates meta_from_row's conversion error (`?`) instead of reporting that one conversation"]
 fn invalid_utf8_in_a_name_does_not_stop_the_listing() {
     let (env, victim) = store_with_victim(48);
     // `A<0xFF>B`

@@ -776,9 +776,8 @@ fn provider_alone_applies_the_idle_default() {
 }
 
 /// select.rs and kodelet::LIST_SQL document the listing order as "most recently updated first
-/// by the stored text, ties in rowid order".
+/// by the stored text, ties in rowid order" (regression: ties came out in descending rowid order).
 #[test]
-#[ignore = "bug: conversations with equal updated_at text are listed in descending rowid order, not in rowid order as docs/usage.md (Selectors, Order), select.rs and kodelet::LIST_SQL document: LIST_SQL has no tie-breaker and SQLite walks idx_conversations_updated_at backwards (repro: give rowids 1, 2, 3 the same updated_at; `list --json` shows 3, 2, 1)"]
 fn ties_are_listed_in_rowid_order() {
     let (env, _) = fixture();
     let tied = "2026-10-31 10:00:00 +0000 UTC";

@@ -177,10 +177,17 @@ fn compact_and_check(format: SynthFormat) {
     // A second restore of the same compactions is refused.
     let one = &compacted[0];
     let out = env.cmd().args(["restore", one]).output().unwrap();
-    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(out.status.code(), Some(5), "nothing left to restore is 'not found'");
     assert!(String::from_utf8_lossy(&out.stderr).contains("no compaction to restore"));
-    let out = env.cmd().args(["restore", one, "--compaction", "1", "--json"]).output().unwrap();
-    assert!(matches!(out.status.code(), Some(5) | Some(7)));
+    let first: i64 = env
+        .conn()
+        .query_row("SELECT id FROM agent_db_compactions WHERE conversation_id = ?1", [one], |r| r.get(0))
+        .unwrap();
+    let before = env.files_hash();
+    let out = env.cmd().args(["restore", one, "--compaction", &first.to_string()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(7), "restoring a restored compaction is refused");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already restored"));
+    assert_eq!(env.files_hash(), before, "a refused restore wrote to the store");
 }
 
 #[test]
