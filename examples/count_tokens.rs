@@ -38,10 +38,7 @@ fn dump_tiktoken(out: &str) -> Result<(), String> {
 
 fn count(path: &str, sep: char) -> Result<(), String> {
     let corpus = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    let entries: Vec<&str> = corpus
-        .split(sep)
-        .filter(|e| !e.is_empty())
-        .collect();
+    let entries: Vec<&str> = corpus.split(sep).filter(|e| !e.is_empty()).collect();
     let bytes: usize = entries.iter().map(|e| e.len()).sum();
 
     // One-off tokenizer load (deserializing the embedded dictionary), timed on its own.

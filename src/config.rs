@@ -114,14 +114,20 @@ pub struct Settings {
     pub sources: BTreeMap<String, String>,
 }
 
-fn redacted<S: serde::Serializer>(v: &Option<Secret>, s: S) -> std::result::Result<S::Ok, S::Error> {
+fn redacted<S: serde::Serializer>(
+    v: &Option<Secret>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
     match v {
         Some(_) => s.serialize_str("[redacted]"),
         None => s.serialize_none(),
     }
 }
 
-fn prices_json<S: serde::Serializer>(v: &BTreeMap<String, Price>, s: S) -> std::result::Result<S::Ok, S::Error> {
+fn prices_json<S: serde::Serializer>(
+    v: &BTreeMap<String, Price>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;
     let mut m = s.serialize_map(Some(v.len()))?;
     for (k, p) in v {
@@ -134,7 +140,10 @@ fn prices_json<S: serde::Serializer>(v: &BTreeMap<String, Price>, s: S) -> std::
 }
 
 mod humantime_serde_compat {
-    pub fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: serde::Serializer>(
+        d: &std::time::Duration,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         s.serialize_str(&humantime::format_duration(*d).to_string())
     }
 }
@@ -165,7 +174,8 @@ pub fn config_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
 }
 
 fn parse_duration(what: &str, s: &str) -> Result<Duration> {
-    humantime::parse_duration(s.trim()).map_err(|e| Error::Config(format!("{what}: {e} (e.g. 30s, 2m)")))
+    humantime::parse_duration(s.trim())
+        .map_err(|e| Error::Config(format!("{what}: {e} (e.g. 30s, 2m)")))
 }
 
 /// Load the settings from the process environment.
@@ -176,10 +186,11 @@ pub fn load(o: &Overrides) -> Result<Settings> {
 /// Load the settings with an explicit environment (for tests).
 pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings> {
     let mut sources = BTreeMap::new();
-    let explicit = o
-        .config
-        .clone()
-        .or_else(|| env("AGENT_DB_CONFIG").filter(|s| !s.is_empty()).map(PathBuf::from));
+    let explicit = o.config.clone().or_else(|| {
+        env("AGENT_DB_CONFIG")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    });
     let (path, file) = match &explicit {
         Some(p) => (Some(p.clone()), Some(read_file(p)?)),
         None => {
@@ -226,8 +237,13 @@ pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<
             Error::Config(format!("unknown LLM provider {p:?}; use openai (any OpenAI-compatible server) or anthropic"))
         })?),
     };
-    let model = layer!("llm.model", file.llm.model.clone(), e("AGENT_DB_MODEL"), o.model.clone())
-        .or_else(|| llm_provider.map(|k| default_model(k).to_string()));
+    let model = layer!(
+        "llm.model",
+        file.llm.model.clone(),
+        e("AGENT_DB_MODEL"),
+        o.model.clone()
+    )
+    .or_else(|| llm_provider.map(|k| default_model(k).to_string()));
     let base_url = layer!(
         "llm.base_url",
         file.llm.base_url.clone(),
@@ -256,12 +272,20 @@ pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<
     };
 
     let env_num = |k: &str| -> Result<Option<u64>> {
-        e(k).map(|v| v.trim().parse::<u64>().map_err(|_| Error::Config(format!("{k}: not a number: {v:?}"))))
-            .transpose()
+        e(k).map(|v| {
+            v.trim()
+                .parse::<u64>()
+                .map_err(|_| Error::Config(format!("{k}: not a number: {v:?}")))
+        })
+        .transpose()
     };
     let env_f64 = |k: &str| -> Result<Option<f64>> {
-        e(k).map(|v| v.trim().parse::<f64>().map_err(|_| Error::Config(format!("{k}: not a number: {v:?}"))))
-            .transpose()
+        e(k).map(|v| {
+            v.trim()
+                .parse::<f64>()
+                .map_err(|_| Error::Config(format!("{k}: not a number: {v:?}")))
+        })
+        .transpose()
     };
     let max_summary_tokens = layer!(
         "llm.max_summary_tokens",
@@ -276,9 +300,17 @@ pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<
         env_num("AGENT_DB_SUMMARY_CONTEXT")?.map(|n| n as usize),
         o.summary_context
     );
-    let file_timeout = file.llm.timeout.as_deref().map(|t| parse_duration("llm.timeout", t)).transpose()?;
-    let env_timeout = e("AGENT_DB_TIMEOUT").map(|t| parse_duration("AGENT_DB_TIMEOUT", &t)).transpose()?;
-    let timeout = layer!("llm.timeout", file_timeout, env_timeout, o.timeout).unwrap_or(DEFAULT_TIMEOUT);
+    let file_timeout = file
+        .llm
+        .timeout
+        .as_deref()
+        .map(|t| parse_duration("llm.timeout", t))
+        .transpose()?;
+    let env_timeout = e("AGENT_DB_TIMEOUT")
+        .map(|t| parse_duration("AGENT_DB_TIMEOUT", &t))
+        .transpose()?;
+    let timeout =
+        layer!("llm.timeout", file_timeout, env_timeout, o.timeout).unwrap_or(DEFAULT_TIMEOUT);
     let max_retries = layer!(
         "llm.max_retries",
         file.llm.max_retries,
@@ -286,14 +318,24 @@ pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<
         None::<usize>
     )
     .unwrap_or(DEFAULT_MAX_RETRIES);
-    let recipe = layer!("llm.recipe", file.llm.recipe.clone(), e("AGENT_DB_RECIPE"), o.recipe.clone());
+    let recipe = layer!(
+        "llm.recipe",
+        file.llm.recipe.clone(),
+        e("AGENT_DB_RECIPE"),
+        o.recipe.clone()
+    );
     let instructions = layer!(
         "llm.instructions",
         file.llm.instructions.clone(),
         e("AGENT_DB_INSTRUCTIONS"),
         o.instructions.clone()
     );
-    let max_cost = layer!("llm.max_cost", file.llm.max_cost, env_f64("AGENT_DB_MAX_COST")?, o.max_cost);
+    let max_cost = layer!(
+        "llm.max_cost",
+        file.llm.max_cost,
+        env_f64("AGENT_DB_MAX_COST")?,
+        o.max_cost
+    );
     let concurrency = layer!(
         "compact.concurrency",
         file.compact.concurrency,
@@ -304,10 +346,22 @@ pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<
     .max(1);
     let keep_tokens = file.compact.keep_tokens;
     let hook_dirs = file.hooks.dirs.clone().unwrap_or_default();
-    let file_hook_timeout = file.hooks.timeout.as_deref().map(|t| parse_duration("hooks.timeout", t)).transpose()?;
-    let env_hook_timeout = e("AGENT_DB_HOOK_TIMEOUT").map(|t| parse_duration("AGENT_DB_HOOK_TIMEOUT", &t)).transpose()?;
-    let hook_timeout =
-        layer!("hooks.timeout", file_hook_timeout, env_hook_timeout, o.hook_timeout).unwrap_or(DEFAULT_HOOK_TIMEOUT);
+    let file_hook_timeout = file
+        .hooks
+        .timeout
+        .as_deref()
+        .map(|t| parse_duration("hooks.timeout", t))
+        .transpose()?;
+    let env_hook_timeout = e("AGENT_DB_HOOK_TIMEOUT")
+        .map(|t| parse_duration("AGENT_DB_HOOK_TIMEOUT", &t))
+        .transpose()?;
+    let hook_timeout = layer!(
+        "hooks.timeout",
+        file_hook_timeout,
+        env_hook_timeout,
+        o.hook_timeout
+    )
+    .unwrap_or(DEFAULT_HOOK_TIMEOUT);
     let hook_fail_open = file.hooks.fail_open.unwrap_or(false);
     let prices = file
         .prices
@@ -348,7 +402,8 @@ pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<
 }
 
 fn read_file(p: &Path) -> Result<FileConfig> {
-    let text = std::fs::read_to_string(p).map_err(|e| Error::Config(format!("{}: {e}", p.display())))?;
+    let text =
+        std::fs::read_to_string(p).map_err(|e| Error::Config(format!("{}: {e}", p.display())))?;
     toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", p.display())))
 }
 
@@ -386,7 +441,10 @@ mod tests {
     use super::*;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |k| m.get(k).cloned()
     }
 
@@ -408,7 +466,14 @@ mod tests {
         assert_eq!(s.model.as_deref(), Some("from-file"));
         assert_eq!(s.timeout, Duration::from_secs(10));
         assert_eq!(s.api_key_source.as_deref(), Some("config file"));
-        let s = load_with(&o, &env_of(&[("AGENT_DB_MODEL", "from-env"), ("ANTHROPIC_API_KEY", "env-key")])).unwrap();
+        let s = load_with(
+            &o,
+            &env_of(&[
+                ("AGENT_DB_MODEL", "from-env"),
+                ("ANTHROPIC_API_KEY", "env-key"),
+            ]),
+        )
+        .unwrap();
         assert_eq!(s.model.as_deref(), Some("from-env"));
         assert_eq!(s.api_key.as_ref().unwrap().expose(), "env-key");
         let o2 = Overrides {
@@ -427,12 +492,23 @@ mod tests {
         let s = load_with(&Overrides::default(), &env_of(&[("OPENAI_API_KEY", "k")])).unwrap();
         assert_eq!(s.llm_provider, None);
         assert!(s.api_key.is_none(), "a key alone must not enable an LLM");
-        let e = load_with(&Overrides::default(), &env_of(&[("AGENT_DB_LLM_PROVIDER", "gemini")])).unwrap_err();
+        let e = load_with(
+            &Overrides::default(),
+            &env_of(&[("AGENT_DB_LLM_PROVIDER", "gemini")]),
+        )
+        .unwrap_err();
         assert_eq!(e.exit_code(), crate::error::exit::CONFIG);
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("c.toml");
         std::fs::write(&f, "[llm]\nbogus = 1\n").unwrap();
-        let e = load_with(&Overrides { config: Some(f), ..Default::default() }, &env_of(&[])).unwrap_err();
+        let e = load_with(
+            &Overrides {
+                config: Some(f),
+                ..Default::default()
+            },
+            &env_of(&[]),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
     }
 }

@@ -98,7 +98,9 @@ impl Error {
             | Error::AmbiguousStore { .. }
             | Error::Sqlite { .. }
             | Error::Io { .. } => exit::STORE,
-            Error::ConversationNotFound { .. } | Error::Conversation { .. } | Error::NotFound(_) => exit::DATA,
+            Error::ConversationNotFound { .. }
+            | Error::Conversation { .. }
+            | Error::NotFound(_) => exit::DATA,
             Error::Locked { .. } => exit::LOCKED,
             Error::Refused(_) => exit::REFUSED,
             Error::Config(_) => exit::CONFIG,

@@ -89,11 +89,17 @@ pub async fn discover(dirs: &[PathBuf], timeout: Duration, fail_open: bool) -> H
     };
     let mut seen = std::collections::HashSet::new();
     for d in dirs {
-        let Ok(entries) = std::fs::read_dir(d) else { continue };
+        let Ok(entries) = std::fs::read_dir(d) else {
+            continue;
+        };
         let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
         paths.sort();
         for p in paths {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
+            let name = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("")
+                .to_string();
             if name.starts_with('.') || p.is_dir() {
                 continue;
             }
@@ -131,7 +137,11 @@ pub async fn discover(dirs: &[PathBuf], timeout: Duration, fail_open: bool) -> H
                 }
                 Ok(out) => hooks.ignored.push(Ignored {
                     path: p,
-                    why: format!("`hook` exited with {}: {}", code_text(out.code), first_line(&out.stderr)),
+                    why: format!(
+                        "`hook` exited with {}: {}",
+                        code_text(out.code),
+                        first_line(&out.stderr)
+                    ),
                 }),
                 Err(e) => hooks.ignored.push(Ignored { path: p, why: e }),
             }
@@ -141,11 +151,16 @@ pub async fn discover(dirs: &[PathBuf], timeout: Duration, fail_open: bool) -> H
 }
 
 fn code_text(c: Option<i32>) -> String {
-    c.map(|c| format!("code {c}")).unwrap_or_else(|| "a signal".into())
+    c.map(|c| format!("code {c}"))
+        .unwrap_or_else(|| "a signal".into())
 }
 
 fn first_line(s: &str) -> String {
-    let l = s.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let l = s
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
     l.chars().take(300).collect()
 }
 
@@ -156,7 +171,13 @@ struct Output {
 }
 
 /// Run `exe args…` with `stdin`, in `cwd`, killed with its process group after `timeout`.
-async fn run(exe: &Path, args: &[&str], stdin: Option<&[u8]>, cwd: Option<&Path>, timeout: Duration) -> Result<Output, String> {
+async fn run(
+    exe: &Path,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    cwd: Option<&Path>,
+    timeout: Duration,
+) -> Result<Output, String> {
     let mut cmd = tokio::process::Command::new(exe);
     cmd.args(args)
         .stdin(std::process::Stdio::piped())
@@ -167,7 +188,9 @@ async fn run(exe: &Path, args: &[&str], stdin: Option<&[u8]>, cwd: Option<&Path>
     if let Some(d) = cwd {
         cmd.current_dir(d);
     }
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
     let pid = child.id();
     let input = stdin.map(|b| b.to_vec());
     let mut pipe = child.stdin.take();
@@ -193,7 +216,10 @@ async fn run(exe: &Path, args: &[&str], stdin: Option<&[u8]>, cwd: Option<&Path>
                     libc::kill(-(pid as i32), libc::SIGKILL);
                 }
             }
-            Err(format!("timed out after {} and was killed", humantime::format_duration(timeout)))
+            Err(format!(
+                "timed out after {} and was killed",
+                humantime::format_duration(timeout)
+            ))
         }
     }
 }
@@ -204,19 +230,29 @@ fn decide(hook: &str, out: &Output) -> Result<Verdict, String> {
         let reason = first_line(&out.stderr);
         return Ok(Verdict::Block {
             hook: hook.into(),
-            reason: if reason.is_empty() { "exit code 2".into() } else { reason },
+            reason: if reason.is_empty() {
+                "exit code 2".into()
+            } else {
+                reason
+            },
         });
     }
     if out.code != Some(0) {
-        return Err(format!("exited with {}: {}", code_text(out.code), first_line(&out.stderr)));
+        return Err(format!(
+            "exited with {}: {}",
+            code_text(out.code),
+            first_line(&out.stderr)
+        ));
     }
     let text = out.stdout.trim();
     if text.is_empty() {
         return Ok(Verdict::Allow);
     }
-    let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("printed invalid JSON ({e}): {}", first_line(text)))?;
-    let obj = v.as_object().ok_or_else(|| "printed JSON that is not an object".to_string())?;
+    let v: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| format!("printed invalid JSON ({e}): {}", first_line(text)))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| "printed JSON that is not an object".to_string())?;
     let reason = obj
         .get("reason")
         .and_then(|r| r.as_str())
@@ -231,15 +267,25 @@ fn decide(hook: &str, out: &Output) -> Result<Verdict, String> {
                 reason,
             })
         }
-        (Some("allow") | Some("approve") | None, None | Some("compact") | Some("continue") | Some("allow")) => {}
-        (d, a) => return Err(format!("unknown decision {:?}", d.or(a).unwrap_or_default())),
+        (
+            Some("allow") | Some("approve") | None,
+            None | Some("compact") | Some("continue") | Some("allow"),
+        ) => {}
+        (d, a) => {
+            return Err(format!(
+                "unknown decision {:?}",
+                d.or(a).unwrap_or_default()
+            ))
+        }
     }
     match obj.get("summary") {
         Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Ok(Verdict::Summary {
             hook: hook.into(),
             text: s.clone(),
         }),
-        Some(serde_json::Value::String(_)) | Some(serde_json::Value::Null) | None => Ok(Verdict::Allow),
+        Some(serde_json::Value::String(_)) | Some(serde_json::Value::Null) | None => {
+            Ok(Verdict::Allow)
+        }
         Some(_) => Err("\"summary\" is not a string".into()),
     }
 }
@@ -250,7 +296,9 @@ fn working_dir(cwd: Option<&str>) -> Option<PathBuf> {
 
 impl Hooks {
     pub fn for_event<'a>(&'a self, event: &'a str) -> impl Iterator<Item = &'a Hook> + 'a {
-        self.hooks.iter().filter(move |h| h.events.iter().any(|e| e == event))
+        self.hooks
+            .iter()
+            .filter(move |h| h.events.iter().any(|e| e == event))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -259,13 +307,25 @@ impl Hooks {
 
     /// Run the before hooks in order: the first block stops and wins; otherwise the first
     /// non-empty summary wins.
-    pub async fn before(&self, payload: &serde_json::Value, cwd: Option<&str>) -> (Verdict, Vec<Record>) {
+    pub async fn before(
+        &self,
+        payload: &serde_json::Value,
+        cwd: Option<&str>,
+    ) -> (Verdict, Vec<Record>) {
         let bytes = serde_json::to_vec(payload).unwrap_or_default();
         let dir = working_dir(cwd);
         let mut records = Vec::new();
         let mut summary: Option<Verdict> = None;
         for h in self.for_event(BEFORE) {
-            let result = match run(&h.path, &["run"], Some(&bytes), dir.as_deref(), self.timeout).await {
+            let result = match run(
+                &h.path,
+                &["run"],
+                Some(&bytes),
+                dir.as_deref(),
+                self.timeout,
+            )
+            .await
+            {
                 Ok(out) => decide(&h.name, &out),
                 Err(e) => Err(e),
             };
@@ -318,9 +378,24 @@ impl Hooks {
         let dir = working_dir(cwd);
         let mut records = Vec::new();
         for h in self.for_event(AFTER) {
-            let (decision, detail) = match run(&h.path, &["run"], Some(&bytes), dir.as_deref(), self.timeout).await {
+            let (decision, detail) = match run(
+                &h.path,
+                &["run"],
+                Some(&bytes),
+                dir.as_deref(),
+                self.timeout,
+            )
+            .await
+            {
                 Ok(out) if out.code == Some(0) => ("ok", None),
-                Ok(out) => ("error", Some(format!("exited with {}: {}", code_text(out.code), first_line(&out.stderr)))),
+                Ok(out) => (
+                    "error",
+                    Some(format!(
+                        "exited with {}: {}",
+                        code_text(out.code),
+                        first_line(&out.stderr)
+                    )),
+                ),
                 Err(e) => ("error", Some(e)),
             };
             records.push(Record {
@@ -367,7 +442,11 @@ pub struct AfterFacts<'a> {
 
 /// The `after_compaction` payload: the pre-compaction usage as stored, and the before/after
 /// figures of the compaction.
-pub fn after_payload(plan: &crate::plan::Plan, store_kind: &str, f: &AfterFacts<'_>) -> serde_json::Value {
+pub fn after_payload(
+    plan: &crate::plan::Plan,
+    store_kind: &str,
+    f: &AfterFacts<'_>,
+) -> serde_json::Value {
     let m = &plan.meta;
     serde_json::json!({
         "event": AFTER,
@@ -406,13 +485,27 @@ mod tests {
     fn decisions() {
         assert_eq!(decide("h", &out(0, "", "")), Ok(Verdict::Allow));
         assert_eq!(decide("h", &out(0, "{}", "")), Ok(Verdict::Allow));
-        assert_eq!(decide("h", &out(0, r#"{"action":"compact"}"#, "")), Ok(Verdict::Allow));
-        assert!(matches!(decide("h", &out(0, r#"{"decision":"block","reason":"busy"}"#, "")), Ok(Verdict::Block { ref reason, .. }) if reason == "busy"));
-        assert!(matches!(decide("h", &out(0, r#"{"action":"skip"}"#, "")), Ok(Verdict::Block { .. })));
-        assert!(matches!(decide("h", &out(2, "", "not now\n")), Ok(Verdict::Block { ref reason, .. }) if reason == "not now"));
-        assert!(matches!(decide("h", &out(0, r#"{"summary":"S"}"#, "")), Ok(Verdict::Summary { ref text, .. }) if text == "S"));
+        assert_eq!(
+            decide("h", &out(0, r#"{"action":"compact"}"#, "")),
+            Ok(Verdict::Allow)
+        );
+        assert!(
+            matches!(decide("h", &out(0, r#"{"decision":"block","reason":"busy"}"#, "")), Ok(Verdict::Block { ref reason, .. }) if reason == "busy")
+        );
+        assert!(matches!(
+            decide("h", &out(0, r#"{"action":"skip"}"#, "")),
+            Ok(Verdict::Block { .. })
+        ));
+        assert!(
+            matches!(decide("h", &out(2, "", "not now\n")), Ok(Verdict::Block { ref reason, .. }) if reason == "not now")
+        );
+        assert!(
+            matches!(decide("h", &out(0, r#"{"summary":"S"}"#, "")), Ok(Verdict::Summary { ref text, .. }) if text == "S")
+        );
         assert!(decide("h", &out(0, "not json", "")).is_err());
-        assert!(decide("h", &out(1, "", "boom")).unwrap_err().contains("boom"));
+        assert!(decide("h", &out(1, "", "boom"))
+            .unwrap_err()
+            .contains("boom"));
         assert!(decide("h", &out(0, r#"{"decision":"maybe"}"#, "")).is_err());
     }
 }

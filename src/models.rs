@@ -23,7 +23,10 @@ const CONTEXT_LIMITS: &[(&str, i64)] = &[
 ];
 
 /// The context window of `model`, from `overrides` first, then the built-in table.
-pub fn context_limit(model: &str, overrides: &std::collections::BTreeMap<String, i64>) -> Option<i64> {
+pub fn context_limit(
+    model: &str,
+    overrides: &std::collections::BTreeMap<String, i64>,
+) -> Option<i64> {
     if let Some(v) = overrides.get(model) {
         return Some(*v);
     }
@@ -51,9 +54,15 @@ mod tests {
     #[test]
     fn longest_prefix_and_overrides() {
         let none = Default::default();
-        assert_eq!(context_limit("claude-sonnet-4-5-20250929", &none), Some(200_000));
+        assert_eq!(
+            context_limit("claude-sonnet-4-5-20250929", &none),
+            Some(200_000)
+        );
         assert_eq!(context_limit("claude-sonnet-4-6", &none), Some(1_000_000));
-        assert_eq!(context_limit("openrouter/anthropic/claude-opus-4-5", &none), Some(200_000));
+        assert_eq!(
+            context_limit("openrouter/anthropic/claude-opus-4-5", &none),
+            Some(200_000)
+        );
         assert_eq!(context_limit("gpt-4.1-mini", &none), Some(1_047_576));
         assert_eq!(context_limit("llama3.1:8b", &none), None);
         let mut o = std::collections::BTreeMap::new();

@@ -19,15 +19,15 @@ use chrono::{DateTime, FixedOffset};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::compact::{swap, HeadInput, Rewrite, Strategy, StrategyError, Summary};
-use crate::hooks::{self, Hooks, Verdict};
 use crate::error::{Error, Result};
+use crate::hooks::{self, Hooks, Verdict};
 use crate::plan::{self, Plan, PlanOptions};
 use crate::report::{Row, Status};
 use crate::select::{Outcome, Selector};
 use crate::split::Decision;
 use crate::store::archive::AuditEntry;
-use crate::store::kodelet_write::{self, Proposal, Written};
 use crate::store::{self, Access, Store};
+use crate::store::{Proposal, StoreKind, Written};
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -129,6 +129,7 @@ pub fn run(
     on_event: &mut dyn FnMut(Event<'_>),
 ) -> Result<RunReport> {
     selector.validate()?;
+    let kind = Store::open(path, Access::Read)?.kind;
     let concurrency = opts.concurrency.max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(
@@ -194,13 +195,16 @@ pub fn run(
                 // that only skips writes nothing at all.
                 if !migrated {
                     if let Err(e) = store::agent_tables::migrate(&mut conn) {
-                        let _ = reply.send(Err(Error::Sqlite { path: path.clone(), source: e }));
+                        let _ = reply.send(Err(Error::Sqlite {
+                            path: path.clone(),
+                            source: e,
+                        }));
                         continue;
                     }
                     migrated = true;
                 }
                 let at = crate::gotime::rfc3339_utc(&crate::gotime::now());
-                let _ = reply.send(kodelet_write::commit(&mut conn, &path, &proposal, &at));
+                let _ = reply.send(store::commit(kind, &mut conn, &path, &proposal, &at));
             }
             Ok(())
         }))
@@ -218,7 +222,10 @@ pub fn run(
             let details = opts.details.clone();
             let dry_run = opts.dry_run;
             let max_cost = opts.max_cost;
-            let hooks = opts.hooks.clone().filter(|h| !h.is_empty() && !opts.dry_run);
+            let hooks = opts
+                .hooks
+                .clone()
+                .filter(|h| !h.is_empty() && !opts.dry_run);
             let spent = spent.clone();
             let stopped = stopped.clone();
             let path: PathBuf = path.to_path_buf();
@@ -251,6 +258,7 @@ pub fn run(
                             tokio::spawn(async move {
                                 let row = compact_one(
                                     *p,
+                                    kind,
                                     strategy.as_ref(),
                                     hooks.as_deref(),
                                     dry_run,
@@ -261,7 +269,8 @@ pub fn run(
                                 )
                                 .await;
                                 if !dry_run {
-                                    *spent.lock().expect("cost lock") += row.cost_usd.unwrap_or(0.0);
+                                    *spent.lock().expect("cost lock") +=
+                                        row.cost_usd.unwrap_or(0.0);
                                 }
                                 drop(permit);
                                 let _ = msg_tx.send(Msg::Done(seq, Box::new(row)));
@@ -302,6 +311,7 @@ pub fn run(
 #[allow(clippy::too_many_arguments)]
 async fn compact_one(
     plan: Plan,
+    kind: StoreKind,
     strategy: &dyn Strategy,
     hooks: Option<&Hooks>,
     dry_run: bool,
@@ -324,7 +334,10 @@ async fn compact_one(
             Some(Ok(est)) => {
                 let after = plan.tokens_after(est.summary_tokens);
                 let split = plan.split().expect("planned conversations have a split");
-                row.messages_after = Some(1 + (plan.loaded.messages.len() - split.cut) + usize::from(split.reinsert.is_some()));
+                row.messages_after = Some(
+                    1 + (plan.loaded.messages.len() - split.cut)
+                        + usize::from(split.reinsert.is_some()),
+                );
                 row.tokens_after = Some(after);
                 row.cost_usd = est.cost_usd;
                 finish(row, Status::Planned)
@@ -334,16 +347,24 @@ async fn compact_one(
             None => finish(row, Status::Planned),
         };
     }
-    const STORE_KIND: &str = "kodelet";
+    let store_kind = kind.name();
     let mut strategy_name = strategy.name().to_string();
     let mut supplied: Option<Summary> = None;
     if let Some(h) = hooks {
-        let (verdict, records) = h.before(&hooks::before_payload(&plan, STORE_KIND), plan.meta.cwd.as_deref()).await;
+        let (verdict, records) = h
+            .before(
+                &hooks::before_payload(&plan, store_kind),
+                plan.meta.cwd.as_deref(),
+            )
+            .await;
         row.hooks = records;
         match verdict {
             Verdict::Allow => {}
             Verdict::Block { hook, reason } => {
-                return finish(row, Status::Skipped(format!("blocked by hook {hook}: {reason}")))
+                return finish(
+                    row,
+                    Status::Skipped(format!("blocked by hook {hook}: {reason}")),
+                )
             }
             Verdict::Summary { hook, text } => {
                 strategy_name = format!("hook:{hook}");
@@ -356,6 +377,14 @@ async fn compact_one(
     }
     row.strategy = Some(strategy_name.clone());
     let rewrite = match supplied {
+        None if !kind.rewrites_history() && strategy.name() == "prune" => {
+            return finish(
+                row,
+                Status::Skipped(format!(
+                    "prune is not available for {store_kind} stores: their history is append-only"
+                )),
+            )
+        }
         Some(s) => Rewrite::Summary(s),
         None => match strategy.rewrite(&input).await {
             Ok(r) => r,
@@ -399,7 +428,10 @@ async fn compact_one(
         }
     }
     if let (Some(obj), false) = (details.as_object_mut(), row.hooks.is_empty()) {
-        obj.insert("hooks".into(), serde_json::to_value(&row.hooks).unwrap_or_default());
+        obj.insert(
+            "hooks".into(),
+            serde_json::to_value(&row.hooks).unwrap_or_default(),
+        );
     }
     if let Some(obj) = details.as_object_mut() {
         obj.insert("format".into(), plan.loaded.format.name().into());
@@ -409,16 +441,25 @@ async fn compact_one(
             plan.loaded.format.tokens_exact().into(),
         );
     }
+    let summary_text = match &rewrite {
+        Rewrite::Summary(s) => Some(s.text.clone()),
+        Rewrite::PrunedHead(_) => None,
+    };
+    let split = plan.split().expect("compacted conversations have a split");
     let proposal = Proposal {
         id: plan.meta.id.clone(),
         format: plan.loaded.format,
         version: plan.loaded.version.clone(),
         raw_messages: new.raw_messages,
+        summary: summary_text.clone(),
+        tail_start: split.cut,
+        reinsert: split.reinsert,
+        slots: plan.loaded.row.slots.clone(),
         tokens_after: new.tokens,
         call_ids: new.call_ids,
         audit: AuditEntry {
             conversation_id: plan.meta.id.clone(),
-            store_kind: "kodelet".into(),
+            store_kind: store_kind.into(),
             reason: plan.reason.name().into(),
             strategy: strategy_name.clone(),
             model,
@@ -429,10 +470,6 @@ async fn compact_one(
             summary_sha256: summary_sha,
             details,
         },
-    };
-    let summary_text = match &rewrite {
-        Rewrite::Summary(s) => Some(s.text.clone()),
-        Rewrite::PrunedHead(_) => None,
     };
     let (tx, rx) = oneshot::channel();
     if write_tx.send((proposal, tx)).is_err() {
@@ -450,7 +487,12 @@ async fn compact_one(
                     compaction_id,
                     cost_usd: row.cost_usd,
                 };
-                let records = h.after(&hooks::after_payload(&plan, STORE_KIND, &facts), plan.meta.cwd.as_deref()).await;
+                let records = h
+                    .after(
+                        &hooks::after_payload(&plan, store_kind, &facts),
+                        plan.meta.cwd.as_deref(),
+                    )
+                    .await;
                 row.hooks.extend(records);
             }
             finish(row, Status::Compacted)

@@ -4,14 +4,14 @@
 //! estimates) and writes nothing. The plan keeps the loaded row and decoded messages so the compactor
 //! and the writer work from exactly what was read (the writer re-checks the version token).
 
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::message::{self, Format, Message};
 use crate::select::Reason;
 use crate::split::{self, Decision, View};
-use crate::store::kodelet::StoredConversation;
+use crate::store::StoredConversation;
+pub use crate::store::VersionToken;
 use crate::store::{ConversationMeta, Store};
 use crate::tokens;
 
@@ -22,13 +22,6 @@ pub struct PlanOptions {
     pub keep_tokens: Option<usize>,
     /// Overrides a missing or zero stored maxContextWindow.
     pub context_limit: Option<i64>,
-}
-
-/// The version of a conversation as read: the writer compares it inside its transaction.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct VersionToken {
-    pub updated_at: String,
-    pub raw_sha256: String,
 }
 
 /// sha256 hex of a text.
@@ -109,10 +102,7 @@ pub fn decode(row: StoredConversation, meta: &ConversationMeta) -> Result<Loaded
         .iter()
         .map(|m| tokens::message_tokens(format, m))
         .collect();
-    let version = VersionToken {
-        updated_at: row.updated_at.clone(),
-        raw_sha256: sha256_hex(&row.raw_messages),
-    };
+    let version = row.version.clone();
     Ok(Loaded {
         row,
         format,

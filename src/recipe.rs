@@ -111,21 +111,26 @@ pub fn parse(text: &str, fallback_name: &str, source: &str) -> Result<Recipe> {
 
 /// Directories searched for recipes, in order (the built-ins come last).
 pub fn search_dirs(config_dir: &Path) -> Vec<PathBuf> {
-    vec![PathBuf::from(".agent-db/recipes"), config_dir.join("recipes")]
+    vec![
+        PathBuf::from(".agent-db/recipes"),
+        config_dir.join("recipes"),
+    ]
 }
 
 /// Find a recipe by name or path.
 pub fn find(name: &str, dirs: &[PathBuf]) -> Result<Recipe> {
     if name.contains('/') || name.ends_with(".md") {
         let p = Path::new(name);
-        let text = std::fs::read_to_string(p).map_err(|e| Error::Config(format!("recipe {name}: {e}")))?;
+        let text =
+            std::fs::read_to_string(p).map_err(|e| Error::Config(format!("recipe {name}: {e}")))?;
         let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or(name);
         return parse(&text, stem, &p.display().to_string());
     }
     for d in dirs {
         let p = d.join(format!("{name}.md"));
         if p.is_file() {
-            let text = std::fs::read_to_string(&p).map_err(|e| Error::Config(format!("recipe {}: {e}", p.display())))?;
+            let text = std::fs::read_to_string(&p)
+                .map_err(|e| Error::Config(format!("recipe {}: {e}", p.display())))?;
             return parse(&text, name, &p.display().to_string());
         }
     }
@@ -143,11 +148,20 @@ pub fn list(dirs: &[PathBuf]) -> Vec<Result<Recipe>> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for d in dirs {
-        let Ok(entries) = std::fs::read_dir(d) else { continue };
+        let Ok(entries) = std::fs::read_dir(d) else {
+            continue;
+        };
         let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
         paths.sort();
-        for p in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "md")) {
-            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("").to_string();
+        for p in paths
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        {
+            let stem = p
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("")
+                .to_string();
             if !seen.insert(stem.clone()) {
                 continue;
             }
@@ -183,10 +197,17 @@ mod tests {
     fn kodelet_style_recipe_and_unknown_handler() {
         let text = "---\nname: mine\ndescription: d\nallowed_tools: [bash, file_read]\nmax_summary_tokens: 900\nhooks:\n  turn_end:\n    handler: swap_context\n    once: true\n---\nSummarize it.\n";
         let r = parse(text, "x", "test").unwrap();
-        assert_eq!((r.name.as_str(), r.max_summary_tokens, r.body.as_str()), ("mine", Some(900), "Summarize it."));
+        assert_eq!(
+            (r.name.as_str(), r.max_summary_tokens, r.body.as_str()),
+            ("mine", Some(900), "Summarize it.")
+        );
         let bad = text.replace("swap_context", "launch_rockets");
         let e = parse(&bad, "x", "test").unwrap_err();
-        assert!(e.to_string().contains("unknown hook handler \"launch_rockets\""), "{e}");
+        assert!(
+            e.to_string()
+                .contains("unknown hook handler \"launch_rockets\""),
+            "{e}"
+        );
         assert!(parse("---\nname: a\n", "x", "t").is_err());
     }
 }

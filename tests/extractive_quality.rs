@@ -15,8 +15,8 @@ use agent_db::compact::HeadInput;
 use agent_db::message::{self, Block, Format, Message};
 use agent_db::plan::{plan_loaded, Plan, PlanOptions};
 use agent_db::select::Reason;
-use agent_db::store::kodelet::StoredConversation;
 use agent_db::store::ConversationMeta;
+use agent_db::store::StoredConversation;
 use agent_db::tokens;
 use chrono::{DateTime, FixedOffset};
 use serde_json::{json, Value};
@@ -197,18 +197,7 @@ fn plan_of(format: Format, raw: String, keep_tokens: usize) -> Plan {
     };
     let at = "2026-10-28 14:02:11.482913 +0100 CET".to_string();
     let usage = r#"{"currentContextWindow":150000,"maxContextWindow":200000}"#.to_string();
-    let row = StoredConversation {
-        id: "q".into(),
-        raw_messages: raw,
-        provider: provider.into(),
-        usage: usage.clone(),
-        name: Some("quality".into()),
-        created_at: at.clone(),
-        updated_at: at.clone(),
-        metadata: metadata.clone(),
-        tool_results: None,
-        cwd: None,
-    };
+    let row = StoredConversation::new("q", raw, "2026-11-01 10:00:00 +0000 UTC");
     let meta = ConversationMeta::from_columns(
         "q".into(),
         provider.into(),

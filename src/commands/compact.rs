@@ -48,7 +48,8 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         .or(settings.keep_tokens);
     let mut details = serde_json::json!({});
     if let Some(r) = &recipe {
-        details["recipe"] = serde_json::json!({"name": r.name, "sha256": r.sha256, "source": r.source});
+        details["recipe"] =
+            serde_json::json!({"name": r.name, "sha256": r.sha256, "source": r.source});
         if let Some(i) = &settings.instructions {
             details["instructions_sha256"] = agent_db::plan::sha256_hex(i).into();
         }
@@ -63,7 +64,12 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         if !found.is_empty() {
             ui.status(&format!(
                 "hooks: {}",
-                found.hooks.iter().map(|h| format!("{} ({})", h.name, h.events.join(", "))).collect::<Vec<_>>().join(", ")
+                found
+                    .hooks
+                    .iter()
+                    .map(|h| format!("{} ({})", h.name, h.events.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         Some(std::sync::Arc::new(found))
@@ -86,7 +92,9 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
     let path = store.path.clone();
     let kind = store.kind.name();
     drop(store);
-    let run = pipeline::run(&path, &selector, strategy, &opts, now, &mut |e| progress.event(e))?;
+    let run = pipeline::run(&path, &selector, strategy, &opts, now, &mut |e| {
+        progress.event(e)
+    })?;
     progress.finish();
     let rows = run.rows;
     let mut totals = Totals {
@@ -229,7 +237,10 @@ impl Progress {
     }
 
     fn row(&self, r: &Row) {
-        if r.strategy.is_some() && self.in_flight.get() > 0 && !matches!(r.status, Status::Skipped(ref w) if w.starts_with("not started")) {
+        if r.strategy.is_some()
+            && self.in_flight.get() > 0
+            && !matches!(r.status, Status::Skipped(ref w) if w.starts_with("not started"))
+        {
             self.in_flight.set(self.in_flight.get() - 1);
         }
         if let (Some(b), Some(a)) = (r.tokens_before, r.tokens_after) {
@@ -338,7 +349,11 @@ pub fn render(ui: &Ui, rows: &[Row], totals: &Totals, dry_run: bool) -> std::io:
     );
     output::out(&format!("{line}\n"))?;
     if totals.cost_usd > 0.0 {
-        let what = if dry_run { "estimated summarizer cost" } else { "summarizer cost" };
+        let what = if dry_run {
+            "estimated summarizer cost"
+        } else {
+            "summarizer cost"
+        };
         output::out(&format!("{what}: ${:.4}\n", totals.cost_usd))?;
     }
     if totals.stopped_by_max_cost {

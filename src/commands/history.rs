@@ -142,7 +142,10 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
     if !store.has_agent_tables()? {
         if args.json {
             let doc = serde_json::json!({"version": super::list::JSON_VERSION, "command": "prune-archive", "pruned": restore::Pruned::default()});
-            output::out(&format!("{}\n", serde_json::to_string_pretty(&doc).unwrap_or_default()))?;
+            output::out(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&doc).unwrap_or_default()
+            ))?;
         } else {
             ui.status("no archive in this store yet: nothing to prune");
         }

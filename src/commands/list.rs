@@ -30,6 +30,21 @@ struct JsonRow<'a> {
     detail: Option<&'a str>,
 }
 
+/// [`json_row`] for a selected row; like the table, a timestamp that cannot be read is reported.
+fn json_row_checked<'a>(
+    failures: &mut Vec<(String, String)>,
+    m: &'a ConversationMeta,
+    limit: Option<i64>,
+    status: &'a str,
+    reason: Option<&'a str>,
+    detail: Option<&'a str>,
+) -> JsonRow<'a> {
+    if let Err(e) = m.updated() {
+        failures.push((m.id.clone(), e.to_string()));
+    }
+    json_row(m, limit, status, reason, detail)
+}
+
 fn json_row<'a>(
     m: &'a ConversationMeta,
     limit: Option<i64>,
@@ -77,7 +92,8 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
         let mut first = true;
         selector.run(store, &now, |o| {
             let line = match &o {
-                Outcome::Selected { meta, reason } => serde_json::to_string(&json_row(
+                Outcome::Selected { meta, reason } => serde_json::to_string(&json_row_checked(
+                    &mut failures,
                     meta,
                     limit,
                     "selected",

@@ -72,7 +72,8 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
             } else {
                 Access::Write
             };
-            let settings = agent_db::config::load(&settings::overrides(cli.config.clone(), Some(&args)))?;
+            let settings =
+                agent_db::config::load(&settings::overrides(cli.config.clone(), Some(&args)))?;
             compact::run(ui, open(cli.db.as_deref(), access)?, &args, &settings)
         }
         Command::History(args) => history::history(&open(cli.db.as_deref(), Access::Read)?, &args),

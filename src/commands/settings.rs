@@ -40,12 +40,19 @@ pub fn overrides(config: Option<PathBuf>, args: Option<&CompactArgs>) -> Overrid
 
 /// Discover the configured hooks.
 pub fn discover_hooks(s: &Settings) -> Result<agent_db::hooks::Hooks, Error> {
-    let dirs = agent_db::hooks::dirs(&config::config_dir(&|k| std::env::var(k).ok()), &s.hook_dirs);
+    let dirs = agent_db::hooks::dirs(
+        &config::config_dir(&|k| std::env::var(k).ok()),
+        &s.hook_dirs,
+    );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::Config(format!("cannot start the hook runner: {e}")))?;
-    Ok(rt.block_on(agent_db::hooks::discover(&dirs, s.hook_timeout, s.hook_fail_open)))
+    Ok(rt.block_on(agent_db::hooks::discover(
+        &dirs,
+        s.hook_timeout,
+        s.hook_fail_open,
+    )))
 }
 
 pub fn hooks(config: Option<PathBuf>, json: bool) -> CmdResult {
@@ -60,7 +67,10 @@ pub fn hooks(config: Option<PathBuf>, json: bool) -> CmdResult {
             "timeout": humantime::format_duration(found.timeout).to_string(),
             "fail_open": found.fail_open,
         });
-        output::out(&format!("{}\n", serde_json::to_string_pretty(&doc).unwrap_or_default()))?;
+        output::out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        ))?;
         return Ok(exit::OK);
     }
     if found.hooks.is_empty() {
@@ -68,19 +78,34 @@ pub fn hooks(config: Option<PathBuf>, json: bool) -> CmdResult {
     } else {
         let mut t = table::new(&["#", "HOOK", "EVENTS", "PATH"], &[0]);
         for (i, h) in found.hooks.iter().enumerate() {
-            t.add_row(vec![(i + 1).to_string(), h.name.clone(), h.events.join(", "), h.path.display().to_string()]);
+            t.add_row(vec![
+                (i + 1).to_string(),
+                h.name.clone(),
+                h.events.join(", "),
+                h.path.display().to_string(),
+            ]);
         }
         output::out(&format!("{t}\n"))?;
     }
     for i in &found.ignored {
         eprintln!("ignored {}: {}", i.path.display(), i.why);
     }
-    let dirs = agent_db::hooks::dirs(&config::config_dir(&|k| std::env::var(k).ok()), &s.hook_dirs);
+    let dirs = agent_db::hooks::dirs(
+        &config::config_dir(&|k| std::env::var(k).ok()),
+        &s.hook_dirs,
+    );
     eprintln!(
         "searched, in order: {}; timeout {}, {}",
-        dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
         humantime::format_duration(found.timeout),
-        if found.fail_open { "fail open" } else { "fail closed" }
+        if found.fail_open {
+            "fail open"
+        } else {
+            "fail closed"
+        }
     );
     Ok(exit::OK)
 }
@@ -94,7 +119,10 @@ fn llm_ready(s: &Settings) -> Result<(), String> {
     let Some(kind) = s.llm_provider else {
         return Err("no LLM provider is configured".into());
     };
-    let local = s.base_url.as_deref().is_some_and(|u| u != kind.default_base_url());
+    let local = s
+        .base_url
+        .as_deref()
+        .is_some_and(|u| u != kind.default_base_url());
     if s.api_key.is_none() && !local {
         let var = match kind {
             agent_db::provider::ProviderKind::OpenAi => "OPENAI_API_KEY",
@@ -114,7 +142,11 @@ pub type Chosen = (Arc<dyn Strategy>, Option<Recipe>, String);
 /// Choose the strategy of a compact run (see [`Chosen`]).
 pub fn strategy(s: &Settings, args: &CompactArgs) -> Result<Chosen, Error> {
     let offline = |why: &str| -> Chosen {
-        (Arc::new(Extractive), None, format!("strategy: extractive (offline, no LLM: {why})"))
+        (
+            Arc::new(Extractive),
+            None,
+            format!("strategy: extractive (offline, no LLM: {why})"),
+        )
     };
     match args.strategy {
         Some(StrategyArg::Prune) => Ok((
@@ -143,7 +175,10 @@ fn build_llm(s: &Settings) -> Result<Chosen, Error> {
     // A flag wins; then the recipe's own preference; then config, environment and defaults.
     let model = match (&recipe.model, flag("llm.model")) {
         (Some(m), false) => m.clone(),
-        _ => s.model.clone().unwrap_or_else(|| config::default_model(kind).to_string()),
+        _ => s
+            .model
+            .clone()
+            .unwrap_or_else(|| config::default_model(kind).to_string()),
     };
     let max_summary_tokens = match (recipe.max_summary_tokens, flag("llm.max_summary_tokens")) {
         (Some(n), false) => n,
@@ -155,7 +190,10 @@ fn build_llm(s: &Settings) -> Result<Chosen, Error> {
     let budget = budget_settings.summary_budget();
     let client = Client::new(ClientConfig {
         kind,
-        base_url: s.base_url.clone().unwrap_or_else(|| kind.default_base_url().to_string()),
+        base_url: s
+            .base_url
+            .clone()
+            .unwrap_or_else(|| kind.default_base_url().to_string()),
         api_key: s.api_key.clone(),
         model: model.clone(),
         timeout: s.timeout,
@@ -169,9 +207,15 @@ fn build_llm(s: &Settings) -> Result<Chosen, Error> {
         kind.name(),
         client.config.base_url,
         recipe.name,
-        s.api_key_source.as_deref().unwrap_or("nowhere: local server"),
+        s.api_key_source
+            .as_deref()
+            .unwrap_or("nowhere: local server"),
         budget,
-        if price.is_none() { "; no price known for this model, cost not reported" } else { "" }
+        if price.is_none() {
+            "; no price known for this model, cost not reported"
+        } else {
+            ""
+        }
     );
     Ok((
         Arc::new(Llm {
@@ -191,7 +235,10 @@ pub fn config(config: Option<PathBuf>, json: bool) -> CmdResult {
     let s = config::load(&overrides(config, None))?;
     if json {
         let doc = serde_json::json!({"version": super::list::JSON_VERSION, "command": "config", "settings": s});
-        output::out(&format!("{}\n", serde_json::to_string_pretty(&doc).unwrap_or_default()))?;
+        output::out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        ))?;
         return Ok(exit::OK);
     }
     let v = serde_json::to_value(&s).unwrap_or_default();
@@ -223,7 +270,10 @@ pub fn config(config: Option<PathBuf>, json: bool) -> CmdResult {
             let from = if k == "api_key" {
                 s.api_key_source.clone().unwrap_or_else(|| "-".into())
             } else {
-                s.sources.get(key).cloned().unwrap_or_else(|| "default".into())
+                s.sources
+                    .get(key)
+                    .cloned()
+                    .unwrap_or_else(|| "default".into())
             };
             let shown = match val {
                 serde_json::Value::Null => "-".to_string(),
@@ -258,13 +308,20 @@ pub fn recipes(json: bool) -> CmdResult {
             })
             .collect();
         let doc = serde_json::json!({"version": super::list::JSON_VERSION, "command": "recipes", "recipes": items});
-        output::out(&format!("{}\n", serde_json::to_string_pretty(&doc).unwrap_or_default()))?;
+        output::out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        ))?;
     } else {
         let mut t = table::new(&["NAME", "DESCRIPTION", "SOURCE"], &[]);
         for r in &all {
             match r {
                 Ok(r) => {
-                    t.add_row(vec![r.name.clone(), r.description.clone(), r.source.clone()]);
+                    t.add_row(vec![
+                        r.name.clone(),
+                        r.description.clone(),
+                        r.source.clone(),
+                    ]);
                 }
                 Err(e) => {
                     bad += 1;
@@ -275,7 +332,10 @@ pub fn recipes(json: bool) -> CmdResult {
         output::out(&format!("{t}\n"))?;
         eprintln!(
             "searched: {} (then the built-ins)",
-            dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     Ok(if bad > 0 { exit::CONFIG } else { exit::OK })

@@ -43,7 +43,6 @@ pub struct Llm {
     pub price: Option<Price>,
 }
 
-
 fn role_label(r: Role) -> &'static str {
     match r {
         Role::User => "user",
@@ -73,7 +72,10 @@ pub fn render_message(m: &Message) -> String {
             }
             Block::Thinking { .. } => {}
             Block::ToolCall { name, input, .. } => {
-                s.push_str(&format!("→ tool call {name}: {}\n", cut(input, TOOL_INPUT_CHARS)));
+                s.push_str(&format!(
+                    "→ tool call {name}: {}\n",
+                    cut(input, TOOL_INPUT_CHARS)
+                ));
             }
             Block::ToolResult {
                 content,
@@ -81,8 +83,15 @@ pub fn render_message(m: &Message) -> String {
                 images,
                 ..
             } => {
-                let tag = if *is_error { "tool error" } else { "tool result" };
-                s.push_str(&format!("← {tag}:\n{}\n", cut(content.trim_end(), TOOL_RESULT_CHARS)));
+                let tag = if *is_error {
+                    "tool error"
+                } else {
+                    "tool result"
+                };
+                s.push_str(&format!(
+                    "← {tag}:\n{}\n",
+                    cut(content.trim_end(), TOOL_RESULT_CHARS)
+                ));
                 for i in images {
                     s.push_str(&i.placeholder());
                     s.push('\n');
@@ -111,7 +120,8 @@ pub fn middle_out(text: &str, max_tokens: usize) -> String {
         let head: String = chars[..half].iter().collect();
         let tail: String = chars[chars.len() - half..].iter().collect();
         let omitted = total.saturating_sub(count_text(&head) + count_text(&tail));
-        let s = format!("{head}\n[… middle of this message omitted: about {omitted} tokens …]\n{tail}");
+        let s =
+            format!("{head}\n[… middle of this message omitted: about {omitted} tokens …]\n{tail}");
         if count_text(&s) <= max_tokens || keep == 0 {
             return s;
         }
@@ -121,9 +131,19 @@ pub fn middle_out(text: &str, max_tokens: usize) -> String {
 
 impl Llm {
     /// The user message for one request.
-    fn prompt(&self, input: &HeadInput<'_>, rules: &[String], prior: Option<&str>, transcript: &str) -> String {
+    fn prompt(
+        &self,
+        input: &HeadInput<'_>,
+        rules: &[String],
+        prior: Option<&str>,
+        transcript: &str,
+    ) -> String {
         let mut s = self.recipe.body.clone();
-        if let Some(extra) = self.instructions.as_deref().filter(|t| !t.trim().is_empty()) {
+        if let Some(extra) = self
+            .instructions
+            .as_deref()
+            .filter(|t| !t.trim().is_empty())
+        {
             s.push_str("\n\nAdditional instructions from the user:\n");
             s.push_str(extra.trim());
         }
@@ -164,7 +184,11 @@ impl Llm {
     }
 
     /// Split the head's transcript into chunks that each fit the budget.
-    fn chunks(&self, input: &HeadInput<'_>, rules: &[String]) -> Result<Vec<String>, StrategyError> {
+    fn chunks(
+        &self,
+        input: &HeadInput<'_>,
+        rules: &[String],
+    ) -> Result<Vec<String>, StrategyError> {
         let messages: Vec<&Message> = match &input.prior_summary {
             Some(_) => input.head.iter().skip(1).collect(),
             None => input.head.iter().collect(),
@@ -215,7 +239,9 @@ impl Llm {
     pub fn expect(&self, input: &HeadInput<'_>) -> Result<Estimate, StrategyError> {
         let rules = super::extractive::standing_rules(input.head);
         let chunks = self.chunks(input, &rules)?;
-        let summary = (self.max_summary_tokens as usize / 2).min(input.head_tokens / 4).max(200);
+        let summary = (self.max_summary_tokens as usize / 2)
+            .min(input.head_tokens / 4)
+            .max(200);
         let mut prompt_tokens = 0;
         let mut prior = input.prior_summary.clone();
         for c in &chunks {
@@ -227,7 +253,9 @@ impl Llm {
             requests: chunks.len(),
             prompt_tokens,
             summary_tokens: summary,
-            cost_usd: self.price.map(|p| cost(&p, prompt_tokens as u64, completion as u64)),
+            cost_usd: self
+                .price
+                .map(|p| cost(&p, prompt_tokens as u64, completion as u64)),
         })
     }
 }
@@ -282,11 +310,10 @@ impl Strategy for Llm {
             } else {
                 String::new()
             };
-            let done = self
-                .client
-                .complete(&req)
-                .await
-                .map_err(|e| StrategyError::Fail(format!("summary request{part} failed: {e}")))?;
+            let done =
+                self.client.complete(&req).await.map_err(|e| {
+                    StrategyError::Fail(format!("summary request{part} failed: {e}"))
+                })?;
             prompt_tokens += done.prompt_tokens;
             completion_tokens += done.completion_tokens;
             if !done.model.is_empty() {
@@ -305,7 +332,9 @@ impl Strategy for Llm {
                 _ => {}
             }
             if done.text.trim().is_empty() {
-                return Err(StrategyError::Fail(format!("the model returned an empty summary{part}")));
+                return Err(StrategyError::Fail(format!(
+                    "the model returned an empty summary{part}"
+                )));
             }
             prior = Some(done.text);
         }
@@ -315,7 +344,9 @@ impl Strategy for Llm {
             model: Some(model),
             prompt_tokens: Some(prompt_tokens),
             completion_tokens: Some(completion_tokens),
-            cost_usd: self.price.map(|p| cost(&p, prompt_tokens, completion_tokens)),
+            cost_usd: self
+                .price
+                .map(|p| cost(&p, prompt_tokens, completion_tokens)),
         }))
     }
 }

@@ -244,7 +244,7 @@ pub fn meta(conn: &Connection, path: &Path, id: &str) -> Result<Option<Conversat
 
 /// Everything agent-db needs of one conversation to plan and write its compaction.
 #[derive(Debug, Clone)]
-pub struct StoredConversation {
+pub struct KodeletRow {
     pub id: String,
     pub raw_messages: String,
     pub provider: String,
@@ -258,7 +258,7 @@ pub struct StoredConversation {
 }
 
 /// Load one conversation's full row.
-pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<StoredConversation> {
+pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
     let cols = check_schema(conn, path)?;
     let cwd = if cols.conversations_cwd {
         "cwd"
@@ -279,7 +279,7 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<StoredConversati
             };
             Ok((
                 raw,
-                StoredConversation {
+                KodeletRow {
                     id: lossy(r, 0)?.unwrap_or_default(),
                     raw_messages: String::new(),
                     provider: lossy(r, 2)?.unwrap_or_default(),
@@ -297,7 +297,10 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<StoredConversati
         .at(path)?;
     let (raw, mut conv) = row.ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })?;
     conv.raw_messages = raw.map_err(|at| {
-        Error::conversation(id, format!("raw_messages is not valid UTF-8 (byte {at}); agent-db will not touch it"))
+        Error::conversation(
+            id,
+            format!("raw_messages is not valid UTF-8 (byte {at}); agent-db will not touch it"),
+        )
     })?;
     Ok(conv)
 }

@@ -10,38 +10,19 @@
 //! not user activity, and the audit log records when it happened.
 
 use std::collections::{BTreeMap, HashSet};
+
 use std::path::Path;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::value::RawValue;
 
-use super::archive::{self, AuditEntry, Cell};
+use super::archive::{self, Cell};
 use super::kodelet_summaries::{first_message, message_count};
 use crate::error::{Result, SqlContext};
 use crate::message::{go_escape, Format};
-use crate::plan::{sha256_hex, VersionToken};
+use crate::plan::sha256_hex;
 
-/// A compaction ready to be written.
-#[derive(Debug, Clone)]
-pub struct Proposal {
-    pub id: String,
-    pub format: Format,
-    pub version: VersionToken,
-    pub raw_messages: String,
-    pub tokens_after: usize,
-    pub call_ids: HashSet<String>,
-    pub audit: AuditEntry,
-}
-
-/// The outcome of a write.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Written {
-    Committed {
-        compaction_id: i64,
-    },
-    /// The row changed (or vanished) since it was read; nothing was written.
-    Changed(String),
-}
+pub use super::{Proposal, Written};
 
 /// Replace the number after `"currentContextWindow":` keeping every other byte.
 pub fn splice_current_context(usage: &str, value: usize) -> Option<String> {

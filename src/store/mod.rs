@@ -342,11 +342,115 @@ impl Store {
     }
 }
 
+/// The version of a conversation as read: the writer compares it inside its transaction, and
+/// skips the conversation when it differs (a live agent wrote to it).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct VersionToken {
+    /// A store-specific marker (kodelet: `updated_at`).
+    pub updated_at: String,
+    /// sha256 of the conversation's stored history.
+    pub raw_sha256: String,
+}
+
+/// One conversation as loaded for planning, in a store-neutral shape.
+#[derive(Debug, Clone)]
+pub struct StoredConversation {
+    pub id: String,
+    /// The history the agent currently sends, as a JSON array of the store's message JSON.
+    pub raw_messages: String,
+    pub version: VersionToken,
+    /// Store positions of each message, for stores that append instead of rewriting (for
+    /// docker-agent: the loaded item-slice index); empty for kodelet.
+    pub slots: Vec<i64>,
+}
+
+impl StoredConversation {
+    /// A conversation whose version is its `updated_at` marker and the hash of its history.
+    pub fn new(
+        id: impl Into<String>,
+        raw_messages: impl Into<String>,
+        updated_at: impl Into<String>,
+    ) -> Self {
+        let raw_messages = raw_messages.into();
+        StoredConversation {
+            id: id.into(),
+            version: VersionToken {
+                updated_at: updated_at.into(),
+                raw_sha256: crate::plan::sha256_hex(&raw_messages),
+            },
+            raw_messages,
+            slots: Vec::new(),
+        }
+    }
+}
+
+/// A compaction ready to be written, in a store-neutral shape: each store's writer takes what
+/// it needs (kodelet rewrites `raw_messages`; an append-only store appends `summary` and points
+/// at `tail_start`).
+#[derive(Debug, Clone)]
+pub struct Proposal {
+    pub id: String,
+    pub format: crate::message::Format,
+    pub version: VersionToken,
+    /// The complete new history (kodelet's `raw_messages`).
+    pub raw_messages: String,
+    /// The summary text, when the strategy wrote one.
+    pub summary: Option<String>,
+    /// Index (in the loaded messages) of the first message kept verbatim.
+    pub tail_start: usize,
+    /// Index of the latest instruction put back after the summary, when the cut fell after it.
+    pub reinsert: Option<usize>,
+    /// The loaded [`StoredConversation::slots`].
+    pub slots: Vec<i64>,
+    pub tokens_after: usize,
+    pub call_ids: std::collections::HashSet<String>,
+    pub audit: archive::AuditEntry,
+}
+
+/// The outcome of a write.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Written {
+    Committed {
+        compaction_id: i64,
+    },
+    /// The conversation changed (or vanished) since it was read; nothing was written.
+    Changed(String),
+}
+
+impl StoreKind {
+    /// Whether the store can hold a rewritten head (the `prune` strategy), or only append.
+    pub fn rewrites_history(self) -> bool {
+        match self {
+            StoreKind::Kodelet => true,
+        }
+    }
+}
+
+/// Write one compaction in the store's own way, in one transaction.
+pub fn commit(
+    kind: StoreKind,
+    conn: &mut Connection,
+    path: &Path,
+    p: &Proposal,
+    now: &str,
+) -> Result<Written> {
+    match kind {
+        StoreKind::Kodelet => kodelet_write::commit(conn, path, p, now),
+    }
+}
+
 impl Store {
-    /// Load one conversation's full row.
-    pub fn load(&self, id: &str) -> Result<kodelet::StoredConversation> {
+    /// Load one conversation for planning.
+    pub fn load(&self, id: &str) -> Result<StoredConversation> {
         match self.kind {
-            StoreKind::Kodelet => kodelet::load(&self.conn, &self.path, id),
+            StoreKind::Kodelet => {
+                let row = kodelet::load(&self.conn, &self.path, id)?;
+                Ok(StoredConversation::new(
+                    row.id,
+                    row.raw_messages,
+                    row.updated_at,
+                ))
+            }
         }
     }
 }

@@ -1,11 +1,11 @@
 //! All integration tests build into one binary (faster to link, shared helpers).
 
+mod bad_inputs;
 mod common;
 mod crash;
-mod split_props;
-mod write_path;
+mod provider;
 mod read_side;
 mod roundtrip;
 mod selectors;
-mod provider;
-mod bad_inputs;
+mod split_props;
+mod write_path;

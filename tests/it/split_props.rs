@@ -11,38 +11,68 @@ use proptest::prelude::*;
 fn history() -> impl Strategy<Value = Vec<View>> {
     let step = (1usize..400, 0usize..4, 1usize..3000, any::<bool>());
     let turn = (1usize..300, prop::collection::vec(step, 0..8));
-    (prop::collection::vec(turn, 1..6), any::<bool>(), any::<bool>()).prop_map(|(turns, anthropic_style, dangling)| {
-        let mut v = Vec::new();
-        let mut next = 0usize;
-        for (utok, steps) in turns {
-            v.push(View { role: Some(Role::User), instruction: true, tokens: utok, ..Default::default() });
-            for (atok, ncalls, rtok, text_only) in steps {
-                let ids: Vec<String> = (0..if text_only { 0 } else { ncalls })
-                    .map(|_| {
-                        next += 1;
-                        format!("c{next}")
-                    })
-                    .collect();
-                v.push(View { role: Some(Role::Assistant), calls: ids.clone(), tokens: atok, ..Default::default() });
-                if ids.is_empty() {
-                    continue;
-                }
-                if anthropic_style {
-                    // All results in one user message (Anthropic).
-                    v.push(View { role: Some(Role::User), results: ids, tokens: rtok, ..Default::default() });
-                } else {
-                    for id in ids {
-                        v.push(View { role: Some(Role::Tool), results: vec![id], tokens: rtok, ..Default::default() });
+    (
+        prop::collection::vec(turn, 1..6),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(turns, anthropic_style, dangling)| {
+            let mut v = Vec::new();
+            let mut next = 0usize;
+            for (utok, steps) in turns {
+                v.push(View {
+                    role: Some(Role::User),
+                    instruction: true,
+                    tokens: utok,
+                    ..Default::default()
+                });
+                for (atok, ncalls, rtok, text_only) in steps {
+                    let ids: Vec<String> = (0..if text_only { 0 } else { ncalls })
+                        .map(|_| {
+                            next += 1;
+                            format!("c{next}")
+                        })
+                        .collect();
+                    v.push(View {
+                        role: Some(Role::Assistant),
+                        calls: ids.clone(),
+                        tokens: atok,
+                        ..Default::default()
+                    });
+                    if ids.is_empty() {
+                        continue;
+                    }
+                    if anthropic_style {
+                        // All results in one user message (Anthropic).
+                        v.push(View {
+                            role: Some(Role::User),
+                            results: ids,
+                            tokens: rtok,
+                            ..Default::default()
+                        });
+                    } else {
+                        for id in ids {
+                            v.push(View {
+                                role: Some(Role::Tool),
+                                results: vec![id],
+                                tokens: rtok,
+                                ..Default::default()
+                            });
+                        }
                     }
                 }
             }
-        }
-        if dangling {
-            next += 1;
-            v.push(View { role: Some(Role::Assistant), calls: vec![format!("c{next}")], tokens: 5, ..Default::default() });
-        }
-        v
-    })
+            if dangling {
+                next += 1;
+                v.push(View {
+                    role: Some(Role::Assistant),
+                    calls: vec![format!("c{next}")],
+                    tokens: 5,
+                    ..Default::default()
+                });
+            }
+            v
+        })
 }
 
 fn latest_instruction(v: &[View]) -> Option<usize> {

@@ -52,7 +52,11 @@ fn kodelet_first_message(raw: &str) -> String {
     };
     for m in v {
         if m["role"] == "user" {
-            if let Some(t) = m["content"].as_array().and_then(|a| a.first()).and_then(|f| f["text"].as_str()) {
+            if let Some(t) = m["content"]
+                .as_array()
+                .and_then(|a| a.first())
+                .and_then(|f| f["text"].as_str())
+            {
                 let b = t.as_bytes();
                 return if b.len() > 100 {
                     format!("{}...", String::from_utf8_lossy(&b[..97]))
@@ -75,17 +79,35 @@ fn compact_and_check(format: SynthFormat) {
     let env = Env::generated(30, 11, &[format]);
     let before_conv = rows(&env, "conversations");
     let before_sum = rows(&env, "conversation_summaries");
-    let other_tables: Vec<_> = ["schema_migrations", "steering_messages", "acp_session_updates"]
-        .iter()
-        .map(|t| (t.to_string(), env.dump(t)))
-        .collect();
+    let other_tables: Vec<_> = [
+        "schema_migrations",
+        "steering_messages",
+        "acp_session_updates",
+    ]
+    .iter()
+    .map(|t| (t.to_string(), env.dump(t)))
+    .collect();
 
     let mut cmd = env.cmd();
-    cmd.args(["compact", "--all-over", "0", "--idle", "0", "--keep-tokens", "3000", "--yes", "--json"]);
+    cmd.args([
+        "compact",
+        "--all-over",
+        "0",
+        "--idle",
+        "0",
+        "--keep-tokens",
+        "3000",
+        "--yes",
+        "--json",
+    ]);
     let (doc, code) = json(cmd);
     assert_eq!(code, 0, "{doc:#}");
     let compacted = ids_with_status(&doc, "compacted");
-    assert!(compacted.len() >= 10, "only {} compacted: {doc:#}", compacted.len());
+    assert!(
+        compacted.len() >= 10,
+        "only {} compacted: {doc:#}",
+        compacted.len()
+    );
 
     let after_conv = rows(&env, "conversations");
     let after_sum = rows(&env, "conversation_summaries");
@@ -94,11 +116,23 @@ fn compact_and_check(format: SynthFormat) {
         let after = &after_conv[id];
         if !compacted.contains(id) {
             assert_eq!(before, after, "untouched conversation {id} changed");
-            assert_eq!(before_sum[id], after_sum[id], "untouched summary {id} changed");
+            assert_eq!(
+                before_sum[id], after_sum[id],
+                "untouched summary {id} changed"
+            );
             continue;
         }
         // Columns agent-db never changes.
-        for col in ["id", "provider", "file_last_access", "summary", "created_at", "updated_at", "background_processes", "cwd"] {
+        for col in [
+            "id",
+            "provider",
+            "file_last_access",
+            "summary",
+            "created_at",
+            "updated_at",
+            "background_processes",
+            "cwd",
+        ] {
             assert_eq!(before[col], after[col], "{id}: column {col} changed");
         }
         let old_raw = before["raw_messages"].clone().unwrap();
@@ -108,22 +142,49 @@ fn compact_and_check(format: SynthFormat) {
         // then a suffix of the original.
         let old_el = elements(&old_raw);
         let new_el = elements(&new_raw);
-        let row = doc["conversations"].as_array().unwrap().iter().find(|r| r["id"] == id.as_str()).unwrap();
-        assert_eq!(row["messages_after"].as_u64().unwrap() as usize, new_el.len());
+        let row = doc["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id.as_str())
+            .unwrap();
+        assert_eq!(
+            row["messages_after"].as_u64().unwrap() as usize,
+            new_el.len()
+        );
         let mut k = 0;
         while k < new_el.len() - 1 && old_el[old_el.len() - 1 - k] == new_el[new_el.len() - 1 - k] {
             k += 1;
         }
         let extra = new_el.len() - k; // summary + optional reinserted instruction
-        assert!(extra == 1 || extra == 2, "{id}: {extra} new messages before the kept tail");
-        assert!(new_el[0].contains("[agent-db compaction summary]"), "{id}: no summary first");
+        assert!(
+            extra == 1 || extra == 2,
+            "{id}: {extra} new messages before the kept tail"
+        );
+        assert!(
+            new_el[0].contains("[agent-db compaction summary]"),
+            "{id}: no summary first"
+        );
         if extra == 2 {
-            assert!(old_el.contains(&new_el[1]), "{id}: reinserted instruction is not byte-identical");
+            assert!(
+                old_el.contains(&new_el[1]),
+                "{id}: reinserted instruction is not byte-identical"
+            );
         }
         // usage: only currentContextWindow changes.
-        let (ub, ua) = (before["usage"].clone().unwrap(), after["usage"].clone().unwrap());
-        assert_eq!(usage_without_current(&ub), usage_without_current(&ua), "{id}: usage changed beyond the window");
-        let cur: i64 = serde_json::from_str::<serde_json::Value>(&ua).unwrap()["currentContextWindow"].as_i64().unwrap();
+        let (ub, ua) = (
+            before["usage"].clone().unwrap(),
+            after["usage"].clone().unwrap(),
+        );
+        assert_eq!(
+            usage_without_current(&ub),
+            usage_without_current(&ua),
+            "{id}: usage changed beyond the window"
+        );
+        let cur: i64 = serde_json::from_str::<serde_json::Value>(&ua).unwrap()
+            ["currentContextWindow"]
+            .as_i64()
+            .unwrap();
         assert_eq!(cur as u64, row["tokens_after"].as_u64().unwrap());
         // tool_results: only entries whose call is gone are dropped, the others keep their bytes.
         if let (Some(tb), Some(ta)) = (&before["tool_results"], &after["tool_results"]) {
@@ -131,63 +192,123 @@ fn compact_and_check(format: SynthFormat) {
             let ma: BTreeMap<String, Box<RawValue>> = serde_json::from_str(ta).unwrap();
             for (k, v) in &ma {
                 assert_eq!(mb[k].get(), v.get(), "{id}: tool_results[{k}] changed");
-                assert!(new_raw.contains(k.as_str()), "{id}: tool_results keeps {k} whose call is gone");
+                assert!(
+                    new_raw.contains(k.as_str()),
+                    "{id}: tool_results keeps {k} whose call is gone"
+                );
             }
             for k in mb.keys() {
                 if new_raw.contains(&format!("\"{k}\"")) {
-                    assert!(ma.contains_key(k), "{id}: tool_results dropped {k} whose call is kept");
+                    assert!(
+                        ma.contains_key(k),
+                        "{id}: tool_results dropped {k} whose call is kept"
+                    );
                 }
             }
         }
         // metadata: identical, except the Codex window generation + 1.
         let (mb, ma) = (before["metadata"].clone(), after["metadata"].clone());
-        if mb.as_deref().is_some_and(|m| m.contains("codex_responses_window_generation")) {
-            let g = |m: &str| serde_json::from_str::<serde_json::Value>(m).unwrap()["codex_responses_window_generation"].as_i64().unwrap();
+        if mb
+            .as_deref()
+            .is_some_and(|m| m.contains("codex_responses_window_generation"))
+        {
+            let g = |m: &str| {
+                serde_json::from_str::<serde_json::Value>(m).unwrap()
+                    ["codex_responses_window_generation"]
+                    .as_i64()
+                    .unwrap()
+            };
             assert_eq!(g(ma.as_deref().unwrap()), g(mb.as_deref().unwrap()) + 1);
         } else {
             assert_eq!(mb, ma, "{id}: metadata changed");
         }
         // conversation_summaries follows kodelet's algorithm.
         let s = &after_sum[id];
-        assert_eq!(s["message_count"].as_deref().unwrap(), format!("Integer({})", new_raw.matches("\"role\"").count()));
-        assert_eq!(s["first_message"].as_deref().unwrap(), kodelet_first_message(&new_raw));
+        assert_eq!(
+            s["message_count"].as_deref().unwrap(),
+            format!("Integer({})", new_raw.matches("\"role\"").count())
+        );
+        assert_eq!(
+            s["first_message"].as_deref().unwrap(),
+            kodelet_first_message(&new_raw)
+        );
         assert_eq!(s["usage"], after["usage"]);
         assert_eq!(s["metadata"], after["metadata"]);
         for col in ["summary", "created_at", "updated_at", "provider", "cwd"] {
-            assert_eq!(s[col], before_sum[id][col], "{id}: summary column {col} changed");
+            assert_eq!(
+                s[col], before_sum[id][col],
+                "{id}: summary column {col} changed"
+            );
         }
     }
     for (t, before) in other_tables {
         assert_eq!(env.dump(&t), before, "table {t} changed");
     }
     let c = env.conn();
-    let ok: String = c.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    let ok: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(ok, "ok");
-    let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    let mode: String = c
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(mode, "wal");
-    let audit: i64 = c.query_row("SELECT COUNT(*) FROM agent_db_compactions", [], |r| r.get(0)).unwrap();
+    let audit: i64 = c
+        .query_row("SELECT COUNT(*) FROM agent_db_compactions", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
     assert_eq!(audit as usize, compacted.len());
     drop(c);
 
     // Restore every compaction: the agent's tables are back to their exact pre-image.
-    let out = env.cmd().args(["restore", "--all-since", "1h"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = env
+        .cmd()
+        .args(["restore", "--all-since", "1h"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(rows(&env, "conversations"), before_conv);
     assert_eq!(rows(&env, "conversation_summaries"), before_sum);
     // A second restore of the same compactions is refused.
     let one = &compacted[0];
     let out = env.cmd().args(["restore", one]).output().unwrap();
-    assert_eq!(out.status.code(), Some(5), "nothing left to restore is 'not found'");
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "nothing left to restore is 'not found'"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("no compaction to restore"));
     let first: i64 = env
         .conn()
-        .query_row("SELECT id FROM agent_db_compactions WHERE conversation_id = ?1", [one], |r| r.get(0))
+        .query_row(
+            "SELECT id FROM agent_db_compactions WHERE conversation_id = ?1",
+            [one],
+            |r| r.get(0),
+        )
         .unwrap();
     let before = env.files_hash();
-    let out = env.cmd().args(["restore", one, "--compaction", &first.to_string()]).output().unwrap();
-    assert_eq!(out.status.code(), Some(7), "restoring a restored compaction is refused");
+    let out = env
+        .cmd()
+        .args(["restore", one, "--compaction", &first.to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "restoring a restored compaction is refused"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("already restored"));
-    assert_eq!(env.files_hash(), before, "a refused restore wrote to the store");
+    assert_eq!(
+        env.files_hash(),
+        before,
+        "a refused restore wrote to the store"
+    );
 }
 
 #[test]
@@ -210,11 +331,25 @@ fn restore_refuses_a_changed_row_unless_forced() {
     let env = Env::generated(12, 5, &[]);
     let (doc, code) = json({
         let mut c = env.cmd();
-        c.args(["compact", "--all-over", "0", "--idle", "0", "--keep-tokens", "2000", "--yes", "--json", "--limit", "1"]);
+        c.args([
+            "compact",
+            "--all-over",
+            "0",
+            "--idle",
+            "0",
+            "--keep-tokens",
+            "2000",
+            "--yes",
+            "--json",
+            "--limit",
+            "1",
+        ]);
         c
     });
     assert_eq!(code, 0);
-    let id = ids_with_status(&doc, "compacted").pop().expect("one compacted");
+    let id = ids_with_status(&doc, "compacted")
+        .pop()
+        .expect("one compacted");
     let original: String = {
         let c = env.conn();
         c.query_row(
@@ -231,9 +366,20 @@ fn restore_refuses_a_changed_row_unless_forced() {
     let out = env.cmd().args(["restore", &id]).output().unwrap();
     assert_eq!(out.status.code(), Some(7));
     assert!(String::from_utf8_lossy(&out.stderr).contains("changed after this compaction"));
-    let out = env.cmd().args(["restore", &id, "--force"]).output().unwrap();
+    let out = env
+        .cmd()
+        .args(["restore", &id, "--force"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let now: String = env.conn().query_row("SELECT raw_messages FROM conversations WHERE id = ?1", [&id], |r| r.get(0)).unwrap();
+    let now: String = env
+        .conn()
+        .query_row(
+            "SELECT raw_messages FROM conversations WHERE id = ?1",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
     assert_eq!(now, original);
 }
 
@@ -244,7 +390,10 @@ fn tiny_store() -> Env {
     let usage = r#"{"inputTokens":1,"outputTokens":1,"cacheCreationInputTokens":0,"cacheReadInputTokens":0,"inputCost":0,"outputCost":0,"cacheCreationCost":0,"cacheReadCost":0,"currentContextWindow":190000,"maxContextWindow":200000}"#;
     let convs = [
         ("empty", "[]"),
-        ("one", r#"[{"content":[{"text":"hello","type":"text"}],"role":"user"}]"#),
+        (
+            "one",
+            r#"[{"content":[{"text":"hello","type":"text"}],"role":"user"}]"#,
+        ),
         (
             "small",
             r#"[{"content":[{"text":"list files","type":"text"}],"role":"user"},{"content":[{"id":"t1","input":{"command":"ls"},"name":"bash","type":"tool_use"}],"role":"assistant"},{"content":[{"tool_use_id":"t1","is_error":false,"content":[{"text":"a.txt","type":"text"}],"type":"tool_result"}],"role":"user"},{"content":[{"text":"One file.","type":"text"}],"role":"assistant"}]"#,
@@ -278,7 +427,10 @@ fn empty_one_message_and_small_conversations_are_no_ops_with_zero_writes() {
         .iter()
         .map(|r| {
             assert_eq!(r["status"], "skipped", "{r}");
-            (r["id"].as_str().unwrap().to_string(), r["detail"].as_str().unwrap().to_string())
+            (
+                r["id"].as_str().unwrap().to_string(),
+                r["detail"].as_str().unwrap().to_string(),
+            )
         })
         .collect();
     assert!(details["empty"].contains("empty"), "{details:?}");
@@ -291,12 +443,19 @@ fn empty_one_message_and_small_conversations_are_no_ops_with_zero_writes() {
 fn a_second_run_gets_the_lock_message_and_exit_code() {
     let env = tiny_store();
     let _held = agent_db::store::lock::acquire(&env.db).expect("first run holds the lock");
-    let out = env.cmd().args(["compact", "--all-over", "0.5", "--yes"]).output().unwrap();
+    let out = env
+        .cmd()
+        .args(["compact", "--all-over", "0.5", "--yes"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(6));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("locked by another agent-db run"), "{err}");
     // Read-only commands are not blocked.
-    env.cmd().args(["compact", "--all-over", "0.5", "--dry-run"]).assert().success();
+    env.cmd()
+        .args(["compact", "--all-over", "0.5", "--dry-run"])
+        .assert()
+        .success();
 }
 
 #[test]
@@ -304,18 +463,48 @@ fn prune_keeps_pairs_and_replaces_old_outputs() {
     let env = Env::generated(20, 3, &[]);
     let (doc, code) = json({
         let mut c = env.cmd();
-        c.args(["compact", "--all-over", "0", "--idle", "0", "--strategy", "prune", "--keep-tokens", "2000", "--yes", "--json"]);
+        c.args([
+            "compact",
+            "--all-over",
+            "0",
+            "--idle",
+            "0",
+            "--strategy",
+            "prune",
+            "--keep-tokens",
+            "2000",
+            "--yes",
+            "--json",
+        ]);
         c
     });
     assert_eq!(code, 0, "{doc:#}");
     let done = ids_with_status(&doc, "compacted");
     assert!(!done.is_empty());
     for id in done {
-        let raw: String = env.conn().query_row("SELECT raw_messages FROM conversations WHERE id = ?1", [&id], |r| r.get(0)).unwrap();
-        assert!(raw.contains("[agent-db pruned this "), "{id}: no placeholder");
+        let raw: String = env
+            .conn()
+            .query_row(
+                "SELECT raw_messages FROM conversations WHERE id = ?1",
+                [&id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(
+            raw.contains("[agent-db pruned this "),
+            "{id}: no placeholder"
+        );
         assert!(!raw.contains("[agent-db compaction summary]"));
-        let row = doc["conversations"].as_array().unwrap().iter().find(|r| r["id"] == id.as_str()).unwrap();
-        assert_eq!(row["messages_before"], row["messages_after"], "prune keeps every message");
+        let row = doc["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id.as_str())
+            .unwrap();
+        assert_eq!(
+            row["messages_before"], row["messages_after"],
+            "prune keeps every message"
+        );
     }
 }
 
@@ -329,10 +518,21 @@ fn a_live_writer_between_plan_and_write_wins() {
     use agent_db::store::{Access, Store};
 
     let env = Env::generated(10, 21, &[]);
-    let id = env.ids("SELECT id FROM conversations ORDER BY length(raw_messages) DESC LIMIT 1").remove(0);
+    let id = env
+        .ids("SELECT id FROM conversations ORDER BY length(raw_messages) DESC LIMIT 1")
+        .remove(0);
     let store = Store::open(&env.db, Access::Read).unwrap();
     let meta = store.meta(&id).unwrap();
-    let p = plan::plan(&store, meta, Reason::Manual, &PlanOptions { keep_tokens: Some(2000), context_limit: None }).unwrap();
+    let p = plan::plan(
+        &store,
+        meta,
+        Reason::Manual,
+        &PlanOptions {
+            keep_tokens: Some(2000),
+            context_limit: None,
+        },
+    )
+    .unwrap();
     let now = agent_db::gotime::parse(crate::common::NOW).unwrap();
     let rewrite = tokio::runtime::Runtime::new().unwrap().block_on(async {
         let input = HeadInput::new(&p, now);
@@ -355,6 +555,10 @@ fn a_live_writer_between_plan_and_write_wins() {
         format: p.loaded.format,
         version: p.loaded.version.clone(),
         raw_messages: new.raw_messages.clone(),
+        summary: new.summary.clone(),
+        tail_start: p.split().unwrap().cut,
+        reinsert: p.split().unwrap().reinsert,
+        slots: p.loaded.row.slots.clone(),
         tokens_after: new.tokens,
         call_ids: new.call_ids.clone(),
         audit: AuditEntry {
@@ -374,11 +578,32 @@ fn a_live_writer_between_plan_and_write_wins() {
     let mut conn = agent_db::store::connect(&env.db, Access::Write).unwrap();
     agent_db::store::agent_tables::migrate(&mut conn).unwrap();
     let written = commit(&mut conn, &env.db, &proposal, "2026-11-01T12:00:02Z").unwrap();
-    assert!(matches!(written, Written::Changed(ref why) if why.contains("changed since read")), "{written:?}");
-    let now_raw: String = env.conn().query_row("SELECT raw_messages FROM conversations WHERE id = ?1", [&id], |r| r.get(0)).unwrap();
-    assert_eq!(now_raw, appended, "the live writer's content was overwritten");
-    let audit: i64 = env.conn().query_row("SELECT COUNT(*) FROM agent_db_compactions", [], |r| r.get(0)).unwrap();
+    assert!(
+        matches!(written, Written::Changed(ref why) if why.contains("changed since read")),
+        "{written:?}"
+    );
+    let now_raw: String = env
+        .conn()
+        .query_row(
+            "SELECT raw_messages FROM conversations WHERE id = ?1",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        now_raw, appended,
+        "the live writer's content was overwritten"
+    );
+    let audit: i64 = env
+        .conn()
+        .query_row("SELECT COUNT(*) FROM agent_db_compactions", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
     assert_eq!(audit, 0);
-    let archived: i64 = env.conn().query_row("SELECT COUNT(*) FROM agent_db_archive", [], |r| r.get(0)).unwrap();
+    let archived: i64 = env
+        .conn()
+        .query_row("SELECT COUNT(*) FROM agent_db_archive", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(archived, 0);
 }

@@ -6,8 +6,8 @@ use crate::compact::{summary_body, HeadInput};
 use crate::message::Format;
 use crate::plan::{plan_loaded, Plan, PlanOptions};
 use crate::select::Reason;
-use crate::store::kodelet::StoredConversation;
 use crate::store::ConversationMeta;
+use crate::store::StoredConversation;
 use chrono::{DateTime, FixedOffset};
 use serde_json::json;
 use serde_json::Value;
@@ -138,18 +138,7 @@ impl Conv {
         };
         let created = "2026-10-30 10:00:00.000000000 +0000 UTC".to_string();
         let usage = r#"{"currentContextWindow":1000,"maxContextWindow":200000}"#.to_string();
-        let row = StoredConversation {
-            id: "conv-1".into(),
-            raw_messages: self.raw(),
-            provider: provider.into(),
-            usage: usage.clone(),
-            name: None,
-            created_at: created.clone(),
-            updated_at: created.clone(),
-            metadata: metadata.clone(),
-            tool_results: None,
-            cwd: None,
-        };
+        let row = StoredConversation::new("conv-1", self.raw(), "2026-11-01 10:00:00 +0000 UTC");
         let meta = ConversationMeta::from_columns(
             "conv-1".into(),
             provider.into(),
