@@ -89,11 +89,7 @@ pub async fn discover(dirs: &[PathBuf], timeout: Duration, fail_open: bool) -> H
     };
     let mut seen = std::collections::HashSet::new();
     for d in dirs {
-        let Ok(entries) = std::fs::read_dir(d) else {
-            continue;
-        };
-        let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-        paths.sort();
+        let paths = crate::util::sorted_entries(d);
         for p in paths {
             let name = p
                 .file_name()

@@ -24,6 +24,7 @@ pub mod split;
 pub mod store;
 pub mod synth;
 pub mod tokens;
+pub mod util;
 
 pub use error::{Error, Result};
 

@@ -148,11 +148,7 @@ pub fn list(dirs: &[PathBuf]) -> Vec<Result<Recipe>> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for d in dirs {
-        let Ok(entries) = std::fs::read_dir(d) else {
-            continue;
-        };
-        let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-        paths.sort();
+        let paths = crate::util::sorted_entries(d);
         for p in paths
             .into_iter()
             .filter(|p| p.extension().is_some_and(|e| e == "md"))
