@@ -6,11 +6,13 @@
 //!   file name. `<exe> hook` prints the events it handles, one per line.
 //! - `<exe> run` gets the JSON payload on stdin and answers with JSON on stdout. It runs
 //!   directly (never through a shell), in the conversation's working directory when that is
-//!   known and exists, and is killed (with its process group) after the timeout.
+//!   known and exists, and is killed (with its process group) after the timeout. Hooks get
+//!   agent-db's environment without the summarizer API keys.
 //! - `before_compaction`: `{"decision":"block","reason":..}` or exit code 2 (reason on stderr)
 //!   blocks; `{"summary":".."}` supplies the summary (the first non-empty one in discovery
 //!   order wins; the strategy is skipped); `{}` or empty output allows. kodelet-style actions:
 //!   `{"action":"compact"|"continue"|"allow"}` allow, `{"action":"skip"|"block"|"stop"}` block.
+//!   kodelet's `{"blocked": true, "reason": ..}` blocks too.
 //!   A hook that crashes, times out or prints invalid JSON blocks (fail closed) unless
 //!   `hooks.fail_open` is set. Block wins over any summary.
 //! - `after_compaction` runs after the commit; its output is ignored and a failure is only a
@@ -99,8 +101,9 @@ pub async fn discover(dirs: &[PathBuf], timeout: Duration, fail_open: bool) -> H
             if name.starts_with('.') || p.is_dir() {
                 continue;
             }
+            // Absolute, so the hook still starts after changing into a conversation's directory.
             let canonical = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
-            if !seen.insert(canonical) {
+            if !seen.insert(canonical.clone()) {
                 continue;
             }
             if !is_executable(&p) {
@@ -110,7 +113,7 @@ pub async fn discover(dirs: &[PathBuf], timeout: Duration, fail_open: bool) -> H
                 });
                 continue;
             }
-            match run(&p, &["hook"], None, None, timeout).await {
+            match run(&canonical, &["hook"], None, None, timeout).await {
                 Ok(out) if out.code == Some(0) => {
                     let events: Vec<String> = out
                         .stdout
@@ -126,7 +129,7 @@ pub async fn discover(dirs: &[PathBuf], timeout: Duration, fail_open: bool) -> H
                     } else {
                         hooks.hooks.push(Hook {
                             name,
-                            path: p,
+                            path: canonical,
                             events,
                         });
                     }
@@ -181,6 +184,10 @@ async fn run(
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
+    // Hooks get agent-db's environment, minus the summarizer's API keys.
+    for k in ["AGENT_DB_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
+        cmd.env_remove(k);
+    }
     if let Some(d) = cwd {
         cmd.current_dir(d);
     }
@@ -254,6 +261,13 @@ fn decide(hook: &str, out: &Output) -> Result<Verdict, String> {
         .and_then(|r| r.as_str())
         .unwrap_or("no reason given")
         .to_string();
+    if obj.get("blocked").and_then(|b| b.as_bool()) == Some(true) {
+        // kodelet's own hook answer for "do not proceed".
+        return Ok(Verdict::Block {
+            hook: hook.into(),
+            reason,
+        });
+    }
     let decision = obj.get("decision").and_then(|d| d.as_str());
     let action = obj.get("action").and_then(|d| d.as_str());
     match (decision, action) {

@@ -408,7 +408,10 @@ async fn compact_one(
     if dry_run {
         return finish(row, Status::Planned);
     }
+    let from_hook = strategy_name.starts_with("hook:");
     let (summary_sha, model) = match &rewrite {
+        // A hook's summary was written by no model, whatever the configured strategy.
+        Rewrite::Summary(s) if from_hook => (plan::sha256_hex(&s.text), None),
         Rewrite::Summary(s) => (
             plan::sha256_hex(&s.text),
             s.model
@@ -418,6 +421,11 @@ async fn compact_one(
         Rewrite::PrunedHead(_) => (String::new(), None),
     };
     let mut details = details.clone();
+    if let (true, Some(obj)) = (from_hook, details.as_object_mut()) {
+        // The strategy's recipe and instructions were not used.
+        obj.remove("recipe");
+        obj.remove("instructions_sha256");
+    }
     if let (Some(obj), Rewrite::Summary(sm)) = (details.as_object_mut(), &rewrite) {
         if let Some(c) = sm.cost_usd {
             obj.insert("cost_usd".into(), c.into());

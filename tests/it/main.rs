@@ -3,6 +3,7 @@
 mod bad_inputs;
 mod common;
 mod crash;
+mod hooks;
 mod provider;
 mod read_side;
 mod roundtrip;
