@@ -11,7 +11,9 @@ import sys
 
 def main() -> None:
     store, out = sys.argv[1], sys.argv[2]
-    con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    # immutable: read-only without creating -wal/-shm files (a read-only connection in WAL mode
+    # would create them and leave them behind); nothing writes the store during the benchmark.
+    con = sqlite3.connect(f"file:{store}?mode=ro&immutable=1", uri=True)
     entries = 0
     total = 0
     with open(out, "wb") as f:

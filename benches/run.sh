@@ -3,7 +3,10 @@
 #
 #   a. `agent-db list --all-over 0.7 --idle 0 --json` against the sqlite3 CLI running the
 #      equivalent query (same rows, same fields, as JSON) and a naive query on
-#      conversations.usage; checks that the outputs hold the same rows.
+#      conversations.usage; checks that the outputs hold the same rows. Warm page cache, at
+#      --all-over 0.7 and at a low threshold that selects rows at the generated scale.
+#  a2. the same list, cold page cache (first store), with the bare listing query and a
+#      summaries-driven variant of it for comparison.
 #   b. peak RSS of that list command and of `compact --all-over 0.7 --idle 0 --dry-run --json`
 #      on every store size (it must not grow with the store).
 #   c. o200k_base token counting: agent_db::tokens::count_text (examples/count_tokens.rs)
@@ -45,6 +48,7 @@ TOKEN_RUNS=${BENCH_TOKEN_RUNS:-3}
 # selects ~2% at scale 1) exercises the "selected" path of list and the planning of compact.
 THRESHOLDS=(0.7 ${BENCH_LOW_THRESHOLD:-0.2})
 RESULTS="$OUT/results.txt"
+rm -rf "$OUT/raw" # per-run outputs; stores, venv and the vocabulary cache are kept
 mkdir -p "$OUT"/{bin,stores,sql,raw,tiktoken-cache}
 
 log() { printf '\n== %s\n' "$*" >&2; }

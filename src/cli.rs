@@ -15,8 +15,9 @@ Examples:
   agent-db show 3f2a... --json                 one conversation as provider-neutral JSON
 
 The store is --db PATH, else $AGENT_DB_PATH, else kodelet's $KODELET_BASE_PATH/storage.db or
-~/.kodelet/storage.db. Exit codes: 0 ok, 1 some conversations failed, 2 usage, 3 config,
-4 store unusable, 5 conversation not found or unreadable, 6 store locked, 7 restore refused.";
+~/.kodelet/storage.db, else docker-agent's ~/.cagent/session.db.
+Exit codes: 0 ok, 1 some conversations failed, 2 usage, 3 config, 4 store unusable,
+5 not found or unreadable, 6 store locked, 7 restore refused.";
 
 #[derive(Debug, Parser)]
 #[command(

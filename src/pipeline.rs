@@ -41,14 +41,18 @@ pub struct RunOptions {
     pub max_cost: Option<f64>,
     /// Hooks to run (none in a dry run).
     pub hooks: Option<Arc<Hooks>>,
+    /// Keep every row for the returned report. Callers that stream rows as they finish (a
+    /// JSON report) turn this off so memory stays flat however many conversations run.
+    pub collect_rows: bool,
 }
 
 /// Progress, for the CLI's progress bar.
 pub enum Event<'a> {
     /// A conversation's compaction started (it is in flight).
     Started,
-    /// A conversation is done (compacted, skipped or failed).
-    Finished(&'a Row),
+    /// A conversation is done (compacted, skipped or failed); `seq` is its position in the
+    /// selection, starting at 1 and without gaps.
+    Finished { seq: usize, row: &'a Row },
 }
 
 enum Msg {
@@ -113,7 +117,7 @@ fn selection_row(o: Outcome) -> std::result::Result<Selected, Box<Row>> {
 
 /// The outcome of a run.
 pub struct RunReport {
-    /// One row per conversation, in selection order.
+    /// One row per conversation, in selection order (empty unless `collect_rows`).
     pub rows: Vec<Row>,
     /// `--max-cost` was reached and later conversations were not started.
     pub stopped_by_max_cost: bool,
@@ -211,6 +215,7 @@ pub fn run(
     };
 
     let mut rows: Vec<(usize, Row)> = Vec::new();
+    let collect = opts.collect_rows;
     let spent = Arc::new(std::sync::Mutex::new(0.0f64));
     let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
     runtime.block_on(async {
@@ -285,8 +290,10 @@ pub fn run(
             match msg {
                 Msg::Started => on_event(Event::Started),
                 Msg::Done(seq, row) => {
-                    on_event(Event::Finished(&row));
-                    rows.push((seq, *row));
+                    on_event(Event::Finished { seq, row: &row });
+                    if collect {
+                        rows.push((seq, *row));
+                    }
                 }
             }
         }

@@ -135,6 +135,15 @@ pub fn plan(
     opts: &PlanOptions,
 ) -> Result<Plan> {
     let row = store.load(&meta.id)?;
+    if !store.can_keep_tail()? {
+        // The store cannot express a kept tail (docker-agent before migration 21): the summary
+        // covers the whole history, as the agent's own compaction does there.
+        let opts = PlanOptions {
+            keep_tokens: Some(0),
+            ..opts.clone()
+        };
+        return plan_loaded(row, meta, reason, &opts);
+    }
     plan_loaded(row, meta, reason, opts)
 }
 

@@ -78,7 +78,9 @@ impl Conv {
         self.next_id += 1;
         match self.format {
             Format::Anthropic => format!("toolu_01{:08x}", self.next_id * 7919),
-            Format::OpenAiChat => format!("call_{:08x}", self.next_id * 104_729),
+            Format::OpenAiChat | Format::DockerAgent => {
+                format!("call_{:08x}", self.next_id * 104_729)
+            }
             Format::OpenAiResponses => format!("call_r{:06}", self.next_id),
         }
     }
@@ -87,7 +89,7 @@ impl Conv {
         self.chars += text.len();
         self.msgs.push(match self.format {
             Format::Anthropic => json!({"content":[{"text":text,"type":"text"}],"role":"user"}),
-            Format::OpenAiChat => json!({"role":"user","content":text}),
+            Format::OpenAiChat | Format::DockerAgent => json!({"role":"user","content":text}),
             Format::OpenAiResponses => json!({"type":"message","role":"user","content":text}),
         });
     }
@@ -113,7 +115,7 @@ impl Conv {
                 self.msgs
                     .push(json!({"content":content,"role":"assistant"}));
             }
-            Format::OpenAiChat => {
+            Format::OpenAiChat | Format::DockerAgent => {
                 let mut m = json!({"role":"assistant"});
                 if !text.is_empty() {
                     m["content"] = json!(text);
@@ -163,7 +165,7 @@ impl Conv {
                     .collect();
                 self.msgs.push(json!({"content":content,"role":"user"}));
             }
-            Format::OpenAiChat => {
+            Format::OpenAiChat | Format::DockerAgent => {
                 for (id, c, _) in results {
                     self.msgs
                         .push(json!({"role":"tool","content":c,"tool_call_id":id}));
@@ -186,7 +188,7 @@ impl Conv {
 fn plan_of(format: Format, raw: String, keep_tokens: usize) -> Plan {
     let (provider, metadata) = match format {
         Format::Anthropic => ("anthropic", None),
-        Format::OpenAiChat => (
+        Format::OpenAiChat | Format::DockerAgent => (
             "openai",
             Some(r#"{"api_mode":"chat_completions","model":"gpt-4.1"}"#.to_string()),
         ),

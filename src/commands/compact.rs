@@ -83,6 +83,8 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
             context_limit: args.select.context_limit,
         },
         dry_run: args.dry_run,
+        // The table needs every row; a JSON report streams them.
+        collect_rows: !args.json,
         concurrency: settings.concurrency,
         details,
         max_cost: settings.max_cost,
@@ -92,42 +94,43 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
     let path = store.path.clone();
     let kind = store.kind.name();
     drop(store);
+    let mut totals = Totals::default();
+    // A JSON report streams: rows are written in selection order as soon as every earlier row
+    // is done, so memory stays flat however many conversations the run covers.
+    let mut json = if args.json {
+        Some(JsonReport::start(&path, kind, args.dry_run)?)
+    } else {
+        None
+    };
+    let mut write_error: Option<std::io::Error> = None;
     let run = pipeline::run(&path, &selector, strategy, &opts, now, &mut |e| {
+        if let Event::Finished { seq, row } = &e {
+            totals += *row;
+            for h in row.hooks.iter().filter(|h| h.decision == "error") {
+                eprintln!(
+                    "agent-db: warning: {} hook {} failed for {} (the compaction stands): {}",
+                    h.event,
+                    h.hook,
+                    row.id,
+                    h.detail.as_deref().unwrap_or("")
+                );
+            }
+            if let (Some(j), None) = (json.as_mut(), write_error.as_ref()) {
+                if let Err(err) = j.row(*seq, row) {
+                    write_error = Some(err);
+                }
+            }
+        }
         progress.event(e)
     })?;
     progress.finish();
+    totals.stopped_by_max_cost = run.stopped_by_max_cost;
+    if let Some(err) = write_error {
+        return Err(err.into());
+    }
     let rows = run.rows;
-    let mut totals = Totals {
-        stopped_by_max_cost: run.stopped_by_max_cost,
-        ..Totals::default()
-    };
-    for r in &rows {
-        for h in r.hooks.iter().filter(|h| h.decision == "error") {
-            eprintln!(
-                "agent-db: warning: {} hook {} failed for {} (the compaction stands): {}",
-                h.event,
-                h.hook,
-                r.id,
-                h.detail.as_deref().unwrap_or("")
-            );
-        }
-    }
-    for r in &rows {
-        totals += r;
-    }
-    if args.json {
-        let doc = serde_json::json!({
-            "version": super::list::JSON_VERSION,
-            "command": "compact",
-            "dry_run": args.dry_run,
-            "store": {"path": path.display().to_string(), "kind": kind},
-            "conversations": rows,
-            "totals": totals,
-        });
-        output::out(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&doc).unwrap_or_default()
-        ))?;
+    if let Some(j) = json {
+        j.finish(&totals)?;
     } else {
         render(ui, &rows, &totals, args.dry_run)?;
         if !args.dry_run && totals.compacted > 0 {
@@ -221,7 +224,7 @@ impl Progress {
                 self.in_flight.set(self.in_flight.get() + 1);
                 self.redraw();
             }
-            Event::Finished(r) => self.row(r),
+            Event::Finished { row, .. } => self.row(row),
         }
     }
 
@@ -360,4 +363,51 @@ pub fn render(ui: &Ui, rows: &[Row], totals: &Totals, dry_run: bool) -> std::io:
         output::out("--max-cost was reached: the remaining conversations were not started\n")?;
     }
     Ok(())
+}
+
+/// The `compact --json` document, written as it goes (docs/json-output.md).
+struct JsonReport {
+    out: std::io::BufWriter<std::io::Stdout>,
+    next: usize,
+    pending: std::collections::BTreeMap<usize, Row>,
+    first: bool,
+}
+
+impl JsonReport {
+    fn start(path: &std::path::Path, kind: &str, dry_run: bool) -> std::io::Result<JsonReport> {
+        let mut out = std::io::BufWriter::new(std::io::stdout());
+        let store = serde_json::json!({"path": path.display().to_string(), "kind": kind});
+        write!(
+            out,
+            "{{\"version\":{},\"command\":\"compact\",\"dry_run\":{dry_run},\"store\":{store},\"conversations\":[",
+            super::list::JSON_VERSION
+        )?;
+        Ok(JsonReport {
+            out,
+            next: 1,
+            pending: Default::default(),
+            first: true,
+        })
+    }
+
+    /// Queue row `seq`; write every row whose turn has come.
+    fn row(&mut self, seq: usize, row: &Row) -> std::io::Result<()> {
+        self.pending.insert(seq, row.clone());
+        while let Some(r) = self.pending.remove(&self.next) {
+            let sep = if self.first { "\n" } else { ",\n" };
+            self.first = false;
+            write!(self.out, "{sep}{}", serde_json::to_string(&r).unwrap_or_default())?;
+            self.next += 1;
+        }
+        self.out.flush()
+    }
+
+    fn finish(mut self, totals: &Totals) -> std::io::Result<()> {
+        writeln!(
+            self.out,
+            "\n],\"totals\":{}}}",
+            serde_json::to_string(totals).unwrap_or_default()
+        )?;
+        self.out.flush()
+    }
 }

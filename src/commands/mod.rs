@@ -41,6 +41,12 @@ impl From<std::io::Error> for Failure {
 pub type CmdResult = Result<i32, Failure>;
 
 pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
+    // docker-agent stores do not record context limits: give the store layer the effective
+    // `[context_limits]` (including --config). A broken config file is reported by the
+    // commands that need it (compact, config), not by read-only ones.
+    if let Ok(s) = agent_db::config::load(&settings::overrides(cli.config.clone(), None)) {
+        agent_db::store::docker_agent::set_context_limits(s.context_limits);
+    }
     match cli.command {
         Command::Init => {
             let path = cli.db.ok_or_else(|| {

@@ -1,5 +1,5 @@
 //! The provider-neutral message model, and the codecs for each live kodelet `raw_messages`
-//! format (stores.md §1.5).
+//! format (stores.md §1.5) and for docker-agent's `chat.Message` (stores.md §2.4).
 //!
 //! Every decoded [`Message`] keeps its original JSON bytes (`raw`). A message agent-db does not
 //! change is written back from those bytes, so it stays byte-identical; only new messages (a
@@ -7,6 +7,7 @@
 //! Nothing here touches SQLite or the terminal.
 
 pub mod anthropic;
+pub mod docker_agent;
 pub mod image;
 pub mod openai_chat;
 pub mod responses;
@@ -26,6 +27,8 @@ pub enum Format {
     OpenAiChat,
     /// `provider=openai` with `api_mode=responses`, or legacy `provider=openai-responses`.
     OpenAiResponses,
+    /// docker-agent's `chat.Message` JSON (`session_items.message_json`), any model.
+    DockerAgent,
 }
 
 impl Format {
@@ -34,6 +37,7 @@ impl Format {
             Format::Anthropic => "anthropic",
             Format::OpenAiChat => "openai-chat",
             Format::OpenAiResponses => "openai-responses",
+            Format::DockerAgent => "docker-agent",
         }
     }
 
@@ -44,6 +48,7 @@ impl Format {
             ("anthropic", _) => Ok(Format::Anthropic),
             ("openai", Some("responses")) | ("openai-responses", _) => Ok(Format::OpenAiResponses),
             ("openai", None | Some("chat_completions") | Some("")) => Ok(Format::OpenAiChat),
+            ("docker-agent", _) => Ok(Format::DockerAgent),
             ("openai", Some(other)) => Err(format!("unsupported openai api_mode {other:?}")),
             ("google", _) => Err(
                 "provider google is unsupported: kodelet removed it (2026-04) and no longer loads these rows"
@@ -55,7 +60,8 @@ impl Format {
 
     /// Whether token counts for this format are exact (o200k_base) or estimated.
     pub fn tokens_exact(self) -> bool {
-        !matches!(self, Format::Anthropic)
+        // docker-agent sessions may run any model, so their counts are o200k_base estimates.
+        !matches!(self, Format::Anthropic | Format::DockerAgent)
     }
 }
 
@@ -210,6 +216,7 @@ pub fn decode(format: Format, raw: &RawValue) -> Result<Message, String> {
         Format::Anthropic => anthropic::decode(raw),
         Format::OpenAiChat => openai_chat::decode(raw),
         Format::OpenAiResponses => responses::decode(raw),
+        Format::DockerAgent => docker_agent::decode(raw),
     }
 }
 
@@ -220,7 +227,9 @@ pub fn user_text_message(format: Format, text: &str) -> Box<RawValue> {
         Format::Anthropic => {
             serde_json::json!({"content":[{"text": text, "type":"text"}],"role":"user"})
         }
-        Format::OpenAiChat => serde_json::json!({"role":"user","content": text}),
+        Format::OpenAiChat | Format::DockerAgent => {
+            serde_json::json!({"role":"user","content": text})
+        }
         Format::OpenAiResponses => {
             serde_json::json!({"type":"message","role":"user","content": text})
         }
@@ -241,6 +250,7 @@ pub fn prune_message(
         Format::Anthropic => anthropic::prune(&mut value, placeholder, elide_images),
         Format::OpenAiChat => openai_chat::prune(&mut value, placeholder, elide_images),
         Format::OpenAiResponses => responses::prune(&mut value, placeholder),
+        Format::DockerAgent => docker_agent::prune(&mut value, placeholder, elide_images),
     };
     changed.then(|| to_raw(&value))
 }
@@ -317,6 +327,10 @@ mod tests {
         assert!(Format::detect("google", None)
             .unwrap_err()
             .contains("google"));
+        assert_eq!(
+            Format::detect("docker-agent", None),
+            Ok(Format::DockerAgent)
+        );
         assert!(Format::detect("mistral", None)
             .unwrap_err()
             .contains("unknown provider"));

@@ -8,6 +8,7 @@
 
 pub mod agent_tables;
 pub mod archive;
+pub mod docker_agent;
 pub mod kodelet;
 pub mod kodelet_summaries;
 pub mod kodelet_write;
@@ -25,12 +26,14 @@ use crate::error::{Error, Result, SqlContext};
 #[serde(rename_all = "kebab-case")]
 pub enum StoreKind {
     Kodelet,
+    DockerAgent,
 }
 
 impl StoreKind {
     pub fn name(self) -> &'static str {
         match self {
             StoreKind::Kodelet => "kodelet",
+            StoreKind::DockerAgent => "docker-agent",
         }
     }
 }
@@ -71,13 +74,34 @@ pub fn resolve_path(explicit: Option<&Path>) -> Result<Resolved> {
         Some(base) if !base.is_empty() => PathBuf::from(base).join("storage.db"),
         _ => home_dir().join(".kodelet").join("storage.db"),
     };
-    if kodelet.is_file() {
-        return Ok(Resolved {
-            path: kodelet,
-            how: "kodelet default",
-        });
+    let docker_agent = home_dir().join(".cagent").join("session.db");
+    match (kodelet.is_file(), docker_agent.is_file()) {
+        (true, true) => {
+            return Err(Error::AmbiguousStore {
+                path: kodelet.clone(),
+                detail: format!(
+                    "two conversation stores found: {} (kodelet) and {} (docker-agent); choose one with --db PATH",
+                    kodelet.display(),
+                    docker_agent.display()
+                ),
+            })
+        }
+        (true, false) => {
+            return Ok(Resolved {
+                path: kodelet,
+                how: "kodelet default",
+            })
+        }
+        (false, true) => {
+            return Ok(Resolved {
+                path: docker_agent,
+                how: "docker-agent default",
+            })
+        }
+        (false, false) => {}
     }
     looked.push(format!("{} (kodelet)", kodelet.display()));
+    looked.push(format!("{} (docker-agent)", docker_agent.display()));
     looked.insert(0, "--db / AGENT_DB_PATH (not set)".to_string());
     Err(Error::StoreNotFound { looked })
 }
@@ -170,13 +194,17 @@ impl Store {
         {
             kodelet::check_schema(&conn, path)?;
             StoreKind::Kodelet
+        } else if has("sessions") && has("session_items") && has("migrations") {
+            docker_agent::check_schema(&conn, path)?;
+            StoreKind::DockerAgent
         } else {
             let detail = if tables.is_empty() {
                 "the database is empty".to_string()
             } else {
                 let shown: Vec<_> = tables.iter().take(8).cloned().collect();
                 format!(
-                    "expected kodelet's conversations, conversation_summaries and schema_migrations tables; found: {}",
+                    "expected kodelet's conversations, conversation_summaries and schema_migrations tables, \
+                     or docker-agent's sessions, session_items and migrations tables; found: {}",
                     shown.join(", ")
                 )
             };
@@ -330,6 +358,7 @@ impl Store {
     pub fn scan(&self, f: impl FnMut(ConversationMeta) -> bool) -> Result<()> {
         match self.kind {
             StoreKind::Kodelet => kodelet::scan(&self.conn, &self.path, f),
+            StoreKind::DockerAgent => docker_agent::scan(&self.conn, &self.path, f),
         }
     }
 
@@ -337,6 +366,8 @@ impl Store {
     pub fn meta(&self, id: &str) -> Result<ConversationMeta> {
         match self.kind {
             StoreKind::Kodelet => kodelet::meta(&self.conn, &self.path, id)?
+                .ok_or_else(|| Error::ConversationNotFound { id: id.to_string() }),
+            StoreKind::DockerAgent => docker_agent::meta(&self.conn, &self.path, id)?
                 .ok_or_else(|| Error::ConversationNotFound { id: id.to_string() }),
         }
     }
@@ -422,6 +453,7 @@ impl StoreKind {
     pub fn rewrites_history(self) -> bool {
         match self {
             StoreKind::Kodelet => true,
+            StoreKind::DockerAgent => false,
         }
     }
 }
@@ -436,6 +468,7 @@ pub fn commit(
 ) -> Result<Written> {
     match kind {
         StoreKind::Kodelet => kodelet_write::commit(conn, path, p, now),
+        StoreKind::DockerAgent => docker_agent::commit(conn, path, p, now),
     }
 }
 
@@ -451,6 +484,16 @@ impl Store {
                     row.updated_at,
                 ))
             }
+            StoreKind::DockerAgent => docker_agent::load(&self.conn, &self.path, id),
+        }
+    }
+
+    /// Whether a compaction can keep a tail verbatim: docker-agent before migration 21 loads
+    /// only what follows the last summary, so its plans get a zero tail budget.
+    pub fn can_keep_tail(&self) -> Result<bool> {
+        match self.kind {
+            StoreKind::Kodelet => Ok(true),
+            StoreKind::DockerAgent => docker_agent::keeps_tail(&self.conn, &self.path),
         }
     }
 }

@@ -20,6 +20,7 @@
 //! - Go `time.Time.String()` timestamps over the 60 days before `now` in several zones, some
 //!   with the monotonic `m=` suffix, and three conversations updated in the last five minutes.
 
+pub mod docker_agent;
 pub mod gojson;
 mod png;
 mod render;

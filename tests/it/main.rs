@@ -3,6 +3,7 @@
 mod bad_inputs;
 mod common;
 mod crash;
+mod docker_agent;
 mod hooks;
 mod provider;
 mod read_side;

@@ -34,7 +34,7 @@ impl Conv {
     fn user(&mut self, text: &str) -> &mut Self {
         self.msgs.push(match self.format {
             Format::Anthropic => json!({"content":[{"text":text,"type":"text"}],"role":"user"}),
-            Format::OpenAiChat => json!({"role":"user","content":text}),
+            Format::OpenAiChat | Format::DockerAgent => json!({"role":"user","content":text}),
             Format::OpenAiResponses => json!({"type":"message","role":"user","content":text}),
         });
         self
@@ -61,7 +61,7 @@ impl Conv {
                 self.msgs
                     .push(json!({"content":content,"role":"assistant"}));
             }
-            Format::OpenAiChat => {
+            Format::OpenAiChat | Format::DockerAgent => {
                 let mut m = json!({"role":"assistant"});
                 if !text.is_empty() {
                     m["content"] = json!(text);
@@ -109,7 +109,7 @@ impl Conv {
                     .collect();
                 self.msgs.push(json!({"content":content,"role":"user"}));
             }
-            Format::OpenAiChat => {
+            Format::OpenAiChat | Format::DockerAgent => {
                 for (id, c, _) in results {
                     self.msgs
                         .push(json!({"role":"tool","content":c,"tool_call_id":id}));
@@ -130,7 +130,7 @@ impl Conv {
     fn plan(&self, keep_tokens: usize) -> Plan {
         let (provider, metadata) = match self.format {
             Format::Anthropic => ("anthropic", None),
-            Format::OpenAiChat => (
+            Format::OpenAiChat | Format::DockerAgent => (
                 "openai",
                 Some(r#"{"api_mode":"chat_completions"}"#.to_string()),
             ),

@@ -1,0 +1,416 @@
+//! docker-agent's (cagent's) `session.db` (stores.md §2): generation detection, the listing
+//! scan, and loading the history docker-agent would send. The write side lives in
+//! `docker_agent/write.rs`.
+//!
+//! - **Generation.** docker-agent records its migrations by name in `migrations`; a binary
+//!   refuses a file whose `MAX(id)` is above the newest migration it knows, and so does agent-db
+//!   ([`NEWEST_KNOWN`]). What agent-db reads and writes is then decided by the columns
+//!   (`PRAGMA table_info`): the legacy `sessions.messages` JSON (up to migration 19),
+//!   `session_items.first_kept_entry` (21), `cost` (23), `model` and `usage_json` (25).
+//! - **Sessions.** Only root sessions (`parent_id` empty) are conversations; sub-sessions belong
+//!   to their parent's history and are never listed or compacted on their own.
+//! - **Active history.** Items are read ordered by `position` (then `id`) into the slice
+//!   docker-agent loads (`message`, `subsession` rows whose sub-session exists, `summary`,
+//!   `error`, `termination`). The last summary with text is presented as a synthetic first
+//!   user message starting with [`crate::plan::SUMMARY_HEADER`]; the messages after it (or from
+//!   `first_kept_entry` when `0 < first_kept_entry < lastSummaryIndex`) follow with their stored
+//!   bytes. `slots` holds each message's index in the slice (-1 for the synthetic summary).
+//! - **Listing** reads `sessions` plus three indexed subqueries per session (message count, the
+//!   model of the latest assistant message, the latest item's `created_at`); it never loads a
+//!   history.
+
+mod schema;
+mod write;
+
+pub use schema::{check_schema, Schema, KNOWN_MIGRATIONS, NEWEST_KNOWN};
+pub use write::commit;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::RwLock;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, Row};
+use serde_json::value::RawValue;
+
+use crate::error::{Error, Result, SqlContext};
+use crate::message::{self, Format};
+use crate::store::{ConversationMeta, StoredConversation};
+
+/// The provider name agent-db gives docker-agent sessions (`Format::detect` maps it).
+pub const PROVIDER: &str = "docker-agent";
+
+// ---- context limits -------------------------------------------------------------------------
+
+static LIMIT_OVERRIDES: RwLock<Option<BTreeMap<String, i64>>> = RwLock::new(None);
+
+/// Set the `[context_limits]` overrides used for docker-agent sessions (whose context limit is
+/// not stored). Without a call, the config file's `[context_limits]` is read once, leniently.
+pub fn set_context_limits(overrides: BTreeMap<String, i64>) {
+    if let Ok(mut g) = LIMIT_OVERRIDES.write() {
+        *g = Some(overrides);
+    }
+}
+
+fn context_limit(model: &str) -> Option<i64> {
+    if let Ok(g) = LIMIT_OVERRIDES.read() {
+        if let Some(o) = g.as_ref() {
+            return crate::models::context_limit(model, o);
+        }
+    }
+    let loaded = crate::config::load(&crate::config::Overrides::default())
+        .map(|s| s.context_limits)
+        .unwrap_or_default();
+    let limit = crate::models::context_limit(model, &loaded);
+    if let Ok(mut g) = LIMIT_OVERRIDES.write() {
+        g.get_or_insert(loaded);
+    }
+    limit
+}
+
+// ---- listing --------------------------------------------------------------------------------
+
+/// A text column read leniently (invalid UTF-8 becomes U+FFFD; numbers become text).
+fn lossy(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+    Ok(match r.get_ref(i)? {
+        ValueRef::Null => None,
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        ValueRef::Integer(n) => Some(n.to_string()),
+        ValueRef::Real(f) => Some(f.to_string()),
+    })
+}
+
+fn int(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<i64>> {
+    Ok(match r.get_ref(i)? {
+        ValueRef::Integer(n) => Some(n),
+        ValueRef::Real(f) => Some(f as i64),
+        ValueRef::Text(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|t| t.trim().parse().ok()),
+        _ => None,
+    })
+}
+
+/// The listing query. Columns: id, title, created_at, working_dir, input_tokens, output_tokens,
+/// message count, model, latest item time, parent_id.
+fn list_sql(schema: &Schema, filter: &str) -> String {
+    let title = if schema.title { "s.title" } else { "NULL" };
+    let wd = if schema.working_dir {
+        "s.working_dir"
+    } else {
+        "NULL"
+    };
+    let item_model = if schema.item_model {
+        "NULLIF(i.model, '')"
+    } else {
+        "NULL"
+    };
+    let json = |key: &str| {
+        format!(
+            "CASE WHEN json_valid(i.message_json) THEN json_extract(i.message_json, '$.{key}') END"
+        )
+    };
+    let model = format!(
+        "COALESCE(NULLIF(CASE WHEN typeof({m}) = 'text' THEN {m} END, ''), {item_model})",
+        m = json("model")
+    );
+    format!(
+        "SELECT s.id, {title}, s.created_at, {wd}, s.input_tokens, s.output_tokens,
+  (SELECT COUNT(*) FROM session_items i WHERE i.session_id = s.id AND i.item_type = 'message'),
+  (SELECT {model} FROM session_items i
+     WHERE i.session_id = s.id AND i.item_type = 'message' AND {role} = 'assistant' AND {model} IS NOT NULL
+     ORDER BY i.position DESC, i.id DESC LIMIT 1),
+  (SELECT {created} FROM session_items i
+     WHERE i.session_id = s.id AND i.message_json IS NOT NULL AND typeof({created}) = 'text'
+     ORDER BY i.position DESC, i.id DESC LIMIT 1),
+  s.parent_id
+FROM sessions s {filter}",
+        role = json("role"),
+        created = json("created_at"),
+    )
+}
+
+fn meta_from_row(r: &Row<'_>) -> rusqlite::Result<(ConversationMeta, Option<String>)> {
+    let id = lossy(r, 0)?.unwrap_or_default();
+    let created_at = lossy(r, 2)?.unwrap_or_default();
+    let input = int(r, 4)?;
+    let output = int(r, 5)?;
+    let model = lossy(r, 7)?;
+    let current = match (input, output) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    };
+    let meta = ConversationMeta {
+        id,
+        name: lossy(r, 1)?.filter(|t| !t.is_empty()),
+        provider: PROVIDER.to_string(),
+        api_mode: None,
+        max_context: model.as_deref().and_then(context_limit),
+        model,
+        message_count: int(r, 6)?,
+        current_context: current,
+        input_tokens: input,
+        output_tokens: output,
+        cwd: lossy(r, 3)?.filter(|w| !w.is_empty()),
+        updated_at: lossy(r, 8)?.unwrap_or_else(|| created_at.clone()),
+        created_at,
+        problem: None,
+    };
+    Ok((meta, lossy(r, 9)?.filter(|p| !p.is_empty())))
+}
+
+/// Stream every root session's metadata, newest `created_at` first (docker-agent's own order),
+/// ties in rowid order; `f` returns `false` to stop.
+pub fn scan(
+    conn: &Connection,
+    path: &Path,
+    mut f: impl FnMut(ConversationMeta) -> bool,
+) -> Result<()> {
+    let schema = check_schema(conn, path)?;
+    let sql = list_sql(
+        &schema,
+        "WHERE s.parent_id IS NULL OR s.parent_id = '' ORDER BY s.created_at DESC, s.rowid",
+    );
+    let mut stmt = conn.prepare(&sql).at(path)?;
+    let mut rows = stmt.query([]).at(path)?;
+    while let Some(r) = rows.next().at(path)? {
+        let (meta, _) = meta_from_row(r).at(path)?;
+        if !f(meta) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn sub_session_error(id: &str, parent: &str) -> Error {
+    Error::conversation(
+        id,
+        format!("is a sub-session of {parent}; compact its parent"),
+    )
+}
+
+/// One root session's metadata, or `None`. A sub-session is an error naming its parent.
+pub fn meta(conn: &Connection, path: &Path, id: &str) -> Result<Option<ConversationMeta>> {
+    let schema = check_schema(conn, path)?;
+    let sql = list_sql(&schema, "WHERE s.id = ?1");
+    let found = conn
+        .query_row(&sql, [id], meta_from_row)
+        .optional()
+        .at(path)?;
+    match found {
+        Some((_, Some(parent))) => Err(sub_session_error(id, &parent)),
+        Some((m, None)) => Ok(Some(m)),
+        None => Ok(None),
+    }
+}
+
+// ---- loading --------------------------------------------------------------------------------
+
+/// One entry of the slice docker-agent loads.
+#[derive(Debug, Clone)]
+enum Entry {
+    /// A message item: its stored JSON.
+    Message { json: String },
+    /// A summary item (empty text counts as no summary, as in docker-agent).
+    Summary { text: String, first_kept_entry: i64 },
+    /// A sub-session, error or termination item: in the slice, not sent to the model.
+    Other,
+}
+
+/// A session as docker-agent would load it, plus what the writer needs.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub stored: StoredConversation,
+    /// Length of the loaded item slice (the slice index a new item would get).
+    pub slice_len: usize,
+    /// Rows in `session_items` for this session.
+    pub item_count: i64,
+    /// The legacy `sessions.messages` text, when the column exists.
+    pub legacy_messages: Option<String>,
+}
+
+/// The synthetic first message's text for a stored summary: agent-db's own summaries keep
+/// their framing; any other summary (docker-agent's, a hook's) gets one.
+pub fn present_summary(stored: &str) -> String {
+    let header = crate::plan::SUMMARY_HEADER;
+    let s = stored.trim_start();
+    let s = s.strip_prefix(header).map(str::trim_start).unwrap_or(s);
+    let framing = s.split("\n\n").next().unwrap_or("");
+    if framing.contains("agent-db replaced") {
+        format!("{header}\n{s}")
+    } else {
+        format!(
+            "{header}\nThis session continues an earlier conversation. docker-agent loads this summary \
+             (a summary item) in place of the earlier messages; everything after it is verbatim.\n\n{s}"
+        )
+    }
+}
+
+/// Load one root session's active history (see the module doc).
+pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -> Result<Session> {
+    let legacy = if schema.legacy_messages {
+        "s.messages"
+    } else {
+        "NULL"
+    };
+    let head = conn
+        .query_row(
+            &format!(
+                "SELECT s.parent_id, s.input_tokens, s.output_tokens, {legacy} FROM sessions s WHERE s.id = ?1"
+            ),
+            [id],
+            |r| Ok((lossy(r, 0)?, int(r, 1)?, int(r, 2)?, lossy(r, 3)?)),
+        )
+        .optional()
+        .at(path)?;
+    let (parent, input, output, legacy_messages) =
+        head.ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })?;
+    if let Some(p) = parent.filter(|p| !p.is_empty()) {
+        return Err(sub_session_error(id, &p));
+    }
+    let fke = if schema.first_kept_entry {
+        "COALESCE(first_kept_entry, 0)"
+    } else {
+        "0"
+    };
+    let mut stmt = conn
+        .prepare(&format!(
+            "SELECT i.id, i.position, i.item_type, i.message_json, i.subsession_id, i.summary_text, {fke},
+               i.subsession_id IS NOT NULL AND i.subsession_id <> ''
+                 AND EXISTS (SELECT 1 FROM sessions x WHERE x.id = i.subsession_id)
+             FROM session_items i WHERE i.session_id = ?1 ORDER BY i.position, i.id"
+        ))
+        .at(path)?;
+    let mut rows = stmt.query([id]).at(path)?;
+    let mut slice: Vec<Entry> = Vec::new();
+    let (mut item_count, mut max_id) = (0i64, 0i64);
+    while let Some(r) = rows.next().at(path)? {
+        item_count += 1;
+        let row_id: i64 = r.get(0).at(path)?;
+        max_id = max_id.max(row_id);
+        let position: i64 = r.get(1).unwrap_or(0);
+        let kind = lossy(r, 2).at(path)?.unwrap_or_default();
+        match kind.as_str() {
+            "message" => {
+                let json = match r.get_ref(3).at(path)? {
+                    ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8(b.to_vec())
+                        .map_err(|_| {
+                            Error::conversation(
+                                id,
+                                format!(
+                                    "session_items row {row_id} (position {position}): message_json is not valid UTF-8; agent-db will not touch it"
+                                ),
+                            )
+                        })?,
+                    _ => {
+                        return Err(Error::conversation(
+                            id,
+                            format!("session_items row {row_id} (position {position}): message item without message_json"),
+                        ))
+                    }
+                };
+                slice.push(Entry::Message { json });
+            }
+            "summary" => slice.push(Entry::Summary {
+                text: lossy(r, 5).at(path)?.unwrap_or_default(),
+                first_kept_entry: int(r, 6).at(path)?.unwrap_or(0),
+            }),
+            // docker-agent skips sub-session rows whose reference is NULL or dangling.
+            "subsession" if r.get::<_, bool>(7).unwrap_or(false) => slice.push(Entry::Other),
+            "error" | "termination" => slice.push(Entry::Other),
+            _ => {}
+        }
+    }
+    drop(rows);
+    drop(stmt);
+    if item_count == 0
+        && legacy_messages
+            .as_deref()
+            .is_some_and(|m| !m.trim().is_empty() && m.trim() != "[]")
+    {
+        return Err(Error::conversation(
+            id,
+            "its history is only in the legacy sessions.messages column (never moved to session_items); agent-db will not touch it",
+        ));
+    }
+    let last_summary = slice
+        .iter()
+        .rposition(|e| matches!(e, Entry::Summary { text, .. } if !text.is_empty()));
+    let start = match last_summary {
+        None => 0,
+        Some(l) => match &slice[l] {
+            Entry::Summary {
+                first_kept_entry: f,
+                ..
+            } if *f > 0 && (*f as usize) < l => *f as usize,
+            _ => l + 1,
+        },
+    };
+    let mut parts: Vec<Box<RawValue>> = Vec::new();
+    let mut slots: Vec<i64> = Vec::new();
+    if let Some(l) = last_summary {
+        if let Entry::Summary { text, .. } = &slice[l] {
+            parts.push(message::user_text_message(
+                Format::DockerAgent,
+                &present_summary(text),
+            ));
+            slots.push(-1);
+        }
+    }
+    for (k, e) in slice.iter().enumerate().skip(start) {
+        if let Entry::Message { json } = e {
+            let raw = RawValue::from_string(json.clone()).map_err(|e| {
+                Error::conversation(
+                    id,
+                    format!("the message at slice index {k} is not valid JSON ({e})"),
+                )
+            })?;
+            parts.push(raw);
+            slots.push(k as i64);
+        }
+    }
+    let raw = message::join_raw(parts.iter().map(|p| p.as_ref()));
+    let marker = format!(
+        "items:{item_count}:{max_id}:{}:{}",
+        input.unwrap_or(0),
+        output.unwrap_or(0)
+    );
+    let mut stored = StoredConversation::new(id, raw, marker);
+    stored.slots = slots;
+    Ok(Session {
+        stored,
+        slice_len: slice.len(),
+        item_count,
+        legacy_messages,
+    })
+}
+
+/// Load one conversation for planning.
+pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<StoredConversation> {
+    let schema = check_schema(conn, path)?;
+    Ok(load_session(conn, path, &schema, id)?.stored)
+}
+
+/// Whether compactions of this store can keep a tail (see [`Schema::keeps_tail`]).
+pub fn keeps_tail(conn: &Connection, path: &Path) -> Result<bool> {
+    Ok(check_schema(conn, path)?.keeps_tail())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_are_presented_with_the_header() {
+        let own = "[agent-db compaction summary]\nThis session continues an earlier conversation. agent-db replaced 3 earlier messages (about 10 tokens) with this summary on 2026-11-01; everything after it is verbatim.\n\n## Goal\nx";
+        let stripped = own.strip_prefix("[agent-db compaction summary]\n").unwrap();
+        assert_eq!(present_summary(stripped), own);
+        assert_eq!(present_summary(own), own);
+        let native = present_summary("The user asked for a fix.\n\nDone: tests pass.");
+        assert!(crate::plan::is_summary_text(&native));
+        assert_eq!(
+            crate::compact::summary_body(&native),
+            "The user asked for a fix.\n\nDone: tests pass."
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! docker-agent's schema generations: the migrations agent-db knows, and what a file has
+//! (stores.md §2.2–2.3). Detection only reads.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::error::{Error, Result, SqlContext};
+
+/// docker-agent's migrations, by id (`pkg/session/migrations.go`, 1–29).
+pub const KNOWN_MIGRATIONS: &[(i64, &str)] = &[
+    (1, "001_add_tools_approved_column"),
+    (2, "002_add_usage_column"),
+    (3, "003_add_output_tokens_column"),
+    (4, "004_add_title_column"),
+    (5, "005_add_cost_column"),
+    (6, "006_add_send_user_message_column"),
+    (7, "007_add_max_iterations_column"),
+    (8, "008_add_working_dir_column"),
+    (9, "009_add_starred_column"),
+    (10, "010_add_permissions_column"),
+    (11, "011_add_agent_model_overrides_column"),
+    (12, "012_add_custom_models_used_column"),
+    (13, "013_add_thinking_column"),
+    (14, "014_normalize_session_items"),
+    (15, "015_migrate_messages_to_session_items"),
+    (16, "016_add_branching_columns"),
+    (17, "017_add_split_diff_view_column"),
+    (18, "018_add_session_items_type_index"),
+    (19, "019_drop_branch_and_split_diff_columns"),
+    (20, "020_drop_messages_column"),
+    (21, "021_add_first_kept_entry_column"),
+    (22, "022_add_instruction_context_column"),
+    (23, "023_add_cost_to_session_items"),
+    (24, "024_add_safety_policy_column"),
+    (25, "025_add_model_usage_to_session_items"),
+    (26, "026_add_session_attributes_column"),
+    (27, "027_add_session_origin_column"),
+    (28, "028_add_generated_media_manifest_table"),
+    (29, "029_add_root_kind_to_generated_media_manifest"),
+];
+
+/// The newest docker-agent migration agent-db knows.
+pub const NEWEST_KNOWN: i64 = 29;
+
+/// What one docker-agent file has, from its `migrations` rows and its columns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Schema {
+    /// `MAX(id)` of `migrations` (0 when the table is empty).
+    pub max_migration: i64,
+    /// `sessions.messages`, the legacy `[]Item` JSON (dropped by migration 20).
+    pub legacy_messages: bool,
+    /// `session_items.first_kept_entry` (migration 21) exists and docker-agent reads it.
+    pub first_kept_entry: bool,
+    /// `session_items.cost` (migration 23).
+    pub item_cost: bool,
+    /// `session_items.model` and `usage_json` (migration 25).
+    pub item_model: bool,
+    pub item_usage_json: bool,
+    pub title: bool,
+    pub working_dir: bool,
+}
+
+impl Schema {
+    /// Whether a compaction can keep a tail verbatim (docker-agent replays from
+    /// `first_kept_entry`); older generations load only what follows the last summary.
+    pub fn keeps_tail(&self) -> bool {
+        self.first_kept_entry
+    }
+
+    /// A short description for messages and the audit log.
+    pub fn describe(&self) -> String {
+        let mut s = format!("migrations up to {}", self.max_migration);
+        if self.legacy_messages {
+            s.push_str(", legacy sessions.messages column");
+        }
+        if self.first_kept_entry {
+            s.push_str(", first_kept_entry");
+        } else {
+            s.push_str(", no first_kept_entry (no kept tail)");
+        }
+        if self.item_cost {
+            s.push_str(", item cost");
+        }
+        if self.item_model {
+            s.push_str(", item model/usage_json");
+        }
+        s
+    }
+}
+
+const SESSION_REQUIRED: &[&str] = &[
+    "id",
+    "created_at",
+    "input_tokens",
+    "output_tokens",
+    "parent_id",
+];
+const ITEM_REQUIRED: &[&str] = &[
+    "id",
+    "session_id",
+    "position",
+    "item_type",
+    "agent_name",
+    "message_json",
+    "implicit",
+    "subsession_id",
+    "summary_text",
+];
+
+fn columns(conn: &Connection, table: &str, path: &Path) -> Result<Vec<String>> {
+    let mut stmt = conn
+        .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+        .at(path)?;
+    let rows = stmt.query_map([], |r| r.get::<_, String>(0)).at(path)?;
+    let mut out: Vec<String> = rows.collect::<std::result::Result<_, _>>().at(path)?;
+    out.iter_mut().for_each(|c| c.make_ascii_lowercase());
+    Ok(out)
+}
+
+fn changed(path: &Path, detail: String) -> Error {
+    Error::SchemaChanged {
+        path: path.to_path_buf(),
+        detail,
+    }
+}
+
+/// Work out the generation, refusing files written by a docker-agent newer than agent-db knows
+/// and files missing a column agent-db needs. Reads only; never writes.
+pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
+    let newest: Option<(i64, String)> = conn
+        .query_row(
+            "SELECT id, COALESCE(name, '') FROM migrations ORDER BY id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .at(path)?;
+    let max_migration = newest.as_ref().map(|(i, _)| *i).unwrap_or(0);
+    if max_migration > NEWEST_KNOWN {
+        let name = newest.map(|(_, n)| n).unwrap_or_default();
+        return Err(changed(
+            path,
+            format!(
+                "docker-agent migration {max_migration} ({name:?}) is newer than any agent-db knows \
+                 (the newest it knows is {NEWEST_KNOWN}, {}); a newer docker-agent wrote this file, \
+                 so agent-db will not touch it (upgrade agent-db)",
+                KNOWN_MIGRATIONS[KNOWN_MIGRATIONS.len() - 1].1
+            ),
+        ));
+    }
+    let s = columns(conn, "sessions", path)?;
+    let i = columns(conn, "session_items", path)?;
+    for (table, have, need) in [
+        ("sessions", &s, SESSION_REQUIRED),
+        ("session_items", &i, ITEM_REQUIRED),
+    ] {
+        if let Some(missing) = need.iter().find(|c| !have.iter().any(|h| h == *c)) {
+            return Err(changed(
+                path,
+                format!(
+                    "column {table}.{missing} is missing; this docker-agent generation ({}) is not one agent-db knows",
+                    if max_migration > 0 {
+                        format!("migrations up to {max_migration}")
+                    } else {
+                        "no migrations recorded".to_string()
+                    }
+                ),
+            ));
+        }
+    }
+    let has = |v: &[String], c: &str| v.iter().any(|h| h == c);
+    let fke_column = has(&i, "first_kept_entry");
+    if max_migration >= 21 && !fke_column {
+        return Err(changed(
+            path,
+            format!(
+                "migration 21 (021_add_first_kept_entry_column) is recorded but session_items.first_kept_entry \
+                 is missing (migrations up to {max_migration}); agent-db will not guess how this file is read"
+            ),
+        ));
+    }
+    Ok(Schema {
+        max_migration,
+        legacy_messages: has(&s, "messages"),
+        // docker-agent reads the column from migration 21 on; before that it would ignore it.
+        first_kept_entry: fke_column && max_migration >= 21,
+        item_cost: has(&i, "cost"),
+        item_model: has(&i, "model"),
+        item_usage_json: has(&i, "usage_json"),
+        title: has(&s, "title"),
+        working_dir: has(&s, "working_dir"),
+    })
+}
