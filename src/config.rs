@@ -202,7 +202,21 @@ pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<
             }
         }
     };
+    if path.is_some() {
+        let how = match (&o.config, explicit.is_some()) {
+            (Some(_), _) => "flag",
+            (None, true) => "environment",
+            (None, false) => "default location",
+        };
+        sources.insert("config_file".to_string(), how.to_string());
+    }
     let file = file.unwrap_or_default();
+    if !file.prices.is_empty() {
+        sources.insert("prices".to_string(), "config file".to_string());
+    }
+    if !file.context_limits.is_empty() {
+        sources.insert("context_limits".to_string(), "config file".to_string());
+    }
     let e = |k: &str| env(k).filter(|v| !v.is_empty());
 
     // layer(key, file value, env var, flag) -> (value, source)

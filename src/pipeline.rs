@@ -193,6 +193,15 @@ pub fn run(
         let path = path.to_path_buf();
         Some(std::thread::spawn(move || -> Result<()> {
             let mut conn = store::connect(&path, Access::Write)?;
+            // As kodelet and docker-agent run their own connections: in WAL mode a commit is then
+            // durable against a crash of the process (the crash test kills it), and fsync happens
+            // at checkpoints rather than on every one of a batch's commits. Per connection only;
+            // the file is not changed.
+            conn.pragma_update(None, "synchronous", "NORMAL")
+                .map_err(|source| Error::Sqlite {
+                    path: path.clone(),
+                    source,
+                })?;
             let mut migrated = false;
             for (proposal, reply) in write_rx {
                 // agent-db's own tables are created just before the first commit, so a run
@@ -221,6 +230,9 @@ pub fn run(
     runtime.block_on(async {
         let (msg_tx, mut msg_rx) = mpsc::unbounded_channel::<Msg>();
         let sem = Arc::new(Semaphore::new(concurrency));
+        // Conversations past their strategy, waiting for the single writer: bounded too, so
+        // memory stays bounded even if the writer falls behind.
+        let writing = Arc::new(Semaphore::new(concurrency * 2));
         let dispatcher = {
             let msg_tx = msg_tx.clone();
             let strategy = strategy.clone();
@@ -242,7 +254,9 @@ pub fn run(
                         }
                         Job::Plan(p) => {
                             let permit = sem.clone().acquire_owned().await.expect("semaphore open");
-                            let so_far = *spent.lock().expect("cost lock");
+                            // Row costs cover compacted conversations; the strategy's own meter
+                            // also counts what failed conversations were billed.
+                            let so_far = spent.lock().expect("cost lock").max(strategy.spent_usd());
                             if let Some(max) = max_cost.filter(|m| so_far >= *m) {
                                 stopped.store(true, std::sync::atomic::Ordering::Relaxed);
                                 let mut row = plan_row(&p);
@@ -260,7 +274,12 @@ pub fn run(
                             let spent = spent.clone();
                             let hooks = hooks.clone();
                             let _ = msg_tx.send(Msg::Started);
+                            let writing = writing.clone();
                             tokio::spawn(async move {
+                                let slots = Slots {
+                                    compacting: permit,
+                                    writing,
+                                };
                                 let row = compact_one(
                                     *p,
                                     kind,
@@ -271,13 +290,13 @@ pub fn run(
                                     &details,
                                     &path,
                                     now,
+                                    slots,
                                 )
                                 .await;
                                 if !dry_run {
                                     *spent.lock().expect("cost lock") +=
                                         row.cost_usd.unwrap_or(0.0);
                                 }
-                                drop(permit);
                                 let _ = msg_tx.send(Msg::Done(seq, Box::new(row)));
                             });
                         }
@@ -315,6 +334,14 @@ pub fn run(
     })
 }
 
+/// The concurrency slots a conversation holds: `compacting` while its strategy runs (this is
+/// what `--concurrency` bounds: summarizer requests in flight), then `writing` while it waits for
+/// the writer, so the next conversation's request never waits on a database commit.
+struct Slots {
+    compacting: tokio::sync::OwnedSemaphorePermit,
+    writing: Arc<Semaphore>,
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn compact_one(
     plan: Plan,
@@ -326,6 +353,7 @@ async fn compact_one(
     details: &serde_json::Value,
     path: &Path,
     now: DateTime<FixedOffset>,
+    slots: Slots,
 ) -> Row {
     let started = Instant::now();
     let mut row = plan_row(&plan);
@@ -399,6 +427,14 @@ async fn compact_one(
             Err(StrategyError::Fail(why)) => return finish(row, Status::Failed(why)),
         },
     };
+    // The strategy is done: hand the compacting slot to the next conversation.
+    let _writing = slots
+        .writing
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("semaphore open");
+    drop(slots.compacting);
     if let Rewrite::Summary(sm) = &rewrite {
         row.cost_usd = sm.cost_usd;
         if let (Some(p), Some(c)) = (sm.prompt_tokens, sm.completion_tokens) {

@@ -103,6 +103,7 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         None
     };
     let mut write_error: Option<std::io::Error> = None;
+    let meter = strategy.clone();
     let run = pipeline::run(&path, &selector, strategy, &opts, now, &mut |e| {
         if let Event::Finished { seq, row } = &e {
             totals += *row;
@@ -125,6 +126,10 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
     })?;
     progress.finish();
     totals.stopped_by_max_cost = run.stopped_by_max_cost;
+    if !args.dry_run {
+        // The strategy's meter also counts what failed conversations were billed.
+        totals.cost_usd = totals.cost_usd.max(meter.spent_usd());
+    }
     if let Some(err) = write_error {
         return Err(err.into());
     }
@@ -396,7 +401,11 @@ impl JsonReport {
         while let Some(r) = self.pending.remove(&self.next) {
             let sep = if self.first { "\n" } else { ",\n" };
             self.first = false;
-            write!(self.out, "{sep}{}", serde_json::to_string(&r).unwrap_or_default())?;
+            write!(
+                self.out,
+                "{sep}{}",
+                serde_json::to_string(&r).unwrap_or_default()
+            )?;
             self.next += 1;
         }
         self.out.flush()

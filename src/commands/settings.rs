@@ -225,6 +225,7 @@ fn build_llm(s: &Settings) -> Result<Chosen, Error> {
             max_summary_tokens,
             budget,
             price,
+            spent: Default::default(),
         }),
         Some(recipe),
         line,
@@ -245,7 +246,8 @@ pub fn config(config: Option<PathBuf>, json: bool) -> CmdResult {
     let mut t = table::new(&["SETTING", "VALUE", "FROM"], &[]);
     if let Some(obj) = v.as_object() {
         for (k, val) in obj {
-            if k == "sources" {
+            // The key's source is shown on the llm.api_key row itself.
+            if k == "sources" || k == "api_key_source" {
                 continue;
             }
             let key = match k.as_str() {

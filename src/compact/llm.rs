@@ -41,6 +41,8 @@ pub struct Llm {
     /// Input-token budget of each request.
     pub budget: usize,
     pub price: Option<Price>,
+    /// Everything billed so far in this run, failed conversations included (USD).
+    pub spent: std::sync::Mutex<f64>,
 }
 
 fn role_label(r: Role) -> &'static str {
@@ -183,6 +185,30 @@ impl Llm {
         count_text(SYSTEM) + count_text(user)
     }
 
+    /// The largest prior summary any request carries: the conversation's own earlier summary for
+    /// the first request, a previous chunk's summary (cut to fit if the model wrote more than
+    /// asked) after that.
+    fn prior_room(&self, input: &HeadInput<'_>) -> usize {
+        input
+            .prior_summary
+            .as_deref()
+            .map(count_text)
+            .unwrap_or(0)
+            .max(self.max_summary_tokens as usize)
+    }
+
+    /// Add a response's cost to the run's spend; returns this response's cost.
+    fn charge(&self, prompt_tokens: u64, completion_tokens: u64) -> f64 {
+        let c = self
+            .price
+            .map(|p| cost(&p, prompt_tokens, completion_tokens))
+            .unwrap_or(0.0);
+        if let Ok(mut s) = self.spent.lock() {
+            *s += c;
+        }
+        c
+    }
+
     /// Split the head's transcript into chunks that each fit the budget.
     fn chunks(
         &self,
@@ -193,14 +219,7 @@ impl Llm {
             Some(_) => input.head.iter().skip(1).collect(),
             None => input.head.iter().collect(),
         };
-        // The largest prior summary any request carries: the conversation's own earlier summary
-        // for the first request, a previous chunk's summary after that.
-        let prior_room = input
-            .prior_summary
-            .as_deref()
-            .map(count_text)
-            .unwrap_or(0)
-            .max(self.max_summary_tokens as usize);
+        let prior_room = self.prior_room(input);
         let skeleton = self.prompt(input, rules, Some("x"), "");
         let overhead = self.request_tokens(&skeleton) + prior_room + 16;
         if overhead + 200 > self.budget {
@@ -292,11 +311,18 @@ impl Strategy for Llm {
         Some(self.expect(input))
     }
 
+    fn spent_usd(&self) -> f64 {
+        self.spent.lock().map(|s| *s).unwrap_or(0.0)
+    }
+
     async fn rewrite(&self, input: &HeadInput<'_>) -> Result<Rewrite, StrategyError> {
         let rules = super::extractive::standing_rules(input.head);
         let chunks = self.chunks(input, &rules)?;
         let mut prior = input.prior_summary.clone();
+        let prior_room = self.prior_room(input);
         let (mut prompt_tokens, mut completion_tokens) = (0u64, 0u64);
+        let mut billed = 0.0f64;
+        let mut last_answer = None;
         let mut model = self.client.config.model.clone();
         for (i, chunk) in chunks.iter().enumerate() {
             let user = self.prompt(input, &rules, prior.as_deref(), chunk);
@@ -316,29 +342,42 @@ impl Strategy for Llm {
                 })?;
             prompt_tokens += done.prompt_tokens;
             completion_tokens += done.completion_tokens;
+            billed += self.charge(done.prompt_tokens, done.completion_tokens);
+            let spent_note = if billed > 0.0 {
+                format!(" (${billed:.4} was spent on this conversation)")
+            } else {
+                String::new()
+            };
             if !done.model.is_empty() {
                 model = done.model.clone();
             }
             match done.stop {
                 StopReason::Truncated => {
                     return Err(StrategyError::Fail(format!(
-                        "the summary{part} was cut off at {} tokens (finish reason length/max_tokens); raise --max-summary-tokens",
+                        "the summary{part} was cut off at {} tokens (finish reason length/max_tokens); raise --max-summary-tokens{spent_note}",
                         self.max_summary_tokens
                     )))
                 }
                 StopReason::Refused => {
-                    return Err(StrategyError::Fail(format!("the model refused to write the summary{part}")))
+                    return Err(StrategyError::Fail(format!("the model refused to write the summary{part}{spent_note}")))
                 }
                 _ => {}
             }
             if done.text.trim().is_empty() {
                 return Err(StrategyError::Fail(format!(
-                    "the model returned an empty summary{part}"
+                    "the model returned an empty summary{part}{spent_note}"
                 )));
             }
-            prior = Some(done.text);
+            // The next request carries this answer as its prior summary; a model that wrote
+            // more than it was asked for is cut middle-out so the request stays within budget.
+            prior = Some(if count_text(&done.text) > prior_room {
+                middle_out(&done.text, prior_room)
+            } else {
+                done.text.clone()
+            });
+            last_answer = Some(done.text);
         }
-        let body = prior.unwrap_or_default();
+        let body = last_answer.or(prior).unwrap_or_default();
         Ok(Rewrite::Summary(Summary {
             text: frame(input, &body),
             model: Some(model),

@@ -127,6 +127,10 @@ pub trait Strategy: Send + Sync {
     fn offline(&self) -> bool {
         true
     }
+    /// What this strategy has been billed so far in the run, failed conversations included.
+    fn spent_usd(&self) -> f64 {
+        0.0
+    }
     /// For strategies that are not offline: what a dry run expects, without calling out.
     fn estimate(&self, _input: &HeadInput<'_>) -> Option<Result<Estimate, StrategyError>> {
         None

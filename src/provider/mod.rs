@@ -56,6 +56,7 @@ impl std::fmt::Display for Secret {
 #[serde(rename_all = "snake_case")]
 pub enum ProviderKind {
     /// `POST {base}/chat/completions` (OpenAI, Ollama, vLLM, llama.cpp server, LiteLLM, OpenRouter).
+    #[serde(rename = "openai")]
     OpenAi,
     /// `POST {base}/v1/messages` with `anthropic-version` and `x-api-key`.
     Anthropic,

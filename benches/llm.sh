@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# LLM compaction throughput against a loopback mock server (docs/benchmarks.md, section "LLM
+# compaction against a mock server"). Run from anywhere: `bash benches/llm.sh`.
+#
+# 1. Generates a store of BENCH_LLM_CONVERSATIONS conversations (gen_store, --scale BENCH_LLM_SCALE).
+# 2. Starts examples/llm_mock_server on 127.0.0.1: an OpenAI-compatible chat completions server
+#    answering every request with a short summary after BENCH_LLM_LATENCY_MS (it stops by itself
+#    after 15 minutes, or 2 minutes idle, and is stopped with GET /quit after each run).
+# 3. Runs, on a fresh copy of the store each time (BENCH_LLM_RUNS times):
+#      AGENT_DB_API_KEY=dummy agent-db --db STORE compact --all-over 0 --idle 0 --strategy llm \
+#        --llm-provider openai --base-url http://127.0.0.1:PORT/v1 --concurrency C --yes --quiet --json
+#    under /usr/bin/time -v, and reports
+#      ratio = wall time / (N × L / C)     (goal <= 1.15; N = requests the server answered)
+#    and the peak RSS.
+# 4. Diagnostics (BENCH_LLM_DIAG=1): where the wall time goes when the ratio misses the goal:
+#      - the same run with L = 0 (no network wait at all: the pipeline's CPU floor);
+#      - the llm dry run (selection + planning + per-request token estimates, no request, no write);
+#      - the same run with a slow server (L = BENCH_LLM_SLOW_LATENCY_MS), where the network
+#        dominates, with its wave bound: time to the first request + ceil(N / C) × L;
+#      - the time before the first request, the request phase (first request → last answer), the
+#        most requests in flight, and CPU use (user + sys) against the cores available;
+#      - BENCH_LLM_PERF=1: CPU samples per thread (perf), naming the loader, writer and workers.
+#
+# Everything goes under bench-out/llm/ (gitignored); results.txt holds key=value lines.
+# Knobs (environment):
+#   BENCH_LLM_CONVERSATIONS=1000  store size
+#   BENCH_LLM_SCALE=0.25          gen_store --scale
+#   BENCH_LLM_SEED=1              gen_store --seed
+#   BENCH_LLM_LATENCY_MS=200      mock server latency L
+#   BENCH_LLM_CONCURRENCY=32      agent-db --concurrency C
+#   BENCH_LLM_RUNS=3              timed runs (the median ratio is the headline)
+#   BENCH_LLM_DIAG=1              0 skips the diagnostic runs
+#   BENCH_LLM_KEEP_TOKENS=500     --keep-tokens (small: nearly every conversation is summarized)
+#   BENCH_LLM_SLOW_LATENCY_MS=2000  latency of the diagnostic slow-server run (0 skips it)
+#   BENCH_LLM_PERF=0              1: per-thread CPU profile of the L = 0 run (needs perf)
+# Needs: cargo, python3, /usr/bin/time (GNU time), curl (or python3 for HTTP), perf (optional).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+OUT="$ROOT/bench-out/llm"
+CONVERSATIONS=${BENCH_LLM_CONVERSATIONS:-1000}
+SCALE=${BENCH_LLM_SCALE:-0.25}
+SEED=${BENCH_LLM_SEED:-1}
+LATENCY=${BENCH_LLM_LATENCY_MS:-200}
+CONCURRENCY=${BENCH_LLM_CONCURRENCY:-32}
+RUNS=${BENCH_LLM_RUNS:-3}
+DIAG=${BENCH_LLM_DIAG:-1}
+SLOW=${BENCH_LLM_SLOW_LATENCY_MS:-2000}
+# Tail kept verbatim. Small, so nearly every conversation needs a summary request: the
+# benchmark then measures the request pipeline over N = the conversations, as specified,
+# rather than the planning of conversations too small to compact.
+KEEP_TOKENS=${BENCH_LLM_KEEP_TOKENS:-500}
+PERF=${BENCH_LLM_PERF:-0}
+NOW=2026-11-01T12:00:00Z
+RESULTS="$OUT/results.txt"
+
+log() { printf '\n== %s\n' "$*" >&2; }
+die() { printf 'benches/llm.sh: error: %s\n' "$*" >&2; exit 1; }
+result() { printf '%s=%s\n' "$1" "$2" >>"$RESULTS"; }
+now_ms() { python3 -c 'import time; print(int(time.time() * 1000))'; }
+http_get() {
+  if command -v curl >/dev/null; then
+    curl -fsS --max-time 10 "$1"
+  else
+    python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' "$1"
+  fi
+}
+
+for tool in cargo python3; do
+  command -v "$tool" >/dev/null || die "$tool is required"
+done
+/usr/bin/time -v true >/dev/null 2>&1 || die "GNU time (/usr/bin/time -v) is required"
+
+mkdir -p "$OUT"/{bin,raw,xdg,work}
+: >"$RESULTS"
+result started_at "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+result cores "$(nproc)"
+result load_average_at_start "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
+result conversations "$CONVERSATIONS"
+result scale "$SCALE"
+result latency_ms "$LATENCY"
+result concurrency "$CONCURRENCY"
+
+# ---------------------------------------------------------------------------------------------
+log "build (release)"
+cargo build --release --bin agent-db --example gen_store --example llm_mock_server
+TARGET_DIR=$(cargo metadata --format-version 1 --no-deps |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+# The target dir may be shared with concurrent builds: benchmark private copies.
+for b in agent-db examples/gen_store examples/llm_mock_server; do
+  cp "$TARGET_DIR/release/$b" "$OUT/bin/$(basename "$b")"
+done
+ADB="$OUT/bin/agent-db"
+GEN="$OUT/bin/gen_store"
+MOCK="$OUT/bin/llm_mock_server"
+
+STORE="$OUT/store-$CONVERSATIONS-s$SEED-x$SCALE.db"
+if [[ ! -f "$STORE" ]]; then
+  log "generate $CONVERSATIONS conversations (scale $SCALE, seed $SEED)"
+  "$GEN" --conversations "$CONVERSATIONS" --seed "$SEED" --scale "$SCALE" --now "$NOW" --out "$STORE" --force
+fi
+result store_bytes "$(stat -c %s "$STORE")"
+
+# agent-db runs hermetic: no user config, hooks or recipes, no inherited AGENT_DB_* or keys.
+adb() {
+  (cd "$OUT/work" && env -u AGENT_DB_CONFIG -u AGENT_DB_PATH -u AGENT_DB_LLM_PROVIDER -u AGENT_DB_MODEL \
+    -u AGENT_DB_BASE_URL -u AGENT_DB_MAX_SUMMARY_TOKENS -u AGENT_DB_SUMMARY_CONTEXT -u AGENT_DB_TIMEOUT \
+    -u AGENT_DB_MAX_RETRIES -u AGENT_DB_RECIPE -u AGENT_DB_INSTRUCTIONS -u AGENT_DB_MAX_COST \
+    -u AGENT_DB_CONCURRENCY -u AGENT_DB_LOG -u OPENAI_API_KEY -u ANTHROPIC_API_KEY \
+    XDG_CONFIG_HOME="$OUT/xdg" AGENT_DB_NOW="$NOW" AGENT_DB_API_KEY=dummy "$@")
+}
+
+# run_compact LABEL LATENCY_MS [PERF]: one timed compaction of a fresh copy against a fresh mock;
+# prints one JSON line of figures and appends key=value lines to results.txt.
+run_compact() {
+  local label=$1 latency=$2 perf=${3:-0}
+  local work="$OUT/work/store.db" raw="$OUT/raw/$label"
+  rm -f "$work" "$work-wal" "$work-shm" "$work.lock"
+  cp "$STORE" "$work"
+  rm -f "$raw".*
+  "$MOCK" --latency-ms "$latency" --max-seconds 900 --idle-exit-seconds 120 >"$raw.port" 2>"$raw.mock.err" &
+  local mock_pid=$!
+  MOCK_PID=$mock_pid
+  local port=""
+  for _ in $(seq 100); do
+    port=$(head -1 "$raw.port" 2>/dev/null || true)
+    [[ -n "$port" ]] && break
+    sleep 0.05
+  done
+  [[ -n "$port" ]] || die "the mock server did not start (see $raw.mock.err)"
+  local cmd=("$ADB" --db "$work" compact --all-over 0 --idle 0 --keep-tokens "$KEEP_TOKENS" --strategy llm --llm-provider openai
+    --base-url "http://127.0.0.1:$port/v1" --concurrency "$CONCURRENCY" --yes --quiet --json)
+  echo "${cmd[*]}" >"$raw.cmd"
+  local t0 t1 rc=0
+  t0=$(now_ms)
+  if [[ "$perf" == 1 ]]; then
+    adb perf record -F 499 -g -o "$raw.perf.data" -- "${cmd[@]}" >"$raw.json" 2>"$raw.time" || rc=$?
+  else
+    adb /usr/bin/time -v "${cmd[@]}" >"$raw.json" 2>"$raw.time" || rc=$?
+  fi
+  t1=$(now_ms)
+  http_get "http://127.0.0.1:$port/stats" >"$raw.stats"
+  http_get "http://127.0.0.1:$port/quit" >/dev/null || true
+  wait "$mock_pid" || true
+  MOCK_PID=
+  [[ $rc == 0 ]] || die "$label: agent-db exited $rc (see $raw.time, $raw.json)"
+  python3 - "$label" "$latency" "$CONCURRENCY" "$t0" "$t1" "$raw" "$(nproc)" <<'PY' | tee -a "$RESULTS.jsonl"
+import json, math, re, sys
+label, latency, conc, t0, t1, raw, cores = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], int(sys.argv[7])
+stats = json.load(open(raw + ".stats"))
+doc = json.load(open(raw + ".json"))
+tot = doc["totals"]
+tv = {}
+for line in open(raw + ".time"):
+    if ":" in line:
+        k, v = line.rsplit(":", 1)
+        tv[k.strip()] = v.strip()
+wall = (t1 - t0) / 1000
+n = stats["served"]
+ideal = n * latency / 1000 / conc
+first = stats["first_request_unix_ms"]
+last = stats["last_answer_unix_ms"]
+cpu = None
+if "User time (seconds)" in tv:
+    cpu = float(tv["User time (seconds)"]) + float(tv["System time (seconds)"])
+wave = (first - t0) / 1000 + math.ceil(n / conc) * latency / 1000 if first else None
+out = {
+    "label": label,
+    "latency_ms": latency,
+    "concurrency": conc,
+    "wall_s": round(wall, 3),
+    "requests": n,
+    "compacted": tot["compacted"],
+    "failed": tot["failed"],
+    "skipped": tot["skipped"],
+    "ideal_s": round(ideal, 3),
+    "ratio": round(wall / ideal, 2) if ideal > 0 else None,
+    "max_in_flight": stats["max_in_flight"],
+    "before_first_request_s": round((first - t0) / 1000, 3) if first else None,
+    "request_phase_s": round((last - first) / 1000, 3) if first and last else None,
+    "after_last_answer_s": round((t1 - last) / 1000, 3) if last else None,
+    "wave_bound_s": round(wave, 3) if wave else None,
+    "ratio_to_wave_bound": round(wall / wave, 2) if wave else None,
+    "cpu_s": round(cpu, 2) if cpu is not None else None,
+    "cpu_utilization_of_cores": round(cpu / wall / cores, 2) if cpu is not None and wall > 0 else None,
+    "peak_rss_kb": int(tv["Maximum resident set size (kbytes)"]) if "Maximum resident set size (kbytes)" in tv else None,
+}
+if tot["failed"]:
+    sys.exit(f"{label}: {tot['failed']} conversation(s) failed")
+print(json.dumps(out))
+PY
+}
+
+# Never leave a mock server behind (it also stops by itself after 2 idle minutes).
+MOCK_PID=
+trap '[[ -n "$MOCK_PID" ]] && kill "$MOCK_PID" 2>/dev/null || true' EXIT
+: >"$RESULTS.jsonl"
+log "timed runs: L=${LATENCY} ms, C=$CONCURRENCY, $RUNS run(s)"
+for i in $(seq "$RUNS"); do
+  run_compact "run$i" "$LATENCY"
+done
+
+if [[ "$DIAG" == 1 ]]; then
+  log "diagnostic: L=0 (the pipeline's CPU floor)"
+  run_compact "floor" 0
+  if [[ "$SLOW" != 0 ]]; then
+    log "diagnostic: slow server, L=$SLOW ms"
+    run_compact "slow" "$SLOW"
+  fi
+  log "diagnostic: llm dry run (selection + planning + estimates; no request, no write)"
+  t0=$(now_ms)
+  adb /usr/bin/time -v "$ADB" --db "$STORE" compact --all-over 0 --idle 0 --strategy llm --llm-provider openai \
+    --keep-tokens "$KEEP_TOKENS" --base-url http://127.0.0.1:9/v1 --concurrency "$CONCURRENCY" --dry-run --quiet --json \
+    >"$OUT/raw/dry.json" 2>"$OUT/raw/dry.time"
+  t1=$(now_ms)
+  python3 - "$t0" "$t1" "$OUT/raw/dry.time" <<'PY' | tee -a "$RESULTS.jsonl"
+import json, sys
+t0, t1, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+tv = {}
+for line in open(path):
+    if ":" in line:
+        k, v = line.rsplit(":", 1)
+        tv[k.strip()] = v.strip()
+print(json.dumps({"label": "dry_run", "wall_s": (t1 - t0) / 1000,
+                  "cpu_s": round(float(tv["User time (seconds)"]) + float(tv["System time (seconds)"]), 2),
+                  "peak_rss_kb": int(tv["Maximum resident set size (kbytes)"])}))
+PY
+  if [[ "$PERF" == 1 ]] && command -v perf >/dev/null; then
+    log "diagnostic: per-thread CPU profile of an L=0 run (perf)"
+    run_compact "perf" 0 1 >/dev/null || true
+    if [[ -f "$OUT/raw/perf.perf.data" ]]; then
+      # CPU time per thread (cpu-clock periods are nanoseconds). agent-db's threads: the main
+      # thread (tid = pid), then the tokio workers, then the loader and the writer (unnamed, so
+      # "agent-db"; spawned in that order, so the loader has the lower tid).
+      perf report -i "$OUT/raw/perf.perf.data" --no-children --sort pid -F overhead,period,pid --stdio -g none \
+        2>/dev/null | grep '%' >"$OUT/raw/perf.threads.txt" || true
+      perf report -i "$OUT/raw/perf.perf.data" --no-children --sort pid,symbol --stdio -g none 2>/dev/null |
+        grep '%' | head -40 >"$OUT/raw/perf.symbols.txt" || true
+      python3 - "$OUT/raw/perf.threads.txt" <<'PY' | tee -a "$RESULTS.jsonl"
+import json, re, sys
+rows = []
+for line in open(sys.argv[1]):
+    m = re.match(r"\s*([\d.]+)%\s+(\d+)\s+(\d+):(\S+)", line)
+    if m:
+        rows.append((int(m.group(3)), m.group(4), int(m.group(2)) / 1e9, float(m.group(1))))
+rows.sort()
+named = {}
+plain = [r for r in rows if r[1] != "tokio-rt-worker"]
+for r, name in zip(plain, ["main", "loader", "writer"]):
+    named[name] = r
+workers = [r for r in rows if r[1] == "tokio-rt-worker"]
+out = {"label": "perf_threads"}
+for name, r in named.items():
+    out[f"{name}_cpu_s"] = round(r[2], 3)
+    out[f"{name}_share"] = round(r[3] / 100, 3)
+out["workers_cpu_s"] = round(sum(r[2] for r in workers), 3)
+out["workers_share"] = round(sum(r[3] for r in workers) / 100, 3)
+print(json.dumps(out))
+PY
+    fi
+  fi
+fi
+result load_average_at_end "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
+
+# ---------------------------------------------------------------------------------------------
+log "summary"
+python3 - "$RESULTS.jsonl" "$RESULTS" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+timed = [r for r in rows if r["label"].startswith("run")]
+rows = [r for r in rows if r["label"] != "perf"]  # perf's own overhead makes its timings meaningless
+out = open(sys.argv[2], "a")
+def result(k, v):
+    out.write(f"{k}={v}\n")
+ratios = [r["ratio"] for r in timed if r["ratio"] is not None]
+med = statistics.median(ratios) if ratios else None
+result("requests", timed[0]["requests"])
+result("ratio_median", med)
+result("ratios", ",".join(str(r) for r in ratios))
+result("peak_rss_kb_max", max(r["peak_rss_kb"] for r in timed))
+for r in rows:
+    for k, v in r.items():
+        if k != "label":
+            result(f"{r['label']}.{k}", v)
+print(f"N = {timed[0]['requests']} requests, L = {timed[0]['latency_ms']} ms, C = {timed[0]['concurrency']}")
+print(f"ratio wall / (N*L/C): median {med} (runs: {', '.join(map(str, ratios))}); goal <= 1.15: {'met' if med is not None and med <= 1.15 else 'MISSED'}")
+print(f"peak RSS: {max(r['peak_rss_kb'] for r in timed) / 1024:.0f} MiB")
+for r in rows:
+    if not r["label"].startswith("run"):
+        print(f"{r['label']}: {json.dumps({k: v for k, v in r.items() if k != 'label'})}")
+PY
+echo "results: $RESULTS" >&2
