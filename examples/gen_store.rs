@@ -1,8 +1,9 @@
-//! Generate a realistic synthetic kodelet store.
+//! Generate a realistic synthetic conversation store: kodelet's (default) or docker-agent's.
 //!
 //! ```text
 //! cargo run --release --example gen_store -- --conversations 10000 --seed 1 --out /tmp/kodelet.db \
 //!     [--now 2026-11-01T12:00:00Z] [--formats anthropic,openai,responses] [--scale 1.0] [--force]
+//! cargo run --release --example gen_store -- --store docker-agent-modern --out /tmp/session.db
 //! ```
 //!
 //! Refuses to overwrite an existing file unless `--force` (which first deletes the file and its
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use agent_db::synth::docker_agent::{generate_docker_agent, Generation};
 use agent_db::synth::{generate, SynthFormat, SynthOptions};
 use clap::Parser;
 
@@ -39,6 +41,10 @@ struct Args {
     /// Replace an existing file (and its -wal/-shm files).
     #[arg(long)]
     force: bool,
+    /// Which store: kodelet, docker-agent-modern (migrations up to 29, first_kept_entry) or
+    /// docker-agent-legacy (migrations up to 19, the sessions.messages column).
+    #[arg(long, default_value = "kodelet")]
+    store: String,
 }
 
 fn sidecar(path: &Path, suffix: &str) -> PathBuf {
@@ -97,7 +103,17 @@ fn run(args: Args) -> Result<(), String> {
         }
     }
     let started = Instant::now();
-    let stats = generate(out, &opts).map_err(|e| e.to_string())?;
+    let stats = match args.store.as_str() {
+        "kodelet" => generate(out, &opts),
+        "docker-agent-modern" => generate_docker_agent(out, &opts, Generation::Modern),
+        "docker-agent-legacy" => generate_docker_agent(out, &opts, Generation::Legacy),
+        other => {
+            return Err(format!(
+                "--store {other:?}: use kodelet, docker-agent-modern or docker-agent-legacy"
+            ))
+        }
+    }
+    .map_err(|e| e.to_string())?;
     let secs = started.elapsed().as_secs_f64();
     let size: u64 = std::iter::once(out.clone())
         .chain(companions)

@@ -106,10 +106,10 @@ fn selection_row(o: Outcome) -> std::result::Result<Selected, Box<Row>> {
             reason.name(),
             Status::Skipped(why),
         ))),
-        Outcome::Failed { id, error } => Err(Box::new(Row::bare(
+        Outcome::Failed { id, reason, error } => Err(Box::new(Row::bare(
             &id,
             "",
-            "manual",
+            reason.name(),
             Status::Failed(error),
         ))),
     }

@@ -72,7 +72,11 @@ pub enum Outcome {
         why: String,
     },
     /// It could not be evaluated (missing, unreadable stored data).
-    Failed { id: String, error: String },
+    Failed {
+        id: String,
+        reason: Reason,
+        error: String,
+    },
 }
 
 impl Selector {
@@ -154,6 +158,7 @@ impl Selector {
                 Err(e) => {
                     return Outcome::Failed {
                         id: meta.id,
+                        reason: self.reason(),
                         error: e.to_string(),
                     }
                 }
@@ -177,6 +182,7 @@ impl Selector {
                 let id = meta.id.clone();
                 return Outcome::Failed {
                     id,
+                    reason: self.reason(),
                     error: problem.clone(),
                 };
             }
@@ -236,6 +242,7 @@ impl Selector {
                     Ok(meta) => self.evaluate(meta, now),
                     Err(e) => Outcome::Failed {
                         id: id.clone(),
+                        reason: self.reason(),
                         error: e.to_string(),
                     },
                 };
@@ -257,6 +264,7 @@ impl Selector {
                     }
                     Err(e) => failures.push(Outcome::Failed {
                         id: meta.id.clone(),
+                        reason: self.reason(),
                         error: e.to_string(),
                     }),
                 }

@@ -107,7 +107,7 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
                     Some(reason.name()),
                     Some(why),
                 )),
-                Outcome::Failed { id, error } => {
+                Outcome::Failed { id, error, .. } => {
                     failures.push((id.clone(), error.clone()));
                     serde_json::to_string(
                         &serde_json::json!({"id": id, "status": "error", "detail": error}),
@@ -178,7 +178,7 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
                     ]);
                 }
                 Outcome::Skipped { meta, why, .. } => skipped.push((meta.id, why)),
-                Outcome::Failed { id, error } => failures.push((id, error)),
+                Outcome::Failed { id, error, .. } => failures.push((id, error)),
             }
             true
         })?;

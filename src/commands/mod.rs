@@ -41,6 +41,16 @@ impl From<std::io::Error> for Failure {
 pub type CmdResult = Result<i32, Failure>;
 
 pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
+    // A pinned clock that cannot be read must not silently fall back to the real one.
+    if let Some(v) = std::env::var_os("AGENT_DB_NOW").filter(|v| !v.is_empty()) {
+        let v = v.to_string_lossy();
+        if agent_db::gotime::parse(&v).is_err() {
+            return Err(Error::Config(format!(
+                "AGENT_DB_NOW: unparseable timestamp {v:?} (use RFC 3339, e.g. 2026-11-01T12:00:00Z)"
+            ))
+            .into());
+        }
+    }
     // docker-agent stores do not record context limits: give the store layer the effective
     // `[context_limits]` (including --config). A broken config file is reported by the
     // commands that need it (compact, config), not by read-only ones.
