@@ -121,23 +121,10 @@ pub fn prune(v: &mut Value, placeholder: &dyn Fn(&str) -> String, elide_images: 
         }
         return true;
     }
-    let mut changed = false;
-    if elide_images {
-        if let Some(Value::Array(parts)) = v.get_mut("multi_content") {
-            for p in parts.iter_mut() {
-                if str_field(p, "type") == Some("image_url") {
-                    let url = p
-                        .get("image_url")
-                        .and_then(|u| str_field(u, "url"))
-                        .unwrap_or("");
-                    let text = ImageInfo::from_url(url).placeholder();
-                    *p = serde_json::json!({"type": "text", "text": text});
-                    changed = true;
-                }
-            }
-        }
+    match v.get_mut("multi_content") {
+        Some(Value::Array(parts)) if elide_images => super::openai_chat::elide_image_parts(parts),
+        _ => false,
     }
-    changed
 }
 
 #[cfg(test)]
