@@ -45,7 +45,8 @@ pub const PROVIDER: &str = "docker-agent";
 static LIMIT_OVERRIDES: RwLock<Option<BTreeMap<String, i64>>> = RwLock::new(None);
 
 /// Set the `[context_limits]` overrides used for docker-agent sessions (whose context limit is
-/// not stored). Without a call, the config file's `[context_limits]` is read once, leniently.
+/// not stored). The CLI passes the effective configuration; without a call only the built-in
+/// model table applies (the store layer never reads configuration itself).
 pub fn set_context_limits(overrides: BTreeMap<String, i64>) {
     if let Ok(mut g) = LIMIT_OVERRIDES.write() {
         *g = Some(overrides);
@@ -53,19 +54,13 @@ pub fn set_context_limits(overrides: BTreeMap<String, i64>) {
 }
 
 fn context_limit(model: &str) -> Option<i64> {
-    if let Ok(g) = LIMIT_OVERRIDES.read() {
-        if let Some(o) = g.as_ref() {
-            return crate::models::context_limit(model, o);
-        }
+    match LIMIT_OVERRIDES.read() {
+        Ok(g) => match g.as_ref() {
+            Some(o) => crate::models::context_limit(model, o),
+            None => crate::models::context_limit(model, &BTreeMap::new()),
+        },
+        Err(_) => crate::models::context_limit(model, &BTreeMap::new()),
     }
-    let loaded = crate::config::load(&crate::config::Overrides::default())
-        .map(|s| s.context_limits)
-        .unwrap_or_default();
-    let limit = crate::models::context_limit(model, &loaded);
-    if let Ok(mut g) = LIMIT_OVERRIDES.write() {
-        g.get_or_insert(loaded);
-    }
-    limit
 }
 
 // ---- listing --------------------------------------------------------------------------------
