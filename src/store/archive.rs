@@ -1,26 +1,87 @@
 //! The archive of pre-images and the audit log, shared by every store kind.
 //!
 //! An archived cell is (table, key column, key, column, value). Before a compaction changes a
-//! cell, its current value is copied here in the same transaction, with its SQLite type kept
-//! (the archive's `value` column has BLOB affinity, so TEXT stays TEXT byte for byte). A row the
+//! cell, SQLite itself copies its current value here (`INSERT … SELECT`) in the same
+//! transaction, and a restore copies it back the same way (`UPDATE … SET c = (SELECT value …)`):
+//! no value ever passes through a Rust `String`, so TEXT that is not valid UTF-8, a BLOB or a
+//! number in a TEXT column, and very long values all come back with their storage class and
+//! bytes (the archive's `value` column has BLOB affinity, so nothing is converted). A row the
 //! compaction inserts is archived as column `*` with a NULL value: restoring deletes it. Restore
 //! is therefore store-agnostic.
 
-use rusqlite::types::Value;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{params, Connection, ToSql};
 use sha2::{Digest, Sha256};
+
+/// An SQLite value owned byte for byte: TEXT keeps its bytes even when they are not valid UTF-8
+/// (which rusqlite's own `Value` cannot hold: converting such a `ValueRef` panics).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellValue {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(Vec<u8>),
+    Blob(Vec<u8>),
+}
+
+impl CellValue {
+    /// Copy a borrowed value, keeping its storage class and bytes.
+    pub fn from_ref(v: ValueRef<'_>) -> CellValue {
+        match v {
+            ValueRef::Null => CellValue::Null,
+            ValueRef::Integer(i) => CellValue::Integer(i),
+            ValueRef::Real(f) => CellValue::Real(f),
+            ValueRef::Text(t) => CellValue::Text(t.to_vec()),
+            ValueRef::Blob(b) => CellValue::Blob(b.to_vec()),
+        }
+    }
+
+    pub fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            CellValue::Null => ValueRef::Null,
+            CellValue::Integer(i) => ValueRef::Integer(*i),
+            CellValue::Real(f) => ValueRef::Real(*f),
+            CellValue::Text(t) => ValueRef::Text(t),
+            CellValue::Blob(b) => ValueRef::Blob(b),
+        }
+    }
+}
+
+impl ToSql for CellValue {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(self.as_ref()))
+    }
+}
+
+impl From<String> for CellValue {
+    fn from(s: String) -> Self {
+        CellValue::Text(s.into_bytes())
+    }
+}
+
+impl From<&str> for CellValue {
+    fn from(s: &str) -> Self {
+        CellValue::Text(s.as_bytes().to_vec())
+    }
+}
+
+impl From<i64> for CellValue {
+    fn from(i: i64) -> Self {
+        CellValue::Integer(i)
+    }
+}
 
 /// A cell agent-db is about to change, or (column `*`) a row it is about to insert.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
     pub table: String,
     pub key_column: String,
-    pub key: Value,
+    pub key: CellValue,
     pub column: String,
 }
 
 impl Cell {
-    pub fn new(table: &str, key_column: &str, key: impl Into<Value>, column: &str) -> Cell {
+    pub fn new(table: &str, key_column: &str, key: impl Into<CellValue>, column: &str) -> Cell {
         Cell {
             table: table.into(),
             key_column: key_column.into(),
@@ -30,8 +91,26 @@ impl Cell {
     }
 
     /// Marker for a row that will be inserted.
-    pub fn inserted_row(table: &str, key_column: &str, key: impl Into<Value>) -> Cell {
+    pub fn inserted_row(table: &str, key_column: &str, key: impl Into<CellValue>) -> Cell {
         Cell::new(table, key_column, key, "*")
+    }
+
+    /// The SQL expression selecting this cell's value from its row (`1` for a row marker).
+    fn column_expr(&self) -> rusqlite::Result<String> {
+        Ok(if self.column == "*" {
+            "1".to_string()
+        } else {
+            format!("\"{}\"", ident(&self.column)?)
+        })
+    }
+
+    /// `FROM "table" WHERE "key" = ?{n}`.
+    fn row_clause(&self, n: usize) -> rusqlite::Result<String> {
+        Ok(format!(
+            "FROM \"{}\" WHERE \"{}\" = ?{n}",
+            ident(&self.table)?,
+            ident(&self.key_column)?
+        ))
     }
 }
 
@@ -46,62 +125,87 @@ fn ident(s: &str) -> rusqlite::Result<&str> {
     }
 }
 
-/// The current value of a cell (`None` when its row does not exist).
-fn current(conn: &Connection, c: &Cell) -> rusqlite::Result<Option<Value>> {
-    let column = if c.column == "*" {
-        "1".to_string()
-    } else {
-        format!("\"{}\"", ident(&c.column)?)
-    };
-    let sql = format!(
-        "SELECT {column} FROM \"{}\" WHERE \"{}\" = ?1",
-        ident(&c.table)?,
-        ident(&c.key_column)?
-    );
-    conn.query_row(&sql, [&c.key], |r| r.get::<_, Value>(0))
-        .optional()
-}
-
-/// Archive the current values of `cells` under `compaction_id`.
+/// Archive the current values of `cells` under `compaction_id`. SQLite copies each value itself
+/// (`INSERT … SELECT`), so its storage class and bytes survive whatever they are: TEXT that is
+/// not valid UTF-8, a BLOB or a number in a TEXT column, NULL, very long values. A cell whose row
+/// does not exist is archived as NULL.
 pub fn save_pre_image(
     conn: &Connection,
     compaction_id: i64,
     cells: &[Cell],
 ) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO agent_db_archive(compaction_id, seq, table_name, key_column, row_key, column_name, value)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
     for (seq, c) in cells.iter().enumerate() {
         let value = if c.column == "*" {
-            Value::Null
+            "NULL".to_string()
         } else {
-            current(conn, c)?.unwrap_or(Value::Null)
+            format!("(SELECT {} {})", c.column_expr()?, c.row_clause(5)?)
         };
-        stmt.execute(params![
+        let sql = format!(
+            "INSERT INTO agent_db_archive(compaction_id, seq, table_name, key_column, row_key, column_name, value)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, {value}"
+        );
+        conn.prepare_cached(&sql)?.execute(params![
             compaction_id,
             seq as i64,
             c.table,
             c.key_column,
             c.key,
             c.column,
-            value
         ])?;
+        if c.column != "*" {
+            refuse_unrestorable_null(conn, compaction_id, seq as i64, c)?;
+        }
     }
     Ok(())
 }
 
-fn hash_value(h: &mut Sha256, v: &Option<Value>) {
+/// A legacy row can hold NULL in a column the schema now declares NOT NULL. A restore could not
+/// put that NULL back (SQLite enforces NOT NULL on UPDATE), so such a cell is not changed at all:
+/// the write fails, its transaction rolls back, and the conversation is reported as failed.
+fn refuse_unrestorable_null(
+    conn: &Connection,
+    compaction_id: i64,
+    seq: i64,
+    c: &Cell,
+) -> rusqlite::Result<()> {
+    let null: bool = conn
+        .prepare_cached(
+            "SELECT value IS NULL FROM agent_db_archive WHERE compaction_id = ?1 AND seq = ?2",
+        )?
+        .query_row(params![compaction_id, seq], |r| r.get(0))?;
+    if !null {
+        return Ok(());
+    }
+    let not_null: bool = conn
+        .prepare_cached("SELECT \"notnull\" FROM pragma_table_info(?1) WHERE name = ?2")?
+        .query_row(params![c.table, c.column], |r| r.get(0))
+        .unwrap_or(false);
+    if not_null {
+        return Err(rusqlite::Error::ToSqlConversionFailure(
+            format!(
+                "{}.{} holds NULL although the schema declares it NOT NULL; a restore could not put \
+                 that back, so agent-db leaves this conversation alone",
+                c.table, c.column
+            )
+            .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Feed one value into the image hash. The layout is the one agent-db has always used, so the
+/// post-image hashes recorded by earlier versions still match.
+fn hash_value(h: &mut Sha256, v: Option<ValueRef<'_>>) {
     match v {
         None => h.update(b"absent;"),
-        Some(Value::Null) => h.update(b"null;"),
-        Some(Value::Integer(i)) => h.update(format!("int:{i};").as_bytes()),
-        Some(Value::Real(f)) => h.update(format!("real:{};", f.to_bits()).as_bytes()),
-        Some(Value::Text(t)) => {
+        Some(ValueRef::Null) => h.update(b"null;"),
+        Some(ValueRef::Integer(i)) => h.update(format!("int:{i};").as_bytes()),
+        Some(ValueRef::Real(f)) => h.update(format!("real:{};", f.to_bits()).as_bytes()),
+        Some(ValueRef::Text(t)) => {
             h.update(format!("text:{}:", t.len()).as_bytes());
-            h.update(t.as_bytes());
+            h.update(t);
         }
-        Some(Value::Blob(b)) => {
+        Some(ValueRef::Blob(b)) => {
             h.update(format!("blob:{}:", b.len()).as_bytes());
             h.update(b);
         }
@@ -109,63 +213,68 @@ fn hash_value(h: &mut Sha256, v: &Option<Value>) {
 }
 
 /// A hash of the current values of `cells` (for inserted rows: whether they exist). Recorded
-/// after a compaction's write, compared before a restore to detect later changes.
+/// after a compaction's write, compared before a restore to detect later changes. Values are
+/// hashed from their stored bytes and storage class, never converted.
 pub fn image_hash(conn: &Connection, cells: &[Cell]) -> rusqlite::Result<String> {
     let mut h = Sha256::new();
     for c in cells {
         h.update(format!("{}.{}.{}:", c.table, c.column, c.key_column).as_bytes());
-        hash_value(&mut h, &Some(c.key.clone()));
-        hash_value(&mut h, &current(conn, c)?);
+        hash_value(&mut h, Some(c.key.as_ref()));
+        let sql = format!("SELECT {} {}", c.column_expr()?, c.row_clause(1)?);
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query([&c.key])?;
+        match rows.next()? {
+            Some(r) => hash_value(&mut h, Some(r.get_ref(0)?)),
+            None => hash_value(&mut h, None),
+        }
     }
     Ok(hex::encode(h.finalize()))
 }
 
-/// An archived cell with its pre-image value.
+/// An archived cell; its pre-image value stays in the archive table (see [`apply`]).
 #[derive(Debug, Clone)]
 pub struct Archived {
+    pub seq: i64,
     pub cell: Cell,
-    pub value: Value,
 }
 
 /// The archived cells of a compaction, in the order they were saved.
 pub fn load(conn: &Connection, compaction_id: i64) -> rusqlite::Result<Vec<Archived>> {
     let mut stmt = conn.prepare(
-        "SELECT table_name, key_column, row_key, column_name, value FROM agent_db_archive
+        "SELECT seq, table_name, key_column, row_key, column_name FROM agent_db_archive
          WHERE compaction_id = ?1 ORDER BY seq",
     )?;
     let rows = stmt.query_map([compaction_id], |r| {
         Ok(Archived {
+            seq: r.get(0)?,
             cell: Cell {
-                table: r.get(0)?,
-                key_column: r.get(1)?,
-                key: r.get(2)?,
-                column: r.get(3)?,
+                table: r.get(1)?,
+                key_column: r.get(2)?,
+                key: CellValue::from_ref(r.get_ref(3)?),
+                column: r.get(4)?,
             },
-            value: r.get(4)?,
         })
     })?;
     rows.collect()
 }
 
-/// Write archived values back (inserted rows are deleted).
-pub fn apply(conn: &Connection, archived: &[Archived]) -> rusqlite::Result<()> {
+/// Write archived values back (inserted rows are deleted). SQLite copies each value from the
+/// archive itself, so the cell gets back its exact bytes and storage class.
+pub fn apply(conn: &Connection, compaction_id: i64, archived: &[Archived]) -> rusqlite::Result<()> {
     for a in archived {
         let c = &a.cell;
         if c.column == "*" {
-            let sql = format!(
-                "DELETE FROM \"{}\" WHERE \"{}\" = ?1",
-                ident(&c.table)?,
-                ident(&c.key_column)?
-            );
+            let sql = format!("DELETE {}", c.row_clause(1)?);
             conn.execute(&sql, [&c.key])?;
         } else {
             let sql = format!(
-                "UPDATE \"{}\" SET \"{}\" = ?1 WHERE \"{}\" = ?2",
+                "UPDATE \"{}\" SET \"{}\" = (SELECT value FROM agent_db_archive WHERE compaction_id = ?2 AND seq = ?3)
+                 WHERE \"{}\" = ?1",
                 ident(&c.table)?,
                 ident(&c.column)?,
                 ident(&c.key_column)?
             );
-            conn.execute(&sql, params![a.value, c.key])?;
+            conn.execute(&sql, params![c.key, compaction_id, a.seq])?;
         }
     }
     Ok(())

@@ -133,7 +133,8 @@ fn meta_from_row(r: &Row<'_>) -> rusqlite::Result<(ConversationMeta, Option<Stri
     let model = lossy(r, 7)?;
     let current = match (input, output) {
         (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        // Stored numbers can be anything a program wrote; never overflow on them.
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
     };
     let meta = ConversationMeta {
         id,

@@ -8,6 +8,7 @@
 
 use std::path::Path;
 
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Error, Result, SqlContext};
@@ -179,10 +180,20 @@ const LIST_SQL_OLD: &str = "SELECT c.id, c.provider, COALESCE(s.usage, c.usage),
 FROM conversations c LEFT JOIN conversation_summaries s ON s.id = c.id
 ORDER BY c.updated_at DESC, c.rowid";
 
+/// The SQLite type name of a value, for messages.
+pub fn sql_type(v: ValueRef<'_>) -> &'static str {
+    match v {
+        ValueRef::Null => "NULL",
+        ValueRef::Integer(_) => "INTEGER",
+        ValueRef::Real(_) => "REAL",
+        ValueRef::Text(_) => "TEXT",
+        ValueRef::Blob(_) => "BLOB",
+    }
+}
+
 /// A text column read leniently: invalid UTF-8 (which a Go writer can store) becomes U+FFFD
 /// instead of failing the whole listing; BLOBs are read the same way.
 fn lossy(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
-    use rusqlite::types::ValueRef;
     Ok(match r.get_ref(i)? {
         ValueRef::Null => None,
         ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
@@ -242,6 +253,22 @@ pub fn meta(conn: &Connection, path: &Path, id: &str) -> Result<Option<Conversat
         .at(path)
 }
 
+/// How the writer recognizes that `updated_at` changed since the conversation was read: the
+/// value's storage class and exact bytes (a Go writer can store anything there, and a number or
+/// invalid UTF-8 must compare as exactly as text does).
+pub fn version_marker(v: ValueRef<'_>) -> String {
+    match v {
+        ValueRef::Text(t) => match std::str::from_utf8(t) {
+            Ok(s) => format!("text:{s}"),
+            Err(_) => format!("text-bytes:{}", hex::encode(t)),
+        },
+        ValueRef::Integer(i) => format!("integer:{i}"),
+        ValueRef::Real(f) => format!("real:{}", f.to_bits()),
+        ValueRef::Blob(b) => format!("blob:{}", hex::encode(b)),
+        ValueRef::Null => "null".to_string(),
+    }
+}
+
 /// Everything agent-db needs of one conversation to plan and write its compaction.
 #[derive(Debug, Clone)]
 pub struct KodeletRow {
@@ -252,6 +279,8 @@ pub struct KodeletRow {
     pub name: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// [`version_marker`] of `updated_at`.
+    pub version_marker: String,
     pub metadata: Option<String>,
     pub tool_results: Option<String>,
     pub cwd: Option<String>,
@@ -272,10 +301,13 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
     let row = conn
         .query_row(&sql, [id], |r| {
             let raw = match r.get_ref(1)? {
-                rusqlite::types::ValueRef::Text(b) | rusqlite::types::ValueRef::Blob(b) => {
-                    String::from_utf8(b.to_vec()).map_err(|e| e.utf8_error().valid_up_to())
+                ValueRef::Text(b) | ValueRef::Blob(b) => {
+                    String::from_utf8(b.to_vec()).map_err(|e| {
+                        format!("is not valid UTF-8 (byte {})", e.utf8_error().valid_up_to())
+                    })
                 }
-                _ => Ok(String::new()),
+                ValueRef::Null => Err("is NULL".to_string()),
+                other => Err(format!("holds a {} instead of JSON text", sql_type(other))),
             };
             Ok((
                 raw,
@@ -287,6 +319,7 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
                     name: lossy(r, 4)?,
                     created_at: lossy(r, 5)?.unwrap_or_default(),
                     updated_at: lossy(r, 6)?.unwrap_or_default(),
+                    version_marker: version_marker(r.get_ref(6)?),
                     metadata: lossy(r, 7)?,
                     tool_results: lossy(r, 8)?,
                     cwd: lossy(r, 9)?,
@@ -296,10 +329,10 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
         .optional()
         .at(path)?;
     let (raw, mut conv) = row.ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })?;
-    conv.raw_messages = raw.map_err(|at| {
+    conv.raw_messages = raw.map_err(|why| {
         Error::conversation(
             id,
-            format!("raw_messages is not valid UTF-8 (byte {at}); agent-db will not touch it"),
+            format!("raw_messages {why}; agent-db will not touch it"),
         )
     })?;
     Ok(conv)

@@ -26,23 +26,31 @@ pub fn message_count(raw_messages: &str) -> i64 {
 /// 4. if the result is longer than 100 **bytes**, keep its first 97 bytes and append `...`.
 ///
 /// Byte cut vs UTF-8: Go cuts at byte 97 even inside a multi-byte character and stores the
-/// resulting invalid UTF-8 bytes as TEXT. A Rust `String` must be valid UTF-8, so the 97-byte
-/// prefix goes through [`String::from_utf8_lossy`]: the partial character becomes U+FFFD
-/// (3 bytes), so the value can differ from kodelet's bytes (and be up to 102 bytes long) in
-/// exactly the cases where kodelet's own value is not valid UTF-8. Readers that decode
-/// kodelet's value lossily (as Go's and Rust's UTF-8 aware tools do) see the same text.
-pub fn first_message(raw_messages: &str, metadata: Option<&str>) -> String {
+/// resulting bytes as TEXT, invalid UTF-8 included. This function returns those exact bytes, so
+/// the row agent-db writes is the row kodelet would write; every reader of the column reads it
+/// byte-wise (display is lossy, see `store::kodelet`).
+pub fn first_message(raw_messages: &str, metadata: Option<&str>) -> Vec<u8> {
+    first_message_text(raw_messages, metadata)
+        .map(|t| truncate_bytes(&t))
+        .unwrap_or_default()
+}
+
+/// Bind bytes as SQLite TEXT (not BLOB), whether or not they are valid UTF-8, as Go's driver
+/// stores a Go `string`.
+pub fn as_text(bytes: &[u8]) -> rusqlite::types::ToSqlOutput<'_> {
+    rusqlite::types::ToSqlOutput::Borrowed(rusqlite::types::ValueRef::Text(bytes))
+}
+
+/// The untruncated first-message text (after the display override), if there is one.
+fn first_message_text(raw_messages: &str, metadata: Option<&str>) -> Option<String> {
     if raw_messages.is_empty() {
-        return String::new();
+        return None;
     }
-    let messages: Vec<Value> = match serde_json::from_str(raw_messages) {
-        Ok(v) => v,
-        Err(_) => return String::new(),
-    };
+    let messages: Vec<Value> = serde_json::from_str(raw_messages).ok()?;
     // Go unmarshals into []map[string]any: an element that is neither an object nor null makes
     // the whole decode fail.
     if messages.iter().any(|m| !(m.is_object() || m.is_null())) {
-        return String::new();
+        return None;
     }
     let mut text: Option<&str> = None;
     for msg in &messages {
@@ -66,21 +74,17 @@ pub fn first_message(raw_messages: &str, metadata: Option<&str>) -> String {
             break;
         }
     }
-    let Some(text) = text else {
-        return String::new();
-    };
-    let shown = apply_display(text, metadata);
-    truncate_bytes(&shown)
+    Some(apply_display(text?, metadata))
 }
 
-/// The 100-byte rule: longer values keep their first 97 bytes plus `...`.
-fn truncate_bytes(s: &str) -> String {
+/// The 100-byte rule: longer values keep their first 97 bytes plus `...`, cut by bytes as Go does.
+fn truncate_bytes(s: &str) -> Vec<u8> {
     if s.len() > 100 {
-        let mut out = String::from_utf8_lossy(&s.as_bytes()[..97]).into_owned();
-        out.push_str("...");
+        let mut out = s.as_bytes()[..97].to_vec();
+        out.extend_from_slice(b"...");
         out
     } else {
-        s.to_string()
+        s.as_bytes().to_vec()
     }
 }
 
@@ -204,6 +208,11 @@ fn go_format_g(f: f64) -> String {
 mod tests {
     use super::*;
 
+    /// The first message as text (for values that are valid UTF-8).
+    fn fm(raw: &str, metadata: Option<&str>) -> String {
+        String::from_utf8(first_message(raw, metadata)).expect("valid UTF-8 here")
+    }
+
     #[test]
     fn counts_role_substrings_including_nested() {
         assert_eq!(message_count(""), 0);
@@ -220,39 +229,39 @@ mod tests {
     #[test]
     fn anthropic_first_user_text() {
         let raw = r#"[{"content":[{"text":"ls -la","type":"text"}],"role":"user"},{"content":[{"text":"ok","type":"text"}],"role":"assistant"}]"#;
-        assert_eq!(first_message(raw, None), "ls -la");
+        assert_eq!(fm(raw, None), "ls -la");
         // A first user message whose first block is not text is skipped; the next one counts.
         let raw = r#"[{"content":[{"type":"image","source":{}}],"role":"user"},{"content":[{"tool_use_id":"t","content":[],"type":"tool_result"}],"role":"user"},{"content":[{"text":"second","type":"text"}],"role":"user"}]"#;
-        assert_eq!(first_message(raw, None), "second");
+        assert_eq!(fm(raw, None), "second");
         // Assistant text never counts.
         let raw = r#"[{"content":[{"text":"hello","type":"text"}],"role":"assistant"}]"#;
-        assert_eq!(first_message(raw, None), "");
+        assert_eq!(fm(raw, None), "");
     }
 
     #[test]
     fn openai_string_content_and_bad_json_give_empty() {
         assert_eq!(
-            first_message(r#"[{"role":"user","content":"How many CPUs?"}]"#, None),
+            fm(r#"[{"role":"user","content":"How many CPUs?"}]"#, None),
             ""
         );
         assert_eq!(
-            first_message(
+            fm(
                 r#"[{"type":"message","role":"user","content":"Hello"}]"#,
                 None
             ),
             ""
         );
-        assert_eq!(first_message("[", None), "");
-        assert_eq!(first_message("{}", None), "");
-        assert_eq!(first_message("[1]", None), "");
-        assert_eq!(first_message("[]", None), "");
-        assert_eq!(first_message("", None), "");
+        assert_eq!(fm("[", None), "");
+        assert_eq!(fm("{}", None), "");
+        assert_eq!(fm("[1]", None), "");
+        assert_eq!(fm("[]", None), "");
+        assert_eq!(fm("", None), "");
         // OpenAI multi-content with a text part first does count.
         let raw = r#"[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:,"}}]}]"#;
-        assert_eq!(first_message(raw, None), "look");
+        assert_eq!(fm(raw, None), "look");
         // null elements are tolerated.
         assert_eq!(
-            first_message(r#"[null,{"role":"user","content":[{"text":"x"}]}]"#, None),
+            fm(r#"[null,{"role":"user","content":[{"text":"x"}]}]"#, None),
             "x"
         );
     }
@@ -272,31 +281,28 @@ mod tests {
         let meta = format!(
             r#"{{"message_display":{{"v1":{{"{key}":{{"text":"/fix","kind":"slash-command"}}}}}}}}"#
         );
-        assert_eq!(first_message(&raw, Some(&meta)), "/fix");
+        assert_eq!(fm(&raw, Some(&meta)), "/fix");
         let legacy = format!(
             r#"{{"message_display_overrides":{{"v1":{{"{key}":{{"display":"/legacy"}}}}}}}}"#
         );
-        assert_eq!(first_message(&raw, Some(&legacy)), "/legacy");
+        assert_eq!(fm(&raw, Some(&legacy)), "/legacy");
         // Present but unusable current key: no fallback to the legacy one.
         let both = format!(
             r#"{{"message_display":5,"message_display_overrides":{{"v1":{{"{key}":{{"text":"/legacy"}}}}}}}}"#
         );
-        assert_eq!(first_message(&raw, Some(&both)), text);
+        assert_eq!(fm(&raw, Some(&both)), text);
         // Blank override is ignored; other key is ignored.
         let blank = format!(r#"{{"message_display":{{"v1":{{"{key}":{{"text":"  "}}}}}}}}"#);
-        assert_eq!(first_message(&raw, Some(&blank)), text);
+        assert_eq!(fm(&raw, Some(&blank)), text);
         let other = r#"{"message_display":{"v1":{"sha256:00":{"text":"no"}}}}"#;
-        assert_eq!(first_message(&raw, Some(other)), text);
+        assert_eq!(fm(&raw, Some(other)), text);
         // Non-string display values print like fmt.Sprint.
         let num = format!(r#"{{"message_display":{{"v1":{{"{key}":{{"text":1000000}}}}}}}}"#);
-        assert_eq!(first_message(&raw, Some(&num)), "1e+06");
+        assert_eq!(fm(&raw, Some(&num)), "1e+06");
         // Long overrides are truncated too.
         let long = "y".repeat(150);
         let meta = format!(r#"{{"message_display":{{"v1":{{"{key}":{{"text":"{long}"}}}}}}}}"#);
-        assert_eq!(
-            first_message(&raw, Some(&meta)),
-            format!("{}...", "y".repeat(97))
-        );
+        assert_eq!(fm(&raw, Some(&meta)), format!("{}...", "y".repeat(97)));
     }
 
     fn anthropic_user(text: &str) -> String {
@@ -309,18 +315,23 @@ mod tests {
     #[test]
     fn byte_boundary_100_101() {
         let t100 = "a".repeat(100);
-        assert_eq!(first_message(&anthropic_user(&t100), None), t100);
+        assert_eq!(fm(&anthropic_user(&t100), None), t100);
         let t101 = "a".repeat(101);
-        let got = first_message(&anthropic_user(&t101), None);
+        let got = fm(&anthropic_user(&t101), None);
         assert_eq!(got, format!("{}...", "a".repeat(97)));
         assert_eq!(got.len(), 100);
         // Multi-byte: 96 ASCII bytes then "é" (2 bytes) ... byte 97 splits the "é".
         let split = format!("{}é{}", "a".repeat(96), "b".repeat(10));
         let got = first_message(&anthropic_user(&split), None);
-        assert_eq!(got, format!("{}\u{FFFD}...", "a".repeat(96)));
+        // Go's bytes: 96 'a', the first byte of "é" (0xC3), then "..." (invalid UTF-8).
+        let mut want = "a".repeat(96).into_bytes();
+        want.push(0xC3);
+        want.extend_from_slice(b"...");
+        assert_eq!(got, want);
+        assert!(std::str::from_utf8(&got).is_err());
         // 100 bytes of 2-byte chars stay as they are.
         let fifty = "é".repeat(50);
-        assert_eq!(first_message(&anthropic_user(&fifty), None), fifty);
+        assert_eq!(fm(&anthropic_user(&fifty), None), fifty);
     }
 
     #[test]

@@ -13,14 +13,15 @@ use std::collections::{BTreeMap, HashSet};
 
 use std::path::Path;
 
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
 
 use super::archive::{self, Cell};
-use super::kodelet_summaries::{first_message, message_count};
+use super::kodelet_summaries::{as_text, first_message, message_count};
 use crate::error::{Result, SqlContext};
 use crate::message::{go_escape, Format};
-use crate::plan::sha256_hex;
 
 pub use super::{Proposal, Written};
 
@@ -76,12 +77,78 @@ pub fn bump_codex_generation(metadata: &str) -> Option<String> {
     Some(format!("{}{}{}", &metadata[..start], n + 1, &rest[len..]))
 }
 
+/// The conversation's current cells as the writer needs them. Columns agent-db edits in place
+/// (`usage`, `tool_results`, `metadata`) are `Some` only when they hold valid UTF-8 TEXT; any
+/// other value (a BLOB, a number, NULL, bytes that are not UTF-8) is left exactly as it is.
 struct Current {
-    updated_at: String,
-    raw: String,
-    usage: String,
+    marker: String,
+    raw_sha256: String,
+    usage: Option<String>,
     tool_results: Option<String>,
     metadata: Option<String>,
+}
+
+/// A TEXT cell that is valid UTF-8, else `None`.
+fn utf8_text(v: ValueRef<'_>) -> Option<String> {
+    match v {
+        ValueRef::Text(t) => std::str::from_utf8(t).ok().map(str::to_string),
+        _ => None,
+    }
+}
+
+fn read_current(tx: &Connection, path: &Path, id: &str) -> Result<Option<Current>> {
+    tx.query_row(
+        "SELECT updated_at, raw_messages, usage, tool_results, metadata FROM conversations WHERE id = ?1",
+        [id],
+        |r| {
+            let raw_sha256 = match r.get_ref(1)? {
+                ValueRef::Text(b) | ValueRef::Blob(b) => hex::encode(Sha256::digest(b)),
+                _ => String::new(),
+            };
+            Ok(Current {
+                marker: super::kodelet::version_marker(r.get_ref(0)?),
+                raw_sha256,
+                usage: utf8_text(r.get_ref(2)?),
+                tool_results: utf8_text(r.get_ref(3)?),
+                metadata: utf8_text(r.get_ref(4)?),
+            })
+        },
+    )
+    .optional()
+    .at(path)
+}
+
+/// The cells a compaction changes, in archive order.
+fn cells_for(
+    key: &str,
+    new_usage: bool,
+    new_tools: bool,
+    new_meta: bool,
+    summary_exists: bool,
+    cols: super::kodelet::Columns,
+) -> Vec<Cell> {
+    let conv = |c: &str| Cell::new("conversations", "id", key, c);
+    let mut cells = vec![conv("raw_messages")];
+    for (changed, column) in [
+        (new_usage, "usage"),
+        (new_tools, "tool_results"),
+        (new_meta, "metadata"),
+    ] {
+        if changed {
+            cells.push(conv(column));
+        }
+    }
+    if summary_exists {
+        for c in ["message_count", "first_message", "usage"] {
+            cells.push(Cell::new("conversation_summaries", "id", key, c));
+        }
+        if cols.summaries_metadata {
+            cells.push(Cell::new("conversation_summaries", "id", key, "metadata"));
+        }
+    } else {
+        cells.push(Cell::inserted_row("conversation_summaries", "id", key));
+    }
+    cells
 }
 
 /// Write one compaction. Returns [`Written::Changed`] without writing when the conversation is
@@ -90,32 +157,19 @@ pub fn commit(conn: &mut Connection, path: &Path, p: &Proposal, now: &str) -> Re
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .at(path)?;
-    let cur = tx
-        .query_row(
-            "SELECT updated_at, raw_messages, usage, tool_results, metadata FROM conversations WHERE id = ?1",
-            [&p.id],
-            |r| {
-                Ok(Current {
-                    updated_at: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
-                    raw: r.get(1)?,
-                    usage: r.get(2)?,
-                    tool_results: r.get(3)?,
-                    metadata: r.get(4)?,
-                })
-            },
-        )
-        .optional()
-        .at(path)?;
-    let Some(cur) = cur else {
+    let Some(cur) = read_current(&tx, path, &p.id)? else {
         return Ok(Written::Changed("deleted since it was read".into()));
     };
-    if cur.updated_at != p.version.updated_at || sha256_hex(&cur.raw) != p.version.raw_sha256 {
+    if cur.marker != p.version.updated_at || cur.raw_sha256 != p.version.raw_sha256 {
         return Ok(Written::Changed(
             "changed since read (a live agent wrote to it); nothing written".into(),
         ));
     }
 
-    let new_usage = splice_current_context(&cur.usage, p.tokens_after);
+    let new_usage = cur
+        .usage
+        .as_deref()
+        .and_then(|u| splice_current_context(u, p.tokens_after));
     let new_tools = cur
         .tool_results
         .as_deref()
@@ -124,170 +178,129 @@ pub fn commit(conn: &mut Connection, path: &Path, p: &Proposal, now: &str) -> Re
         Format::OpenAiResponses => cur.metadata.as_deref().and_then(bump_codex_generation),
         _ => None,
     };
-    let usage_after = new_usage.clone().unwrap_or_else(|| cur.usage.clone());
     let meta_after = new_meta.clone().or_else(|| cur.metadata.clone());
 
-    let key = p.id.clone();
-    let mut cells = vec![Cell::new(
-        "conversations",
-        "id",
-        key.clone(),
-        "raw_messages",
-    )];
-    if new_usage.is_some() {
-        cells.push(Cell::new("conversations", "id", key.clone(), "usage"));
-    }
-    if new_tools.is_some() {
-        cells.push(Cell::new(
-            "conversations",
-            "id",
-            key.clone(),
-            "tool_results",
-        ));
-    }
-    if new_meta.is_some() {
-        cells.push(Cell::new("conversations", "id", key.clone(), "metadata"));
-    }
+    let key = p.id.as_str();
     let summary_exists = tx
         .query_row(
             "SELECT 1 FROM conversation_summaries WHERE id = ?1",
-            [&key],
+            [key],
             |_| Ok(()),
         )
         .optional()
         .at(path)?
         .is_some();
     let cols = super::kodelet::check_schema(&tx, path)?;
-    if summary_exists {
-        for c in ["message_count", "first_message", "usage"] {
-            cells.push(Cell::new("conversation_summaries", "id", key.clone(), c));
-        }
-        if cols.summaries_metadata {
-            cells.push(Cell::new(
-                "conversation_summaries",
-                "id",
-                key.clone(),
-                "metadata",
-            ));
-        }
-    } else {
-        cells.push(Cell::inserted_row(
-            "conversation_summaries",
-            "id",
-            key.clone(),
-        ));
-    }
+    let cells = cells_for(
+        key,
+        new_usage.is_some(),
+        new_tools.is_some(),
+        new_meta.is_some(),
+        summary_exists,
+        cols,
+    );
 
     let compaction_id = archive::insert_audit(&tx, &p.audit, now).at(path)?;
     archive::save_pre_image(&tx, compaction_id, &cells).at(path)?;
 
-    tx.execute(
-        "UPDATE conversations SET raw_messages = ?1 WHERE id = ?2",
-        params![p.raw_messages, key],
-    )
-    .at(path)?;
-    if let Some(u) = &new_usage {
+    let set = |column: &str, value: &str| {
         tx.execute(
-            "UPDATE conversations SET usage = ?1 WHERE id = ?2",
-            params![u, key],
+            &format!("UPDATE conversations SET {column} = ?1 WHERE id = ?2"),
+            params![value, key],
         )
-        .at(path)?;
+        .at(path)
+    };
+    set("raw_messages", &p.raw_messages)?;
+    if let Some(u) = &new_usage {
+        set("usage", u)?;
     }
     if let Some(t) = &new_tools {
-        tx.execute(
-            "UPDATE conversations SET tool_results = ?1 WHERE id = ?2",
-            params![t, key],
-        )
-        .at(path)?;
+        set("tool_results", t)?;
     }
     if let Some(m) = &new_meta {
-        tx.execute(
-            "UPDATE conversations SET metadata = ?1 WHERE id = ?2",
-            params![m, key],
-        )
-        .at(path)?;
+        set("metadata", m)?;
     }
     let count = message_count(&p.raw_messages);
+    // kodelet's exact bytes: cut at byte 97, so possibly not valid UTF-8; bound as TEXT.
     let first = first_message(&p.raw_messages, meta_after.as_deref());
+    let first = as_text(&first);
     if summary_exists {
+        // usage and metadata are copied by SQLite from the conversation row, byte for byte.
         tx.execute(
-            "UPDATE conversation_summaries SET message_count = ?1, first_message = ?2, usage = ?3 WHERE id = ?4",
-            params![count, first, usage_after, key],
+            "UPDATE conversation_summaries SET message_count = ?1, first_message = ?2,
+               usage = (SELECT usage FROM conversations WHERE id = ?3) WHERE id = ?3",
+            params![count, first, key],
         )
         .at(path)?;
         if cols.summaries_metadata {
             tx.execute(
-                "UPDATE conversation_summaries SET metadata = ?1 WHERE id = ?2",
-                params![meta_after, key],
+                "UPDATE conversation_summaries SET metadata = (SELECT metadata FROM conversations WHERE id = ?1)
+                 WHERE id = ?1",
+                [key],
             )
             .at(path)?;
         }
     } else {
-        insert_summary_row(
-            &tx,
-            path,
-            &key,
-            count,
-            &first,
-            &usage_after,
-            meta_after.as_deref(),
-            cols,
-        )?;
+        insert_summary_row(&tx, path, key, count, &first, cols)?;
     }
     archive::finish_audit(&tx, compaction_id, &cells).at(path)?;
     tx.commit().at(path)?;
     Ok(Written::Committed { compaction_id })
 }
 
-/// A conversation without a summary row gets one, as kodelet's upsert would create it.
-#[allow(clippy::too_many_arguments)]
+/// A conversation without a summary row gets one, as kodelet's upsert would create it. Every
+/// column but the two computed ones is copied by SQLite from the conversation row.
 fn insert_summary_row(
     tx: &Connection,
     path: &Path,
     id: &str,
     count: i64,
-    first: &str,
-    usage: &str,
-    metadata: Option<&str>,
+    first: &ToSqlOutput<'_>,
     cols: super::kodelet::Columns,
 ) -> Result<()> {
-    let (name, created, updated, provider, cwd): (Option<String>, String, String, String, Option<String>) = tx
-        .query_row(
-            &format!(
-                "SELECT summary, created_at, updated_at, provider, {} FROM conversations WHERE id = ?1",
-                if cols.conversations_cwd { "cwd" } else { "NULL" }
-            ),
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-        )
-        .at(path)?;
-    tx.execute(
-        "INSERT INTO conversation_summaries(id, message_count, first_message, summary, usage, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![id, count, first, name, usage, created, updated],
-    )
-    .at(path)?;
+    let mut names = vec![
+        "id",
+        "message_count",
+        "first_message",
+        "summary",
+        "usage",
+        "created_at",
+        "updated_at",
+    ];
+    let mut values = vec![
+        "id",
+        "?2",
+        "?3",
+        "summary",
+        "usage",
+        "created_at",
+        "updated_at",
+    ];
     if cols.summaries_provider {
-        tx.execute(
-            "UPDATE conversation_summaries SET provider = ?1 WHERE id = ?2",
-            params![provider, id],
-        )
-        .at(path)?;
+        names.push("provider");
+        values.push("provider");
     }
     if cols.summaries_metadata {
-        tx.execute(
-            "UPDATE conversation_summaries SET metadata = ?1 WHERE id = ?2",
-            params![metadata, id],
-        )
-        .at(path)?;
+        names.push("metadata");
+        values.push("metadata");
     }
     if cols.summaries_cwd {
-        tx.execute(
-            "UPDATE conversation_summaries SET cwd = ?1 WHERE id = ?2",
-            params![cwd, id],
-        )
-        .at(path)?;
+        names.push("cwd");
+        values.push(if cols.conversations_cwd {
+            "cwd"
+        } else {
+            "NULL"
+        });
     }
+    tx.execute(
+        &format!(
+            "INSERT INTO conversation_summaries({}) SELECT {} FROM conversations WHERE id = ?1",
+            names.join(", "),
+            values.join(", ")
+        ),
+        params![id, count, first],
+    )
+    .at(path)?;
     Ok(())
 }
 

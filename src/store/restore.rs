@@ -149,7 +149,7 @@ pub fn restore(
             c.conversation_id
         )));
     }
-    archive::apply(&tx, &archived).at(path)?;
+    archive::apply(&tx, id, &archived).at(path)?;
     tx.execute(
         "UPDATE agent_db_compactions SET restored_at = ?1 WHERE id = ?2",
         params![now, id],

@@ -37,7 +37,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::error::{Result, SqlContext};
 use crate::gotime;
-use crate::store::kodelet_summaries::{display_key, first_message, message_count};
+use crate::store::kodelet_summaries::{as_text, display_key, first_message, message_count};
 
 use gojson::Obj;
 use session::{IdStyle, Plan, Session, Shape};
@@ -198,7 +198,7 @@ pub fn generate(path: &Path, opts: &SynthOptions) -> Result<SynthStats> {
                 .execute(rusqlite::params![
                     row.id,
                     message_count(&row.raw_messages),
-                    first_message(&row.raw_messages, row.metadata.as_deref()),
+                    as_text(&first_message(&row.raw_messages, row.metadata.as_deref())),
                     row.summary,
                     row.usage,
                     row.created_at,

@@ -200,7 +200,7 @@ fn rows_are_valid_and_paired_in_every_format() {
         let created: String = r.get(6).unwrap();
         let updated: String = r.get(7).unwrap();
         let count: i64 = r.get(8).unwrap();
-        let first: String = r.get(9).unwrap();
+        let first: Vec<u8> = r.get_ref(9).unwrap().as_bytes().unwrap().to_vec();
         assert_eq!(
             r.get::<_, Option<String>>(10).unwrap(),
             r.get::<_, Option<String>>(11).unwrap()
