@@ -24,6 +24,8 @@ pub mod exit {
     pub const LOCKED: i32 = 6;
     /// A restore was refused (the row changed after the compaction, or it was already restored).
     pub const REFUSED: i32 = 7;
+    /// An internal error: a bug in agent-db (for example a panic outside any one conversation).
+    pub const INTERNAL: i32 = 8;
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -84,6 +86,12 @@ pub enum Error {
 
     #[error("{0}")]
     Usage(String),
+
+    #[error("{path}: cannot be written: {detail}")]
+    Unwritable { path: PathBuf, detail: String },
+
+    #[error("internal error (a bug in agent-db; please report it): {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -97,6 +105,7 @@ impl Error {
             | Error::SchemaChanged { .. }
             | Error::AmbiguousStore { .. }
             | Error::Sqlite { .. }
+            | Error::Unwritable { .. }
             | Error::Io { .. } => exit::STORE,
             Error::ConversationNotFound { .. }
             | Error::Conversation { .. }
@@ -105,6 +114,7 @@ impl Error {
             Error::Refused(_) => exit::REFUSED,
             Error::Config(_) => exit::CONFIG,
             Error::Usage(_) => exit::USAGE,
+            Error::Internal(_) => exit::INTERNAL,
         }
     }
 
@@ -114,6 +124,17 @@ impl Error {
             id: id.into(),
             detail: detail.into(),
         }
+    }
+}
+
+/// The message of a caught panic's payload.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic with no message".to_string()
     }
 }
 

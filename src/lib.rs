@@ -10,6 +10,7 @@
 pub mod compact;
 pub mod config;
 pub mod error;
+pub mod failpoint;
 pub mod gotime;
 pub mod hooks;
 pub mod message;

@@ -10,16 +10,53 @@ use clap::Parser;
 fn main() {
     let cli = cli::Cli::parse();
     init_logging();
+    ignore_file_size_signal();
+    one_line_panics();
     let ui = output::Ui::new(cli.quiet);
-    let code = match commands::run(&ui, cli) {
-        Ok(code) => code,
-        Err(commands::Failure::BrokenPipe) => 0,
-        Err(commands::Failure::Error(e)) => {
+    // Panics inside one conversation are caught where it is processed and become its failed
+    // row; one that escapes to here is a bug outside any conversation: exit 8, not a crash.
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commands::run(&ui, cli)));
+    let code = match outcome {
+        Ok(Ok(code)) => code,
+        Ok(Err(commands::Failure::BrokenPipe)) => 0,
+        Ok(Err(commands::Failure::Error(e))) => {
+            ui.error(&e);
+            e.exit_code()
+        }
+        Err(p) => {
+            let e = agent_db::Error::Internal(agent_db::error::panic_message(p.as_ref()));
             ui.error(&e);
             e.exit_code()
         }
     };
     std::process::exit(code);
+}
+
+/// A panic (a bug) prints one line naming where it happened, instead of Rust's two-line default;
+/// the conversation it happened in is reported as failed with the same message.
+fn one_line_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = agent_db::error::panic_message(info.payload());
+        match info.location() {
+            Some(l) => eprintln!(
+                "agent-db: bug: panicked at {}:{}: {msg}",
+                l.file(),
+                l.line()
+            ),
+            None => eprintln!("agent-db: bug: panicked: {msg}"),
+        }
+    }));
+}
+
+/// A store that outgrows `ulimit -f` makes the kernel send SIGXFSZ, which kills the process by
+/// default. Ignored, the write fails with EFBIG instead, which SQLite reports as a full disk: the
+/// conversation fails, its transaction rolls back, and the run stops starting new ones.
+fn ignore_file_size_signal() {
+    // SAFETY: setting a signal's disposition to SIG_IGN has no other effect.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
 }
 
 /// Logs go to stderr, filtered by `AGENT_DB_LOG` (e.g. `debug`, `agent_db=trace`); off by

@@ -95,6 +95,38 @@ pub fn plan_row(p: &Plan) -> Row {
     row
 }
 
+/// Plan one selected conversation into a job. Any failure, a panic in decoding or counting
+/// included, becomes that conversation's `failed` row.
+fn plan_job(
+    store: &Store,
+    meta: crate::store::ConversationMeta,
+    reason: crate::select::Reason,
+    opts: &PlanOptions,
+) -> Job {
+    let (id, provider) = (meta.id.clone(), meta.provider.clone());
+    let planned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::failpoint::hit("plan", &meta.id);
+        plan::plan(store, meta, reason, opts)
+    }));
+    let failed = |why: String| {
+        Job::Row(Box::new(Row::bare(
+            &id,
+            &provider,
+            reason.name(),
+            Status::Failed(why),
+        )))
+    };
+    match planned {
+        Ok(Ok(p)) if matches!(p.decision, Decision::NoOp(_)) => Job::Row(Box::new(plan_row(&p))),
+        Ok(Ok(p)) => Job::Plan(Box::new(p)),
+        Ok(Err(e)) => failed(e.to_string()),
+        Err(p) => failed(format!(
+            "internal error while planning (a bug in agent-db; please report it): {}",
+            crate::error::panic_message(p.as_ref())
+        )),
+    }
+}
+
 type Selected = (crate::store::ConversationMeta, crate::select::Reason);
 
 fn selection_row(o: Outcome) -> std::result::Result<Selected, Box<Row>> {
@@ -160,24 +192,12 @@ pub fn run(
         std::thread::spawn(move || -> Result<()> {
             let store = Store::open(&path, Access::Read)?;
             let mut seq = 0usize;
+            // A panic here (outside any one conversation's planning, which is caught in
+            // `plan_job`) ends the run as an internal error; the join below reports it.
             selector.run(&store, &now, |o| {
                 let job = match selection_row(o) {
                     Err(row) => Job::Row(row),
-                    Ok((meta, reason)) => {
-                        let (id, provider) = (meta.id.clone(), meta.provider.clone());
-                        match plan::plan(&store, meta, reason, &plan_opts) {
-                            Ok(p) if matches!(p.decision, Decision::NoOp(_)) => {
-                                Job::Row(Box::new(plan_row(&p)))
-                            }
-                            Ok(p) => Job::Plan(Box::new(p)),
-                            Err(e) => Job::Row(Box::new(Row::bare(
-                                &id,
-                                &provider,
-                                reason.name(),
-                                Status::Failed(e.to_string()),
-                            ))),
-                        }
-                    }
+                    Ok((meta, reason)) => plan_job(&store, meta, reason, &plan_opts),
                 };
                 seq += 1;
                 job_tx.blocking_send((seq, job)).is_ok()
@@ -217,7 +237,20 @@ pub fn run(
                     migrated = true;
                 }
                 let at = crate::gotime::rfc3339_utc(&crate::gotime::now());
-                let _ = reply.send(store::commit(kind, &mut conn, &path, &proposal, &at));
+                // A panic while writing one conversation is that conversation's failure: the
+                // open transaction rolls back as it unwinds, and the writer serves the others.
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    crate::failpoint::hit("write", &proposal.id);
+                    store::commit(kind, &mut conn, &path, &proposal, &at)
+                }))
+                .unwrap_or_else(|p| {
+                    Err(Error::Internal(format!(
+                        "while writing conversation {}: {}",
+                        proposal.id,
+                        crate::error::panic_message(p.as_ref())
+                    )))
+                });
+                let _ = reply.send(outcome);
             }
             Ok(())
         }))
@@ -233,6 +266,7 @@ pub fn run(
         // Conversations past their strategy, waiting for the single writer: bounded too, so
         // memory stays bounded even if the writer falls behind.
         let writing = Arc::new(Semaphore::new(concurrency * 2));
+        let halt: Arc<std::sync::OnceLock<String>> = Arc::new(std::sync::OnceLock::new());
         let dispatcher = {
             let msg_tx = msg_tx.clone();
             let strategy = strategy.clone();
@@ -257,6 +291,14 @@ pub fn run(
                             // Row costs cover compacted conversations; the strategy's own meter
                             // also counts what failed conversations were billed.
                             let so_far = spent.lock().expect("cost lock").max(strategy.spent_usd());
+                            if let Some(why) = halt.get() {
+                                let mut row = plan_row(&p);
+                                row.status = Status::Skipped(format!(
+                                    "not started: the store cannot be written ({why})"
+                                ));
+                                let _ = msg_tx.send(Msg::Done(seq, Box::new(row)));
+                                continue;
+                            }
                             if let Some(max) = max_cost.filter(|m| so_far >= *m) {
                                 stopped.store(true, std::sync::atomic::Ordering::Relaxed);
                                 let mut row = plan_row(&p);
@@ -275,24 +317,44 @@ pub fn run(
                             let hooks = hooks.clone();
                             let _ = msg_tx.send(Msg::Started);
                             let writing = writing.clone();
+                            let halt = halt.clone();
                             tokio::spawn(async move {
                                 let slots = Slots {
                                     compacting: permit,
                                     writing,
+                                    halt,
                                 };
-                                let row = compact_one(
-                                    *p,
-                                    kind,
-                                    strategy.as_ref(),
-                                    hooks.as_deref(),
-                                    dry_run,
-                                    write_tx,
-                                    &details,
-                                    &path,
-                                    now,
-                                    slots,
-                                )
-                                .await;
+                                let mut failed = plan_row(&p);
+                                let task = tokio::spawn(async move {
+                                    compact_one(
+                                        *p,
+                                        kind,
+                                        strategy.as_ref(),
+                                        hooks.as_deref(),
+                                        dry_run,
+                                        write_tx,
+                                        &details,
+                                        &path,
+                                        now,
+                                        slots,
+                                    )
+                                    .await
+                                });
+                                // A panic in the strategy, a hook or a codec is this
+                                // conversation's failure; the batch goes on.
+                                let row = match task.await {
+                                    Ok(row) => row,
+                                    Err(e) => {
+                                        let why = match e.try_into_panic() {
+                                            Ok(p) => crate::error::panic_message(p.as_ref()),
+                                            Err(e) => e.to_string(),
+                                        };
+                                        failed.status = Status::Failed(format!(
+                                            "internal error (a bug in agent-db; please report it): {why}"
+                                        ));
+                                        failed
+                                    }
+                                };
                                 if !dry_run {
                                     *spent.lock().expect("cost lock") +=
                                         row.cost_usd.unwrap_or(0.0);
@@ -319,12 +381,19 @@ pub fn run(
         let _ = dispatcher.await;
     });
     // All proposal senders are gone: the writer drains and stops.
-    let loaded = loader
-        .join()
-        .map_err(|_| Error::Usage("the loader thread panicked".into()))?;
+    let loaded = loader.join().map_err(|p| {
+        Error::Internal(format!(
+            "the selection stopped: {}",
+            crate::error::panic_message(p.as_ref())
+        ))
+    })?;
     if let Some(w) = writer {
-        w.join()
-            .map_err(|_| Error::Usage("the writer thread panicked".into()))??;
+        w.join().map_err(|p| {
+            Error::Internal(format!(
+                "the writer stopped: {}",
+                crate::error::panic_message(p.as_ref())
+            ))
+        })??;
     }
     loaded?;
     rows.sort_by_key(|(seq, _)| *seq);
@@ -334,12 +403,42 @@ pub fn run(
     })
 }
 
+/// Run the strategy on the head (the `strategy` failpoint sits here).
+async fn rewrite_head(
+    strategy: &dyn Strategy,
+    input: &HeadInput<'_>,
+    id: &str,
+) -> std::result::Result<Rewrite, StrategyError> {
+    crate::failpoint::hit("strategy", id);
+    strategy.rewrite(input).await
+}
+
 /// The concurrency slots a conversation holds: `compacting` while its strategy runs (this is
 /// what `--concurrency` bounds: summarizer requests in flight), then `writing` while it waits for
 /// the writer, so the next conversation's request never waits on a database commit.
 struct Slots {
     compacting: tokio::sync::OwnedSemaphorePermit,
     writing: Arc<Semaphore>,
+    /// Set when the store refused a write for a reason no other conversation can escape (disk
+    /// full, read-only): the dispatcher then starts nothing more, so nothing more is spent.
+    halt: Arc<std::sync::OnceLock<String>>,
+}
+
+/// Whether a write error means the store cannot take any write (so the run should stop starting
+/// conversations) rather than a problem with this one conversation.
+fn store_cannot_write(e: &Error) -> bool {
+    use rusqlite::ErrorCode as C;
+    match e {
+        Error::Unwritable { .. } => true,
+        Error::Sqlite {
+            source: rusqlite::Error::SqliteFailure(f, _),
+            ..
+        } => matches!(
+            f.code,
+            C::DiskFull | C::ReadOnly | C::CannotOpen | C::SystemIoFailure | C::PermissionDenied
+        ),
+        _ => false,
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -356,6 +455,7 @@ async fn compact_one(
     slots: Slots,
 ) -> Row {
     let started = Instant::now();
+    let halt = slots.halt.clone();
     let mut row = plan_row(&plan);
     row.strategy = Some(strategy.name().to_string());
     let finish = |mut row: Row, status: Status| {
@@ -421,7 +521,7 @@ async fn compact_one(
             )
         }
         Some(s) => Rewrite::Summary(s),
-        None => match strategy.rewrite(&input).await {
+        None => match rewrite_head(strategy, &input, &plan.meta.id).await {
             Ok(r) => r,
             Err(StrategyError::Skip(why)) => return finish(row, Status::Skipped(why)),
             Err(StrategyError::Fail(why)) => return finish(row, Status::Failed(why)),
@@ -549,7 +649,12 @@ async fn compact_one(
             finish(row, Status::Compacted)
         }
         Ok(Ok(Written::Changed(why))) => finish(row, Status::Skipped(why)),
-        Ok(Err(e)) => finish(row, Status::Failed(e.to_string())),
+        Ok(Err(e)) => {
+            if store_cannot_write(&e) {
+                let _ = halt.set(e.to_string());
+            }
+            finish(row, Status::Failed(e.to_string()))
+        }
         Err(_) => finish(
             row,
             Status::Failed(format!("the writer for {} stopped", path.display())),

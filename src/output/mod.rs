@@ -30,6 +30,12 @@ impl Ui {
         }
     }
 
+    /// A warning on stderr about a likely mistake. Never suppressed: a cron job that silently
+    /// matches nothing is worse than one line of mail.
+    pub fn warn(&self, msg: &str) {
+        eprintln!("agent-db: warning: {msg}");
+    }
+
     /// An error on stderr, with a hint where one helps. Never suppressed.
     pub fn error(&self, e: &Error) {
         eprintln!("agent-db: error: {e}");
@@ -47,6 +53,8 @@ fn hint(e: &Error) -> Option<&'static str> {
         }
         Error::SchemaChanged { .. } => Some("this store was written by a kodelet version agent-db does not know; nothing was changed"),
         Error::Locked { .. } => Some("another agent-db run is working on this store; it exits when done"),
+        Error::Unwritable { .. } => Some("nothing was changed and nothing was spent; fix the cause, or use --dry-run to see the plan"),
+        Error::Internal(_) => Some("rerun with AGENT_DB_LOG=debug and RUST_BACKTRACE=1, and report it with that output"),
         _ => None,
     }
 }

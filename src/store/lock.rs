@@ -24,8 +24,11 @@ pub fn lock_path(store: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Take the lock, or fail at once with [`Error::Locked`].
+/// Check that the store can be written at all ([`super::preflight::check_writable`]: exit 4
+/// with the cause), then take the lock, or fail at once with [`Error::Locked`]. Every writing
+/// command calls this before it spends anything.
 pub fn acquire(store: &Path) -> Result<StoreLock> {
+    super::preflight::check_writable(store)?;
     let path = lock_path(store);
     let file = OpenOptions::new()
         .create(true)

@@ -13,6 +13,7 @@ pub mod kodelet;
 pub mod kodelet_summaries;
 pub mod kodelet_write;
 pub mod lock;
+pub mod preflight;
 pub mod restore;
 
 use std::path::{Path, PathBuf};
@@ -130,6 +131,11 @@ pub fn connect(path: &Path, access: Access) -> Result<Connection> {
             path: path.to_path_buf(),
             detail: "it is a directory".into(),
         });
+    }
+    if access == Access::Write {
+        // Before the first byte is read: opening a WAL store creates its -wal/-shm files, which
+        // a store that cannot be written would keep as debris.
+        preflight::check_writable(path)?;
     }
     // A reader whose connection is the last to close would checkpoint an existing WAL into the
     // main file; when a WAL exists, pure reads use a read-only connection so the files stay as
@@ -362,6 +368,30 @@ impl Store {
         }
     }
 
+    /// The distinct providers of the store's conversations (read from an index, never from
+    /// message bodies), sorted.
+    pub fn providers(&self) -> Result<Vec<String>> {
+        let sql = match self.kind {
+            StoreKind::Kodelet => "SELECT DISTINCT CAST(provider AS TEXT) FROM conversations WHERE provider IS NOT NULL",
+            StoreKind::DockerAgent => {
+                return Ok(vec![docker_agent::PROVIDER.to_string()]);
+            }
+        };
+        let mut stmt = self.conn.prepare(sql).at(&self.path)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(match r.get_ref(0)? {
+                    rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                    _ => String::new(),
+                })
+            })
+            .at(&self.path)?;
+        let mut v: Vec<String> = rows.collect::<std::result::Result<_, _>>().at(&self.path)?;
+        v.sort();
+        v.dedup();
+        Ok(v)
+    }
+
     /// One conversation's metadata.
     pub fn meta(&self, id: &str) -> Result<ConversationMeta> {
         match self.kind {
@@ -481,7 +511,7 @@ impl Store {
                 Ok(StoredConversation::new(
                     row.id,
                     row.raw_messages,
-                    row.updated_at,
+                    row.version_marker,
                 ))
             }
             StoreKind::DockerAgent => docker_agent::load(&self.conn, &self.path, id),
