@@ -91,11 +91,27 @@ impl Plan {
     }
 }
 
+/// The format of a loaded row: from `provider` and `metadata.api_mode`, and from the shape of
+/// the messages where those do not say it (an unknown provider, or an OpenAI row whose
+/// `api_mode` is missing or unreadable) and the shape is unambiguous.
+pub fn format_of(row: &StoredConversation, meta: &ConversationMeta) -> Result<Format> {
+    let stated = meta.format();
+    let unstated = match &stated {
+        Err(_) => meta.provider != "google",
+        Ok(Format::OpenAiChat) => meta.api_mode.as_deref().is_none_or(str::is_empty),
+        Ok(_) => false,
+    };
+    if unstated {
+        if let Some(f) = message::shape::detect(&row.raw_messages) {
+            return Ok(f);
+        }
+    }
+    stated.map_err(|why| Error::conversation(&row.id, why))
+}
+
 /// Decode a loaded row.
 pub fn decode(row: StoredConversation, meta: &ConversationMeta) -> Result<Loaded> {
-    let format = meta
-        .format()
-        .map_err(|why| Error::conversation(&row.id, why))?;
+    let format = format_of(&row, meta)?;
     let messages = message::decode_all(format, &row.raw_messages)
         .map_err(|e| Error::conversation(&row.id, e.to_string()))?;
     let tokens = messages

@@ -125,11 +125,7 @@ impl Selector {
             return Err(Error::Usage("--follow and --id cannot be combined".into()));
         }
         if let Some(r) = self.all_over {
-            if !(0.0..=10.0).contains(&r) || r.is_nan() {
-                return Err(Error::Usage(format!(
-                    "--all-over takes a ratio such as 0.7, got {r}"
-                )));
-            }
+            check_ratio("--all-over", r)?;
         }
         if self.limit == Some(0) {
             return Err(Error::Usage("--limit must be at least 1".into()));
@@ -278,8 +274,8 @@ impl Selector {
                     emit(self.evaluate(meta, now), &mut f);
                 }
                 None => {
-                    return Err(Error::Usage(
-                        "--follow: the store has no conversations".into(),
+                    return Err(Error::NotFound(
+                        "--follow: the store has no conversations to follow".into(),
                     ))
                 }
             }
@@ -290,6 +286,55 @@ impl Selector {
             emit(o, &mut f)
         })
     }
+}
+
+/// A utilization ratio must be in [0, 1] (0 selects every conversation whose utilization is
+/// known). Users often type a percentage (`70`) or tenths (`7`): the error then says what they
+/// probably meant.
+pub fn check_ratio(flag: &str, r: f64) -> Result<()> {
+    if (0.0..=1.0).contains(&r) {
+        return Ok(());
+    }
+    let guess = if r > 1.0 && r <= 10.0 {
+        Some(r / 10.0)
+    } else if r > 10.0 && r <= 100.0 {
+        Some(r / 100.0)
+    } else {
+        None
+    };
+    let hint = match guess {
+        Some(g) => format!("; did you mean {flag} {}?", (g * 1000.0).round() / 1000.0),
+        None => String::new(),
+    };
+    Err(Error::Usage(format!(
+        "{flag} takes a utilization ratio from 0 to 1, such as 0.7; got {r}{hint}"
+    )))
+}
+
+/// A warning when `--provider` names something no conversation in the store has, listing what
+/// the store does have (`None` when it matches, or when no provider was given).
+pub fn provider_warning(selector: &Selector, store: &Store) -> Result<Option<String>> {
+    let Some(wanted) = selector.provider.as_deref() else {
+        return Ok(None);
+    };
+    let present = store.providers()?;
+    let matches = present.iter().any(|p| {
+        p == wanted
+            || crate::message::Format::detect(p, None).is_ok_and(|f| f.name() == wanted)
+            || (p == "openai" && wanted == "openai-responses")
+    });
+    if matches {
+        return Ok(None);
+    }
+    let shown = if present.is_empty() {
+        "none (the store has no conversations)".to_string()
+    } else {
+        present.join(", ")
+    };
+    Ok(Some(format!(
+        "no conversation in this store has provider {wanted:?}; providers present: {shown} \
+         (formats anthropic, openai-chat and openai-responses are accepted too)"
+    )))
 }
 
 fn not_matched(meta: ConversationMeta, reason: Reason) -> Outcome {

@@ -26,6 +26,9 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         .into());
     }
     selector.validate()?;
+    if let Some(w) = agent_db::select::provider_warning(&selector, &store)? {
+        ui.warn(&w);
+    }
     if args.elide_images && args.strategy != Some(StrategyArg::Prune) {
         return Err(Error::Usage("--elide-images goes with --strategy prune".into()).into());
     }

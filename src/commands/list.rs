@@ -74,6 +74,9 @@ fn json_row<'a>(
 pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
     let selector = args.select.selector(&[]);
     selector.validate()?;
+    if let Some(w) = agent_db::select::provider_warning(&selector, store)? {
+        ui.warn(&w);
+    }
     let limit = selector.context_limit;
     let now = gotime::now();
     let mut failures: Vec<(String, String)> = Vec::new();

@@ -11,6 +11,7 @@ pub mod docker_agent;
 pub mod image;
 pub mod openai_chat;
 pub mod responses;
+pub mod shape;
 
 use serde::Serialize;
 use serde_json::value::RawValue;

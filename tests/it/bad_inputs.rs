@@ -457,7 +457,12 @@ fn unparseable_updated_at() {
 
 fn unsupported_provider(provider: &str, seed: u64, why: &str) {
     let (env, victim) = store_with_victim(seed);
-    set(&env, &victim, "provider", provider, true);
+    unsupported_provider_in(&env, &victim, provider, why);
+}
+
+fn unsupported_provider_in(env: &Env, victim: &str, provider: &str, why: &str) {
+    let (env, victim) = (env, victim.to_string());
+    set(env, &victim, "provider", provider, true);
     let all = sorted(env.ids("SELECT id FROM conversations"));
     let before = env.files_hash();
 
@@ -522,9 +527,44 @@ fn unsupported_provider(provider: &str, seed: u64, why: &str) {
     assert_eq!(env.files_hash(), before, "{provider}: the store changed");
 }
 
+/// An unknown provider whose messages could be Anthropic or OpenAI chat alike (text-only parts)
+/// cannot be told apart: it fails, named, and the rest of the batch goes on.
 #[test]
-fn unknown_provider() {
-    unsupported_provider("mistral", 43, "unknown provider");
+fn unknown_provider_with_an_ambiguous_shape() {
+    let (env, victim) = store_with_victim(43);
+    let ambiguous = r#"[{"role":"user","content":[{"type":"text","text":"hello"}]},{"role":"assistant","content":[{"type":"text","text":"hi"}]},{"role":"user","content":[{"type":"text","text":"go on"}]},{"role":"assistant","content":[{"type":"text","text":"done"}]}]"#;
+    set(&env, &victim, "raw_messages", ambiguous, false);
+    unsupported_provider_in(&env, &victim, "mistral", "unknown provider");
+}
+
+/// An unknown provider (or an OpenAI row whose metadata cannot be read) whose messages have
+/// one format's unmistakable keys is compacted in that format (regression: it always failed).
+#[test]
+fn unknown_provider_with_an_unambiguous_shape_is_recognized() {
+    let (env, victim) = store_with_victim(43);
+    let mut c = env.cmd();
+    c.args(["list", "--json"]);
+    let (doc, _) = json(c);
+    let format = row_of(&doc, &victim)["format"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    set(&env, &victim, "provider", "mistral", true);
+    // BLOB metadata: api_mode cannot be read either.
+    env.conn()
+        .execute(
+            "UPDATE conversations SET metadata = CAST(metadata AS BLOB) WHERE id = ?1",
+            [&victim],
+        )
+        .unwrap();
+    let mut c = env.cmd();
+    c.args(["compact", "--dry-run", "--id", &victim, "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0, "{doc}");
+    let r = row_of(&doc, &victim);
+    assert_ne!(r["status"], "failed", "{r}");
+    assert_eq!(r["format"], format.as_str(), "{r}");
+    assert!(r["tokens_before"].as_u64().unwrap() > 0, "decoded: {r}");
 }
 
 #[test]
@@ -610,9 +650,19 @@ fn compact_needs_a_selector() {
     }
     // Contradictory or malformed selectors are usage errors too.
     let id = env.ids("SELECT id FROM conversations LIMIT 1").remove(0);
+    for (pct, hint) in [("70", "0.7"), ("7", "0.7"), ("85", "0.85")] {
+        let out = run(env.cmd().args(["compact", "--dry-run", "--all-over", pct]));
+        assert_eq!(out.code, USAGE, "{pct}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("did you mean --all-over {hint}?")),
+            "{pct}: {}",
+            out.stderr
+        );
+    }
     for args in [
         vec!["compact", "--dry-run", "--follow", "--id", id.as_str()],
-        vec!["compact", "--dry-run", "--all-over", "11"],
+        vec!["compact", "--dry-run", "--all-over", "110"],
+        vec!["compact", "--dry-run", "--all-over", "-0.5"],
         vec!["compact", "--dry-run", "--all-over", "0", "--limit", "0"],
         vec!["compact", "--dry-run", "--older-than", "soon"],
     ] {
@@ -797,6 +847,7 @@ fn malformed_usage_json() {
     assert_eq!(env.files_hash(), before);
 }
 
+/// Nothing to follow is "not found" (exit 5), not a usage error: exit 2 is for bad command lines.
 #[test]
 fn follow_on_an_empty_store() {
     let env = Env::empty();
@@ -806,7 +857,7 @@ fn follow_on_an_empty_store() {
         vec!["compact", "--dry-run", "--follow"],
     ] {
         let out = run(env.cmd().args(&args));
-        assert_eq!(out.code, USAGE, "{args:?}: {}", out.stderr);
+        assert_eq!(out.code, DATA, "{args:?}: {}", out.stderr);
         assert!(
             out.stderr.contains("no conversations"),
             "{args:?}: {}",

@@ -6,6 +6,8 @@ mod crash;
 mod docker_agent;
 mod hooks;
 mod llm;
+mod odd_values;
+mod preflight;
 mod provider;
 mod read_side;
 mod roundtrip;

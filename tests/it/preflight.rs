@@ -1,0 +1,229 @@
+//! Fail before spending: a store agent-db cannot write (a read-only file, a read-only directory
+//! where the WAL must be created, a file-size limit it would outgrow, another agent-db holding
+//! the lock) is refused before the first summary is made. The llm strategy points at a server on
+//! 127.0.0.1 that counts requests: it must see none, and the store's files keep every byte.
+//!
+//! As root, file permissions do not stop a process; those cases run agent-db through `setpriv`
+//! with the capabilities that bypass them dropped, which is what an ordinary user has.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use agent_db::synth::SynthFormat;
+
+use crate::common::{files_hash, std_cmd, Env};
+
+const STORE: i32 = 4;
+const LOCKED: i32 = 6;
+
+/// An OpenAI-compatible server on 127.0.0.1 that counts the requests it gets.
+struct Counting {
+    port: u16,
+    seen: Arc<AtomicUsize>,
+}
+
+fn counting_server() -> Counting {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s2 = seen.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            s2.fetch_add(1, Ordering::SeqCst);
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let l = line.trim_end().to_ascii_lowercase();
+                if l.is_empty() {
+                    break;
+                }
+                if let Some(v) = l.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; len];
+            let _ = r.read_exact(&mut body);
+            let answer = r#"{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"summary"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+            let mut s = s;
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    Counting { port, seen }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `agent-db --db DB compact … --strategy llm` against `server`, as an ordinary user would run it
+/// (as root: through setpriv without the capabilities that bypass file permissions).
+fn compact_llm(
+    env: &Env,
+    db: &Path,
+    server: &Counting,
+    configure: impl FnOnce(&mut std::process::Command),
+) -> (i32, String) {
+    let mut c = std_cmd(env.dir.path());
+    if is_root() {
+        let program = c.get_program().to_owned();
+        let mut wrapped = std::process::Command::new("setpriv");
+        wrapped
+            .args([
+                "--bounding-set",
+                "-dac_override,-dac_read_search,-fowner,-linux_immutable",
+            ])
+            .arg(program);
+        for (k, v) in c.get_envs() {
+            match v {
+                Some(v) => wrapped.env(k, v),
+                None => wrapped.env_remove(k),
+            };
+        }
+        c = wrapped;
+    }
+    c.current_dir(env.dir.path())
+        .arg("--db")
+        .arg(db)
+        .args([
+            "compact",
+            "--all-over",
+            "0",
+            "--idle",
+            "0",
+            "--keep-tokens",
+            "300",
+        ])
+        .args([
+            "--strategy",
+            "llm",
+            "--llm-provider",
+            "openai",
+            "--model",
+            "m",
+        ])
+        .arg("--base-url")
+        .arg(format!("http://127.0.0.1:{}/v1", server.port))
+        .env("AGENT_DB_API_KEY", "sk-preflight-test");
+    configure(&mut c);
+    let out = c.output().expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    (out.status.code().unwrap_or(-1), stderr)
+}
+
+fn store() -> Env {
+    Env::generated(6, 31, &[SynthFormat::Anthropic])
+}
+
+#[test]
+fn a_read_only_store_file_is_refused_before_any_request() {
+    let env = store();
+    let server = counting_server();
+    let mut p = std::fs::metadata(&env.db).unwrap().permissions();
+    p.set_mode(0o444);
+    std::fs::set_permissions(&env.db, p).unwrap();
+    let before = files_hash(&env.db);
+    let (code, stderr) = compact_llm(&env, &env.db, &server, |_| {});
+    assert_eq!(code, STORE, "{stderr}");
+    assert!(
+        stderr.contains(&env.db.display().to_string()) && stderr.contains("not writable"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.lines().filter(|l| l.contains("error:")).count(),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(server.seen.load(Ordering::SeqCst), 0, "no request is sent");
+    assert_eq!(files_hash(&env.db), before);
+}
+
+#[test]
+fn a_read_only_directory_is_refused_before_any_request() {
+    let env = store();
+    let server = counting_server();
+    let dir = env.dir.path().join("ro");
+    std::fs::create_dir(&dir).unwrap();
+    let db = dir.join("storage.db");
+    std::fs::copy(&env.db, &db).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let before = files_hash(&db);
+    let (code, stderr) = compact_llm(&env, &db, &server, |_| {});
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(code, STORE, "{stderr}");
+    assert!(
+        stderr.contains("directory") && stderr.contains("-wal"),
+        "names the WAL it cannot create: {stderr}"
+    );
+    assert_eq!(server.seen.load(Ordering::SeqCst), 0);
+    assert_eq!(files_hash(&db), before);
+}
+
+#[test]
+fn a_file_size_limit_below_the_store_is_refused_before_any_request() {
+    let env = store();
+    let server = counting_server();
+    let size = std::fs::metadata(&env.db).unwrap().len();
+    let before = files_hash(&env.db);
+    let (code, stderr) = compact_llm(&env, &env.db, &server, |c| {
+        let limit = size + 4096;
+        // SAFETY: setrlimit is async-signal-safe; it only lowers this child's own limit.
+        unsafe {
+            c.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: limit as libc::rlim_t,
+                    rlim_max: libc::RLIM_INFINITY,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    });
+    assert_eq!(code, STORE, "{stderr}");
+    assert!(stderr.contains("ulimit -f"), "{stderr}");
+    assert_eq!(server.seen.load(Ordering::SeqCst), 0);
+    assert_eq!(files_hash(&env.db), before);
+}
+
+#[test]
+fn a_store_locked_by_another_run_is_refused_before_any_request() {
+    let env = store();
+    let server = counting_server();
+    let lock = agent_db::store::lock::lock_path(&env.db);
+    let held = std::fs::File::create(&lock).unwrap();
+    held.try_lock().unwrap();
+    let before = files_hash(&env.db);
+    let (code, stderr) = compact_llm(&env, &env.db, &server, |_| {});
+    assert_eq!(code, LOCKED, "{stderr}");
+    assert_eq!(server.seen.load(Ordering::SeqCst), 0);
+    assert_eq!(files_hash(&env.db), before);
+    drop(held);
+}
+
+#[test]
+fn a_writable_store_does_spend_and_write() {
+    // The control: the same command on a writable store reaches the server and writes.
+    let env = store();
+    let server = counting_server();
+    let before = files_hash(&env.db);
+    let (code, stderr) = compact_llm(&env, &env.db, &server, |_| {});
+    assert_eq!(code, 0, "{stderr}");
+    assert!(server.seen.load(Ordering::SeqCst) > 0);
+    assert_ne!(files_hash(&env.db), before);
+}
