@@ -11,4 +11,5 @@ mod read_side;
 mod roundtrip;
 mod selectors;
 mod split_props;
+mod tokens_golden;
 mod write_path;
