@@ -5,6 +5,7 @@ mod common;
 mod crash;
 mod docker_agent;
 mod hooks;
+mod json_snapshots;
 mod llm;
 mod provider;
 mod read_side;
