@@ -155,3 +155,70 @@ pub fn ids_with_status(doc: &serde_json::Value, status: &str) -> Vec<String> {
         .map(|r| r["id"].as_str().expect("id").to_string())
         .collect()
 }
+
+/// Environment variable naming the shared fixtures directory instead of `../shared` (used to
+/// check that a missing fixture fails under `CI`; see [`shared_fixture`]).
+pub const SHARED_DIR_ENV: &str = "AGENT_DB_SHARED_DIR";
+
+/// A file of the project's shared fixtures (`../shared/<rel>`, next to this repository, or
+/// `$AGENT_DB_SHARED_DIR/<rel>` when that variable is set and non-empty).
+///
+/// `None`, with a "skipping" line on stderr, when the file is absent: a user's fresh clone of
+/// this repository alone has no `../shared`. When the environment variable `CI` is set and not
+/// empty, a missing file **panics** instead, so a CI run that lost its fixtures fails rather than
+/// passing with the tests silently skipped. To see that rule at work:
+///
+/// ```sh
+/// CI=true AGENT_DB_SHARED_DIR=/nonexistent cargo test --test it e2e_   # fails
+/// cargo test --test it e2e_                                             # passes
+/// ```
+pub fn shared_fixture(rel: &str) -> Option<PathBuf> {
+    let dir = match std::env::var_os(SHARED_DIR_ENV) {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+    };
+    require_fixture(&dir.join(rel), std::env::var_os("CI"))
+}
+
+/// The policy of [`shared_fixture`] for one path, given the value of `CI`.
+pub fn require_fixture(path: &Path, ci: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    if path.is_file() {
+        return Some(path.to_path_buf());
+    }
+    if ci.is_some_and(|v| !v.is_empty()) {
+        panic!(
+            "shared fixture {} is missing and CI is set: check out the shared fixtures next to \
+             this repository (or point {SHARED_DIR_ENV} at them); outside CI this test is skipped",
+            path.display()
+        );
+    }
+    eprintln!(
+        "skipping: {} is absent (the shared fixtures are not checked out next to this repository)",
+        path.display()
+    );
+    None
+}
+
+#[test]
+fn a_missing_shared_fixture_skips_outside_ci() {
+    let missing = Path::new("/nonexistent/agent-db/fixture.db");
+    assert_eq!(require_fixture(missing, None), None);
+    assert_eq!(require_fixture(missing, Some("".into())), None);
+}
+
+#[test]
+#[should_panic(expected = "is missing and CI is set")]
+fn a_missing_shared_fixture_fails_under_ci() {
+    require_fixture(
+        Path::new("/nonexistent/agent-db/fixture.db"),
+        Some("true".into()),
+    );
+}
+
+#[test]
+fn a_present_shared_fixture_is_returned_under_ci() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("f.db");
+    std::fs::write(&p, b"x").expect("write");
+    assert_eq!(require_fixture(&p, Some("true".into())), Some(p));
+}

@@ -1,10 +1,15 @@
 //! Crash safety: the binary is SIGKILLed at varied moments during a batch of 240 conversations,
-//! ten times. After every kill the store passes the integrity check and every conversation is
-//! either its original or fully compacted with its archive row; a final rerun completes the batch.
-//! (The kill moments vary; nothing here asserts on timing.)
+//! fourteen times: ten times after fixed delays (from start-up to well into the batch), then
+//! four times right after it was seen to commit its 1st, 2nd, 4th and 8th conversation of that
+//! run. After every kill the store passes the integrity check and every conversation is either
+//! its original or fully compacted with its archive row; at least one kill landed mid-batch
+//! (0 < compacted < the conversations the batch plans); a final rerun completes the batch.
+//! (The kill moments vary; no assertion depends on timing: the commit-triggered kills wait for
+//! the store to change, not for a clock.)
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::process::Child;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
@@ -87,43 +92,114 @@ fn check_consistent(c: &Connection, orig: &HashMap<String, String>) -> usize {
     compacted
 }
 
+/// The batch every run starts: all conversations, extractive, two at a time.
+const BATCH: [&str; 11] = [
+    "compact",
+    "--all-over",
+    "0",
+    "--idle",
+    "0",
+    "--keep-tokens",
+    "1500",
+    "--yes",
+    "--quiet",
+    "--concurrency",
+    "2",
+];
+
+/// How many conversations a dry run of the batch plans (its status `planned`).
+fn planned(env: &Env) -> usize {
+    let out = bare_cmd(env.dir.path())
+        .arg("--db")
+        .arg(&env.db)
+        .args(&BATCH[..7])
+        .args(["--dry-run", "--json"])
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "planned")
+        .count()
+}
+
+fn spawn_batch(env: &Env) -> Child {
+    let mut cmd = std_cmd(env.dir.path());
+    cmd.arg("--db").arg(&env.db).args(BATCH);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd.spawn().unwrap()
+}
+
+fn sigkill(mut child: Child) {
+    let _ = child.kill(); // SIGKILL
+    let _ = child.wait();
+}
+
+/// Compactions committed so far (0 before agent-db created its tables).
+fn committed(c: &Connection) -> usize {
+    c.query_row("SELECT COUNT(*) FROM agent_db_compactions", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map_or(0, |n| n as usize)
+}
+
+/// Waits until the store holds `target` compactions while `child` still runs. `false` when the
+/// child exited first. The deadline only guards against a hang.
+fn wait_for_commits(c: &Connection, child: &mut Child, target: usize) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        if committed(c) >= target {
+            return true;
+        }
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        assert!(Instant::now() < deadline, "no commit {target} within 180 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn sigkill_at_varied_moments_leaves_every_conversation_old_or_new() {
     let env = Env::generated(240, 99, &[]);
     let orig = originals(&env);
-    let args = [
-        "compact",
-        "--all-over",
-        "0",
-        "--idle",
-        "0",
-        "--keep-tokens",
-        "1500",
-        "--yes",
-        "--quiet",
-        "--concurrency",
-        "2",
-    ];
+    let total = planned(&env);
+    assert!(total > 100, "the batch plans only {total} of 240");
     let mut progress = Vec::new();
     for i in 0..10u64 {
-        let mut cmd = std_cmd(env.dir.path());
-        cmd.arg("--db").arg(&env.db).args(args);
-        cmd.stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        let mut child = cmd.spawn().unwrap();
+        let child = spawn_batch(&env);
         // Varied kill moments: from during start-up to well into the batch.
         std::thread::sleep(Duration::from_millis(20 + i * i * 9));
-        let _ = child.kill(); // SIGKILL
-        let _ = child.wait();
-        let c = env.conn();
-        progress.push(check_consistent(&c, &orig));
+        sigkill(child);
+        progress.push(check_consistent(&env.conn(), &orig));
     }
-    eprintln!("compacted after each kill: {progress:?}");
+    // Kills that land mid-batch whatever the machine's speed: right after the run's k-th commit.
+    let watcher = env.conn();
+    for k in [1, 2, 4, 8] {
+        let target = committed(&watcher) + k;
+        let mut child = spawn_batch(&env);
+        let running = wait_for_commits(&watcher, &mut child, target);
+        sigkill(child);
+        let now = check_consistent(&env.conn(), &orig);
+        assert!(
+            running,
+            "the batch ended before commit {target} ({now} compacted)"
+        );
+        progress.push(now);
+    }
+    eprintln!("compacted after each kill: {progress:?} of {total}");
+    assert!(
+        progress.iter().any(|&p| 0 < p && p < total),
+        "no kill landed mid-batch: compacted after each kill {progress:?} of {total}"
+    );
     // A rerun completes the batch.
     let out = bare_cmd(env.dir.path())
         .arg("--db")
         .arg(&env.db)
-        .args(args)
+        .args(BATCH)
         .output()
         .unwrap();
     assert_eq!(
@@ -132,32 +208,9 @@ fn sigkill_at_varied_moments_leaves_every_conversation_old_or_new() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let c = env.conn();
-    let done = check_consistent(&c, &orig);
+    let done = check_consistent(&env.conn(), &orig);
     // Nothing compactable is left: a dry run plans nothing.
-    let out = bare_cmd(env.dir.path())
-        .arg("--db")
-        .arg(&env.db)
-        .args([
-            "compact",
-            "--all-over",
-            "0",
-            "--idle",
-            "0",
-            "--keep-tokens",
-            "1500",
-            "--dry-run",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let planned = doc["conversations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["status"] == "planned")
-        .count();
-    assert_eq!(planned, 0, "the rerun left work: {planned} still planned");
-    assert!(done > 100, "only {done} of 240 compacted");
+    let left = planned(&env);
+    assert_eq!(left, 0, "the rerun left work: {left} still planned");
+    assert_eq!(done, total, "{done} compacted, the batch planned {total}");
 }

@@ -1,10 +1,10 @@
 //! docker-agent (cagent) `session.db`: the real end-to-end database docker-agent ships (read from
-//! `../shared/fixtures/`, skipped when absent) and generated stores of both generations. Every
-//! check runs the real binary on a copy; the history docker-agent would send after a compaction
-//! is rebuilt here independently of the library (stores.md §2.6).
+//! `../shared/fixtures/`; skipped when absent, a failure when `CI` is set) and generated stores
+//! of both generations. Every check runs the real binary on a copy; the history docker-agent
+//! would send after a compaction is rebuilt here independently of the library (stores.md §2.6).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use agent_db::synth::docker_agent::{generate_docker_agent, Generation};
 use agent_db::synth::SynthOptions;
@@ -12,7 +12,7 @@ use rusqlite::Connection;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common::{bare_cmd, dump, files_hash, ids_with_status, json};
+use crate::common::{bare_cmd, dump, files_hash, ids_with_status, json, shared_fixture};
 
 const E2E_SESSION: &str = "87ff468b-ffa0-4785-9649-7c9d3ff94482";
 
@@ -66,17 +66,11 @@ impl Da {
 }
 
 /// The real docker-agent database, copied; `None` (with a message) when the shared fixtures are
-/// not present (a fresh clone of this repository alone).
+/// not present (a fresh clone of this repository alone). Under `CI` a missing file fails the
+/// test instead, and `AGENT_DB_SHARED_DIR` points elsewhere than `../shared` (see
+/// [`shared_fixture`]).
 fn e2e() -> Option<Da> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/docker-agent-e2e-session.db");
-    if !src.is_file() {
-        eprintln!(
-            "skipping: {} is absent (the shared fixtures are not checked out next to this repository)",
-            src.display()
-        );
-        return None;
-    }
+    let src = shared_fixture("fixtures/docker-agent-e2e-session.db")?;
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("session.db");
     std::fs::copy(&src, &db).expect("copy fixture");
