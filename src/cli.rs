@@ -201,10 +201,21 @@ pub struct CompactArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Tokens of recent history to keep verbatim [default: 20% of the context limit, at most
-    /// 20000; 0 keeps only the latest instruction]
+    /// Tokens of recent history to keep verbatim, instead of what --target allows [0 keeps only
+    /// the latest instruction]
     #[arg(long, value_name = "N")]
     pub keep_tokens: Option<usize>,
+
+    /// Land each conversation at or under this estimated utilization: the kept tail is what the
+    /// window allows after the fixed overhead (system prompt, tools) and the summary
+    /// [default: 0.4; config compact.target]
+    #[arg(long, value_name = "RATIO")]
+    pub target: Option<f64>,
+
+    /// Compact even conversations the stall guard protects (compacted fewer than 10 messages
+    /// ago, or whose last compaction saved under 10%)
+    #[arg(long)]
+    pub force: bool,
 
     /// How to compact the head [default: llm when an LLM provider is configured, else extractive]
     #[arg(long, value_enum)]

@@ -48,6 +48,9 @@ struct LlmSection {
 struct CompactSection {
     concurrency: Option<usize>,
     keep_tokens: Option<usize>,
+    target: Option<f64>,
+    stall_min_new_messages: Option<usize>,
+    stall_min_saving: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -80,6 +83,7 @@ pub struct Overrides {
     pub concurrency: Option<usize>,
     pub max_cost: Option<f64>,
     pub hook_timeout: Option<Duration>,
+    pub target: Option<f64>,
 }
 
 /// The effective settings.
@@ -103,6 +107,10 @@ pub struct Settings {
     pub max_cost: Option<f64>,
     pub concurrency: usize,
     pub keep_tokens: Option<usize>,
+    /// The utilization a compaction lands at or under (`compact.target`, `--target`).
+    pub target: f64,
+    /// The stall guard's thresholds (`compact.stall_*`); `--force` turns it off.
+    pub stall: crate::plan::StallGuard,
     pub hook_dirs: Vec<PathBuf>,
     #[serde(with = "humantime_serde_compat")]
     pub hook_timeout: Duration,
@@ -359,6 +367,35 @@ pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<
     .unwrap_or(DEFAULT_CONCURRENCY)
     .max(1);
     let keep_tokens = file.compact.keep_tokens;
+    let target = layer!(
+        "compact.target",
+        file.compact.target,
+        env_f64("AGENT_DB_TARGET")?,
+        o.target
+    )
+    .unwrap_or(crate::plan::DEFAULT_TARGET);
+    if !(target > 0.0 && target <= 1.0) {
+        return Err(Error::Config(format!(
+            "compact.target / AGENT_DB_TARGET / --target takes a utilization ratio greater than 0 and at most 1, such as 0.4; got {target}"
+        )));
+    }
+    let defaults = crate::plan::StallGuard::default();
+    let stall = crate::plan::StallGuard {
+        min_new_messages: layer!(
+            "compact.stall_min_new_messages",
+            file.compact.stall_min_new_messages,
+            env_num("AGENT_DB_STALL_MIN_NEW_MESSAGES")?.map(|n| n as usize),
+            None::<usize>
+        )
+        .unwrap_or(defaults.min_new_messages),
+        min_saving: layer!(
+            "compact.stall_min_saving",
+            file.compact.stall_min_saving,
+            env_f64("AGENT_DB_STALL_MIN_SAVING")?,
+            None::<f64>
+        )
+        .unwrap_or(defaults.min_saving),
+    };
     let hook_dirs = file.hooks.dirs.clone().unwrap_or_default();
     let file_hook_timeout = file
         .hooks
@@ -406,6 +443,8 @@ pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<
         max_cost,
         concurrency,
         keep_tokens,
+        target,
+        stall,
         hook_dirs,
         hook_timeout,
         hook_fail_open,

@@ -67,6 +67,10 @@ enum Job {
 
 type WriteRequest = (Proposal, oneshot::Sender<Result<Written>>);
 
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
 /// The report row for a plan, before the strategy runs.
 pub fn plan_row(p: &Plan) -> Row {
     let mut row = Row::bare(
@@ -80,6 +84,8 @@ pub fn plan_row(p: &Plan) -> Row {
     row.tokens_exact = p.loaded.format.tokens_exact();
     row.messages_before = Some(p.loaded.messages.len());
     row.tokens_before = Some(p.tokens_before());
+    row.utilization_before = p.landing.map(|l| round3(l.before));
+    row.note = p.target_note.clone();
     match &p.decision {
         Decision::Compact(s) => {
             let reinsert = usize::from(s.reinsert.is_some());
@@ -474,6 +480,7 @@ async fn compact_one(
                         + usize::from(split.reinsert.is_some()),
                 );
                 row.tokens_after = Some(after);
+                row.utilization_after = plan.landing.map(|l| round3(l.utilization(after)));
                 row.cost_usd = est.cost_usd;
                 finish(row, Status::Planned)
             }
@@ -548,6 +555,9 @@ async fn compact_one(
     };
     row.messages_after = Some(new.messages);
     row.tokens_after = Some(new.tokens);
+    row.utilization_after = plan.landing.map(|l| round3(l.utilization(new.tokens)));
+    // What the agent will send next: the new history plus the fixed overhead.
+    let context_after = new.tokens + plan.landing.map_or(0, |l| l.overhead);
     if dry_run {
         return finish(row, Status::Planned);
     }
@@ -606,7 +616,7 @@ async fn compact_one(
         tail_start: split.cut,
         reinsert: split.reinsert,
         slots: plan.loaded.row.slots.clone(),
-        tokens_after: new.tokens,
+        tokens_after: context_after,
         call_ids: new.call_ids,
         audit: AuditEntry {
             conversation_id: plan.meta.id.clone(),

@@ -18,10 +18,57 @@ use crate::tokens;
 /// Planning settings.
 #[derive(Debug, Clone, Default)]
 pub struct PlanOptions {
-    /// Tail budget; `None` = [`split::default_keep_tokens`] of the context limit.
+    /// Tail budget; `None` = chosen from `target`, else [`split::default_keep_tokens`].
     pub keep_tokens: Option<usize>,
     /// Overrides a missing or zero stored maxContextWindow.
     pub context_limit: Option<i64>,
+    /// The utilization a compaction should land at or under (`--target`).
+    pub target: Option<f64>,
+    /// The most tokens the strategy's summary can take ([`crate::compact::Strategy::summary_reserve`]).
+    pub summary_reserve: usize,
+    /// The stall guard ([`StallGuard`]); `None` = off (`--force`).
+    pub stall: Option<StallGuard>,
+}
+
+/// The stall guard: a conversation agent-db compacted recently, or whose last compaction barely
+/// helped, is left alone, so a batch never grinds the same conversation down run after run.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct StallGuard {
+    /// Skip when fewer messages than this were added since agent-db's last compaction.
+    pub min_new_messages: usize,
+    /// Skip when agent-db's last compaction saved less than this share of the tokens.
+    pub min_saving: f64,
+}
+
+impl Default for StallGuard {
+    fn default() -> Self {
+        StallGuard {
+            min_new_messages: 10,
+            min_saving: 0.1,
+        }
+    }
+}
+
+/// The default `--target`.
+pub const DEFAULT_TARGET: f64 = 0.4;
+
+/// Where a compaction should land, and what it cannot shrink.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Landing {
+    /// The context window.
+    pub limit: i64,
+    /// Stored context minus agent-db's count of the messages (system prompt, tool definitions):
+    /// what compaction cannot shrink.
+    pub overhead: usize,
+    /// Stored utilization before.
+    pub before: f64,
+}
+
+impl Landing {
+    /// Estimated utilization with `tokens` of messages.
+    pub fn utilization(&self, tokens: usize) -> f64 {
+        (self.overhead + tokens) as f64 / self.limit as f64
+    }
 }
 
 /// sha256 hex of a text.
@@ -53,6 +100,10 @@ pub struct Plan {
     pub loaded: Loaded,
     pub keep_tokens: usize,
     pub decision: Decision,
+    /// The window, overhead and stored utilization, when the store records them.
+    pub landing: Option<Landing>,
+    /// Why `--target` cannot be reached, when it cannot (the overhead alone is above it).
+    pub target_note: Option<String>,
 }
 
 impl Plan {
@@ -151,16 +202,54 @@ pub fn plan(
     opts: &PlanOptions,
 ) -> Result<Plan> {
     let row = store.load(&meta.id)?;
-    if !store.can_keep_tail()? {
+    let mut plan = if !store.can_keep_tail()? {
         // The store cannot express a kept tail (docker-agent before migration 21): the summary
         // covers the whole history, as the agent's own compaction does there.
         let opts = PlanOptions {
             keep_tokens: Some(0),
             ..opts.clone()
         };
-        return plan_loaded(row, meta, reason, &opts);
+        plan_loaded(row, meta, reason, &opts)?
+    } else {
+        plan_loaded(row, meta, reason, opts)?
+    };
+    // The guard's reason wins over "already small": in a loop it is the reason that matters.
+    if let Some(guard) = opts.stall {
+        if let Some(last) = crate::store::restore::last_compaction(store, &plan.meta.id)? {
+            if let Some(why) = stalled(&guard, &last, plan.loaded.messages.len()) {
+                plan.decision = Decision::NoOp(why);
+            }
+        }
     }
-    plan_loaded(row, meta, reason, opts)
+    Ok(plan)
+}
+
+/// The stall guard's verdict on a conversation agent-db last compacted as `last`.
+pub fn stalled(
+    guard: &StallGuard,
+    last: &crate::store::restore::LastCompaction,
+    messages_now: usize,
+) -> Option<String> {
+    let new = messages_now.saturating_sub(last.messages_after.max(0) as usize);
+    if new < guard.min_new_messages {
+        return Some(format!(
+            "stall guard: agent-db compacted it {} ago and only {new} message(s) came since \
+             (fewer than {}); --force compacts it anyway",
+            last.age, guard.min_new_messages
+        ));
+    }
+    if last.tokens_before > 0 {
+        let saved = 1.0 - last.tokens_after as f64 / last.tokens_before as f64;
+        if saved < guard.min_saving {
+            return Some(format!(
+                "stall guard: agent-db's last compaction of it saved only {:.0}% (less than {:.0}%), \
+                 so another would lose detail for little room; --force compacts it anyway",
+                saved * 100.0,
+                guard.min_saving * 100.0
+            ));
+        }
+    }
+    None
 }
 
 /// Plan from an already loaded row.
@@ -175,21 +264,74 @@ pub fn plan_loaded(
         Some(m) if m > 0 => Some(m),
         _ => opts.context_limit,
     };
-    let keep_tokens = opts
-        .keep_tokens
-        .unwrap_or_else(|| split::default_keep_tokens(limit));
+    let landing = match (limit, meta.current_context) {
+        (Some(l), Some(current)) if l > 0 => Some(Landing {
+            limit: l,
+            overhead: (current.max(0) as usize).saturating_sub(loaded.total_tokens()),
+            before: current as f64 / l as f64,
+        }),
+        _ => None,
+    };
+    let mut target_note = None;
+    let keep_tokens = match (opts.keep_tokens, opts.target, landing) {
+        (Some(k), _, _) => k,
+        (None, Some(target), Some(land)) => {
+            let (keep, note) = tail_for_target(target, &land, opts.summary_reserve);
+            target_note = note;
+            keep
+        }
+        _ => split::default_keep_tokens(limit),
+    };
     let views: Vec<View> = loaded
         .messages
         .iter()
         .zip(&loaded.tokens)
         .map(|(m, t)| View::of(m, *t))
         .collect();
-    let decision = split::split(&views, keep_tokens, starts_with_summary(&loaded.messages));
+    let mut decision = split::split(&views, keep_tokens, starts_with_summary(&loaded.messages));
+    if let (Decision::NoOp(why), Some(target), Some(land)) = (&mut decision, opts.target, landing) {
+        if land.before > target && opts.keep_tokens.is_none() {
+            *why = format!(
+                "its messages ({} tokens) already fit the kept tail, but the stored context is {:.2} of the window: \
+                 the other {} tokens (system prompt, tool definitions) are overhead compaction cannot shrink, \
+                 so --target {target} cannot be reached",
+                loaded.total_tokens(),
+                land.before,
+                land.overhead
+            );
+        }
+    }
     Ok(Plan {
         meta,
         reason,
         loaded,
         keep_tokens,
         decision,
+        landing,
+        target_note,
     })
+}
+
+/// The kept-tail budget that lands a compaction at `target`: what the window allows at the
+/// target, minus the fixed overhead and room for the summary. When the overhead and the summary
+/// alone exceed the target, the tail is minimal (the latest instruction still survives) and the
+/// note says why the target cannot be reached.
+pub fn tail_for_target(
+    target: f64,
+    land: &Landing,
+    summary_reserve: usize,
+) -> (usize, Option<String>) {
+    let goal = (target * land.limit as f64) as usize;
+    let fixed = land.overhead + summary_reserve + tokens::MESSAGE_OVERHEAD;
+    if fixed >= goal {
+        let note = format!(
+            "--target {target} cannot be reached: the overhead compaction cannot shrink (system prompt, tool \
+             definitions: {} tokens) plus room for the summary ({summary_reserve}) is already {:.2} of the window",
+            land.overhead,
+            fixed as f64 / land.limit as f64
+        );
+        (0, Some(note))
+    } else {
+        (goal - fixed, None)
+    }
 }

@@ -60,6 +60,15 @@ pub struct Row {
     /// The audit-log id of a committed compaction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compaction_id: Option<i64>,
+    /// Stored context / window before (what the agent last sent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub utilization_before: Option<f64>,
+    /// Estimated context / window after: (fixed overhead + the new history) / window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub utilization_after: Option<f64>,
+    /// Why `--target` could not be reached, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub duration_ms: u64,
 }
 
@@ -85,6 +94,9 @@ impl Row {
             llm_tokens: None,
             hooks: Vec::new(),
             compaction_id: None,
+            utilization_before: None,
+            utilization_after: None,
+            note: None,
             duration_ms: 0,
         }
     }

@@ -213,6 +213,7 @@ fn plan_of(format: Format, raw: String, keep_tokens: usize) -> Plan {
     let opts = PlanOptions {
         keep_tokens: Some(keep_tokens),
         context_limit: None,
+        ..Default::default()
     };
     plan_loaded(row, meta, Reason::Manual, &opts).unwrap()
 }
@@ -1094,6 +1095,7 @@ fn synthetic_store_summaries_are_bounded() {
         let popts = PlanOptions {
             keep_tokens: Some(8_000),
             context_limit: None,
+            ..Default::default()
         };
         let Ok(plan) = agent_db::plan::plan(&store, meta, Reason::Manual, &popts) else {
             continue;

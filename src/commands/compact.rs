@@ -84,6 +84,9 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         plan: PlanOptions {
             keep_tokens,
             context_limit: args.select.context_limit,
+            target: Some(settings.target),
+            summary_reserve: strategy.summary_reserve(),
+            stall: (!args.force).then_some(settings.stall),
         },
         dry_run: args.dry_run,
         // The table needs every row; a JSON report streams them.

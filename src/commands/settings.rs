@@ -34,6 +34,7 @@ pub fn overrides(config: Option<PathBuf>, args: Option<&CompactArgs>) -> Overrid
         o.concurrency = a.concurrency;
         o.max_cost = l.max_cost;
         o.hook_timeout = a.hook_timeout;
+        o.target = a.target;
     }
     o
 }

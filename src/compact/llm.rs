@@ -303,6 +303,10 @@ impl Strategy for Llm {
         Some(&self.client.config.model)
     }
 
+    fn summary_reserve(&self) -> usize {
+        self.max_summary_tokens as usize
+    }
+
     fn offline(&self) -> bool {
         false
     }

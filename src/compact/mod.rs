@@ -131,6 +131,11 @@ pub trait Strategy: Send + Sync {
     fn spent_usd(&self) -> f64 {
         0.0
     }
+    /// The most tokens the new head (the summary) can take, so `--target` can leave room for
+    /// it when it chooses the kept tail.
+    fn summary_reserve(&self) -> usize {
+        extractive::MAX_SUMMARY_TOKENS
+    }
     /// For strategies that are not offline: what a dry run expects, without calling out.
     fn estimate(&self, _input: &HeadInput<'_>) -> Option<Result<Estimate, StrategyError>> {
         None

@@ -239,3 +239,52 @@ pub fn prune_archive(
         bytes,
     })
 }
+
+/// What the stall guard needs of agent-db's newest unrestored compaction of a conversation.
+#[derive(Debug, Clone)]
+pub struct LastCompaction {
+    pub messages_after: i64,
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    /// How long ago it was made, for messages (`3h`).
+    pub age: String,
+}
+
+/// The newest unrestored compaction of `conversation`, if agent-db made one.
+pub fn last_compaction(store: &super::Store, conversation: &str) -> Result<Option<LastCompaction>> {
+    if !super::agent_tables::present(&store.conn).at(&store.path)? {
+        return Ok(None);
+    }
+    let row = store
+        .conn
+        .query_row(
+            "SELECT messages_after, tokens_before, tokens_after, compacted_at FROM agent_db_compactions
+             WHERE conversation_id = ?1 AND restored_at IS NULL ORDER BY id DESC LIMIT 1",
+            [conversation],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            },
+        )
+        .optional()
+        .at(&store.path)?;
+    Ok(
+        row.map(|(messages_after, tokens_before, tokens_after, at)| {
+            let age = chrono::DateTime::parse_from_rfc3339(&at)
+                .ok()
+                .and_then(|t| (crate::gotime::now() - t).to_std().ok())
+                .map(crate::select::short_duration)
+                .unwrap_or_else(|| "some time".to_string());
+            LastCompaction {
+                messages_after,
+                tokens_before,
+                tokens_after,
+                age,
+            }
+        }),
+    )
+}

@@ -14,5 +14,6 @@ mod read_side;
 mod roundtrip;
 mod selectors;
 mod split_props;
+mod target;
 mod tokens_golden;
 mod write_path;

@@ -530,6 +530,7 @@ fn a_live_writer_between_plan_and_write_wins() {
         &PlanOptions {
             keep_tokens: Some(2000),
             context_limit: None,
+            ..Default::default()
         },
     )
     .unwrap();

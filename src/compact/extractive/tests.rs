@@ -152,6 +152,7 @@ impl Conv {
         let opts = PlanOptions {
             keep_tokens: Some(keep_tokens),
             context_limit: None,
+            ..Default::default()
         };
         plan_loaded(row, meta, Reason::Manual, &opts).unwrap()
     }
