@@ -446,6 +446,7 @@ fn plan_of(format: Format, raw: String, keep_tokens: usize) -> Plan {
     let opts = PlanOptions {
         keep_tokens: Some(keep_tokens),
         context_limit: None,
+        ..Default::default()
     };
     plan_loaded(row, meta, Reason::Manual, &opts).unwrap()
 }
