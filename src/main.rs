@@ -10,7 +10,7 @@ use clap::Parser;
 fn main() {
     let cli = cli::Cli::parse();
     init_logging();
-    let ui = output::Ui::new(cli.quiet);
+    let ui = output::Ui::new(cli.quiet, cli.color);
     let code = match commands::run(&ui, cli) {
         Ok(code) => code,
         Err(commands::Failure::BrokenPipe) => 0,
