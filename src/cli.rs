@@ -93,33 +93,49 @@ pub enum Command {
     #[command(after_help = "Examples:\n  agent-db --db /tmp/demo.db init")]
     Init,
     /// List conversations with their stored context usage (cheap: no message bodies are read)
-    #[command(after_help = "Examples:\n  agent-db list\n  agent-db list --all-over 0.7 --older-than 1d\n  agent-db list --json | jq '.conversations[].id'")]
+    #[command(
+        after_help = "Examples:\n  agent-db list\n  agent-db list --all-over 0.7 --older-than 1d\n  agent-db list --json | jq '.conversations[].id'"
+    )]
     List(ListArgs),
     /// Show one conversation as a readable transcript, neutral JSON or the stored JSON
-    #[command(after_help = "Examples:\n  agent-db show 3f2a91c0              (a unique ID prefix is enough)\n  agent-db show 3f2a91c0 --last 10\n  agent-db show 3f2a91c0 --json | jq '.messages | length'\n  agent-db show 3f2a91c0 --raw > original.json")]
+    #[command(
+        after_help = "Examples:\n  agent-db show 3f2a91c0              (a unique ID prefix is enough)\n  agent-db show 3f2a91c0 --last 10\n  agent-db show 3f2a91c0 --json | jq '.messages | length'\n  agent-db show 3f2a91c0 --raw > original.json"
+    )]
     Show(ShowArgs),
     /// Compact the selected conversations (use --dry-run to see the plan first)
-    #[command(after_help = "Examples:\n  agent-db compact --follow --dry-run\n  agent-db compact 3f2a91c0\n  agent-db compact --all-over 0.7 --older-than 1d --yes --quiet      (cron)\n  agent-db compact --all-over 0.8 --strategy prune --dry-run --json")]
+    #[command(
+        after_help = "Examples:\n  agent-db compact --follow --dry-run\n  agent-db compact 3f2a91c0\n  agent-db compact --all-over 0.7 --older-than 1d --yes --quiet      (cron)\n  agent-db compact --all-over 0.8 --strategy prune --dry-run --json"
+    )]
     Compact(Box<CompactArgs>),
     /// Show the audit log of compactions (all, or one conversation's)
     #[command(after_help = "Examples:\n  agent-db history\n  agent-db history 3f2a91c0 --json")]
     History(HistoryArgs),
     /// Undo compactions: put the archived original back, byte-identical
-    #[command(after_help = "Examples:\n  agent-db restore 3f2a91c0\n  agent-db restore 3f2a91c0 --compaction 12\n  agent-db restore --all-since 1h")]
+    #[command(
+        after_help = "Examples:\n  agent-db restore 3f2a91c0\n  agent-db restore 3f2a91c0 --compaction 12\n  agent-db restore --all-since 1h"
+    )]
     Restore(RestoreArgs),
     /// Delete archived originals older than DUR (they can no longer be restored); see `vacuum`
-    #[command(after_help = "Examples:\n  agent-db prune-archive --older-than 90d --dry-run\n  agent-db prune-archive --older-than 90d --yes --vacuum")]
+    #[command(
+        after_help = "Examples:\n  agent-db prune-archive --older-than 90d --dry-run\n  agent-db prune-archive --older-than 90d --yes --vacuum"
+    )]
     PruneArchive(PruneArchiveArgs),
     /// Store figures: file size and free pages, archive size, conversations and tokens by
     /// provider and model, utilization, compactions
-    #[command(after_help = "Examples:\n  agent-db stats\n  agent-db --agent docker-agent stats --json")]
+    #[command(
+        after_help = "Examples:\n  agent-db stats\n  agent-db --agent docker-agent stats --json"
+    )]
     Stats(StatsArgs),
     /// Give free pages back to the file system (SQLite VACUUM); refused while another process
     /// has the store open
-    #[command(after_help = "Examples:\n  agent-db prune-archive --older-than 30d --yes && agent-db vacuum")]
+    #[command(
+        after_help = "Examples:\n  agent-db prune-archive --older-than 30d --yes && agent-db vacuum"
+    )]
     Vacuum(VacuumArgs),
     /// Print the effective settings (defaults < config file < environment < flags), secrets redacted
-    #[command(after_help = "Examples:\n  agent-db config\n  agent-db --config ./team.toml config --json")]
+    #[command(
+        after_help = "Examples:\n  agent-db config\n  agent-db --config ./team.toml config --json"
+    )]
     Config {
         /// Machine-readable output on stdout
         #[arg(long)]
@@ -140,14 +156,18 @@ pub enum Command {
         json: bool,
     },
     /// Print shell completions
-    #[command(after_help = "Examples:\n  agent-db completions bash > ~/.local/share/bash-completion/completions/agent-db\n  agent-db completions zsh > ~/.zfunc/_agent-db")]
+    #[command(
+        after_help = "Examples:\n  agent-db completions bash > ~/.local/share/bash-completion/completions/agent-db\n  agent-db completions zsh > ~/.zfunc/_agent-db"
+    )]
     Completions {
         /// The shell
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
     /// Print the man page (roff) on stdout
-    #[command(after_help = "Examples:\n  agent-db man > ~/.local/share/man/man1/agent-db.1\n  agent-db man | man -l -")]
+    #[command(
+        after_help = "Examples:\n  agent-db man > ~/.local/share/man/man1/agent-db.1\n  agent-db man | man -l -"
+    )]
     Man,
 }
 

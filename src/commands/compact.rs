@@ -154,7 +154,10 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
     let after = Store::open(&path, agent_db::store::Access::Read).ok();
     if selector.follow {
         if let Some(r) = rows.first() {
-            let name = after.as_ref().and_then(|s| s.meta(&r.id).ok()).and_then(|m| m.name);
+            let name = after
+                .as_ref()
+                .and_then(|s| s.meta(&r.id).ok())
+                .and_then(|m| m.name);
             ui.status(&format!(
                 "--follow picked {}{}",
                 r.id,
@@ -274,7 +277,10 @@ fn confirm(
         eprintln!("{line}");
     }
     if n > shown.len() {
-        eprintln!("  … and {} more (see `agent-db compact --dry-run` with the same selectors)", n - shown.len());
+        eprintln!(
+            "  … and {} more (see `agent-db compact --dry-run` with the same selectors)",
+            n - shown.len()
+        );
     }
     eprint!(
         "compact {n} conversation(s) in {}? Each one can be undone with `agent-db restore`. [y/N] ",
@@ -301,7 +307,7 @@ impl Progress {
             let (b, template) = match total {
                 Some(n) => (
                     indicatif::ProgressBar::new(n),
-                    "{bar:30} {pos}/{len} · {msg} · {elapsed}, ETA {eta}",
+                    "{bar:20} {pos}/{len} · {elapsed}, ETA {eta} · {wide_msg}",
                 ),
                 None => (
                     indicatif::ProgressBar::new_spinner(),
@@ -464,13 +470,15 @@ pub fn render(
     } else {
         "compacted"
     };
+    // On a terminal the line is broken so that it fits 80 columns.
+    let sep = if ui.stdout_tty { "\n      " } else { "; " };
     let done = if dry_run {
         totals.planned
     } else {
         totals.compacted
     };
     let line = format!(
-        "TOTAL {} conversation(s): {verb} {done}, skipped {}, failed {}; tokens {} → {} ({} saved){}",
+        "TOTAL {} conversation(s): {verb} {done}, skipped {}, failed {}{sep}tokens {} → {} ({} saved){}",
         totals.conversations,
         totals.skipped,
         totals.failed,
@@ -480,7 +488,11 @@ pub fn render(
             .saved_pct()
             .map(|p| format!("{p:.0}%"))
             .unwrap_or_else(|| "0%".into()),
-        if dry_run { "; dry run: nothing was written" } else { "" },
+        if dry_run {
+            format!("{sep}dry run: nothing was written")
+        } else {
+            String::new()
+        },
     );
     output::out(&format!("{line}\n"))?;
     if totals.cost_usd > 0.0 {

@@ -26,14 +26,16 @@ fn json_out(doc: &serde_json::Value) -> std::io::Result<()> {
 fn resolve_conversation(store: &Store, input: &str) -> Result<String, Error> {
     match store.resolve_id(input) {
         Ok(id) => Ok(id),
-        Err(Error::ConversationNotFound { .. }) if store.has_agent_tables()? => Ok(prefix::resolve_in(
-            &store.conn,
-            &store.path,
-            "agent_db_compactions",
-            "conversation_id",
-            input,
-        )?
-        .unwrap_or_else(|| input.to_string())),
+        Err(Error::ConversationNotFound { .. }) if store.has_agent_tables()? => {
+            Ok(prefix::resolve_in(
+                &store.conn,
+                &store.path,
+                "agent_db_compactions",
+                "conversation_id",
+                input,
+            )?
+            .unwrap_or_else(|| input.to_string()))
+        }
         Err(Error::ConversationNotFound { .. }) => Ok(input.to_string()),
         Err(e) => Err(e),
     }
@@ -248,7 +250,9 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
             vacuum_report(&v)?;
         }
     } else {
-        ui.status("SQLite reuses the freed pages; `agent-db vacuum` gives them back to the file system");
+        ui.status(
+            "SQLite reuses the freed pages; `agent-db vacuum` gives them back to the file system",
+        );
     }
     Ok(exit::OK)
 }

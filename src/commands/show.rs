@@ -66,9 +66,17 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         if exact { "" } else { " (estimated)" },
     );
     if first > 0 {
-        s.push_str(&format!("\n… {first} earlier message(s) not shown (--last)\n"));
+        s.push_str(&format!(
+            "\n… {first} earlier message(s) not shown (--last)\n"
+        ));
     }
-    for (i, (m, t)) in loaded.messages.iter().zip(&loaded.tokens).enumerate().skip(first) {
+    for (i, (m, t)) in loaded
+        .messages
+        .iter()
+        .zip(&loaded.tokens)
+        .enumerate()
+        .skip(first)
+    {
         s.push_str(&render_message(i, m, *t, exact));
     }
     output::page(ui, &s, args.no_pager)?;

@@ -108,29 +108,44 @@ pub fn run(ui: &Ui, store: &Store, args: &StatsArgs) -> CmdResult {
         return Ok(agent_db::error::exit::OK);
     }
     let mut o = String::new();
-    o.push_str(&format!(
-        "store      {} ({}, journal_mode {})\n",
-        store.path.display(),
-        store.kind.name(),
-        file.journal_mode
-    ));
-    o.push_str(&format!(
-        "file       {} (+ {} WAL); {} free pages ({}) that `agent-db vacuum` gives back\n",
-        human_bytes(file.file_bytes as usize),
-        human_bytes(file.wal_bytes as usize),
-        file.free_pages,
-        human_bytes(file.free_bytes.max(0) as usize)
-    ));
-    o.push_str(&format!(
-        "archive    {} in {} values; `prune-archive` of every compaction frees that much (then `vacuum`)\n",
-        human_bytes(archive.archive_bytes.max(0) as usize),
-        archive.archived_values
-    ));
-    o.push_str(&format!(
-        "compactions {} done: {} restorable, {} restored, {} with the archive pruned\n",
-        archive.compactions, archive.restorable, archive.restored, archive.archive_pruned
-    ));
-    o.push_str(&format!("conversations {}\n\n", s.total));
+    let mut line = |k: &str, v: String| o.push_str(&format!("{k:<14}{v}\n"));
+    line(
+        "store",
+        format!("{} ({})", store.path.display(), store.kind.name()),
+    );
+    line(
+        "file",
+        format!(
+            "{} (+ {} WAL), journal_mode {}",
+            human_bytes(file.file_bytes as usize),
+            human_bytes(file.wal_bytes as usize),
+            file.journal_mode
+        ),
+    );
+    line(
+        "free pages",
+        format!(
+            "{} ({}): `agent-db vacuum` gives them back",
+            file.free_pages,
+            human_bytes(file.free_bytes.max(0) as usize)
+        ),
+    );
+    line(
+        "archive",
+        format!(
+            "{} in {} values: `prune-archive` frees it",
+            human_bytes(archive.archive_bytes.max(0) as usize),
+            archive.archived_values
+        ),
+    );
+    line(
+        "compactions",
+        format!(
+            "{}: {} restorable, {} restored, {} archive pruned",
+            archive.compactions, archive.restorable, archive.restored, archive.archive_pruned
+        ),
+    );
+    line("conversations", format!("{}\n", s.total));
     let mut t = table::Grid::new(&[
         table::col("PROVIDER", Kind::Fixed, 0),
         table::col("MODEL", Kind::Cut, 0),
@@ -152,7 +167,13 @@ pub fn run(ui: &Ui, store: &Store, args: &StatsArgs) -> CmdResult {
         table::col("CONVERSATIONS", Kind::Num, 0),
         table::col("", Kind::Fixed, 1),
     ]);
-    let max = s.histogram.iter().map(|b| b.conversations).max().unwrap_or(0).max(1);
+    let max = s
+        .histogram
+        .iter()
+        .map(|b| b.conversations)
+        .max()
+        .unwrap_or(0)
+        .max(1);
     for b in &s.histogram {
         let bar = "█".repeat(((b.conversations * 30).div_ceil(max)) as usize);
         h.row(vec![

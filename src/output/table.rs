@@ -1,5 +1,5 @@
-//! Tables: fitted to the terminal on a TTY (comfy-table's dynamic arrangement, one line per row,
-//! long cells cut with `…`, low-priority columns dropped when even the cut table does not fit),
+//! Tables: fitted to the terminal on a TTY (one line per row, long names cut with `…`,
+//! low-priority columns dropped when even the cut table does not fit; drawn by comfy-table),
 //! plain aligned columns without box drawing when piped. IDs are never cut: callers pass the
 //! shortest unique prefix on a terminal and the full ID otherwise. Long reasons go to numbered
 //! notes under the table.
@@ -143,20 +143,46 @@ impl Grid {
         }
     }
 
+    /// Column widths at `width`: natural widths, then the cut columns give up characters,
+    /// widest first, down to their minimum.
+    fn allocate(&self, shown: &[bool], width: usize) -> Vec<usize> {
+        let mut w: Vec<usize> = (0..self.cols.len()).map(|i| self.natural(i)).collect();
+        let idx: Vec<usize> = (0..self.cols.len()).filter(|i| shown[*i]).collect();
+        let seps = 2 * idx.len().saturating_sub(1);
+        let mut total: usize = idx.iter().map(|&i| w[i]).sum::<usize>() + seps;
+        while total > width {
+            let widest = idx
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    self.cols[i].kind == Kind::Cut && w[i] > self.min_width(i, &self.cols[i])
+                })
+                .max_by_key(|&i| (w[i], usize::MAX - i));
+            match widest {
+                Some(i) => {
+                    w[i] -= 1;
+                    total -= 1;
+                }
+                None => break,
+            }
+        }
+        w
+    }
+
     fn fitted(&self, width: usize, color: bool) -> String {
         let shown = self.visible(width);
+        let widths = self.allocate(&shown, width);
+        let idx: Vec<usize> = (0..self.cols.len()).filter(|i| shown[*i]).collect();
         let mut t = Table::new();
-        // Only a line under the header: no vertical lines, no outer border.
-        t.load_preset("     ──            ");
-        t.set_content_arrangement(ContentArrangement::Dynamic);
-        t.set_width(width as u16);
-        t.set_truncation_indicator("…");
+        // Only a line under the header: no vertical lines, no outer border. Cells arrive cut to
+        // their width, so comfy-table never wraps.
+        t.load_preset("     ─             ");
+        t.set_content_arrangement(ContentArrangement::Disabled);
         if color {
             t.enforce_styling();
         } else {
             t.force_no_tty();
         }
-        let idx: Vec<usize> = (0..self.cols.len()).filter(|i| shown[*i]).collect();
         t.set_header(idx.iter().map(|&i| {
             let c = Cell::new(self.cols[i].header);
             if color {
@@ -168,7 +194,7 @@ impl Grid {
         for r in &self.rows {
             let mut row = Row::from(idx.iter().map(|&i| {
                 let (text, tone) = &r[i];
-                let c = Cell::new(one_line(text));
+                let c = Cell::new(cut(&one_line(text), widths[i]));
                 match (color, tone_color(*tone)) {
                     (true, Some(col)) => c.fg(col),
                     _ => c,
@@ -178,22 +204,14 @@ impl Grid {
             t.add_row(row);
         }
         for (pos, &i) in idx.iter().enumerate() {
-            let c = self.cols[i];
             if let Some(column) = t.column_mut(pos) {
-                match c.kind {
-                    Kind::Num => {
-                        column.set_cell_alignment(CellAlignment::Right);
-                        column.set_constraint(ColumnConstraint::ContentWidth);
-                    }
-                    Kind::Fixed => {
-                        column.set_constraint(ColumnConstraint::ContentWidth);
-                    }
-                    Kind::Cut => {
-                        let min = self.min_width(i, &c) as u16 + 2;
-                        column.set_constraint(ColumnConstraint::LowerBoundary(
-                            comfy_table::Width::Fixed(min),
-                        ));
-                    }
+                let last = pos + 1 == idx.len();
+                column.set_padding((0, if last { 0 } else { 2 }));
+                column.set_constraint(ColumnConstraint::Absolute(comfy_table::Width::Fixed(
+                    (widths[i] + if last { 0 } else { 2 }) as u16,
+                )));
+                if self.cols[i].kind == Kind::Num {
+                    column.set_cell_alignment(CellAlignment::Right);
                 }
             }
         }
@@ -251,7 +269,11 @@ pub fn new(headers: &[&'static str], numeric: &[usize]) -> Grid {
         .iter()
         .enumerate()
         .map(|(i, h)| {
-            let kind = if numeric.contains(&i) { Kind::Num } else { Kind::Cut };
+            let kind = if numeric.contains(&i) {
+                Kind::Num
+            } else {
+                Kind::Cut
+            };
             col(h, kind, 0)
         })
         .collect();
@@ -282,6 +304,17 @@ fn one_line(s: &str) -> String {
         s.split_whitespace().collect::<Vec<_>>().join(" ")
     } else {
         s.to_string()
+    }
+}
+
+/// `s` cut to `w` characters, the last one `…` when cut.
+fn cut(s: &str, w: usize) -> String {
+    if text_width(s) <= w {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(w.saturating_sub(1)).collect();
+        t.push('…');
+        t
     }
 }
 
@@ -396,7 +429,10 @@ mod tests {
             width: Some(30),
             color: false,
         });
-        assert!(!narrow.contains("EXTRA"), "lowest priority dropped:\n{narrow}");
+        assert!(
+            !narrow.contains("EXTRA"),
+            "lowest priority dropped:\n{narrow}"
+        );
         assert!(narrow.contains('…'), "name cut:\n{narrow}");
     }
 

@@ -87,12 +87,12 @@ pub fn resolve_in(
         0 => Ok(None),
         1 => Ok(found.into_iter().next()),
         n => {
-            let more = if n > MAX_CANDIDATES {
-                ", and more"
-            } else {
-                ""
-            };
-            let shown: Vec<&str> = found.iter().take(MAX_CANDIDATES).map(String::as_str).collect();
+            let more = if n > MAX_CANDIDATES { ", and more" } else { "" };
+            let shown: Vec<&str> = found
+                .iter()
+                .take(MAX_CANDIDATES)
+                .map(String::as_str)
+                .collect();
             Err(Error::NotFound(format!(
                 "conversation prefix {input} is ambiguous: it matches {}{more}; give more characters",
                 shown.join(", ")
@@ -127,7 +127,9 @@ impl Store {
             .conn
             .prepare(&format!("SELECT {column} FROM {table} ORDER BY {column}"))
             .at(&self.path)?;
-        let rows = stmt.query_map([], |r| r.get::<_, String>(0)).at(&self.path)?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .at(&self.path)?;
         rows.collect::<std::result::Result<_, _>>().at(&self.path)
     }
 }
@@ -147,13 +149,20 @@ impl Prefixes {
     /// Characters of `id` needed to tell it apart from every other ID (at least
     /// [`MIN_SHOWN`], at most the whole ID).
     pub fn len(&self, id: &str) -> usize {
-        let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+        let common =
+            |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
         let i = self.sorted.partition_point(|x| x.as_str() < id);
         let mut need = 0;
         if i > 0 {
             need = need.max(common(&self.sorted[i - 1], id) + 1);
         }
-        for next in self.sorted.iter().skip(i).filter(|x| x.as_str() != id).take(1) {
+        for next in self
+            .sorted
+            .iter()
+            .skip(i)
+            .filter(|x| x.as_str() != id)
+            .take(1)
+        {
             need = need.max(common(next, id) + 1);
         }
         need.max(MIN_SHOWN).min(id.chars().count())

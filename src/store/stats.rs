@@ -49,9 +49,8 @@ fn file_len(p: &Path) -> u64 {
 pub fn file_stats(store: &Store) -> Result<FileStats> {
     let c = &store.conn;
     let path = &store.path;
-    let int = |pragma: &str| -> Result<i64> {
-        c.pragma_query_value(None, pragma, |r| r.get(0)).at(path)
-    };
+    let int =
+        |pragma: &str| -> Result<i64> { c.pragma_query_value(None, pragma, |r| r.get(0)).at(path) };
     let page_size = int("page_size")?;
     let free_pages = int("freelist_count")?;
     let mut wal = store.path.as_os_str().to_owned();

@@ -1,11 +1,18 @@
 //! `agent-db vacuum`: give free pages back to the file system with SQLite's `VACUUM`, without
 //! the sqlite3 CLI.
 //!
-//! Safety: the caller holds agent-db's store lock. The connection switches to
-//! `locking_mode=EXCLUSIVE` and opens an exclusive transaction first: in WAL mode every open
-//! connection holds a shared lock on the database file, so this fails at once (refused, nothing
-//! done) while any other process, such as a running agent, has the store open. `VACUUM` keeps
-//! the journal mode; the result is checked with `integrity_check` on a fresh connection.
+//! Safety: the caller holds agent-db's store lock. Two checks refuse (nothing done) while
+//! another process, such as a running agent, has the store open:
+//!
+//! 1. In WAL mode, every open connection keeps a shared POSIX lock on the "DMS" byte of the
+//!    `-shm` file (byte 128: SQLite's unix VFS, `UNIX_SHM_DMS`) for as long as it is open, idle
+//!    or not. agent-db asks with `F_GETLK`, which takes no lock, before it opens any connection
+//!    of its own (closing a descriptor would drop this process's own POSIX locks on the file).
+//! 2. The vacuuming connection switches to `locking_mode=EXCLUSIVE` and opens an exclusive
+//!    transaction, which fails at once while another connection is reading or writing.
+//!
+//! `VACUUM` keeps the journal mode; the result is checked with `integrity_check` on a fresh
+//! connection.
 
 use std::path::Path;
 
@@ -49,8 +56,36 @@ fn refused(path: &Path) -> Error {
     ))
 }
 
-/// Vacuum the recognized store at `path`. The caller holds the agent-db lock.
+/// Offset of the dead-man-switch lock byte in the `-shm` file (SQLite's unix VFS).
+const SHM_DMS_BYTE: libc::off_t = 128;
+
+/// Whether another process holds a lock on the `-shm` file's DMS byte: it has the store open
+/// in WAL mode. Call only while this process has no connection to the store.
+pub fn open_elsewhere(path: &Path) -> bool {
+    let mut shm = path.as_os_str().to_owned();
+    shm.push("-shm");
+    let Ok(f) = std::fs::File::open(Path::new(&shm)) else {
+        return false;
+    };
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_GETLK fills a flock struct we own; the fd is valid while `f` lives.
+    unsafe {
+        let mut fl: libc::flock = std::mem::zeroed();
+        fl.l_type = libc::F_WRLCK as _;
+        fl.l_whence = libc::SEEK_SET as _;
+        fl.l_start = SHM_DMS_BYTE;
+        fl.l_len = 1;
+        libc::fcntl(f.as_raw_fd(), libc::F_GETLK, &mut fl) == 0
+            && i32::from(fl.l_type) != libc::F_UNLCK
+    }
+}
+
+/// Vacuum the recognized store at `path`. The caller holds the agent-db lock and has no
+/// connection to the store open.
 pub fn vacuum(path: &Path) -> Result<Vacuumed> {
+    if open_elsewhere(path) {
+        return Err(refused(path));
+    }
     let bytes_before = store_bytes(path);
     let (free_pages_before, mode_before) = {
         let store = Store::open(path, Access::Write)?;
@@ -61,12 +96,27 @@ pub fn vacuum(path: &Path) -> Result<Vacuumed> {
             .pragma_query_value(None, "freelist_count", |r| r.get(0))
             .at(path)?;
         let mode = store.journal_mode()?;
-        c.pragma_update(None, "locking_mode", "EXCLUSIVE").at(path)?;
+        c.pragma_update(None, "locking_mode", "EXCLUSIVE")
+            .at(path)?;
         if let Err(e) = c.execute_batch("BEGIN EXCLUSIVE; COMMIT;") {
-            return Err(if is_busy(&e) { refused(path) } else { Error::Sqlite { path: path.into(), source: e } });
+            return Err(if is_busy(&e) {
+                refused(path)
+            } else {
+                Error::Sqlite {
+                    path: path.into(),
+                    source: e,
+                }
+            });
         }
         if let Err(e) = c.execute_batch("VACUUM") {
-            return Err(if is_busy(&e) { refused(path) } else { Error::Sqlite { path: path.into(), source: e } });
+            return Err(if is_busy(&e) {
+                refused(path)
+            } else {
+                Error::Sqlite {
+                    path: path.into(),
+                    source: e,
+                }
+            });
         }
         if mode.eq_ignore_ascii_case("wal") {
             c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
