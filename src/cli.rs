@@ -12,12 +12,44 @@ Examples:
   agent-db list --all-over 0.7                 conversations using >= 70% of their context window
   agent-db compact --follow --dry-run          what compacting the latest conversation would do
   agent-db compact --all-over 0.7 --older-than 1d --yes --quiet   (cron)
-  agent-db show 3f2a... --json                 one conversation as provider-neutral JSON
+  agent-db show 3f2a91c0 --last 20             the end of one conversation (an ID prefix is enough)
+  agent-db --agent docker-agent stats          docker-agent's store: sizes, archive, utilization
 
-The store is --db PATH, else $AGENT_DB_PATH, else kodelet's $KODELET_BASE_PATH/storage.db or
-~/.kodelet/storage.db, else docker-agent's ~/.cagent/session.db.
+The store is --db PATH, else $AGENT_DB_PATH, else --agent's (or [store] agent's) default file,
+else kodelet's $KODELET_BASE_PATH/storage.db or ~/.kodelet/storage.db, else docker-agent's
+~/.cagent/session.db.
 Exit codes: 0 ok, 1 some conversations failed, 2 usage, 3 config, 4 store unusable,
-5 not found or unreadable, 6 store locked, 7 restore refused.";
+5 not found, ambiguous ID prefix or unreadable, 6 store locked, 7 refused (restore, vacuum),
+8 internal error (a bug in agent-db; please report it).";
+
+/// Global options heading in `--help`.
+const GLOBAL: &str = "Global options";
+
+/// Which agent's default store to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AgentArg {
+    /// kodelet: $KODELET_BASE_PATH/storage.db or ~/.kodelet/storage.db
+    Kodelet,
+    /// docker-agent (cagent): ~/.cagent/session.db
+    DockerAgent,
+}
+
+impl AgentArg {
+    pub fn kind(self) -> agent_db::store::StoreKind {
+        match self {
+            AgentArg::Kodelet => agent_db::store::StoreKind::Kodelet,
+            AgentArg::DockerAgent => agent_db::store::StoreKind::DockerAgent,
+        }
+    }
+}
+
+/// A duration (`30s`, `2m`) or a plain number of seconds (`5`).
+pub fn parse_seconds_or_duration(s: &str) -> Result<Duration, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) => Ok(Duration::from_secs(n)),
+        Err(_) => parse_duration(s),
+    }
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -32,15 +64,23 @@ compaction can be undone with `agent-db restore`.",
 )]
 pub struct Cli {
     /// The conversation store (SQLite file)
-    #[arg(long, global = true, env = "AGENT_DB_PATH", value_name = "PATH")]
+    #[arg(long, global = true, env = "AGENT_DB_PATH", value_name = "PATH", help_heading = GLOBAL)]
     pub db: Option<PathBuf>,
 
-    /// Print only errors (no status lines, no progress)
-    #[arg(long, short, global = true)]
+    /// Use this agent's default store [config: [store] agent]
+    #[arg(long, global = true, value_enum, value_name = "AGENT", help_heading = GLOBAL)]
+    pub agent: Option<AgentArg>,
+
+    /// Print only errors: no status lines, no progress, no compact report when all went well
+    #[arg(long, short, global = true, help_heading = GLOBAL)]
     pub quiet: bool,
 
+    /// Colour: auto (on a terminal, unless NO_COLOR is set), always, never
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value = "auto", help_heading = GLOBAL)]
+    pub color: crate::output::ColorChoice,
+
     /// Configuration file [default: $XDG_CONFIG_HOME/agent-db/config.toml]
-    #[arg(long, global = true, env = "AGENT_DB_CONFIG", value_name = "PATH")]
+    #[arg(long, global = true, env = "AGENT_DB_CONFIG", value_name = "PATH", help_heading = GLOBAL)]
     pub config: Option<PathBuf>,
 
     #[command(subcommand)]
@@ -50,49 +90,92 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create a new, empty store in kodelet's layout (for demos and tests)
+    #[command(after_help = "Examples:\n  agent-db --db /tmp/demo.db init")]
     Init,
     /// List conversations with their stored context usage (cheap: no message bodies are read)
+    #[command(
+        after_help = "Examples:\n  agent-db list\n  agent-db list --all-over 0.7 --older-than 1d\n  agent-db list --json | jq '.conversations[].id'"
+    )]
     List(ListArgs),
     /// Show one conversation as a readable transcript, neutral JSON or the stored JSON
+    #[command(
+        after_help = "Examples:\n  agent-db show 3f2a91c0              (a unique ID prefix is enough)\n  agent-db show 3f2a91c0 --last 10\n  agent-db show 3f2a91c0 --json | jq '.messages | length'\n  agent-db show 3f2a91c0 --raw > original.json"
+    )]
     Show(ShowArgs),
     /// Compact the selected conversations (use --dry-run to see the plan first)
+    #[command(
+        after_help = "Examples:\n  agent-db compact --follow --dry-run\n  agent-db compact 3f2a91c0\n  agent-db compact --all-over 0.7 --older-than 1d --yes --quiet      (cron)\n  agent-db compact --all-over 0.8 --strategy prune --dry-run --json"
+    )]
     Compact(Box<CompactArgs>),
     /// Show the audit log of compactions (all, or one conversation's)
+    #[command(after_help = "Examples:\n  agent-db history\n  agent-db history 3f2a91c0 --json")]
     History(HistoryArgs),
     /// Undo compactions: put the archived original back, byte-identical
+    #[command(
+        after_help = "Examples:\n  agent-db restore 3f2a91c0\n  agent-db restore 3f2a91c0 --compaction 12\n  agent-db restore --all-since 1h"
+    )]
     Restore(RestoreArgs),
-    /// Delete archived originals older than DUR to reclaim space (they can no longer be restored)
+    /// Delete archived originals older than DUR (they can no longer be restored); see `vacuum`
+    #[command(
+        after_help = "Examples:\n  agent-db prune-archive --older-than 90d --dry-run\n  agent-db prune-archive --older-than 90d --yes --vacuum"
+    )]
     PruneArchive(PruneArchiveArgs),
+    /// Store figures: file size and free pages, archive size, conversations and tokens by
+    /// provider and model, utilization, compactions
+    #[command(
+        after_help = "Examples:\n  agent-db stats\n  agent-db --agent docker-agent stats --json"
+    )]
+    Stats(StatsArgs),
+    /// Give free pages back to the file system (SQLite VACUUM); refused while another process
+    /// has the store open
+    #[command(
+        after_help = "Examples:\n  agent-db prune-archive --older-than 30d --yes && agent-db vacuum"
+    )]
+    Vacuum(VacuumArgs),
     /// Print the effective settings (defaults < config file < environment < flags), secrets redacted
+    #[command(
+        after_help = "Examples:\n  agent-db config\n  agent-db --config ./team.toml config --json"
+    )]
     Config {
         /// Machine-readable output on stdout
         #[arg(long)]
         json: bool,
     },
     /// List the compaction hooks found and the events each handles
+    #[command(after_help = "Examples:\n  agent-db hooks\n  agent-db hooks --json")]
     Hooks {
         /// Machine-readable output on stdout
         #[arg(long)]
         json: bool,
     },
     /// List the summary recipes the llm strategy can use
+    #[command(after_help = "Examples:\n  agent-db recipes\n  agent-db recipes --json")]
     Recipes {
         /// Machine-readable output on stdout
         #[arg(long)]
         json: bool,
     },
     /// Print shell completions
+    #[command(
+        after_help = "Examples:\n  agent-db completions bash > ~/.local/share/bash-completion/completions/agent-db\n  agent-db completions zsh > ~/.zfunc/_agent-db"
+    )]
     Completions {
         /// The shell
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print the man page (roff) on stdout
+    #[command(
+        after_help = "Examples:\n  agent-db man > ~/.local/share/man/man1/agent-db.1\n  agent-db man | man -l -"
+    )]
+    Man,
 }
 
 /// How to pick conversations. Selectors combine with AND.
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Selectors")]
 pub struct SelectArgs {
-    /// A conversation ID (repeatable)
+    /// A conversation ID or unique prefix (repeatable)
     #[arg(long = "id", value_name = "ID")]
     pub ids: Vec<String>,
 
@@ -162,8 +245,16 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The conversation ID
+    /// The conversation ID, or a unique prefix of it
     pub id: String,
+
+    /// Only the last N messages (the header still counts them all)
+    #[arg(long, value_name = "N", conflicts_with = "raw")]
+    pub last: Option<usize>,
+
+    /// Never page the transcript ($PAGER, default `less -FRX`, is used on a terminal)
+    #[arg(long)]
+    pub no_pager: bool,
 
     /// The provider-neutral messages as JSON
     #[arg(long, conflicts_with = "raw")]
@@ -186,7 +277,7 @@ pub enum StrategyArg {
 
 #[derive(Debug, Args)]
 pub struct CompactArgs {
-    /// Conversation IDs (same as --id)
+    /// Conversation IDs or unique prefixes (same as --id)
     #[arg(value_name = "ID")]
     pub positional: Vec<String>,
 
@@ -233,8 +324,8 @@ pub struct CompactArgs {
     #[arg(long)]
     pub no_hooks: bool,
 
-    /// Seconds before a hook is killed [default: 30s]
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    /// How long a hook may run before it is killed: seconds (5) or a duration (2m) [default: 30s]
+    #[arg(long, value_name = "DUR", value_parser = parse_seconds_or_duration)]
     pub hook_timeout: Option<Duration>,
 
     /// Conversations compacted at once [default: 4]
@@ -289,7 +380,7 @@ pub struct LlmArgs {
 
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
-    /// Only this conversation
+    /// Only this conversation (ID or unique prefix)
     pub id: Option<String>,
 
     /// Machine-readable output on stdout
@@ -300,7 +391,7 @@ pub struct HistoryArgs {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("what").required(true).args(["id", "all_since"])))]
 pub struct RestoreArgs {
-    /// The conversation to restore (its latest compaction, or --compaction N)
+    /// The conversation to restore, ID or unique prefix (its latest compaction, or --compaction N)
     pub id: Option<String>,
 
     /// A specific compaction (its id from `agent-db history`)
@@ -326,6 +417,36 @@ pub struct PruneArchiveArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_duration, required = true)]
     pub older_than: Duration,
 
+    /// Say what would be pruned; delete nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+
+    /// Do not ask (agent-db asks only when stdin and stderr are terminals)
+    #[arg(long, short)]
+    pub yes: bool,
+
+    /// Then give the freed space back to the file system (as `agent-db vacuum`)
+    #[arg(long)]
+    pub vacuum: bool,
+
+    /// Machine-readable output on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Machine-readable output on stdout (see docs/json-output.md)
+    #[arg(long)]
+    pub json: bool,
+
+    /// Context limit in tokens for conversations with no stored maxContextWindow (utilization)
+    #[arg(long, value_name = "N")]
+    pub context_limit: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct VacuumArgs {
     /// Machine-readable output on stdout
     #[arg(long)]
     pub json: bool,

@@ -25,6 +25,16 @@ struct FileConfig {
     prices: BTreeMap<String, PriceEntry>,
     #[serde(default)]
     context_limits: BTreeMap<String, i64>,
+    #[serde(default)]
+    store: StoreSection,
+}
+
+/// `[store]`: which conversation store to open when `--db` is not given.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreSection {
+    agent: Option<String>,
+    path: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -118,6 +128,10 @@ pub struct Settings {
     #[serde(serialize_with = "prices_json")]
     pub prices: BTreeMap<String, Price>,
     pub context_limits: BTreeMap<String, i64>,
+    /// `[store] agent`: `kodelet` or `docker-agent`, whose default store is used.
+    pub store_agent: Option<String>,
+    /// `[store] path`: the store file (`--db`, `AGENT_DB_PATH` and `--agent` win).
+    pub store_path: Option<PathBuf>,
     /// Which layer each setting came from.
     pub sources: BTreeMap<String, String>,
 }
@@ -181,7 +195,11 @@ pub fn config_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
     }
 }
 
+/// A humantime duration (`30s`, `2m`), or a plain number of seconds (`5`).
 fn parse_duration(what: &str, s: &str) -> Result<Duration> {
+    if let Ok(n) = s.trim().parse::<u64>() {
+        return Ok(Duration::from_secs(n));
+    }
     humantime::parse_duration(s.trim())
         .map_err(|e| Error::Config(format!("{what}: {e} (e.g. 30s, 2m)")))
 }
@@ -219,6 +237,19 @@ pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<
         sources.insert("config_file".to_string(), how.to_string());
     }
     let file = file.unwrap_or_default();
+    let store_agent = file.store.agent.clone();
+    if let Some(a) = &store_agent {
+        if a != "kodelet" && a != "docker-agent" {
+            return Err(Error::Config(format!(
+                "{}: [store] agent = {a:?}: expected \"kodelet\" or \"docker-agent\"",
+                path.as_deref().unwrap_or(Path::new("config")).display()
+            )));
+        }
+        sources.insert("store.agent".to_string(), "config file".to_string());
+    }
+    if file.store.path.is_some() {
+        sources.insert("store.path".to_string(), "config file".to_string());
+    }
     if !file.prices.is_empty() {
         sources.insert("prices".to_string(), "config file".to_string());
     }
@@ -450,6 +481,8 @@ pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<
         hook_fail_open,
         prices,
         context_limits: file.context_limits.clone(),
+        store_agent,
+        store_path: file.store.path.clone(),
         sources,
     })
 }

@@ -12,7 +12,7 @@ fn main() {
     init_logging();
     ignore_file_size_signal();
     one_line_panics();
-    let ui = output::Ui::new(cli.quiet);
+    let ui = output::Ui::new(cli.quiet, cli.color);
     // Panics inside one conversation are caught where it is processed and become its failed
     // row; one that escapes to here is a bug outside any conversation: exit 8, not a crash.
     let outcome =

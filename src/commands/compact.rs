@@ -14,10 +14,18 @@ use agent_db::Error;
 
 use super::CmdResult;
 use crate::cli::{CompactArgs, StrategyArg};
-use crate::output::{self, table, Ui};
+use crate::output::table::{self, Kind, Tone};
+use crate::output::{self, Ui};
 
 pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> CmdResult {
-    let selector = args.select.selector(&args.positional);
+    let mut selector = args.select.selector(&args.positional);
+    // Unique prefixes name their conversation; an unknown ID stays as given and becomes that
+    // conversation's failed row.
+    selector.ids = selector
+        .ids
+        .iter()
+        .map(|i| store.resolve_id_lenient(i))
+        .collect::<Result<_, _>>()?;
     if selector.is_empty() {
         return Err(Error::Usage(
             "choose conversations to compact: ID, --id, --follow, --all-over, --older-than, --since or --provider"
@@ -96,7 +104,12 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         max_cost: settings.max_cost,
         hooks,
     };
-    let progress = Progress::new(ui, args.json);
+    let total = if ui.stderr_tty && !ui.quiet {
+        count_rows(&store, &selector, &now)
+    } else {
+        None
+    };
+    let progress = Progress::new(ui, total);
     let path = store.path.clone();
     let kind = store.kind.name();
     drop(store);
@@ -113,6 +126,9 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
     let run = pipeline::run(&path, &selector, strategy, &opts, now, &mut |e| {
         if let Event::Finished { seq, row } = &e {
             totals += *row;
+            if let Status::Failed(why) = &row.status {
+                progress.suspend(|| ui.failure(&row.id, why));
+            }
             for h in row.hooks.iter().filter(|h| h.decision == "error") {
                 eprintln!(
                     "agent-db: warning: {} hook {} failed for {} (the compaction stands): {}",
@@ -140,22 +156,82 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         return Err(err.into());
     }
     let rows = run.rows;
-    if let Some(j) = json {
-        j.finish(&totals)?;
-    } else {
-        render(ui, &rows, &totals, args.dry_run)?;
-        if !args.dry_run && totals.compacted > 0 {
+    // A second, read-only look at the store for names, short IDs and the archive's growth.
+    let after = Store::open(&path, agent_db::store::Access::Read).ok();
+    if selector.follow {
+        if let Some(r) = rows.first() {
+            let name = after
+                .as_ref()
+                .and_then(|s| s.meta(&r.id).ok())
+                .and_then(|m| m.name);
             ui.status(&format!(
-                "undo with: agent-db --db {} restore ID   (or: restore --all-since 1h); see `agent-db history`",
-                shell_quote(&path.display().to_string())
+                "--follow picked {}{}",
+                r.id,
+                name.map(|n| format!(" ({})", table::ellipsize(&n, 60)))
+                    .unwrap_or_default()
             ));
         }
+    }
+    if let Some(j) = json {
+        j.finish(&totals)?;
+    } else if !ui.quiet || args.dry_run {
+        // -q on a real run: nothing on stdout; failures are already on stderr.
+        let ids = after
+            .as_ref()
+            .map(|s| output::Ids::new(ui, s))
+            .unwrap_or_else(output::Ids::full);
+        let names = |id: &str| {
+            after
+                .as_ref()
+                .and_then(|s| s.meta(id).ok())
+                .and_then(|m| m.name)
+                .unwrap_or_default()
+        };
+        render(ui, &rows, &totals, args.dry_run, &ids, &names)?;
+    }
+    if !args.dry_run && totals.compacted > 0 {
+        growth(ui, after.as_ref(), &rows);
+        ui.status(&format!(
+            "undo with: agent-db --db {} restore ID   (or: restore --all-since 1h); see `agent-db history`",
+            shell_quote(&path.display().to_string())
+        ));
     }
     Ok(if totals.failed > 0 {
         exit::PARTIAL
     } else {
         exit::OK
     })
+}
+
+/// Say how much the archive of this run added to the store, and how to get it back.
+fn growth(ui: &Ui, store: Option<&Store>, rows: &[Row]) {
+    let Some(store) = store else { return };
+    let ids: Vec<i64> = rows.iter().filter_map(|r| r.compaction_id).collect();
+    if let Ok(bytes) = agent_db::store::stats::archived_bytes_of(&store.conn, &store.path, &ids) {
+        if bytes > 0 {
+            ui.status(&format!(
+                "the store grew by about {} because the originals were archived (so they can be restored); \
+                 `agent-db prune-archive --older-than DUR` then `agent-db vacuum` gives the space back",
+                agent_db::message::image::human_bytes(bytes as usize)
+            ));
+        }
+    }
+}
+
+/// How many rows the run will report (for the progress bar), from stored metadata only.
+fn count_rows(
+    store: &Store,
+    selector: &agent_db::select::Selector,
+    now: &chrono::DateTime<chrono::FixedOffset>,
+) -> Option<u64> {
+    let mut n = 0u64;
+    selector
+        .run(store, now, |_| {
+            n += 1;
+            true
+        })
+        .ok()?;
+    Some(n)
 }
 
 fn shell_quote(s: &str) -> String {
@@ -181,16 +257,36 @@ fn confirm(
         return Ok(true);
     }
     let mut n = 0usize;
+    let mut shown = Vec::new();
     selector.run(store, now, |o| {
-        if let Outcome::Selected { reason, .. } = o {
+        if let Outcome::Selected { reason, meta } = o {
             if reason != Reason::Manual {
                 n += 1;
+                if shown.len() < 10 {
+                    shown.push(format!(
+                        "  {}  {}  {}",
+                        meta.id,
+                        meta.utilization(selector.context_limit)
+                            .map(|u| format!("{:>4.0}%", u * 100.0))
+                            .unwrap_or_else(|| "    -".into()),
+                        table::ellipsize(meta.name.as_deref().unwrap_or(""), 50)
+                    ));
+                }
             }
         }
         true
     })?;
     if n == 0 {
         return Ok(true);
+    }
+    for line in &shown {
+        eprintln!("{line}");
+    }
+    if n > shown.len() {
+        eprintln!(
+            "  … and {} more (see `agent-db compact --dry-run` with the same selectors)",
+            n - shown.len()
+        );
     }
     eprint!(
         "compact {n} conversation(s) in {}? Each one can be undone with `agent-db restore`. [y/N] ",
@@ -211,11 +307,21 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(ui: &Ui, _json: bool) -> Progress {
+    /// A bar with the total and an ETA when the number of rows is known, else a spinner.
+    fn new(ui: &Ui, total: Option<u64>) -> Progress {
         let bar = (ui.stderr_tty && !ui.quiet).then(|| {
-            let b = indicatif::ProgressBar::new_spinner();
+            let (b, template) = match total {
+                Some(n) => (
+                    indicatif::ProgressBar::new(n),
+                    "{bar:20} {pos}/{len} · {elapsed}, ETA {eta} · {wide_msg}",
+                ),
+                None => (
+                    indicatif::ProgressBar::new_spinner(),
+                    "{spinner} {pos} done · {msg} · {elapsed}",
+                ),
+            };
             b.set_style(
-                indicatif::ProgressStyle::with_template("{spinner} {pos} done · {msg} · {elapsed}")
+                indicatif::ProgressStyle::with_template(template)
                     .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
             );
             b.enable_steady_tick(std::time::Duration::from_millis(250));
@@ -271,6 +377,14 @@ impl Progress {
         self.redraw();
     }
 
+    /// Print something on stderr without tearing the bar.
+    fn suspend(&self, f: impl FnOnce()) {
+        match &self.bar {
+            Some(b) => b.suspend(f),
+            None => f(),
+        }
+    }
+
     fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
@@ -286,27 +400,58 @@ fn arrow(a: Option<usize>, b: Option<usize>) -> String {
     }
 }
 
+const COLUMNS: [table::Col; 11] = [
+    table::col("ID", Kind::Fixed, 0),
+    table::col("NAME", Kind::Cut, 7),
+    table::col("FORMAT", Kind::Fixed, 3),
+    table::col("WHY", Kind::Fixed, 1),
+    table::col("COUNTED MSGS", Kind::Fixed, 5),
+    table::col("SUMMARIZE/KEEP", Kind::Fixed, 2),
+    table::col("COUNTED TOKENS", Kind::Fixed, 8),
+    table::col("SAVED", Kind::Num, 6),
+    table::col("UTIL", Kind::Fixed, 7),
+    table::col("STRATEGY", Kind::Fixed, 4),
+    table::col("STATUS", Kind::Fixed, 9),
+];
+
+/// Stored utilization before → estimated after (`0.82 → 0.37`), with a numbered note when
+/// --target could not be reached.
+fn utilization(t: &mut table::Grid, r: &Row) -> String {
+    let mark = match &r.note {
+        Some(n) => format!(" [{}]", t.note(n)),
+        None => String::new(),
+    };
+    match (r.utilization_before, r.utilization_after) {
+        (Some(b), Some(a)) => format!("{b:.2} → {a:.2}{mark}"),
+        (Some(b), None) => format!("{b:.2}"),
+        _ => String::new(),
+    }
+}
+
+/// The status cell: a word, with a numbered note holding a skip or failure reason.
+fn status_cell(t: &mut table::Grid, s: &Status) -> (String, Tone) {
+    match s {
+        Status::Planned => ("planned".into(), Tone::Good),
+        Status::Compacted => ("compacted".into(), Tone::Good),
+        Status::Skipped(why) => (format!("skipped [{}]", t.note(why)), Tone::Warn),
+        Status::Failed(why) => (format!("failed [{}]", t.note(why)), Tone::Bad),
+    }
+}
+
 /// The before/after table and the totals line.
-pub fn render(ui: &Ui, rows: &[Row], totals: &Totals, dry_run: bool) -> std::io::Result<()> {
+pub fn render(
+    ui: &Ui,
+    rows: &[Row],
+    totals: &Totals,
+    dry_run: bool,
+    ids: &output::Ids,
+    name: &dyn Fn(&str) -> String,
+) -> std::io::Result<()> {
     if rows.is_empty() {
         ui.status("no conversation matched the selectors");
         return Ok(());
     }
-    let mut t = table::new(
-        &[
-            "ID",
-            "PROVIDER",
-            "WHY",
-            "MESSAGES",
-            "SUMMARIZE/KEEP",
-            "TOKENS",
-            "SAVED",
-            "STRATEGY",
-            "STATUS",
-            "TIME",
-        ],
-        &[3, 5, 6, 9],
-    );
+    let mut t = table::Grid::new(&COLUMNS);
     for r in rows {
         let tok = match (r.tokens_before, r.tokens_after) {
             (Some(b), Some(a)) => format!(
@@ -321,35 +466,42 @@ pub fn render(ui: &Ui, rows: &[Row], totals: &Totals, dry_run: bool) -> std::io:
             (Some(s), Some(k)) => format!("{s} / {k}"),
             _ => String::new(),
         };
-        t.add_row(vec![
-            r.id.clone(),
-            r.format.unwrap_or(&r.provider).to_string(),
-            r.reason.to_string(),
-            arrow(r.messages_before, r.messages_after),
-            split,
-            tok,
-            r.saved_pct()
-                .filter(|_| matches!(r.status, Status::Planned | Status::Compacted))
-                .map(|p| format!("{p:.0}%"))
-                .unwrap_or_default(),
-            r.strategy.clone().unwrap_or_default(),
-            r.status.label(),
-            format!("{} ms", r.duration_ms),
+        let status = status_cell(&mut t, &r.status);
+        let util = utilization(&mut t, r);
+        t.row(vec![
+            table::c(ids.show(&r.id)),
+            table::c(table::ellipsize(&name(&r.id), 40)),
+            table::c(r.format.unwrap_or(&r.provider)),
+            table::c(r.reason),
+            table::c(arrow(r.messages_before, r.messages_after)),
+            table::c(split),
+            table::c(tok),
+            table::c(
+                r.saved_pct()
+                    .filter(|_| matches!(r.status, Status::Planned | Status::Compacted))
+                    .map(|p| format!("{p:.0}%"))
+                    .unwrap_or_default(),
+            ),
+            table::c(util),
+            table::c(r.strategy.clone().unwrap_or_default()),
+            status,
         ]);
     }
-    output::out(&format!("{t}\n"))?;
+    output::out(&t.render(ui.style()))?;
     let verb = if dry_run {
         "would compact"
     } else {
         "compacted"
     };
+    // On a terminal the line is broken so that it fits 80 columns.
+    let sep = if ui.stdout_tty { "\n      " } else { "; " };
     let done = if dry_run {
         totals.planned
     } else {
         totals.compacted
     };
     let line = format!(
-        "TOTAL {} conversation(s): {verb} {done}, skipped {}, failed {}; tokens {} → {} ({} saved){}",
+        "TOTAL {} conversation(s): {verb} {done}, skipped {}, failed {}{sep}tokens {} → {} ({} saved){}",
         totals.conversations,
         totals.skipped,
         totals.failed,
@@ -359,7 +511,11 @@ pub fn render(ui: &Ui, rows: &[Row], totals: &Totals, dry_run: bool) -> std::io:
             .saved_pct()
             .map(|p| format!("{p:.0}%"))
             .unwrap_or_else(|| "0%".into()),
-        if dry_run { "; dry run: nothing was written" } else { "" },
+        if dry_run {
+            format!("{sep}dry run: nothing was written")
+        } else {
+            String::new()
+        },
     );
     output::out(&format!("{line}\n"))?;
     if totals.cost_usd > 0.0 {

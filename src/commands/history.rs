@@ -1,67 +1,111 @@
-//! `history`, `restore` and `prune-archive`: the audit log and undo.
+//! `history`, `restore`, `prune-archive` and `vacuum`: the audit log, undo, and getting space
+//! back.
+
+use std::io::Write;
 
 use agent_db::error::exit;
 use agent_db::gotime;
-use agent_db::store::{lock, restore, Store};
+use agent_db::message::image::human_bytes;
+use agent_db::store::{lock, prefix, restore, stats, vacuum, Store};
 use agent_db::Error;
 
 use super::CmdResult;
 use crate::cli::{HistoryArgs, PruneArchiveArgs, RestoreArgs};
-use crate::output::{self, table, Ui};
+use crate::output::table::{self, Kind, Tone};
+use crate::output::{self, Ui};
 
-pub fn history(store: &Store, args: &HistoryArgs) -> CmdResult {
-    let rows = restore::history(&store.conn, &store.path, args.id.as_deref())?;
+fn json_out(doc: &serde_json::Value) -> std::io::Result<()> {
+    output::out(&format!(
+        "{}\n",
+        serde_json::to_string_pretty(doc).unwrap_or_default()
+    ))
+}
+
+/// A conversation named on the command line: a full ID or a unique prefix, looked up among the
+/// store's conversations and then the audit log (a compacted conversation may since be gone).
+fn resolve_conversation(store: &Store, input: &str) -> Result<String, Error> {
+    match store.resolve_id(input) {
+        Ok(id) => Ok(id),
+        Err(Error::ConversationNotFound { .. }) if store.has_agent_tables()? => {
+            Ok(prefix::resolve_in(
+                &store.conn,
+                &store.path,
+                "agent_db_compactions",
+                "conversation_id",
+                input,
+            )?
+            .unwrap_or_else(|| input.to_string()))
+        }
+        Err(Error::ConversationNotFound { .. }) => Ok(input.to_string()),
+        Err(e) => Err(e),
+    }
+}
+
+const HISTORY_COLUMNS: [table::Col; 9] = [
+    table::col("#", Kind::Num, 0),
+    table::col("CONVERSATION", Kind::Fixed, 0),
+    table::col("NAME", Kind::Cut, 6),
+    table::col("WHEN", Kind::Fixed, 7),
+    table::col("WHY", Kind::Fixed, 2),
+    table::col("STRATEGY", Kind::Fixed, 3),
+    table::col("COUNTED MSGS", Kind::Fixed, 4),
+    table::col("COUNTED TOKENS", Kind::Fixed, 5),
+    table::col("STATE", Kind::Fixed, 9),
+];
+
+pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
+    let id = match &args.id {
+        Some(i) => Some(resolve_conversation(store, i)?),
+        None => None,
+    };
+    let rows = restore::history(&store.conn, &store.path, id.as_deref())?;
     if args.json {
-        let doc = serde_json::json!({
+        return json_out(&serde_json::json!({
             "version": super::list::JSON_VERSION,
             "command": "history",
             "compactions": rows,
-        });
-        output::out(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&doc).unwrap_or_default()
-        ))?;
-        return Ok(exit::OK);
+        }))
+        .map(|_| exit::OK)
+        .map_err(Into::into);
     }
     if rows.is_empty() {
-        eprintln!("no compactions recorded in {}", store.path.display());
+        ui.status(&format!(
+            "no compactions recorded in {}",
+            store.path.display()
+        ));
         return Ok(exit::OK);
     }
-    let mut t = table::new(
-        &[
-            "#",
-            "CONVERSATION",
-            "WHEN",
-            "WHY",
-            "STRATEGY",
-            "MESSAGES",
-            "TOKENS",
-            "STATE",
-        ],
-        &[0],
-    );
+    let now = gotime::now();
+    let ids = output::Ids::new(ui, store);
+    let mut t = table::Grid::new(&HISTORY_COLUMNS);
     for c in &rows {
         let state = match (&c.restored_at, &c.archive_pruned_at) {
-            (Some(at), _) => format!("restored {at}"),
-            (None, Some(_)) => "archive pruned".into(),
-            _ => "restorable".into(),
+            (Some(at), _) => (format!("restored {}", output::ago(&now, at)), Tone::Dim),
+            (None, Some(_)) => ("archive pruned".into(), Tone::Warn),
+            _ => ("restorable".into(), Tone::Good),
         };
-        t.add_row(vec![
-            c.id.to_string(),
-            c.conversation_id.clone(),
-            c.compacted_at.clone(),
-            c.reason.clone(),
-            c.strategy.clone(),
-            format!("{} → {}", c.messages_before, c.messages_after),
-            format!(
+        let name = store
+            .meta(&c.conversation_id)
+            .ok()
+            .and_then(|m| m.name)
+            .unwrap_or_default();
+        t.row(vec![
+            table::c(c.id.to_string()),
+            table::c(ids.show(&c.conversation_id)),
+            table::c(table::ellipsize(&name, 40)),
+            table::c(output::ago(&now, &c.compacted_at)),
+            table::c(c.reason.clone()),
+            table::c(c.strategy.clone()),
+            table::c(format!("{} → {}", c.messages_before, c.messages_after)),
+            table::c(format!(
                 "{} → {}",
                 table::thousands(c.tokens_before.max(0) as usize),
                 table::thousands(c.tokens_after.max(0) as usize)
-            ),
+            )),
             state,
         ]);
     }
-    output::out(&format!("{t}\n"))?;
+    output::out(&t.render(ui.style()))?;
     Ok(exit::OK)
 }
 
@@ -73,11 +117,11 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
         let since = gotime::now() - chrono::Duration::from_std(d).unwrap_or_default();
         restore::since(&store.conn, &path, &gotime::rfc3339_utc(&since))?
     } else {
-        let id = args.id.as_deref().unwrap_or_default();
+        let id = resolve_conversation(&store, args.id.as_deref().unwrap_or_default())?;
         match args.compaction {
             Some(n) => {
                 let c = restore::get(&store.conn, &path, n)?.ok_or_else(|| {
-                    Error::Refused(format!("compaction {n}: not found in the audit log"))
+                    Error::NotFound(format!("compaction {n}: not found in the audit log"))
                 })?;
                 if c.conversation_id != id {
                     return Err(Error::Usage(format!(
@@ -88,7 +132,7 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
                 }
                 vec![n]
             }
-            None => match restore::latest_for(&store.conn, &path, id)? {
+            None => match restore::latest_for(&store.conn, &path, &id)? {
                 Some(n) => vec![n],
                 None => {
                     return Err(Error::NotFound(format!(
@@ -112,11 +156,9 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
     }
     let refused = results.iter().filter(|r| !r.ok).count();
     if args.json {
-        let doc = serde_json::json!({"version": super::list::JSON_VERSION, "command": "restore", "results": results});
-        output::out(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&doc).unwrap_or_default()
-        ))?;
+        json_out(
+            &serde_json::json!({"version": super::list::JSON_VERSION, "command": "restore", "results": results}),
+        )?;
     } else {
         if results.is_empty() {
             ui.status("nothing to restore");
@@ -136,44 +178,115 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
     Ok(if refused > 0 { exit::REFUSED } else { exit::OK })
 }
 
-pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResult {
-    let _lock = lock::acquire(&store.path)?;
-    let mut store = store;
-    if !store.has_agent_tables()? {
-        if args.json {
-            let doc = serde_json::json!({"version": super::list::JSON_VERSION, "command": "prune-archive", "pruned": restore::Pruned::default()});
-            output::out(&format!(
-                "{}\n",
-                serde_json::to_string_pretty(&doc).unwrap_or_default()
-            ))?;
-        } else {
-            ui.status("no archive in this store yet: nothing to prune");
-        }
-        return Ok(exit::OK);
+/// Ask on a terminal; `--yes`, and runs without a terminal, never ask.
+fn ask(ui: &Ui, yes: bool, question: &str) -> bool {
+    if yes || !ui.stdin_tty || !ui.stderr_tty {
+        return true;
     }
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().read_line(&mut answer);
+    matches!(answer.trim(), "y" | "Y" | "yes" | "YES")
+}
+
+pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResult {
+    let _lock = if args.dry_run {
+        None
+    } else {
+        Some(lock::acquire(&store.path)?)
+    };
+    let mut store = store;
     let now = gotime::now();
     let before = now - chrono::Duration::from_std(args.older_than).unwrap_or_default();
     let path = store.path.clone();
+    let would = stats::prunable(&store.conn, &path, &gotime::rfc3339_utc(&before))?;
+    let report = |p: &restore::Pruned, dry_run: bool| -> std::io::Result<()> {
+        if args.json {
+            return json_out(&serde_json::json!({
+                "version": super::list::JSON_VERSION,
+                "command": "prune-archive",
+                "dry_run": dry_run,
+                "pruned": p,
+            }));
+        }
+        let (verb, tail) = if dry_run {
+            ("would prune", "; dry run: nothing was deleted")
+        } else {
+            ("pruned", "")
+        };
+        output::out(&format!(
+            "{verb} the archives of {} compaction(s): {} values, {}; those compactions can no longer be restored{tail}\n",
+            p.compactions,
+            p.archived_values,
+            human_bytes(p.bytes.max(0) as usize)
+        ))
+    };
+    if args.dry_run || would.compactions == 0 {
+        report(&would, args.dry_run)?;
+        return Ok(exit::OK);
+    }
+    let question = format!(
+        "delete the archived originals of {} compaction(s) made before {} ({})? They can no longer be restored.",
+        would.compactions,
+        gotime::rfc3339_utc(&before),
+        human_bytes(would.bytes.max(0) as usize)
+    );
+    if !ask(ui, args.yes, &question) {
+        ui.status("nothing done");
+        return Ok(exit::OK);
+    }
     let p = restore::prune_archive(
         &mut store.conn,
         &path,
         &gotime::rfc3339_utc(&before),
         &gotime::rfc3339_utc(&now),
     )?;
-    if args.json {
-        let doc = serde_json::json!({"version": super::list::JSON_VERSION, "command": "prune-archive", "pruned": p});
-        output::out(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&doc).unwrap_or_default()
-        ))?;
+    report(&p, false)?;
+    drop(store);
+    if args.vacuum {
+        let v = vacuum::vacuum(&path)?;
+        if !args.json {
+            vacuum_report(&v)?;
+        }
     } else {
-        output::out(&format!(
-            "pruned the archives of {} compaction(s): {} values, {}; those compactions can no longer be restored\n",
-            p.compactions,
-            p.archived_values,
-            agent_db::message::image::human_bytes(p.bytes.max(0) as usize)
-        ))?;
-        ui.status("SQLite reuses the freed pages; to shrink the file, run `sqlite3 STORE 'VACUUM'` while no agent is using it");
+        ui.status(
+            "SQLite reuses the freed pages; `agent-db vacuum` gives them back to the file system",
+        );
     }
     Ok(exit::OK)
+}
+
+fn vacuum_report(v: &vacuum::Vacuumed) -> std::io::Result<()> {
+    output::out(&format!(
+        "vacuumed: {} → {} ({} free pages given back); journal_mode {}, integrity_check {}\n",
+        human_bytes(v.bytes_before as usize),
+        human_bytes(v.bytes_after as usize),
+        v.free_pages_before,
+        v.journal_mode,
+        v.integrity_check
+    ))
+}
+
+/// `agent-db vacuum`: the store is recognized first (`store`), then reopened alone.
+pub fn vacuum(_ui: &Ui, store: Store, json: bool) -> CmdResult {
+    let path = store.path.clone();
+    // Our own connection would count as "another connection" to the exclusive lock.
+    drop(store);
+    let _lock = lock::acquire(&path)?;
+    let v = vacuum::vacuum(&path)?;
+    if json {
+        json_out(&serde_json::json!({
+            "version": super::list::JSON_VERSION,
+            "command": "vacuum",
+            "vacuum": v,
+        }))?;
+    } else {
+        vacuum_report(&v)?;
+    }
+    Ok(if v.integrity_check == "ok" {
+        exit::OK
+    } else {
+        exit::STORE
+    })
 }

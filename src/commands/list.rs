@@ -1,12 +1,13 @@
 //! `agent-db list`: stored usage only, streamed; JSON rows are written as they are read.
 
 use agent_db::gotime;
-use agent_db::select::{short_duration, Outcome};
+use agent_db::select::Outcome;
 use agent_db::store::{ConversationMeta, Store};
 
 use super::CmdResult;
 use crate::cli::ListArgs;
-use crate::output::{self, table, Ui};
+use crate::output::table::{self, Kind};
+use crate::output::{self, Ui};
 
 /// JSON contract version (docs/json-output.md).
 pub const JSON_VERSION: u32 = 1;
@@ -23,6 +24,8 @@ struct JsonRow<'a> {
     max_context_tokens: Option<i64>,
     utilization: Option<f64>,
     updated_at: &'a str,
+    /// `updated_at` as RFC 3339 UTC (null when it cannot be read).
+    updated_at_utc: Option<String>,
     status: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
@@ -65,6 +68,7 @@ fn json_row<'a>(
             .utilization(limit)
             .map(|u| (u * 10000.0).round() / 10000.0),
         updated_at: &m.updated_at,
+        updated_at_utc: output::utc(&m.updated_at),
         status,
         reason,
         detail,
@@ -139,46 +143,18 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
         out.write_all(b"]}\n")?;
         out.flush()?;
     } else {
-        let mut t = table::new(
-            &[
-                "ID", "NAME", "PROVIDER", "MODEL", "MSGS", "CONTEXT", "USE", "UPDATED",
-            ],
-            &[4, 5, 6],
-        );
+        let ids = output::Ids::new(ui, store);
+        let mut t = table::Grid::new(&COLUMNS);
         let mut rows = 0usize;
         let mut skipped = Vec::new();
         selector.run(store, &now, |o| {
             match o {
                 Outcome::Selected { meta, .. } => {
                     rows += 1;
-                    let age = match meta.updated() {
-                        Ok(t) => format!(
-                            "{} ago",
-                            short_duration(
-                                now.signed_duration_since(t).to_std().unwrap_or_default()
-                            )
-                        ),
-                        Err(e) => {
-                            failures.push((meta.id.clone(), e.to_string()));
-                            "?".into()
-                        }
-                    };
-                    t.add_row(vec![
-                        meta.id.clone(),
-                        table::ellipsize(meta.name.as_deref().unwrap_or(""), 40),
-                        meta.provider.clone(),
-                        meta.model.clone().unwrap_or_default(),
-                        meta.message_count
-                            .map(|c| c.to_string())
-                            .unwrap_or_default(),
-                        meta.current_context
-                            .map(|c| table::thousands(c.max(0) as usize))
-                            .unwrap_or_default(),
-                        meta.utilization(limit)
-                            .map(|u| format!("{:.0}%", u * 100.0))
-                            .unwrap_or_else(|| "-".into()),
-                        age,
-                    ]);
+                    if let Err(e) = meta.updated() {
+                        failures.push((meta.id.clone(), e.to_string()));
+                    }
+                    t.row(table_row(&ids, &meta, limit, &now));
                 }
                 Outcome::Skipped { meta, why, .. } => skipped.push((meta.id, why)),
                 Outcome::Failed { id, error, .. } => failures.push((id, error)),
@@ -186,7 +162,7 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
             true
         })?;
         if rows > 0 {
-            output::out(&format!("{t}\n"))?;
+            output::out(&t.render(ui.style()))?;
         }
         ui.status(&format!(
             "{rows} conversation(s) in {}",
@@ -197,7 +173,7 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
         }
     }
     for (id, e) in &failures {
-        eprintln!("agent-db: error: {}", prefixed(id, e));
+        ui.failure(id, e);
     }
     Ok(if failures.is_empty() {
         0
@@ -206,11 +182,50 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
     })
 }
 
-/// Errors from the library already name the conversation; others get the id in front.
-fn prefixed(id: &str, e: &str) -> String {
-    if e.contains(id) {
-        e.to_string()
-    } else {
-        format!("conversation {id}: {e}")
-    }
+const COLUMNS: [table::Col; 8] = [
+    table::col("ID", Kind::Fixed, 0),
+    table::col("NAME", Kind::Cut, 8),
+    table::col("PROVIDER", Kind::Fixed, 4),
+    table::col("MODEL", Kind::Cut, 3),
+    table::col("MSGS", Kind::Num, 5),
+    table::col("STORED CTX", Kind::Num, 7),
+    table::col("USE", Kind::Num, 9),
+    table::col("UPDATED", Kind::Fixed, 6),
+];
+
+/// One table row: stored figures only (the agent's message count and last context size).
+fn table_row(
+    ids: &output::Ids,
+    meta: &ConversationMeta,
+    limit: Option<i64>,
+    now: &chrono::DateTime<chrono::FixedOffset>,
+) -> Vec<(String, table::Tone)> {
+    let util = meta.utilization(limit);
+    let tone = match util {
+        Some(u) if u >= 0.9 => table::Tone::Bad,
+        Some(u) if u >= 0.7 => table::Tone::Warn,
+        _ => table::Tone::Plain,
+    };
+    vec![
+        table::c(ids.show(&meta.id)),
+        table::c(table::ellipsize(meta.name.as_deref().unwrap_or(""), 40)),
+        table::c(meta.provider.clone()),
+        table::c(meta.model.clone().unwrap_or_default()),
+        table::c(
+            meta.message_count
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
+        ),
+        table::c(
+            meta.current_context
+                .map(|c| table::thousands(c.max(0) as usize))
+                .unwrap_or_default(),
+        ),
+        (
+            util.map(|u| format!("{:.0}%", u * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            tone,
+        ),
+        table::c(output::ago(now, &meta.updated_at)),
+    ]
 }

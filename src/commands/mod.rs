@@ -5,6 +5,7 @@ mod history;
 mod list;
 mod settings;
 mod show;
+mod stats;
 
 use agent_db::store::{self, Access, Store};
 use agent_db::Error;
@@ -54,9 +55,17 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
     // docker-agent stores do not record context limits: give the store layer the effective
     // `[context_limits]` (including --config). A broken config file is reported by the
     // commands that need it (compact, config), not by read-only ones.
+    let mut choice = store::StoreChoice {
+        agent_flag: cli.agent.map(|a| a.kind()),
+        ..Default::default()
+    };
     if let Ok(s) = agent_db::config::load(&settings::overrides(cli.config.clone(), None)) {
+        choice.config_path = s.store_path.clone();
+        choice.config_agent = s.store_agent.as_deref().and_then(store::StoreKind::parse);
         agent_db::store::docker_agent::set_context_limits(s.context_limits);
     }
+    let db = cli.db.clone();
+    let open = |access: Access| open_store(db.as_deref(), &choice, access);
     match cli.command {
         Command::Init => {
             let path = cli.db.ok_or_else(|| {
@@ -80,8 +89,22 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
             crate::output::out(&String::from_utf8_lossy(&buf))?;
             Ok(0)
         }
-        Command::List(args) => list::run(ui, &open(cli.db.as_deref(), Access::Read)?, &args),
-        Command::Show(args) => show::run(&open(cli.db.as_deref(), Access::Read)?, &args),
+        Command::Man => {
+            use clap::CommandFactory;
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut buf)
+                .map_err(|e| Error::Io {
+                    path: "<man page>".into(),
+                    source: e,
+                })?;
+            crate::output::out(&String::from_utf8_lossy(&buf))?;
+            Ok(0)
+        }
+        Command::List(args) => list::run(ui, &open(Access::Read)?, &args),
+        Command::Show(args) => show::run(ui, &open(Access::Read)?, &args),
+        Command::Stats(args) => stats::run(ui, &open(Access::Read)?, &args),
+        Command::Vacuum(args) => history::vacuum(ui, open(Access::Read)?, args.json),
         Command::Compact(args) => {
             let access = if args.dry_run {
                 Access::Read
@@ -90,20 +113,27 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
             };
             let settings =
                 agent_db::config::load(&settings::overrides(cli.config.clone(), Some(&args)))?;
-            compact::run(ui, open(cli.db.as_deref(), access)?, &args, &settings)
+            compact::run(ui, open(access)?, &args, &settings)
         }
-        Command::History(args) => history::history(&open(cli.db.as_deref(), Access::Read)?, &args),
-        Command::Restore(args) => {
-            history::restore(ui, open(cli.db.as_deref(), Access::Write)?, &args)
-        }
+        Command::History(args) => history::history(ui, &open(Access::Read)?, &args),
+        Command::Restore(args) => history::restore(ui, open(Access::Write)?, &args),
         Command::PruneArchive(args) => {
-            history::prune_archive(ui, open(cli.db.as_deref(), Access::Write)?, &args)
+            let access = if args.dry_run {
+                Access::Read
+            } else {
+                Access::Write
+            };
+            history::prune_archive(ui, open(access)?, &args)
         }
     }
 }
 
 /// Resolve and open the store.
-pub fn open(db: Option<&std::path::Path>, access: Access) -> Result<Store, Error> {
-    let resolved = store::resolve_path(db)?;
+pub fn open_store(
+    db: Option<&std::path::Path>,
+    choice: &store::StoreChoice,
+    access: Access,
+) -> Result<Store, Error> {
+    let resolved = store::resolve_store(db, choice)?;
     Store::open(&resolved.path, access)
 }

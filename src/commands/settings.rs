@@ -268,6 +268,8 @@ pub fn config(config: Option<PathBuf>, json: bool) -> CmdResult {
                 "hook_dirs" => "hooks.dirs",
                 "hook_timeout" => "hooks.timeout",
                 "hook_fail_open" => "hooks.fail_open",
+                "store_agent" => "store.agent",
+                "store_path" => "store.path",
                 other => other,
             };
             let from = if k == "api_key" {

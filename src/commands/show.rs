@@ -7,20 +7,26 @@ use agent_db::store::Store;
 
 use super::CmdResult;
 use crate::cli::ShowArgs;
-use crate::output::{self, table};
+use crate::output::{self, table, Ui};
 
 /// Longest tool output shown in a transcript, in characters.
 const MAX_RESULT_CHARS: usize = 1500;
 
-pub fn run(store: &Store, args: &ShowArgs) -> CmdResult {
-    let meta = store.meta(&args.id)?;
-    let row = store.load(&args.id)?;
+pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
+    let id = store.resolve_id(&args.id)?;
+    let meta = store.meta(&id)?;
+    let row = store.load(&id)?;
     if args.raw {
         output::out(&row.raw_messages)?;
         output::out("\n")?;
         return Ok(0);
     }
     let loaded = plan::decode(row, &meta)?;
+    // `--last N`: the last N messages, numbered as in the whole conversation.
+    let first = args
+        .last
+        .map(|n| loaded.messages.len().saturating_sub(n))
+        .unwrap_or(0);
     if args.json {
         let doc = serde_json::json!({
             "version": super::list::JSON_VERSION,
@@ -32,7 +38,8 @@ pub fn run(store: &Store, args: &ShowArgs) -> CmdResult {
             "model": meta.model,
             "tokens": loaded.total_tokens(),
             "tokens_exact": loaded.format.tokens_exact(),
-            "messages": loaded.messages.iter().zip(&loaded.tokens).map(|(m, t)| {
+            "first_index": first,
+            "messages": loaded.messages.iter().zip(&loaded.tokens).skip(first).map(|(m, t)| {
                 let mut v = serde_json::to_value(m).unwrap_or_default();
                 v["tokens"] = (*t).into();
                 v
@@ -46,21 +53,33 @@ pub fn run(store: &Store, args: &ShowArgs) -> CmdResult {
     }
     let exact = loaded.format.tokens_exact();
     let mut s = format!(
-        "conversation {}\n  name: {}\n  provider: {} ({}), model: {}\n  updated: {}\n  {} messages, {} tokens{}\n",
+        "conversation {}\n  name: {}\n  provider: {} ({}), model: {}\n  updated: {} ({})\n  {} messages, {} tokens{}\n",
         meta.id,
         meta.name.as_deref().unwrap_or("-"),
         meta.provider,
         loaded.format.name(),
         meta.model.as_deref().unwrap_or("-"),
-        meta.updated_at,
+        output::ago(&agent_db::gotime::now(), &meta.updated_at),
+        output::utc(&meta.updated_at).unwrap_or_else(|| meta.updated_at.clone()),
         loaded.messages.len(),
         table::tokens(loaded.total_tokens(), exact),
         if exact { "" } else { " (estimated)" },
     );
-    for (i, (m, t)) in loaded.messages.iter().zip(&loaded.tokens).enumerate() {
+    if first > 0 {
+        s.push_str(&format!(
+            "\n… {first} earlier message(s) not shown (--last)\n"
+        ));
+    }
+    for (i, (m, t)) in loaded
+        .messages
+        .iter()
+        .zip(&loaded.tokens)
+        .enumerate()
+        .skip(first)
+    {
         s.push_str(&render_message(i, m, *t, exact));
     }
-    output::out(&s)?;
+    output::page(ui, &s, args.no_pager)?;
     Ok(0)
 }
 

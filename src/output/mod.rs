@@ -1,5 +1,5 @@
 //! Everything the CLI prints: status lines and errors on stderr, data on stdout, tables that fit
-//! the terminal. The library never prints; only this layer and `commands` do.
+//! the terminal, the pager. The library never prints; only this layer and `commands` do.
 
 pub mod table;
 
@@ -7,19 +7,47 @@ use std::io::{IsTerminal, Write};
 
 use agent_db::Error;
 
-/// Terminal facts and the `--quiet` switch.
+/// When to colour output (`--color`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+/// Terminal facts, `--quiet` and `--color`.
 pub struct Ui {
     pub quiet: bool,
     pub stderr_tty: bool,
     pub stdin_tty: bool,
+    pub stdout_tty: bool,
+    pub color: bool,
 }
 
 impl Ui {
-    pub fn new(quiet: bool) -> Ui {
+    pub fn new(quiet: bool, color: ColorChoice) -> Ui {
+        let stdout_tty = std::io::stdout().is_terminal();
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Ui {
             quiet,
             stderr_tty: std::io::stderr().is_terminal(),
             stdin_tty: std::io::stdin().is_terminal(),
+            stdout_tty,
+            color: match color {
+                ColorChoice::Always => true,
+                ColorChoice::Never => false,
+                ColorChoice::Auto => stdout_tty && !no_color,
+            },
+        }
+    }
+
+    /// How tables are drawn: fitted to the terminal, or plain columns when piped.
+    pub fn style(&self) -> table::Style {
+        table::Style {
+            width: self.stdout_tty.then(term_width),
+            color: self.color,
         }
     }
 
@@ -36,6 +64,16 @@ impl Ui {
         eprintln!("agent-db: warning: {msg}");
     }
 
+    /// A conversation's failure, one line on stderr. Never suppressed.
+    pub fn failure(&self, id: &str, detail: &str) {
+        let line = if detail.contains(id) {
+            detail.to_string()
+        } else {
+            format!("conversation {id}: {detail}")
+        };
+        eprintln!("agent-db: error: {}", line.replace('\n', " "));
+    }
+
     /// An error on stderr, with a hint where one helps. Never suppressed.
     pub fn error(&self, e: &Error) {
         eprintln!("agent-db: error: {e}");
@@ -47,11 +85,11 @@ impl Ui {
 
 fn hint(e: &Error) -> Option<&'static str> {
     match e {
-        Error::StoreNotFound { .. } => Some("pass --db PATH or set AGENT_DB_PATH; `agent-db init --db PATH` creates an empty store"),
+        Error::StoreNotFound { .. } => Some("pass --db PATH or --agent kodelet|docker-agent, or set AGENT_DB_PATH; `agent-db init --db PATH` creates an empty store"),
         Error::NotSqlite { .. } | Error::UnknownSchema { .. } => {
-            Some("agent-db reads kodelet's storage.db; check the path given to --db")
+            Some("agent-db reads kodelet's storage.db and docker-agent's session.db; check the path given to --db")
         }
-        Error::SchemaChanged { .. } => Some("this store was written by a kodelet version agent-db does not know; nothing was changed"),
+        Error::SchemaChanged { .. } => Some("this store was written by an agent version agent-db does not know; nothing was changed"),
         Error::Locked { .. } => Some("another agent-db run is working on this store; it exits when done"),
         Error::Unwritable { .. } => Some("nothing was changed and nothing was spent; fix the cause, or use --dry-run to see the plan"),
         Error::Internal(_) => Some("rerun with AGENT_DB_LOG=debug and RUST_BACKTRACE=1, and report it with that output"),
@@ -66,10 +104,115 @@ pub fn out(text: &str) -> std::io::Result<()> {
     o.flush()
 }
 
-/// Terminal width for tables, when stdout is a terminal.
-pub fn term_width() -> Option<u16> {
-    if !std::io::stdout().is_terminal() {
-        return None;
+/// Terminal width for tables: `COLUMNS` when set to a number, else the terminal's own width,
+/// else 80.
+pub fn term_width() -> u16 {
+    if let Some(w) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .filter(|w| *w > 0)
+    {
+        return w;
     }
-    std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok())
+    tty_columns().unwrap_or(80)
+}
+
+fn tty_columns() -> Option<u16> {
+    // SAFETY: TIOCGWINSZ fills a winsize struct we own; the fd is stdout's.
+    unsafe {
+        let mut ws: libc::winsize = std::mem::zeroed();
+        if libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) == 0 && ws.ws_col > 0 {
+            Some(ws.ws_col)
+        } else {
+            None
+        }
+    }
+}
+
+/// Show `text` through a pager when stdout is a terminal and the text is longer than the
+/// screen: `$PAGER`, else `less -FRX`. Falls back to printing when the pager cannot start.
+pub fn page(ui: &Ui, text: &str, no_pager: bool) -> std::io::Result<()> {
+    if no_pager || !ui.stdout_tty {
+        return out(text);
+    }
+    let pager = std::env::var("PAGER")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+        .unwrap_or_else(|| "less -FRX".to_string());
+    if pager.trim() == "cat" {
+        return out(text);
+    }
+    let mut parts = pager.split_whitespace();
+    let Some(prog) = parts.next() else {
+        return out(text);
+    };
+    let child = std::process::Command::new(prog)
+        .args(parts)
+        .stdin(std::process::Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(_) => return out(text),
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        // The reader quitting early (q in less) is not an error.
+        let _ = stdin.write_all(text.as_bytes());
+    }
+    let _ = child.wait();
+    Ok(())
+}
+
+/// `3m ago`, `21d ago`; `in 2h` for a time after `now`; `?` when `text` cannot be read.
+pub fn ago(now: &chrono::DateTime<chrono::FixedOffset>, text: &str) -> String {
+    match agent_db::gotime::parse(text) {
+        Ok(t) => {
+            let d = now.signed_duration_since(t);
+            match d.to_std() {
+                Ok(d) => format!("{} ago", agent_db::select::short_duration(d)),
+                Err(_) => format!(
+                    "in {}",
+                    agent_db::select::short_duration((-d).to_std().unwrap_or_default())
+                ),
+            }
+        }
+        Err(_) => "?".into(),
+    }
+}
+
+/// RFC 3339 UTC of a stored timestamp, when it can be read, with every stored fractional digit
+/// (`2026-10-09T10:58:38.584424343Z`).
+pub fn utc(text: &str) -> Option<String> {
+    agent_db::gotime::parse(text).ok().map(|t| {
+        t.with_timezone(&chrono::Utc)
+            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+    })
+}
+
+/// The shortest unique prefixes on a terminal; full IDs when piped (scripts want them whole).
+pub struct Ids {
+    prefixes: Option<agent_db::store::prefix::Prefixes>,
+}
+
+impl Ids {
+    pub fn new(ui: &Ui, store: &agent_db::store::Store) -> Ids {
+        Ids {
+            prefixes: ui
+                .stdout_tty
+                .then(|| store.all_ids().ok())
+                .flatten()
+                .map(agent_db::store::prefix::Prefixes::new),
+        }
+    }
+
+    /// Full IDs (no store at hand, or piped).
+    pub fn full() -> Ids {
+        Ids { prefixes: None }
+    }
+
+    pub fn show(&self, id: &str) -> String {
+        match &self.prefixes {
+            Some(p) => p.short(id),
+            None => id.to_string(),
+        }
+    }
 }

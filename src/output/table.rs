@@ -1,22 +1,360 @@
-//! comfy-table helpers: a plain, terminal-fitting table style.
+//! Tables: fitted to the terminal on a TTY (one line per row, long names cut with `…`,
+//! low-priority columns dropped when even the cut table does not fit; drawn by comfy-table),
+//! plain aligned columns without box drawing when piped. IDs are never cut: callers pass the
+//! shortest unique prefix on a terminal and the full ID otherwise. Long reasons go to numbered
+//! notes under the table.
 
-use comfy_table::{presets, Cell, CellAlignment, ContentArrangement, Table};
+use comfy_table::{
+    Attribute, Cell, CellAlignment, Color, ColumnConstraint, ContentArrangement, Row, Table,
+};
 
-/// A new table with `headers`; numeric columns (by index) are right-aligned.
-pub fn new(headers: &[&str], numeric: &[usize]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(presets::UTF8_BORDERS_ONLY);
-    t.set_content_arrangement(ContentArrangement::Dynamic);
-    if let Some(w) = super::term_width() {
-        t.set_width(w);
+/// How a column behaves when the table does not fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Never cut (IDs, numbers, short words).
+    Fixed,
+    /// Right-aligned, never cut.
+    Num,
+    /// May be cut with `…` down to a few characters (names, models, reasons).
+    Cut,
+}
+
+/// One column: header, kind, and priority (higher is dropped later on a narrow terminal).
+#[derive(Debug, Clone, Copy)]
+pub struct Col {
+    pub header: &'static str,
+    pub kind: Kind,
+    pub priority: u8,
+}
+
+pub const fn col(header: &'static str, kind: Kind, priority: u8) -> Col {
+    Col {
+        header,
+        kind,
+        priority,
     }
-    t.set_header(headers.iter().map(Cell::new));
-    for &i in numeric {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
+}
+
+/// A colour hint for a cell; only used when colour is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    Plain,
+    Good,
+    Warn,
+    Bad,
+    Dim,
+}
+
+/// Where and how a table is drawn.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    /// `Some(width)` on a terminal, `None` when piped.
+    pub width: Option<u16>,
+    pub color: bool,
+}
+
+/// A table under construction, with numbered notes.
+pub struct Grid {
+    cols: Vec<Col>,
+    rows: Vec<Vec<(String, Tone)>>,
+    notes: Vec<String>,
+}
+
+/// Shortest width a cut column keeps.
+const MIN_CUT: usize = 8;
+
+impl Grid {
+    pub fn new(cols: &[Col]) -> Grid {
+        Grid {
+            cols: cols.to_vec(),
+            rows: Vec::new(),
+            notes: Vec::new(),
         }
     }
-    t
+
+    pub fn row(&mut self, cells: Vec<(String, Tone)>) {
+        self.rows.push(cells);
+    }
+
+    /// The number of the note holding `text` (shared by identical texts), 1-based.
+    pub fn note(&mut self, text: &str) -> usize {
+        match self.notes.iter().position(|n| n == text) {
+            Some(i) => i + 1,
+            None => {
+                self.notes.push(text.to_string());
+                self.notes.len()
+            }
+        }
+    }
+
+    pub fn render(&self, style: Style) -> String {
+        let mut s = match style.width {
+            Some(w) => self.fitted(w as usize, style.color),
+            None => self.plain(style.color),
+        };
+        for (i, n) in self.notes.iter().enumerate() {
+            s.push_str(&format!("[{}] {n}\n", i + 1));
+        }
+        s
+    }
+
+    /// Which columns are shown at `width`: drop the lowest priority ones until the narrowest
+    /// possible table fits.
+    fn visible(&self, width: usize) -> Vec<bool> {
+        let mut shown = vec![true; self.cols.len()];
+        loop {
+            let need: usize = self
+                .cols
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| shown[*i])
+                .map(|(i, c)| self.min_width(i, c) + 2)
+                .sum();
+            if need <= width {
+                return shown;
+            }
+            let drop = self
+                .cols
+                .iter()
+                .enumerate()
+                .filter(|(i, c)| shown[*i] && c.priority > 0)
+                .min_by_key(|(i, c)| (c.priority, usize::MAX - i));
+            match drop {
+                Some((i, _)) => shown[i] = false,
+                None => return shown,
+            }
+        }
+    }
+
+    fn natural(&self, i: usize) -> usize {
+        self.rows
+            .iter()
+            .map(|r| text_width(&r[i].0))
+            .chain(std::iter::once(self.cols[i].header.chars().count()))
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn min_width(&self, i: usize, c: &Col) -> usize {
+        let natural = self.natural(i);
+        match c.kind {
+            Kind::Cut => natural.min(MIN_CUT.max(c.header.chars().count())),
+            _ => natural,
+        }
+    }
+
+    /// Column widths at `width`: natural widths, then the cut columns give up characters,
+    /// widest first, down to their minimum.
+    fn allocate(&self, shown: &[bool], width: usize) -> Vec<usize> {
+        let mut w: Vec<usize> = (0..self.cols.len()).map(|i| self.natural(i)).collect();
+        let idx: Vec<usize> = (0..self.cols.len()).filter(|i| shown[*i]).collect();
+        let seps = 2 * idx.len().saturating_sub(1);
+        let mut total: usize = idx.iter().map(|&i| w[i]).sum::<usize>() + seps;
+        while total > width {
+            let widest = idx
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    self.cols[i].kind == Kind::Cut && w[i] > self.min_width(i, &self.cols[i])
+                })
+                .max_by_key(|&i| (w[i], usize::MAX - i));
+            match widest {
+                Some(i) => {
+                    w[i] -= 1;
+                    total -= 1;
+                }
+                None => break,
+            }
+        }
+        w
+    }
+
+    fn fitted(&self, width: usize, color: bool) -> String {
+        let shown = self.visible(width);
+        let widths = self.allocate(&shown, width);
+        let idx: Vec<usize> = (0..self.cols.len()).filter(|i| shown[*i]).collect();
+        let mut t = Table::new();
+        // Only a line under the header: no vertical lines, no outer border. Cells arrive cut to
+        // their width, so comfy-table never wraps.
+        t.load_preset("     ─             ");
+        t.set_content_arrangement(ContentArrangement::Disabled);
+        if color {
+            t.enforce_styling();
+        } else {
+            t.force_no_tty();
+        }
+        t.set_header(idx.iter().map(|&i| {
+            let c = Cell::new(self.cols[i].header);
+            if color {
+                c.add_attribute(Attribute::Bold)
+            } else {
+                c
+            }
+        }));
+        for r in &self.rows {
+            let mut row = Row::from(idx.iter().map(|&i| {
+                let (text, tone) = &r[i];
+                let c = Cell::new(cut(&one_line(text), widths[i]));
+                match (color, tone_color(*tone)) {
+                    (true, Some(col)) => c.fg(col),
+                    _ => c,
+                }
+            }));
+            row.max_height(1);
+            t.add_row(row);
+        }
+        for (pos, &i) in idx.iter().enumerate() {
+            if let Some(column) = t.column_mut(pos) {
+                let last = pos + 1 == idx.len();
+                column.set_padding((0, if last { 0 } else { 2 }));
+                column.set_constraint(ColumnConstraint::Absolute(comfy_table::Width::Fixed(
+                    (widths[i] + if last { 0 } else { 2 }) as u16,
+                )));
+                if self.cols[i].kind == Kind::Num {
+                    column.set_cell_alignment(CellAlignment::Right);
+                }
+            }
+        }
+        let mut s = String::new();
+        for line in t.lines() {
+            s.push_str(line.trim_end());
+            s.push('\n');
+        }
+        s
+    }
+
+    fn plain(&self, color: bool) -> String {
+        let widths: Vec<usize> = (0..self.cols.len()).map(|i| self.natural(i)).collect();
+        let header: Vec<(String, Tone)> = self
+            .cols
+            .iter()
+            .map(|c| (c.header.to_string(), Tone::Plain))
+            .collect();
+        let mut s = String::new();
+        for (n, r) in std::iter::once(&header).chain(&self.rows).enumerate() {
+            let mut line = String::new();
+            for (i, (text, tone)) in r.iter().enumerate() {
+                let text = one_line(text);
+                let pad = widths[i].saturating_sub(text_width(&text));
+                let last = i + 1 == r.len();
+                let cell = if n == 0 && color {
+                    paint(&text, "1")
+                } else {
+                    paint_tone(&text, *tone, color)
+                };
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                if self.cols[i].kind == Kind::Num {
+                    line.push_str(&" ".repeat(pad));
+                    line.push_str(&cell);
+                } else {
+                    line.push_str(&cell);
+                    if !last {
+                        line.push_str(&" ".repeat(pad));
+                    }
+                }
+            }
+            s.push_str(line.trim_end());
+            s.push('\n');
+        }
+        s
+    }
+}
+
+/// A simple table of text columns (numeric ones right-aligned), none dropped on a narrow
+/// terminal; see [`Grid::add_row`] and its `Display`.
+pub fn new(headers: &[&'static str], numeric: &[usize]) -> Grid {
+    let cols: Vec<Col> = headers
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let kind = if numeric.contains(&i) {
+                Kind::Num
+            } else {
+                Kind::Cut
+            };
+            col(h, kind, 0)
+        })
+        .collect();
+    Grid::new(&cols)
+}
+
+impl Grid {
+    /// A row of plain cells.
+    pub fn add_row(&mut self, cells: Vec<String>) {
+        self.row(cells.into_iter().map(c).collect());
+    }
+}
+
+/// Rendered for stdout without colour: fitted on a terminal, plain when piped.
+impl std::fmt::Display for Grid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::io::IsTerminal;
+        let style = Style {
+            width: std::io::stdout().is_terminal().then(super::term_width),
+            color: false,
+        };
+        f.write_str(self.render(style).trim_end_matches('\n'))
+    }
+}
+
+fn one_line(s: &str) -> String {
+    if s.contains(['\n', '\r', '\t']) {
+        s.split_whitespace().collect::<Vec<_>>().join(" ")
+    } else {
+        s.to_string()
+    }
+}
+
+/// `s` cut to `w` characters, the last one `…` when cut.
+fn cut(s: &str, w: usize) -> String {
+    if text_width(s) <= w {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(w.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+fn text_width(s: &str) -> usize {
+    s.chars().count()
+}
+
+fn tone_color(t: Tone) -> Option<Color> {
+    match t {
+        Tone::Plain => None,
+        Tone::Good => Some(Color::Green),
+        Tone::Warn => Some(Color::Yellow),
+        Tone::Bad => Some(Color::Red),
+        Tone::Dim => Some(Color::DarkGrey),
+    }
+}
+
+/// `s` in an SGR colour.
+pub fn paint(s: &str, sgr: &str) -> String {
+    format!("\x1b[{sgr}m{s}\x1b[0m")
+}
+
+fn paint_tone(s: &str, t: Tone, color: bool) -> String {
+    let code = match t {
+        Tone::Plain => return s.to_string(),
+        Tone::Good => "32",
+        Tone::Warn => "33",
+        Tone::Bad => "31",
+        Tone::Dim => "90",
+    };
+    if color {
+        paint(s, code)
+    } else {
+        s.to_string()
+    }
+}
+
+/// A plain cell.
+pub fn c(s: impl Into<String>) -> (String, Tone) {
+    (s.into(), Tone::Plain)
 }
 
 /// `12,345`
@@ -50,5 +388,82 @@ pub fn ellipsize(s: &str, max: usize) -> String {
         let mut t: String = collapsed.chars().take(max.saturating_sub(1)).collect();
         t.push('…');
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grid() -> Grid {
+        let mut g = Grid::new(&[
+            col("ID", Kind::Fixed, 0),
+            col("NAME", Kind::Cut, 5),
+            col("N", Kind::Num, 3),
+            col("EXTRA", Kind::Fixed, 1),
+        ]);
+        g.row(vec![
+            c("abcdef12"),
+            c("a rather long conversation name that will not fit"),
+            c("12,345"),
+            c("something"),
+        ]);
+        g.row(vec![c("0123abcd"), c("short"), c("7"), c("x")]);
+        g
+    }
+
+    #[test]
+    fn fitted_lines_never_exceed_the_width_and_keep_ids() {
+        for w in [30u16, 40, 60, 80, 120] {
+            let s = grid().render(Style {
+                width: Some(w),
+                color: false,
+            });
+            for line in s.lines() {
+                assert!(line.chars().count() <= w as usize, "{w}: {line:?}\n{s}");
+            }
+            assert!(s.contains("abcdef12") && s.contains("0123abcd"), "{s}");
+            assert_eq!(s.lines().count(), 4, "header, rule, two rows:\n{s}");
+        }
+        let narrow = grid().render(Style {
+            width: Some(30),
+            color: false,
+        });
+        assert!(
+            !narrow.contains("EXTRA"),
+            "lowest priority dropped:\n{narrow}"
+        );
+        assert!(narrow.contains('…'), "name cut:\n{narrow}");
+    }
+
+    #[test]
+    fn plain_is_aligned_and_one_line_per_row() {
+        let mut g = grid();
+        let n = g.note("a long reason");
+        assert_eq!(g.note("a long reason"), n);
+        let s = g.render(Style {
+            width: None,
+            color: false,
+        });
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert!(!s.contains('─') && !s.contains('│'));
+        assert!(lines[1].contains("a rather long conversation name that will not fit"));
+        // Numbers are right-aligned: both end at the same column.
+        let end = |l: &str, pat: &str| l.find(pat).unwrap() + pat.len();
+        assert_eq!(end(lines[1], "12,345"), end(lines[2], " 7"));
+        assert_eq!(lines[3], "[1] a long reason");
+        assert!(!s.contains('\x1b'));
+        let colored = grid().render(Style {
+            width: None,
+            color: true,
+        });
+        assert!(colored.contains("\x1b[1mID\x1b[0m"));
+    }
+
+    #[test]
+    fn thousands_groups() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(1234567), "1,234,567");
     }
 }

@@ -14,7 +14,10 @@ pub mod kodelet_summaries;
 pub mod kodelet_write;
 pub mod lock;
 pub mod preflight;
+pub mod prefix;
 pub mod restore;
+pub mod stats;
+pub mod vacuum;
 
 use std::path::{Path, PathBuf};
 
@@ -61,50 +64,101 @@ pub struct Resolved {
     pub how: &'static str,
 }
 
+/// How the store was chosen besides `--db`: `--agent` (or `[store] agent`) and `[store] path`.
+#[derive(Debug, Clone, Default)]
+pub struct StoreChoice {
+    /// `--agent` on the command line.
+    pub agent_flag: Option<StoreKind>,
+    /// `[store] path` from the config file.
+    pub config_path: Option<PathBuf>,
+    /// `[store] agent` from the config file.
+    pub config_agent: Option<StoreKind>,
+}
+
+impl StoreKind {
+    /// `kodelet` or `docker-agent`.
+    pub fn parse(s: &str) -> Option<StoreKind> {
+        match s {
+            "kodelet" => Some(StoreKind::Kodelet),
+            "docker-agent" => Some(StoreKind::DockerAgent),
+            _ => None,
+        }
+    }
+
+    /// This agent's default store file.
+    pub fn default_path(self) -> PathBuf {
+        match self {
+            StoreKind::Kodelet => match std::env::var_os("KODELET_BASE_PATH") {
+                Some(base) if !base.is_empty() => PathBuf::from(base).join("storage.db"),
+                _ => home_dir().join(".kodelet").join("storage.db"),
+            },
+            StoreKind::DockerAgent => home_dir().join(".cagent").join("session.db"),
+        }
+    }
+}
+
 /// Resolve the store path: `--db` (or `AGENT_DB_PATH`, which clap folds into it), else the
 /// agents' default locations.
 pub fn resolve_path(explicit: Option<&Path>) -> Result<Resolved> {
+    resolve_store(explicit, &StoreChoice::default())
+}
+
+/// Resolve the store path: `--db`/`AGENT_DB_PATH`, else `--agent`'s default file, else
+/// `[store] path`, else `[store] agent`'s default file, else whichever agent's default store
+/// exists (an error naming both, with the flags to choose, when both do).
+pub fn resolve_store(explicit: Option<&Path>, choice: &StoreChoice) -> Result<Resolved> {
     if let Some(p) = explicit {
         return Ok(Resolved {
             path: p.to_path_buf(),
             how: "--db",
         });
     }
-    let mut looked = Vec::new();
-    let kodelet = match std::env::var_os("KODELET_BASE_PATH") {
-        Some(base) if !base.is_empty() => PathBuf::from(base).join("storage.db"),
-        _ => home_dir().join(".kodelet").join("storage.db"),
-    };
-    let docker_agent = home_dir().join(".cagent").join("session.db");
-    match (kodelet.is_file(), docker_agent.is_file()) {
-        (true, true) => {
-            return Err(Error::AmbiguousStore {
-                path: kodelet.clone(),
-                detail: format!(
-                    "two conversation stores found: {} (kodelet) and {} (docker-agent); choose one with --db PATH",
-                    kodelet.display(),
-                    docker_agent.display()
-                ),
-            })
-        }
-        (true, false) => {
-            return Ok(Resolved {
-                path: kodelet,
-                how: "kodelet default",
-            })
-        }
-        (false, true) => {
-            return Ok(Resolved {
-                path: docker_agent,
-                how: "docker-agent default",
-            })
-        }
-        (false, false) => {}
+    if let Some(kind) = choice.agent_flag {
+        return Ok(Resolved {
+            path: kind.default_path(),
+            how: "--agent",
+        });
     }
-    looked.push(format!("{} (kodelet)", kodelet.display()));
-    looked.push(format!("{} (docker-agent)", docker_agent.display()));
-    looked.insert(0, "--db / AGENT_DB_PATH (not set)".to_string());
-    Err(Error::StoreNotFound { looked })
+    if let Some(p) = &choice.config_path {
+        return Ok(Resolved {
+            path: p.clone(),
+            how: "[store] path",
+        });
+    }
+    if let Some(kind) = choice.config_agent {
+        return Ok(Resolved {
+            path: kind.default_path(),
+            how: "[store] agent",
+        });
+    }
+    let kodelet = StoreKind::Kodelet.default_path();
+    let docker_agent = StoreKind::DockerAgent.default_path();
+    match (kodelet.is_file(), docker_agent.is_file()) {
+        (true, true) => Err(Error::AmbiguousStore {
+            path: kodelet.clone(),
+            detail: format!(
+                "two conversation stores found: {} (kodelet) and {} (docker-agent); choose one with \
+                 --agent kodelet or --agent docker-agent (or --db PATH, or `agent = \"kodelet\"` under [store] in the config file)",
+                kodelet.display(),
+                docker_agent.display()
+            ),
+        }),
+        (true, false) => Ok(Resolved {
+            path: kodelet,
+            how: "kodelet default",
+        }),
+        (false, true) => Ok(Resolved {
+            path: docker_agent,
+            how: "docker-agent default",
+        }),
+        (false, false) => Err(Error::StoreNotFound {
+            looked: vec![
+                "--db / AGENT_DB_PATH (not set)".to_string(),
+                format!("{} (kodelet)", kodelet.display()),
+                format!("{} (docker-agent)", docker_agent.display()),
+            ],
+        }),
+    }
 }
 
 fn home_dir() -> PathBuf {

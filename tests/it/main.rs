@@ -1,15 +1,19 @@
 //! All integration tests build into one binary (faster to link, shared helpers).
 
 mod bad_inputs;
+mod cli_tables;
 mod common;
 mod crash;
 mod docker_agent;
+mod everyday;
+mod exit_codes;
 mod hooks;
 mod json_snapshots;
 mod llm;
 mod odd_values;
 mod preflight;
 mod provider;
+mod pty;
 mod read_side;
 mod roundtrip;
 mod selectors;

@@ -1,0 +1,188 @@
+//! `agent-db stats`: the store file and its free pages, the archive, conversations and stored
+//! context by provider and model, a utilization histogram, and what `prune-archive` would free.
+
+use std::collections::BTreeMap;
+
+use agent_db::message::image::human_bytes;
+use agent_db::store::{stats, Store};
+use serde::Serialize;
+
+use super::CmdResult;
+use crate::cli::StatsArgs;
+use crate::output::table::{self, Kind};
+use crate::output::{self, Ui};
+
+#[derive(Debug, Default, Serialize)]
+struct ModelRow {
+    provider: String,
+    model: Option<String>,
+    conversations: u64,
+    /// Sum of the stored context (what the agent last sent) of these conversations.
+    stored_context_tokens: i64,
+}
+
+#[derive(Debug, Serialize)]
+struct Bucket {
+    /// `0-10%`, … `90-100%`, `over 100%`, `unknown`.
+    bucket: String,
+    conversations: u64,
+}
+
+/// Histogram bucket of a utilization: 0..=9 for tenths, 10 over 100%, 11 unknown.
+fn bucket_of(u: Option<f64>) -> usize {
+    match u {
+        None => 11,
+        Some(u) if u > 1.0 => 10,
+        Some(u) => ((u * 10.0).floor() as usize).min(9),
+    }
+}
+
+fn bucket_name(i: usize) -> String {
+    match i {
+        10 => "over 100%".into(),
+        11 => "unknown".into(),
+        i => format!("{}-{}%", i * 10, i * 10 + 10),
+    }
+}
+
+struct Scan {
+    total: u64,
+    models: Vec<ModelRow>,
+    histogram: Vec<Bucket>,
+}
+
+fn scan(store: &Store, limit: Option<i64>) -> Result<Scan, agent_db::Error> {
+    let mut by: BTreeMap<(String, Option<String>), ModelRow> = BTreeMap::new();
+    let mut hist = [0u64; 12];
+    let mut total = 0;
+    store.scan(|m| {
+        total += 1;
+        hist[bucket_of(m.utilization(limit))] += 1;
+        let e = by
+            .entry((m.provider.clone(), m.model.clone()))
+            .or_insert_with(|| ModelRow {
+                provider: m.provider.clone(),
+                model: m.model.clone(),
+                ..Default::default()
+            });
+        e.conversations += 1;
+        e.stored_context_tokens += m.current_context.unwrap_or(0).max(0);
+        true
+    })?;
+    let mut models: Vec<ModelRow> = by.into_values().collect();
+    models.sort_by_key(|m| std::cmp::Reverse(m.conversations));
+    Ok(Scan {
+        total,
+        models,
+        histogram: hist
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Bucket {
+                bucket: bucket_name(i),
+                conversations: *n,
+            })
+            .collect(),
+    })
+}
+
+pub fn run(ui: &Ui, store: &Store, args: &StatsArgs) -> CmdResult {
+    let file = stats::file_stats(store)?;
+    let archive = stats::archive_stats(&store.conn, &store.path)?;
+    let s = scan(store, args.context_limit)?;
+    if args.json {
+        let doc = serde_json::json!({
+            "version": super::list::JSON_VERSION,
+            "command": "stats",
+            "store": {"path": store.path.display().to_string(), "kind": store.kind.name()},
+            "file": file,
+            "archive": archive,
+            "prune_archive_frees_bytes": archive.archive_bytes,
+            "conversations": s.total,
+            "by_model": s.models,
+            "utilization": s.histogram,
+        });
+        output::out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        ))?;
+        return Ok(agent_db::error::exit::OK);
+    }
+    let mut o = String::new();
+    let mut line = |k: &str, v: String| o.push_str(&format!("{k:<14}{v}\n"));
+    line(
+        "store",
+        format!("{} ({})", store.path.display(), store.kind.name()),
+    );
+    line(
+        "file",
+        format!(
+            "{} (+ {} WAL), journal_mode {}",
+            human_bytes(file.file_bytes as usize),
+            human_bytes(file.wal_bytes as usize),
+            file.journal_mode
+        ),
+    );
+    line(
+        "free pages",
+        format!(
+            "{} ({}): `agent-db vacuum` gives them back",
+            file.free_pages,
+            human_bytes(file.free_bytes.max(0) as usize)
+        ),
+    );
+    line(
+        "archive",
+        format!(
+            "{} in {} values: `prune-archive` frees it",
+            human_bytes(archive.archive_bytes.max(0) as usize),
+            archive.archived_values
+        ),
+    );
+    line(
+        "compactions",
+        format!(
+            "{}: {} restorable, {} restored, {} archive pruned",
+            archive.compactions, archive.restorable, archive.restored, archive.archive_pruned
+        ),
+    );
+    line("conversations", format!("{}\n", s.total));
+    let mut t = table::Grid::new(&[
+        table::col("PROVIDER", Kind::Fixed, 0),
+        table::col("MODEL", Kind::Cut, 0),
+        table::col("CONVERSATIONS", Kind::Num, 0),
+        table::col("STORED CTX", Kind::Num, 0),
+    ]);
+    for m in &s.models {
+        t.row(vec![
+            table::c(m.provider.clone()),
+            table::c(m.model.clone().unwrap_or_else(|| "-".into())),
+            table::c(table::thousands(m.conversations as usize)),
+            table::c(table::thousands(m.stored_context_tokens as usize)),
+        ]);
+    }
+    o.push_str(&t.render(ui.style()));
+    o.push('\n');
+    let mut h = table::Grid::new(&[
+        table::col("UTILIZATION", Kind::Fixed, 0),
+        table::col("CONVERSATIONS", Kind::Num, 0),
+        table::col("", Kind::Fixed, 1),
+    ]);
+    let max = s
+        .histogram
+        .iter()
+        .map(|b| b.conversations)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    for b in &s.histogram {
+        let bar = "█".repeat(((b.conversations * 30).div_ceil(max)) as usize);
+        h.row(vec![
+            table::c(b.bucket.clone()),
+            table::c(b.conversations.to_string()),
+            table::c(bar),
+        ]);
+    }
+    o.push_str(&h.render(ui.style()));
+    output::out(&o)?;
+    Ok(agent_db::error::exit::OK)
+}

@@ -1,0 +1,201 @@
+//! Unique ID prefixes, as jj and git use them: every command that takes a conversation ID also
+//! takes a prefix of at least [`MIN_INPUT`] characters that matches exactly one conversation,
+//! and tables show the shortest unique prefix (at least [`MIN_SHOWN`] characters).
+//!
+//! Lookups are range queries on the ID column (`id >= prefix AND id < successor(prefix)`), so
+//! they use the primary-key index and never read message bodies.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+
+use super::{Store, StoreKind};
+use crate::error::{Error, Result, SqlContext};
+
+/// Shortest prefix a table shows.
+pub const MIN_SHOWN: usize = 8;
+/// Shortest prefix accepted as input (a full ID of any length is always accepted).
+pub const MIN_INPUT: usize = 4;
+/// Candidates listed in an ambiguity error.
+const MAX_CANDIDATES: usize = 10;
+
+/// Where a kind of store keeps its conversation IDs (table, column).
+fn id_column(kind: StoreKind) -> (&'static str, &'static str) {
+    match kind {
+        StoreKind::Kodelet => ("conversations", "id"),
+        StoreKind::DockerAgent => ("sessions", "id"),
+    }
+}
+
+/// The smallest string greater than every string starting with `p`, when `p` is ASCII and
+/// its last byte can be incremented.
+fn successor(p: &str) -> Option<String> {
+    let mut b = p.as_bytes().to_vec();
+    while let Some(last) = b.pop() {
+        if last < 0x7f && p.is_ascii() {
+            b.push(last + 1);
+            return String::from_utf8(b).ok();
+        }
+    }
+    None
+}
+
+/// IDs in `table.column` starting with `prefix`, sorted, at most `limit`.
+pub fn matching(
+    conn: &Connection,
+    path: &Path,
+    table: &str,
+    column: &str,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<String>> {
+    let sql = match successor(prefix) {
+        Some(_) => format!(
+            "SELECT DISTINCT {column} FROM {table} WHERE {column} >= ?1 AND {column} < ?2 ORDER BY {column} LIMIT ?3"
+        ),
+        None => format!(
+            "SELECT DISTINCT {column} FROM {table} WHERE substr({column}, 1, length(?1)) = ?1 AND ?2 IS NULL ORDER BY {column} LIMIT ?3"
+        ),
+    };
+    let mut stmt = conn.prepare(&sql).at(path)?;
+    let rows = stmt
+        .query_map(
+            rusqlite::params![prefix, successor(prefix), limit as i64],
+            |r| r.get::<_, String>(0),
+        )
+        .at(path)?;
+    rows.collect::<std::result::Result<_, _>>().at(path)
+}
+
+/// Resolve `input` (a full ID or a unique prefix) against `table.column`. `Ok(None)` when
+/// nothing matches; an error listing the candidates when several do.
+pub fn resolve_in(
+    conn: &Connection,
+    path: &Path,
+    table: &str,
+    column: &str,
+    input: &str,
+) -> Result<Option<String>> {
+    let found = matching(conn, path, table, column, input, MAX_CANDIDATES + 1)?;
+    if found.iter().any(|id| id == input) {
+        return Ok(Some(input.to_string()));
+    }
+    if input.chars().count() < MIN_INPUT {
+        return Ok(None);
+    }
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.into_iter().next()),
+        n => {
+            let more = if n > MAX_CANDIDATES { ", and more" } else { "" };
+            let shown: Vec<&str> = found
+                .iter()
+                .take(MAX_CANDIDATES)
+                .map(String::as_str)
+                .collect();
+            Err(Error::NotFound(format!(
+                "conversation prefix {input} is ambiguous: it matches {}{more}; give more characters",
+                shown.join(", ")
+            )))
+        }
+    }
+}
+
+impl Store {
+    /// The conversation `input` names (a full ID or a unique prefix).
+    pub fn resolve_id(&self, input: &str) -> Result<String> {
+        let (table, column) = id_column(self.kind);
+        resolve_in(&self.conn, &self.path, table, column, input)?.ok_or_else(|| {
+            Error::ConversationNotFound {
+                id: input.to_string(),
+            }
+        })
+    }
+
+    /// Like [`Store::resolve_id`], but an ID that matches nothing is returned unchanged, so the
+    /// caller's own not-found handling applies (a per-row failure in `compact`).
+    pub fn resolve_id_lenient(&self, input: &str) -> Result<String> {
+        let (table, column) = id_column(self.kind);
+        Ok(resolve_in(&self.conn, &self.path, table, column, input)?
+            .unwrap_or_else(|| input.to_string()))
+    }
+
+    /// Every conversation ID, sorted (for shortest unique prefixes).
+    pub fn all_ids(&self) -> Result<Vec<String>> {
+        let (table, column) = id_column(self.kind);
+        let mut stmt = self
+            .conn
+            .prepare(&format!("SELECT {column} FROM {table} ORDER BY {column}"))
+            .at(&self.path)?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .at(&self.path)?;
+        rows.collect::<std::result::Result<_, _>>().at(&self.path)
+    }
+}
+
+/// Shortest unique prefixes of IDs among a sorted list of every ID in the store.
+pub struct Prefixes {
+    sorted: Vec<String>,
+}
+
+impl Prefixes {
+    pub fn new(mut ids: Vec<String>) -> Prefixes {
+        ids.sort();
+        ids.dedup();
+        Prefixes { sorted: ids }
+    }
+
+    /// Characters of `id` needed to tell it apart from every other ID (at least
+    /// [`MIN_SHOWN`], at most the whole ID).
+    pub fn len(&self, id: &str) -> usize {
+        let common =
+            |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+        let i = self.sorted.partition_point(|x| x.as_str() < id);
+        let mut need = 0;
+        if i > 0 {
+            need = need.max(common(&self.sorted[i - 1], id) + 1);
+        }
+        for next in self
+            .sorted
+            .iter()
+            .skip(i)
+            .filter(|x| x.as_str() != id)
+            .take(1)
+        {
+            need = need.max(common(next, id) + 1);
+        }
+        need.max(MIN_SHOWN).min(id.chars().count())
+    }
+
+    /// The shortest unique prefix of `id`.
+    pub fn short(&self, id: &str) -> String {
+        id.chars().take(self.len(id)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn successor_bounds_the_range() {
+        assert_eq!(successor("4db8").as_deref(), Some("4db9"));
+        assert_eq!(successor("a\u{7f}").as_deref(), Some("b"));
+        assert_eq!(successor("é"), None);
+    }
+
+    #[test]
+    fn shortest_unique_prefix() {
+        let p = Prefixes::new(vec![
+            "aaaaaaaa1111".into(),
+            "aaaaaaaa1122".into(),
+            "bbbbbbbbbbbb".into(),
+            "short".into(),
+        ]);
+        assert_eq!(p.short("aaaaaaaa1111"), "aaaaaaaa111");
+        assert_eq!(p.short("aaaaaaaa1122"), "aaaaaaaa112");
+        assert_eq!(p.short("bbbbbbbbbbbb"), "bbbbbbbb");
+        assert_eq!(p.short("short"), "short");
+    }
+}
