@@ -290,7 +290,9 @@ pub fn plan_loaded(
         .collect();
     let mut decision = split::split(&views, keep_tokens, starts_with_summary(&loaded.messages));
     if let (Decision::NoOp(why), Some(target), Some(land)) = (&mut decision, opts.target, landing) {
-        if land.before > target && opts.keep_tokens.is_none() {
+        // Only "already small" is about the budget; empty or one-message histories keep their
+        // own reason.
+        if land.before > target && opts.keep_tokens.is_none() && why.starts_with("already small") {
             *why = format!(
                 "its messages ({} tokens) already fit the kept tail, but the stored context is {:.2} of the window: \
                  the other {} tokens (system prompt, tool definitions) are overhead compaction cannot shrink, \

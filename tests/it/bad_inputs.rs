@@ -308,6 +308,8 @@ fn malformed_raw_messages() {
             "0",
             "--idle",
             "0",
+            "--keep-tokens",
+            "500",
             "--json",
         ]);
         let (doc, code) = json(c);
@@ -423,7 +425,15 @@ fn unparseable_updated_at() {
     );
 
     let mut c = env.cmd();
-    c.args(["compact", "--dry-run", "--older-than", "1d", "--json"]);
+    c.args([
+        "compact",
+        "--dry-run",
+        "--older-than",
+        "1d",
+        "--keep-tokens",
+        "500",
+        "--json",
+    ]);
     let (doc, code) = json(c);
     assert_eq!(code, PARTIAL, "compact --dry-run --older-than 1d");
     let r = row_of(&doc, &victim);

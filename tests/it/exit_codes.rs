@@ -156,7 +156,11 @@ fn cases() -> Vec<(&'static str, i32, i32)> {
          WHERE s.message_count >= 20 ORDER BY c.id LIMIT 1",
     )[0]
     .clone();
-    assert_eq!(code(env.cmd().args(["compact", "--id", &big, "--yes"])), 0);
+    let keep = ["--keep-tokens", "500"];
+    assert_eq!(
+        code(env.cmd().args(["compact", "--id", &big, "--yes"]).args(keep)),
+        0
+    );
     assert_eq!(code(env.cmd().args(["restore", &big])), 0);
     case(
         "restore --compaction N already restored",

@@ -794,7 +794,12 @@ fn the_after_hook_gets_the_stored_usage_and_the_audit_id() {
         })
         .unwrap();
     let now: Value = serde_json::from_str(&now).unwrap();
-    assert_eq!(now["currentContextWindow"], r["tokens_after"]);
+    // The new history plus the fixed overhead (stored context before minus the messages).
+    let overhead = (98765 - r["tokens_before"].as_i64().unwrap()).max(0);
+    assert_eq!(
+        now["currentContextWindow"].as_i64().unwrap(),
+        r["tokens_after"].as_i64().unwrap() + overhead
+    );
 }
 
 #[test]

@@ -1156,6 +1156,9 @@ fn recompaction_extends_the_earlier_summary() {
                 keep,
                 "--summary-context",
                 "400000",
+                // Compacting again right away is what the stall guard prevents; this test
+                // wants exactly that.
+                "--force",
                 "--json",
             ])
             .args(llm_args(kind, &server)));
