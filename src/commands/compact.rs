@@ -168,7 +168,7 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
     }
     if let Some(j) = json {
         j.finish(&totals)?;
-    } else if !(ui.quiet && !args.dry_run) {
+    } else if !ui.quiet || args.dry_run {
         // -q on a real run: nothing on stdout; failures are already on stderr.
         let ids = after
             .as_ref()

@@ -70,7 +70,7 @@ fn scan(store: &Store, limit: Option<i64>) -> Result<Scan, agent_db::Error> {
         true
     })?;
     let mut models: Vec<ModelRow> = by.into_values().collect();
-    models.sort_by(|a, b| b.conversations.cmp(&a.conversations));
+    models.sort_by_key(|m| std::cmp::Reverse(m.conversations));
     Ok(Scan {
         total,
         models,
