@@ -56,7 +56,7 @@ pub fn parse_seconds_or_duration(s: &str) -> Result<Duration, String> {
     name = "agent-db",
     version,
     about = "Offline, transactional, undoable compaction for AI coding agents' conversation stores",
-    long_about = "agent-db opens an agent's SQLite conversation store (kodelet's storage.db), selects \
+    long_about = "agent-db opens an agent's SQLite conversation store (kodelet's storage.db or docker-agent's session.db), selects \
 conversations, compacts each one (summarizes older history, keeps the recent tail verbatim) and \
 writes the result back in one transaction per conversation, archiving the original so any \
 compaction can be undone with `agent-db restore`.",

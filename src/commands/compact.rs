@@ -156,51 +156,63 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         return Err(err.into());
     }
     let rows = run.rows;
-    // A second, read-only look at the store for names, short IDs and the archive's growth.
-    let after = Store::open(&path, agent_db::store::Access::Read).ok();
-    if selector.follow {
-        if let Some(r) = rows.first() {
-            let name = after
-                .as_ref()
-                .and_then(|s| s.meta(&r.id).ok())
-                .and_then(|m| m.name);
-            ui.status(&format!(
-                "--follow picked {}{}",
-                r.id,
-                name.map(|n| format!(" ({})", table::ellipsize(&n, 60)))
-                    .unwrap_or_default()
-            ));
-        }
-    }
     if let Some(j) = json {
         j.finish(&totals)?;
-    } else if !ui.quiet || args.dry_run {
-        // -q on a real run: nothing on stdout; failures are already on stderr.
-        let ids = after
-            .as_ref()
-            .map(|s| output::Ids::new(ui, s))
-            .unwrap_or_else(output::Ids::full);
-        let names = |id: &str| {
-            after
-                .as_ref()
-                .and_then(|s| s.meta(id).ok())
-                .and_then(|m| m.name)
-                .unwrap_or_default()
-        };
-        render(ui, &rows, &totals, args.dry_run, &ids, &names)?;
     }
-    if !args.dry_run && totals.compacted > 0 {
-        growth(ui, after.as_ref(), &rows);
-        ui.status(&format!(
-            "undo with: agent-db --db {} restore ID   (or: restore --all-since 1h); see `agent-db history`",
-            shell_quote(&path.display().to_string())
-        ));
-    }
+    after_run(ui, &path, &selector, &rows, &totals, args)?;
     Ok(if totals.failed > 0 {
         exit::PARTIAL
     } else {
         exit::OK
     })
+}
+
+/// What follows a run: `--follow`'s pick, the table (not with `--json`, nor with `-q` on a
+/// real run), the store's growth and the undo hint.
+fn after_run(
+    ui: &Ui,
+    path: &std::path::Path,
+    selector: &agent_db::select::Selector,
+    rows: &[Row],
+    totals: &Totals,
+    args: &CompactArgs,
+) -> std::io::Result<()> {
+    // A second, read-only look at the store for names, short IDs and the archive's growth.
+    let after = Store::open(path, agent_db::store::Access::Read).ok();
+    let name_of = |id: &str| {
+        after
+            .as_ref()
+            .and_then(|s| s.meta(id).ok())
+            .and_then(|m| m.name)
+    };
+    if selector.follow {
+        if let Some(r) = rows.first() {
+            ui.status(&format!(
+                "--follow picked {}{}",
+                r.id,
+                name_of(&r.id)
+                    .map(|n| format!(" ({})", table::ellipsize(&n, 60)))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    if !args.json && (!ui.quiet || args.dry_run) {
+        // -q on a real run: nothing on stdout; failures are already on stderr.
+        let ids = after
+            .as_ref()
+            .map(|s| output::Ids::new(ui, s))
+            .unwrap_or_else(output::Ids::full);
+        let names = |id: &str| name_of(id).unwrap_or_default();
+        render(ui, rows, totals, args.dry_run, &ids, &names)?;
+    }
+    if !args.dry_run && totals.compacted > 0 {
+        growth(ui, after.as_ref(), rows);
+        ui.status(&format!(
+            "undo with: agent-db --db {} restore ID   (or: restore --all-since 1h); see `agent-db history`",
+            shell_quote(&path.display().to_string())
+        ));
+    }
+    Ok(())
 }
 
 /// Say how much the archive of this run added to the store, and how to get it back.

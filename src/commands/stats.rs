@@ -107,6 +107,18 @@ pub fn run(ui: &Ui, store: &Store, args: &StatsArgs) -> CmdResult {
         ))?;
         return Ok(agent_db::error::exit::OK);
     }
+    output::out(&text(ui, store, &file, &archive, &s))?;
+    Ok(agent_db::error::exit::OK)
+}
+
+/// The figures as text: key/value lines, the per-model table and the histogram.
+fn text(
+    ui: &Ui,
+    store: &Store,
+    file: &stats::FileStats,
+    archive: &stats::ArchiveStats,
+    s: &Scan,
+) -> String {
     let mut o = String::new();
     let mut line = |k: &str, v: String| o.push_str(&format!("{k:<14}{v}\n"));
     line(
@@ -183,6 +195,5 @@ pub fn run(ui: &Ui, store: &Store, args: &StatsArgs) -> CmdResult {
         ]);
     }
     o.push_str(&h.render(ui.style()));
-    output::out(&o)?;
-    Ok(agent_db::error::exit::OK)
+    o
 }

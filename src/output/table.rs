@@ -143,8 +143,8 @@ impl Grid {
         }
     }
 
-    /// Column widths at `width`: natural widths, then the cut columns give up characters,
-    /// widest first, down to their minimum.
+    /// Column widths at `width`: natural widths, then the cut columns give up characters, the
+    /// least important (then the widest) first, down to their minimum.
     fn allocate(&self, shown: &[bool], width: usize) -> Vec<usize> {
         let mut w: Vec<usize> = (0..self.cols.len()).map(|i| self.natural(i)).collect();
         let idx: Vec<usize> = (0..self.cols.len()).filter(|i| shown[*i]).collect();
@@ -157,7 +157,7 @@ impl Grid {
                 .filter(|&i| {
                     self.cols[i].kind == Kind::Cut && w[i] > self.min_width(i, &self.cols[i])
                 })
-                .max_by_key(|&i| (w[i], usize::MAX - i));
+                .max_by_key(|&i| (u8::MAX - self.cols[i].priority, w[i], usize::MAX - i));
             match widest {
                 Some(i) => {
                     w[i] -= 1;

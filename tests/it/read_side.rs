@@ -260,7 +260,7 @@ fn list(env: &Env, rows: &[Stored], format: SynthFormat) {
     // Rows in listing order.
     let positions: Vec<usize> = rows.iter().map(|s| stdout.find(&s.id).unwrap()).collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "table order");
-    for h in ["ID", "PROVIDER", "MODEL", "CONTEXT", "UPDATED"] {
+    for h in ["ID", "PROVIDER", "MODEL", "STORED CTX", "UPDATED"] {
         assert!(stdout.contains(h), "table header {h}");
     }
     assert!(
