@@ -102,6 +102,8 @@ pub struct Settings {
     pub config_file: Option<PathBuf>,
     pub llm_provider: Option<ProviderKind>,
     pub model: Option<String>,
+    /// Shown (serialized) masked: a key written into the URL never prints.
+    #[serde(serialize_with = "masked_url")]
     pub base_url: Option<String>,
     #[serde(serialize_with = "redacted")]
     pub api_key: Option<Secret>,
@@ -134,6 +136,16 @@ pub struct Settings {
     pub store_path: Option<PathBuf>,
     /// Which layer each setting came from.
     pub sources: BTreeMap<String, String>,
+}
+
+fn masked_url<S: serde::Serializer>(
+    v: &Option<String>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match v {
+        Some(u) => s.serialize_some(&crate::provider::mask_url(u)),
+        None => s.serialize_none(),
+    }
 }
 
 fn redacted<S: serde::Serializer>(

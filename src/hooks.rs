@@ -3,11 +3,14 @@
 //!
 //! - Discovery: executables in `./.agent-db/hooks/`, `$XDG_CONFIG_HOME/agent-db/hooks/`, then
 //!   the directories listed in the config (`hooks.dirs`), in that order; within a directory, by
-//!   file name. `<exe> hook` prints the events it handles, one per line.
+//!   file name. A file whose name ends in `.disable` is switched off, as kodelet does: never
+//!   run, only listed by `agent-db hooks`. `<exe> hook` prints the events it handles, one per
+//!   line.
 //! - `<exe> run` gets the JSON payload on stdin and answers with JSON on stdout. It runs
 //!   directly (never through a shell), in the conversation's working directory when that is
 //!   known and exists, and is killed (with its process group) after the timeout. Hooks get
-//!   agent-db's environment without the summarizer API keys.
+//!   agent-db's environment without the summarizer API keys ([`KEY_VARS`]), and with a
+//!   credential inside `AGENT_DB_BASE_URL` masked.
 //! - `before_compaction`: `{"decision":"block","reason":..}` or exit code 2 (reason on stderr)
 //!   blocks; `{"summary":".."}` supplies the summary (the first non-empty one in discovery
 //!   order wins; the strategy is skipped); `{}` or empty output allows. kodelet-style actions:
@@ -26,6 +29,13 @@ use tokio::io::AsyncWriteExt;
 
 pub const BEFORE: &str = "before_compaction";
 pub const AFTER: &str = "after_compaction";
+
+/// The suffix that switches a hook file off (kodelet's convention).
+pub const DISABLED_SUFFIX: &str = ".disable";
+
+/// The environment variables that can hold the summarizer's API key: removed from every hook's
+/// environment (docs/hooks.md).
+pub const KEY_VARS: [&str; 3] = ["AGENT_DB_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 
 /// A discovered hook.
 #[derive(Debug, Clone, Serialize)]
@@ -47,6 +57,8 @@ pub struct Ignored {
 pub struct Hooks {
     pub hooks: Vec<Hook>,
     pub ignored: Vec<Ignored>,
+    /// Files switched off with the `.disable` suffix (never run).
+    pub disabled: Vec<PathBuf>,
     pub timeout: Duration,
     pub fail_open: bool,
 }
@@ -99,6 +111,10 @@ pub async fn discover(dirs: &[PathBuf], timeout: Duration, fail_open: bool) -> H
                 .unwrap_or("")
                 .to_string();
             if name.starts_with('.') || p.is_dir() {
+                continue;
+            }
+            if name.ends_with(DISABLED_SUFFIX) {
+                hooks.disabled.push(p);
                 continue;
             }
             // Absolute, so the hook still starts after changing into a conversation's directory.
@@ -184,9 +200,17 @@ async fn run(
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
-    // Hooks get agent-db's environment, minus the summarizer's API keys.
-    for k in ["AGENT_DB_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
+    // Hooks get agent-db's environment, minus the summarizer's API keys, and never a key
+    // written into the base URL.
+    for k in KEY_VARS {
         cmd.env_remove(k);
+    }
+    if let Some(url) = std::env::var_os("AGENT_DB_BASE_URL") {
+        let url = url.to_string_lossy();
+        let masked = crate::provider::mask_url(&url);
+        if masked != url {
+            cmd.env("AGENT_DB_BASE_URL", masked);
+        }
     }
     if let Some(d) = cwd {
         cmd.current_dir(d);

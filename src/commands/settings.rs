@@ -65,6 +65,7 @@ pub fn hooks(config: Option<PathBuf>, json: bool) -> CmdResult {
             "command": "hooks",
             "hooks": found.hooks,
             "ignored": found.ignored,
+            "disabled": found.disabled,
             "timeout": humantime::format_duration(found.timeout).to_string(),
             "fail_open": found.fail_open,
         });
@@ -90,6 +91,13 @@ pub fn hooks(config: Option<PathBuf>, json: bool) -> CmdResult {
     }
     for i in &found.ignored {
         eprintln!("ignored {}: {}", i.path.display(), i.why);
+    }
+    for p in &found.disabled {
+        eprintln!(
+            "disabled {} (its name ends in {})",
+            p.display(),
+            agent_db::hooks::DISABLED_SUFFIX
+        );
     }
     let dirs = agent_db::hooks::dirs(
         &config::config_dir(&|k| std::env::var(k).ok()),
@@ -206,7 +214,7 @@ fn build_llm(s: &Settings) -> Result<Chosen, Error> {
     let line = format!(
         "strategy: llm ({} {model} at {}, recipe {}, key from {}, {} tokens per request{})",
         kind.name(),
-        client.config.base_url,
+        agent_db::provider::mask_url(&client.config.base_url),
         recipe.name,
         s.api_key_source
             .as_deref()

@@ -16,7 +16,7 @@ pub(crate) async fn send(
     cfg: &ClientConfig,
     req: &ChatRequest,
 ) -> Result<Completion, ProviderError> {
-    let url = retry::scrub(cfg, &retry::endpoint(cfg, "/v1/messages"));
+    let url = retry::shown_endpoint(cfg, "/v1/messages");
     let body = json!({
         "model": cfg.model,
         "max_tokens": req.max_tokens,

@@ -1,14 +1,22 @@
 //! HTTP clients for summarization models: OpenAI-compatible Chat Completions and Anthropic
 //! Messages, over reqwest (rustls), with a per-request timeout and retries (exponential backoff
-//! with jitter, honouring `Retry-After`) on 429, 5xx and connection errors.
+//! with jitter, honouring `Retry-After`) on 429, 5xx, connection errors and bodies cut off
+//! mid-transfer.
 //!
 //! The API key lives in a [`Secret`], which never prints; every error text that could echo a
-//! request is scrubbed of the key before it leaves this module.
+//! request is scrubbed of the key before it leaves this module, and a base URL is only ever
+//! shown through [`mask_url`] (a key written into the URL itself is masked).
+//!
+//! Redirects are never followed: the key goes only to the configured origin. A 3xx answer is a
+//! [`ProviderError::Redirect`] naming the origin the server pointed at (docs/llm.md).
 
 pub mod anthropic;
 pub mod openai;
 pub mod pricing;
+pub mod redact;
 mod retry;
+
+pub use redact::mask_url;
 
 use std::time::Duration;
 
@@ -148,6 +156,17 @@ pub enum ProviderError {
     Timeout { url: String, after: Duration },
     #[error("cannot reach {url}: {detail}")]
     Connect { url: String, detail: String },
+    /// The connection broke while the answer's body was being read.
+    #[error("the response from {url} was cut off: {detail}")]
+    Cut { url: String, detail: String },
+    /// A 3xx answer: not followed, so the key never reaches another origin. `location` is the
+    /// origin (scheme, host, port) of the `Location` the server sent, or why there is none.
+    #[error("HTTP {status} from {url}: redirect to {location} not followed (agent-db sends the API key only to the configured base URL; set the base URL to the address the server redirects to)")]
+    Redirect {
+        status: u16,
+        url: String,
+        location: String,
+    },
     #[error("unexpected response from {url}: {detail}")]
     Decode { url: String, detail: String },
     #[error("{0}")]
@@ -155,11 +174,13 @@ pub enum ProviderError {
 }
 
 impl ProviderError {
-    /// 429, 5xx, timeouts and connection errors are worth retrying.
+    /// 429, 5xx, timeouts, connection errors and cut-off bodies are worth retrying.
     pub fn retryable(&self) -> bool {
         match self {
             ProviderError::Status { status, .. } => *status == 429 || *status >= 500,
-            ProviderError::Timeout { .. } | ProviderError::Connect { .. } => true,
+            ProviderError::Timeout { .. }
+            | ProviderError::Connect { .. }
+            | ProviderError::Cut { .. } => true,
             _ => false,
         }
     }
@@ -185,6 +206,9 @@ impl Client {
         let http = reqwest::Client::builder()
             .timeout(config.timeout)
             .user_agent(concat!("agent-db/", env!("CARGO_PKG_VERSION")))
+            // Never follow a redirect: the key would go along (reqwest keeps `x-api-key` on a
+            // cross-origin redirect). A 3xx becomes a `Redirect` error instead.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ProviderError::Config(format!("cannot build the HTTP client: {e}")))?;
         Ok(Client { config, http })

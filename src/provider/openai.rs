@@ -16,12 +16,13 @@ use super::{ChatRequest, ClientConfig, Completion, ProviderError, StopReason};
 
 /// Whether `base_url` is OpenAI's own API (which wants `max_completion_tokens`).
 fn is_openai_itself(base_url: &str) -> bool {
-    let rest = base_url
-        .strip_prefix("https://")
-        .or_else(|| base_url.strip_prefix("http://"))
-        .unwrap_or(base_url);
-    let host = rest.split(['/', ':']).next().unwrap_or("");
-    host.eq_ignore_ascii_case("api.openai.com")
+    reqwest::Url::parse(base_url)
+        .ok()
+        .and_then(|u| {
+            u.host_str()
+                .map(|h| h.eq_ignore_ascii_case("api.openai.com"))
+        })
+        .unwrap_or(false)
 }
 
 /// Send one request (no retries: [`super::Client::complete`] wraps this in them).
@@ -30,7 +31,7 @@ pub(crate) async fn send(
     cfg: &ClientConfig,
     req: &ChatRequest,
 ) -> Result<Completion, ProviderError> {
-    let url = retry::scrub(cfg, &retry::endpoint(cfg, "/chat/completions"));
+    let url = retry::shown_endpoint(cfg, "/chat/completions");
     let limit_field = if is_openai_itself(&cfg.base_url) {
         "max_completion_tokens"
     } else {
@@ -267,6 +268,16 @@ mod tests {
         assert!(!e.to_string().contains("sk-secret-abcdef"), "{e}");
         let e = parse(&c, "u", r#"{"choices": []}"#).unwrap_err();
         assert!(matches!(e, ProviderError::Decode { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn openai_itself_is_told_by_its_host() {
+        assert!(is_openai_itself("https://api.openai.com/v1"));
+        assert!(is_openai_itself("https://API.OpenAI.com:443/v1"));
+        assert!(is_openai_itself("https://user:sk-x@api.openai.com/v1"));
+        assert!(!is_openai_itself("https://api.openai.com.example/v1"));
+        assert!(!is_openai_itself("https://api.openai.com@gw.example/v1"));
+        assert!(!is_openai_itself("http://127.0.0.1:1/v1"));
     }
 
     #[test]

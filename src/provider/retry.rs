@@ -1,5 +1,6 @@
 //! Retries (via `backon`) and the HTTP plumbing both wire formats share: sending a JSON POST,
-//! classifying transport failures, and turning a non-2xx answer into a scrubbed
+//! classifying transport failures (a body cut off mid-transfer is retried like a connection
+//! error), refusing redirects, and turning a non-2xx answer into a scrubbed
 //! [`ProviderError::Status`] with the server's `Retry-After`.
 
 use std::future::Future;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 use reqwest::header::{HeaderMap, HeaderValue};
 
-use super::{ClientConfig, Completion, ProviderError, Secret};
+use super::{redact, ClientConfig, Completion, ProviderError, Secret};
 
 /// The longest backoff between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -85,17 +86,25 @@ pub(super) fn key(cfg: &ClientConfig) -> Option<&Secret> {
     cfg.api_key.as_ref().filter(|k| !k.is_empty())
 }
 
-/// Remove the key (if any) from `text`.
+/// Remove the key (if any) and the secret parts of the base URL (see [`redact::mask_url`])
+/// from `text`.
 pub(super) fn scrub(cfg: &ClientConfig, text: &str) -> String {
+    let text = redact::scrub_url(&cfg.base_url, text);
     match key(cfg) {
-        Some(k) => k.scrub(text),
-        None => text.to_string(),
+        Some(k) => k.scrub(&text),
+        None => text,
     }
 }
 
-/// `{base_url}{path}`, tolerating a trailing slash on the base.
+/// `{base_url}{path}` (before the base URL's query, if any), tolerating a trailing slash on
+/// the base. This is the URL requested; show it only through [`shown_endpoint`].
 pub(super) fn endpoint(cfg: &ClientConfig, path: &str) -> String {
-    format!("{}{}", cfg.base_url.trim_end_matches('/'), path)
+    redact::join(&cfg.base_url, path)
+}
+
+/// [`endpoint`] as errors show it: masked and scrubbed of the key.
+pub(super) fn shown_endpoint(cfg: &ClientConfig, path: &str) -> String {
+    scrub(cfg, &redact::mask_url(&endpoint(cfg, path)))
 }
 
 /// A header value carrying the key, marked sensitive so it never shows in `Debug` output.
@@ -119,8 +128,9 @@ pub(super) enum Reply {
     },
 }
 
-/// Send `req` and read the whole body, mapping transport failures to `Timeout` / `Connect`.
-/// `url` must already be scrubbed (it is only used in error texts).
+/// Send `req` and read the whole body, mapping transport failures to `Timeout` / `Connect`, a
+/// 2xx body cut off mid-transfer to `Cut` (all three retried) and a 3xx to `Redirect`. `url`
+/// must already be masked and scrubbed (it is only used in error texts).
 pub(super) async fn post(
     cfg: &ClientConfig,
     url: &str,
@@ -128,11 +138,19 @@ pub(super) async fn post(
 ) -> Result<Reply, ProviderError> {
     let resp = req.send().await.map_err(|e| transport_error(cfg, url, e))?;
     let status = resp.status();
+    if status.is_redirection() {
+        return Err(redirect_error(cfg, url, &resp));
+    }
     let headers = resp.headers().clone();
-    let body = resp
-        .text()
-        .await
-        .map_err(|e| transport_error(cfg, url, e))?;
+    let body = match resp.text().await {
+        Ok(body) => body,
+        Err(e) if status.is_success() => return Err(body_error(cfg, url, e)),
+        // A failed answer's status decides what happens next; the lost body is only noted.
+        Err(e) => format!(
+            "(the response body was cut off: {})",
+            error_chain(cfg, e.without_url())
+        ),
+    };
     if status.is_success() {
         Ok(Reply::Ok(body))
     } else {
@@ -144,16 +162,40 @@ pub(super) async fn post(
     }
 }
 
-fn transport_error(cfg: &ClientConfig, url: &str, e: reqwest::Error) -> ProviderError {
+/// A 3xx answer, which is never followed. Only the origin of its `Location` is named: a path
+/// or query there could carry anything.
+fn redirect_error(cfg: &ClientConfig, url: &str, resp: &reqwest::Response) -> ProviderError {
+    let location = match resp.headers().get(reqwest::header::LOCATION) {
+        None => "nowhere (no Location header)".to_string(),
+        Some(v) => match v.to_str().ok().and_then(|l| resp.url().join(l).ok()) {
+            Some(target) => scrub(cfg, &target.origin().ascii_serialization()),
+            None => "an unreadable Location".to_string(),
+        },
+    };
+    ProviderError::Redirect {
+        status: resp.status().as_u16(),
+        url: url.to_string(),
+        location,
+    }
+}
+
+/// A 2xx body that could not be read to its end: a timeout, or a cut (retried either way).
+fn body_error(cfg: &ClientConfig, url: &str, e: reqwest::Error) -> ProviderError {
     if e.is_timeout() {
         return ProviderError::Timeout {
             url: url.to_string(),
             after: cfg.timeout,
         };
     }
-    // The URL is already in our error; reqwest's own message is often just "error sending
-    // request", so append the source chain.
-    let e = e.without_url();
+    ProviderError::Cut {
+        url: url.to_string(),
+        detail: error_chain(cfg, e.without_url()),
+    }
+}
+
+/// `e` and its sources, joined with `: ` and scrubbed. reqwest's own message is often just
+/// "error sending request"; the cause is further down the chain.
+fn error_chain(cfg: &ClientConfig, e: reqwest::Error) -> String {
     let mut detail = e.to_string();
     let mut source = std::error::Error::source(&e);
     while let Some(s) = source {
@@ -161,11 +203,24 @@ fn transport_error(cfg: &ClientConfig, url: &str, e: reqwest::Error) -> Provider
         detail.push_str(&s.to_string());
         source = s.source();
     }
-    let detail = scrub(cfg, &detail);
+    scrub(cfg, &detail)
+}
+
+fn transport_error(cfg: &ClientConfig, url: &str, e: reqwest::Error) -> ProviderError {
+    if e.is_timeout() {
+        return ProviderError::Timeout {
+            url: url.to_string(),
+            after: cfg.timeout,
+        };
+    }
+    // The URL is already in our error (masked): drop reqwest's copy of it.
+    let e = e.without_url();
+    let (builder, decode) = (e.is_builder(), e.is_decode());
+    let detail = error_chain(cfg, e);
     let url = url.to_string();
-    if e.is_builder() {
+    if builder {
         ProviderError::Config(format!("cannot build the request to {url}: {detail}"))
-    } else if e.is_decode() {
+    } else if decode {
         ProviderError::Decode { url, detail }
     } else {
         ProviderError::Connect { url, detail }
@@ -329,10 +384,14 @@ mod tests {
                 url: "u".into(),
                 detail: "refused".into(),
             },
+            ProviderError::Cut {
+                url: "u".into(),
+                detail: "unexpected end of file".into(),
+            },
         ];
-        let (r, calls) = run(&cfg(4), errors).await;
-        assert_eq!(r.unwrap().attempts, 5);
-        assert_eq!(calls, 5);
+        let (r, calls) = run(&cfg(5), errors).await;
+        assert_eq!(r.unwrap().attempts, 6);
+        assert_eq!(calls, 6);
     }
 
     #[tokio::test]
@@ -353,6 +412,11 @@ mod tests {
             ProviderError::Decode {
                 url: "u".into(),
                 detail: "x".into(),
+            },
+            ProviderError::Redirect {
+                status: 307,
+                url: "u".into(),
+                location: "http://elsewhere".into(),
             },
         ] {
             let (r, calls) = run(&cfg(3), vec![e]).await;

@@ -3,8 +3,8 @@
 //! runs with its current directory in the temp dir), in `$XDG_CONFIG_HOME/agent-db/hooks/` or in
 //! a `[hooks] dirs` entry, and run by the `agent-db` binary.
 //!
-//! The scripts need only `/bin/sh`, `cat`, `printf`, `sleep`, `touch` and `pwd`; they never
-//! read the payload with jq, so the tests do not depend on it.
+//! The scripts need only `/bin/sh` (with its `export -p`), `cat`, `printf`, `sleep`, `touch` and
+//! `pwd`; they never read the payload with jq, so the tests do not depend on it.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -1102,6 +1102,148 @@ fn non_executable_and_non_hook_files_are_ignored_with_a_message() {
     );
     assert_eq!(h.doc["timeout"], "7s", "AGENT_DB_HOOK_TIMEOUT");
     assert_eq!(h.doc["fail_open"], false);
+}
+
+#[test]
+fn disable_suffixed_files_are_skipped_like_kodelet_and_listed_as_disabled() {
+    let (env, ids) = store(39, 1);
+    let id = ids[0].as_str();
+    let dir = project_hooks(&env);
+    let marker = env.dir.path().join("disabled-hook-ran");
+    answering(&dir, "good", "{}");
+    // Would block (and leave a marker) on `hook` or `run` if it were ever started.
+    put(
+        &dir,
+        "10-guard.disable",
+        &format!(
+            "#!/bin/sh\ntouch {}\ncase \"$1\" in\nhook) echo before_compaction ;;\nrun) echo '{{\"decision\":\"block\",\"reason\":\"off\"}}' ;;\nesac\n",
+            q(&marker)
+        ),
+        0o755,
+    );
+    // Disabled whether or not it is executable; only the exact `.disable` suffix counts.
+    put(
+        &dir,
+        "20-draft.disable",
+        &script(&[BEFORE], "  exit 2"),
+        0o644,
+    );
+    put(
+        &dir,
+        "30-notes.disabled",
+        &script(&[BEFORE], "  exit 2"),
+        0o644,
+    );
+
+    let out = compact(&env, &[id], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let r = row(&out.doc, id);
+    assert_eq!(r["status"], "compacted", "{r:#}");
+    assert_eq!(r["hooks"], json!([rec("good", BEFORE, "allow", None)]));
+    assert!(!marker.exists(), "a .disable hook was started");
+    // compact skips them silently, as kodelet does; a near miss is still reported.
+    assert!(!out.stderr.contains(".disable "), "{}", out.stderr);
+    assert!(!out.stderr.contains("guard"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("hook ignored: .agent-db/hooks/30-notes.disabled: not executable"),
+        "{}",
+        out.stderr
+    );
+
+    let o = agent(&env).arg("hooks").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(
+        stdout.contains("good") && !stdout.contains("guard"),
+        "{stdout}"
+    );
+    for name in ["10-guard.disable", "20-draft.disable"] {
+        assert!(
+            stderr.contains(&format!(
+                "disabled .agent-db/hooks/{name} (its name ends in .disable)"
+            )),
+            "{stderr}"
+        );
+    }
+    let h = run({
+        let mut c = agent(&env);
+        c.args(["hooks", "--json"]);
+        c
+    });
+    assert_eq!(
+        h.doc["disabled"],
+        json!([
+            ".agent-db/hooks/10-guard.disable",
+            ".agent-db/hooks/20-draft.disable"
+        ])
+    );
+    assert_eq!(
+        h.doc["ignored"][0]["path"],
+        ".agent-db/hooks/30-notes.disabled"
+    );
+    assert_eq!(h.doc["ignored"].as_array().unwrap().len(), 1);
+    assert!(!marker.exists(), "`agent-db hooks` started a .disable hook");
+}
+
+/// Values no hook may see. The hook dumps its environment (`export -p`, a shell builtin) on
+/// both `hook` and `run`; the dumps are searched for the secrets.
+#[test]
+fn hooks_never_see_the_api_keys() {
+    let (env, ids) = store(40, 1);
+    let id = ids[0].as_str();
+    let dir = project_hooks(&env);
+    let (at_hook, at_run) = (
+        env.dir.path().join("env-at-hook"),
+        env.dir.path().join("env-at-run"),
+    );
+    put(
+        &dir,
+        "env-dump",
+        &format!(
+            "#!/bin/sh\ncase \"$1\" in\nhook) export -p > {}; echo before_compaction ;;\nrun) cat >/dev/null; export -p > {}; echo '{{}}' ;;\nesac\n",
+            q(&at_hook),
+            q(&at_run)
+        ),
+        0o755,
+    );
+    let secrets = [
+        ("AGENT_DB_API_KEY", "sk-agentdb-HOOKLEAK-111"),
+        ("OPENAI_API_KEY", "sk-openai-HOOKLEAK-222"),
+        ("ANTHROPIC_API_KEY", "sk-ant-HOOKLEAK-333"),
+    ];
+    let base_url = "http://me:sk-pw-HOOKLEAK-444@127.0.0.1:9/v1?key=sk-query-HOOKLEAK-555";
+    let mut c = agent(&env);
+    for (k, v) in secrets {
+        c.env(k, v);
+    }
+    c.env("AGENT_DB_BASE_URL", base_url)
+        .env("HOOK_ENV_MARKER", "still-here")
+        .arg("compact")
+        .arg(id)
+        .args(OFFLINE);
+    let out = run(c);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(row(&out.doc, id)["status"], "compacted");
+    for dump in [&at_hook, &at_run] {
+        let text = std::fs::read_to_string(dump).expect("the hook dumped its environment");
+        assert!(
+            text.contains("HOOK_ENV_MARKER") && text.contains("still-here"),
+            "the rest of the environment is passed: {text}"
+        );
+        for (k, v) in secrets {
+            assert!(!text.contains(k), "{k} reached the hook: {text}");
+            assert!(!text.contains(v), "{k}'s value reached the hook: {text}");
+        }
+        assert!(!text.contains("HOOKLEAK"), "{text}");
+        assert!(
+            text.contains("http://me:***@127.0.0.1:9/v1?key=***"),
+            "AGENT_DB_BASE_URL is passed masked: {text}"
+        );
+    }
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! the prompt), response parsing, usage and cost in the report and the audit log; retries on 429
 //! honouring `Retry-After`; repeated 5xx, timeouts, empty / truncated / refused summaries failing
 //! without writing anything; chunking within the request budget with the running summary carried
-//! as a prior summary; the concurrency bound; no API key in any output or in the store; recipes
+//! as a prior summary; the concurrency bound; no API key in any output or in the store, nor at
+//! the origin a redirect points to; a credential in the base URL masked everywhere; recipes
 //! (kodelet-style files, lookup, unknown handlers); how the strategy is chosen; `--max-cost`; and
 //! the settings layers reaching the wire.
 
@@ -1396,6 +1397,217 @@ fn key_never_leaks_openai() {
 #[test]
 fn key_never_leaks_anthropic() {
     key_never_leaks(ProviderKind::Anthropic);
+}
+
+/// A server that redirects every request (307) to another server on another port: the key
+/// must not follow, and the report names the redirect without the key.
+fn redirect_keeps_the_key_home(kind: ProviderKind) {
+    let (env, conv) = one_conversation();
+    let target = Server::start(move |_, _| ok(kind, "SUMMARY-FROM-ELSEWHERE", (10, 5)));
+    let location = format!("{}{}", target.base_url(kind), endpoint(kind));
+    let redirecting =
+        Server::start(move |_, _| Reply::json(307, json!({})).header("location", &location));
+    let mut c = compact_one(&env, &conv, kind, &redirecting);
+    c.env("AGENT_DB_API_KEY", LEAK_KEY)
+        .env("AGENT_DB_LOG", "trace");
+    let out = run(&mut c);
+    assert_eq!(out.code, PARTIAL, "{}\n{}", out.stdout, out.stderr);
+    let doc = out.json();
+    let r = only_row(&doc);
+    assert_eq!(r["status"], "failed", "{r:#}");
+    let detail = r["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("HTTP 307 from ")
+            && detail.contains(&format!(
+                "redirect to http://127.0.0.1:{} not followed",
+                target.port
+            )),
+        "{detail}"
+    );
+    assert!(
+        target.requests().is_empty(),
+        "the other origin received {:?}",
+        target.requests()
+    );
+    assert_eq!(redirecting.requests().len(), 1, "a redirect is not retried");
+    let first = redirecting.requests()[0].clone();
+    let sent = match kind {
+        ProviderKind::OpenAi => &first.headers["authorization"],
+        ProviderKind::Anthropic => &first.headers["x-api-key"],
+    };
+    assert!(sent.contains(LEAK_KEY), "the configured origin got the key");
+    for text in [&out.stdout, &out.stderr] {
+        assert!(!text.contains("LEAKCHECK"), "{text}");
+    }
+    assert!(!raw_messages(&env, &conv.id).contains("SUMMARY-FROM-ELSEWHERE"));
+}
+
+#[test]
+fn redirect_keeps_the_key_home_openai() {
+    redirect_keeps_the_key_home(ProviderKind::OpenAi);
+}
+
+#[test]
+fn redirect_keeps_the_key_home_anthropic() {
+    redirect_keeps_the_key_home(ProviderKind::Anthropic);
+}
+
+// A key written into the base URL (userinfo password and query) is masked on every line.
+
+const URL_PW: &str = "sk-pw-URLLEAK-4711";
+const URL_QKEY: &str = "sk-q-URLLEAK-0815";
+
+/// A base URL on 127.0.0.1:`port` with credentials in its userinfo and query.
+fn url_with_secrets(port: u16) -> String {
+    format!("http://me:{URL_PW}@127.0.0.1:{port}/v1?key={URL_QKEY}&org=acme")
+}
+
+/// [`url_with_secrets`] as agent-db must show it.
+fn url_masked(port: u16) -> String {
+    format!("http://me:***@127.0.0.1:{port}/v1?key=***&org=***")
+}
+
+/// No part of a credential of [`url_with_secrets`] in any of `outputs`.
+fn assert_no_url_secret(outputs: &[(String, Out)]) {
+    for (what, out) in outputs {
+        for (stream, text) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            assert!(
+                !text.contains("URLLEAK"),
+                "a credential from the base URL leaked in {what} ({stream}):\n{text}"
+            );
+        }
+    }
+}
+
+/// `compact ID --llm-provider openai --base-url URL_WITH_SECRETS(port) EXTRA…` with trace logs.
+fn compact_at_secret_url(env: &Env, conv: &Planned, port: u16, extra: &[&str]) -> Out {
+    let mut c = cmd(env);
+    c.env("AGENT_DB_LOG", "trace")
+        .env("AGENT_DB_MAX_RETRIES", "1")
+        .args([
+            "compact",
+            &conv.id,
+            "--keep-tokens",
+            "2000",
+            "--summary-context",
+            "400000",
+            "--llm-provider",
+            "openai",
+            "--model",
+            "test-model",
+            "--base-url",
+            &url_with_secrets(port),
+        ])
+        .args(extra);
+    run(&mut c)
+}
+
+/// The `detail` of the only row of a `--json` run.
+fn only_detail(out: &Out) -> String {
+    only_row(&out.json())["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Failing and unreachable servers, dry runs, table and JSON, trace logs.
+#[test]
+fn credentials_in_the_base_url_are_masked_in_compact() {
+    let (env, conv) = one_conversation();
+    // A careless server: echoes the request target (with its query) and every header.
+    let failing = Server::start(|i, req| {
+        let echo = format!("{} {:?}", req.path, req.headers);
+        Reply::json(
+            if i == 0 { 500 } else { 401 },
+            json!({"error": {"message": format!("bad request {echo}"), "type": "invalid_request_error"}}),
+        )
+        .header("www-authenticate", &echo)
+    });
+    let endpoint = |port| url_masked(port).replace("/v1?", "/v1/chat/completions?");
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut outputs: Vec<(String, Out)> = Vec::new();
+
+    let out = compact_at_secret_url(&env, &conv, failing.port, &["--json"]);
+    assert_eq!(out.code, PARTIAL, "{}", out.stderr);
+    let detail = only_detail(&out);
+    assert!(
+        detail.contains(&format!("HTTP 401 from {}", endpoint(failing.port))),
+        "{detail}"
+    );
+    // The request went where the user pointed it: the path before the query, the key in it.
+    let reqs = failing.requests();
+    assert_eq!(reqs.len(), 2, "one retry");
+    assert_eq!(
+        reqs[0].path,
+        format!("/v1/chat/completions?key={URL_QKEY}&org=acme")
+    );
+    assert!(reqs[0].headers["authorization"].starts_with("Basic "));
+    outputs.push(("failing compact --json".into(), out));
+    let out = compact_at_secret_url(&env, &conv, failing.port, &[]);
+    assert_eq!(out.code, PARTIAL, "{}", out.stderr);
+    outputs.push(("failing compact (table)".into(), out));
+
+    let out = compact_at_secret_url(&env, &conv, closed_port, &["--json"]);
+    assert_eq!(out.code, PARTIAL, "{}", out.stderr);
+    let detail = only_detail(&out);
+    assert!(
+        detail.contains(&format!("cannot reach {}", endpoint(closed_port))),
+        "{detail}"
+    );
+    outputs.push(("unreachable compact --json".into(), out));
+
+    for extra in [&["--dry-run"][..], &["--dry-run", "--json"][..]] {
+        let out = compact_at_secret_url(&env, &conv, failing.port, extra);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(
+            out.stderr
+                .contains(&format!("at {}, recipe", url_masked(failing.port))),
+            "the strategy line shows the masked URL: {}",
+            out.stderr
+        );
+        outputs.push((format!("compact {}", extra.join(" ")), out));
+    }
+    // 500 + 401 for the JSON run, 401 (not retried) for the table run; dry runs send nothing.
+    assert_eq!(failing.requests().len(), 3);
+    assert_no_url_secret(&outputs);
+}
+
+/// `agent-db config` (table and JSON) with the URL from the environment and from the file.
+#[test]
+fn credentials_in_the_base_url_are_masked_in_config() {
+    let env = Env::generated(2, 2, &[]);
+    let port = 9;
+    let mut outputs: Vec<(String, Out)> = Vec::new();
+    for args in [&["config"][..], &["config", "--json"][..]] {
+        let out = run(cmd(&env)
+            .env("AGENT_DB_LLM_PROVIDER", "openai")
+            .env("AGENT_DB_BASE_URL", url_with_secrets(port))
+            .env("AGENT_DB_LOG", "trace")
+            .args(args));
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(out.stdout.contains(&url_masked(port)), "{}", out.stdout);
+        outputs.push((args.join(" "), out));
+    }
+    let file = env.file(
+        "url.toml",
+        format!(
+            "[llm]\nprovider = \"openai\"\nbase_url = \"{}\"\n",
+            url_with_secrets(port)
+        )
+        .as_bytes(),
+    );
+    let out = run(cmd(&env)
+        .arg("--config")
+        .arg(&file)
+        .args(["config", "--json"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.json()["settings"]["base_url"], url_masked(port));
+    outputs.push(("config --json (config file)".into(), out));
+    assert_no_url_secret(&outputs);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-//! The summarization clients against a real HTTP server on 127.0.0.1 (wiremock), for both the
-//! OpenAI-compatible and the Anthropic wire formats.
+//! The summarization clients against a real HTTP server on 127.0.0.1 (wiremock, and a raw
+//! `std::net` server for a body cut off mid-transfer), for both the OpenAI-compatible and the
+//! Anthropic wire formats: answers, retries, the key never leaking, redirects never followed.
 
 use std::time::Duration;
 
@@ -505,4 +506,226 @@ async fn a_key_in_the_base_url_is_scrubbed_too() {
     let err = client(cfg).complete(&request()).await.expect_err("404");
     assert!(!err.to_string().contains(KEY), "{err}");
     assert!(!format!("{err:?}").contains(KEY), "{err:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redirects: the key never goes to another origin.
+
+/// Every header value of every request `server` received, as `name: value` lines.
+async fn received_headers(server: &MockServer) -> Vec<String> {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            r.headers
+                .iter()
+                .map(|(k, v)| format!("{k}: {}", String::from_utf8_lossy(v.as_bytes())))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn redirects_are_not_followed_and_the_key_stays_home() {
+    for kind in KINDS {
+        for status in [301, 302, 303, 307, 308] {
+            // B, on another port, would answer happily and records whatever reaches it.
+            let b = MockServer::start().await;
+            mount(
+                &b,
+                kind,
+                ResponseTemplate::new(200).set_body_json(answer(
+                    kind,
+                    json!("from B"),
+                    complete_stop(kind),
+                )),
+            )
+            .await;
+            let a = MockServer::start().await;
+            let location = format!("{}{}?leak=1", b.uri(), endpoint(kind));
+            mount(
+                &a,
+                kind,
+                ResponseTemplate::new(status).insert_header("location", location.as_str()),
+            )
+            .await;
+            let err = client(config(kind, &a, Some(KEY)))
+                .complete(&request())
+                .await
+                .expect_err("a redirect is an error");
+            let what = format!("{kind:?} {status}");
+            assert!(
+                b.received_requests().await.unwrap().is_empty(),
+                "{what}: B received a request"
+            );
+            assert!(
+                !received_headers(&b).await.iter().any(|h| h.contains(KEY)),
+                "{what}: the key reached B"
+            );
+            // A got exactly the one request (a redirect is not retried).
+            assert_eq!(a.received_requests().await.unwrap().len(), 1, "{what}");
+            match &err {
+                ProviderError::Redirect {
+                    status: s,
+                    location,
+                    ..
+                } => {
+                    assert_eq!(*s, status, "{what}");
+                    assert_eq!(location, &b.uri(), "{what}: B's origin, no path or query");
+                }
+                other => panic!("{what}: {other:?}"),
+            }
+            let display = err.to_string();
+            assert!(
+                display.contains(&format!("HTTP {status} from {}", a.uri()))
+                    && display.contains(&format!("redirect to {} not followed", b.uri())),
+                "{what}: {display}"
+            );
+            assert!(
+                !display.contains(KEY) && !display.contains("leak=1"),
+                "{display}"
+            );
+            assert!(!format!("{err:?}").contains(KEY), "{what}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_relative_or_missing_location_is_named_too() {
+    let kind = ProviderKind::Anthropic;
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        kind,
+        ResponseTemplate::new(307).insert_header("location", "/elsewhere?x=1"),
+    )
+    .await;
+    let err = client(config(kind, &server, Some(KEY)))
+        .complete(&request())
+        .await
+        .expect_err("redirect");
+    assert!(
+        err.to_string()
+            .contains(&format!("redirect to {} not followed", server.uri())),
+        "{err}"
+    );
+    assert_eq!(server.received_requests().await.unwrap().len(), 1);
+
+    let server = MockServer::start().await;
+    mount(&server, kind, ResponseTemplate::new(302)).await;
+    let err = client(config(kind, &server, Some(KEY)))
+        .complete(&request())
+        .await
+        .expect_err("redirect");
+    assert!(
+        err.to_string().contains("nowhere (no Location header)"),
+        "{err}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A body cut off mid-transfer is retried.
+
+/// A raw HTTP/1.1 server on 127.0.0.1 (std only): one request per connection. On the first
+/// connection it promises `Content-Length: 1000`, sends 10 bytes and closes; on the later ones
+/// it sends `body` in full. Returns the base URL and the count of requests it read.
+fn cut_then_whole(body: String) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            // Read the whole request (headers, then Content-Length bytes) before answering.
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let line = line.trim_end();
+                if line.is_empty() {
+                    break;
+                }
+                if let Some((k, v)) = line.split_once(':') {
+                    if k.eq_ignore_ascii_case("content-length") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+            }
+            let mut request_body = vec![0u8; length];
+            let _ = reader.read_exact(&mut request_body);
+            let n = seen.fetch_add(1, Ordering::SeqCst);
+            let reply = if n == 0 {
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{}",
+                    &body[..10]
+                )
+            } else {
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+            };
+            let _ = conn.write_all(reply.as_bytes());
+            let _ = conn.flush();
+            // Dropping the stream closes the connection.
+        }
+    });
+    (base, count)
+}
+
+#[tokio::test]
+async fn a_body_cut_off_mid_transfer_is_retried() {
+    for kind in KINDS {
+        let body = answer(kind, json!("whole at last"), complete_stop(kind)).to_string();
+        assert!(body.len() < 1000);
+        let (base, count) = cut_then_whole(body);
+        let cfg = ClientConfig {
+            base_url: match kind {
+                ProviderKind::OpenAi => format!("{base}/v1"),
+                ProviderKind::Anthropic => base.clone(),
+            },
+            ..config(kind, &MockServer::start().await, Some(KEY))
+        };
+        let completion = client(cfg)
+            .complete(&request())
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: succeeds after a retry: {e}"));
+        assert_eq!(completion.text, "whole at last", "{kind:?}");
+        assert_eq!(completion.attempts, 2, "{kind:?}");
+        assert_eq!(
+            count.load(std::sync::atomic::Ordering::SeqCst),
+            2,
+            "{kind:?}: the server saw 2 requests"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_body_cut_off_every_time_fails_as_cut_after_the_retries() {
+    let kind = ProviderKind::OpenAi;
+    // Only the first connection is cut; with no retries the cut is the final error.
+    let (base, count) = cut_then_whole(answer(kind, json!("x"), "stop").to_string());
+    let cfg = ClientConfig {
+        base_url: format!("{base}/v1"),
+        max_retries: 0,
+        ..config(kind, &MockServer::start().await, Some(KEY))
+    };
+    let err = client(cfg).complete(&request()).await.expect_err("cut");
+    assert!(matches!(err, ProviderError::Cut { .. }), "{err:?}");
+    assert!(err.retryable());
+    assert!(
+        err.to_string().starts_with(&format!(
+            "the response from {base}/v1/chat/completions was cut off: "
+        )),
+        "{err}"
+    );
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
