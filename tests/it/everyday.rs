@@ -478,6 +478,13 @@ fn hook_timeout_takes_plain_seconds() {
         .cmd()
         .args(["compact", "--follow", "--dry-run", "--hook-timeout", "five"]));
     assert_eq!(out.code, 2);
+    // The environment and the config file take plain seconds too.
+    let mut c = env.cmd();
+    c.env("AGENT_DB_HOOK_TIMEOUT", "5")
+        .args(["config", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0);
+    assert_eq!(doc["settings"]["hook_timeout"], "5s");
 }
 
 #[test]
@@ -523,4 +530,41 @@ fn list_json_has_rfc3339_utc_times() {
             "{raw} = {utc}"
         );
     }
+}
+
+#[test]
+fn show_pages_on_a_terminal_only() {
+    let env = Env::generated(3, 9, &[]);
+    let id = env.ids("SELECT id FROM conversations ORDER BY id LIMIT 1")[0].clone();
+    // A pager that marks every line it shows, run on a real terminal.
+    let paged = |extra: &[&str]| {
+        let mut c = crate::common::std_cmd(env.dir.path());
+        c.arg("--db")
+            .arg(&env.db)
+            .args(["show", &id])
+            .args(extra)
+            .env("PAGER", "sed s/^/PAGED:/");
+        crate::pty::run(c, 100)
+    };
+    let out = paged(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.lines().all(|l| l.starts_with("PAGED:")),
+        "every line went through $PAGER:\n{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains(&format!("PAGED:conversation {id}")));
+    let out = paged(&["--no-pager"]);
+    assert!(
+        out.stdout.starts_with(&format!("conversation {id}")),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("PAGED:"));
+    // Piped: never paged.
+    let out = run(env
+        .cmd()
+        .env("PAGER", "sed s/^/PAGED:/")
+        .args(["show", &id]));
+    assert!(!out.stdout.contains("PAGED:") && out.stdout.starts_with("conversation "));
 }
