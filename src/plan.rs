@@ -316,8 +316,9 @@ pub fn plan_loaded(
 
 /// The kept-tail budget that lands a compaction at `target`: what the window allows at the
 /// target, minus the fixed overhead and room for the summary. When the overhead and the summary
-/// alone exceed the target, the tail is minimal (the latest instruction still survives) and the
-/// note says why the target cannot be reached.
+/// alone exceed the target, no tail reaches it: shrinking the tail to nothing would lose history
+/// for no gain, so the default budget applies ([`split::default_keep_tokens`]) and the note says
+/// why the target cannot be reached.
 pub fn tail_for_target(
     target: f64,
     land: &Landing,
@@ -332,7 +333,7 @@ pub fn tail_for_target(
             land.overhead,
             fixed as f64 / land.limit as f64
         );
-        (0, Some(note))
+        (split::default_keep_tokens(Some(land.limit)), Some(note))
     } else {
         (goal - fixed, None)
     }

@@ -292,7 +292,10 @@ fn e2e_compact_appends_one_summary_and_restore_undoes_it() {
     let r = row(&doc, E2E_SESSION);
     assert_eq!(r["status"], "compacted", "{doc:#}");
     let overhead = (stored_before - r["tokens_before"].as_i64().unwrap()).max(0);
-    assert!(overhead > 0, "the real session's tool definitions are overhead");
+    assert!(
+        overhead > 0,
+        "the real session's tool definitions are overhead"
+    );
     // The new stored context: the new history plus that overhead.
     let tokens_after = r["tokens_after"].as_i64().unwrap() + overhead;
 

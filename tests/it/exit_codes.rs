@@ -67,10 +67,7 @@ fn cases() -> Vec<(&'static str, i32, i32)> {
     case(
         "compact --dry-run, nothing to do",
         0,
-        code(
-            env.cmd()
-                .args(["compact", "--dry-run", "--all-over", "1.5"]),
-        ),
+        code(env.cmd().args(["compact", "--dry-run", "--all-over", "1"])),
     );
     case(
         "compact --id of a conversation that does not exist",
@@ -158,7 +155,11 @@ fn cases() -> Vec<(&'static str, i32, i32)> {
     .clone();
     let keep = ["--keep-tokens", "500"];
     assert_eq!(
-        code(env.cmd().args(["compact", "--id", &big, "--yes"]).args(keep)),
+        code(
+            env.cmd()
+                .args(["compact", "--id", &big, "--yes"])
+                .args(keep)
+        ),
         0
     );
     assert_eq!(code(env.cmd().args(["restore", &big])), 0);

@@ -227,3 +227,41 @@ fn a_writable_store_does_spend_and_write() {
     assert!(server.seen.load(Ordering::SeqCst) > 0);
     assert_ne!(files_hash(&env.db), before);
 }
+
+/// A real full disk: a 4 MB tmpfs holding the store leaves less than the free space a run
+/// starts with. Mounting needs root; elsewhere the test says so and stops (the file-size-limit
+/// test above covers the same refusal without privileges).
+#[test]
+fn a_full_disk_is_refused_before_any_request() {
+    if !is_root() {
+        eprintln!("skipping: mounting a small tmpfs needs root");
+        return;
+    }
+    let env = store();
+    let server = counting_server();
+    let mnt = env.dir.path().join("small-disk");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .arg(&mnt)
+        .status();
+    if !matches!(mounted, Ok(s) if s.success()) {
+        eprintln!("skipping: mount -t tmpfs is not permitted here ({mounted:?})");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(mnt.clone());
+    let db = mnt.join("storage.db");
+    std::fs::copy(&env.db, &db).unwrap();
+    let before = files_hash(&db);
+    let (code, stderr) = compact_llm(&env, &db, &server, |_| {});
+    assert_eq!(code, STORE, "{stderr}");
+    assert!(stderr.contains("disk is full"), "{stderr}");
+    assert_eq!(server.seen.load(Ordering::SeqCst), 0);
+    assert_eq!(files_hash(&db), before);
+}

@@ -409,6 +409,7 @@ fn compact_dry_run(env: &Env, rows: &[Stored], format: SynthFormat) {
 
     let before = env.files_hash();
     let mut c = env.cmd();
+    // A low --target, so that conversations of every size have something to summarize.
     c.args([
         "compact",
         "--dry-run",
@@ -416,6 +417,8 @@ fn compact_dry_run(env: &Env, rows: &[Stored], format: SynthFormat) {
         "0",
         "--idle",
         "0",
+        "--target",
+        "0.02",
         "--json",
     ]);
     let (doc, code) = json(c);
@@ -507,6 +510,7 @@ fn compact_dry_run(env: &Env, rows: &[Stored], format: SynthFormat) {
     let out = env
         .cmd()
         .args(["compact", "--dry-run", "--all-over", "0", "--idle", "0"])
+        .args(["--target", "0.02"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "compact --dry-run exit code");

@@ -59,15 +59,20 @@ fn store() -> (Env, Vec<String>) {
             )
             .unwrap();
     }
+    // The heavy ones: long histories (about a fifth of their window) under an overhead that
+    // fills the rest up to 0.93, so no tail can reach 0.4 and even a compacted history stays
+    // over 0.7 (a bytes/4 estimate of the messages sets the window; the test then measures).
     let heavy = env.ids(
         "SELECT id FROM conversations WHERE json_extract(usage, '$.maxContextWindow') > 0
-         ORDER BY length(raw_messages) LIMIT 3 OFFSET 20",
+         ORDER BY length(raw_messages) DESC LIMIT 3 OFFSET 12",
     );
     for id in &heavy {
         env.conn()
             .execute(
-                "UPDATE conversations SET usage = json_set(usage, '$.currentContextWindow',
-                   CAST(json_extract(usage, '$.maxContextWindow') * 0.93 AS INTEGER)) WHERE id = ?1",
+                "UPDATE conversations SET usage = json_set(usage,
+                   '$.maxContextWindow', CAST(length(raw_messages) / 4 / 0.2 AS INTEGER),
+                   '$.currentContextWindow', CAST(length(raw_messages) / 4 / 0.2 * 0.93 AS INTEGER))
+                 WHERE id = ?1",
                 [id],
             )
             .unwrap();
@@ -189,10 +194,7 @@ fn the_same_batch_twice_compacts_nothing_the_second_time() {
     let forced = rows(&compact(&env, &["--force"]));
     for (id, r) in forced.iter().filter(|(id, _)| compacted.contains(id)) {
         let detail = r["detail"].as_str().unwrap_or("");
-        assert!(
-            !detail.contains("stall guard") && detail.contains("overhead"),
-            "{id}: {r}"
-        );
+        assert!(!detail.contains("stall guard"), "{id}: {r}");
     }
 }
 
