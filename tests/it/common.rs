@@ -222,3 +222,66 @@ fn a_present_shared_fixture_is_returned_under_ci() {
     std::fs::write(&p, b"x").expect("write");
     assert_eq!(require_fixture(&p, Some("true".into())), Some(p));
 }
+
+/// An OpenAI-compatible chat-completions server on 127.0.0.1 that answers every request with
+/// the same short summary and counts the requests it gets (std threads, no runtime needed).
+pub struct MiniLlm {
+    pub port: u16,
+    pub seen: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl MiniLlm {
+    pub fn start() -> MiniLlm {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let port = l.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = seen.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    let mut r = BufReader::new(s.try_clone().unwrap());
+                    let mut len = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let l = line.trim_end().to_ascii_lowercase();
+                        if l.is_empty() {
+                            break;
+                        }
+                        if let Some(v) = l.strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    let _ = r.read_exact(&mut body);
+                    let answer = serde_json::json!({
+                        "id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": "## Summary\nThe user asked for a refactor; it is done."}}],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+                    })
+                    .to_string();
+                    let mut s = s;
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                        answer.len()
+                    );
+                });
+            }
+        });
+        MiniLlm { port, seen }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    pub fn requests(&self) -> usize {
+        self.seen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

@@ -15,8 +15,6 @@
 //!   back every cell.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -27,7 +25,7 @@ use rusqlite::types::{ToSqlOutput, Value as SqlValue};
 use rusqlite::Connection;
 use serde_json::Value;
 
-use crate::common::{bare_cmd, NOW};
+use crate::common::{bare_cmd, MiniLlm, NOW};
 
 /// Every cell of every table (agent-db's own and SQLite's excepted) as (typeof, hex), by rowid.
 type Cells = BTreeMap<String, Vec<Vec<(String, String)>>>;
@@ -453,52 +451,10 @@ fn a_first_message_cut_inside_a_character_is_written_as_kodelet_writes_it() {
 // ---------------------------------------------------------------------------------------------
 // The property test.
 
-/// An OpenAI-compatible server on 127.0.0.1 answering every request with a short summary.
-fn llm_server() -> u16 {
-    static PORT: OnceLock<u16> = OnceLock::new();
-    *PORT.get_or_init(|| {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        std::thread::spawn(move || {
-            for s in l.incoming().flatten() {
-                std::thread::spawn(move || serve_one(s));
-            }
-        });
-        port
-    })
-}
-
-fn serve_one(s: std::net::TcpStream) {
-    let mut r = BufReader::new(s.try_clone().unwrap());
-    let mut len = 0usize;
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; len];
-    let _ = r.read_exact(&mut body);
-    let answer = serde_json::json!({
-        "id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
-        "choices": [{"index": 0, "finish_reason": "stop",
-            "message": {"role": "assistant", "content": "## Summary\nThe user asked for a refactor; it is done."}}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
-    })
-    .to_string();
-    let mut s = s;
-    let _ = write!(
-        s,
-        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-        answer.len()
-    );
+/// The LLM server of the property test, started once.
+fn llm_server() -> &'static MiniLlm {
+    static SERVER: OnceLock<MiniLlm> = OnceLock::new();
+    SERVER.get_or_init(MiniLlm::start)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -626,7 +582,7 @@ fn strategies(kind: Kind) -> Vec<Vec<String>> {
         "--llm-provider".into(),
         "openai".into(),
         "--base-url".into(),
-        format!("http://127.0.0.1:{}/v1", llm_server()),
+        llm_server().base_url(),
         "--model".into(),
         "test-model".into(),
     ];

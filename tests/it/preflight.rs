@@ -6,63 +6,16 @@
 //! As root, file permissions do not stop a process; those cases run agent-db through `setpriv`
 //! with the capabilities that bypass them dropped, which is what an ordinary user has.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
 use agent_db::synth::SynthFormat;
 
-use crate::common::{files_hash, std_cmd, Env};
+use crate::common::{files_hash, std_cmd, Env, MiniLlm};
 
 const STORE: i32 = 4;
 const LOCKED: i32 = 6;
-
-/// An OpenAI-compatible server on 127.0.0.1 that counts the requests it gets.
-struct Counting {
-    port: u16,
-    seen: Arc<AtomicUsize>,
-}
-
-fn counting_server() -> Counting {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let seen = Arc::new(AtomicUsize::new(0));
-    let s2 = seen.clone();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            s2.fetch_add(1, Ordering::SeqCst);
-            let mut r = BufReader::new(s.try_clone().unwrap());
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                if r.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let l = line.trim_end().to_ascii_lowercase();
-                if l.is_empty() {
-                    break;
-                }
-                if let Some(v) = l.strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; len];
-            let _ = r.read_exact(&mut body);
-            let answer = r#"{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"summary"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
-            let mut s = s;
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-                answer.len()
-            );
-        }
-    });
-    Counting { port, seen }
-}
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -74,7 +27,7 @@ fn is_root() -> bool {
 fn compact_llm(
     env: &Env,
     db: &Path,
-    server: &Counting,
+    server: &MiniLlm,
     configure: impl FnOnce(&mut std::process::Command),
 ) -> (i32, String) {
     let mut c = std_cmd(env.dir.path());
@@ -116,7 +69,7 @@ fn compact_llm(
             "m",
         ])
         .arg("--base-url")
-        .arg(format!("http://127.0.0.1:{}/v1", server.port))
+        .arg(server.base_url())
         .env("AGENT_DB_API_KEY", "sk-preflight-test");
     configure(&mut c);
     let out = c.output().expect("run");
@@ -132,7 +85,7 @@ fn store() -> Env {
 #[test]
 fn a_read_only_store_file_is_refused_before_any_request() {
     let env = store();
-    let server = counting_server();
+    let server = MiniLlm::start();
     let mut p = std::fs::metadata(&env.db).unwrap().permissions();
     p.set_mode(0o444);
     std::fs::set_permissions(&env.db, p).unwrap();
@@ -148,14 +101,14 @@ fn a_read_only_store_file_is_refused_before_any_request() {
         1,
         "{stderr}"
     );
-    assert_eq!(server.seen.load(Ordering::SeqCst), 0, "no request is sent");
+    assert_eq!(server.requests(), 0, "no request is sent");
     assert_eq!(files_hash(&env.db), before);
 }
 
 #[test]
 fn a_read_only_directory_is_refused_before_any_request() {
     let env = store();
-    let server = counting_server();
+    let server = MiniLlm::start();
     let dir = env.dir.path().join("ro");
     std::fs::create_dir(&dir).unwrap();
     let db = dir.join("storage.db");
@@ -169,14 +122,14 @@ fn a_read_only_directory_is_refused_before_any_request() {
         stderr.contains("directory") && stderr.contains("-wal"),
         "names the WAL it cannot create: {stderr}"
     );
-    assert_eq!(server.seen.load(Ordering::SeqCst), 0);
+    assert_eq!(server.requests(), 0);
     assert_eq!(files_hash(&db), before);
 }
 
 #[test]
 fn a_file_size_limit_below_the_store_is_refused_before_any_request() {
     let env = store();
-    let server = counting_server();
+    let server = MiniLlm::start();
     let size = std::fs::metadata(&env.db).unwrap().len();
     let before = files_hash(&env.db);
     let (code, stderr) = compact_llm(&env, &env.db, &server, |c| {
@@ -197,21 +150,21 @@ fn a_file_size_limit_below_the_store_is_refused_before_any_request() {
     });
     assert_eq!(code, STORE, "{stderr}");
     assert!(stderr.contains("ulimit -f"), "{stderr}");
-    assert_eq!(server.seen.load(Ordering::SeqCst), 0);
+    assert_eq!(server.requests(), 0);
     assert_eq!(files_hash(&env.db), before);
 }
 
 #[test]
 fn a_store_locked_by_another_run_is_refused_before_any_request() {
     let env = store();
-    let server = counting_server();
+    let server = MiniLlm::start();
     let lock = agent_db::store::lock::lock_path(&env.db);
     let held = std::fs::File::create(&lock).unwrap();
     held.try_lock().unwrap();
     let before = files_hash(&env.db);
     let (code, stderr) = compact_llm(&env, &env.db, &server, |_| {});
     assert_eq!(code, LOCKED, "{stderr}");
-    assert_eq!(server.seen.load(Ordering::SeqCst), 0);
+    assert_eq!(server.requests(), 0);
     assert_eq!(files_hash(&env.db), before);
     drop(held);
 }
@@ -220,11 +173,11 @@ fn a_store_locked_by_another_run_is_refused_before_any_request() {
 fn a_writable_store_does_spend_and_write() {
     // The control: the same command on a writable store reaches the server and writes.
     let env = store();
-    let server = counting_server();
+    let server = MiniLlm::start();
     let before = files_hash(&env.db);
     let (code, stderr) = compact_llm(&env, &env.db, &server, |_| {});
     assert_eq!(code, 0, "{stderr}");
-    assert!(server.seen.load(Ordering::SeqCst) > 0);
+    assert!(server.requests() > 0);
     assert_ne!(files_hash(&env.db), before);
 }
 
@@ -238,7 +191,7 @@ fn a_full_disk_is_refused_before_any_request() {
         return;
     }
     let env = store();
-    let server = counting_server();
+    let server = MiniLlm::start();
     let mnt = env.dir.path().join("small-disk");
     std::fs::create_dir(&mnt).unwrap();
     let mounted = std::process::Command::new("mount")
@@ -262,6 +215,6 @@ fn a_full_disk_is_refused_before_any_request() {
     let (code, stderr) = compact_llm(&env, &db, &server, |_| {});
     assert_eq!(code, STORE, "{stderr}");
     assert!(stderr.contains("disk is full"), "{stderr}");
-    assert_eq!(server.seen.load(Ordering::SeqCst), 0);
+    assert_eq!(server.requests(), 0);
     assert_eq!(files_hash(&db), before);
 }
