@@ -135,7 +135,8 @@ impl Prior {
             }
             if !inside {
                 live.push(line);
-            } else if line.starts_with("- ") || line.starts_with("  ") {
+            } else if !line.trim().is_empty() && line != render::WITHDRAWN_LEAD {
+                // Items, whatever their shape (a model's summary may write prose).
                 withdrawn.push(line.to_string());
             }
         }

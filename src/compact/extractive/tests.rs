@@ -983,6 +983,31 @@ fn earlier_withdrawals_are_carried_forward_and_still_masked() {
 }
 
 #[test]
+fn a_models_withdrawn_section_is_merged_too() {
+    let body = "## User requests and instructions\nThe user wants the scheduler on tokio.\n\n## Withdrawn or superseded\nThe user first asked for async-std, then dropped it for tokio.\n\n## Where we stopped\nTimer wheel.";
+    let earlier = format!("{SUMMARY_HEADER}\nThis session continues an earlier conversation. agent-db replaced 9 earlier messages (about 9000 tokens) with this summary, written by a model on 2026-10-01; everything after it is verbatim. Read it as your own notes of what happened so far.\n\n{body}\n");
+    let mut c = Conv::new(Format::Anthropic);
+    c.user(&earlier);
+    busy(&mut c, 4, 1);
+    c.user("Use the egret-timer crate for the wheel.");
+    busy(&mut c, 4, 2);
+    c.user("forget egret-timer, write the wheel by hand");
+    busy(&mut c, 4, 3);
+    c.user("ok go");
+    c.assistant(None, &"Going. ".repeat(80), &[]);
+    let s = summary_of(&c.plan(300));
+    assert_eq!(s.matches("\n## Withdrawn").count(), 1, "{s}");
+    let (live, withdrawn) = split_withdrawn(&s);
+    assert!(
+        withdrawn.contains("The user first asked for async-std, then dropped it for tokio."),
+        "{s}"
+    );
+    assert!(withdrawn.contains("[W1] = `egret-timer`"), "{s}");
+    assert!(!live.contains("egret-timer"), "{s}");
+    assert!(live.contains("Timer wheel."), "{s}");
+}
+
+#[test]
 fn prior_summary_is_carried_forward() {
     let body = "## User requests and instructions\n1. \"Port the scheduler to tokio.\"\n\n## Files touched\n- src/sched.rs (edited 3×)";
     let earlier = format!(
