@@ -20,7 +20,7 @@ use super::text::{collapse, is_code_like, normalize, sentences, tokens};
 /// Sentences shorter than this many words say too little to keep.
 const MIN_WORDS: usize = 4;
 /// Longest sentence kept whole, in characters.
-pub(super) const SENTENCE_CHARS: usize = 500;
+pub(super) const SENTENCE_CHARS: usize = 600;
 
 const BONUS_ANSWER: f64 = 2.0;
 const BONUS_EDIT: f64 = 1.0;

@@ -19,9 +19,10 @@
 //!   (edited and written paths, commands with exit status, error lines with file:line, failed
 //!   test names); tool-result bodies and thinking are never copied.
 //! - **Pending**: the latest instruction, and commands still failing at the end.
-//! - **Withdrawn or superseded**: what a later user turn took back or replaced, resolved by the
-//!   entities the statements share (see `supersede`); a withdrawn subject is masked as `[Wn]`
-//!   everywhere else, so the summary states only the final state as live.
+//! - **Withdrawn or superseded**: what a later user turn (in the head or the kept tail) took
+//!   back or replaced, resolved by the entities the statements share (see `supersede`); a
+//!   withdrawn subject is masked as `[Wn]` everywhere else, so the summary states only the
+//!   final state as live.
 //! - **Where we stopped**: the assistant's last message and last tool calls.
 //!
 //! An earlier agent-db summary at the start of the head is carried forward (its withdrawn
@@ -96,7 +97,12 @@ pub fn summarize(input: &HeadInput<'_>) -> String {
         .filter(|p| !p.is_empty())
         .map(Prior::parse);
 
-    let facts = gather(input.head, prior.as_ref(), input.latest_instruction);
+    let facts = gather(
+        input.head,
+        prior.as_ref(),
+        input.latest_instruction,
+        input.plan.tail(),
+    );
     let prior_text = prior.as_ref().map(|p| facts.masker.apply(&p.live));
     let mut sections = render::build_sections(&facts, prior.as_ref());
 
@@ -249,7 +255,7 @@ const RULE_CHARS: usize = 400;
 /// user turn took back (the latest [`MAX_RULES`], each short). The LLM strategy names them as
 /// things to preserve.
 pub fn standing_rules(messages: &[Message]) -> Vec<String> {
-    let f = gather(messages, None, None);
+    let f = gather(messages, None, None, &[]);
     let superseded: HashSet<usize> = f
         .withdrawals
         .iter()
@@ -281,7 +287,14 @@ fn statement_entities(s: &str, stats: &Stats) -> Option<Vec<entities::Entity>> {
     Some(ents)
 }
 
-fn gather(head: &[Message], prior: Option<&Prior>, latest: Option<&Message>) -> Facts {
+/// The facts of `head`. The user turns of `later` (the kept tail) are read only for what they
+/// take back: a withdrawal there still withdraws what the summary would say.
+fn gather(
+    head: &[Message],
+    prior: Option<&Prior>,
+    latest: Option<&Message>,
+    later: &[Message],
+) -> Facts {
     let skip = usize::from(prior.is_some() || head.first().is_some_and(is_summary_message));
     let body = &head[skip.min(head.len())..];
     let mut f = Facts {
@@ -328,6 +341,7 @@ fn gather(head: &[Message], prior: Option<&Prior>, latest: Option<&Message>) -> 
         }
     }
     resolve_errors(&mut f, &walk);
+    later_statements(&mut f, later);
     let prior_items = prior.map_or(&[][..], |p| &p.withdrawn[..]);
     f.withdrawals = supersede::resolve(&f.stmts, &f.stats);
     label_withdrawals(&mut f, prior_items);
@@ -356,6 +370,28 @@ fn user_turn(f: &mut Facts, text: String, latest: bool) {
         latest,
         system: false,
     });
+}
+
+/// The user's sentences after the head, as statements that may take back what the head said.
+fn later_statements(f: &mut Facts, later: &[Message]) {
+    let first_turn = f.turns.len() + 1;
+    let turns = later.iter().filter(|m| m.is_user_instruction());
+    for (k, m) in turns.enumerate() {
+        let text = visible_text(m);
+        if is_summary_text(&text) {
+            continue;
+        }
+        for s in sentences(&text) {
+            if let Some(ents) = statement_entities(&s, &f.stats) {
+                f.stmts.push(Stmt {
+                    origin: Origin::User,
+                    turn: first_turn + k,
+                    text: s,
+                    ents,
+                });
+            }
+        }
+    }
 }
 
 /// The lines of a carried-forward summary, as statements that later turns may supersede.

@@ -839,6 +839,31 @@ fn withdrawn_statements_never_read_as_live() {
 }
 
 #[test]
+fn a_withdrawal_in_the_kept_tail_still_withdraws() {
+    // The statement is summarized; the message taking it back stays verbatim in the tail.
+    let mut c = conversation(
+        Format::Anthropic,
+        &["Please route the exports through kestrel-relay."],
+        4,
+    );
+    c.user("actually scrap kestrel-relay, send them straight to the bucket");
+    c.assistant(
+        None,
+        &"Dropping the relay and writing to the bucket directly. ".repeat(30),
+        &[],
+    );
+    let plan = c.plan(600);
+    assert!(plan
+        .tail()
+        .iter()
+        .any(|m| m.text().contains("scrap kestrel-relay")));
+    let s = summary_of(&plan);
+    let (live, withdrawn) = split_withdrawn(&s);
+    assert!(!live.contains("kestrel-relay"), "{s}");
+    assert!(withdrawn.contains("scrap kestrel-relay"), "{s}");
+}
+
+#[test]
 fn a_short_turn_takes_back_the_turn_before() {
     let turns = [
         "Also bump the pool size in conf/heron.yaml to 64.",
