@@ -13,7 +13,8 @@
 //!   word (their predicate, "modify" in "never modify X" / "you can modify X now"), or
 //! - it is negative where the thread so far is only the assistant's positive plan.
 //!
-//! An entity in more than eight messages is the session's topic and is never withdrawn. Each
+//! An entity the user spoke of in four turns or more is the session's topic and is never
+//! withdrawn. Each
 //! change supersedes the statements before it in the thread and flips the thread between live
 //! and withdrawn. A short user sentence that takes something back without naming anything
 //! ("scratch that") supersedes the sentence or turn right before it. When a thread ends
@@ -78,8 +79,10 @@ const FLIP_MAX_DF: u32 = 5;
 /// An entity in at most this many messages is specific enough that a change of polarity about
 /// it is a withdrawal even when the two clauses share no other word.
 const FLIP_BARE_MAX_DF: u32 = 3;
-/// … and not even an explicit withdrawal word withdraws it.
-const MARKER_MAX_DF: u32 = 8;
+/// The user has spoken of the session's topic in more turns than this before: not even an
+/// explicit withdrawal word withdraws it (the agent using a thing in tools does not make it
+/// the topic; the user returning to it does).
+const TOPIC_MIN_TURNS: usize = 4;
 
 /// The clause of `text` that names `e`, or the whole text when that clause is very short.
 fn scope<'a>(text: &'a str, e: &Entity) -> &'a str {
@@ -166,10 +169,16 @@ fn change(
     let m = &thread[k];
     let st = &stmts[m.stmt];
     let e = &st.ents[m.ent];
-    let df = stats.entity_df(e);
-    if df > MARKER_MAX_DF {
+    let user_turns: HashSet<usize> = thread[..k]
+        .iter()
+        .map(|b| &stmts[b.stmt])
+        .filter(|b| b.origin == Origin::User)
+        .map(|b| b.turn)
+        .collect();
+    if user_turns.len() >= TOPIC_MIN_TURNS {
         return None;
     }
+    let df = stats.entity_df(e);
     let sc = scope(&st.text, e);
     // A marker in the entity's clause, or in a clause that names nothing ("On second
     // thought, keep X off the list").

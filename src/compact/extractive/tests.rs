@@ -839,6 +839,38 @@ fn withdrawn_statements_never_read_as_live() {
 }
 
 #[test]
+fn a_thing_the_agent_already_used_can_still_be_withdrawn() {
+    // The agent added the crate and used it in many tool calls before the user changed course.
+    let mut c = conversation(
+        Format::OpenAiChat,
+        &["Use the ibis-json crate for the parser."],
+        5,
+    );
+    for k in 0..8 {
+        let id = format!("ibis{k}");
+        c.assistant(
+            None,
+            "Wiring ibis-json into the parser.",
+            &[(
+                &id,
+                "bash",
+                json!({"command": format!("cargo build -p parser --features ibis-json-{k}")}),
+            )],
+        );
+        c.results(&[(&id, "Compiling ibis-json v0.3.0\nFinished", false)]);
+    }
+    c.user("forget ibis-json, serde_json is enough");
+    busy(&mut c, 4, 9);
+    c.user("ok carry on");
+    c.assistant(None, &"Carrying on. ".repeat(80), &[]);
+    let s = summary_of(&c.plan(400));
+    let (live, withdrawn) = split_withdrawn(&s);
+    assert!(!live.contains("ibis-json"), "{s}");
+    assert!(withdrawn.contains("forget ibis-json"), "{s}");
+    assert!(live.contains("serde_json is enough"), "{s}");
+}
+
+#[test]
 fn a_withdrawal_in_the_kept_tail_still_withdraws() {
     // The statement is summarized; the message taking it back stays verbatim in the tail.
     let mut c = conversation(
