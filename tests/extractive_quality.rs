@@ -6,7 +6,8 @@
 //! user's first request), compacts each with a kept tail of about 20% of its size, and measures
 //! how many planted facts are still findable verbatim in the new history (summary + re-inserted
 //! instruction + tail) and how large the new history is. Each fact kind has at least three
-//! phrasings, so the measurement does not hinge on one wording.
+//! phrasings, so the measurement does not hinge on one wording; the rules include everyday
+//! phrasings with no cue word in them.
 //!
 //! Run with `cargo test --test extractive_quality -- --nocapture` to see the figures.
 
@@ -528,7 +529,11 @@ fn first_request(rng: &mut Rng, k: &str, p: &Project) -> (String, String) {
 
 /// A standing rule: (sentence the user writes, probe).
 fn rule(rng: &mut Rng, k: &str) -> String {
-    match rng.below(6) {
+    match rng.below(9) {
+        // Everyday phrasings, with no cue word ("always", "never", "must") in them.
+        6 => format!("vendor/{k}/ is off limits, the platform team owns it."),
+        7 => format!("btw leave the {k}_ledger table alone, finance reads it directly."),
+        8 => format!("Before anything gets committed I want `make check-{k}` green."),
         0 => format!("Always run `make lint-{k}` before you tell me a change is done."),
         1 => format!("Never modify anything under vendor/{k}/ because those files are generated."),
         2 => format!("From now on, do not add new dependencies on the {k}-legacy crate."),
@@ -1013,6 +1018,12 @@ fn planted_facts_survive_and_history_shrinks() {
         );
         ratios.push(ratio);
         summary_tokens_all.push(summary_tokens);
+        // The summary is at least five times smaller than the head it replaces.
+        assert!(
+            summary_tokens * 5 <= split.head_tokens,
+            "conversation {i}: summary of {summary_tokens} tokens for a head of {}",
+            split.head_tokens
+        );
 
         // Planted facts are in the head, so they can only survive through the summary.
         let head_text: String = {

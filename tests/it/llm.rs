@@ -655,6 +655,29 @@ fn request_shape(kind: ProviderKind) {
         p.user.find(recipe_body(COMPACT_RECIPE)) < p.user.find(INSTRUCTIONS),
         "the instructions come after the recipe"
     );
+    // The recipe asks for the extractive summary's sections, and for withdrawn items to be
+    // stated as withdrawn, never as live.
+    for heading in [
+        "## User requests and instructions",
+        "## Decisions and findings",
+        "## Files touched",
+        "## Commands run",
+        "## Errors seen",
+        "## Pending",
+        "## Withdrawn or superseded",
+        "## Where we stopped",
+    ] {
+        assert!(
+            p.user.contains(heading),
+            "{heading} is asked for:\n{}",
+            p.user
+        );
+    }
+    assert!(
+        p.user.contains("never as live"),
+        "withdrawn items are asked for as withdrawn:\n{}",
+        p.user
+    );
     assert!(
         transcript(&p.user).contains(&marker),
         "the head's first message {marker:?} is in the transcript"
@@ -2206,6 +2229,10 @@ fn settings_layers_reach_the_wire() {
     assert!(
         p.user.contains(recipe_body(BRIEF_RECIPE)),
         "AGENT_DB_RECIPE=brief"
+    );
+    assert!(
+        p.user.contains("## Withdrawn or superseded") && p.user.contains("never as live"),
+        "the brief recipe asks for withdrawn items too"
     );
 
     let p = o(2);

@@ -1,26 +1,31 @@
 //! Error lines: whether a tool result failed and which of its lines say so best (exit codes,
-//! compiler and runtime errors, diagnostics), scored and clipped for the summary.
+//! compiler and runtime errors, diagnostics), scored and clipped for the summary; the exit code
+//! a result reports and the names of the tests a runner reported as failed. The markers are in
+//! `lexicon`.
 
+use super::lexicon::{
+    ERROR_COLON_MARKERS, ERROR_CONTAINS, ERROR_STARTS, EXIT_MARKERS, FAILED_TEST_PREFIXES,
+    FAIL_CONTAINS, FAIL_STARTS, FRAME_MARKERS, NONZERO_EXIT_MARKERS, NONZERO_WORDS,
+    STRONG_ERROR_CONTAINS, STRONG_ERROR_STARTS, TEST_LINE_PREFIXES, UPPERCASE_ERROR_WORDS,
+    UPPERCASE_FAIL_WORDS,
+};
 use super::text::{clip, collapse};
 
 const ERROR_CHARS: usize = 200;
+/// Extra room for a location line added to the error lines.
+const LOCATION_CHARS: usize = 160;
+/// Failed test names listed per error.
+const MAX_FAILED_TESTS: usize = 5;
+const TEST_NAME_CHARS: usize = 120;
 
 /// The exit code a line reports (`exit code 1`, `exited with status 2`, `exitCode: 0`).
-fn exit_code(lower: &str) -> Option<i64> {
-    for marker in [
-        "exited with status",
-        "exited with code",
-        "exit code",
-        "exit status",
-        "exitcode",
-        "exit_code",
-        "returned non-zero exit status",
-    ] {
+pub(super) fn exit_code(lower: &str) -> Option<i64> {
+    if NONZERO_EXIT_MARKERS.iter().any(|m| lower.contains(m)) {
+        return Some(1);
+    }
+    for marker in EXIT_MARKERS {
         if let Some(p) = lower.find(marker) {
             let rest = lower[p + marker.len()..].trim_start_matches([' ', ':', '=', '"']);
-            if marker == "returned non-zero exit status" {
-                return Some(1);
-            }
             let digits: String = rest
                 .chars()
                 .take_while(|c| c.is_ascii_digit() || *c == '-')
@@ -28,7 +33,7 @@ fn exit_code(lower: &str) -> Option<i64> {
             if let Ok(n) = digits.parse::<i64>() {
                 return Some(n);
             }
-            if rest.starts_with("non-zero") || rest.starts_with("nonzero") {
+            if NONZERO_WORDS.iter().any(|w| rest.starts_with(w)) {
                 return Some(1);
             }
         }
@@ -36,18 +41,28 @@ fn exit_code(lower: &str) -> Option<i64> {
     None
 }
 
+/// The first non-zero exit code a result reports.
+pub(super) fn result_exit_code(content: &str) -> Option<i64> {
+    content
+        .lines()
+        .filter_map(|l| exit_code(&l.to_lowercase()))
+        .find(|c| *c != 0)
+}
+
 /// Whether `t` contains `Error:` (not `Error::`) right after an identifier such as `TypeError`
 /// (`named`) or on its own.
 fn error_colon(t: &str) -> (bool, bool) {
+    let lower = t.to_ascii_lowercase();
     let mut any = false;
     let mut named = false;
-    for marker in ["Error:", "Exception:"] {
+    for marker in ERROR_COLON_MARKERS {
         let mut from = 0;
-        while let Some(p) = t[from..].find(marker) {
+        while let Some(p) = lower[from..].find(marker) {
             let s = from + p;
             let e = s + marker.len();
             from = e;
-            if t[e..].starts_with(':') {
+            // `Error:` with a capital, not `error:` inside prose or `Error::` paths.
+            if !t[s..].starts_with(|c: char| c.is_uppercase()) || lower[e..].starts_with(':') {
                 continue;
             }
             any = true;
@@ -63,6 +78,11 @@ fn error_colon(t: &str) -> (bool, bool) {
     (any, named)
 }
 
+/// Whether the uppercase form of any of `words` occurs in `t` as a whole word.
+fn has_upper_word(t: &str, words: &[&str]) -> bool {
+    words.iter().any(|w| has_word_cs(t, &w.to_uppercase()))
+}
+
 /// How clearly a line reports an error: 0 (not at all) to 5 (a compiler or runtime error).
 fn line_score(line: &str) -> u8 {
     let t = line.trim();
@@ -74,40 +94,59 @@ fn line_score(line: &str) -> u8 {
         return u8::from(code != 0);
     }
     let (error_colon, named_error) = error_colon(t);
-    if t.contains("error[E")
-        || t.contains("error TS")
-        || lower.starts_with("error:")
-        || lower.starts_with("error[")
-        || lower.contains(": error:")
-        || t.contains(": error ")
-        || t.contains("panicked at")
-        || t.starts_with("panic: ")
-        || lower.starts_with("fatal:")
-        || lower.starts_with("fatal error")
+    if STRONG_ERROR_CONTAINS.iter().any(|m| lower.contains(m))
+        || STRONG_ERROR_STARTS.iter().any(|m| lower.starts_with(m))
         || named_error
     {
         return 5;
     }
     if error_colon
-        || has_word_cs(t, "ERROR")
-        || t.contains("npm ERR!")
-        || lower.starts_with("failed to")
+        || has_upper_word(t, UPPERCASE_ERROR_WORDS)
+        || ERROR_CONTAINS.iter().any(|m| lower.contains(m))
+        || ERROR_STARTS.iter().any(|m| lower.starts_with(m))
     {
         return 3;
     }
-    if t.contains("FAILED")
-        || t.starts_with("FAIL")
-        || t.starts_with("--- FAIL")
-        || t.starts_with("Traceback (most recent call last)")
-        || lower.contains("command not found")
-        || lower.contains("no such file or directory")
-        || lower.contains("permission denied")
-        || lower.contains("segmentation fault")
-        || lower.contains("cannot find module")
+    if has_upper_word(t, UPPERCASE_FAIL_WORDS)
+        || FAIL_STARTS.iter().any(|m| lower.starts_with(m))
+        || FAIL_CONTAINS.iter().any(|m| lower.contains(m))
     {
         return 2;
     }
     0
+}
+
+/// Names of the tests a runner reported as failed (`--- FAIL: TestX`, `test a::b ... FAILED`,
+/// `FAILED tests/x.py::test_y - …`), de-duplicated, in order.
+pub(super) fn failed_tests(content: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in content.lines() {
+        let t = line.trim();
+        let lower = t.to_lowercase();
+        let name = FAILED_TEST_PREFIXES
+            .iter()
+            .find(|p| {
+                lower.starts_with(*p) && t.starts_with(|c: char| c == '-' || c.is_uppercase())
+            })
+            .and_then(|p| t[p.len()..].split_whitespace().next())
+            .or_else(|| {
+                let upper_fail = UPPERCASE_FAIL_WORDS.first().map(|w| w.to_uppercase())?;
+                let prefix = TEST_LINE_PREFIXES.iter().find(|p| lower.starts_with(*p))?;
+                t.ends_with(&upper_fail)
+                    .then(|| t[prefix.len()..].split_whitespace().next())
+                    .flatten()
+            });
+        if let Some(n) = name {
+            let n = clip(n.trim_end_matches(':'), TEST_NAME_CHARS);
+            if n.chars().any(char::is_alphanumeric) && !out.contains(&n) {
+                out.push(n);
+            }
+        }
+        if out.len() >= MAX_FAILED_TESTS {
+            break;
+        }
+    }
+    out
 }
 
 /// Whether `word` occurs in `t` as a whole word (case-sensitive).
@@ -229,6 +268,7 @@ pub(super) fn error_line(content: &str, is_error: bool, first_lines_only: bool) 
             picked.push(si);
         }
     }
+    let located = add_location(scan, &mut picked, bi);
     picked.sort_unstable();
     picked.dedup();
     let joined = picked
@@ -236,7 +276,49 @@ pub(super) fn error_line(content: &str, is_error: bool, first_lines_only: bool) 
         .map(|&i| collapse(scan[i]))
         .collect::<Vec<_>>()
         .join(" | ");
-    Some(clip(&joined, ERROR_CHARS))
+    Some(clip(
+        &joined,
+        ERROR_CHARS + if located { LOCATION_CHARS } else { 0 },
+    ))
+}
+
+/// When no picked line says where, add the nearest line that does (`at f (src/x.js:12:5)`,
+/// `File "app/x.py", line 3`): the first after the best line, else the last before it.
+/// Returns whether one was added.
+fn add_location(scan: &[&str], picked: &mut Vec<usize>, best: usize) -> bool {
+    if picked.iter().any(|&i| has_location(scan[i])) {
+        return false;
+    }
+    let after = (best + 1..scan.len()).find(|&i| has_location(scan[i]));
+    let found = after.or_else(|| (0..best).rev().find(|&i| has_location(scan[i])));
+    match found {
+        Some(i) if collapse(scan[i]).chars().count() <= LOCATION_CHARS => {
+            picked.push(i);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Whether a line names a source location: `file.ext:line` or a Python frame.
+fn has_location(line: &str) -> bool {
+    let lower = line.to_lowercase();
+    if FRAME_MARKERS.iter().all(|m| lower.contains(m)) {
+        return true;
+    }
+    line.split(|c: char| c.is_whitespace() || "()[]'\",".contains(c))
+        .any(|t| {
+            let Some((file, rest)) = t.split_once(':') else {
+                return false;
+            };
+            let ext_ok = file.rsplit_once('.').is_some_and(|(stem, ext)| {
+                !stem.is_empty()
+                    && (1..=6).contains(&ext.len())
+                    && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                    && ext.chars().any(|c| c.is_ascii_alphabetic())
+            });
+            ext_ok && rest.starts_with(|c: char| c.is_ascii_digit())
+        })
 }
 
 #[cfg(test)]
@@ -247,7 +329,7 @@ mod tests {
     fn error_lines() {
         assert_eq!(
             error_line("Error: Command exited with status 1\nTraceback (most recent call last):\n  File \"x.py\", line 3\nModuleNotFoundError: No module named 'frob'", false, false).as_deref(),
-            Some("Traceback (most recent call last): | ModuleNotFoundError: No module named 'frob'")
+            Some("Traceback (most recent call last): | File \"x.py\", line 3 | ModuleNotFoundError: No module named 'frob'")
         );
         assert_eq!(error_line("all good\nexit code 0", false, false), None);
         assert_eq!(error_line("done", true, false).as_deref(), Some("done"));
@@ -279,6 +361,14 @@ mod tests {
             5
         );
         assert!(is_diagnostic("internal/a/b.go:12:5: undefined: Foo"));
+        assert_eq!(
+            failed_tests("=== RUN TestA\n--- FAIL: TestA (0.01s)\ntest parse::it ... FAILED\nFAILED tests/t.py::test_x - assert 1\nFAIL\tpkg 0.1s"),
+            vec!["TestA", "parse::it", "tests/t.py::test_x"]
+        );
+        assert_eq!(
+            result_exit_code("ok\nError: Command exited with status 101"),
+            Some(101)
+        );
         assert!(is_diagnostic("src/a.ts(3,4): oops"));
         assert!(!is_diagnostic("note: see above"));
         assert!(!is_diagnostic("at 12:30: lunch"));

@@ -1,32 +1,54 @@
-//! The offline, deterministic summarizer: a structured digest of the head built only from what
-//! the messages say, with no model call.
+//! The offline, deterministic summarizer: a structured digest of the head built from what
+//! carries the work forward, with no model call and no cue words.
 //!
-//! [`summarize`] walks the head through the provider-neutral [`Message`] model (so the three
-//! kodelet formats look alike) and collects, in order: the user's requests, the sentences in
-//! which the user states rules, the files and commands the tool calls touched, the errors tool
-//! results reported and what the assistant said next, the assistant's decisions and findings,
-//! pending work, and what the assistant was doing at the end. Everything is quoted verbatim
-//! (whitespace collapsed, long quotes cut at the end) so paths, identifiers and error strings stay
-//! findable by exact substring. Thinking blocks and tool-result bodies are never copied; only
-//! the error lines of failed results are.
+//! [`summarize`] walks the head through the provider-neutral [`Message`] model (so every stored
+//! format looks alike) and builds these sections:
 //!
-//! The summary is bounded: every section is capped, and the whole text is brought down to about
-//! [`budget`] tokens by cutting list items from the least important sections first (commands,
-//! then files, pending tasks, findings, later requests); the first request is never cut, and the
-//! standing instructions and error lines go last. An earlier agent-db summary at the start of
-//! the head is carried forward verbatim (a re-compaction never loses it).
+//! - **User requests and instructions**: every message the user wrote (not tool results), in
+//!   order, near-verbatim. User turns are short and carry the instructions, rules, required
+//!   commands and pending asks in whatever words the user chose, so they are kept rather than
+//!   classified. Over budget, the longest turns in the middle are shortened first (prose is cut;
+//!   paths, identifiers, commands and numbers are kept), then the oldest middle turns are
+//!   dropped; the first request and the three latest turns are only cut when nothing else is
+//!   left (or when one is a paste of more than 900 tokens). The latest instruction, which the
+//!   swap repeats verbatim right after the summary, is only pointed at.
+//! - **Decisions and findings**: the assistant's sentences picked by structure (distinctive
+//!   tokens, being its answer to a user turn, standing next to an edit or after a failure),
+//!   see `assistant`.
+//! - **Files touched**, **Commands run**, **Errors seen**: tool output compressed to its signal
+//!   (edited and written paths, commands with exit status, error lines with file:line, failed
+//!   test names); tool-result bodies and thinking are never copied.
+//! - **Pending**: the latest instruction, and commands still failing at the end.
+//! - **Withdrawn or superseded**: what a later user turn (in the head or the kept tail) took
+//!   back or replaced, resolved by the entities the statements share (see `supersede`); a
+//!   withdrawn subject is masked as `[Wn]` everywhere else, so the summary states only the
+//!   final state as live.
+//! - **Where we stopped**: the assistant's last message and last tool calls.
 //!
-//! Pure: no I/O, no randomness, no clock other than `HeadInput::now`.
+//! An earlier agent-db summary at the start of the head is carried forward (its withdrawn
+//! section merged into the new one, its text masked like the rest). The summary is bounded:
+//! about a sixth of the head's tokens, at most [`MAX_SUMMARY_TOKENS`]; when over, the least
+//! important items go first (last tool calls, commands, read-only files, low-ranked assistant
+//! sentences, error resolutions), and the withdrawn section is never cut.
 //!
-//! Layout: this module holds the public API and the gathering of the facts from the head;
-//! `text` splits and classifies sentences and quotes them, `tools` reads tool calls (files and
-//! commands), `errors` finds the error lines of tool results, and `render` builds the sections,
+//! Pure: no I/O, no randomness, no clock other than `HeadInput::now`. Every word list the
+//! summarizer uses is in [`lexicon`].
+//!
+//! Layout: this module gathers the facts from the head; `text` splits and quotes prose,
+//! `entities` finds distinctive tokens and counts words, `turns` shortens user turns,
+//! `assistant` scores the assistant's sentences, `supersede` resolves withdrawals and masks,
+//! `tools` reads tool calls, `errors` reads failed results, and `render` builds the sections,
 //! fits them to the budget and renders the summary.
 
+mod assistant;
+mod entities;
 mod errors;
+pub mod lexicon;
 mod render;
+mod supersede;
 mod text;
 mod tools;
+mod turns;
 
 #[cfg(test)]
 mod tests;
@@ -38,21 +60,21 @@ use crate::message::{Block, Message, Role};
 use crate::plan::{is_summary_text, SUMMARY_HEADER};
 use crate::tokens::count_text;
 
-use self::errors::error_line;
-use self::text::{collapse, decision_strength, is_pending, is_rule, normalize, quote, sentences};
+use self::assistant::TextAt;
+use self::entities::{entities, Stats};
+use self::errors::{error_line, failed_tests, result_exit_code};
+use self::supersede::{Masker, Origin, Stmt, Withdrawal};
+use self::text::{collapse, sentences, strip_bullet};
 use self::tools::record_call;
 
 /// The upper bound of a summary's size, in o200k tokens, however large the head.
 pub const MAX_SUMMARY_TOKENS: usize = 6000;
 
-/// The longest quote of one sentence (a rule, a decision, a pending task).
-const SENTENCE_CHARS: usize = 400;
-
-/// The token budget of a summary of a head of `head_tokens` tokens: a third of the head, at most
-/// [`MAX_SUMMARY_TOKENS`]. The quotes that are never cut may push a summary of a tiny head over
-/// it.
+/// The token budget of a summary of a head of `head_tokens` tokens: a sixth of the head, at
+/// most [`MAX_SUMMARY_TOKENS`]. The parts that are never cut (the framing, the first request and
+/// the latest turns, the withdrawn section) may push a summary of a tiny head over it.
 pub fn budget(head_tokens: usize) -> usize {
-    (head_tokens / 3).min(MAX_SUMMARY_TOKENS)
+    (head_tokens / 6).min(MAX_SUMMARY_TOKENS)
 }
 
 /// Build the structured summary of `input.head` (the full message text, framing included).
@@ -72,18 +94,63 @@ pub fn summarize(input: &HeadInput<'_>) -> String {
         .prior_summary
         .as_deref()
         .map(str::trim)
-        .filter(|p| !p.is_empty());
+        .filter(|p| !p.is_empty())
+        .map(Prior::parse);
 
-    let facts = gather(input);
-    let mut sections = render::build_sections(&facts);
+    let facts = gather(
+        input.head,
+        prior.as_ref(),
+        input.latest_instruction,
+        input.plan.tail(),
+    );
+    let prior_text = prior.as_ref().map(|p| facts.masker.apply(&p.live));
+    let mut sections = render::build_sections(&facts, prior.as_ref());
 
     let base = budget(head_tokens);
     // The carried-forward summary is never cut; the new sections still get a share of the
     // budget so the latest work is not squeezed out entirely.
-    let fixed = count_text(&framing) + prior.map_or(0, |p| count_text(p) + 12);
+    let fixed = count_text(&framing) + prior_text.as_deref().map_or(0, |p| count_text(p) + 12);
     let target = base.max(fixed + base / 4);
-    render::fit(&framing, prior, &mut sections, target);
-    render::render(&framing, prior, &sections)
+    render::fit(&framing, prior_text.as_deref(), &mut sections, target);
+    render::render(&framing, prior_text.as_deref(), &sections)
+}
+
+// ---------------------------------------------------------------------------------------------
+// An earlier summary carried forward
+// ---------------------------------------------------------------------------------------------
+
+/// An earlier summary's body, split into its live part and its withdrawn items.
+pub(super) struct Prior {
+    /// The body without its withdrawn section.
+    live: String,
+    /// The item lines of its withdrawn section, verbatim.
+    withdrawn: Vec<String>,
+}
+
+impl Prior {
+    fn parse(body: &str) -> Prior {
+        let mut live = Vec::new();
+        let mut withdrawn = Vec::new();
+        let mut inside = false;
+        for line in body.lines() {
+            if line.starts_with("## ") {
+                inside = line.starts_with("## Withdrawn");
+                if inside {
+                    continue;
+                }
+            }
+            if !inside {
+                live.push(line);
+            } else if !line.trim().is_empty() && line != render::WITHDRAWN_LEAD {
+                // Items, whatever their shape (a model's summary may write prose).
+                withdrawn.push(line.to_string());
+            }
+        }
+        Prior {
+            live: live.join("\n").trim().to_string(),
+            withdrawn,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -112,6 +179,7 @@ struct CallRec {
 struct CmdRun {
     command: String,
     failed: bool,
+    exit: Option<i64>,
 }
 
 struct FileEntry {
@@ -124,201 +192,369 @@ struct FileEntry {
 struct ErrorEntry {
     label: String,
     line: String,
+    exit: Option<i64>,
+    tests: Vec<String>,
     message_index: usize,
     count: usize,
     resolution: Option<String>,
 }
 
-struct Decision {
+/// One message the user wrote (or a system message), in order.
+struct Turn {
     text: String,
-    strong: bool,
+    /// The latest user instruction, repeated verbatim right after the summary.
+    latest: bool,
+    system: bool,
 }
 
 #[derive(Default)]
 struct Facts {
-    /// Visible text of each real user instruction, in order.
-    requests: Vec<String>,
-    /// Index in `requests` of the latest user instruction, when it is in the head.
-    latest_request: Option<usize>,
-    rules: Vec<String>,
+    turns: Vec<Turn>,
+    stmts: Vec<Stmt>,
+    texts: Vec<TextAt>,
     files: Vec<FileEntry>,
     runs: Vec<CmdRun>,
     errors: Vec<ErrorEntry>,
-    decisions: Vec<Decision>,
-    pending: Vec<String>,
-    last_assistant_text: Option<String>,
     calls: Vec<CallRec>,
+    last_assistant_text: Option<String>,
+    stats: Stats,
+    withdrawals: Vec<Withdrawal>,
+    masker: Masker,
 }
 
 #[derive(Default)]
 struct Seen {
-    rules: HashSet<String>,
-    decisions: HashSet<String>,
-    pending: HashSet<String>,
     files: HashMap<String, usize>,
     errors: HashMap<String, usize>,
     calls: HashMap<String, usize>,
 }
 
-/// Sentences in which the user (or a system message) states a standing rule or constraint,
-/// verbatim, de-duplicated, in order. The LLM strategy names them as things to preserve.
-pub fn standing_rules(messages: &[Message]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut seen = HashSet::new();
-    for m in messages {
-        let own = (m.role == Role::User && m.is_user_instruction()) || m.role == Role::System;
-        if !own {
-            continue;
-        }
-        let text = visible_text(m);
-        if is_summary_text(&text) {
-            continue;
-        }
-        for s in sentences(&text) {
-            if is_rule(&normalize(&s)) {
-                push_unique(&mut out, &mut seen, &s);
-            }
-        }
-    }
-    out
+/// Where the walk through the head stands.
+#[derive(Default)]
+struct Walk {
+    /// No assistant text since the last user turn.
+    since_user: bool,
+    /// The last tool result failed and no assistant text followed yet.
+    after_error: bool,
+    /// (message index, text) of every assistant text, for error resolutions.
+    assistant_texts: Vec<(usize, String)>,
+    /// Message indexes of the user's instructions.
+    instruction_at: Vec<usize>,
 }
 
-fn gather(input: &HeadInput<'_>) -> Facts {
-    let mut f = Facts::default();
-    let mut seen = Seen::default();
-    let skip_first = input.prior_summary.is_some();
-    let latest = input.latest_instruction;
-    // (message index, text) of every assistant text, for error resolutions.
-    let mut assistant_texts: Vec<(usize, String)> = Vec::new();
-    // Message indexes of the user's instructions.
-    let mut instruction_at: Vec<usize> = Vec::new();
+/// Sentences longer than this are pasted material, not statements.
+const STATEMENT_CHARS: usize = 600;
+/// Entities looked at per statement.
+const STATEMENT_ENTITIES: usize = 16;
+/// At most this many standing rules (the latest), of at most this many characters each.
+const MAX_RULES: usize = 40;
+const RULE_CHARS: usize = 400;
 
-    for (i, m) in input.head.iter().enumerate() {
-        if i == 0 && skip_first {
-            continue;
+/// The user's own sentences that still stand, verbatim, de-duplicated, in order: those that
+/// name something distinctive (a path, identifier, command, number or name) and that no later
+/// user turn took back (the latest [`MAX_RULES`], each short). The LLM strategy names them as
+/// things to preserve.
+pub fn standing_rules(messages: &[Message]) -> Vec<String> {
+    let f = gather(messages, None, None, &[]);
+    let superseded: HashSet<usize> = f
+        .withdrawals
+        .iter()
+        .flat_map(|w| w.earlier.iter().copied().chain([w.latest]))
+        .collect();
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, s) in f.stmts.iter().enumerate() {
+        if s.origin == Origin::User
+            && s.ents.iter().any(|e| e.strong)
+            && s.text.chars().count() <= RULE_CHARS
+            && !superseded.contains(&i)
+            && seen.insert(s.text.to_lowercase())
+        {
+            out.push(f.masker.apply(&s.text));
         }
+    }
+    let from = out.len().saturating_sub(MAX_RULES);
+    out.split_off(from)
+}
+
+/// The entities of a sentence that can be a statement (not pasted material).
+fn statement_entities(s: &str, stats: &Stats) -> Option<Vec<entities::Entity>> {
+    if s.chars().count() > STATEMENT_CHARS {
+        return None;
+    }
+    let mut ents = entities(s, stats);
+    ents.truncate(STATEMENT_ENTITIES);
+    Some(ents)
+}
+
+/// The facts of `head`. The user turns of `later` (the kept tail) are read only for what they
+/// take back: a withdrawal there still withdraws what the summary would say.
+fn gather(
+    head: &[Message],
+    prior: Option<&Prior>,
+    latest: Option<&Message>,
+    later: &[Message],
+) -> Facts {
+    let skip = usize::from(prior.is_some() || head.first().is_some_and(is_summary_message));
+    let body = &head[skip.min(head.len())..];
+    let mut f = Facts {
+        stats: Stats::new(body),
+        ..Facts::default()
+    };
+    if let Some(p) = prior {
+        prior_statements(&mut f, p);
+    }
+    let mut seen = Seen::default();
+    let mut walk = Walk::default();
+    for (k, m) in body.iter().enumerate() {
+        let i = k + skip;
         match m.role {
             Role::User if m.is_user_instruction() => {
                 let text = visible_text(m);
                 if is_summary_text(&text) {
                     continue;
                 }
-                instruction_at.push(i);
-                if latest.is_some_and(|l| std::ptr::eq(l, m)) {
-                    f.latest_request = Some(f.requests.len());
-                }
-                for s in sentences(&text) {
-                    let lower = normalize(&s);
-                    if is_rule(&lower) {
-                        push_unique(&mut f.rules, &mut seen.rules, &s);
-                    }
-                    if is_pending(&lower) {
-                        push_pending(&mut f.pending, &mut seen.pending, "user", &s);
-                    }
-                }
-                f.requests.push(text);
+                walk.instruction_at.push(i);
+                walk.since_user = true;
+                let is_latest = latest.is_some_and(|l| std::ptr::eq(l, m));
+                user_turn(&mut f, text, is_latest);
             }
             Role::System => {
-                for s in sentences(&m.text()) {
-                    if is_rule(&normalize(&s)) {
-                        push_unique(&mut f.rules, &mut seen.rules, &s);
-                    }
-                }
-            }
-            Role::Assistant => {
-                for b in &m.blocks {
-                    if let Block::Text { text } = b {
-                        if text.trim().is_empty() {
-                            continue;
-                        }
-                        for s in sentences(text) {
-                            let lower = normalize(&s);
-                            if let Some(strong) = decision_strength(&lower) {
-                                let key = collapse(&lower);
-                                if seen.decisions.insert(key) {
-                                    f.decisions.push(Decision {
-                                        text: s.clone(),
-                                        strong,
-                                    });
-                                }
-                            }
-                            if is_pending(&lower) {
-                                push_pending(&mut f.pending, &mut seen.pending, "assistant", &s);
-                            }
-                        }
-                        assistant_texts.push((i, text.clone()));
-                        f.last_assistant_text = Some(text.clone());
-                    }
+                let text = visible_text(m);
+                if !text.trim().is_empty() {
+                    f.turns.push(Turn {
+                        text,
+                        latest: false,
+                        system: true,
+                    });
                 }
             }
             _ => {}
         }
-        for b in &m.blocks {
-            match b {
-                Block::ToolCall { id, name, input } => {
-                    record_call(&mut f, &mut seen, id, name, input);
-                }
-                Block::ToolResult {
-                    call_id,
-                    content,
-                    is_error,
-                    ..
-                } => {
-                    let call = seen.calls.get(call_id.as_str()).copied();
-                    let kind = call.map_or(Kind::Other, |c| f.calls[c].kind);
-                    let first_lines_only = !matches!(kind, Kind::Shell);
-                    if let Some(line) = error_line(content, *is_error, first_lines_only) {
-                        let label =
-                            call.map_or_else(|| "a tool".to_string(), |c| f.calls[c].label.clone());
-                        if let Some(c) = call {
-                            f.calls[c].failed = true;
-                            if let Some(r) = f.calls[c].run {
-                                f.runs[r].failed = true;
-                            }
-                        }
-                        let key = format!("{label}\u{0}{line}");
-                        match seen.errors.get(&key) {
-                            Some(&e) => f.errors[e].count += 1,
-                            None => {
-                                seen.errors.insert(key, f.errors.len());
-                                f.errors.push(ErrorEntry {
-                                    label,
-                                    line,
-                                    message_index: i,
-                                    count: 1,
-                                    resolution: None,
-                                });
-                            }
-                        }
-                    }
-                }
-                _ => {}
-            }
+        let calls_before = f.calls.len();
+        tool_blocks(&mut f, &mut seen, &mut walk, m, i);
+        if m.role == Role::Assistant {
+            let edits = f.calls[calls_before..]
+                .iter()
+                .any(|c| c.kind == Kind::Modify);
+            assistant_texts(&mut f, &mut walk, m, i, edits);
         }
     }
-
-    // What the assistant said right after each error, before the user spoke again.
-    for e in &mut f.errors {
-        let next = assistant_texts.partition_point(|(i, _)| *i <= e.message_index);
-        let user_next = instruction_at.partition_point(|i| *i <= e.message_index);
-        let limit = instruction_at.get(user_next).copied().unwrap_or(usize::MAX);
-        e.resolution = assistant_texts
-            .get(next)
-            .filter(|(i, _)| *i < limit)
-            .map(|(_, t)| t.clone());
-    }
+    resolve_errors(&mut f, &walk);
+    later_statements(&mut f, later);
+    let prior_items = prior.map_or(&[][..], |p| &p.withdrawn[..]);
+    f.withdrawals = supersede::resolve(&f.stmts, &f.stats);
+    label_withdrawals(&mut f, prior_items);
     f
 }
 
-fn push_unique(list: &mut Vec<String>, seen: &mut HashSet<String>, s: &str) {
-    if seen.insert(normalize(&collapse(s))) {
-        list.push(s.to_string());
+fn is_summary_message(m: &Message) -> bool {
+    m.role == Role::User && is_summary_text(&m.text())
+}
+
+fn user_turn(f: &mut Facts, text: String, latest: bool) {
+    let turn = f.turns.len();
+    for s in sentences(&text) {
+        let Some(ents) = statement_entities(&s, &f.stats) else {
+            continue;
+        };
+        f.stmts.push(Stmt {
+            origin: Origin::User,
+            turn,
+            text: s,
+            ents,
+        });
+    }
+    f.turns.push(Turn {
+        text,
+        latest,
+        system: false,
+    });
+}
+
+/// The user's sentences after the head, as statements that may take back what the head said.
+fn later_statements(f: &mut Facts, later: &[Message]) {
+    let first_turn = f.turns.len() + 1;
+    let turns = later.iter().filter(|m| m.is_user_instruction());
+    for (k, m) in turns.enumerate() {
+        let text = visible_text(m);
+        if is_summary_text(&text) {
+            continue;
+        }
+        for s in sentences(&text) {
+            if let Some(ents) = statement_entities(&s, &f.stats) {
+                f.stmts.push(Stmt {
+                    origin: Origin::User,
+                    turn: first_turn + k,
+                    text: s,
+                    ents,
+                });
+            }
+        }
     }
 }
 
-fn push_pending(list: &mut Vec<String>, seen: &mut HashSet<String>, who: &str, s: &str) {
-    if seen.insert(normalize(&collapse(s))) {
-        list.push(format!("{who}: {}", quote(s, SENTENCE_CHARS)));
+/// The lines of a carried-forward summary, as statements that later turns may supersede.
+fn prior_statements(f: &mut Facts, p: &Prior) {
+    for line in p.live.lines() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with("## ") {
+            continue;
+        }
+        let t = strip_bullet(t);
+        let ents = statement_entities(t, &f.stats).unwrap_or_default();
+        if !ents.is_empty() {
+            f.stmts.push(Stmt {
+                origin: Origin::Prior,
+                turn: 0,
+                text: collapse(t),
+                ents,
+            });
+        }
+    }
+}
+
+/// Label the withdrawals that mask something, numbering after the carried-forward ones, and
+/// build the masker (carried-forward masks included).
+fn label_withdrawals(f: &mut Facts, prior_items: &[String]) {
+    let mut next = 1;
+    for line in prior_items {
+        if let Some((n, names)) = supersede::parse_prior_item(line) {
+            next = next.max(n + 1);
+            let label = format!("[W{n}]");
+            for name in names {
+                let kind = if text::is_code_like(&name) || name.contains(' ') {
+                    entities::Kind::Code
+                } else {
+                    entities::Kind::Word
+                };
+                f.masker.add(&entities::Entity::new(&name, kind), &label);
+            }
+        }
+    }
+    for w in &mut f.withdrawals {
+        if w.masks.is_empty() {
+            continue;
+        }
+        let label = format!("[W{next}]");
+        next += 1;
+        for e in &w.masks {
+            f.masker.add(e, &label);
+        }
+        w.label = Some(label);
+    }
+}
+
+fn tool_blocks(f: &mut Facts, seen: &mut Seen, walk: &mut Walk, m: &Message, i: usize) {
+    for b in &m.blocks {
+        match b {
+            Block::ToolCall { id, name, input } => record_call(f, seen, id, name, input),
+            Block::ToolResult {
+                call_id,
+                content,
+                is_error,
+                ..
+            } => {
+                let failed = tool_result(f, seen, call_id, content, *is_error, i);
+                walk.after_error = failed;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Record a tool result's error, if it reports one; returns whether it failed.
+fn tool_result(
+    f: &mut Facts,
+    seen: &mut Seen,
+    call_id: &str,
+    content: &str,
+    is_error: bool,
+    i: usize,
+) -> bool {
+    let call = seen.calls.get(call_id).copied();
+    let kind = call.map_or(Kind::Other, |c| f.calls[c].kind);
+    let first_lines_only = !matches!(kind, Kind::Shell);
+    let Some(line) = error_line(content, is_error, first_lines_only) else {
+        return false;
+    };
+    let label = call.map_or_else(|| "a tool".to_string(), |c| f.calls[c].label.clone());
+    let exit = result_exit_code(content);
+    if let Some(c) = call {
+        f.calls[c].failed = true;
+        if let Some(r) = f.calls[c].run {
+            f.runs[r].failed = true;
+            f.runs[r].exit = exit;
+        }
+    }
+    let key = format!("{label}\u{0}{line}");
+    match seen.errors.get(&key) {
+        Some(&e) => f.errors[e].count += 1,
+        None => {
+            seen.errors.insert(key, f.errors.len());
+            f.errors.push(ErrorEntry {
+                label,
+                line,
+                exit,
+                tests: failed_tests(content),
+                message_index: i,
+                count: 1,
+                resolution: None,
+            });
+        }
+    }
+    true
+}
+
+fn assistant_texts(f: &mut Facts, walk: &mut Walk, m: &Message, i: usize, edits: bool) {
+    for b in &m.blocks {
+        let Block::Text { text } = b else { continue };
+        if text.trim().is_empty() {
+            continue;
+        }
+        for s in sentences(text) {
+            let ents = statement_entities(&s, &f.stats).unwrap_or_default();
+            if !ents.is_empty() {
+                f.stmts.push(Stmt {
+                    origin: Origin::Assistant,
+                    turn: i,
+                    text: s,
+                    ents,
+                });
+            }
+        }
+        f.texts.push(TextAt {
+            text: text.clone(),
+            answer: walk.since_user,
+            edits,
+            after_error: walk.after_error,
+        });
+        walk.since_user = false;
+        walk.after_error = false;
+        walk.assistant_texts.push((i, text.clone()));
+        f.last_assistant_text = Some(text.clone());
+    }
+}
+
+/// What the assistant said right after each error, before the user spoke again.
+fn resolve_errors(f: &mut Facts, walk: &Walk) {
+    for e in &mut f.errors {
+        let next = walk
+            .assistant_texts
+            .partition_point(|(i, _)| *i <= e.message_index);
+        let user_next = walk
+            .instruction_at
+            .partition_point(|i| *i <= e.message_index);
+        let limit = walk
+            .instruction_at
+            .get(user_next)
+            .copied()
+            .unwrap_or(usize::MAX);
+        e.resolution = walk
+            .assistant_texts
+            .get(next)
+            .filter(|(i, _)| *i < limit)
+            .map(|(_, t)| t.clone());
     }
 }
 

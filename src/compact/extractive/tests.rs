@@ -1,5 +1,10 @@
 //! Tests of the whole summarizer on conversations in the three stored formats: sections,
-//! framing, carried-forward summaries, bounds and determinism.
+//! framing, carried-forward summaries, bounds and determinism; and of what the redesign is
+//! for: rules, decisions, required commands and pending asks in everyday phrasing survive
+//! (they are user turns, kept near-verbatim), withdrawn statements never read as live, long
+//! middle turns are shortened without losing their identifiers, and every word list lives in
+//! `lexicon.rs`. The phrasings here are this module's own examples; an independent corpus
+//! (tests/ of the crate) judges the summarizer on phrasings written without seeing the code.
 
 use super::*;
 use crate::compact::{summary_body, HeadInput};
@@ -12,7 +17,7 @@ use chrono::{DateTime, FixedOffset};
 use serde_json::json;
 use serde_json::Value;
 
-use super::render::{CAP_COMMANDS, CAP_FILES, PRIOR_END};
+use super::render::{CAP_COMMANDS, CAP_FILES, PRIOR_END, WITHDRAWN_LEAD};
 
 fn now() -> DateTime<FixedOffset> {
     DateTime::parse_from_rfc3339("2026-11-02T09:30:00+01:00").unwrap()
@@ -167,6 +172,108 @@ fn summary_of(plan: &Plan) -> String {
     summarize(&HeadInput::new(plan, now()))
 }
 
+// ---------------------------------------------------------------------------------------------
+// Reading a summary
+// ---------------------------------------------------------------------------------------------
+
+/// The text of one section (without its heading), after any carried-forward summary.
+fn section<'a>(s: &'a str, title: &str) -> &'a str {
+    let s = s.rsplit(PRIOR_END).next().unwrap();
+    let start = s
+        .find(&format!("## {title}\n"))
+        .unwrap_or_else(|| panic!("no section {title} in:\n{s}"));
+    let rest = &s[start + title.len() + 4..];
+    match rest.find("\n## ") {
+        Some(e) => &rest[..e],
+        None => rest,
+    }
+}
+
+/// (the summary outside the withdrawn section, the withdrawn section), as the contract defines
+/// them: the section runs from a line starting `## Withdrawn` to the next line starting `## `.
+fn split_withdrawn(s: &str) -> (String, String) {
+    let mut live = String::new();
+    let mut gone = String::new();
+    let mut inside = false;
+    for line in s.lines() {
+        if line.starts_with("## ") {
+            inside = line.starts_with("## Withdrawn");
+        }
+        let to = if inside { &mut gone } else { &mut live };
+        to.push_str(line);
+        to.push('\n');
+    }
+    (collapse(&live), collapse(&gone))
+}
+
+/// Tool traffic and narration: `steps` rounds of reads (large bodies), test runs and edits,
+/// varied by `seed`, so heads have a realistic size and mix.
+fn busy(c: &mut Conv, steps: usize, seed: usize) {
+    const AREAS: &[&str] = &["billing", "auth", "search", "export", "ingest", "audit"];
+    const SAID: &[&str] = &[
+        "Reading {f} to see how requests flow through it.",
+        "The handler in {f} looks straightforward.",
+        "Running the tests for this area.",
+        "That passes; moving on.",
+        "I'll look at {f} next.",
+        "This part matches what the callers expect.",
+        "Small cleanup in {f} while I'm here.",
+    ];
+    for k in 0..steps {
+        let n = seed * 31 + k;
+        let area = AREAS[n % AREAS.len()];
+        let f = format!("src/{area}/mod_{}.rs", n % 7);
+        let text = SAID[n % SAID.len()].replace("{f}", &f);
+        let id = format!("b{seed}_{k}");
+        let (call, out) = match n % 3 {
+            0 => (
+                ("file_read", json!({"file_path": f})),
+                (0..120)
+                    .map(|i| format!("    let v{i} = {area}::step_{i}(&ctx)?; // line {i}\n"))
+                    .collect::<String>(),
+            ),
+            1 => (
+                ("bash", json!({"command": format!("cargo test -p {area}")})),
+                format!(
+                    "running 60 tests\n{}test result: ok. 60 passed; 0 failed",
+                    (0..60)
+                        .map(|i| format!("test {area}::tests::case_{i} ... ok\n"))
+                        .collect::<String>()
+                ),
+            ),
+            _ => (
+                (
+                    "file_edit",
+                    json!({"file_path": f, "old_text": "a", "new_text": "b"}),
+                ),
+                format!("Edited {f}"),
+            ),
+        };
+        c.assistant(None, &text, &[(&id, call.0, call.1)]);
+        c.results(&[(&id, &out, false)]);
+    }
+}
+
+/// A conversation: a first request, work, then `turns` (each followed by work), a last
+/// request, and a tail long enough to be kept.
+fn conversation(format: Format, turns: &[&str], seed: usize) -> Conv {
+    let mut c = Conv::new(format);
+    c.user("Please tidy up the export pipeline in src/export/ and make the nightly job reliable.");
+    busy(&mut c, 6, seed);
+    for (k, t) in turns.iter().enumerate() {
+        c.user(t);
+        c.assistant(None, "Understood, continuing with that in mind.", &[]);
+        busy(&mut c, 5, seed + k + 1);
+    }
+    c.user("Good. Now write the changelog entry for the export changes.");
+    c.assistant(None, &"Writing the changelog entry now. ".repeat(30), &[]);
+    c
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layout, sections, bounds
+// ---------------------------------------------------------------------------------------------
+
 /// A realistic session: request with a rule, reads, a failing build, a fix, decisions.
 fn session(format: Format) -> Conv {
     let file_body: String = (0..300)
@@ -176,7 +283,7 @@ fn session(format: Format) -> Conv {
         .map(|i| format!("test retry::tests::case_{i} ... ok\n"))
         .collect();
     let mut c = Conv::new(format);
-    c.user("Add retry with exponential backoff to the HTTP client in crates/netkit/src/client.rs. Never change the public API of `Client`; keep the existing tests green.");
+    c.user("Add retry with exponential backoff to the HTTP client in crates/netkit/src/client.rs. The public API of `Client` is frozen; keep the existing tests green.");
     c.assistant(
         Some("SECRET-THINKING: maybe I should rewrite everything"),
         "I'll start by reading the client.",
@@ -189,7 +296,7 @@ fn session(format: Format) -> Conv {
     c.results(&[("call_1", &format!("pub struct Client {{\n    inner: reqwest::Client,\n}}\n// panic!(\"not an error\")\nError: this line is file content\n{file_body}"), false)]);
     c.assistant(
         None,
-        "I decided to use a jittered backoff instead of a fixed delay because the upstream rate-limits bursts.",
+        "A jittered backoff fits better than a fixed delay here, because the upstream rate-limits bursts.",
         &[(
             "call_2",
             "file_edit",
@@ -217,7 +324,7 @@ fn session(format: Format) -> Conv {
     )]);
     c.assistant(
         None,
-        "The root cause is a missing field: max_backoff_ms was never added to RetryPolicy. I'll add it with a default of 30000.",
+        "The missing piece is a field: max_backoff_ms was never added to RetryPolicy. Adding it with a default of 30000.",
         &[(
             "call_4",
             "file_write",
@@ -225,10 +332,10 @@ fn session(format: Format) -> Conv {
         )],
     );
     c.results(&[("call_4", "File written successfully", false)]);
-    c.user("From now on, always run `cargo clippy -- -D warnings` before telling me you're done. Also please add a unit test for the jitter.");
+    c.user("Before you tell me you're done, `cargo clippy -- -D warnings` has to pass. Also a unit test for the jitter would be nice.");
     c.assistant(
         None,
-        "Running clippy and the tests now. Next step: add the jitter unit test in crates/netkit/tests/retry.rs.",
+        "Running clippy and the tests now; the jitter test goes in crates/netkit/tests/retry.rs afterwards.",
         &[("call_5", "bash", json!({"command": "cargo clippy -p netkit -- -D warnings && cargo test -p netkit"}))],
     );
     c.results(&[(
@@ -258,7 +365,10 @@ fn header_and_framing_are_exact() {
     assert!(s.starts_with(&expected), "got:\n{s}");
     // summary_body() strips exactly the framing paragraph.
     let body = summary_body(&s);
-    assert!(body.starts_with("## User requests and intent"), "{body}");
+    assert!(
+        body.starts_with("## User requests and instructions\n1. \"Add retry"),
+        "{body}"
+    );
     assert!(s.ends_with('\n') && !s.ends_with("\n\n"));
 }
 
@@ -271,21 +381,10 @@ fn sections_are_populated_from_a_realistic_head() {
     ] {
         let plan = session(format).plan(300);
         let s = summary_of(&plan);
-        // Requests.
-        assert!(s.contains("First request: \"Add retry with exponential backoff to the HTTP client in crates/netkit/src/client.rs."), "{s}");
-        assert!(
-            s.contains("Later instructions, oldest first:\n- \"From now on, always run"),
-            "{s}"
-        );
-        // Standing instructions, verbatim sentences.
-        let rules = section(&s, "Standing instructions and constraints");
-        assert!(
-            rules.contains(
-                "\"Never change the public API of `Client`; keep the existing tests green.\""
-            ),
-            "{rules}"
-        );
-        assert!(rules.contains("\"From now on, always run `cargo clippy -- -D warnings` before telling me you're done.\""), "{rules}");
+        // Every user turn, verbatim, in order.
+        let user = section(&s, "User requests and instructions");
+        assert!(user.starts_with("1. \"Add retry with exponential backoff to the HTTP client in crates/netkit/src/client.rs. The public API of `Client` is frozen; keep the existing tests green.\"\n"), "{user}");
+        assert!(user.contains("2. \"Before you tell me you're done, `cargo clippy -- -D warnings` has to pass. Also a unit test for the jitter would be nice.\"\n"), "{user}");
         // Files: the edited file first (touched twice), with its actions.
         let files = section(&s, "Files touched");
         assert!(
@@ -296,10 +395,10 @@ fn sections_are_populated_from_a_realistic_head() {
             files.contains("/home/dev/netkit/crates/netkit/src/retry.rs (written)"),
             "{files}"
         );
-        // Commands with failure marks.
+        // Commands with failure marks and exit codes.
         let cmds = section(&s, "Commands run");
         assert!(
-            cmds.contains("- $ cargo build -p netkit (failed)"),
+            cmds.contains("- $ cargo build -p netkit (failed, exit 101)"),
             "{cmds}"
         );
         assert!(
@@ -308,52 +407,36 @@ fn sections_are_populated_from_a_realistic_head() {
         );
         // Errors: the compiler line and its location, and what came next. The file
         // content's "Error:" line (a read) is not an error.
-        let errs = section(&s, "Errors and how they were resolved");
+        let errs = section(&s, "Errors seen");
         assert!(
-            errs.contains("bash `cargo build -p netkit` failed:"),
+            errs.contains("bash `cargo build -p netkit` failed (exit 101):"),
             "{errs}"
         );
         assert!(errs.contains("error[E0425]: cannot find value `max_backoff_ms` in this scope | --> crates/netkit/src/client.rs:88:20"), "{errs}");
         assert!(
-            errs.contains("then: \"The root cause is a missing field"),
+            errs.contains("then: \"The missing piece is a field"),
             "{errs}"
         );
         assert!(!errs.contains("file content"), "{errs}");
-        // Decisions.
+        // The assistant's choices, in its words (no cue word in either).
         let dec = section(&s, "Decisions and findings");
-        assert!(dec.contains("\"I decided to use a jittered backoff instead of a fixed delay because the upstream rate-limits bursts.\""), "{dec}");
-        assert!(dec.contains("The root cause is a missing field"), "{dec}");
-        // Pending.
-        let pend = section(&s, "Pending tasks");
+        assert!(dec.contains("\"A jittered backoff fits better than a fixed delay here, because the upstream rate-limits bursts.\""), "{dec}");
         assert!(
-            pend.contains("Next step: add the jitter unit test in crates/netkit/tests/retry.rs."),
-            "{pend}"
+            dec.contains("max_backoff_ms was never added to RetryPolicy"),
+            "{dec}"
         );
-        // Current work.
-        let cur = section(&s, "Current work");
+        // Where we stopped.
+        let cur = section(&s, "Where we stopped");
         assert!(
-            cur.contains("Last assistant message: \"Running clippy and the tests now."),
+            cur.contains("Last assistant message: \"Running clippy and the tests now;"),
             "{cur}"
         );
         assert!(cur.contains("bash `cargo clippy -p netkit"), "{cur}");
-        // Never: thinking, tool-result bodies.
+        // Never: thinking, tool-result bodies, a withdrawn section with nothing in it.
         assert!(!s.contains("SECRET-THINKING"), "{s}");
         assert!(!s.contains("reqwest::Client"), "{s}");
         assert!(!s.contains("12 passed"), "{s}");
-    }
-}
-
-/// The text of one section (without its heading).
-fn section<'a>(s: &'a str, title: &str) -> &'a str {
-    // Skip a carried-forward summary.
-    let s = s.rsplit(PRIOR_END).next().unwrap();
-    let start = s
-        .find(&format!("## {title}\n"))
-        .unwrap_or_else(|| panic!("no section {title} in:\n{s}"));
-    let rest = &s[start + title.len() + 4..];
-    match rest.find("\n## ") {
-        Some(e) => &rest[..e],
-        None => rest,
+        assert!(!s.contains("## Withdrawn"), "{s}");
     }
 }
 
@@ -373,57 +456,26 @@ fn formats_give_the_same_sections() {
 }
 
 #[test]
-fn prior_summary_is_carried_verbatim() {
-    let body = "## User requests and intent\nFirst request: \"Port the scheduler to tokio.\"\n\n## Files touched\n- src/sched.rs (edited 3×)";
-    let earlier = format!(
-        "{SUMMARY_HEADER}\nThis session continues an earlier conversation. agent-db replaced 40 earlier messages (about 50000 tokens) with this summary on 2026-10-01; everything after it is verbatim. Read it as your own notes of what happened so far.\n\n{body}\n"
-    );
-    let mut c = Conv::new(Format::OpenAiChat);
-    c.user(&earlier);
-    c.assistant(
-        None,
-        "Continuing with the scheduler port; the timer wheel is next.",
-        &[("c1", "bash", json!({"command": "cargo test -p sched"}))],
-    );
-    c.results(&[("c1", "test result: ok. 40 passed", false)]);
-    c.user("Now make the timer wheel configurable.");
-    c.assistant(
-        None,
-        &"Working on the configurable timer wheel. ".repeat(30),
-        &[],
-    );
-    let plan = c.plan(150);
-    let input = HeadInput::new(&plan, now());
-    assert_eq!(input.prior_summary.as_deref(), Some(body));
-    let s = summarize(&input);
-    assert!(
-        s.contains(&format!(
-            "\n\n## Earlier summary (carried forward)\n{body}\n{PRIOR_END}\n\n## "
-        )),
-        "{s}"
-    );
-    // The earlier summary is not mistaken for a user request.
-    assert!(
-        section(&s, "User requests and intent")
-            .contains("First request: \"Now make the timer wheel configurable.\""),
-        "{s}"
-    );
-    // And a re-compaction of this summary carries both forward.
-    let again = summary_body(&s);
-    assert!(again.starts_with("## Earlier summary (carried forward)\n## User requests and intent\nFirst request: \"Port the scheduler"));
+fn deterministic() {
+    let plan = session(Format::OpenAiResponses).plan(300);
+    let a = summary_of(&plan);
+    let b = summary_of(&plan.clone());
+    let c = summary_of(&session(Format::OpenAiResponses).plan(300));
+    assert_eq!(a, b);
+    assert_eq!(a, c);
 }
 
 #[test]
-fn huge_head_is_bounded() {
+fn huge_head_is_bounded_and_middle_turns_shrink_first() {
     let mut c = Conv::new(Format::Anthropic);
-    c.user("Refactor the whole billing service. Always keep money values in integer cents. Never log card numbers.");
+    c.user("Refactor the whole billing service. Money values stay in integer cents. Card numbers never go to the logs.");
     for i in 0..400 {
         let path = format!("services/billing/src/module_{i}/handler_{}.rs", i * 7 % 13);
         let id_r = format!("r{i}");
         let id_b = format!("b{i}");
         c.assistant(
             Some(&"thinking hard about it ".repeat(20)),
-            &format!("Step {i}: I decided to split handler {i} into smaller functions instead of one big match, because the match had grown to 400 lines. Next step: wire handler {i} into the router."),
+            &format!("Step {i}: splitting handler {i} into smaller functions, since the match had grown to 400 lines. Wiring handler {i} into the router comes after."),
             &[
                 (&id_r, "file_edit", json!({"file_path": path, "old_text": "x".repeat(200), "new_text": "y".repeat(300)})),
                 (&id_b, "bash", json!({"command": format!("cargo test -p billing module_{i}")})),
@@ -439,7 +491,7 @@ fn huge_head_is_bounded() {
         };
         c.results(&[(&id_r, "ok", false), (&id_b, &out, i % 3 == 0)]);
         if i % 10 == 0 {
-            c.user(&format!("Batch {i} looks fine. Please make sure you don't touch the invoices table in batch {i}. {}", "Some context. ".repeat(40)));
+            c.user(&format!("Batch {i} looks fine to me, and I went through the diff twice while drinking my coffee this morning, so that part is settled. The invoices table in batch {i} belongs to finance_{i}_ledger though. {}", "We talked about the wider context at length last week and nothing new came up since then. ".repeat(6)));
         }
     }
     c.user("Finish up and summarize the refactor.");
@@ -458,15 +510,23 @@ fn huge_head_is_bounded() {
         "{tokens} vs head {}",
         split.head_tokens
     );
-    // The first request and the earliest rules survive; lists say what they omitted.
-    assert!(s.contains("First request: \"Refactor the whole billing service. Always keep money values in integer cents. Never log card numbers.\""));
-    assert!(s.contains("\"Never log card numbers.\""));
+    // The first request is verbatim; lists say what they omitted.
+    assert!(s.contains("1. \"Refactor the whole billing service. Money values stay in integer cents. Card numbers never go to the logs.\""), "{s}");
     assert!(s.contains("more"), "{s}");
     assert!(!s.contains("thinking hard"));
+    // Middle turns were shortened by cutting prose, keeping their identifiers.
+    let user = section(&s, "User requests and instructions");
+    let second = user.lines().find(|l| l.starts_with("2. ")).unwrap();
+    assert!(second.ends_with("finance_0_ledger though. …\""), "{user}");
+    let kept_ids = (0..400)
+        .step_by(10)
+        .filter(|i| user.contains(&format!("finance_{i}_ledger")))
+        .count();
+    assert!(kept_ids >= 20, "{kept_ids} of 40 identifiers kept:\n{user}");
     // Every section is bounded.
     assert!(section(&s, "Files touched").lines().count() <= CAP_FILES + 2);
     assert!(section(&s, "Commands run").lines().count() <= CAP_COMMANDS + 2);
-    // Summarizing a small head stays within a third of it (plus the framing).
+    // Summarizing a small head stays within its budget (plus the parts never cut).
     let small = session(Format::OpenAiChat).plan(300);
     let ss = summary_of(&small);
     let head = small.split().unwrap().head_tokens;
@@ -479,13 +539,33 @@ fn huge_head_is_bounded() {
 }
 
 #[test]
-fn deterministic() {
-    let plan = session(Format::OpenAiResponses).plan(300);
-    let a = summary_of(&plan);
-    let b = summary_of(&plan.clone());
-    let c = summary_of(&session(Format::OpenAiResponses).plan(300));
-    assert_eq!(a, b);
-    assert_eq!(a, c);
+fn realistic_heads_are_compressed_at_least_five_times() {
+    let turns = [
+        "btw the audit log format is owned by compliance, leave src/audit/format.rs alone",
+        "the flaky case in export is ingest::tests::case_12, look at it when you get there",
+        "fine by me",
+    ];
+    for (k, format) in [
+        Format::Anthropic,
+        Format::OpenAiChat,
+        Format::OpenAiResponses,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut c = conversation(format, &turns, k);
+        busy(&mut c, 60, 9 + k);
+        c.user("Last thing for now: rerun everything.");
+        c.assistant(None, &"Rerunning the whole suite now. ".repeat(40), &[]);
+        let plan = c.plan(1_500);
+        let head = plan.split().unwrap().head_tokens;
+        assert!(head > 20_000, "head of {head} tokens");
+        let s = summary_of(&plan);
+        let t = count_text(&s);
+        assert!(t * 5 <= head, "summary {t} tokens for a head of {head}");
+        assert!(s.contains("leave src/audit/format.rs alone"), "{s}");
+        assert!(s.contains("ingest::tests::case_12"), "{s}");
+    }
 }
 
 #[test]
@@ -519,8 +599,13 @@ fn latest_instruction_in_the_head_is_noted() {
     assert_eq!(split.reinsert, Some(0));
     let s = summary_of(&plan);
     assert!(
-        section(&s, "Pending tasks")
-            .contains("The first request above is also the latest user instruction"),
+        section(&s, "User requests and instructions").starts_with(
+            "1. (the latest user instruction; it is repeated verbatim right after this summary)"
+        ),
+        "{s}"
+    );
+    assert!(
+        section(&s, "Pending").contains("The latest user instruction (message 1 above)"),
         "{s}"
     );
     assert!(
@@ -551,6 +636,656 @@ fn images_show_as_placeholders() {
     c.assistant(None, &"Checking the signup page now. ".repeat(40), &[]);
     let plan = c.plan(100);
     let s = summary_of(&plan);
-    assert!(s.contains("First request: \"The login button is misaligned, see screenshot. [image: image/png 2x3, 33 B]\""), "{s}");
+    assert!(
+        s.contains(
+            "1. \"The login button is misaligned, see screenshot. [image: image/png 2x3, 33 B]\""
+        ),
+        "{s}"
+    );
     assert!(!s.contains(&data));
+}
+
+#[test]
+fn tool_output_is_compressed_to_its_signal() {
+    let mut c = Conv::new(Format::OpenAiChat);
+    c.user("Make the ledger tests pass.");
+    let log: String = (0..80)
+        .map(|i| format!("=== RUN   TestLedger{i}\n--- PASS: TestLedger{i} (0.00s)\n"))
+        .collect();
+    c.assistant(
+        None,
+        "",
+        &[(
+            "g1",
+            "bash",
+            json!({"command": "go test ./internal/ledger/..."}),
+        )],
+    );
+    c.results(&[(
+        "g1",
+        &format!("{log}=== RUN   TestReconcileQuux\n    ledger_test.go:88: balance mismatch: want 4200 got 4190\n--- FAIL: TestReconcileQuux (0.02s)\nFAIL\nFAIL\tgithub.com/acme/ledger\t0.412s\nError: Command exited with status 1"),
+        true,
+    )]);
+    c.assistant(None, "The rounding in reconcile drops a cent.", &[]);
+    c.user("ok go on");
+    c.assistant(None, &"Fixing the rounding. ".repeat(40), &[]);
+    let s = summary_of(&c.plan(100));
+    let errs = section(&s, "Errors seen");
+    assert!(errs.contains("(exit 1)"), "{errs}");
+    assert!(errs.contains("failed tests: TestReconcileQuux"), "{errs}");
+    assert!(!s.contains("TestLedger42"), "no whole bodies: {s}");
+    assert!(
+        section(&s, "Pending").contains("$ go test ./internal/ledger/... (exit 1)"),
+        "{s}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Everyday phrasing
+// ---------------------------------------------------------------------------------------------
+
+/// (what the user writes, the key that must survive). No fixed wording: rules, decisions,
+/// required commands and pending asks as people type them.
+const EVERYDAY: &[(&str, &str)] = &[
+    (
+        "zorp/generated is off limits, ops owns it",
+        "zorp/generated",
+    ),
+    ("btw leave quillfeather.toml alone", "quillfeather.toml"),
+    (
+        "heads up: whatever you do, the BRAMBLE_SEED value stays exactly as it is",
+        "BRAMBLE_SEED",
+    ),
+    (
+        "vendor/snarkle belongs to the platform folks, hands off please",
+        "vendor/snarkle",
+    ),
+    (
+        "please keep your edits out of gen/wombat_pb.rs, it gets regenerated nightly",
+        "gen/wombat_pb.rs",
+    ),
+    (
+        "before anything lands on main I want `./scripts/check-frobnitz.sh` green",
+        "./scripts/check-frobnitz.sh",
+    ),
+    ("ok, the tokio-lumen runtime it is", "tokio-lumen"),
+    (
+        "later we still need to port the GlimmerQueue consumer to the v3 API, just so you know",
+        "GlimmerQueue",
+    ),
+    (
+        "gentle reminder that the /v1/pebbles endpoint must stay backwards compatible",
+        "/v1/pebbles",
+    ),
+    (
+        "reading from the fennel_archive schema is fine but writing there breaks prod",
+        "fennel_archive",
+    ),
+    (
+        "run make verify-dinglebop whenever you touch the protos",
+        "make verify-dinglebop",
+    ),
+    (
+        "let's go with a bounded channel of 4096 slots for the fan-out",
+        "4096 slots",
+    ),
+];
+
+#[test]
+fn everyday_phrasings_survive() {
+    for (k, (phrase, key)) in EVERYDAY.iter().enumerate() {
+        for format in [Format::Anthropic, Format::OpenAiResponses] {
+            // The phrase sits among other turns, at a varying depth.
+            let mut turns = vec![
+                "sounds good",
+                "what does the retry budget look like right now?",
+            ];
+            turns.insert(k % 3, phrase);
+            let plan = conversation(format, &turns, k).plan(400);
+            let s = summary_of(&plan);
+            let (live, _) = split_withdrawn(&s);
+            assert!(live.contains(key), "{key:?} lost from {phrase:?}:\n{s}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Withdrawals
+// ---------------------------------------------------------------------------------------------
+
+/// (earlier statement, later one that takes it back, withdrawn key, live key in the later one).
+const WITHDRAWALS: &[(&str, &str, &str, Option<&str>)] = &[
+    (
+        "Please route the exports through the kestrel-relay service.",
+        "Actually scrap kestrel-relay, send them straight to the ossuary-bucket.",
+        "kestrel-relay",
+        Some("ossuary-bucket"),
+    ),
+    (
+        "Never touch lib/ptarmigan.py, it's generated.",
+        "lib/ptarmigan.py is yours to edit now, the generator is gone.",
+        "lib/ptarmigan.py",
+        None,
+    ),
+    (
+        "We'll need a migration for the gorse_events table too.",
+        "forget the gorse_events migration, that table is being dropped anyway",
+        "gorse_events",
+        None,
+    ),
+    (
+        "Run `make lint-sedge` before each commit.",
+        "no need to run make lint-sedge anymore, CI does it now; `make ci-quick` is enough",
+        "lint-sedge",
+        Some("make ci-quick"),
+    ),
+    (
+        "Add the DUNLIN_KEY variable to the allowlist.",
+        "On second thought, keep DUNLIN_KEY off the allowlist.",
+        "DUNLIN_KEY",
+        None,
+    ),
+    (
+        "Let's target the 2.14-lts branch for the release.",
+        "we're not targeting 2.14-lts now, it slipped; 2.15-rc1 is the new target",
+        "2.14-lts",
+        Some("2.15-rc1"),
+    ),
+    (
+        "Pin serde_quartz to 0.9 in Cargo.toml.",
+        "ignore what I said about serde_quartz, the pin is not needed",
+        "serde_quartz",
+        None,
+    ),
+];
+
+fn withdrawal_conversation(format: Format, earlier: &str, later: &str, seed: usize) -> Conv {
+    let turns = [
+        "can you also look at the slow query in search?",
+        earlier,
+        "sounds good",
+        later,
+        "thanks, carry on",
+    ];
+    conversation(format, &turns, seed)
+}
+
+#[test]
+fn withdrawn_statements_never_read_as_live() {
+    for (k, (earlier, later, gone, live_key)) in WITHDRAWALS.iter().enumerate() {
+        for format in [Format::Anthropic, Format::OpenAiChat] {
+            let plan = withdrawal_conversation(format, earlier, later, k).plan(400);
+            let s = summary_of(&plan);
+            let (live, withdrawn) = split_withdrawn(&s);
+            assert!(!live.contains(gone), "{gone:?} presented as live:\n{s}");
+            assert!(
+                withdrawn.contains(gone),
+                "{gone:?} not listed as withdrawn:\n{s}"
+            );
+            assert!(
+                withdrawn.contains(&collapse(later)),
+                "the latest word is quoted:\n{s}"
+            );
+            if let Some(r) = live_key {
+                assert!(live.contains(r), "the new choice {r:?} is live:\n{s}");
+            }
+            // The other turns are untouched.
+            assert!(
+                live.contains("what does the retry") || live.contains("slow query in search"),
+                "{s}"
+            );
+            assert_eq!(s.matches("\n## Withdrawn").count(), 1, "{s}");
+        }
+    }
+}
+
+#[test]
+fn a_thing_the_agent_already_used_can_still_be_withdrawn() {
+    // The agent added the crate and used it in many tool calls before the user changed course.
+    let mut c = conversation(
+        Format::OpenAiChat,
+        &["Use the ibis-json crate for the parser."],
+        5,
+    );
+    for k in 0..8 {
+        let id = format!("ibis{k}");
+        c.assistant(
+            None,
+            "Wiring ibis-json into the parser.",
+            &[(
+                &id,
+                "bash",
+                json!({"command": format!("cargo build -p parser --features ibis-json-{k}")}),
+            )],
+        );
+        c.results(&[(&id, "Compiling ibis-json v0.3.0\nFinished", false)]);
+    }
+    c.user("forget ibis-json, serde_json is enough");
+    busy(&mut c, 4, 9);
+    c.user("ok carry on");
+    c.assistant(None, &"Carrying on. ".repeat(80), &[]);
+    let s = summary_of(&c.plan(400));
+    let (live, withdrawn) = split_withdrawn(&s);
+    assert!(!live.contains("ibis-json"), "{s}");
+    assert!(withdrawn.contains("forget ibis-json"), "{s}");
+    assert!(live.contains("serde_json is enough"), "{s}");
+}
+
+#[test]
+fn a_withdrawal_in_the_kept_tail_still_withdraws() {
+    // The statement is summarized; the message taking it back stays verbatim in the tail.
+    let mut c = conversation(
+        Format::Anthropic,
+        &["Please route the exports through kestrel-relay."],
+        4,
+    );
+    c.user("actually scrap kestrel-relay, send them straight to the bucket");
+    c.assistant(
+        None,
+        &"Dropping the relay and writing to the bucket directly. ".repeat(30),
+        &[],
+    );
+    let plan = c.plan(600);
+    assert!(plan
+        .tail()
+        .iter()
+        .any(|m| m.text().contains("scrap kestrel-relay")));
+    let s = summary_of(&plan);
+    let (live, withdrawn) = split_withdrawn(&s);
+    assert!(!live.contains("kestrel-relay"), "{s}");
+    assert!(withdrawn.contains("scrap kestrel-relay"), "{s}");
+}
+
+#[test]
+fn a_short_turn_takes_back_the_turn_before() {
+    let turns = [
+        "Also bump the pool size in conf/heron.yaml to 64.",
+        "scratch that, leave it",
+        "what about the flaky search test?",
+    ];
+    let s = summary_of(&conversation(Format::Anthropic, &turns, 3).plan(400));
+    let (live, withdrawn) = split_withdrawn(&s);
+    assert!(!live.contains("conf/heron.yaml"), "{s}");
+    assert!(withdrawn.contains("conf/heron.yaml"), "{s}");
+    assert!(live.contains("flaky search test"), "{s}");
+}
+
+#[test]
+fn a_thread_follows_the_latest_word() {
+    // Taking back twice stays taken back.
+    let turns = [
+        "Add the heron_index to the orders table.",
+        "drop the heron_index, writes are too slow with it",
+        "again, forget heron_index",
+    ];
+    let s = summary_of(&conversation(Format::Anthropic, &turns, 1).plan(400));
+    let (live, withdrawn) = split_withdrawn(&s);
+    assert!(!live.contains("heron_index"), "{s}");
+    assert!(withdrawn.contains("drop the heron_index"), "{s}");
+    // Taken back, then wanted again: live, with the history in the withdrawn section.
+    let turns = [
+        "Add the heron_index to the orders table.",
+        "drop the heron_index, writes are too slow with it",
+        "please add heron_index back, the reads matter more",
+    ];
+    let s = summary_of(&conversation(Format::Anthropic, &turns, 2).plan(400));
+    let (live, withdrawn) = split_withdrawn(&s);
+    assert!(live.contains("please add heron_index back"), "{s}");
+    assert!(withdrawn.contains("drop the heron_index"), "{s}");
+}
+
+#[test]
+fn the_user_can_reject_the_assistants_plan() {
+    let mut c = Conv::new(Format::OpenAiChat);
+    c.user("The cache in src/search/cache.rs thrashes; find a better eviction scheme.");
+    busy(&mut c, 4, 1);
+    c.assistant(
+        None,
+        "My plan: replace the LRU with a Bloom-gated W-TinyLFU admission keyed by shard_fingerprint.",
+        &[],
+    );
+    c.user(
+        "no shard_fingerprint please, the shards get rebalanced hourly; key it by tenant instead",
+    );
+    busy(&mut c, 4, 2);
+    c.user("ok continue");
+    c.assistant(None, &"Continuing with the eviction work. ".repeat(40), &[]);
+    let s = summary_of(&c.plan(300));
+    let (live, withdrawn) = split_withdrawn(&s);
+    assert!(!live.contains("shard_fingerprint"), "{s}");
+    assert!(withdrawn.contains("(assistant)"), "{s}");
+}
+
+#[test]
+fn restating_a_rule_keeps_it_live() {
+    let pairs = [
+        (
+            "Don't touch migrations/0007_plover.sql.",
+            "again: don't touch migrations/0007_plover.sql, seriously",
+            "migrations/0007_plover.sql",
+        ),
+        (
+            "The tern_flags table is read-only for us.",
+            "reminder, tern_flags is read-only",
+            "tern_flags",
+        ),
+    ];
+    for (k, (a, b, key)) in pairs.iter().enumerate() {
+        let s = summary_of(&withdrawal_conversation(Format::Anthropic, a, b, k).plan(400));
+        let (live, _) = split_withdrawn(&s);
+        assert!(live.contains(key), "{key:?} lost:\n{s}");
+        assert!(!s.contains("## Withdrawn"), "{s}");
+    }
+}
+
+#[test]
+fn the_sessions_topic_is_never_withdrawn() {
+    // The project's name is in many messages: a negative remark about one aspect of it does not
+    // take the project back.
+    let mut c = Conv::new(Format::Anthropic);
+    c.user("We are moving the curlew-billing exporter to the event bus.");
+    for k in 0..4 {
+        busy(&mut c, 3, k);
+        c.assistant(
+            None,
+            "Checked the curlew-billing producer again; it batches per tenant.",
+            &[],
+        );
+    }
+    c.user("curlew-billing must not lose events during the switch.");
+    busy(&mut c, 4, 7);
+    c.user("ok continue");
+    c.assistant(None, &"Continuing. ".repeat(60), &[]);
+    let s = summary_of(&c.plan(300));
+    assert!(!s.contains("## Withdrawn"), "{s}");
+    assert!(s.contains("curlew-billing must not lose events"), "{s}");
+}
+
+#[test]
+fn earlier_withdrawals_are_carried_forward_and_still_masked() {
+    // First compaction: a withdrawal in the head.
+    let (earlier, later, gone, _) = WITHDRAWALS[0];
+    let first = withdrawal_conversation(Format::OpenAiChat, earlier, later, 0);
+    let plan = first.plan(400);
+    let s1 = summary_of(&plan);
+    assert!(s1.contains("[W1] = `kestrel-relay`"), "{s1}");
+    // Re-compaction: the summary heads the history, followed by more work that mentions the
+    // withdrawn subject in passing, and a new withdrawal.
+    let mut c = Conv::new(Format::OpenAiChat);
+    c.user(&s1);
+    c.assistant(
+        None,
+        "Continuing; kestrel-relay is out of the picture now.",
+        &[],
+    );
+    busy(&mut c, 6, 4);
+    c.user("Please add the heron_probe check to the nightly job.");
+    busy(&mut c, 4, 5);
+    c.user("drop the heron_probe check, it duplicates the smoke test");
+    busy(&mut c, 4, 6);
+    c.user("ok, go on");
+    c.assistant(None, &"Going on. ".repeat(60), &[]);
+    let plan = c.plan(300);
+    let input = HeadInput::new(&plan, now());
+    assert!(input.prior_summary.is_some());
+    let s2 = summarize(&input);
+    let (live, withdrawn) = split_withdrawn(&s2);
+    assert!(!live.contains(gone), "{s2}");
+    assert!(!live.contains("heron_probe"), "{s2}");
+    assert!(withdrawn.contains("[W1] = `kestrel-relay`"), "{s2}");
+    assert!(withdrawn.contains("[W2] = `heron_probe`"), "{s2}");
+    // One withdrawn section, after the carried-forward summary.
+    assert_eq!(s2.matches("\n## Withdrawn").count(), 1, "{s2}");
+    assert_eq!(s2.matches(WITHDRAWN_LEAD).count(), 1, "{s2}");
+    assert!(s2.find(PRIOR_END) < s2.find("## Withdrawn"), "{s2}");
+}
+
+#[test]
+fn a_models_withdrawn_section_is_merged_too() {
+    let body = "## User requests and instructions\nThe user wants the scheduler on tokio.\n\n## Withdrawn or superseded\nThe user first asked for async-std, then dropped it for tokio.\n\n## Where we stopped\nTimer wheel.";
+    let earlier = format!("{SUMMARY_HEADER}\nThis session continues an earlier conversation. agent-db replaced 9 earlier messages (about 9000 tokens) with this summary, written by a model on 2026-10-01; everything after it is verbatim. Read it as your own notes of what happened so far.\n\n{body}\n");
+    let mut c = Conv::new(Format::Anthropic);
+    c.user(&earlier);
+    busy(&mut c, 4, 1);
+    c.user("Use the egret-timer crate for the wheel.");
+    busy(&mut c, 4, 2);
+    c.user("forget egret-timer, write the wheel by hand");
+    busy(&mut c, 4, 3);
+    c.user("ok go");
+    c.assistant(None, &"Going. ".repeat(80), &[]);
+    let s = summary_of(&c.plan(300));
+    assert_eq!(s.matches("\n## Withdrawn").count(), 1, "{s}");
+    let (live, withdrawn) = split_withdrawn(&s);
+    assert!(
+        withdrawn.contains("The user first asked for async-std, then dropped it for tokio."),
+        "{s}"
+    );
+    assert!(withdrawn.contains("[W1] = `egret-timer`"), "{s}");
+    assert!(!live.contains("egret-timer"), "{s}");
+    assert!(live.contains("Timer wheel."), "{s}");
+}
+
+#[test]
+fn prior_summary_is_carried_forward() {
+    let body = "## User requests and instructions\n1. \"Port the scheduler to tokio.\"\n\n## Files touched\n- src/sched.rs (edited 3×)";
+    let earlier = format!(
+        "{SUMMARY_HEADER}\nThis session continues an earlier conversation. agent-db replaced 40 earlier messages (about 50000 tokens) with this summary on 2026-10-01; everything after it is verbatim. Read it as your own notes of what happened so far.\n\n{body}\n"
+    );
+    let mut c = Conv::new(Format::OpenAiChat);
+    c.user(&earlier);
+    c.assistant(
+        None,
+        "Continuing with the scheduler port; the timer wheel is next.",
+        &[("c1", "bash", json!({"command": "cargo test -p sched"}))],
+    );
+    c.results(&[("c1", "test result: ok. 40 passed", false)]);
+    c.user("Now make the timer wheel configurable.");
+    c.assistant(
+        None,
+        &"Working on the configurable timer wheel. ".repeat(30),
+        &[],
+    );
+    let plan = c.plan(150);
+    let input = HeadInput::new(&plan, now());
+    assert_eq!(input.prior_summary.as_deref(), Some(body));
+    let s = summarize(&input);
+    assert!(
+        s.contains(&format!(
+            "\n\n## Earlier summary (carried forward)\n{body}\n{PRIOR_END}\n\n## "
+        )),
+        "{s}"
+    );
+    // The earlier summary is not mistaken for a user request.
+    assert!(
+        section(&s, "User requests and instructions")
+            .starts_with("1. (the latest user instruction;"),
+        "{s}"
+    );
+    // And a re-compaction of this summary carries both forward.
+    let again = summary_body(&s);
+    assert!(again.starts_with("## Earlier summary (carried forward)\n## User requests and instructions\n1. \"Port the scheduler"));
+}
+
+#[test]
+fn standing_rules_are_the_users_named_statements_that_still_stand() {
+    let (earlier, later, gone, _) = WITHDRAWALS[2];
+    let plan = withdrawal_conversation(Format::Anthropic, earlier, later, 2).plan(400);
+    let rules = standing_rules(plan.head());
+    assert!(rules.iter().any(|r| r.contains("src/export/")), "{rules:?}");
+    assert!(rules.iter().all(|r| !r.contains(gone)), "{rules:?}");
+    assert!(
+        !rules.iter().any(|r| r.contains("sounds good")),
+        "{rules:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Word lists
+// ---------------------------------------------------------------------------------------------
+
+/// Every word list is in lexicon.rs, as lowercase entries; no other file of the module holds a
+/// `&[&str]` list or a `matches!` over string literals.
+#[test]
+fn every_word_list_is_in_the_lexicon() {
+    let others = [
+        ("mod.rs", include_str!("mod.rs")),
+        ("text.rs", include_str!("text.rs")),
+        ("entities.rs", include_str!("entities.rs")),
+        ("turns.rs", include_str!("turns.rs")),
+        ("assistant.rs", include_str!("assistant.rs")),
+        ("supersede.rs", include_str!("supersede.rs")),
+        ("tools.rs", include_str!("tools.rs")),
+        ("errors.rs", include_str!("errors.rs")),
+        ("render.rs", include_str!("render.rs")),
+    ];
+    for (name, src) in others {
+        let code = src.split("#[cfg(test)]").next().unwrap();
+        assert!(!code.contains(": &[&str] = &["), "{name} holds a word list");
+        for line in code.lines() {
+            let t = line.trim_start();
+            if t.starts_with("//") {
+                continue;
+            }
+            // `"a" | "b"` string alternatives are a word list too.
+            let alternatives = t.match_indices("\" | \"").any(|(at, _)| {
+                t[..at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            });
+            assert!(!alternatives, "{name} matches on words: {t}");
+        }
+    }
+    let lexicon = include_str!("lexicon.rs");
+    let mut entries = 0;
+    for line in lexicon
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+    {
+        for (k, part) in line.split('"').enumerate() {
+            if k % 2 == 1 {
+                entries += 1;
+                assert_eq!(
+                    part,
+                    part.to_lowercase(),
+                    "lexicon entry {part:?} is not lowercase"
+                );
+            }
+        }
+    }
+    assert!(entries > 100, "{entries}");
+}
+
+/// More ways of taking something back: (earlier, later, withdrawn key).
+const TAKEN_BACK: &[(&str, &str, &str)] = &[
+    (
+        "Please add a retry wrapper around fetch_quux.",
+        "never mind the fetch_quux retry wrapper",
+        "fetch_quux",
+    ),
+    (
+        "Please add a retry wrapper around fetch_quux.",
+        "we won't need the fetch_quux wrapper after all",
+        "fetch_quux",
+    ),
+    (
+        "Please add a retry wrapper around fetch_quux.",
+        "fetch_quux doesn't need a retry wrapper, it's idempotent upstream",
+        "fetch_quux",
+    ),
+    (
+        "Please add a retry wrapper around fetch_quux.",
+        "don't bother with fetch_quux",
+        "fetch_quux",
+    ),
+    (
+        "Please add a retry wrapper around fetch_quux.",
+        "let's not do the fetch_quux retry",
+        "fetch_quux",
+    ),
+    (
+        "Please add a retry wrapper around fetch_quux.",
+        "fetch_quux retry: cancelled",
+        "fetch_quux",
+    ),
+    (
+        "Do not touch config/zeta.yml.",
+        "config/zeta.yml is fine to edit now",
+        "config/zeta.yml",
+    ),
+    (
+        "Do not touch config/zeta.yml.",
+        "you may change config/zeta.yml from now on",
+        "config/zeta.yml",
+    ),
+    (
+        "Do not touch config/zeta.yml.",
+        "the config/zeta.yml restriction no longer applies",
+        "config/zeta.yml",
+    ),
+    (
+        "Use the Quokka scheduler for the cron jobs.",
+        "forget Quokka, plain cron is fine",
+        "Quokka",
+    ),
+    (
+        "Use the quokka scheduler for the cron jobs.",
+        "hmm, quokka is overkill, plain cron instead",
+        "quokka",
+    ),
+    (
+        "before committing always run ./ci/lint-all.sh",
+        "you can skip ./ci/lint-all.sh from now on, it's in CI",
+        "./ci/lint-all.sh",
+    ),
+    (
+        "later we still need to migrate the BLORP index",
+        "the BLORP migration isn't happening",
+        "BLORP",
+    ),
+];
+
+#[test]
+fn withdrawal_phrasings() {
+    for (k, (a, b, key)) in TAKEN_BACK.iter().enumerate() {
+        let s = summary_of(&withdrawal_conversation(Format::OpenAiResponses, a, b, k).plan(400));
+        let (live, withdrawn) = split_withdrawn(&s);
+        assert!(!live.contains(key), "{a:?} -> {b:?}: {key:?} is live:\n{s}");
+        assert!(
+            withdrawn.contains(key),
+            "{a:?} -> {b:?}: {key:?} not listed:\n{s}"
+        );
+    }
+}
+
+/// Regression: a pasted wall of text (one "sentence" of thousands of identifiers) is neither a
+/// standing rule nor a slow statement, and the summary stays bounded.
+#[test]
+fn a_pasted_wall_of_text_is_not_a_statement() {
+    let filler: Vec<String> = (0..8000).map(|i| format!("w{i}")).collect();
+    let mut c = Conv::new(Format::OpenAiChat);
+    c.user(&format!("HUGE-START {} HUGE-END", filler.join(" ")));
+    busy(&mut c, 10, 1);
+    c.user("Thanks. Keep scripts/deploy_prod.sh untouched.");
+    busy(&mut c, 4, 2);
+    c.user("ok continue");
+    c.assistant(None, &"Continuing. ".repeat(80), &[]);
+    let plan = c.plan(300);
+    let started = std::time::Instant::now();
+    let s = summary_of(&plan);
+    assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+    let head = plan.split().unwrap().head_tokens;
+    assert!(
+        count_text(&s) <= budget(head) + 400,
+        "{} for {head}",
+        count_text(&s)
+    );
+    assert!(s.contains("HUGE-START"), "{s}");
+    assert!(s.contains("scripts/deploy_prod.sh untouched"), "{s}");
+    let rules = standing_rules(plan.head());
+    assert!(rules.iter().all(|r| r.chars().count() <= 400), "{rules:?}");
+    assert!(
+        rules.iter().any(|r| r.contains("scripts/deploy_prod.sh")),
+        "{rules:?}"
+    );
 }

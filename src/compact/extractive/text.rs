@@ -1,6 +1,10 @@
-//! Prose handling: splitting text into sentences, normalizing for matching, whole-word phrase
-//! matching, classifying sentences (rules, pending work, decisions), and quoting (whitespace
-//! collapsed, long quotes clipped at a word boundary).
+//! Prose handling: splitting text into sentences and clauses, normalizing for matching,
+//! whole-word phrase matching, telling code-like tokens from prose words, polarity and withdrawal
+//! marks of a clause, and quoting (whitespace collapsed, long quotes clipped at a word boundary).
+
+use super::lexicon::{
+    ABBREVIATIONS, NEGATIONS, NEGATION_CONTRACTIONS, WITHDRAWAL_PHRASES, WITHDRAWAL_WORDS,
+};
 
 /// Sentences of prose: lines outside code fences, bullets stripped, split after `.`, `!` or `?`
 /// followed by a space and a non-lowercase word (so "e.g. foo" stays whole).
@@ -9,52 +13,60 @@ pub(super) fn sentences(text: &str) -> Vec<String> {
     let mut in_fence = false;
     for line in text.lines() {
         let t = line.trim();
-        if t.starts_with("```") || t.starts_with("~~~") {
+        if is_fence(t) {
             in_fence = !in_fence;
             continue;
         }
         if in_fence || t.is_empty() {
             continue;
         }
-        let t = strip_bullet(t);
-        let chars: Vec<(usize, char)> = t.char_indices().collect();
-        let mut start = 0usize;
-        for k in 0..chars.len() {
-            let (pos, c) = chars[k];
-            if !matches!(c, '.' | '!' | '?') || pos < start {
-                continue;
-            }
-            if !chars.get(k + 1).is_some_and(|(_, n)| n.is_whitespace()) {
-                continue;
-            }
-            if chars[k + 1..]
-                .iter()
-                .find(|(_, n)| !n.is_whitespace())
-                .is_some_and(|(_, n)| n.is_lowercase())
-            {
-                continue;
-            }
-            let end = pos + c.len_utf8();
-            let seg = t[start..end].trim();
-            if c == '.' && is_abbreviation(seg) {
-                continue;
-            }
-            push_sentence(seg, &mut out);
-            start = end;
-        }
-        push_sentence(t[start..].trim(), &mut out);
+        split_line(strip_bullet(t), &mut out);
     }
     out
 }
 
+pub(super) fn is_fence(t: &str) -> bool {
+    t.starts_with("```") || t.starts_with("~~~")
+}
+
+/// Split one line of prose into sentences, appended to `out`.
+pub(super) fn split_line(t: &str, out: &mut Vec<String>) {
+    let chars: Vec<(usize, char)> = t.char_indices().collect();
+    let mut start = 0usize;
+    for k in 0..chars.len() {
+        let (pos, c) = chars[k];
+        if !matches!(c, '.' | '!' | '?') || pos < start {
+            continue;
+        }
+        if !chars.get(k + 1).is_some_and(|(_, n)| n.is_whitespace()) {
+            continue;
+        }
+        if chars[k + 1..]
+            .iter()
+            .find(|(_, n)| !n.is_whitespace())
+            .is_some_and(|(_, n)| n.is_lowercase())
+        {
+            continue;
+        }
+        let end = pos + c.len_utf8();
+        let seg = t[start..end].trim();
+        if c == '.' && is_abbreviation(seg) {
+            continue;
+        }
+        push_sentence(seg, out);
+        start = end;
+    }
+    push_sentence(t[start..].trim(), out);
+}
+
 fn push_sentence(s: &str, out: &mut Vec<String>) {
     let s = collapse(s);
-    if s.chars().count() >= 8 {
+    if s.chars().any(char::is_alphanumeric) {
         out.push(s);
     }
 }
 
-fn strip_bullet(t: &str) -> &str {
+pub(super) fn strip_bullet(t: &str) -> &str {
     let mut t = t;
     for p in ["- [ ] ", "- [x] ", "- ", "* ", "• ", "+ ", "> "] {
         if let Some(rest) = t.strip_prefix(p) {
@@ -81,10 +93,34 @@ fn is_abbreviation(seg: &str) -> bool {
         .unwrap_or("")
         .to_lowercase();
     (last.chars().count() == 1 && last.chars().all(char::is_alphabetic))
-        || matches!(
-            last.as_str(),
-            "e.g" | "i.e" | "etc" | "vs" | "cf" | "approx" | "mr" | "dr" | "no" | "fig"
-        )
+        || ABBREVIATIONS.contains(&last.as_str())
+}
+
+/// Clauses of a sentence: split at `,`, `;`, `:`, dashes and parentheses.
+pub(super) fn clauses(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < s.len() {
+        let c = s[i..].chars().next().unwrap_or(' ');
+        let w = c.len_utf8();
+        let split = match c {
+            ';' | '(' | ')' | '—' | '–' => true,
+            // "a, b" and "a: b", not "1,000" or "a::b" or "http://".
+            ',' | ':' => b.get(i + 1).is_none_or(|n| *n == b' '),
+            '-' => i > 0 && b[i - 1] == b' ' && b.get(i + 1) == Some(&b' '),
+            _ => false,
+        };
+        if split {
+            out.push(s[start..i].trim());
+            start = i + w;
+        }
+        i += w;
+    }
+    out.push(s[start..].trim());
+    out.retain(|c| c.chars().any(char::is_alphanumeric));
+    out
 }
 
 /// Lowercase with typographic apostrophes folded, for matching only.
@@ -93,7 +129,7 @@ pub(super) fn normalize(s: &str) -> String {
 }
 
 /// Whether `lower` contains `phrase` as whole words.
-fn has_phrase(lower: &str, phrase: &str) -> bool {
+pub(super) fn has_phrase(lower: &str, phrase: &str) -> bool {
     let mut from = 0;
     while let Some(p) = lower[from..].find(phrase) {
         let s = from + p;
@@ -115,136 +151,134 @@ fn has_phrase(lower: &str, phrase: &str) -> bool {
     false
 }
 
-fn has_any(lower: &str, phrases: &[&str]) -> bool {
-    phrases.iter().any(|p| has_phrase(lower, p))
+/// Lowercase words of prose (letters, digits and apostrophes).
+pub(super) fn prose_words(lower: &str) -> impl Iterator<Item = &str> {
+    lower
+        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .map(|w| w.trim_matches('\''))
+        .filter(|w| !w.is_empty())
 }
 
-const RULE_PHRASES: &[&str] = &[
-    "always",
-    "never",
-    "don't",
-    "dont",
-    "do not",
-    "must",
-    "mustn't",
-    "make sure",
-    "please keep",
-    "keep it",
-    "prefer",
-    "avoid",
-    "only use",
-    "use only",
-    "from now on",
-    "going forward",
-    "shouldn't",
-    "should not",
-    "ensure",
-    "remember to",
-    "be sure to",
-    "stick to",
-    "under no circumstances",
-    "at all times",
-    "refrain",
-    "stop using",
-    "not allowed",
-    "forbidden",
-    "important:",
-    "rule:",
-    "instead of",
-];
-
-const DECISION_STRONG: &[&str] = &[
-    "decided",
-    "decide to",
-    "decision",
-    "i'll use",
-    "i will use",
-    "we'll use",
-    "we will use",
-    "i'll go with",
-    "going with",
-    "go with",
-    "instead of",
-    "rather than",
-    "chose",
-    "chosen",
-    "opted",
-    "settled on",
-    "switched to",
-    "switching to",
-    "root cause",
-    "fixed by",
-    "turns out",
-    "turned out",
-    "found that",
-    "the problem is",
-    "the problem was",
-    "the issue is",
-    "the issue was",
-    "the bug is",
-    "the bug was",
-    "caused by",
-    "comes from",
-    "culprit",
-    "to fix",
-    "i'll fix",
-    "the fix",
-];
-
-const DECISION_WEAK: &[&str] = &[
-    "because",
-    "so that",
-    "which means",
-    "this means",
-    "the reason",
-    "confirmed",
-    "the approach",
-    "the plan is",
-];
-
-const PENDING_PHRASES: &[&str] = &[
-    "todo",
-    "to-do",
-    "next step",
-    "next steps",
-    "remaining",
-    "still need",
-    "still needs",
-    "still have to",
-    "still to do",
-    "left to do",
-    "not yet",
-    "will need to",
-    "follow-up",
-    "follow up",
-    "pending",
-    "haven't yet",
-    "outstanding",
-    "afterwards",
-    "next, i",
-    "next i'll",
-    "next, we",
-    "then i'll",
-    "later",
-];
-
-pub(super) fn is_rule(lower: &str) -> bool {
-    has_any(lower, RULE_PHRASES)
+/// Whether a clause is negative: it holds a negation word or an `n't` contraction.
+pub(super) fn is_negative(clause: &str) -> bool {
+    let lower = normalize(clause);
+    let neg = prose_words(&lower).any(|w| {
+        w.ends_with("n't") || NEGATIONS.contains(&w) || NEGATION_CONTRACTIONS.contains(&w)
+    });
+    neg
 }
 
-pub(super) fn is_pending(lower: &str) -> bool {
-    has_any(lower, PENDING_PHRASES)
+/// Whether a clause takes something back or replaces it.
+pub(super) fn is_withdrawal(clause: &str) -> bool {
+    let lower = normalize(clause);
+    let found = WITHDRAWAL_PHRASES.iter().any(|p| has_phrase(&lower, p))
+        || prose_words(&lower).any(|w| {
+            stems(w)
+                .iter()
+                .any(|s| WITHDRAWAL_WORDS.contains(&s.as_str()))
+        });
+    found
 }
 
-/// `Some(true)` for a clear decision or finding, `Some(false)` for a weaker one.
-pub(super) fn decision_strength(lower: &str) -> Option<bool> {
-    if has_any(lower, DECISION_STRONG) {
-        Some(true)
-    } else if has_any(lower, DECISION_WEAK) {
-        Some(false)
-    } else {
-        None
+/// The word and its plausible stems: `scrapped` → `scrapp`, `scrap`; `ignored` → `ignor`,
+/// `ignore`; `drops` → `drop`.
+fn stems(w: &str) -> Vec<String> {
+    let mut out = vec![w.to_string()];
+    for suffix in ["ing", "ed", "es", "s", "d"] {
+        if let Some(stem) = w.strip_suffix(suffix) {
+            if stem.len() >= 3 {
+                out.push(stem.to_string());
+                out.push(format!("{stem}e"));
+                let b = stem.as_bytes();
+                if b.len() >= 2 && b[b.len() - 1] == b[b.len() - 2] {
+                    out.push(stem[..stem.len() - 1].to_string());
+                }
+            }
+        }
     }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tokens
+// ---------------------------------------------------------------------------------------------
+
+/// Whitespace-separated tokens with surrounding punctuation trimmed (and a possessive `'s`).
+pub(super) fn tokens(s: &str) -> impl Iterator<Item = &str> {
+    s.split_whitespace().filter_map(|raw| {
+        let t = raw
+            .trim_start_matches(|c: char| "([{<\"'`*“‘".contains(c))
+            .trim_end_matches(|c: char| ")]}>\"'`,.;:!?*”’".contains(c));
+        let t = t
+            .strip_suffix("'s")
+            .or_else(|| t.strip_suffix("’s"))
+            .unwrap_or(t);
+        (t.chars().any(char::is_alphanumeric)).then_some(t)
+    })
+}
+
+/// Spans between backticks (single-line, at most 80 characters).
+pub(super) fn backtick_spans(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(a) = rest.find('`') {
+        let after = &rest[a + 1..];
+        let Some(b) = after.find('`') else { break };
+        let span = after[..b].trim();
+        if !span.is_empty() && span.chars().count() <= 80 && !span.contains('\n') {
+            out.push(span);
+        }
+        rest = &after[b + 1..];
+    }
+    out
+}
+
+/// Whether a (trimmed) token looks like code rather than a prose word: a path, an identifier
+/// with `_`, `::`, `.` or `-` inside, a flag, a number of three digits or more, a word with
+/// digits, or a mixed-case name (`BTreeMap`).
+pub(super) fn is_code_like(t: &str) -> bool {
+    let n = t.chars().count();
+    if n < 3 || !t.chars().any(char::is_alphanumeric) {
+        return false;
+    }
+    if ABBREVIATIONS.contains(&t.to_lowercase().as_str()) {
+        return false;
+    }
+    let chars: Vec<char> = t.chars().collect();
+    let inner = |k: usize| {
+        k > 0
+            && k + 1 < chars.len()
+            && chars[k - 1].is_alphanumeric()
+            && chars[k + 1].is_alphanumeric()
+    };
+    if t.contains(['/', '_', '\\', '=', '$', '@', '#', '<', '>', '(', '{', '[']) || t.contains("::")
+    {
+        return true;
+    }
+    if (0..chars.len()).any(|k| matches!(chars[k], '.' | '-') && inner(k)) {
+        return true;
+    }
+    if t.starts_with('-')
+        && chars
+            .get(1)
+            .is_some_and(|c| c.is_alphanumeric() || *c == '-')
+    {
+        return true;
+    }
+    let digits = chars.iter().filter(|c| c.is_ascii_digit()).count();
+    let letters = chars.iter().filter(|c| c.is_alphabetic()).count();
+    if digits > 0 && (letters > 0 || digits >= 3) {
+        return true;
+    }
+    // Mixed case after the first letter: camelCase, PascalCase with a second capital.
+    chars[1..].iter().any(|c| c.is_uppercase()) && chars.iter().any(|c| c.is_lowercase())
+}
+
+/// An all-caps word of three letters or more (`CSV`, `TODO`), or a capitalized word.
+pub(super) fn is_capitalized(t: &str) -> bool {
+    let mut cs = t.chars();
+    let Some(first) = cs.next() else { return false };
+    first.is_uppercase() && t.chars().count() >= 3 && t.chars().all(char::is_alphabetic)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -285,7 +319,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sentence_splitting_and_classes() {
+    fn sentence_splitting() {
         let s = sentences("- Always use tabs, e.g. in Makefiles. Never push to main!\n```\nnever in code\n```\n1. Prefer `anyhow` over `Box<dyn Error>`.");
         assert_eq!(
             s,
@@ -295,13 +329,48 @@ mod tests {
                 "Prefer `anyhow` over `Box<dyn Error>`."
             ]
         );
-        assert!(is_rule(&normalize("Don\u{2019}t touch the lockfile.")));
-        assert!(!is_rule("fix the bug in the parser."));
         assert!(!has_phrase("nevertheless it works", "never"));
         assert_eq!(
-            decision_strength("it turns out the cache was stale."),
-            Some(true)
+            clauses("vendor/gen is off limits, ops owns it; see http://x (really)"),
+            vec![
+                "vendor/gen is off limits",
+                "ops owns it",
+                "see http://x",
+                "really"
+            ]
         );
-        assert_eq!(decision_strength("i read the file."), None);
+    }
+
+    #[test]
+    fn tokens_and_code_likeness() {
+        let toks: Vec<&str> =
+            tokens("Run `make lint-x`, then (see src/a.rs). Redis's port: 6379!").collect();
+        assert_eq!(
+            toks,
+            vec!["Run", "make", "lint-x", "then", "see", "src/a.rs", "Redis", "port", "6379"]
+        );
+        for code in [
+            "src/a.rs", "lint-x", "6379", "BTreeMap", "E0425", "--force", "a::b", "v12", "x.y",
+        ] {
+            assert!(is_code_like(code), "{code}");
+        }
+        for prose in ["Redis", "port", "the", "e.g", "30", "it's", "v2"] {
+            assert!(!is_code_like(prose), "{prose}");
+        }
+        assert_eq!(
+            backtick_spans("run `cargo test` and `x`"),
+            vec!["cargo test", "x"]
+        );
+    }
+
+    #[test]
+    fn polarity_and_withdrawal() {
+        assert!(is_negative("Don\u{2019}t touch the lockfile"));
+        assert!(is_negative("we shouldnt"));
+        assert!(!is_negative("nothingness is fine"));
+        assert!(is_withdrawal("we scrapped that"));
+        assert!(is_withdrawal("ignoring the old plan"));
+        assert!(is_withdrawal("that is no longer true"));
+        assert!(!is_withdrawal("the dropdown menu"));
     }
 }

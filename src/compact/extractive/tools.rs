@@ -1,12 +1,48 @@
 //! Tool calls: recording each call (its label, kind and command run), the files it touched and
-//! how, from JSON path keys, `apply_patch` envelopes and simple shell commands.
+//! how, from JSON path keys, `apply_patch` envelopes and simple shell commands. Tool names,
+//! JSON keys and program names are in `lexicon`.
 
 use serde_json::Value;
 
+use super::lexicon::{
+    COMMAND_KEYS, CREATE_PROGRAMS, DELETE_PROGRAMS, DESCRIBE_KEYS, EDITOR_SUBCOMMANDS,
+    GIT_PRINT_SUBCOMMANDS, GIT_PROGRAMS, PATCH_BEGIN, PATCH_CREATE, PATCH_DELETE, PATCH_EDIT,
+    PATCH_WRITE, PATHS_KEYS, PATH_KEYS, PRINT_PROGRAMS, READ_PROGRAMS, SHELL_PROGRAMS,
+    SHELL_TOOL_NAMES, SHELL_TOOL_PARTS, STREAM_EDITORS, SUB_CREATE, SUB_DELETE, SUB_EDIT, SUB_READ,
+    SUB_WRITE, TOOL_CREATE_PARTS, TOOL_DELETE_PARTS, TOOL_EDIT_PARTS, TOOL_READ_PARTS,
+    TOOL_SEARCH_PARTS, TOOL_WRITE_PARTS,
+};
 use super::text::{clip, collapse, quote_raw};
 use super::{CallRec, CmdRun, Facts, FileEntry, Kind, Seen};
 
 const COMMAND_CHARS: usize = 200;
+
+// File actions, as the summary names them.
+pub(super) const A_CREATED: &str = "created";
+pub(super) const A_WRITTEN: &str = "written";
+pub(super) const A_EDITED: &str = "edited";
+pub(super) const A_DELETED: &str = "deleted";
+pub(super) const A_READ: &str = "read";
+pub(super) const A_SEARCHED: &str = "searched";
+pub(super) const A_USED: &str = "used";
+
+/// Actions in the order a file's actions are listed.
+const ACTION_ORDER: [&str; 6] = [
+    A_CREATED, A_WRITTEN, A_EDITED, A_DELETED, A_READ, A_SEARCHED,
+];
+
+/// Whether an action changes the file.
+pub(super) fn modifies(a: &str) -> bool {
+    ACTION_ORDER[..4].contains(&a)
+}
+
+/// Where an action is listed among a file's actions.
+pub(super) fn action_rank(a: &str) -> usize {
+    ACTION_ORDER
+        .iter()
+        .position(|x| *x == a)
+        .unwrap_or(ACTION_ORDER.len())
+}
 const LABEL_COMMAND_CHARS: usize = 80;
 const PATH_MAX_CHARS: usize = 240;
 
@@ -21,12 +57,12 @@ pub(super) fn record_call(f: &mut Facts, seen: &mut Seen, id: &str, name: &str, 
         Some(v) => {
             let mut found = Vec::new();
             collect_paths(v, 0, &mut found);
-            let sub = v.get("command").and_then(Value::as_str);
+            let cmd = COMMAND_KEYS.iter().find_map(|k| v.get(*k));
+            let sub = cmd.and_then(Value::as_str);
             let action = tool_action(&lname, if shellish { None } else { sub });
             for p in found {
                 paths.push((p, action.clone()));
             }
-            let cmd = v.get("command").or_else(|| v.get("cmd"));
             if let Some(c) = cmd.and_then(command_text) {
                 // An editor tool's `command` ("view", "str_replace") is a sub-command, not shell.
                 if shellish || (paths.is_empty() && !is_editor_subcommand(&c)) {
@@ -37,14 +73,14 @@ pub(super) fn record_call(f: &mut Facts, seen: &mut Seen, id: &str, name: &str, 
             let mut strings = Vec::new();
             collect_strings(v, 0, &mut strings);
             for s in strings {
-                if s.contains("*** Begin Patch") {
+                if is_patch(s) {
                     patch_paths(s, &mut paths);
                 }
             }
         }
         None => {
             let raw = input.trim();
-            if raw.contains("*** Begin Patch") {
+            if is_patch(raw) {
                 patch_paths(raw, &mut paths);
             }
             if shellish && !raw.is_empty() {
@@ -56,21 +92,7 @@ pub(super) fn record_call(f: &mut Facts, seen: &mut Seen, id: &str, name: &str, 
         command_paths(c, &mut paths);
     }
 
-    let kind = if let Some(c) = &command {
-        if is_read_command(c) {
-            Kind::ShellRead
-        } else {
-            Kind::Shell
-        }
-    } else {
-        match tool_action(&lname, None).as_str() {
-            "read" => Kind::Read,
-            "searched" => Kind::Search,
-            "edited" | "written" | "created" | "deleted" => Kind::Modify,
-            _ if shellish => Kind::Shell,
-            _ => Kind::Other,
-        }
-    };
+    let kind = call_kind(command.as_deref(), &lname, shellish);
 
     for (p, action) in &paths {
         touch(f, seen, p, action);
@@ -88,6 +110,7 @@ pub(super) fn record_call(f: &mut Facts, seen: &mut Seen, id: &str, name: &str, 
         f.runs.push(CmdRun {
             command: clip(&collapse(&c), COMMAND_CHARS),
             failed: false,
+            exit: None,
         });
         f.runs.len() - 1
     });
@@ -98,6 +121,29 @@ pub(super) fn record_call(f: &mut Facts, seen: &mut Seen, id: &str, name: &str, 
         run,
         failed: false,
     });
+}
+
+/// How a call's result is read: from the command it ran, or else from the tool's name.
+fn call_kind(command: Option<&str>, lname: &str, shellish: bool) -> Kind {
+    if let Some(c) = command {
+        return if is_read_command(c) {
+            Kind::ShellRead
+        } else {
+            Kind::Shell
+        };
+    }
+    let a = tool_action(lname, None);
+    if a == A_READ {
+        Kind::Read
+    } else if a == A_SEARCHED {
+        Kind::Search
+    } else if modifies(&a) {
+        Kind::Modify
+    } else if shellish {
+        Kind::Shell
+    } else {
+        Kind::Other
+    }
 }
 
 fn touch(f: &mut Facts, seen: &mut Seen, path: &str, action: &str) {
@@ -122,94 +168,51 @@ fn touch(f: &mut Facts, seen: &mut Seen, path: &str, action: &str) {
 }
 
 fn is_shell_name(lname: &str) -> bool {
-    [
-        "bash",
-        "shell",
-        "terminal",
-        "exec",
-        "run_command",
-        "command",
-        "powershell",
-    ]
-    .iter()
-    .any(|k| lname.contains(k))
-        || matches!(lname, "sh" | "cmd" | "zsh" | "run")
+    SHELL_TOOL_PARTS.iter().any(|k| lname.contains(k)) || SHELL_TOOL_NAMES.contains(&lname)
 }
 
 fn is_editor_subcommand(c: &str) -> bool {
-    matches!(
-        c.trim(),
-        "view"
-            | "create"
-            | "str_replace"
-            | "insert"
-            | "undo_edit"
-            | "write"
-            | "read"
-            | "edit"
-            | "delete"
-    )
+    EDITOR_SUBCOMMANDS.contains(&c.trim())
+}
+
+fn is_patch(s: &str) -> bool {
+    let lower = s.to_ascii_lowercase();
+    PATCH_BEGIN.iter().any(|p| lower.contains(p))
 }
 
 /// The file action of a tool, from an editor sub-command or the tool's name.
 fn tool_action(lname: &str, sub: Option<&str>) -> String {
     if let Some(sub) = sub.map(str::trim) {
-        match sub {
-            "view" | "read" => return "read".into(),
-            "create" => return "created".into(),
-            "write" => return "written".into(),
-            "str_replace" | "insert" | "undo_edit" | "edit" => return "edited".into(),
-            "delete" => return "deleted".into(),
-            _ => {}
+        let by_sub: [(&[&str], &str); 5] = [
+            (SUB_READ, A_READ),
+            (SUB_CREATE, A_CREATED),
+            (SUB_WRITE, A_WRITTEN),
+            (SUB_EDIT, A_EDITED),
+            (SUB_DELETE, A_DELETED),
+        ];
+        if let Some((_, a)) = by_sub.iter().find(|(l, _)| l.contains(&sub)) {
+            return (*a).into();
         }
     }
-    let has = |ks: &[&str]| ks.iter().any(|k| lname.contains(k));
-    if has(&["create", "new_file", "add_file"]) {
-        "created".into()
-    } else if has(&["write", "save"]) {
-        "written".into()
-    } else if has(&[
-        "edit", "replace", "patch", "modify", "update", "insert", "rename", "move",
-    ]) {
-        "edited".into()
-    } else if has(&["delete", "remove", "unlink"]) {
-        "deleted".into()
-    } else if has(&[
-        "read",
-        "view",
-        "cat",
-        "open",
-        "show",
-        "fetch_file",
-        "get_file",
-    ]) {
-        "read".into()
-    } else if has(&["grep", "search", "glob", "find", "list", "ls", "tree"]) {
-        "searched".into()
+    let by_name: [(&[&str], &str); 6] = [
+        (TOOL_CREATE_PARTS, A_CREATED),
+        (TOOL_WRITE_PARTS, A_WRITTEN),
+        (TOOL_EDIT_PARTS, A_EDITED),
+        (TOOL_DELETE_PARTS, A_DELETED),
+        (TOOL_READ_PARTS, A_READ),
+        (TOOL_SEARCH_PARTS, A_SEARCHED),
+    ];
+    if let Some((_, a)) = by_name
+        .iter()
+        .find(|(parts, _)| parts.iter().any(|k| lname.contains(k)))
+    {
+        (*a).into()
     } else if is_shell_name(lname) {
-        "used".into()
+        A_USED.into()
     } else {
         format!("used by {lname}")
     }
 }
-
-const PATH_KEYS: &[&str] = &[
-    "path",
-    "file_path",
-    "filepath",
-    "filePath",
-    "filename",
-    "file",
-    "target_file",
-    "notebook_path",
-    "source_path",
-    "target_path",
-    "dest_path",
-    "destination",
-    "old_path",
-    "new_path",
-];
-const PATHS_KEYS: &[&str] = &["paths", "files", "file_paths", "filenames"];
 
 fn collect_paths(v: &Value, depth: usize, out: &mut Vec<String>) {
     if depth > 3 {
@@ -218,11 +221,12 @@ fn collect_paths(v: &Value, depth: usize, out: &mut Vec<String>) {
     match v {
         Value::Object(map) => {
             for (k, x) in map {
-                if PATH_KEYS.contains(&k.as_str()) {
+                let lk = k.to_ascii_lowercase();
+                if PATH_KEYS.contains(&lk.as_str()) {
                     if let Some(s) = x.as_str() {
                         push_path(s, out);
                     }
-                } else if PATHS_KEYS.contains(&k.as_str()) {
+                } else if PATHS_KEYS.contains(&lk.as_str()) {
                     if let Some(items) = x.as_array() {
                         for it in items {
                             match it {
@@ -280,10 +284,7 @@ fn command_text(v: &Value) -> Option<String> {
             if argv.is_empty() {
                 return None;
             }
-            let shell = matches!(
-                argv[0].rsplit('/').next().unwrap_or(""),
-                "bash" | "sh" | "zsh" | "dash"
-            );
+            let shell = SHELL_PROGRAMS.contains(&argv[0].rsplit('/').next().unwrap_or(""));
             if shell && argv.len() >= 3 && argv[1].starts_with('-') && argv[1].contains('c') {
                 Some(argv[2..].join(" "))
             } else {
@@ -296,16 +297,21 @@ fn command_text(v: &Value) -> Option<String> {
 
 /// Files named in an apply_patch envelope.
 fn patch_paths(text: &str, out: &mut Vec<(String, String)>) {
+    let kinds: [(&[&str], &str); 4] = [
+        (PATCH_EDIT, A_EDITED),
+        (PATCH_CREATE, A_CREATED),
+        (PATCH_DELETE, A_DELETED),
+        (PATCH_WRITE, A_WRITTEN),
+    ];
     for line in text.lines() {
         let l = line.trim();
-        let found = [
-            ("*** Update File:", "edited"),
-            ("*** Add File:", "created"),
-            ("*** Delete File:", "deleted"),
-            ("*** Move to:", "written"),
-        ]
-        .iter()
-        .find_map(|(p, a)| l.strip_prefix(p).map(|rest| (rest.trim(), *a)));
+        let lower = l.to_ascii_lowercase();
+        let found = kinds.iter().find_map(|(prefixes, a)| {
+            prefixes
+                .iter()
+                .find(|p| lower.starts_with(*p))
+                .map(|p| (l[p.len()..].trim(), *a))
+        });
         if let Some((p, a)) = found {
             if !p.is_empty()
                 && p.chars().count() <= PATH_MAX_CHARS
@@ -368,11 +374,11 @@ fn command_paths(cmd: &str, out: &mut Vec<(String, String)>) {
         for (k, t) in toks.iter().enumerate() {
             if *t == ">" || *t == ">>" {
                 if let Some(next) = toks.get(k + 1) {
-                    add(next, "written", out);
+                    add(next, A_WRITTEN, out);
                 }
             } else if let Some(rest) = t.strip_prefix(">>").or_else(|| t.strip_prefix('>')) {
                 if !rest.starts_with('&') && !rest.is_empty() {
-                    add(rest, "written", out);
+                    add(rest, A_WRITTEN, out);
                 }
             }
         }
@@ -384,16 +390,22 @@ fn command_paths(cmd: &str, out: &mut Vec<(String, String)>) {
         let Some(prog) = words.next() else { continue };
         let prog = prog.rsplit('/').next().unwrap_or(prog);
         let args: Vec<&str> = words.collect();
-        let action = match prog {
-            "cat" | "head" | "tail" | "less" | "more" | "nl" | "wc" | "bat" => "read",
-            "sed" if args.iter().any(|a| a.starts_with("-i")) => "edited",
-            "sed" => "read",
-            "rm" => "deleted",
-            "touch" => "created",
-            _ => continue,
+        let sed = STREAM_EDITORS.contains(&prog);
+        let action = if READ_PROGRAMS.contains(&prog) {
+            A_READ
+        } else if sed && args.iter().any(|a| a.starts_with("-i")) {
+            A_EDITED
+        } else if sed {
+            A_READ
+        } else if DELETE_PROGRAMS.contains(&prog) {
+            A_DELETED
+        } else if CREATE_PROGRAMS.contains(&prog) {
+            A_CREATED
+        } else {
+            continue;
         };
         let mut args = args.as_slice();
-        if prog == "sed" {
+        if sed {
             // Skip the script: the first non-option argument.
             if let Some(pos) = args.iter().position(|a| !a.starts_with('-')) {
                 args = &args[pos + 1..];
@@ -411,21 +423,18 @@ fn is_read_command(cmd: &str) -> bool {
     let first = cmd.split_whitespace().next().unwrap_or("");
     let first = first.rsplit('/').next().unwrap_or(first);
     let second = cmd.split_whitespace().nth(1).unwrap_or("");
-    match first {
-        "cat" | "head" | "tail" | "less" | "more" | "nl" | "grep" | "rg" | "ag" | "ack" | "awk"
-        | "find" | "ls" | "tree" | "bat" | "jq" | "wc" | "diff" | "fd" => true,
-        "sed" => !cmd.contains(" -i"),
-        "git" => matches!(
-            second,
-            "diff" | "show" | "log" | "blame" | "grep" | "status"
-        ),
-        _ => false,
+    if STREAM_EDITORS.contains(&first) {
+        !cmd.contains(" -i")
+    } else if GIT_PROGRAMS.contains(&first) {
+        GIT_PRINT_SUBCOMMANDS.contains(&second)
+    } else {
+        PRINT_PROGRAMS.contains(&first)
     }
 }
 
 /// A short description of a call's input without a path or command (a pattern, query or url).
 fn describe_input(v: &Value) -> Option<String> {
-    for k in ["pattern", "query", "url", "name", "description"] {
+    for k in DESCRIBE_KEYS {
         if let Some(s) = v.get(k).and_then(Value::as_str) {
             let s = collapse(s);
             if !s.is_empty() {

@@ -1,0 +1,282 @@
+//! Distinctive entities and how rare words are in the head.
+//!
+//! [`Stats`] counts, for every lowercase word, how many messages of the head contain it, and
+//! which words occur in tool calls and results. An *entity* is what a statement is about, found
+//! without word lists: a code-like token (path, identifier, flag, command in backticks, number),
+//! a capitalized name the head never writes in lowercase (`Redis`, `CSV`), or a prose word that
+//! is rare in the head and never occurs in tool I/O (a made-up name). Two statements that share
+//! an entity are about the same thing, which is how withdrawals are tied to what they withdraw.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::message::{Block, Message};
+
+use super::text::{backtick_spans, is_capitalized, is_code_like, tokens};
+
+/// A prose word in at most this many messages (and never in tool I/O) is rare.
+const RARE_DF: u32 = 4;
+/// Rare prose words are at least this long.
+const RARE_MIN_CHARS: usize = 5;
+
+/// Word statistics of a head.
+#[derive(Default)]
+pub(super) struct Stats {
+    pub docs: usize,
+    df: HashMap<String, u32>,
+    tool_words: HashSet<String>,
+    /// Words written all-lowercase somewhere in prose.
+    lower_seen: HashSet<String>,
+    /// Tool inputs and outputs, lowercased, for substring checks.
+    tool_text: String,
+    /// Each message's text (all blocks), lowercased.
+    lower_texts: Vec<String>,
+}
+
+/// Identifier-ish words: runs of letters, digits and `_`.
+pub(super) fn id_words(s: &str) -> impl Iterator<Item = &str> {
+    s.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+}
+
+impl Stats {
+    pub fn new(messages: &[Message]) -> Stats {
+        let mut st = Stats::default();
+        for m in messages {
+            st.docs += 1;
+            let mut seen: HashSet<String> = HashSet::new();
+            let mut all = String::new();
+            for b in &m.blocks {
+                let (text, tool) = match b {
+                    Block::Text { text } => (text.as_str(), false),
+                    Block::ToolCall { input, .. } => (input.as_str(), true),
+                    Block::ToolResult { content, .. } => (content.as_str(), true),
+                    _ => continue,
+                };
+                for w in id_words(text) {
+                    let lw = w.to_lowercase();
+                    if tool {
+                        st.tool_words.insert(lw.clone());
+                    } else if lw == w {
+                        st.lower_seen.insert(lw.clone());
+                    }
+                    seen.insert(lw);
+                }
+                let lower = text.to_ascii_lowercase();
+                if tool {
+                    st.tool_text.push_str(&lower);
+                    st.tool_text.push('\n');
+                }
+                all.push_str(&lower);
+                all.push('\n');
+            }
+            st.lower_texts.push(all);
+            for w in seen {
+                *st.df.entry(w).or_default() += 1;
+            }
+        }
+        st
+    }
+
+    pub fn df(&self, lower: &str) -> u32 {
+        self.df.get(lower).copied().unwrap_or(0)
+    }
+
+    /// Inverse document frequency of a lowercase word.
+    pub fn idf(&self, lower: &str) -> f64 {
+        ((self.docs as f64 + 1.0) / (self.df(lower) as f64 + 0.5)).ln()
+    }
+
+    /// Whether `text` (any case) occurs in a tool call or result.
+    pub fn in_tools(&self, text: &str) -> bool {
+        let t = text.to_ascii_lowercase();
+        !t.is_empty() && self.tool_text.contains(&t)
+    }
+
+    /// How many messages mention an entity (its text, in any case, anywhere).
+    pub fn entity_df(&self, e: &Entity) -> u32 {
+        let k = e.text.to_ascii_lowercase();
+        self.lower_texts.iter().filter(|t| t.contains(&k)).count() as u32
+    }
+
+    fn is_rare_word(&self, lower: &str) -> bool {
+        lower.chars().count() >= RARE_MIN_CHARS
+            && lower.chars().all(char::is_alphabetic)
+            && self.df(lower) <= RARE_DF
+            && !self.tool_words.contains(lower)
+    }
+
+    fn is_name(&self, word: &str) -> bool {
+        is_capitalized(word) && !self.lower_seen.contains(&word.to_lowercase())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// Matched and masked as a substring (paths, identifiers, commands).
+    Code,
+    /// Matched and masked as a whole word, in any case.
+    Word,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Entity {
+    /// As written.
+    pub text: String,
+    /// Lowercase, without a trailing `/`.
+    pub key: String,
+    pub kind: Kind,
+    /// Code-like or a name (not only a rare word): enough on its own to tie two statements
+    /// whose polarity differs.
+    pub strong: bool,
+}
+
+impl Entity {
+    pub fn new(text: &str, kind: Kind) -> Entity {
+        let text = text.trim_end_matches('/');
+        Entity {
+            text: text.to_string(),
+            key: text.to_ascii_lowercase(),
+            kind,
+            strong: true,
+        }
+    }
+
+    fn weak(mut self) -> Entity {
+        self.strong = false;
+        self
+    }
+
+    /// Parts of a code entity that can stand for it in prose (`fastjson` in `fastjson::parse`
+    /// or `fastjson/src`), split at path and module separators only (`a_b` and `a-b` stay
+    /// whole: `zork` is not `zork_token`).
+    fn parts(&self) -> Vec<&str> {
+        match self.kind {
+            Kind::Code => self
+                .key
+                .split(|c: char| c.is_whitespace() || matches!(c, '/' | ':' | '.' | '`'))
+                .filter(|p| p.chars().count() >= 4)
+                .collect(),
+            Kind::Word => vec![self.key.as_str()],
+        }
+    }
+
+    /// Whether two entities name the same thing: equal, one a whole-token part of the other
+    /// (`vendor/gen` in `vendor/gen/x.rs`, `lint-x` in `make lint-x`), or a word that is a part
+    /// of a code entity.
+    pub fn matches(&self, other: &Entity) -> bool {
+        if self.key == other.key {
+            return true;
+        }
+        match (self.kind, other.kind) {
+            (Kind::Code, Kind::Code) => {
+                let (short, long) = if self.key.len() <= other.key.len() {
+                    (&self.key, &other.key)
+                } else {
+                    (&other.key, &self.key)
+                };
+                short.chars().count() >= 4 && contains_part(long, short)
+            }
+            (Kind::Word, Kind::Word) => false,
+            _ => {
+                let (word, code) = if self.kind == Kind::Word {
+                    (self, other)
+                } else {
+                    (other, self)
+                };
+                code.parts().contains(&word.key.as_str())
+            }
+        }
+    }
+}
+
+impl Entity {
+    /// Path prefixes (`vendor/gen` of `vendor/gen/x.rs`) and whitespace-separated words
+    /// (`lint-x` of `make lint-x`) of a code entity, four characters or more.
+    fn sub_keys(&self) -> Vec<&str> {
+        if self.kind != Kind::Code {
+            return Vec::new();
+        }
+        let mut out: Vec<&str> = self
+            .key
+            .match_indices('/')
+            .map(|(i, _)| &self.key[..i])
+            .filter(|p| p.chars().count() >= 4)
+            .collect();
+        if self.key.contains(char::is_whitespace) {
+            out.extend(
+                self.key
+                    .split_whitespace()
+                    .filter(|w| w.chars().count() >= 4),
+            );
+        }
+        out
+    }
+
+    /// The keys this entity is found under: an entity `b` matches `a` exactly when one of
+    /// `b.probes()` is among `a.marks()` (or the other way round), which lets threads be
+    /// built with a hash map instead of comparing every pair.
+    pub fn marks(&self) -> Vec<String> {
+        let mut out = vec![format!("k:{}", self.key)];
+        match self.kind {
+            Kind::Code => {
+                out.extend(self.sub_keys().into_iter().map(|p| format!("sub:{p}")));
+                out.extend(self.parts().into_iter().map(|p| format!("part:{p}")));
+            }
+            Kind::Word => out.push(format!("word:{}", self.key)),
+        }
+        out
+    }
+
+    /// The keys to look this entity up by (see [`Entity::marks`]).
+    pub fn probes(&self) -> Vec<String> {
+        let mut out = vec![format!("k:{}", self.key)];
+        match self.kind {
+            Kind::Code => {
+                if self.key.chars().count() >= 4 {
+                    out.push(format!("sub:{}", self.key));
+                }
+                out.extend(self.sub_keys().into_iter().map(|p| format!("k:{p}")));
+                out.extend(self.parts().into_iter().map(|p| format!("word:{p}")));
+            }
+            Kind::Word => out.push(format!("part:{}", self.key)),
+        }
+        out
+    }
+}
+
+/// Whether `short` is a path prefix of `long` (`vendor/gen` of `vendor/gen/x.rs`) or one of
+/// its whitespace-separated words (`lint-x` of `make lint-x`).
+fn contains_part(long: &str, short: &str) -> bool {
+    long.strip_prefix(short).is_some_and(|r| r.starts_with('/'))
+        || long.split_whitespace().any(|w| w == short)
+}
+
+/// The distinctive entities of a sentence, de-duplicated by key.
+pub(super) fn entities(sentence: &str, stats: &Stats) -> Vec<Entity> {
+    let mut out: Vec<Entity> = Vec::new();
+    let mut push = |e: Entity| {
+        if !e.key.is_empty() && !out.iter().any(|x| x.key == e.key) {
+            out.push(e);
+        }
+    };
+    for span in backtick_spans(sentence) {
+        if span.chars().count() >= 3 {
+            push(Entity::new(span, Kind::Code));
+        }
+    }
+    for (i, t) in tokens(sentence).enumerate() {
+        if is_code_like(t) {
+            push(Entity::new(t, Kind::Code));
+        } else if (i > 0 || t.chars().all(char::is_uppercase)) && stats.is_name(t) {
+            push(Entity::new(t, Kind::Word));
+        } else if t.chars().all(|c| c.is_lowercase()) && stats.is_rare_word(t) {
+            push(Entity::new(t, Kind::Word).weak());
+        }
+    }
+    out
+}
+
+/// Whether a sentence mentions anything distinctive.
+pub(super) fn has_code(sentence: &str) -> bool {
+    !backtick_spans(sentence).is_empty() || tokens(sentence).any(is_code_like)
+}

@@ -1,0 +1,488 @@
+//! Withdrawals, resolved by entities rather than phrasings.
+//!
+//! Every sentence the user wrote (and every line of a carried-forward summary, and every sentence
+//! of the assistant's) is a [`Stmt`] with its distinctive [`Entity`]s. Statements that share an
+//! entity form a thread about one thing. A later *user* statement in a thread changes it when:
+//!
+//! - it takes something back or replaces it (the small withdrawal lexicon), in the clause that
+//!   names the entity or in a clause that names nothing ("On second thought, keep X out"), or
+//! - the clause that names the entity has the other polarity than the user's previous statement
+//!   in the thread (one says "not", the other does not), in a later turn, about an entity few
+//!   messages mention: talk about the session's topic or a file being worked on is not a change
+//!   of mind, and an entity in four or five messages needs the two clauses to share another
+//!   word (their predicate, "modify" in "never modify X" / "you can modify X now"), or
+//! - it is negative where the thread so far is only the assistant's positive plan.
+//!
+//! An entity the user spoke of in four turns or more is the session's topic and is never
+//! withdrawn. Each
+//! change supersedes the statements before it in the thread and flips the thread between live
+//! and withdrawn. A short user sentence that takes something back without naming anything
+//! ("scratch that") supersedes the sentence or turn right before it. When a thread ends
+//! withdrawn, its entity is masked as `[Wn]` everywhere outside the `## Withdrawn or
+//! superseded` section, which quotes what was said and the latest word; so are the code-like
+//! entities that only the superseded statements mention and no tool touched (the rest of what
+//! was taken back). A change of mind said with the same polarity and no withdrawal word ("X is
+//! off limits" → "ops handed X over, go ahead and edit it") is not detected: telling it from a
+//! reminder needs understanding, not structure.
+
+use std::collections::{HashMap, HashSet};
+
+use super::entities::{id_words, Entity, Kind, Stats};
+use super::text::{clauses, is_negative, is_withdrawal, quote};
+
+/// Where a statement comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// A line of a carried-forward summary.
+    Prior,
+    User,
+    Assistant,
+}
+
+impl Origin {
+    fn name(self) -> &'static str {
+        match self {
+            Origin::Prior => "earlier summary",
+            Origin::User => "user",
+            Origin::Assistant => "assistant",
+        }
+    }
+}
+
+pub(super) struct Stmt {
+    pub origin: Origin,
+    /// The user turn (for `User`), or the message index (for `Assistant`).
+    pub turn: usize,
+    pub text: String,
+    pub ents: Vec<Entity>,
+}
+
+/// One resolved withdrawal: the statement with the latest word and what it superseded.
+#[derive(Debug, Clone)]
+pub(super) struct Withdrawal {
+    pub latest: usize,
+    pub earlier: Vec<usize>,
+    /// Entities masked in the live sections (empty when the thread was taken up again).
+    pub masks: Vec<Entity>,
+    /// `[Wn]`, set when there is something to mask.
+    pub label: Option<String>,
+}
+
+/// Longest quotes in the withdrawn section.
+const EARLIER_CHARS: usize = 240;
+const LATEST_CHARS: usize = 300;
+/// A sentence of at most this many words may take back what came right before it.
+const PRONOUN_WORDS: usize = 12;
+/// An entity in more messages than this is a topic of the session, not one statement's
+/// subject: a change of polarity about it is not read as a withdrawal.
+const FLIP_MAX_DF: u32 = 5;
+/// An entity in at most this many messages is specific enough that a change of polarity about
+/// it is a withdrawal even when the two clauses share no other word.
+const FLIP_BARE_MAX_DF: u32 = 3;
+/// The user has spoken of the session's topic in more turns than this before: not even an
+/// explicit withdrawal word withdraws it (the agent using a thing in tools does not make it
+/// the topic; the user returning to it does).
+const TOPIC_MIN_TURNS: usize = 4;
+
+/// The clause of `text` that names `e`, or the whole text when that clause is very short.
+fn scope<'a>(text: &'a str, e: &Entity) -> &'a str {
+    let lower = text.to_ascii_lowercase();
+    let Some(at) = lower.find(&e.key) else {
+        return text;
+    };
+    for c in clauses(text) {
+        // Clauses are sub-slices of `text`.
+        let start = c.as_ptr() as usize - text.as_ptr() as usize;
+        if start <= at && at < start + c.len() {
+            return if c.split_whitespace().count() >= 3 {
+                c
+            } else {
+                text
+            };
+        }
+    }
+    text
+}
+
+/// Whether a clause names an entity.
+fn mentions(clause: &str, e: &Entity) -> bool {
+    clause.to_ascii_lowercase().contains(&e.key)
+}
+
+struct Mention {
+    stmt: usize,
+    ent: usize,
+}
+
+/// Threads: statements grouped by matching entities, in statement order. An entity joins the
+/// earliest thread one of its probes finds (see [`Entity::marks`]).
+fn threads(stmts: &[Stmt]) -> Vec<Vec<Mention>> {
+    let mut threads: Vec<Vec<Mention>> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (s, st) in stmts.iter().enumerate() {
+        let mut joined: HashSet<usize> = HashSet::new();
+        for (k, e) in st.ents.iter().enumerate() {
+            let found = e
+                .probes()
+                .iter()
+                .filter_map(|p| index.get(p).copied())
+                .min();
+            let t = match found {
+                Some(t) => {
+                    if joined.insert(t) {
+                        threads[t].push(Mention { stmt: s, ent: k });
+                    }
+                    t
+                }
+                None => {
+                    threads.push(vec![Mention { stmt: s, ent: k }]);
+                    joined.insert(threads.len() - 1);
+                    threads.len() - 1
+                }
+            };
+            for m in e.marks() {
+                index.entry(m).or_insert(t);
+            }
+        }
+    }
+    threads
+}
+
+/// Where a thread stands after the statements so far.
+#[derive(Default)]
+struct ThreadState {
+    withdrawn: bool,
+    /// Whether the thread's current word is negative ("never touch X", or "X" taken back).
+    negative: bool,
+    /// The user's (or a carried-forward summary's) latest mention in the thread.
+    last_user: Option<usize>,
+}
+
+/// Whether the user statement `m` changes the thread, and if so the thread's new polarity.
+fn change(
+    stmts: &[Stmt],
+    stats: &Stats,
+    thread: &[Mention],
+    k: usize,
+    state: &ThreadState,
+) -> Option<bool> {
+    let m = &thread[k];
+    let st = &stmts[m.stmt];
+    let e = &st.ents[m.ent];
+    let user_turns: HashSet<usize> = thread[..k]
+        .iter()
+        .map(|b| &stmts[b.stmt])
+        .filter(|b| b.origin == Origin::User)
+        .map(|b| b.turn)
+        .collect();
+    if user_turns.len() >= TOPIC_MIN_TURNS {
+        return None;
+    }
+    let df = stats.entity_df(e);
+    let sc = scope(&st.text, e);
+    // A marker in the entity's clause, or in a clause that names nothing ("On second
+    // thought, keep X off the list").
+    let marker = is_withdrawal(sc)
+        || clauses(&st.text)
+            .into_iter()
+            .any(|c| is_withdrawal(c) && !st.ents.iter().any(|x| x.strong && mentions(c, x)));
+    let neg = is_negative(sc);
+    let Some(u) = state.last_user else {
+        // Only the assistant spoke about it so far: the user rejecting its plan.
+        let plan_positive = thread[..k]
+            .iter()
+            .all(|b| !is_negative(scope(&stmts[b.stmt].text, &stmts[b.stmt].ents[b.ent])));
+        return (marker || (neg && plan_positive)).then_some(true);
+    };
+    if marker {
+        // Taking back what is already taken back changes nothing.
+        return (!state.withdrawn).then_some(!state.negative);
+    }
+    let ut = &stmts[thread[u].stmt];
+    let ue = &ut.ents[thread[u].ent];
+    let same_turn = ut.origin == Origin::User && ut.turn == st.turn;
+    let specific = df <= FLIP_BARE_MAX_DF
+        || (df <= FLIP_MAX_DF && shares_predicate(stats, sc, scope(&ut.text, ue), e, ue));
+    let flip = neg != state.negative && e.strong && ue.strong && specific && !same_turn;
+    flip.then_some(neg)
+}
+
+/// Whether two clauses share a word besides their entity (the same predicate: "modify" in
+/// "never modify X" and "you can modify X now"), one that is not in most messages.
+fn shares_predicate(stats: &Stats, a: &str, b: &str, ea: &Entity, eb: &Entity) -> bool {
+    let words = |s: &str| -> HashSet<String> {
+        id_words(&s.to_lowercase())
+            .filter(|w| w.chars().count() >= 3 && w.chars().all(char::is_alphabetic))
+            .map(str::to_string)
+            .collect()
+    };
+    let (wa, wb) = (words(a), words(b));
+    let own: HashSet<String> = words(&ea.key).union(&words(&eb.key)).cloned().collect();
+    wa.intersection(&wb)
+        .any(|w| !own.contains(w) && (stats.df(w) as usize) * 3 <= stats.docs && !is_negative(w))
+}
+
+/// Resolve the withdrawals among `stmts` (in conversation order).
+pub(super) fn resolve(stmts: &[Stmt], stats: &Stats) -> Vec<Withdrawal> {
+    let mut events: Vec<Withdrawal> = Vec::new();
+    let mut superseded: HashSet<usize> = HashSet::new();
+    for thread in threads(stmts) {
+        let mut open: Vec<usize> = Vec::new();
+        let mut state = ThreadState::default();
+        let mut last_event = None;
+        for (k, m) in thread.iter().enumerate() {
+            let st = &stmts[m.stmt];
+            let mut changed = false;
+            if st.origin == Origin::User && !open.is_empty() {
+                if let Some(negative) = change(stmts, stats, &thread, k, &state) {
+                    superseded.extend(open.iter().copied());
+                    last_event = Some(events.len());
+                    events.push(Withdrawal {
+                        latest: m.stmt,
+                        earlier: std::mem::take(&mut open),
+                        masks: Vec::new(),
+                        label: None,
+                    });
+                    state.withdrawn = !state.withdrawn;
+                    state.negative = negative;
+                    changed = true;
+                }
+            }
+            if st.origin != Origin::Assistant {
+                if state.last_user.is_none() && !changed {
+                    state.negative = is_negative(scope(&st.text, &st.ents[m.ent]));
+                }
+                state.last_user = Some(k);
+            }
+            open.push(m.stmt);
+        }
+        if let Some(last) = last_event.filter(|_| state.withdrawn) {
+            for m in &thread {
+                push_mask(&mut events[last].masks, &stmts[m.stmt].ents[m.ent]);
+            }
+        }
+    }
+    pronoun_withdrawals(stmts, &mut events, &mut superseded);
+    merge(&mut events);
+    add_exclusive(stmts, stats, &mut events, &superseded);
+    events
+}
+
+fn push_mask(masks: &mut Vec<Entity>, e: &Entity) {
+    if !masks.iter().any(|x| x.key == e.key) {
+        masks.push(e.clone());
+    }
+}
+
+/// "scratch that": a short user sentence that takes something back without naming anything
+/// the conversation named before supersedes the sentence before it in its turn, or else the
+/// previous user turn.
+fn pronoun_withdrawals(stmts: &[Stmt], events: &mut Vec<Withdrawal>, sup: &mut HashSet<usize>) {
+    for (s, st) in stmts.iter().enumerate() {
+        if st.origin != Origin::User
+            || st.text.split_whitespace().count() > PRONOUN_WORDS
+            || !is_withdrawal(&st.text)
+            || events.iter().any(|w| w.latest == s)
+        {
+            continue;
+        }
+        let named_before = st.ents.iter().any(|e| {
+            stmts[..s]
+                .iter()
+                .any(|p| p.ents.iter().any(|x| x.matches(e)))
+        });
+        if named_before {
+            continue;
+        }
+        let prev_same_turn = s
+            .checked_sub(1)
+            .filter(|&p| stmts[p].origin == Origin::User && stmts[p].turn == st.turn);
+        let targets: Vec<usize> = match prev_same_turn {
+            Some(p) => vec![p],
+            None => {
+                let prev_turn = stmts[..s]
+                    .iter()
+                    .rev()
+                    .find(|p| p.origin == Origin::User && p.turn < st.turn)
+                    .map(|p| p.turn);
+                (0..s)
+                    .filter(|&p| {
+                        stmts[p].origin == Origin::User && Some(stmts[p].turn) == prev_turn
+                    })
+                    .collect()
+            }
+        };
+        if targets.is_empty() {
+            continue;
+        }
+        sup.extend(targets.iter().copied());
+        events.push(Withdrawal {
+            latest: s,
+            earlier: targets,
+            masks: Vec::new(),
+            label: None,
+        });
+    }
+}
+
+/// One withdrawal per latest statement, ordered by it.
+fn merge(events: &mut Vec<Withdrawal>) {
+    events.sort_by_key(|w| w.latest);
+    let mut out: Vec<Withdrawal> = Vec::new();
+    for w in events.drain(..) {
+        match out.last_mut() {
+            Some(last) if last.latest == w.latest => {
+                for e in w.earlier {
+                    if !last.earlier.contains(&e) {
+                        last.earlier.push(e);
+                    }
+                }
+                for m in &w.masks {
+                    push_mask(&mut last.masks, m);
+                }
+            }
+            _ => out.push(w),
+        }
+    }
+    for w in &mut out {
+        w.earlier.sort_unstable();
+    }
+    *events = out;
+}
+
+/// Entities that only superseded statements (and the withdrawing one) mention, and that no tool
+/// touched, go with the withdrawal: they were part of what was taken back.
+fn add_exclusive(stmts: &[Stmt], stats: &Stats, events: &mut [Withdrawal], sup: &HashSet<usize>) {
+    let masked_any = |events: &[Withdrawal], e: &Entity| {
+        events.iter().any(|w| w.masks.iter().any(|m| m.matches(e)))
+    };
+    for i in 0..events.len() {
+        let mut extra = Vec::new();
+        for &s in &events[i].earlier {
+            for e in &stmts[s].ents {
+                // Used in a statement that still stands: the user's, or the assistant's from
+                // before the change (after it, the assistant only echoes the change).
+                let live_elsewhere = stmts.iter().enumerate().any(|(j, o)| {
+                    (o.origin != Origin::Assistant || j < events[i].latest)
+                        && !sup.contains(&j)
+                        && j != events[i].latest
+                        && o.ents.iter().any(|x| x.matches(e))
+                });
+                // What the latest word names is settled by its thread, not here.
+                let named_by_latest = stmts[events[i].latest].ents.iter().any(|x| x.matches(e));
+                let code =
+                    e.kind == Kind::Code && !named_by_latest && stats.entity_df(e) <= FLIP_MAX_DF;
+                if code && !live_elsewhere && !stats.in_tools(&e.text) && !masked_any(events, e) {
+                    extra.push(e.clone());
+                }
+            }
+        }
+        for e in &extra {
+            push_mask(&mut events[i].masks, e);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Masking and rendering
+// ---------------------------------------------------------------------------------------------
+
+/// Replaces withdrawn entities by their `[Wn]` label.
+#[derive(Default)]
+pub(super) struct Masker {
+    /// (lowercase pattern, kind, label), longest pattern first.
+    pats: Vec<(String, Kind, String)>,
+}
+
+impl Masker {
+    pub fn add(&mut self, e: &Entity, label: &str) {
+        let p = e.text.to_ascii_lowercase();
+        if p.chars().count() >= 3 && !self.pats.iter().any(|(x, _, _)| *x == p) {
+            self.pats.push((p, e.kind, label.to_string()));
+            self.pats
+                .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+        }
+    }
+
+    /// `s` with every withdrawn entity replaced by its label.
+    pub fn apply(&self, s: &str) -> String {
+        let mut out = s.to_string();
+        for (p, kind, label) in &self.pats {
+            out = replace_all(&out, p, *kind, label);
+        }
+        out
+    }
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+fn replace_all(s: &str, pat: &str, kind: Kind, label: &str) -> String {
+    let lower = s.to_ascii_lowercase();
+    let mut out = String::with_capacity(s.len());
+    let mut last = 0;
+    for (at, _) in lower.match_indices(pat) {
+        if at < last {
+            continue;
+        }
+        let end = at + pat.len();
+        if kind == Kind::Word {
+            let before = s[..at].chars().next_back().is_some_and(is_word_char);
+            let after = s[end..].chars().next().is_some_and(is_word_char);
+            if before || after {
+                continue;
+            }
+        }
+        out.push_str(&s[last..at]);
+        out.push_str(label);
+        last = end;
+    }
+    out.push_str(&s[last..]);
+    out
+}
+
+/// Earlier statements quoted per withdrawal (the latest ones).
+const MAX_EARLIER: usize = 3;
+
+/// The line of one withdrawal in the `## Withdrawn or superseded` section.
+pub(super) fn render_item(w: &Withdrawal, stmts: &[Stmt]) -> String {
+    let mut line = String::from("- ");
+    if let Some(l) = &w.label {
+        let names: Vec<String> = w.masks.iter().map(|e| format!("`{}`", e.text)).collect();
+        line.push_str(&format!("{l} = {}. ", names.join(", ")));
+    }
+    let mut earlier: Vec<String> = Vec::new();
+    for &s in w.earlier.iter().rev() {
+        let q = format!(
+            "({}) {}",
+            stmts[s].origin.name(),
+            quote(&stmts[s].text, EARLIER_CHARS)
+        );
+        if !earlier.contains(&q) && earlier.len() < MAX_EARLIER {
+            earlier.push(q);
+        }
+    }
+    earlier.reverse();
+    line.push_str(&format!("Earlier {}", earlier.join(" / ")));
+    let latest = &stmts[w.latest];
+    line.push_str(&format!(
+        " → latest word ({}): {}",
+        latest.origin.name(),
+        quote(&latest.text, LATEST_CHARS)
+    ));
+    line
+}
+
+/// Labels (`[W3]` → 3) and masked entities of the items of a carried-forward withdrawn section.
+pub(super) fn parse_prior_item(line: &str) -> Option<(usize, Vec<String>)> {
+    let rest = line.strip_prefix("- [W")?;
+    let (num, rest) = rest.split_once(']')?;
+    let n: usize = num.parse().ok()?;
+    let head = rest.split(". Earlier").next().unwrap_or("");
+    let names = super::text::backtick_spans(head)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    Some((n, names))
+}
