@@ -654,7 +654,8 @@ fn compact_needs_a_selector() {
         let out = run(env.cmd().args(["compact", "--dry-run", "--all-over", pct]));
         assert_eq!(out.code, USAGE, "{pct}: {}", out.stderr);
         assert!(
-            out.stderr.contains(&format!("did you mean --all-over {hint}?")),
+            out.stderr
+                .contains(&format!("did you mean --all-over {hint}?")),
             "{pct}: {}",
             out.stderr
         );
