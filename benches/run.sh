@@ -160,23 +160,24 @@ WHERE json_extract(usage, '\$.currentContextWindow') IS NULL
       / json_extract(usage, '\$.maxContextWindow') >= $THRESHOLD;
 SQL
 # docker-agent: root sessions; the context size is input_tokens + output_tokens (the last model
-# call); the limit comes from the model of the latest assistant message, mapped by the longest
-# matching prefix of agent-db's table (src/models.rs, read here); unknown model = skipped. The
-# latest assistant message is found on idx_session_items_session, newest first.
+# call); the limit comes from the model of the latest assistant message (found newest first on
+# idx_session_items_session), mapped by the longest matching prefix of agent-db's table
+# (src/models.rs, read here); unknown model = skipped. The model is computed once per session
+# (a MATERIALIZED CTE: written inline, SQLite would run the subquery once per CASE branch).
 LIMIT_CASE=$(py '
 import re
 pairs = re.findall(r"\(\"([^\"]+)\", ([0-9_]+)\)", open("src/models.rs").read().split("#[cfg(test)]")[0])
 pairs.sort(key=lambda p: -len(p[0]))
-print("CASE " + " ".join(f"WHEN lower(model) LIKE \x27{p}%\x27 THEN {v.replace(chr(95), str())}" for p, v in pairs) + " END")')
+print("CASE " + " ".join(f"WHEN m LIKE \x27{p}%\x27 THEN {v.replace(chr(95), str())}" for p, v in pairs) + " END")')
 cat >"$OUT/sql/floor-docker-agent.sql" <<SQL
-SELECT id FROM (
-  SELECT s.id AS id, s.input_tokens + s.output_tokens AS cur, $LIMIT_CASE AS lim
-  FROM (SELECT s.id, s.input_tokens, s.output_tokens,
-          (SELECT i.message_json ->> '\$.model' FROM session_items i
+WITH r AS MATERIALIZED (
+  SELECT s.id AS id, s.input_tokens + s.output_tokens AS cur,
+    lower((SELECT i.message_json ->> '\$.model' FROM session_items i
             WHERE i.session_id = s.id AND i.item_type = 'message'
               AND i.message_json ->> '\$.role' = 'assistant'
-            ORDER BY i.position DESC LIMIT 1) AS model
-        FROM sessions s WHERE s.parent_id IS NULL OR s.parent_id = '') s)
+            ORDER BY i.position DESC LIMIT 1)) AS m
+  FROM sessions s WHERE s.parent_id IS NULL OR s.parent_id = '')
+SELECT id FROM (SELECT id, cur, $LIMIT_CASE AS lim FROM r)
 WHERE lim IS NULL OR cur IS NULL OR CAST(cur AS REAL) / lim >= $THRESHOLD;
 SQL
 
@@ -191,7 +192,7 @@ declare -A TIMES
 # orders (ABBA), RUNS/2 runs each, merged. Without it: a bash loop alternating the order.
 time_group() {
   local name=$1 runs=$2 warmup=$3; shift 4
-  local labels=() cmds=() i
+  local labels=() cmds=() i l
   while (($#)); do labels+=("$1"); cmds+=("$2"); shift 2; done
   if ((HYPERFINE)); then
     local n=${#cmds[@]} half=$(((runs + 1) / 2)) fwd=() rev=() jsons=() prep=()
@@ -215,7 +216,7 @@ for label, a in acc.items():
     t, cpu = a["t"], a["cpu"] / len(a["t"])
     print(label, f"{statistics.median(t):.6f} {statistics.mean(t):.6f} {min(t):.6f} {len(t)} {cpu:.6f}")' "${jsons[@]}")
   else
-    local r k order raw="$OUT/raw/$name.loop.txt"
+    local r k order raw="$OUT/raw/$name.loop.txt" TIMEFORMAT
     : >"$raw"
     for ((r = 0; r < warmup + runs; r++)); do
       order=("${!cmds[@]}")
@@ -237,10 +238,10 @@ for line in open(sys.argv[1]):
     a = acc.setdefault(label, {"t": [], "cpu": []})
     a["t"].append(float(real)); a["cpu"].append(float(user) + float(sys_))
 for label, a in acc.items():
-    t = a["t"]
-    print(label, f"{statistics.median(t):.6f} {statistics.mean(t):.6f} {min(t):.6f} {len(t)} {statistics.mean(a[\"cpu\"]):.6f}")' "$raw" "$warmup")
+    t, c = a["t"], statistics.mean(a["cpu"])
+    print(label, f"{statistics.median(t):.6f} {statistics.mean(t):.6f} {min(t):.6f} {len(t)} {c:.6f}")' "$raw" "$warmup")
   fi
-  for k in "${labels[@]}"; do echo "$name $k: median/mean/min/runs/cpu ${TIMES[$k]}" >&2; done
+  for l in "${labels[@]}"; do echo "$name $l: median/mean/min/runs/cpu ${TIMES[$l]}" >&2; done
 }
 med() { echo "${TIMES[$1]}" | cut -d' ' -f1; }
 cpu() { echo "${TIMES[$1]}" | cut -d' ' -f5; }
@@ -359,7 +360,8 @@ out = []
 for side in ("rust", "python"):
     r = rows[side]
     totals = {x["tokens"] for x in r}
-    out += [f"{statistics.median(float(x[\"mb_per_s\"]) for x in r):.3f}", totals.pop() if len(totals) == 1 else "inconsistent"]
+    mbs = statistics.median(float(x["mb_per_s"]) for x in r)
+    out += [f"{mbs:.3f}", totals.pop() if len(totals) == 1 else "inconsistent"]
 print(*out)' "$OUT/raw/tokens.txt")
 result p3.runs_each "$TOKEN_RUNS"
 result p3.rust.mb_per_s "$rs_mbs"
@@ -387,7 +389,8 @@ import json, sys
 t = json.load(open(sys.argv[1]))["totals"]
 tv = dict(l.strip().rsplit(": ", 1) for l in open(sys.argv[2]) if ": " in l)
 cpu = float(tv["User time (seconds)"]) + float(tv["System time (seconds)"])
-print(f"{float(sys.argv[4]) - float(sys.argv[3]):.3f} {cpu:.2f} {tv[\"Maximum resident set size (kbytes)\"]} {t[\"compacted\"]} {t[\"failed\"]}")' \
+rss, wall = tv["Maximum resident set size (kbytes)"], float(sys.argv[4]) - float(sys.argv[3])
+print(f"{wall:.3f} {cpu:.2f}", rss, t["compacted"], t["failed"])' \
     "$raw.json" "$raw.time" "$t0" "$t1"
 }
 : >"$OUT/raw/p4.txt"
@@ -402,7 +405,8 @@ import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 def med(j, k): return statistics.median(float(r[k]) for r in rows if r[0] == j)
 comp = lambda j: ",".join(sorted({r[4] for r in rows if r[0] == j}))
-print(f"{med(\"1\", 1):.3f} {med(\"2\", 1):.3f} {med(\"1\", 2):.2f} {med(\"2\", 2):.2f}", comp("1"), comp("2"),
+w1, w2, c1, c2 = med("1", 1), med("2", 1), med("1", 2), med("2", 2)
+print(f"{w1:.3f} {w2:.3f} {c1:.2f} {c2:.2f}", comp("1"), comp("2"),
       sum(int(r[5]) for r in rows), max(int(r[3]) for r in rows))' "$OUT/raw/p4.txt")
 result p4.runs_each "$P4_RUNS"
 result p4.jobs1.median_s "$j1"
