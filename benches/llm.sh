@@ -24,13 +24,14 @@
 # Everything goes under bench-out/llm/ (gitignored); results.txt holds key=value lines.
 # Knobs (environment):
 #   BENCH_LLM_CONVERSATIONS=1000  store size
-#   BENCH_LLM_SCALE=0.25          gen_store --scale
+#   BENCH_LLM_SCALE=1             gen_store --scale (1 = realistic rows, tens to hundreds of KB)
+#   BENCH_LLM_STORE=              an existing store to use instead (benches/run.sh passes its own)
 #   BENCH_LLM_SEED=1              gen_store --seed
 #   BENCH_LLM_LATENCY_MS=200      mock server latency L
 #   BENCH_LLM_CONCURRENCY=32      agent-db --concurrency C
 #   BENCH_LLM_RUNS=3              timed runs (the median ratio is the headline)
 #   BENCH_LLM_DIAG=1              0 skips the diagnostic runs
-#   BENCH_LLM_KEEP_TOKENS=500     --keep-tokens (small: nearly every conversation is summarized)
+#   BENCH_LLM_KEEP_TOKENS=        --keep-tokens; empty (the default) = agent-db's default tail
 #   BENCH_LLM_SLOW_LATENCY_MS=2000  latency of the diagnostic slow-server run (0 skips it)
 #   BENCH_LLM_PERF=0              1: per-thread CPU profile of the L = 0 run (needs perf)
 # Needs: cargo, python3, /usr/bin/time (GNU time), curl (or python3 for HTTP), perf (optional).
@@ -40,17 +41,18 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$(pwd)
 OUT="$ROOT/bench-out/llm"
 CONVERSATIONS=${BENCH_LLM_CONVERSATIONS:-1000}
-SCALE=${BENCH_LLM_SCALE:-0.25}
+SCALE=${BENCH_LLM_SCALE:-1}
 SEED=${BENCH_LLM_SEED:-1}
 LATENCY=${BENCH_LLM_LATENCY_MS:-200}
 CONCURRENCY=${BENCH_LLM_CONCURRENCY:-32}
 RUNS=${BENCH_LLM_RUNS:-3}
 DIAG=${BENCH_LLM_DIAG:-1}
 SLOW=${BENCH_LLM_SLOW_LATENCY_MS:-2000}
-# Tail kept verbatim. Small, so nearly every conversation needs a summary request: the
-# benchmark then measures the request pipeline over N = the conversations, as specified,
-# rather than the planning of conversations too small to compact.
-KEEP_TOKENS=${BENCH_LLM_KEEP_TOKENS:-500}
+# Tail kept verbatim: agent-db's default unless set (a small value such as 500 makes nearly
+# every conversation need a summary request).
+KEEP_TOKENS=${BENCH_LLM_KEEP_TOKENS:-}
+KEEP_ARGS=()
+[[ -n "$KEEP_TOKENS" ]] && KEEP_ARGS=(--keep-tokens "$KEEP_TOKENS")
 PERF=${BENCH_LLM_PERF:-0}
 NOW=2026-11-01T12:00:00Z
 RESULTS="$OUT/results.txt"
@@ -95,12 +97,14 @@ ADB="$OUT/bin/agent-db"
 GEN="$OUT/bin/gen_store"
 MOCK="$OUT/bin/llm_mock_server"
 
-STORE="$OUT/store-$CONVERSATIONS-s$SEED-x$SCALE.db"
+STORE=${BENCH_LLM_STORE:-"$OUT/store-$CONVERSATIONS-s$SEED-x$SCALE.db"}
 if [[ ! -f "$STORE" ]]; then
   log "generate $CONVERSATIONS conversations (scale $SCALE, seed $SEED)"
   "$GEN" --conversations "$CONVERSATIONS" --seed "$SEED" --scale "$SCALE" --now "$NOW" --out "$STORE" --force
 fi
+result store "$STORE"
 result store_bytes "$(stat -c %s "$STORE")"
+result keep_tokens "${KEEP_TOKENS:-default}"
 
 # agent-db runs hermetic: no user config, hooks or recipes, no inherited AGENT_DB_* or keys.
 adb() {
@@ -129,7 +133,7 @@ run_compact() {
     sleep 0.05
   done
   [[ -n "$port" ]] || die "the mock server did not start (see $raw.mock.err)"
-  local cmd=("$ADB" --db "$work" compact --all-over 0 --idle 0 --keep-tokens "$KEEP_TOKENS" --strategy llm --llm-provider openai
+  local cmd=("$ADB" --db "$work" compact --all-over 0 --idle 0 "${KEEP_ARGS[@]}" --strategy llm --llm-provider openai
     --base-url "http://127.0.0.1:$port/v1" --concurrency "$CONCURRENCY" --yes --quiet --json)
   echo "${cmd[*]}" >"$raw.cmd"
   local t0 t1 rc=0
@@ -211,7 +215,7 @@ if [[ "$DIAG" == 1 ]]; then
   log "diagnostic: llm dry run (selection + planning + estimates; no request, no write)"
   t0=$(now_ms)
   adb /usr/bin/time -v "$ADB" --db "$STORE" compact --all-over 0 --idle 0 --strategy llm --llm-provider openai \
-    --keep-tokens "$KEEP_TOKENS" --base-url http://127.0.0.1:9/v1 --concurrency "$CONCURRENCY" --dry-run --quiet --json \
+    "${KEEP_ARGS[@]}" --base-url http://127.0.0.1:9/v1 --concurrency "$CONCURRENCY" --dry-run --quiet --json \
     >"$OUT/raw/dry.json" 2>"$OUT/raw/dry.time"
   t1=$(now_ms)
   python3 - "$t0" "$t1" "$OUT/raw/dry.time" <<'PY' | tee -a "$RESULTS.jsonl"

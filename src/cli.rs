@@ -332,6 +332,11 @@ pub struct CompactArgs {
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
 
+    /// Threads that load, decode and count conversations and run the offline strategies
+    /// [default: one per core]
+    #[arg(long, value_name = "N", env = "AGENT_DB_JOBS")]
+    pub jobs: Option<usize>,
+
     #[command(flatten)]
     pub llm: LlmArgs,
 }

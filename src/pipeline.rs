@@ -1,9 +1,14 @@
-//! The compaction pipeline: select → plan → compact (concurrent) → write (one writer) → rows.
+//! The compaction pipeline: select → plan (a pool of threads) → compact (concurrent) → write
+//! (one writer) → rows.
 //!
-//! - A loader thread runs the selection and plans one conversation at a time, feeding a bounded
-//!   channel, so at most about `2 × concurrency` loaded conversations exist at once.
+//! - A loader thread runs the selection and numbers each outcome (`seq`). Each selected
+//!   conversation goes to the planning pool; its place in line goes, in order, into a bounded
+//!   channel, so at most that channel's capacity of planned conversations wait at once.
+//! - The planning pool: `--jobs` threads (default: the cores), each with its own read
+//!   connection, load, decode, count and split conversations. The offline strategies
+//!   (extractive, prune) run on the same threads, so an offline batch scales with the cores.
 //! - Up to `concurrency` strategy tasks run at once on a tokio runtime (an LLM strategy spends
-//!   its time waiting on HTTP; the extractive one is quick).
+//!   its time waiting on HTTP).
 //! - One writer thread owns the only write connection and commits each compaction in its own
 //!   transaction; tasks hand it proposals through a channel and wait for the outcome.
 //! - A failure on one conversation becomes its report row; the batch goes on.
@@ -11,14 +16,16 @@
 //! Rows come back in selection order. The library reports progress through a callback and
 //! never prints.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use chrono::{DateTime, FixedOffset};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use crate::compact::{swap, HeadInput, Rewrite, Strategy, StrategyError, Summary};
+use crate::compact::swap::{self, NewHistory};
+use crate::compact::{HeadInput, Rewrite, Strategy, StrategyError, Summary};
 use crate::error::{Error, Result};
 use crate::hooks::{self, Hooks, Verdict};
 use crate::plan::{self, Plan, PlanOptions};
@@ -35,6 +42,8 @@ pub struct RunOptions {
     pub plan: PlanOptions,
     pub dry_run: bool,
     pub concurrency: usize,
+    /// Planning threads (`--jobs`); 0 = one per available core.
+    pub jobs: usize,
     /// Extra facts for the audit row's `details`.
     pub details: serde_json::Value,
     /// Stop starting new conversations once the summarizer spend reaches this (USD).
@@ -66,6 +75,166 @@ enum Job {
 }
 
 type WriteRequest = (Proposal, oneshot::Sender<Result<Written>>);
+
+/// A conversation's place in line: its job, or the planning still under way.
+enum Pending {
+    Ready(Job),
+    Planning {
+        id: String,
+        provider: String,
+        reason: crate::select::Reason,
+        job: oneshot::Receiver<Job>,
+    },
+}
+
+/// Work for the pool. It gets the worker's own read connection (or why it could not open one).
+type PoolTask = Box<dyn FnOnce(std::result::Result<&Store, &str>) + Send>;
+
+#[derive(Default)]
+struct Queues {
+    /// Strategy work of conversations already started: served first, so started conversations
+    /// finish before more are planned ahead.
+    urgent: VecDeque<PoolTask>,
+    /// Planning, in selection order.
+    normal: VecDeque<PoolTask>,
+    closed: bool,
+}
+
+/// The planning pool: a few OS threads, each with its own read connection to the store. How
+/// much work waits is bounded by the callers (the loader's channel, the strategy semaphore).
+struct Pool {
+    queues: Mutex<Queues>,
+    ready: Condvar,
+}
+
+impl Pool {
+    /// Start `threads` workers on the store at `path`.
+    fn start(path: &Path, threads: usize) -> (Arc<Pool>, Vec<std::thread::JoinHandle<()>>) {
+        let pool = Arc::new(Pool {
+            queues: Mutex::new(Queues::default()),
+            ready: Condvar::new(),
+        });
+        let workers = (0..threads.max(1))
+            .map(|i| {
+                let pool = pool.clone();
+                let path = path.to_path_buf();
+                std::thread::Builder::new()
+                    .name(format!("agent-db-plan-{i}"))
+                    .spawn(move || pool.work(&path))
+                    .expect("spawn a planning thread")
+            })
+            .collect();
+        (pool, workers)
+    }
+
+    fn work(&self, path: &Path) {
+        let store = Store::open(path, Access::Read).map_err(|e| e.to_string());
+        while let Some(task) = self.next() {
+            // Tasks catch their own panics (each becomes its conversation's row); this only
+            // keeps the worker alive should one escape.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                task(store.as_ref().map_err(String::as_str))
+            }));
+        }
+    }
+
+    fn next(&self) -> Option<PoolTask> {
+        let mut q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(t) = q.urgent.pop_front().or_else(|| q.normal.pop_front()) {
+                return Some(t);
+            }
+            if q.closed {
+                return None;
+            }
+            q = self.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn submit(&self, urgent: bool, task: PoolTask) {
+        let mut q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        if urgent {
+            q.urgent.push_back(task);
+        } else {
+            q.normal.push_back(task);
+        }
+        drop(q);
+        self.ready.notify_one();
+    }
+
+    /// Let the workers finish what is queued and stop.
+    fn close(&self) {
+        self.queues.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+        self.ready.notify_all();
+    }
+}
+
+/// The number of planning threads: `jobs`, or one per available core.
+pub fn planning_threads(jobs: usize) -> usize {
+    if jobs > 0 {
+        return jobs;
+    }
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+}
+
+/// Queue the planning of one selected conversation on the pool; its job arrives on the
+/// returned receiver.
+fn submit_plan(
+    pool: &Pool,
+    meta: crate::store::ConversationMeta,
+    reason: crate::select::Reason,
+    opts: &PlanOptions,
+) -> Pending {
+    let (tx, rx) = oneshot::channel();
+    let (id, provider) = (meta.id.clone(), meta.provider.clone());
+    let opts = opts.clone();
+    pool.submit(
+        false,
+        Box::new(move |store| {
+            let job = match store {
+                Ok(store) => plan_job(store, meta, reason, &opts),
+                Err(why) => Job::Row(Box::new(Row::bare(
+                    &meta.id,
+                    &meta.provider,
+                    reason.name(),
+                    Status::Failed(why.to_string()),
+                ))),
+            };
+            let _ = tx.send(job);
+        }),
+    );
+    Pending::Planning {
+        id,
+        provider,
+        reason,
+        job: rx,
+    }
+}
+
+/// Wait for a conversation's job (planning runs ahead on the pool).
+async fn resolve(p: Pending) -> Job {
+    match p {
+        Pending::Ready(job) => job,
+        Pending::Planning {
+            id,
+            provider,
+            reason,
+            job,
+        } => job.await.unwrap_or_else(|_| {
+            Job::Row(Box::new(Row::bare(
+                &id,
+                &provider,
+                reason.name(),
+                Status::Failed(
+                    "internal error while planning (a bug in agent-db; please report it): the planning thread stopped"
+                        .into(),
+                ),
+            )))
+        }),
+    }
+}
 
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
@@ -171,7 +340,12 @@ pub fn run(
     on_event: &mut dyn FnMut(Event<'_>),
 ) -> Result<RunReport> {
     selector.validate()?;
-    let kind = Store::open(path, Access::Read)?.kind;
+    // This first connection stays open until every other one has closed: when the store had
+    // no WAL file, it is the read-write connection that created it, and closing last it
+    // removes the -wal/-shm files again (the loader's and the pool's connections, opened
+    // after it, are read-only and could not), so a dry run leaves the files as they were.
+    let keeper = Store::open(path, Access::Read)?;
+    let kind = keeper.kind;
     let concurrency = opts.concurrency.max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(
@@ -190,23 +364,31 @@ pub fn run(
             source,
         })?;
 
-    let (job_tx, mut job_rx) = mpsc::channel::<(usize, Job)>(concurrency * 2);
+    let threads = planning_threads(opts.jobs);
+    let (pool, workers) = Pool::start(path, threads);
+    // Conversations selected and not yet started: planned (or being planned) ahead, in
+    // selection order. Enough to keep every pool thread busy and to refill several
+    // --concurrency slots at once; bounded (and capped) so memory stays flat whatever the
+    // store's size and the concurrency.
+    let ahead = (threads * 2).max(concurrency.min(16));
+    let (job_tx, mut job_rx) = mpsc::channel::<(usize, Pending)>(ahead);
     let loader = {
         let path = path.to_path_buf();
         let selector = selector.clone();
         let plan_opts = opts.plan.clone();
+        let pool = pool.clone();
         std::thread::spawn(move || -> Result<()> {
             let store = Store::open(&path, Access::Read)?;
             let mut seq = 0usize;
             // A panic here (outside any one conversation's planning, which is caught in
             // `plan_job`) ends the run as an internal error; the join below reports it.
             selector.run(&store, &now, |o| {
-                let job = match selection_row(o) {
-                    Err(row) => Job::Row(row),
-                    Ok((meta, reason)) => plan_job(&store, meta, reason, &plan_opts),
+                let pending = match selection_row(o) {
+                    Err(row) => Pending::Ready(Job::Row(row)),
+                    Ok((meta, reason)) => submit_plan(&pool, meta, reason, &plan_opts),
                 };
                 seq += 1;
-                job_tx.blocking_send((seq, job)).is_ok()
+                job_tx.blocking_send((seq, pending)).is_ok()
             })
         })
     };
@@ -271,7 +453,7 @@ pub fn run(
         let sem = Arc::new(Semaphore::new(concurrency));
         // Conversations past their strategy, waiting for the single writer: bounded too, so
         // memory stays bounded even if the writer falls behind.
-        let writing = Arc::new(Semaphore::new(concurrency * 2));
+        let writing = Arc::new(Semaphore::new(concurrency));
         let halt: Arc<std::sync::OnceLock<String>> = Arc::new(std::sync::OnceLock::new());
         let dispatcher = {
             let msg_tx = msg_tx.clone();
@@ -286,9 +468,10 @@ pub fn run(
             let spent = spent.clone();
             let stopped = stopped.clone();
             let path: PathBuf = path.to_path_buf();
+            let pool = pool.clone();
             tokio::spawn(async move {
-                while let Some((seq, job)) = job_rx.recv().await {
-                    match job {
+                while let Some((seq, pending)) = job_rx.recv().await {
+                    match resolve(pending).await {
                         Job::Row(r) => {
                             let _ = msg_tx.send(Msg::Done(seq, r));
                         }
@@ -324,6 +507,7 @@ pub fn run(
                             let _ = msg_tx.send(Msg::Started);
                             let writing = writing.clone();
                             let halt = halt.clone();
+                            let pool = pool.clone();
                             tokio::spawn(async move {
                                 let slots = Slots {
                                     compacting: permit,
@@ -335,7 +519,8 @@ pub fn run(
                                     compact_one(
                                         *p,
                                         kind,
-                                        strategy.as_ref(),
+                                        strategy,
+                                        &pool,
                                         hooks.as_deref(),
                                         dry_run,
                                         write_tx,
@@ -387,7 +572,12 @@ pub fn run(
         let _ = dispatcher.await;
     });
     // All proposal senders are gone: the writer drains and stops.
-    let loaded = loader.join().map_err(|p| {
+    let loaded = loader.join();
+    pool.close();
+    for w in workers {
+        let _ = w.join();
+    }
+    let loaded = loaded.map_err(|p| {
         Error::Internal(format!(
             "the selection stopped: {}",
             crate::error::panic_message(p.as_ref())
@@ -401,6 +591,7 @@ pub fn run(
             ))
         })??;
     }
+    drop(keeper);
     loaded?;
     rows.sort_by_key(|(seq, _)| *seq);
     Ok(RunReport {
@@ -417,6 +608,51 @@ async fn rewrite_head(
 ) -> std::result::Result<Rewrite, StrategyError> {
     crate::failpoint::hit("strategy", id);
     strategy.rewrite(input).await
+}
+
+type Built = Option<std::result::Result<NewHistory, StrategyError>>;
+
+/// Run the strategy on the head (or take the summary a hook supplied). An offline strategy is
+/// CPU-bound: it runs on the planning pool together with the swap, not on the async workers;
+/// the `llm` strategy awaits its requests here and leaves the swap to the caller. `Err` is a
+/// panic in the strategy or the swap, as its message.
+async fn rewrite_and_build(
+    plan: Plan,
+    supplied: Option<Summary>,
+    strategy: Arc<dyn Strategy>,
+    pool: &Pool,
+    now: DateTime<FixedOffset>,
+) -> std::result::Result<(Plan, std::result::Result<Rewrite, StrategyError>, Built), String> {
+    if let Some(s) = supplied {
+        return Ok((plan, Ok(Rewrite::Summary(s)), None));
+    }
+    if !strategy.offline() {
+        let r = rewrite_head(
+            strategy.as_ref(),
+            &HeadInput::new(&plan, now),
+            &plan.meta.id,
+        )
+        .await;
+        return Ok((plan, r, None));
+    }
+    let (tx, rx) = oneshot::channel();
+    let handle = tokio::runtime::Handle::current();
+    pool.submit(
+        true,
+        Box::new(move |_store| {
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let input = HeadInput::new(&plan, now);
+                let r = handle.block_on(rewrite_head(strategy.as_ref(), &input, &plan.meta.id));
+                drop(input);
+                let built = r.as_ref().ok().map(|rw| swap::build(&plan, rw));
+                (plan, r, built)
+            }))
+            .map_err(|p| crate::error::panic_message(p.as_ref()));
+            let _ = tx.send(out);
+        }),
+    );
+    rx.await
+        .unwrap_or_else(|_| Err("the planning thread stopped".to_string()))
 }
 
 /// The concurrency slots a conversation holds: `compacting` while its strategy runs (this is
@@ -451,7 +687,8 @@ fn store_cannot_write(e: &Error) -> bool {
 async fn compact_one(
     plan: Plan,
     kind: StoreKind,
-    strategy: &dyn Strategy,
+    strategy: Arc<dyn Strategy>,
+    pool: &Arc<Pool>,
     hooks: Option<&Hooks>,
     dry_run: bool,
     write_tx: std::sync::mpsc::Sender<WriteRequest>,
@@ -469,9 +706,8 @@ async fn compact_one(
         row.duration_ms = started.elapsed().as_millis() as u64;
         row
     };
-    let input = HeadInput::new(&plan, now);
     if dry_run && !strategy.offline() {
-        return match strategy.estimate(&input) {
+        return match strategy.estimate(&HeadInput::new(&plan, now)) {
             Some(Ok(est)) => {
                 let after = plan.tokens_after(est.summary_tokens);
                 let split = plan.split().expect("planned conversations have a split");
@@ -518,22 +754,28 @@ async fn compact_one(
         }
     }
     row.strategy = Some(strategy_name.clone());
-    let rewrite = match supplied {
-        None if !kind.rewrites_history() && strategy.name() == "prune" => {
-            return finish(
-                row,
-                Status::Skipped(format!(
-                    "prune is not available for {store_kind} stores: their history is append-only"
-                )),
-            )
-        }
-        Some(s) => Rewrite::Summary(s),
-        None => match rewrite_head(strategy, &input, &plan.meta.id).await {
-            Ok(r) => r,
-            Err(StrategyError::Skip(why)) => return finish(row, Status::Skipped(why)),
-            Err(StrategyError::Fail(why)) => return finish(row, Status::Failed(why)),
-        },
-    };
+    if supplied.is_none() && !kind.rewrites_history() && strategy.name() == "prune" {
+        return finish(
+            row,
+            Status::Skipped(format!(
+                "prune is not available for {store_kind} stores: their history is append-only"
+            )),
+        );
+    }
+    let (plan, rewrite, built) =
+        match rewrite_and_build(plan, supplied, strategy.clone(), pool, now).await {
+            Ok((plan, Ok(r), built)) => (plan, r, built),
+            Ok((_, Err(StrategyError::Skip(why)), _)) => return finish(row, Status::Skipped(why)),
+            Ok((_, Err(StrategyError::Fail(why)), _)) => return finish(row, Status::Failed(why)),
+            Err(panic) => {
+                return finish(
+                    row,
+                    Status::Failed(format!(
+                        "internal error (a bug in agent-db; please report it): {panic}"
+                    )),
+                )
+            }
+        };
     // The strategy is done: hand the compacting slot to the next conversation.
     let _writing = slots
         .writing
@@ -548,7 +790,7 @@ async fn compact_one(
             row.llm_tokens = Some((p, c));
         }
     }
-    let new = match swap::build(&plan, &rewrite) {
+    let new = match built.unwrap_or_else(|| swap::build(&plan, &rewrite)) {
         Ok(n) => n,
         Err(StrategyError::Skip(why)) => return finish(row, Status::Skipped(why)),
         Err(StrategyError::Fail(why)) => return finish(row, Status::Failed(why)),

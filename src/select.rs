@@ -281,7 +281,11 @@ impl Selector {
             }
             return Ok(());
         }
-        store.scan(|meta| {
+        let prefilter = crate::store::kodelet::Prefilter {
+            all_over: self.all_over,
+            context_limit: self.context_limit,
+        };
+        store.scan_prefiltered(prefilter, |meta| {
             let o = self.evaluate(meta, now);
             emit(o, &mut f)
         })

@@ -100,6 +100,7 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         // The table needs every row; a JSON report streams them.
         collect_rows: !args.json,
         concurrency: settings.concurrency,
+        jobs: args.jobs.unwrap_or(0),
         details,
         max_cost: settings.max_cost,
         hooks,

@@ -17,7 +17,8 @@
 //!   bytes. `slots` holds each message's index in the slice (-1 for the synthetic summary).
 //! - **Listing** reads `sessions` plus three indexed subqueries per session (message count, the
 //!   model of the latest assistant message, the latest item's `created_at`); it never loads a
-//!   history.
+//!   history. Under `--all-over` only the model is needed to judge a session, so the other two
+//!   are read only for the sessions the selection reports.
 
 mod schema;
 mod write;
@@ -87,8 +88,9 @@ fn int(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<i64>> {
 }
 
 /// The listing query. Columns: id, title, created_at, working_dir, input_tokens, output_tokens,
-/// message count, model, latest item time, parent_id.
-fn list_sql(schema: &Schema, filter: &str) -> String {
+/// message count, model, latest item time, parent_id. `lean` leaves out the message count and
+/// the latest item time (NULL): a prefiltered scan reads them only for the rows it keeps.
+fn list_sql(schema: &Schema, filter: &str, lean: bool) -> String {
     let title = if schema.title { "s.title" } else { "NULL" };
     let wd = if schema.working_dir {
         "s.working_dir"
@@ -105,23 +107,41 @@ fn list_sql(schema: &Schema, filter: &str) -> String {
             "CASE WHEN json_valid(i.message_json) THEN json_extract(i.message_json, '$.{key}') END"
         )
     };
-    let model = format!(
-        "COALESCE(NULLIF(CASE WHEN typeof({m}) = 'text' THEN {m} END, ''), {item_model})",
-        m = json("model")
-    );
+    // The item's own model when its JSON has no usable one. The WHERE clause below tests the
+    // role first, in a CASE, so the model is only extracted from valid JSON.
+    let text_model =
+        "NULLIF(CASE WHEN typeof(i.message_json ->> '$.model') = 'text' THEN i.message_json ->> '$.model' END, '')";
+    let model = format!("COALESCE({text_model}, {item_model})");
+    let (count, latest) = if lean {
+        ("NULL".to_string(), "NULL".to_string())
+    } else {
+        (format!("({COUNT_SQL})"), format!("({})", latest_sql()))
+    };
     format!(
         "SELECT s.id, {title}, s.created_at, {wd}, s.input_tokens, s.output_tokens,
-  (SELECT COUNT(*) FROM session_items i WHERE i.session_id = s.id AND i.item_type = 'message'),
+  {count},
   (SELECT {model} FROM session_items i
-     WHERE i.session_id = s.id AND i.item_type = 'message' AND {role} = 'assistant' AND {model} IS NOT NULL
+     WHERE i.session_id = s.id AND i.item_type = 'message'
+       AND CASE WHEN {role} = 'assistant' THEN {model} IS NOT NULL ELSE 0 END
      ORDER BY i.position DESC, i.id DESC LIMIT 1),
-  (SELECT {created} FROM session_items i
-     WHERE i.session_id = s.id AND i.message_json IS NOT NULL AND typeof({created}) = 'text'
-     ORDER BY i.position DESC, i.id DESC LIMIT 1),
+  {latest},
   s.parent_id
 FROM sessions s {filter}",
         role = json("role"),
-        created = json("created_at"),
+    )
+}
+
+/// A session's message count (on `idx_session_items_session_type`), for `s.id`.
+const COUNT_SQL: &str =
+    "SELECT COUNT(*) FROM session_items i WHERE i.session_id = s.id AND i.item_type = 'message'";
+
+/// The `created_at` of a session's latest item that has one, for `s.id`.
+fn latest_sql() -> String {
+    let created = "CASE WHEN json_valid(i.message_json) THEN json_extract(i.message_json, '$.created_at') END";
+    format!(
+        "SELECT {created} FROM session_items i
+     WHERE i.session_id = s.id AND i.message_json IS NOT NULL AND typeof({created}) = 'text'
+     ORDER BY i.position DESC, i.id DESC LIMIT 1"
     )
 }
 
@@ -156,21 +176,43 @@ fn meta_from_row(r: &Row<'_>) -> rusqlite::Result<(ConversationMeta, Option<Stri
 }
 
 /// Stream every root session's metadata, newest `created_at` first (docker-agent's own order),
-/// ties in rowid order; `f` returns `false` to stop.
+/// ties in rowid order; `f` returns `false` to stop. With a prefilter, the message count and
+/// the latest item time (the costly parts of a row) are read only for the sessions it keeps;
+/// the others are left out.
 pub fn scan(
     conn: &Connection,
     path: &Path,
+    prefilter: super::kodelet::Prefilter,
     mut f: impl FnMut(ConversationMeta) -> bool,
 ) -> Result<()> {
     let schema = check_schema(conn, path)?;
+    let lean = prefilter.all_over.is_some();
     let sql = list_sql(
         &schema,
         "WHERE s.parent_id IS NULL OR s.parent_id = '' ORDER BY s.created_at DESC, s.rowid",
+        lean,
     );
     let mut stmt = conn.prepare(&sql).at(path)?;
+    let mut count = conn.prepare(&COUNT_SQL.replace("s.id", "?1")).at(path)?;
+    let mut latest = conn.prepare(&latest_sql().replace("s.id", "?1")).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     while let Some(r) = rows.next().at(path)? {
-        let (meta, _) = meta_from_row(r).at(path)?;
+        let (mut meta, _) = meta_from_row(r).at(path)?;
+        if lean {
+            if !prefilter.keeps(&meta) {
+                continue;
+            }
+            let id = rusqlite::types::ToSqlOutput::Borrowed(r.get_ref(0).at(path)?);
+            meta.message_count = count.query_row([&id], |c| int(c, 0)).at(path)?;
+            let updated = latest
+                .query_row([&id], |c| lossy(c, 0))
+                .optional()
+                .at(path)?
+                .flatten();
+            if let Some(u) = updated {
+                meta.updated_at = u;
+            }
+        }
         if !f(meta) {
             break;
         }
@@ -188,7 +230,7 @@ fn sub_session_error(id: &str, parent: &str) -> Error {
 /// One root session's metadata, or `None`. A sub-session is an error naming its parent.
 pub fn meta(conn: &Connection, path: &Path, id: &str) -> Result<Option<ConversationMeta>> {
     let schema = check_schema(conn, path)?;
-    let sql = list_sql(&schema, "WHERE s.id = ?1");
+    let sql = list_sql(&schema, "WHERE s.id = ?1", false);
     let found = conn
         .query_row(&sql, [id], meta_from_row)
         .optional()

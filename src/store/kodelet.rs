@@ -1,14 +1,18 @@
 //! kodelet's `storage.db` (stores.md §1): schema check, `init`, the streaming listing scan and
 //! loading one conversation. The write side lives in `kodelet_write.rs`.
 //!
-//! The listing scan reads only small columns: `id` from the conversations' primary-key index
-//! and everything else from `conversation_summaries` (kodelet keeps it in sync in the same
-//! transaction as every save). Only a conversation without a summary row falls back to its own
-//! columns. `raw_messages` is never read here.
+//! The listing reads `conversation_summaries`, as kodelet's own `conversation list` does
+//! (kodelet keeps it in sync in the same transaction as every save): it walks that table in
+//! listing order and probes the conversations' primary-key index for each id, so it never
+//! reads a row of the large `conversations` table, whose small columns sit after
+//! `raw_messages`. Only conversations without a usable summary row (none, or one whose
+//! `updated_at` is not TEXT) are read from their own row, found by an anti-join on the
+//! indexes and merged into the order. `raw_messages` is never read here; the write path
+//! re-reads and version-checks the conversation's own row.
 
 use std::path::Path;
 
-use rusqlite::types::ValueRef;
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Error, Result, SqlContext};
@@ -158,10 +162,67 @@ pub fn init_store(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
-/// The listing query, most recently updated first by the stored text (kodelet's own order),
-/// ties in rowid order. Columns: id, provider, usage, created_at, updated_at, name, metadata,
-/// message_count (NULL when there is no summary row).
-pub const LIST_SQL: &str = "SELECT c.id,
+/// The listing order (docs/usage.md "Order"): most recently updated first by the stored
+/// `updated_at` (SQLite's order of values, so by the bytes of the text), ties in the rowid
+/// order of the row the conversation is listed from.
+///
+/// A conversation is listed from its **summary row** when that row is usable: its `updated_at`
+/// is TEXT (kodelet writes both tables in one transaction, so the two `updated_at` agree) and
+/// its conversation exists. `provider`, `usage` and `created_at` still fall back to the
+/// conversation's own cells when the summary's are NULL (legacy rows), lazily: SQLite seeks the
+/// conversation's row only for such a row. The join is a probe of the conversations'
+/// primary-key index; `raw_messages` is never read.
+///
+/// Columns: id, provider, usage, created_at, updated_at, name, metadata, message_count, cwd.
+const SUMMARY_LIST_SQL: &str = "SELECT s.id,
+  COALESCE(s.provider, c.provider),
+  COALESCE(s.usage, c.usage),
+  COALESCE(s.created_at, c.created_at),
+  s.updated_at,
+  s.summary,
+  s.metadata,
+  s.message_count,
+  @CWD@
+FROM conversation_summaries s JOIN conversations c ON c.id = s.id
+WHERE typeof(s.updated_at) = 'text'";
+
+/// Listing order on `idx_summaries_updated_at`: rows come in order as they are read (random
+/// access into the table). Used when rows cannot be judged in advance.
+const ORDER_BY_INDEX: &str = " ORDER BY s.updated_at DESC, s.rowid";
+
+/// The summary rows in the table's own order (one sequential pass), for a prefiltered listing.
+/// Columns as [`SUMMARY_LIST_SQL`]'s, without the conversations' values (the few rows kept are
+/// checked and completed one by one), then the rowid.
+const SUMMARY_SEQ_SQL: &str = "SELECT s.id, s.provider, s.usage, s.created_at, s.updated_at,
+  s.summary, s.metadata, s.message_count, @CWD@, s.rowid
+FROM conversation_summaries s WHERE typeof(s.updated_at) = 'text'";
+
+/// At most this many prefiltered rows are sorted in memory (about 0.5 KB each); a selection
+/// that keeps more is listed through `idx_summaries_updated_at` instead, so memory stays flat.
+const SORT_CAP: usize = 20_000;
+
+/// Conversations listed from their own row (the anti-join): those with no summary row, found on
+/// the two primary-key indexes alone, and those whose summary row's `updated_at` is not TEXT,
+/// found by ranges of `idx_summaries_updated_at` (numbers sort before any text, BLOBs after).
+const FALLBACK_SQL: &str = "SELECT c.rowid FROM conversations c
+WHERE NOT EXISTS (SELECT 1 FROM conversation_summaries s WHERE s.id = c.id)
+UNION ALL
+SELECT c.rowid FROM conversation_summaries s JOIN conversations c ON c.id = s.id
+WHERE s.updated_at < ''
+UNION ALL
+SELECT c.rowid FROM conversation_summaries s JOIN conversations c ON c.id = s.id
+WHERE s.updated_at >= x''";
+
+/// The NULL part of [`FALLBACK_SQL`], for a store whose `conversation_summaries.updated_at` is
+/// not declared NOT NULL (kodelet declares it so; SQLite then plans `IS NULL` as a full scan).
+const FALLBACK_NULL_SQL: &str = "
+UNION ALL
+SELECT c.rowid FROM conversation_summaries s JOIN conversations c ON c.id = s.id
+WHERE s.updated_at IS NULL";
+
+/// One conversation listed from its own row (and its summary row's message count, if any).
+/// Same columns as [`SUMMARY_LIST_SQL`].
+const OWN_ROW_SQL: &str = "SELECT c.id,
   COALESCE(s.provider, c.provider),
   COALESCE(s.usage, c.usage),
   COALESCE(s.created_at, c.created_at),
@@ -169,16 +230,38 @@ pub const LIST_SQL: &str = "SELECT c.id,
   CASE WHEN s.id IS NULL THEN c.summary ELSE s.summary END,
   CASE WHEN s.id IS NULL THEN c.metadata ELSE s.metadata END,
   s.message_count,
-  CASE WHEN s.id IS NULL THEN c.cwd ELSE s.cwd END
-FROM conversations c LEFT JOIN conversation_summaries s ON s.id = c.id
-ORDER BY c.updated_at DESC, c.rowid";
+  CASE WHEN s.id IS NULL THEN @CCWD@ ELSE @CWD@ END
+FROM conversations c LEFT JOIN conversation_summaries s ON s.id = c.id";
 
-/// The listing query for stores whose summaries lack provider/metadata columns (old kodelet).
+/// The listing query for stores whose summaries lack provider/metadata columns (old kodelet):
+/// those columns only exist in `conversations`, so the listing reads that table (ties in rowid
+/// order).
 const LIST_SQL_OLD: &str = "SELECT c.id, c.provider, COALESCE(s.usage, c.usage),
   COALESCE(s.created_at, c.created_at), c.updated_at,
   CASE WHEN s.id IS NULL THEN c.summary ELSE s.summary END, c.metadata, s.message_count, NULL
-FROM conversations c LEFT JOIN conversation_summaries s ON s.id = c.id
-ORDER BY c.updated_at DESC, c.rowid";
+FROM conversations c LEFT JOIN conversation_summaries s ON s.id = c.id";
+
+/// What the selection can tell the scan in advance: rows it would drop silently may be left
+/// out in SQL, so they are never decoded. Rows it would report (selected, skipped, failed) are
+/// always kept; the selection still evaluates every row it gets.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Prefilter {
+    /// `--all-over RATIO`.
+    pub all_over: Option<f64>,
+    /// `--context-limit N` (stands in for a missing or zero `maxContextWindow`).
+    pub context_limit: Option<i64>,
+}
+
+/// SQL text for the store's optional columns.
+fn with_columns(sql: &str, cols: &Columns) -> String {
+    let cwd = if cols.summaries_cwd { "s.cwd" } else { "NULL" };
+    let ccwd = if cols.conversations_cwd {
+        "c.cwd"
+    } else {
+        "NULL"
+    };
+    sql.replace("@CWD@", cwd).replace("@CCWD@", ccwd)
+}
 
 /// The SQLite type name of a value, for messages.
 pub fn sql_type(v: ValueRef<'_>) -> &'static str {
@@ -217,37 +300,301 @@ fn meta_from_row(r: &Row<'_>) -> rusqlite::Result<ConversationMeta> {
     Ok(m)
 }
 
-/// Stream every conversation's metadata in listing order; `f` returns `false` to stop early.
+/// A stored `updated_at` as SQLite orders values: NULL, then numbers, then text (by bytes),
+/// then BLOBs.
+#[derive(Debug, Clone, PartialEq)]
+enum SortKey {
+    Null,
+    Number(f64),
+    Text(Vec<u8>),
+    Blob(Vec<u8>),
+}
+
+impl SortKey {
+    fn of(v: ValueRef<'_>) -> SortKey {
+        match v {
+            ValueRef::Null => SortKey::Null,
+            ValueRef::Integer(i) => SortKey::Number(i as f64),
+            ValueRef::Real(f) => SortKey::Number(f),
+            ValueRef::Text(t) => SortKey::Text(t.to_vec()),
+            ValueRef::Blob(b) => SortKey::Blob(b.to_vec()),
+        }
+    }
+
+    fn rank(&self) -> u8 {
+        match self {
+            SortKey::Null => 0,
+            SortKey::Number(_) => 1,
+            SortKey::Text(_) => 2,
+            SortKey::Blob(_) => 3,
+        }
+    }
+
+    fn cmp(&self, other: &SortKey) -> std::cmp::Ordering {
+        match (self, other) {
+            (SortKey::Number(a), SortKey::Number(b)) => a.total_cmp(b),
+            (SortKey::Text(a), SortKey::Text(b)) | (SortKey::Blob(a), SortKey::Blob(b)) => a.cmp(b),
+            _ => self.rank().cmp(&other.rank()),
+        }
+    }
+}
+
+/// The conversations listed from their own row, in listing order: (updated_at, rowid).
+fn fallback_rows(conn: &Connection, path: &Path) -> Result<Vec<(SortKey, i64)>> {
+    let not_null: bool = conn
+        .query_row(
+            "SELECT \"notnull\" FROM pragma_table_info('conversation_summaries') WHERE name = 'updated_at'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .optional()
+        .at(path)?
+        .is_some_and(|n| n != 0);
+    let sql = if not_null {
+        FALLBACK_SQL.to_string()
+    } else {
+        format!("{FALLBACK_SQL}{FALLBACK_NULL_SQL}")
+    };
+    let mut rowids = conn.prepare(&sql).at(path)?;
+    let rowids = rowids
+        .query_map([], |r| r.get::<_, i64>(0))
+        .at(path)?
+        .collect::<std::result::Result<Vec<i64>, _>>()
+        .at(path)?;
+    let mut key = conn
+        .prepare("SELECT updated_at FROM conversations WHERE rowid = ?1")
+        .at(path)?;
+    let mut out = Vec::with_capacity(rowids.len());
+    for rowid in rowids {
+        let k = key
+            .query_row([rowid], |r| Ok(SortKey::of(r.get_ref(0)?)))
+            .optional()
+            .at(path)?;
+        if let Some(k) = k {
+            out.push((k, rowid));
+        }
+    }
+    // Most recent first, ties in rowid order.
+    out.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    out.dedup_by_key(|x| x.1);
+    Ok(out)
+}
+
+impl Prefilter {
+    /// Whether the selection would report this conversation (selected, skipped or failed)
+    /// under `--all-over`: the same rule as `Selector::evaluate`, on the same parsed usage.
+    pub fn keeps(&self, m: &ConversationMeta) -> bool {
+        let Some(ratio) = self.all_over else {
+            return true;
+        };
+        m.problem.is_some() || m.utilization(self.context_limit).is_none_or(|u| u >= ratio)
+    }
+}
+
+/// [`Prefilter::keeps`] on a stored `usage` alone (nothing else is decoded).
+fn passes(prefilter: &Prefilter, usage: Option<String>) -> bool {
+    if prefilter.all_over.is_none() {
+        return true;
+    }
+    let m = ConversationMeta::from_columns(
+        String::new(),
+        String::new(),
+        usage,
+        String::new(),
+        String::new(),
+        None,
+        None,
+        None,
+    );
+    prefilter.keeps(&m)
+}
+
+/// The summary rows the prefilter keeps, in listing order, read in one sequential pass; `None`
+/// when more than [`SORT_CAP`] are kept.
+fn prefiltered_rows(
+    conn: &Connection,
+    path: &Path,
+    cols: &Columns,
+    prefilter: &Prefilter,
+) -> Result<Option<Vec<(SortKey, ConversationMeta)>>> {
+    let mut own = conn
+        .prepare("SELECT provider, usage, created_at FROM conversations WHERE id = ?1")
+        .at(path)?;
+    let mut stmt = conn
+        .prepare(&with_columns(SUMMARY_SEQ_SQL, cols))
+        .at(path)?;
+    let mut rows = stmt.query([]).at(path)?;
+    let mut kept: Vec<(SortKey, i64, ConversationMeta)> = Vec::new();
+    while let Some(r) = rows.next().at(path)? {
+        let id = r.get_ref(0).at(path)?;
+        let nulls = [1, 2, 3].map(|i| matches!(r.get_ref(i), Ok(ValueRef::Null)));
+        // A legacy NULL falls back to the conversation's own cell (and proves it exists).
+        let theirs = if nulls.iter().any(|n| *n) {
+            match own
+                .query_row([ToSqlOutput::Borrowed(id)], |c| {
+                    Ok([lossy(c, 0)?, lossy(c, 1)?, lossy(c, 2)?])
+                })
+                .optional()
+                .at(path)?
+            {
+                Some(v) => Some(v),
+                None => continue,
+            }
+        } else {
+            None
+        };
+        let pick = |i: usize| -> Result<Option<String>> {
+            match (&theirs, nulls[i - 1]) {
+                (Some(v), true) => Ok(v[i - 1].clone()),
+                _ => lossy(r, i).at(path),
+            }
+        };
+        if !passes(prefilter, pick(2)?) {
+            continue;
+        }
+        if theirs.is_none() && !exists(conn, path, id)? {
+            continue;
+        }
+        let mut m = ConversationMeta::from_columns(
+            lossy(r, 0).at(path)?.unwrap_or_default(),
+            pick(1)?.unwrap_or_default(),
+            pick(2)?,
+            pick(3)?.unwrap_or_default(),
+            lossy(r, 4).at(path)?.unwrap_or_default(),
+            lossy(r, 5).at(path)?,
+            lossy(r, 6).at(path)?.as_deref(),
+            r.get(7).ok(),
+        );
+        m.cwd = lossy(r, 8).at(path)?;
+        kept.push((SortKey::of(r.get_ref(4).at(path)?), r.get(9).at(path)?, m));
+        if kept.len() > SORT_CAP {
+            return Ok(None);
+        }
+    }
+    kept.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    Ok(Some(kept.into_iter().map(|(k, _, m)| (k, m)).collect()))
+}
+
+fn exists(conn: &Connection, path: &Path, id: ValueRef<'_>) -> Result<bool> {
+    let mut stmt = conn
+        .prepare_cached("SELECT 1 FROM conversations WHERE id = ?1")
+        .at(path)?;
+    stmt.exists([ToSqlOutput::Borrowed(id)]).at(path)
+}
+
+/// Stream every conversation's metadata in listing order (see [`SUMMARY_LIST_SQL`]); `f`
+/// returns `false` to stop early. With a prefilter, rows the selection would drop silently
+/// may be left out.
 pub fn scan(
     conn: &Connection,
     path: &Path,
+    prefilter: Prefilter,
     mut f: impl FnMut(ConversationMeta) -> bool,
 ) -> Result<()> {
     let cols = check_schema(conn, path)?;
-    let sql = if cols.summaries_provider && cols.summaries_metadata {
-        LIST_SQL
-    } else {
-        LIST_SQL_OLD
+    if !(cols.summaries_provider && cols.summaries_metadata) {
+        let sql = format!("{LIST_SQL_OLD} ORDER BY c.updated_at DESC, c.rowid");
+        let mut stmt = conn.prepare(&sql).at(path)?;
+        let mut rows = stmt.query([]).at(path)?;
+        while let Some(r) = rows.next().at(path)? {
+            if !f(meta_from_row(r).at(path)?) {
+                break;
+            }
+        }
+        return Ok(());
+    }
+    let fallback = fallback_rows(conn, path)?;
+    let sorted = match prefilter.all_over {
+        Some(_) => prefiltered_rows(conn, path, &cols, &prefilter)?,
+        None => None,
     };
-    let mut stmt = conn.prepare(sql).at(path)?;
+    if let Some(sorted) = sorted {
+        let mut it = sorted.into_iter();
+        return merge(conn, path, &cols, fallback, &mut || Ok(it.next()), &mut f);
+    }
+    let sql = format!("{}{ORDER_BY_INDEX}", with_columns(SUMMARY_LIST_SQL, &cols));
+    let mut stmt = conn.prepare(&sql).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
-    while let Some(r) = rows.next().at(path)? {
-        if !f(meta_from_row(r).at(path)?) {
-            break;
+    let mut next = || -> Result<Option<(SortKey, ConversationMeta)>> {
+        match rows.next().at(path)? {
+            Some(r) => Ok(Some((
+                SortKey::of(r.get_ref(4).at(path)?),
+                meta_from_row(r).at(path)?,
+            ))),
+            None => Ok(None),
+        }
+    };
+    merge(conn, path, &cols, fallback, &mut next, &mut f)
+}
+
+type NextRow<'a> = dyn FnMut() -> Result<Option<(SortKey, ConversationMeta)>> + 'a;
+
+/// Merge the summary-listed rows (`next`, in listing order) with the conversations listed from
+/// their own row: one of those comes before a summary row it sorts after (ties: summary rows
+/// first).
+fn merge(
+    conn: &Connection,
+    path: &Path,
+    cols: &Columns,
+    fallback: Vec<(SortKey, i64)>,
+    next: &mut NextRow<'_>,
+    f: &mut dyn FnMut(ConversationMeta) -> bool,
+) -> Result<()> {
+    let mut fallback = fallback.into_iter().peekable();
+    let mut own = conn
+        .prepare(&format!(
+            "{} WHERE c.rowid = ?1",
+            with_columns(OWN_ROW_SQL, cols)
+        ))
+        .at(path)?;
+    let mut emit_fallback_until =
+        |bound: Option<&SortKey>, f: &mut dyn FnMut(ConversationMeta) -> bool| -> Result<bool> {
+            while let Some((k, rowid)) = fallback.peek() {
+                if bound.is_some_and(|b| k.cmp(b) != std::cmp::Ordering::Greater) {
+                    break;
+                }
+                let rowid = *rowid;
+                fallback.next();
+                if let Some(m) = own.query_row([rowid], meta_from_row).optional().at(path)? {
+                    if !f(m) {
+                        return Ok(false);
+                    }
+                }
+            }
+            Ok(true)
+        };
+    while let Some((key, meta)) = next()? {
+        if !emit_fallback_until(Some(&key), f)? {
+            return Ok(());
+        }
+        if !f(meta) {
+            return Ok(());
         }
     }
+    emit_fallback_until(None, f)?;
     Ok(())
 }
 
-/// One conversation's metadata, or `None`.
+/// One conversation's metadata (from its summary row when usable, as [`scan`] lists it), or
+/// `None`.
 pub fn meta(conn: &Connection, path: &Path, id: &str) -> Result<Option<ConversationMeta>> {
     let cols = check_schema(conn, path)?;
-    let base = if cols.summaries_provider && cols.summaries_metadata {
-        LIST_SQL
-    } else {
-        LIST_SQL_OLD
-    };
-    let sql = base.replace("ORDER BY c.updated_at DESC, c.rowid", "WHERE c.id = ?1");
+    if cols.summaries_provider && cols.summaries_metadata {
+        let sql = format!("{} AND s.id = ?1", with_columns(SUMMARY_LIST_SQL, &cols));
+        let found = conn
+            .query_row(&sql, [id], meta_from_row)
+            .optional()
+            .at(path)?;
+        if found.is_some() {
+            return Ok(found);
+        }
+        let sql = format!("{} WHERE c.id = ?1", with_columns(OWN_ROW_SQL, &cols));
+        return conn
+            .query_row(&sql, [id], meta_from_row)
+            .optional()
+            .at(path);
+    }
+    let sql = format!("{LIST_SQL_OLD} WHERE c.id = ?1");
     conn.query_row(&sql, [id], meta_from_row)
         .optional()
         .at(path)

@@ -416,9 +416,19 @@ impl ConversationMeta {
 impl Store {
     /// Stream every conversation's metadata in listing order; `f` returns `false` to stop.
     pub fn scan(&self, f: impl FnMut(ConversationMeta) -> bool) -> Result<()> {
+        self.scan_prefiltered(kodelet::Prefilter::default(), f)
+    }
+
+    /// [`Store::scan`], leaving out in SQL rows the selection would drop silently (kodelet; a
+    /// store that cannot tell in advance passes every row).
+    pub fn scan_prefiltered(
+        &self,
+        prefilter: kodelet::Prefilter,
+        f: impl FnMut(ConversationMeta) -> bool,
+    ) -> Result<()> {
         match self.kind {
-            StoreKind::Kodelet => kodelet::scan(&self.conn, &self.path, f),
-            StoreKind::DockerAgent => docker_agent::scan(&self.conn, &self.path, f),
+            StoreKind::Kodelet => kodelet::scan(&self.conn, &self.path, prefilter, f),
+            StoreKind::DockerAgent => docker_agent::scan(&self.conn, &self.path, prefilter, f),
         }
     }
 

@@ -775,14 +775,16 @@ fn provider_alone_applies_the_idle_default() {
     assert!(got.iter().all(|r| r.status == "skipped"), "{got:?}");
 }
 
-/// select.rs and kodelet::LIST_SQL document the listing order as "most recently updated first
-/// by the stored text, ties in rowid order" (regression: ties came out in descending rowid order).
+/// select.rs and store/kodelet.rs document the listing order as "most recently updated first
+/// by the stored text, ties in the rowid order of the row a conversation is listed from" (its
+/// summary row; regression: ties came out in descending rowid order).
 #[test]
 fn ties_are_listed_in_rowid_order() {
     let (env, _) = fixture();
     let tied = "2026-10-31 10:00:00 +0000 UTC";
     let c = env.conn();
-    let ids = env.ids("SELECT id FROM conversations WHERE rowid IN (1, 2, 3) ORDER BY rowid");
+    let ids =
+        env.ids("SELECT id FROM conversation_summaries WHERE rowid IN (1, 2, 3) ORDER BY rowid");
     assert_eq!(ids.len(), 3);
     for t in ["conversations", "conversation_summaries"] {
         for id in &ids {
@@ -794,7 +796,7 @@ fn ties_are_listed_in_rowid_order() {
         }
     }
     drop(c);
-    let want = env.ids("SELECT id FROM conversations ORDER BY updated_at DESC, rowid ASC");
+    let want = env.ids("SELECT id FROM conversation_summaries ORDER BY updated_at DESC, rowid ASC");
     let got: Vec<String> = list(&env, &[]).into_iter().map(|r| r.id).collect();
     let pos = |v: &[String], id: &str| v.iter().position(|x| x == id).unwrap();
     let got_tied: Vec<usize> = ids.iter().map(|id| pos(&got, id)).collect();
@@ -803,4 +805,119 @@ fn ties_are_listed_in_rowid_order() {
         "tied rows in rowid order: positions {got_tied:?}"
     );
     assert_eq!(got, want);
+}
+
+/// The listing comes from `conversation_summaries`; a conversation without a usable summary row
+/// (none, or one whose `updated_at` is not TEXT) is read from its own row and merged into the
+/// order by its own `updated_at`; a summary row without a conversation is not listed. The
+/// expected order is the documented contract written as one SQL query over both tables.
+#[test]
+fn conversations_without_a_usable_summary_row_are_merged_into_the_order() {
+    let (env, _) = fixture();
+    let c = env.conn();
+    let by_age = env.ids("SELECT id FROM conversations ORDER BY updated_at DESC");
+    // No summary row at all, and an updated_at that ties with a summary-listed conversation.
+    let (missing, tie_with) = (&by_age[5], &by_age[20]);
+    c.execute(
+        "DELETE FROM conversation_summaries WHERE id = ?1",
+        [missing],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE conversations SET updated_at = (SELECT updated_at FROM conversations WHERE id = ?2)
+         WHERE id = ?1",
+        [missing, tie_with],
+    )
+    .unwrap();
+    // A summary row whose updated_at is an INTEGER: listed from the conversation's own row.
+    let numeric = &by_age[30];
+    c.execute(
+        "UPDATE conversation_summaries SET updated_at = 1761998400 WHERE id = ?1",
+        [numeric],
+    )
+    .unwrap();
+    // A summary row rewritten (kodelet upserts): it gets the largest rowid.
+    let moved = &by_age[0];
+    c.execute(
+        "CREATE TEMP TABLE keep AS SELECT * FROM conversation_summaries WHERE id = ?1",
+        [moved],
+    )
+    .unwrap();
+    c.execute("DELETE FROM conversation_summaries WHERE id = ?1", [moved])
+        .unwrap();
+    c.execute(
+        "INSERT INTO conversation_summaries SELECT * FROM temp.keep",
+        [],
+    )
+    .unwrap();
+    // A summary row whose conversation is gone.
+    c.execute(
+        "INSERT INTO conversation_summaries (id, message_count, first_message, summary, usage,
+           created_at, updated_at, provider, metadata, cwd)
+         SELECT 'orphan-summary', message_count, first_message, summary, usage, created_at,
+           updated_at, provider, metadata, cwd FROM conversation_summaries WHERE id = ?1",
+        [&by_age[10]],
+    )
+    .unwrap();
+    drop(c);
+    let want = env.ids(
+        "SELECT id FROM (
+           SELECT s.id AS id, s.updated_at AS k, 0 AS src, s.rowid AS r
+             FROM conversation_summaries s JOIN conversations c ON c.id = s.id
+            WHERE typeof(s.updated_at) = 'text'
+           UNION ALL
+           SELECT c.id, c.updated_at, 1, c.rowid
+             FROM conversations c LEFT JOIN conversation_summaries s ON s.id = c.id
+            WHERE s.id IS NULL OR typeof(s.updated_at) != 'text')
+         ORDER BY k DESC, src, r",
+    );
+    assert_eq!(want.len(), N);
+    let got: Vec<String> = list(&env, &[]).into_iter().map(|r| r.id).collect();
+    assert_eq!(got, want, "list order");
+    for id in [missing, numeric, moved] {
+        assert!(got.contains(id), "{id} listed");
+    }
+    assert!(!got.iter().any(|id| id == "orphan-summary"));
+    let pos = |id: &str| got.iter().position(|x| x == id).unwrap();
+    assert_eq!(pos(missing), pos(tie_with) + 1, "ties: summary rows first");
+
+    // The same walk drives the batch selectors, and --limit stops inside it.
+    let got: Vec<String> = list(&env, &["--all-over", "0", "--idle", "0"])
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    let want_sel: Vec<String> = want.iter().filter(|id| got.contains(id)).cloned().collect();
+    assert_eq!(got, want_sel);
+    assert!(got.contains(missing) && got.contains(numeric));
+    let limited: Vec<Got> = list(&env, &["--all-over", "0", "--idle", "0", "--limit", "7"]);
+    let sel: Vec<&str> = limited
+        .iter()
+        .filter(|r| r.status == "selected")
+        .map(|r| r.id.as_str())
+        .collect();
+    assert_eq!(sel.len(), 7);
+    let all_sel: Vec<String> = list(&env, &["--all-over", "0", "--idle", "0"])
+        .into_iter()
+        .filter(|r| r.status == "selected")
+        .map(|r| r.id)
+        .take(7)
+        .collect();
+    assert_eq!(sel, all_sel.iter().map(String::as_str).collect::<Vec<_>>());
+
+    // --id finds the fallback conversations, and not the orphan summary row.
+    let got = list(&env, &["--id", missing, "--id", numeric]);
+    assert_eq!(
+        got.iter().map(|r| r.status.as_str()).collect::<Vec<_>>(),
+        ["selected", "selected"]
+    );
+    let mut cmd = env.cmd();
+    cmd.args(["list", "--id", "orphan-summary", "--json"]);
+    let (doc, code) = json(cmd);
+    assert_eq!(code, 1, "{doc}");
+    let row = &doc["conversations"][0];
+    assert_eq!(row["status"], "error", "{doc}");
+    assert!(
+        row["detail"].as_str().unwrap().contains("not found"),
+        "{doc}"
+    );
 }
