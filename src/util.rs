@@ -1,4 +1,5 @@
-//! Small filesystem helpers shared by recipe and hook discovery.
+//! Small helpers: sorted directory listings (recipe and hook discovery) and byte counts for
+//! messages.
 
 use std::path::{Path, PathBuf};
 
@@ -11,4 +12,19 @@ pub fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     paths.sort();
     paths
+}
+
+/// A byte count for messages, in binary units: `512 B`, `1.5 KB`, `3.2 MB`, `4.0 GB`.
+pub fn human_bytes(n: u64) -> String {
+    const K: f64 = 1024.0;
+    let f = n as f64;
+    if n < 1024 {
+        format!("{n} B")
+    } else if f < K * K {
+        format!("{:.1} KB", f / K)
+    } else if f < K * K * K {
+        format!("{:.1} MB", f / (K * K))
+    } else {
+        format!("{:.1} GB", f / (K * K * K))
+    }
 }

@@ -225,7 +225,7 @@ fn growth(ui: &Ui, store: Option<&Store>, rows: &[Row]) {
             ui.status(&format!(
                 "the store grew by about {} because the originals were archived (so they can be restored); \
                  `agent-db prune-archive --older-than DUR` then `agent-db vacuum` gives the space back",
-                agent_db::message::image::human_bytes(bytes as usize)
+                agent_db::util::human_bytes(bytes as u64)
             ));
         }
     }

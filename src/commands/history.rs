@@ -5,8 +5,8 @@ use std::io::Write;
 
 use agent_db::error::exit;
 use agent_db::gotime;
-use agent_db::message::image::human_bytes;
 use agent_db::store::{lock, prefix, restore, stats, vacuum, Store};
+use agent_db::util::human_bytes;
 use agent_db::Error;
 
 use super::CmdResult;
@@ -219,7 +219,7 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
             "{verb} the archives of {} compaction(s): {} values, {}; those compactions can no longer be restored{tail}\n",
             p.compactions,
             p.archived_values,
-            human_bytes(p.bytes.max(0) as usize)
+            human_bytes(p.bytes.max(0) as u64)
         ))
     };
     if args.dry_run || would.compactions == 0 {
@@ -230,7 +230,7 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
         "delete the archived originals of {} compaction(s) made before {} ({})? They can no longer be restored.",
         would.compactions,
         gotime::rfc3339_utc(&before),
-        human_bytes(would.bytes.max(0) as usize)
+        human_bytes(would.bytes.max(0) as u64)
     );
     if !ask(ui, args.yes, &question) {
         ui.status("nothing done");
@@ -260,8 +260,8 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
 fn vacuum_report(v: &vacuum::Vacuumed) -> std::io::Result<()> {
     output::out(&format!(
         "vacuumed: {} → {} ({} free pages given back); journal_mode {}, integrity_check {}\n",
-        human_bytes(v.bytes_before as usize),
-        human_bytes(v.bytes_after as usize),
+        human_bytes(v.bytes_before),
+        human_bytes(v.bytes_after),
         v.free_pages_before,
         v.journal_mode,
         v.integrity_check

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use agent_db::message::image::human_bytes;
 use agent_db::store::{stats, Store};
+use agent_db::util::human_bytes;
 use serde::Serialize;
 
 use super::CmdResult;
@@ -129,8 +129,8 @@ fn text(
         "file",
         format!(
             "{} (+ {} WAL), journal_mode {}",
-            human_bytes(file.file_bytes as usize),
-            human_bytes(file.wal_bytes as usize),
+            human_bytes(file.file_bytes),
+            human_bytes(file.wal_bytes),
             file.journal_mode
         ),
     );
@@ -139,14 +139,14 @@ fn text(
         format!(
             "{} ({}): `agent-db vacuum` gives them back",
             file.free_pages,
-            human_bytes(file.free_bytes.max(0) as usize)
+            human_bytes(file.free_bytes.max(0) as u64)
         ),
     );
     line(
         "archive",
         format!(
             "{} in {} values: `prune-archive` frees it",
-            human_bytes(archive.archive_bytes.max(0) as usize),
+            human_bytes(archive.archive_bytes.max(0) as u64),
             archive.archived_values
         ),
     );

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 
 use super::{HeadInput, Rewrite, Strategy, StrategyError};
-use crate::message::{image::human_bytes, prune_message, Block};
+use crate::message::{prune_message, Block};
+use crate::util::human_bytes;
 
 /// The text every prune placeholder starts with; results already pruned are left alone.
 pub const PRUNE_MARKER: &str = "[agent-db pruned";
@@ -76,7 +77,7 @@ impl Strategy for Prune {
                 let tool = tool_names.get(id).copied().unwrap_or("tool");
                 format!(
                     "{PRUNE_MARKER} this {tool} output ({}) to save context]",
-                    human_bytes(size)
+                    human_bytes(size as u64)
                 )
             };
             match prune_message(format, m, &placeholder, self.elide_images) {

@@ -75,7 +75,10 @@ impl ImageInfo {
             s.push_str(&format!(" {w}x{h}"));
         }
         if self.bytes > 0 {
-            s.push_str(&format!(", {}", human_bytes(self.bytes)));
+            s.push_str(&format!(
+                ", {}",
+                crate::util::human_bytes(self.bytes as u64)
+            ));
         }
         s.push(']');
         s
@@ -128,17 +131,6 @@ impl ImageInfo {
             }
             _ => 765,
         }
-    }
-}
-
-/// `1.5 KB`, `3.2 MB`.
-pub fn human_bytes(n: usize) -> String {
-    if n < 1024 {
-        format!("{n} B")
-    } else if n < 1024 * 1024 {
-        format!("{:.1} KB", n as f64 / 1024.0)
-    } else {
-        format!("{:.1} MB", n as f64 / (1024.0 * 1024.0))
     }
 }
 

@@ -21,6 +21,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::util::human_bytes;
 
 /// The least free space a write run starts with, whatever the store's size.
 pub const MIN_FREE: u64 = 8 * 1024 * 1024;
@@ -112,31 +113,9 @@ fn file_size_limit() -> Option<u64> {
     (rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur as u64)
 }
 
-/// A byte count for messages: `512 B`, `3.4 MB`.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1000.0 && unit + 1 < UNITS.len() {
-        v /= 1000.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bytes_are_human() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(3_400_000), "3.4 MB");
-    }
 
     #[test]
     fn a_missing_directory_is_not_writable() {
