@@ -28,7 +28,7 @@
 #                               it all in its WAL before checkpointing (about 45 GB at peak)
 #   BENCH_SEED=1                gen_store --seed
 #   BENCH_REUSE=0               1: keep stores generated earlier with the same parameters and
-#                               the same generator sources (src/synth, examples/gen_store.rs)
+#                               the same generator sources (fixtures/synth, examples/gen_store.rs)
 #   BENCH_LIST_RUNS=10          timed warm runs per P1 command (hyperfine, two passes ABBA)
 #   BENCH_COLD_RUNS=3           timed cold runs per P1 command
 #   BENCH_TOKEN_RUNS=3          interleaved runs of each tokenizer
@@ -99,7 +99,7 @@ result machine.git "$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git d
 # ---------------------------------------------------------------------------------------------
 # Stores. A store is reused (BENCH_REUSE=1) when its parameters and the generator's sources are
 # unchanged (the binary's hash would change with any edit to the library).
-GEN_SRC=$(cat src/synth/*.rs examples/gen_store.rs | sha1sum | cut -c1-12)
+GEN_SRC=$(cat fixtures/synth/src/*.rs examples/gen_store.rs | sha1sum | cut -c1-12)
 # store KIND N SCALE -> path (generates unless reusable)
 store() {
   local kind=$1 n=$2 scale=$3 s stamp want

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use agent_db::synth::docker_agent::{generate_docker_agent, Generation};
-use agent_db::synth::{generate, SynthFormat, SynthOptions};
+use agent_db_synth::docker_agent::{generate_docker_agent, Generation};
+use agent_db_synth::{generate, SynthFormat, SynthOptions};
 use clap::Parser;
 
 #[derive(Parser, Debug)]

@@ -23,7 +23,6 @@ pub mod report;
 pub mod select;
 pub mod split;
 pub mod store;
-pub mod synth;
 pub mod tokens;
 pub mod util;
 

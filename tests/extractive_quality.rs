@@ -850,7 +850,7 @@ fn synthetic_store_summaries_are_bounded() {
     use agent_db::compact::extractive::budget;
     use agent_db::plan::SUMMARY_HEADER;
     use agent_db::store::{Access, Store};
-    use agent_db::synth::{generate, SynthOptions};
+    use agent_db_synth::{generate, SynthOptions};
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("storage.db");

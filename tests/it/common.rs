@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_db::synth::{self, SynthFormat, SynthOptions};
+use agent_db_synth::{self as synth, SynthFormat, SynthOptions};
 use rusqlite::Connection;
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use agent_db::synth::docker_agent::{generate_docker_agent, Generation};
-use agent_db::synth::SynthOptions;
+use agent_db_synth::docker_agent::{generate_docker_agent, Generation};
+use agent_db_synth::SynthOptions;
 use rusqlite::Connection;
 use serde_json::Value;
 use tempfile::TempDir;

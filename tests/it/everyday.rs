@@ -322,11 +322,11 @@ fn vacuum_is_refused_while_the_store_is_in_use() {
 
 /// A home with both agents' default stores.
 fn two_agents() -> tempfile::TempDir {
-    use agent_db::synth::docker_agent::{generate_docker_agent, Generation};
+    use agent_db_synth::docker_agent::{generate_docker_agent, Generation};
     let home = tempfile::tempdir().unwrap();
     let cagent = home.path().join(".cagent");
     std::fs::create_dir_all(&cagent).unwrap();
-    let opts = agent_db::synth::SynthOptions {
+    let opts = agent_db_synth::SynthOptions {
         conversations: 3,
         ..Default::default()
     };

@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use agent_db::synth::SynthFormat;
+use agent_db_synth::SynthFormat;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 

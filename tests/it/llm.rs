@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_db::provider::ProviderKind;
-use agent_db::synth::SynthFormat;
 use agent_db::tokens::count_text;
+use agent_db_synth::SynthFormat;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 

@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use agent_db::synth::docker_agent::{generate_docker_agent, Generation};
-use agent_db::synth::{self, SynthOptions};
+use agent_db_synth::docker_agent::{generate_docker_agent, Generation};
+use agent_db_synth::{self as synth, SynthOptions};
 use proptest::prelude::*;
 use rusqlite::types::{ToSqlOutput, Value as SqlValue};
 use rusqlite::Connection;

@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
-use agent_db::synth::SynthFormat;
+use agent_db_synth::SynthFormat;
 
 use crate::common::{files_hash, std_cmd, Env, MiniLlm};
 

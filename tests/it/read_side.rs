@@ -3,7 +3,7 @@
 //! the fixture with SQL and serde_json in the test, and every command must leave the store's
 //! files byte-identical.
 
-use agent_db::synth::{self, SynthFormat, SynthOptions};
+use agent_db_synth::{self as synth, SynthFormat, SynthOptions};
 use serde_json::Value;
 
 use crate::common::{json, Env};

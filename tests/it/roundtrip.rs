@@ -3,7 +3,7 @@
 //! by message and as a whole.
 
 use agent_db::message::{self, Format};
-use agent_db::synth::SynthFormat;
+use agent_db_synth::SynthFormat;
 use serde_json::value::RawValue;
 
 use crate::common::Env;

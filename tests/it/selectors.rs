@@ -7,7 +7,7 @@
 //! default size) and moves one conversation to 30 minutes before NOW, so that `--idle 1h`
 //! and the 10-minute default differ.
 
-use agent_db::synth::{self, SynthOptions};
+use agent_db_synth::{self as synth, SynthOptions};
 use chrono::{DateTime, FixedOffset, TimeDelta};
 use serde_json::Value;
 

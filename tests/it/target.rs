@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use agent_db::synth::SynthFormat;
+use agent_db_synth::SynthFormat;
 use serde_json::Value;
 
 use crate::common::{json, Env};

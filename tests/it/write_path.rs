@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use agent_db::synth::SynthFormat;
+use agent_db_synth::SynthFormat;
 use serde_json::value::RawValue;
 
 use crate::common::{ids_with_status, json, Env};
