@@ -132,3 +132,28 @@ impl serde::Serialize for StoreKind {
         s.serialize_str(self.name())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_parses_by_its_name_and_detects_by_its_tables() {
+        let names: Vec<&str> = StoreKind::all().map(StoreKind::name).collect();
+        assert_eq!(names, ["kodelet", "docker-agent"]);
+        for k in StoreKind::all() {
+            assert_eq!(StoreKind::parse(k.name()), Some(k));
+            let tables: Vec<String> = k
+                .adapter()
+                .signature_tables()
+                .iter()
+                .map(|t| t.to_string())
+                .collect();
+            assert_eq!(StoreKind::detect(&tables), Some(k));
+            assert_eq!(StoreKind::detect(&tables[1..]), None);
+        }
+        assert_eq!(StoreKind::parse("goose"), None);
+        assert!(super::super::kodelet::KIND.rewrites_history());
+        assert!(!super::super::docker_agent::KIND.rewrites_history());
+    }
+}

@@ -622,3 +622,36 @@ pub enum Written {
     /// The conversation changed (or vanished) since it was read; nothing was written.
     Changed(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The messages built from the registry read as they did when they named both kinds.
+    #[test]
+    fn registry_messages_read_as_before() {
+        let found = [
+            (kodelet::KIND, PathBuf::from("/h/.kodelet/storage.db")),
+            (docker_agent::KIND, PathBuf::from("/h/.cagent/session.db")),
+        ];
+        let Error::AmbiguousStore { detail, .. } = ambiguous(&found) else {
+            panic!("not an ambiguity error")
+        };
+        assert_eq!(
+            detail,
+            "two conversation stores found: /h/.kodelet/storage.db (kodelet) and /h/.cagent/session.db (docker-agent); \
+             choose one with --agent kodelet or --agent docker-agent (or --db PATH, or `agent = \"kodelet\"` under [store] \
+             in the config file)"
+        );
+        let Error::UnknownSchema { detail, .. } =
+            unknown_schema(Path::new("x.db"), &["notes".to_string()])
+        else {
+            panic!("not an unknown-schema error")
+        };
+        assert_eq!(
+            detail,
+            "expected kodelet's conversations, conversation_summaries and schema_migrations tables, \
+             or docker-agent's sessions, session_items and migrations tables; found: notes"
+        );
+    }
+}
