@@ -62,7 +62,7 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         details["recipe"] =
             serde_json::json!({"name": r.name, "sha256": r.sha256, "source": r.source});
         if let Some(i) = &settings.instructions {
-            details["instructions_sha256"] = agent_db::plan::sha256_hex(i).into();
+            details["instructions_sha256"] = agent_db::util::sha256_hex(i).into();
         }
     }
     let hooks = if args.no_hooks || args.dry_run {
@@ -112,6 +112,7 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
     };
     let progress = Progress::new(ui, total);
     let path = store.path.clone();
+    let location = store.location();
     let kind = store.kind.name();
     drop(store);
     let mut totals = Totals::default();
@@ -124,7 +125,7 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
     };
     let mut write_error: Option<std::io::Error> = None;
     let meter = strategy.clone();
-    let run = pipeline::run(&path, &selector, strategy, &opts, now, &mut |e| {
+    let run = pipeline::run(&location, &selector, strategy, &opts, now, &mut |e| {
         if let Event::Finished { seq, row } = &e {
             totals += *row;
             if let Status::Failed(why) = &row.status {
@@ -220,7 +221,7 @@ fn after_run(
 fn growth(ui: &Ui, store: Option<&Store>, rows: &[Row]) {
     let Some(store) = store else { return };
     let ids: Vec<i64> = rows.iter().filter_map(|r| r.compaction_id).collect();
-    if let Ok(bytes) = agent_db::store::stats::archived_bytes_of(&store.conn, &store.path, &ids) {
+    if let Ok(bytes) = agent_db::store::stats::archived_bytes_of(store, &ids) {
         if bytes > 0 {
             ui.status(&format!(
                 "the store grew by about {} because the originals were archived (so they can be restored); \
@@ -372,7 +373,7 @@ impl Progress {
     fn row(&self, r: &Row) {
         if r.strategy.is_some()
             && self.in_flight.get() > 0
-            && !matches!(r.status, Status::Skipped(ref w) if w.starts_with("not started"))
+            && !matches!(r.status, Status::NotStarted(_))
         {
             self.in_flight.set(self.in_flight.get() - 1);
         }
@@ -447,6 +448,7 @@ fn status_cell(t: &mut table::Grid, s: &Status) -> (String, Tone) {
         Status::Planned => ("planned".into(), Tone::Good),
         Status::Compacted => ("compacted".into(), Tone::Good),
         Status::Skipped(why) => (format!("skipped [{}]", t.note(why)), Tone::Warn),
+        Status::NotStarted(n) => (format!("skipped [{}]", t.note(&n.to_string())), Tone::Warn),
         Status::Failed(why) => (format!("failed [{}]", t.note(why)), Tone::Bad),
     }
 }

@@ -26,16 +26,10 @@ fn json_out(doc: &serde_json::Value) -> std::io::Result<()> {
 fn resolve_conversation(store: &Store, input: &str) -> Result<String, Error> {
     match store.resolve_id(input) {
         Ok(id) => Ok(id),
-        Err(Error::ConversationNotFound { .. }) if store.has_agent_tables()? => {
-            Ok(prefix::resolve_in(
-                &store.conn,
-                &store.path,
-                "agent_db_compactions",
-                "conversation_id",
-                input,
-            )?
-            .unwrap_or_else(|| input.to_string()))
-        }
+        Err(Error::ConversationNotFound { .. }) if store.has_agent_tables()? => Ok(
+            prefix::resolve_in(store, "agent_db_compactions", "conversation_id", input)?
+                .unwrap_or_else(|| input.to_string()),
+        ),
         Err(Error::ConversationNotFound { .. }) => Ok(input.to_string()),
         Err(e) => Err(e),
     }
@@ -58,7 +52,7 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
         Some(i) => Some(resolve_conversation(store, i)?),
         None => None,
     };
-    let rows = restore::history(&store.conn, &store.path, id.as_deref())?;
+    let rows = restore::history(store, id.as_deref())?;
     if args.json {
         return json_out(&serde_json::json!({
             "version": super::list::JSON_VERSION,
@@ -112,15 +106,14 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
 pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
     let _lock = lock::acquire(&store.path)?;
     let mut store = store;
-    let path = store.path.clone();
     let ids: Vec<i64> = if let Some(d) = args.all_since {
         let since = gotime::now() - chrono::Duration::from_std(d).unwrap_or_default();
-        restore::since(&store.conn, &path, &gotime::rfc3339_utc(&since))?
+        restore::since(&store, &gotime::rfc3339_utc(&since))?
     } else {
         let id = resolve_conversation(&store, args.id.as_deref().unwrap_or_default())?;
         match args.compaction {
             Some(n) => {
-                let c = restore::get(&store.conn, &path, n)?.ok_or_else(|| {
+                let c = restore::get(&store, n)?.ok_or_else(|| {
                     Error::NotFound(format!("compaction {n}: not found in the audit log"))
                 })?;
                 if c.conversation_id != id {
@@ -132,7 +125,7 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
                 }
                 vec![n]
             }
-            None => match restore::latest_for(&store.conn, &path, &id)? {
+            None => match restore::latest_for(&store, &id)? {
                 Some(n) => vec![n],
                 None => {
                     return Err(Error::NotFound(format!(
@@ -146,13 +139,7 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
     let mut results = Vec::new();
     for n in ids {
         let now = gotime::rfc3339_utc(&gotime::now());
-        results.push(restore::restore(
-            &mut store.conn,
-            &path,
-            n,
-            args.force,
-            &now,
-        )?);
+        results.push(restore::restore(&mut store, n, args.force, &now)?);
     }
     let refused = results.iter().filter(|r| !r.ok).count();
     if args.json {
@@ -200,7 +187,7 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
     let now = gotime::now();
     let before = now - chrono::Duration::from_std(args.older_than).unwrap_or_default();
     let path = store.path.clone();
-    let would = stats::prunable(&store.conn, &path, &gotime::rfc3339_utc(&before))?;
+    let would = stats::prunable(&store, &gotime::rfc3339_utc(&before))?;
     let report = |p: &restore::Pruned, dry_run: bool| -> std::io::Result<()> {
         if args.json {
             return json_out(&serde_json::json!({
@@ -237,8 +224,7 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
         return Ok(exit::OK);
     }
     let p = restore::prune_archive(
-        &mut store.conn,
-        &path,
+        &mut store,
         &gotime::rfc3339_utc(&before),
         &gotime::rfc3339_utc(&now),
     )?;

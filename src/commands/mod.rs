@@ -62,7 +62,7 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
     if let Ok(s) = agent_db::config::load(&settings::overrides(cli.config.clone(), None)) {
         choice.config_path = s.store_path.clone();
         choice.config_agent = s.store_agent.as_deref().and_then(store::StoreKind::parse);
-        agent_db::store::docker_agent::set_context_limits(s.context_limits);
+        choice.context_limits = s.context_limits.into();
     }
     let db = cli.db.clone();
     let open = |access: Access| open_store(db.as_deref(), &choice, access);
@@ -135,5 +135,5 @@ pub fn open_store(
     access: Access,
 ) -> Result<Store, Error> {
     let resolved = store::resolve_store(db, choice)?;
-    Store::open(&resolved.path, access)
+    Store::open_with(&resolved.path, access, choice.context_limits.clone())
 }

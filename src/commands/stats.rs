@@ -87,7 +87,7 @@ fn scan(store: &Store, limit: Option<i64>) -> Result<Scan, agent_db::Error> {
 
 pub fn run(ui: &Ui, store: &Store, args: &StatsArgs) -> CmdResult {
     let file = stats::file_stats(store)?;
-    let archive = stats::archive_stats(&store.conn, &store.path)?;
+    let archive = stats::archive_stats(store)?;
     let s = scan(store, args.context_limit)?;
     if args.json {
         let doc = serde_json::json!({
