@@ -1,8 +1,6 @@
 //! `history`, `restore`, `prune-archive` and `vacuum`: the audit log, undo, and getting space
 //! back.
 
-use std::io::Write;
-
 use agent_db::error::exit;
 use agent_db::gotime;
 use agent_db::store::{lock, prefix, restore, stats, vacuum, Store};
@@ -12,14 +10,7 @@ use agent_db::Error;
 use super::CmdResult;
 use crate::cli::{HistoryArgs, PruneArchiveArgs, RestoreArgs};
 use crate::output::table::{self, Kind, Tone};
-use crate::output::{self, Ui};
-
-fn json_out(doc: &serde_json::Value) -> std::io::Result<()> {
-    output::out(&format!(
-        "{}\n",
-        serde_json::to_string_pretty(doc).unwrap_or_default()
-    ))
-}
+use crate::output::{self, json, Ui};
 
 /// A conversation named on the command line: a full ID or a unique prefix, looked up among the
 /// store's conversations and then the audit log (a compacted conversation may since be gone).
@@ -54,13 +45,9 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
     };
     let rows = restore::history(store, id.as_deref())?;
     if args.json {
-        return json_out(&serde_json::json!({
-            "version": super::list::JSON_VERSION,
-            "command": "history",
-            "compactions": rows,
-        }))
-        .map(|_| exit::OK)
-        .map_err(Into::into);
+        return json::print("history", serde_json::json!({"compactions": rows}))
+            .map(|_| exit::OK)
+            .map_err(Into::into);
     }
     if rows.is_empty() {
         ui.status(&format!(
@@ -143,9 +130,7 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
     }
     let refused = results.iter().filter(|r| !r.ok).count();
     if args.json {
-        json_out(
-            &serde_json::json!({"version": super::list::JSON_VERSION, "command": "restore", "results": results}),
-        )?;
+        json::print("restore", serde_json::json!({"results": results}))?;
     } else {
         if results.is_empty() {
             ui.status("nothing to restore");
@@ -158,7 +143,7 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
             if r.ok {
                 output::out(&format!("{line}\n"))?;
             } else {
-                eprintln!("agent-db: {line}");
+                ui.alert(&line);
             }
         }
     }
@@ -167,14 +152,7 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
 
 /// Ask on a terminal; `--yes`, and runs without a terminal, never ask.
 fn ask(ui: &Ui, yes: bool, question: &str) -> bool {
-    if yes || !ui.stdin_tty || !ui.stderr_tty {
-        return true;
-    }
-    eprint!("{question} [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    let _ = std::io::stdin().read_line(&mut answer);
-    matches!(answer.trim(), "y" | "Y" | "yes" | "YES")
+    yes || !ui.interactive() || ui.ask(&[], question)
 }
 
 pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResult {
@@ -190,12 +168,10 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
     let would = stats::prunable(&store, &gotime::rfc3339_utc(&before))?;
     let report = |p: &restore::Pruned, dry_run: bool| -> std::io::Result<()> {
         if args.json {
-            return json_out(&serde_json::json!({
-                "version": super::list::JSON_VERSION,
-                "command": "prune-archive",
-                "dry_run": dry_run,
-                "pruned": p,
-            }));
+            return json::print(
+                "prune-archive",
+                serde_json::json!({"dry_run": dry_run, "pruned": p}),
+            );
         }
         let (verb, tail) = if dry_run {
             ("would prune", "; dry run: nothing was deleted")
@@ -262,11 +238,7 @@ pub fn vacuum(_ui: &Ui, store: Store, json: bool) -> CmdResult {
     let _lock = lock::acquire(&path)?;
     let v = vacuum::vacuum(&path)?;
     if json {
-        json_out(&serde_json::json!({
-            "version": super::list::JSON_VERSION,
-            "command": "vacuum",
-            "vacuum": v,
-        }))?;
+        json::print("vacuum", serde_json::json!({"vacuum": v}))?;
     } else {
         vacuum_report(&v)?;
     }

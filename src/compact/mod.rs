@@ -6,6 +6,7 @@
 //! bytes, and [`validate`] checks it against the provider's rules before anything is written.
 //! Nothing here touches SQLite or the terminal.
 
+pub mod build;
 pub mod extractive;
 pub mod llm;
 pub mod prune;
