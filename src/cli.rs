@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use agent_db::select::{parse_duration, Selector};
+use agent_db::store::StoreKind;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -25,22 +26,13 @@ Exit codes: 0 ok, 1 some conversations failed, 2 usage, 3 config, 4 store unusab
 /// Global options heading in `--help`.
 const GLOBAL: &str = "Global options";
 
-/// Which agent's default store to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AgentArg {
-    /// kodelet: $KODELET_BASE_PATH/storage.db or ~/.kodelet/storage.db
-    Kodelet,
-    /// docker-agent (cagent): ~/.cagent/session.db
-    DockerAgent,
-}
-
-impl AgentArg {
-    pub fn kind(self) -> agent_db::store::StoreKind {
-        match self {
-            AgentArg::Kodelet => agent_db::store::kodelet::KIND,
-            AgentArg::DockerAgent => agent_db::store::docker_agent::KIND,
-        }
-    }
+/// `--agent` values: one per registered store kind (`agent_db::store::KINDS`), each with its
+/// default file as help.
+fn agent_parser() -> impl clap::builder::TypedValueParser<Value = StoreKind> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    let values = StoreKind::all().map(|k| PossibleValue::new(k.name()).help(k.default_path_doc()));
+    PossibleValuesParser::new(values)
+        .map(|name| StoreKind::parse(&name).expect("clap accepts registered names only"))
 }
 
 /// A duration (`30s`, `2m`) or a plain number of seconds (`5`).
@@ -68,8 +60,8 @@ pub struct Cli {
     pub db: Option<PathBuf>,
 
     /// Use this agent's default store [config: [store] agent]
-    #[arg(long, global = true, value_enum, value_name = "AGENT", help_heading = GLOBAL)]
-    pub agent: Option<AgentArg>,
+    #[arg(long, global = true, value_parser = agent_parser(), value_name = "AGENT", help_heading = GLOBAL)]
+    pub agent: Option<StoreKind>,
 
     /// Print only errors: no status lines, no progress, no compact report when all went well
     #[arg(long, short, global = true, help_heading = GLOBAL)]

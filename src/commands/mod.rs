@@ -66,7 +66,7 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
     };
     let loaded = agent_db::config::load(&config::overrides(cli.config.clone(), compact_args));
     let mut choice = store::StoreChoice {
-        agent_flag: cli.agent.map(|a| a.kind()),
+        agent_flag: cli.agent,
         ..Default::default()
     };
     if let Ok(s) = &loaded {

@@ -37,6 +37,8 @@ pub trait Adapter: Sync + 'static {
     fn check_schema(&self, conn: &Connection, path: &Path) -> Result<()>;
     /// The agent's default store file.
     fn default_path(&self) -> PathBuf;
+    /// How [`Adapter::default_path`] is found, for `--help` (`~/.cagent/session.db`).
+    fn default_path_doc(&self) -> &'static str;
     /// Where the store keeps its conversation IDs (table, column), for ID prefixes.
     fn id_column(&self) -> (&'static str, &'static str);
     /// Whether the store can hold a rewritten head (the `prune` strategy), or only append.
@@ -96,6 +98,11 @@ impl StoreKind {
 
     pub fn name(self) -> &'static str {
         self.0.name()
+    }
+
+    /// How the default file is found, for `--help`.
+    pub fn default_path_doc(self) -> &'static str {
+        self.0.default_path_doc()
     }
 
     /// This agent's default store file.

@@ -69,6 +69,10 @@ impl Adapter for DockerAgent {
         check_schema(conn, path).map(|_| ())
     }
 
+    fn default_path_doc(&self) -> &'static str {
+        "docker-agent (cagent): ~/.cagent/session.db"
+    }
+
     fn default_path(&self) -> PathBuf {
         super::home_dir().join(".cagent").join("session.db")
     }

@@ -47,6 +47,10 @@ impl Adapter for Kodelet {
         check_schema(conn, path).map(|_| ())
     }
 
+    fn default_path_doc(&self) -> &'static str {
+        "kodelet: $KODELET_BASE_PATH/storage.db or ~/.kodelet/storage.db"
+    }
+
     fn default_path(&self) -> PathBuf {
         match std::env::var_os("KODELET_BASE_PATH") {
             Some(base) if !base.is_empty() => PathBuf::from(base).join("storage.db"),
