@@ -161,7 +161,7 @@ pub struct Settings {
     /// The utilization a compaction lands at or under (`compact.target`, `--target`).
     pub target: f64,
     /// The stall guard's thresholds (`compact.stall_*`); `--force` turns it off.
-    pub stall: crate::plan::StallGuard,
+    pub stall: StallGuard,
     pub hook_dirs: Vec<PathBuf>,
     #[serde(with = "humantime_serde_compat")]
     pub hook_timeout: Duration,
@@ -514,7 +514,7 @@ impl Layers<'_> {
         let env = self.var_num::<f64>("AGENT_DB_TARGET")?;
         s.target = self
             .pick("compact.target", f.target, env, o.target)
-            .unwrap_or(crate::plan::DEFAULT_TARGET);
+            .unwrap_or(DEFAULT_TARGET);
         if !(s.target > 0.0 && s.target <= 1.0) {
             return Err(Error::Config(format!(
                 "compact.target / AGENT_DB_TARGET / --target takes a utilization ratio greater than 0 and at most 1, such as 0.4; got {}",
@@ -615,8 +615,8 @@ impl Settings {
             max_cost: None,
             concurrency: DEFAULT_CONCURRENCY,
             keep_tokens: None,
-            target: crate::plan::DEFAULT_TARGET,
-            stall: crate::plan::StallGuard::default(),
+            target: DEFAULT_TARGET,
+            stall: StallGuard::default(),
             hook_dirs: Vec::new(),
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
             hook_fail_open: false,
@@ -732,6 +732,28 @@ impl Settings {
         }
     }
 }
+
+/// The stall guard: a conversation agent-db compacted recently, or whose last compaction barely
+/// helped, is left alone, so a batch never grinds the same conversation down run after run.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct StallGuard {
+    /// Skip when fewer messages than this were added since agent-db's last compaction.
+    pub min_new_messages: usize,
+    /// Skip when agent-db's last compaction saved less than this share of the tokens.
+    pub min_saving: f64,
+}
+
+impl Default for StallGuard {
+    fn default() -> Self {
+        StallGuard {
+            min_new_messages: 10,
+            min_saving: 0.1,
+        }
+    }
+}
+
+/// The default `--target`.
+pub const DEFAULT_TARGET: f64 = 0.4;
 
 #[cfg(test)]
 mod tests {

@@ -23,6 +23,7 @@ pub mod report;
 pub mod select;
 pub mod split;
 pub mod store;
+pub mod summary;
 pub mod tokens;
 pub mod util;
 

@@ -26,27 +26,7 @@ pub struct PlanOptions {
     pub stall: Option<StallGuard>,
 }
 
-/// The stall guard: a conversation agent-db compacted recently, or whose last compaction barely
-/// helped, is left alone, so a batch never grinds the same conversation down run after run.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct StallGuard {
-    /// Skip when fewer messages than this were added since agent-db's last compaction.
-    pub min_new_messages: usize,
-    /// Skip when agent-db's last compaction saved less than this share of the tokens.
-    pub min_saving: f64,
-}
-
-impl Default for StallGuard {
-    fn default() -> Self {
-        StallGuard {
-            min_new_messages: 10,
-            min_saving: 0.1,
-        }
-    }
-}
-
-/// The default `--target`.
-pub const DEFAULT_TARGET: f64 = 0.4;
+pub use crate::config::{StallGuard, DEFAULT_TARGET};
 
 /// Where a compaction should land, and what it cannot shrink.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -264,7 +244,7 @@ pub fn plan_loaded(
     let mut decision = split::split(
         &views,
         keep_tokens,
-        crate::compact::starts_with_summary(&loaded.messages),
+        crate::summary::starts_with_summary(&loaded.messages),
     );
     if let (Decision::NoOp(why), Some(target), Some(land)) = (&mut decision, opts.target, landing) {
         // Only "already small" is about the budget; empty or one-message histories keep their

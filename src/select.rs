@@ -349,19 +349,7 @@ fn not_matched(meta: ConversationMeta, reason: Reason) -> Outcome {
     }
 }
 
-/// `3m`, `2h`, `5d`: a coarse age for messages and tables.
-pub fn short_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    if s < 60 {
-        format!("{s}s")
-    } else if s < 3600 {
-        format!("{}m", s / 60)
-    } else if s < 86400 {
-        format!("{}h", s / 3600)
-    } else {
-        format!("{}d", s / 86400)
-    }
-}
+pub use crate::util::short_duration;
 
 /// Parse a humantime duration (`30d`, `12h`, `0`) for the CLI.
 pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {

@@ -266,7 +266,7 @@ pub fn last_compaction(store: &Store, conversation: &str) -> Result<Option<LastC
             let age = chrono::DateTime::parse_from_rfc3339(&at)
                 .ok()
                 .and_then(|t| (crate::gotime::now() - t).to_std().ok())
-                .map(crate::select::short_duration)
+                .map(crate::util::short_duration)
                 .unwrap_or_else(|| "some time".to_string());
             LastCompaction {
                 messages_after,

@@ -9,6 +9,7 @@ mod everyday;
 mod exit_codes;
 mod hooks;
 mod json_snapshots;
+mod layers;
 mod llm;
 mod odd_values;
 mod preflight;

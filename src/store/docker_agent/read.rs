@@ -12,7 +12,7 @@
 //! - **Active history.** Items are read ordered by `position` (then `id`) into the slice
 //!   docker-agent loads (`message`, `subsession` rows whose sub-session exists, `summary`,
 //!   `error`, `termination`). The last summary with text is presented as a synthetic first
-//!   user message starting with [`crate::compact::SUMMARY_HEADER`]; the messages after it (or from
+//!   user message starting with [`crate::summary::SUMMARY_HEADER`]; the messages after it (or from
 //!   `first_kept_entry` when `0 < first_kept_entry < lastSummaryIndex`) follow with their stored
 //!   bytes. `slots` holds each message's index in the slice (-1 for the synthetic summary).
 //! - **Listing** reads `sessions` plus three indexed subqueries per session (message count, the
@@ -254,7 +254,7 @@ pub struct Session {
 /// The synthetic first message's text for a stored summary: agent-db's own summaries keep
 /// their framing; any other summary (docker-agent's, a hook's) gets one.
 pub fn present_summary(stored: &str) -> String {
-    let header = crate::compact::SUMMARY_HEADER;
+    let header = crate::summary::SUMMARY_HEADER;
     let s = stored.trim_start();
     let s = s.strip_prefix(header).map(str::trim_start).unwrap_or(s);
     let framing = s.split("\n\n").next().unwrap_or("");
@@ -474,9 +474,9 @@ mod tests {
         assert_eq!(present_summary(stripped), own);
         assert_eq!(present_summary(own), own);
         let native = present_summary("The user asked for a fix.\n\nDone: tests pass.");
-        assert!(crate::compact::is_summary_text(&native));
+        assert!(crate::summary::is_summary_text(&native));
         assert_eq!(
-            crate::compact::summary_body(&native),
+            crate::summary::summary_body(&native),
             "The user asked for a fix.\n\nDone: tests pass."
         );
     }

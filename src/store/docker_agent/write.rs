@@ -71,7 +71,7 @@ pub const INSTRUCTION_LINE: &str = "The user's latest instruction, verbatim:";
 /// The summary text without agent-db's header line (docker-agent adds its own prefix).
 pub fn strip_header(summary: &str) -> String {
     let t = summary.trim_start();
-    match t.strip_prefix(crate::compact::SUMMARY_HEADER) {
+    match t.strip_prefix(crate::summary::SUMMARY_HEADER) {
         Some(rest) => rest.trim_start().to_string(),
         None => t.to_string(),
     }
