@@ -24,7 +24,10 @@
 //! summarizer's lexicon (`src/compact/extractive/lexicon.rs`): a corpus that plants the code's
 //! cue words would prove nothing.
 //!
-//! Run with `cargo test --test paraphrase_quality -- --nocapture`.
+//! Run with `cargo test --test paraphrase_quality -- --nocapture`. A second corpus in the same
+//! schema, `fixtures/paraphrase/holdout.toml`, was written blind to the summarizer as a held-out
+//! measure; `AGENT_DB_PARAPHRASE_CORPUS=fixtures/paraphrase/holdout.toml` runs every test of this
+//! file on it instead (the asserted floors were set on `corpus.toml`).
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -141,8 +144,14 @@ struct Corpus {
     distractors: Distractors,
 }
 
+/// `fixtures/paraphrase/corpus.toml`, or the corpus named by `AGENT_DB_PARAPHRASE_CORPUS` (a path,
+/// relative to the crate root unless absolute), e.g. the held-out `fixtures/paraphrase/holdout.toml`.
 fn corpus_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/paraphrase/corpus.toml")
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    match std::env::var_os("AGENT_DB_PARAPHRASE_CORPUS") {
+        Some(p) if !p.is_empty() => root.join(p),
+        _ => root.join("fixtures/paraphrase/corpus.toml"),
+    }
 }
 
 fn load_corpus() -> Corpus {
