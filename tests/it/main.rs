@@ -20,4 +20,5 @@ mod selectors;
 mod split_props;
 mod target;
 mod tokens_golden;
+mod tokens_props;
 mod write_path;
