@@ -22,4 +22,5 @@ mod settings;
 mod split_props;
 mod target;
 mod tokens_golden;
+mod tokens_props;
 mod write_path;

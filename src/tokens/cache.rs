@@ -1,0 +1,139 @@
+//! A bounded per-thread memo of piece → o200k token count.
+//!
+//! Most pre-token pieces repeat (words, indentation, punctuation runs, JSON keys), and counting
+//! one with `bpe`'s encoder allocates and runs a backtracking search. This cache is
+//! direct-mapped: a fixed table of [`SLOTS`] entries, each holding one piece of up to
+//! [`MAX_KEY`] bytes and its count; a new piece overwrites whatever shared its slot. Memory per
+//! thread is fixed (`SLOTS × 32` bytes, 512 KB), a lookup is one hash and one compare, and a miss costs
+//! what counting cost before. Longer pieces are counted directly.
+
+use std::cell::RefCell;
+
+/// Longest piece the cache holds, in bytes.
+pub(crate) const MAX_KEY: usize = 30;
+/// Number of entries per thread (a power of two): 512 KB.
+const SLOTS: usize = 1 << 14;
+/// The bits of an entry's last word that hold key bytes 24..30 and the length (byte 30).
+const KEY_MASK: u64 = (1 << 56) - 1;
+
+/// One entry, as four little-endian words: bytes 0..30 the piece, zero-padded; byte 30 its
+/// length; byte 31 its token count (at most its length, so it fits). An all-zero entry is empty
+/// (no piece has length 0). Fixed-size words make a lookup four compares, not a `memcmp`.
+type Entry = [u64; 4];
+
+/// One thread's table.
+pub(crate) struct Cache {
+    slots: Box<[Entry]>,
+}
+
+impl Cache {
+    fn new() -> Cache {
+        Cache {
+            slots: vec![[0; 4]; SLOTS].into_boxed_slice(),
+        }
+    }
+}
+
+thread_local! {
+    static CACHE: RefCell<Cache> = RefCell::new(Cache::new());
+}
+
+/// Runs `f` with this thread's cache.
+pub(crate) fn with<R>(f: impl FnOnce(&mut Cache) -> R) -> R {
+    CACHE.with(|c| f(&mut c.borrow_mut()))
+}
+
+impl Cache {
+    /// Token count of `piece`, from the table or from `count` (which must be a pure function of
+    /// the piece; its answer is remembered).
+    #[inline]
+    pub(crate) fn get_or(&mut self, piece: &[u8], count: impl FnOnce(&[u8]) -> usize) -> usize {
+        let len = piece.len();
+        if len == 0 || len > MAX_KEY {
+            return count(piece);
+        }
+        let probe = probe(piece);
+        let slot = &mut self.slots[slot_of(&probe)];
+        if slot[..3] == probe[..3] && slot[3] & KEY_MASK == probe[3] {
+            return (slot[3] >> 56) as usize;
+        }
+        let n = count(piece);
+        // A count above 255 cannot happen for 30 bytes; never store a truncated one.
+        if let Ok(c) = u8::try_from(n) {
+            *slot = probe;
+            slot[3] |= u64::from(c) << 56;
+        }
+        n
+    }
+}
+
+/// The entry words for `piece` (at most [`MAX_KEY`] bytes), with a zero count byte.
+#[inline]
+fn probe(piece: &[u8]) -> Entry {
+    let mut bytes = [0u8; 32];
+    bytes[..piece.len()].copy_from_slice(piece);
+    bytes[MAX_KEY] = piece.len() as u8;
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[8 * i..8 * i + 8]);
+        u64::from_le_bytes(w)
+    };
+    [word(0), word(1), word(2), word(3)]
+}
+
+/// Slot index of a probe: a multiply-xor hash of its words.
+#[inline]
+fn slot_of(probe: &Entry) -> usize {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = 0u64;
+    for w in probe {
+        h = (h.rotate_left(23) ^ w).wrapping_mul(K);
+    }
+    (h >> (64 - SLOTS.trailing_zeros())) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in count that tells pieces apart (a real count is at most the length; the cache
+    /// stores anything below 256).
+    fn fingerprint(p: &[u8]) -> usize {
+        (p.len() * 31 + p.iter().map(|&b| b as usize).sum::<usize>()) % 251
+    }
+
+    #[test]
+    fn a_hit_returns_the_remembered_count_and_a_collision_recounts() {
+        let mut cache = Cache::new();
+        let mut calls = 0;
+        let mut count = |p: &[u8]| {
+            calls += 1;
+            fingerprint(p)
+        };
+        assert_eq!(cache.get_or(b"hello", &mut count), fingerprint(b"hello"));
+        assert_eq!(cache.get_or(b"hello", &mut count), fingerprint(b"hello"));
+        assert_eq!(cache.get_or(b"hellp", &mut count), fingerprint(b"hellp"));
+        // Same zero-padded bytes, different lengths: the length byte tells them apart.
+        assert_eq!(cache.get_or(b"ab", &mut count), fingerprint(b"ab"));
+        assert_eq!(cache.get_or(b"ab\0", &mut count), fingerprint(b"ab\0"));
+        assert_eq!(cache.get_or(b"ab", &mut count), fingerprint(b"ab"));
+        let long = [b'x'; MAX_KEY + 1];
+        assert_eq!(cache.get_or(&long, &mut count), fingerprint(&long));
+        assert_eq!(cache.get_or(&long, &mut count), fingerprint(&long));
+        let full = [b'y'; MAX_KEY];
+        assert_eq!(cache.get_or(&full, &mut count), fingerprint(&full));
+        assert_eq!(cache.get_or(&full, &mut count), fingerprint(&full));
+        // hello, hellp, ab, ab\0 and full once each (ab was still cached), the long piece twice
+        // (never cached); if a collision evicted "ab", one more.
+        assert!((7..=8).contains(&calls), "{calls} calls");
+        // Many more pieces than slots: every answer stays right whatever they evicted.
+        for i in 0..(4 * SLOTS) {
+            let p = format!("w{i}-{}", "z".repeat(i % 24));
+            assert_eq!(
+                cache.get_or(p.as_bytes(), fingerprint),
+                fingerprint(p.as_bytes())
+            );
+            assert_eq!(cache.get_or(p.as_bytes(), |_| 0), fingerprint(p.as_bytes()));
+        }
+    }
+}
