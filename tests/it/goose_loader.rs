@@ -97,7 +97,8 @@ pub fn load(conn: &Connection, session: &str) -> Result<Loaded, String> {
         if has_meta { "metadata_json" } else { "NULL" }
     );
     let mut st = conn.prepare(&sql).unwrap();
-    let raw: Vec<(i64, Option<String>, String, String, i64, Option<String>)> = st
+    type Raw = (i64, Option<String>, String, String, i64, Option<String>);
+    let raw: Vec<Raw> = st
         .query_map([session], |r| {
             Ok((
                 r.get(0)?,
@@ -158,7 +159,7 @@ fn agent_view(all: &[Row]) -> Vec<Row> {
             r.items.retain(|i| {
                 let t = i["type"].as_str().unwrap_or("");
                 let media = t == "text" || t == "image";
-                !(media && !for_assistant(i)) && t != "conversationCompacted"
+                (!media || for_assistant(i)) && t != "conversationCompacted"
             });
             r
         })
