@@ -37,8 +37,8 @@ pub enum AgentArg {
 impl AgentArg {
     pub fn kind(self) -> agent_db::store::StoreKind {
         match self {
-            AgentArg::Kodelet => agent_db::store::StoreKind::Kodelet,
-            AgentArg::DockerAgent => agent_db::store::StoreKind::DockerAgent,
+            AgentArg::Kodelet => agent_db::store::kodelet::KIND,
+            AgentArg::DockerAgent => agent_db::store::docker_agent::KIND,
         }
     }
 }

@@ -1,6 +1,12 @@
-//! Settings, layered: built-in defaults < config file (`$XDG_CONFIG_HOME/agent-db/config.toml`, or
-//! `--config PATH`) < `AGENT_DB_*` environment < command-line flags. Every key and variable is
-//! listed in docs/configuration.md. The API key is held in a [`Secret`] and never printed.
+//! Settings: the one place that decides every setting's value and the layer it came from.
+//!
+//! Layers, each overriding the ones before it: built-in defaults < config file
+//! (`$XDG_CONFIG_HOME/agent-db/config.toml`, or `--config PATH`) < `AGENT_DB_*` environment <
+//! the recipe's frontmatter ([`Settings::apply_recipe`], once the LLM strategy has found its
+//! recipe) < command-line flags ([`Overrides`]). [`load`] reads the file and the environment
+//! once per command; [`Settings::sources`] records each value's layer, and
+//! [`Settings::rows`] is what `agent-db config` shows. Every key and variable is listed in
+//! docs/configuration.md. The API key is held in a [`Secret`] and never printed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -94,6 +100,39 @@ pub struct Overrides {
     pub max_cost: Option<f64>,
     pub hook_timeout: Option<Duration>,
     pub target: Option<f64>,
+    pub keep_tokens: Option<usize>,
+}
+
+/// The layer a setting's value came from, in order of precedence (a later one wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Source {
+    #[serde(rename = "default")]
+    Default,
+    /// The config file found at its default location (only `config_file` itself).
+    #[serde(rename = "default location")]
+    DefaultLocation,
+    #[serde(rename = "config file")]
+    ConfigFile,
+    #[serde(rename = "environment")]
+    Environment,
+    /// The recipe's frontmatter (`model`, `max_summary_tokens`, `keep_tokens`).
+    #[serde(rename = "recipe")]
+    Recipe,
+    #[serde(rename = "flag")]
+    Flag,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Source::Default => "default",
+            Source::DefaultLocation => "default location",
+            Source::ConfigFile => "config file",
+            Source::Environment => "environment",
+            Source::Recipe => "recipe",
+            Source::Flag => "flag",
+        })
+    }
 }
 
 /// The effective settings.
@@ -134,8 +173,11 @@ pub struct Settings {
     pub store_agent: Option<String>,
     /// `[store] path`: the store file (`--db`, `AGENT_DB_PATH` and `--agent` win).
     pub store_path: Option<PathBuf>,
-    /// Which layer each setting came from.
-    pub sources: BTreeMap<String, String>,
+    /// Which layer each setting came from (absent: the default).
+    pub sources: BTreeMap<String, Source>,
+    /// agent-db's config directory (user recipes and hooks live under it); not a setting.
+    #[serde(skip)]
+    pub config_dir: PathBuf,
 }
 
 fn masked_url<S: serde::Serializer>(
@@ -188,14 +230,6 @@ pub const DEFAULT_MAX_RETRIES: usize = 4;
 pub const DEFAULT_CONCURRENCY: usize = 4;
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The default summarization model of each provider (cheap, fast, long context).
-pub fn default_model(kind: ProviderKind) -> &'static str {
-    match kind {
-        ProviderKind::OpenAi => "gpt-4.1-mini",
-        ProviderKind::Anthropic => "claude-haiku-4-5",
-    }
-}
-
 /// The default config file: `$XDG_CONFIG_HOME/agent-db/config.toml`, else
 /// `~/.config/agent-db/config.toml`.
 pub fn config_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
@@ -223,280 +257,305 @@ pub fn load(o: &Overrides) -> Result<Settings> {
 
 /// Load the settings with an explicit environment (for tests).
 pub fn load_with(o: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings> {
-    let mut sources = BTreeMap::new();
-    let explicit = o.config.clone().or_else(|| {
-        env("AGENT_DB_CONFIG")
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from)
-    });
-    let (path, file) = match &explicit {
-        Some(p) => (Some(p.clone()), Some(read_file(p)?)),
-        None => {
-            let p = config_dir(env).join("config.toml");
-            if p.is_file() {
-                (Some(p.clone()), Some(read_file(&p)?))
-            } else {
-                (None, None)
-            }
-        }
+    let mut l = Layers {
+        env,
+        sources: BTreeMap::new(),
     };
-    if path.is_some() {
-        let how = match (&o.config, explicit.is_some()) {
-            (Some(_), _) => "flag",
-            (None, true) => "environment",
-            (None, false) => "default location",
+    let (path, file) = l.config_file(o)?;
+    let mut s = Settings::defaults(path, config_dir(env));
+    l.store_and_tables(&mut s, &file)?;
+    l.llm(&mut s, &file.llm, o)?;
+    l.api_key(&mut s, &file.llm);
+    l.llm_limits(&mut s, &file.llm, o)?;
+    l.compact(&mut s, &file.compact, o)?;
+    l.hooks(&mut s, &file.hooks, o)?;
+    s.sources = l.sources;
+    Ok(s)
+}
+
+/// The layers being read, and the source of every value taken from them.
+struct Layers<'a> {
+    env: &'a dyn Fn(&str) -> Option<String>,
+    sources: BTreeMap<String, Source>,
+}
+
+impl Layers<'_> {
+    /// A variable's value; set to the empty string counts as unset.
+    fn var(&self, k: &str) -> Option<String> {
+        (self.env)(k).filter(|v| !v.is_empty())
+    }
+
+    /// A number from the environment; one that does not parse is a configuration error.
+    fn var_num<T: std::str::FromStr>(&self, k: &str) -> Result<Option<T>> {
+        self.var(k)
+            .map(|v| {
+                v.trim()
+                    .parse::<T>()
+                    .map_err(|_| Error::Config(format!("{k}: not a number: {v:?}")))
+            })
+            .transpose()
+    }
+
+    /// A whole number from the environment (read as u64, like the file's integers).
+    fn var_u64(&self, k: &str) -> Result<Option<u64>> {
+        self.var_num::<u64>(k)
+    }
+
+    fn var_duration(&self, k: &str) -> Result<Option<Duration>> {
+        self.var(k).map(|t| parse_duration(k, &t)).transpose()
+    }
+
+    /// The layered value of `key`: the flag, else the environment, else the file; the layer it
+    /// came from is recorded. `None` leaves the default to the caller.
+    fn pick<T>(
+        &mut self,
+        key: &str,
+        file: Option<T>,
+        env: Option<T>,
+        flag: Option<T>,
+    ) -> Option<T> {
+        let (v, src) = match (flag, env, file) {
+            (Some(v), _, _) => (v, Source::Flag),
+            (None, Some(v), _) => (v, Source::Environment),
+            (None, None, Some(v)) => (v, Source::ConfigFile),
+            (None, None, None) => return None,
         };
-        sources.insert("config_file".to_string(), how.to_string());
-    }
-    let file = file.unwrap_or_default();
-    let store_agent = file.store.agent.clone();
-    if let Some(a) = &store_agent {
-        if a != "kodelet" && a != "docker-agent" {
-            return Err(Error::Config(format!(
-                "{}: [store] agent = {a:?}: expected \"kodelet\" or \"docker-agent\"",
-                path.as_deref().unwrap_or(Path::new("config")).display()
-            )));
-        }
-        sources.insert("store.agent".to_string(), "config file".to_string());
-    }
-    if file.store.path.is_some() {
-        sources.insert("store.path".to_string(), "config file".to_string());
-    }
-    if !file.prices.is_empty() {
-        sources.insert("prices".to_string(), "config file".to_string());
-    }
-    if !file.context_limits.is_empty() {
-        sources.insert("context_limits".to_string(), "config file".to_string());
-    }
-    let e = |k: &str| env(k).filter(|v| !v.is_empty());
-
-    // layer(key, file value, env var, flag) -> (value, source)
-    macro_rules! layer {
-        ($key:expr, $file:expr, $env:expr, $flag:expr) => {{
-            let mut v = None;
-            if let Some(x) = $file {
-                v = Some(x);
-                sources.insert($key.to_string(), "config file".to_string());
-            }
-            if let Some(x) = $env {
-                v = Some(x);
-                sources.insert($key.to_string(), "environment".to_string());
-            }
-            if let Some(x) = $flag {
-                v = Some(x);
-                sources.insert($key.to_string(), "flag".to_string());
-            }
-            v
-        }};
+        self.sources.insert(key.to_string(), src);
+        Some(v)
     }
 
-    let provider_text = layer!(
-        "llm.provider",
-        file.llm.provider.clone(),
-        e("AGENT_DB_LLM_PROVIDER"),
-        o.llm_provider.clone()
-    );
-    let llm_provider = match provider_text.as_deref() {
-        None | Some("none") | Some("") => None,
-        Some(p) => Some(ProviderKind::parse(p).ok_or_else(|| {
-            Error::Config(format!("unknown LLM provider {p:?}; use openai (any OpenAI-compatible server) or anthropic"))
-        })?),
-    };
-    let model = layer!(
-        "llm.model",
-        file.llm.model.clone(),
-        e("AGENT_DB_MODEL"),
-        o.model.clone()
-    )
-    .or_else(|| llm_provider.map(|k| default_model(k).to_string()));
-    let base_url = layer!(
-        "llm.base_url",
-        file.llm.base_url.clone(),
-        e("AGENT_DB_BASE_URL"),
-        o.base_url.clone()
-    )
-    .map(|u| u.trim_end_matches('/').to_string())
-    .or_else(|| llm_provider.map(|k| k.default_base_url().to_string()));
-
-    // The key: AGENT_DB_API_KEY > the provider's own variable > the config file.
-    let (api_key, api_key_source) = {
-        let provider_var = match llm_provider {
-            Some(ProviderKind::OpenAi) => Some("OPENAI_API_KEY"),
-            Some(ProviderKind::Anthropic) => Some("ANTHROPIC_API_KEY"),
-            None => None,
+    /// The config file: `--config`, else `AGENT_DB_CONFIG` (either must exist), else the
+    /// default location when a file is there.
+    fn config_file(&mut self, o: &Overrides) -> Result<(Option<PathBuf>, FileConfig)> {
+        let explicit = match (&o.config, self.var("AGENT_DB_CONFIG")) {
+            (Some(p), _) => Some((p.clone(), Source::Flag)),
+            (None, Some(p)) => Some((PathBuf::from(p), Source::Environment)),
+            (None, None) => None,
         };
-        if let Some(k) = e("AGENT_DB_API_KEY") {
-            (Some(Secret::new(k)), Some("AGENT_DB_API_KEY".to_string()))
-        } else if let Some(k) = provider_var.and_then(&e) {
-            (Some(Secret::new(k)), provider_var.map(str::to_string))
-        } else if let Some(k) = file.llm.api_key.clone().filter(|k| !k.is_empty()) {
-            (Some(Secret::new(k)), Some("config file".to_string()))
-        } else {
-            (None, None)
+        let found = explicit.or_else(|| {
+            let p = config_dir(self.env).join("config.toml");
+            p.is_file().then_some((p, Source::DefaultLocation))
+        });
+        match found {
+            Some((p, how)) => {
+                let file = read_file(&p)?;
+                self.sources.insert("config_file".to_string(), how);
+                Ok((Some(p), file))
+            }
+            None => Ok((None, FileConfig::default())),
         }
-    };
-
-    let env_num = |k: &str| -> Result<Option<u64>> {
-        e(k).map(|v| {
-            v.trim()
-                .parse::<u64>()
-                .map_err(|_| Error::Config(format!("{k}: not a number: {v:?}")))
-        })
-        .transpose()
-    };
-    let env_f64 = |k: &str| -> Result<Option<f64>> {
-        e(k).map(|v| {
-            v.trim()
-                .parse::<f64>()
-                .map_err(|_| Error::Config(format!("{k}: not a number: {v:?}")))
-        })
-        .transpose()
-    };
-    let max_summary_tokens = layer!(
-        "llm.max_summary_tokens",
-        file.llm.max_summary_tokens,
-        env_num("AGENT_DB_MAX_SUMMARY_TOKENS")?.map(|n| n as u32),
-        o.max_summary_tokens
-    )
-    .unwrap_or(DEFAULT_MAX_SUMMARY_TOKENS);
-    let summary_context = layer!(
-        "llm.summary_context",
-        file.llm.summary_context,
-        env_num("AGENT_DB_SUMMARY_CONTEXT")?.map(|n| n as usize),
-        o.summary_context
-    );
-    let file_timeout = file
-        .llm
-        .timeout
-        .as_deref()
-        .map(|t| parse_duration("llm.timeout", t))
-        .transpose()?;
-    let env_timeout = e("AGENT_DB_TIMEOUT")
-        .map(|t| parse_duration("AGENT_DB_TIMEOUT", &t))
-        .transpose()?;
-    let timeout =
-        layer!("llm.timeout", file_timeout, env_timeout, o.timeout).unwrap_or(DEFAULT_TIMEOUT);
-    let max_retries = layer!(
-        "llm.max_retries",
-        file.llm.max_retries,
-        env_num("AGENT_DB_MAX_RETRIES")?.map(|n| n as usize),
-        None::<usize>
-    )
-    .unwrap_or(DEFAULT_MAX_RETRIES);
-    let recipe = layer!(
-        "llm.recipe",
-        file.llm.recipe.clone(),
-        e("AGENT_DB_RECIPE"),
-        o.recipe.clone()
-    );
-    let instructions = layer!(
-        "llm.instructions",
-        file.llm.instructions.clone(),
-        e("AGENT_DB_INSTRUCTIONS"),
-        o.instructions.clone()
-    );
-    let max_cost = layer!(
-        "llm.max_cost",
-        file.llm.max_cost,
-        env_f64("AGENT_DB_MAX_COST")?,
-        o.max_cost
-    );
-    let concurrency = layer!(
-        "compact.concurrency",
-        file.compact.concurrency,
-        env_num("AGENT_DB_CONCURRENCY")?.map(|n| n as usize),
-        o.concurrency
-    )
-    .unwrap_or(DEFAULT_CONCURRENCY)
-    .max(1);
-    let keep_tokens = file.compact.keep_tokens;
-    let target = layer!(
-        "compact.target",
-        file.compact.target,
-        env_f64("AGENT_DB_TARGET")?,
-        o.target
-    )
-    .unwrap_or(crate::plan::DEFAULT_TARGET);
-    if !(target > 0.0 && target <= 1.0) {
-        return Err(Error::Config(format!(
-            "compact.target / AGENT_DB_TARGET / --target takes a utilization ratio greater than 0 and at most 1, such as 0.4; got {target}"
-        )));
     }
-    let defaults = crate::plan::StallGuard::default();
-    let stall = crate::plan::StallGuard {
-        min_new_messages: layer!(
-            "compact.stall_min_new_messages",
-            file.compact.stall_min_new_messages,
-            env_num("AGENT_DB_STALL_MIN_NEW_MESSAGES")?.map(|n| n as usize),
-            None::<usize>
-        )
-        .unwrap_or(defaults.min_new_messages),
-        min_saving: layer!(
-            "compact.stall_min_saving",
-            file.compact.stall_min_saving,
-            env_f64("AGENT_DB_STALL_MIN_SAVING")?,
-            None::<f64>
-        )
-        .unwrap_or(defaults.min_saving),
-    };
-    let hook_dirs = file.hooks.dirs.clone().unwrap_or_default();
-    let file_hook_timeout = file
-        .hooks
-        .timeout
-        .as_deref()
-        .map(|t| parse_duration("hooks.timeout", t))
-        .transpose()?;
-    let env_hook_timeout = e("AGENT_DB_HOOK_TIMEOUT")
-        .map(|t| parse_duration("AGENT_DB_HOOK_TIMEOUT", &t))
-        .transpose()?;
-    let hook_timeout = layer!(
-        "hooks.timeout",
-        file_hook_timeout,
-        env_hook_timeout,
-        o.hook_timeout
-    )
-    .unwrap_or(DEFAULT_HOOK_TIMEOUT);
-    let hook_fail_open = file.hooks.fail_open.unwrap_or(false);
-    let prices = file
-        .prices
-        .iter()
-        .map(|(k, p)| {
-            (
-                k.clone(),
-                Price {
+
+    /// `[store]`, `[prices]` and `[context_limits]`: config file only.
+    fn store_and_tables(&mut self, s: &mut Settings, file: &FileConfig) -> Result<()> {
+        if let Some(a) = &file.store.agent {
+            if a != "kodelet" && a != "docker-agent" {
+                return Err(Error::Config(format!(
+                    "{}: [store] agent = {a:?}: expected \"kodelet\" or \"docker-agent\"",
+                    s.config_file
+                        .as_deref()
+                        .unwrap_or(Path::new("config"))
+                        .display()
+                )));
+            }
+        }
+        s.store_agent = self.pick("store.agent", file.store.agent.clone(), None, None);
+        s.store_path = self.pick("store.path", file.store.path.clone(), None, None);
+        let prices: BTreeMap<String, Price> = file
+            .prices
+            .iter()
+            .map(|(k, p)| {
+                let price = Price {
                     input_per_mtok: p.input_per_mtok,
                     output_per_mtok: p.output_per_mtok,
-                },
+                };
+                (k.clone(), price)
+            })
+            .collect();
+        let some = |m: BTreeMap<String, Price>| (!m.is_empty()).then_some(m);
+        s.prices = self
+            .pick("prices", some(prices), None, None)
+            .unwrap_or_default();
+        let limits = (!file.context_limits.is_empty()).then(|| file.context_limits.clone());
+        s.context_limits = self
+            .pick("context_limits", limits, None, None)
+            .unwrap_or_default();
+        Ok(())
+    }
+
+    /// The provider and, from it, the model's and base URL's defaults.
+    fn llm(&mut self, s: &mut Settings, f: &LlmSection, o: &Overrides) -> Result<()> {
+        let provider_env = self.var("AGENT_DB_LLM_PROVIDER");
+        let text = self.pick(
+            "llm.provider",
+            f.provider.clone(),
+            provider_env,
+            o.llm_provider.clone(),
+        );
+        s.llm_provider = match text.as_deref() {
+            None | Some("none") | Some("") => None,
+            Some(p) => Some(ProviderKind::parse(p).ok_or_else(|| {
+                Error::Config(format!(
+                    "unknown LLM provider {p:?}; use {}",
+                    crate::provider::table::accepted()
+                ))
+            })?),
+        };
+        let model_env = self.var("AGENT_DB_MODEL");
+        s.model = self
+            .pick("llm.model", f.model.clone(), model_env, o.model.clone())
+            .or_else(|| s.llm_provider.map(|k| k.default_model().to_string()));
+        let url_env = self.var("AGENT_DB_BASE_URL");
+        s.base_url = self
+            .pick(
+                "llm.base_url",
+                f.base_url.clone(),
+                url_env,
+                o.base_url.clone(),
             )
-        })
-        .collect();
-    Ok(Settings {
-        config_file: path,
-        llm_provider,
-        model,
-        base_url,
-        api_key,
-        api_key_source,
-        max_summary_tokens,
-        summary_context,
-        timeout,
-        max_retries,
-        recipe,
-        instructions,
-        max_cost,
-        concurrency,
-        keep_tokens,
-        target,
-        stall,
-        hook_dirs,
-        hook_timeout,
-        hook_fail_open,
-        prices,
-        context_limits: file.context_limits.clone(),
-        store_agent,
-        store_path: file.store.path.clone(),
-        sources,
-    })
+            .map(|u| u.trim_end_matches('/').to_string())
+            .or_else(|| s.llm_provider.map(|k| k.default_base_url().to_string()));
+        Ok(())
+    }
+
+    /// The key: `AGENT_DB_API_KEY` > the provider's own variables > the config file. A key
+    /// alone never enables the LLM, and nothing is read before a provider is set.
+    fn api_key(&mut self, s: &mut Settings, f: &LlmSection) {
+        // Without a provider, only AGENT_DB_API_KEY (it serves any provider).
+        let vars: Vec<&str> = match s.llm_provider {
+            Some(k) => k.key_vars().collect(),
+            None => vec![crate::provider::table::GENERIC_KEY_VAR],
+        };
+        let found = vars
+            .iter()
+            .find_map(|var| self.var(var).map(|k| (k, var.to_string())))
+            .or_else(|| {
+                f.api_key
+                    .clone()
+                    .filter(|k| !k.is_empty())
+                    .map(|k| (k, Source::ConfigFile.to_string()))
+            });
+        (s.api_key, s.api_key_source) = match found {
+            Some((k, from)) => (Some(Secret::new(k)), Some(from)),
+            None => (None, None),
+        };
+    }
+
+    /// The summarizer's limits and prompt: lengths, timeout, retries, recipe, instructions,
+    /// spending cap.
+    fn llm_limits(&mut self, s: &mut Settings, f: &LlmSection, o: &Overrides) -> Result<()> {
+        let env = self.var_u64("AGENT_DB_MAX_SUMMARY_TOKENS")?;
+        s.max_summary_tokens = self
+            .pick(
+                "llm.max_summary_tokens",
+                f.max_summary_tokens,
+                env.map(|n| n as u32),
+                o.max_summary_tokens,
+            )
+            .unwrap_or(DEFAULT_MAX_SUMMARY_TOKENS);
+        let env = self.var_u64("AGENT_DB_SUMMARY_CONTEXT")?;
+        s.summary_context = self.pick(
+            "llm.summary_context",
+            f.summary_context,
+            env.map(|n| n as usize),
+            o.summary_context,
+        );
+        let file_timeout = f
+            .timeout
+            .as_deref()
+            .map(|t| parse_duration("llm.timeout", t))
+            .transpose()?;
+        let env = self.var_duration("AGENT_DB_TIMEOUT")?;
+        s.timeout = self
+            .pick("llm.timeout", file_timeout, env, o.timeout)
+            .unwrap_or(DEFAULT_TIMEOUT);
+        let env = self.var_u64("AGENT_DB_MAX_RETRIES")?;
+        s.max_retries = self
+            .pick(
+                "llm.max_retries",
+                f.max_retries,
+                env.map(|n| n as usize),
+                None,
+            )
+            .unwrap_or(DEFAULT_MAX_RETRIES);
+        let env = self.var("AGENT_DB_RECIPE");
+        s.recipe = self.pick("llm.recipe", f.recipe.clone(), env, o.recipe.clone());
+        let env = self.var("AGENT_DB_INSTRUCTIONS");
+        s.instructions = self.pick(
+            "llm.instructions",
+            f.instructions.clone(),
+            env,
+            o.instructions.clone(),
+        );
+        let env = self.var_num::<f64>("AGENT_DB_MAX_COST")?;
+        s.max_cost = self.pick("llm.max_cost", f.max_cost, env, o.max_cost);
+        Ok(())
+    }
+
+    /// `[compact]`: concurrency, the tail budget, the target and the stall guard.
+    fn compact(&mut self, s: &mut Settings, f: &CompactSection, o: &Overrides) -> Result<()> {
+        let env = self.var_u64("AGENT_DB_CONCURRENCY")?;
+        s.concurrency = self
+            .pick(
+                "compact.concurrency",
+                f.concurrency,
+                env.map(|n| n as usize),
+                o.concurrency,
+            )
+            .unwrap_or(DEFAULT_CONCURRENCY)
+            .max(1);
+        let env = self.var_u64("AGENT_DB_KEEP_TOKENS")?;
+        s.keep_tokens = self.pick(
+            "compact.keep_tokens",
+            f.keep_tokens,
+            env.map(|n| n as usize),
+            o.keep_tokens,
+        );
+        let env = self.var_num::<f64>("AGENT_DB_TARGET")?;
+        s.target = self
+            .pick("compact.target", f.target, env, o.target)
+            .unwrap_or(crate::plan::DEFAULT_TARGET);
+        if !(s.target > 0.0 && s.target <= 1.0) {
+            return Err(Error::Config(format!(
+                "compact.target / AGENT_DB_TARGET / --target takes a utilization ratio greater than 0 and at most 1, such as 0.4; got {}",
+                s.target
+            )));
+        }
+        let env = self.var_u64("AGENT_DB_STALL_MIN_NEW_MESSAGES")?;
+        if let Some(n) = self.pick(
+            "compact.stall_min_new_messages",
+            f.stall_min_new_messages,
+            env.map(|n| n as usize),
+            None,
+        ) {
+            s.stall.min_new_messages = n;
+        }
+        let env = self.var_num::<f64>("AGENT_DB_STALL_MIN_SAVING")?;
+        if let Some(x) = self.pick("compact.stall_min_saving", f.stall_min_saving, env, None) {
+            s.stall.min_saving = x;
+        }
+        Ok(())
+    }
+
+    /// `[hooks]`: extra directories, the timeout, fail open.
+    fn hooks(&mut self, s: &mut Settings, f: &HooksSection, o: &Overrides) -> Result<()> {
+        s.hook_dirs = self
+            .pick("hooks.dirs", f.dirs.clone(), None, None)
+            .unwrap_or_default();
+        let file_timeout = f
+            .timeout
+            .as_deref()
+            .map(|t| parse_duration("hooks.timeout", t))
+            .transpose()?;
+        let env = self.var_duration("AGENT_DB_HOOK_TIMEOUT")?;
+        s.hook_timeout = self
+            .pick("hooks.timeout", file_timeout, env, o.hook_timeout)
+            .unwrap_or(DEFAULT_HOOK_TIMEOUT);
+        s.hook_fail_open = self
+            .pick("hooks.fail_open", f.fail_open, None, None)
+            .unwrap_or(false);
+        Ok(())
+    }
 }
 
 fn read_file(p: &Path) -> Result<FileConfig> {
@@ -505,7 +564,147 @@ fn read_file(p: &Path) -> Result<FileConfig> {
     toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", p.display())))
 }
 
+/// The settings' JSON field names and the keys (as in the config file) they are shown and
+/// sourced under; fields not listed are shown under their own name.
+const KEYS: &[(&str, &str)] = &[
+    ("llm_provider", "llm.provider"),
+    ("model", "llm.model"),
+    ("base_url", "llm.base_url"),
+    ("api_key", "llm.api_key"),
+    ("max_summary_tokens", "llm.max_summary_tokens"),
+    ("summary_context", "llm.summary_context"),
+    ("timeout", "llm.timeout"),
+    ("max_retries", "llm.max_retries"),
+    ("recipe", "llm.recipe"),
+    ("instructions", "llm.instructions"),
+    ("max_cost", "llm.max_cost"),
+    ("concurrency", "compact.concurrency"),
+    ("keep_tokens", "compact.keep_tokens"),
+    ("target", "compact.target"),
+    ("hook_dirs", "hooks.dirs"),
+    ("hook_timeout", "hooks.timeout"),
+    ("hook_fail_open", "hooks.fail_open"),
+    ("store_agent", "store.agent"),
+    ("store_path", "store.path"),
+];
+
+/// One line of `agent-db config`: the key, its value as JSON, and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shown {
+    pub key: String,
+    pub value: serde_json::Value,
+    pub from: String,
+}
+
 impl Settings {
+    /// Every setting at its built-in default.
+    fn defaults(config_file: Option<PathBuf>, config_dir: PathBuf) -> Settings {
+        Settings {
+            config_file,
+            llm_provider: None,
+            model: None,
+            base_url: None,
+            api_key: None,
+            api_key_source: None,
+            max_summary_tokens: DEFAULT_MAX_SUMMARY_TOKENS,
+            summary_context: None,
+            timeout: DEFAULT_TIMEOUT,
+            max_retries: DEFAULT_MAX_RETRIES,
+            recipe: None,
+            instructions: None,
+            max_cost: None,
+            concurrency: DEFAULT_CONCURRENCY,
+            keep_tokens: None,
+            target: crate::plan::DEFAULT_TARGET,
+            stall: crate::plan::StallGuard::default(),
+            hook_dirs: Vec::new(),
+            hook_timeout: DEFAULT_HOOK_TIMEOUT,
+            hook_fail_open: false,
+            prices: BTreeMap::new(),
+            context_limits: BTreeMap::new(),
+            store_agent: None,
+            store_path: None,
+            sources: BTreeMap::new(),
+            config_dir,
+        }
+    }
+
+    /// The layer `key` (`llm.model`, `compact.keep_tokens`, …) came from.
+    pub fn source(&self, key: &str) -> Source {
+        self.sources.get(key).copied().unwrap_or(Source::Default)
+    }
+
+    /// The recipe's layer: its `model`, `max_summary_tokens` and `keep_tokens` win over the
+    /// environment, the config file and the defaults; a flag wins over them.
+    pub fn apply_recipe(&mut self, r: &crate::recipe::Recipe) {
+        let sources = &mut self.sources;
+        let mut take = |key: &str| {
+            let wins = sources.get(key).copied().unwrap_or(Source::Default) < Source::Recipe;
+            if wins {
+                sources.insert(key.to_string(), Source::Recipe);
+            }
+            wins
+        };
+        if let Some(m) = &r.model {
+            if take("llm.model") {
+                self.model = Some(m.clone());
+            }
+        }
+        if let Some(n) = r.max_summary_tokens {
+            if take("llm.max_summary_tokens") {
+                self.max_summary_tokens = n;
+            }
+        }
+        if let Some(n) = r.keep_tokens {
+            if take("compact.keep_tokens") {
+                self.keep_tokens = Some(n);
+            }
+        }
+    }
+
+    /// What `agent-db config` shows: every setting under its config-file key (the stall guard
+    /// as its two keys), with its value and its layer (for the key: the variable it came from).
+    pub fn rows(&self) -> Vec<Shown> {
+        let v = serde_json::to_value(self).unwrap_or_default();
+        let mut rows = Vec::new();
+        let Some(obj) = v.as_object() else {
+            return rows;
+        };
+        for (field, value) in obj {
+            let key = KEYS
+                .iter()
+                .find(|(f, _)| f == field)
+                .map_or(field.as_str(), |(_, k)| k);
+            let from = self.source(key).to_string();
+            match field.as_str() {
+                // The key's source is shown on the llm.api_key row itself.
+                "sources" | "api_key_source" => {}
+                "api_key" => rows.push(Shown {
+                    key: key.into(),
+                    value: value.clone(),
+                    from: self.api_key_source.clone().unwrap_or_else(|| "-".into()),
+                }),
+                "stall" => {
+                    for (k, x) in value.as_object().into_iter().flatten() {
+                        let key = format!("compact.stall_{k}");
+                        let from = self.source(&key).to_string();
+                        rows.push(Shown {
+                            key,
+                            value: x.clone(),
+                            from,
+                        });
+                    }
+                }
+                _ => rows.push(Shown {
+                    key: key.into(),
+                    value: value.clone(),
+                    from,
+                }),
+            }
+        }
+        rows
+    }
+
     /// The price of the configured model: config `[prices]` first, then the built-in table.
     pub fn price(&self, model: &str) -> Option<Price> {
         self.prices
@@ -580,7 +779,7 @@ mod tests {
         };
         let s = load_with(&o2, &env_of(&[("AGENT_DB_MODEL", "from-env")])).unwrap();
         assert_eq!(s.model.as_deref(), Some("from-flag"));
-        assert_eq!(s.sources["llm.model"], "flag");
+        assert_eq!(s.sources["llm.model"], Source::Flag);
         let json = serde_json::to_string(&s).unwrap();
         assert!(!json.contains("file-key") && json.contains("[redacted]"));
     }
@@ -608,5 +807,82 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
+    }
+
+    fn recipe(model: &str, max_summary_tokens: u32, keep_tokens: usize) -> crate::recipe::Recipe {
+        let text = format!(
+            "---\nname: r\nmodel: {model}\nmax_summary_tokens: {max_summary_tokens}\nkeep_tokens: {keep_tokens}\n---\nbody\n"
+        );
+        crate::recipe::parse(&text, "r", "test").unwrap()
+    }
+
+    #[test]
+    fn the_recipe_beats_environment_and_file_but_not_flags() {
+        let env = env_of(&[
+            ("AGENT_DB_LLM_PROVIDER", "openai"),
+            ("AGENT_DB_MODEL", "env-model"),
+            ("AGENT_DB_KEEP_TOKENS", "111"),
+        ]);
+        let mut s = load_with(&Overrides::default(), &env).unwrap();
+        assert_eq!(s.source("compact.keep_tokens"), Source::Environment);
+        s.apply_recipe(&recipe("recipe-model", 900, 222));
+        assert_eq!(s.model.as_deref(), Some("recipe-model"));
+        assert_eq!(s.max_summary_tokens, 900);
+        assert_eq!(s.keep_tokens, Some(222));
+        for k in ["llm.model", "llm.max_summary_tokens", "compact.keep_tokens"] {
+            assert_eq!(s.source(k), Source::Recipe, "{k}");
+        }
+        let flags = Overrides {
+            model: Some("flag-model".into()),
+            max_summary_tokens: Some(333),
+            keep_tokens: Some(444),
+            ..Default::default()
+        };
+        let mut s = load_with(&flags, &env).unwrap();
+        s.apply_recipe(&recipe("recipe-model", 900, 222));
+        assert_eq!(
+            (s.model.as_deref(), s.max_summary_tokens, s.keep_tokens),
+            (Some("flag-model"), 333, Some(444))
+        );
+        assert_eq!(s.source("compact.keep_tokens"), Source::Flag);
+    }
+
+    #[test]
+    fn every_row_of_config_has_its_layer() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(
+            &f,
+            "[compact]\nkeep_tokens = 5\ntarget = 0.3\n[hooks]\nfail_open = true\n",
+        )
+        .unwrap();
+        let o = Overrides {
+            config: Some(f),
+            ..Default::default()
+        };
+        let s = load_with(&o, &env_of(&[("AGENT_DB_STALL_MIN_SAVING", "0.2")])).unwrap();
+        let from = |key: &str| {
+            let rows = s.rows();
+            let r = rows
+                .iter()
+                .find(|r| r.key == key)
+                .unwrap_or_else(|| panic!("{key}"));
+            (r.value.clone(), r.from.clone())
+        };
+        assert_eq!(
+            from("compact.keep_tokens"),
+            (5.into(), "config file".into())
+        );
+        assert_eq!(from("compact.target"), (0.3.into(), "config file".into()));
+        assert_eq!(from("hooks.fail_open"), (true.into(), "config file".into()));
+        assert_eq!(
+            from("compact.stall_min_saving"),
+            (0.2.into(), "environment".into())
+        );
+        assert_eq!(
+            from("compact.stall_min_new_messages"),
+            (10.into(), "default".into())
+        );
+        assert_eq!(from("config_file").1, "flag");
     }
 }

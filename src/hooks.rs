@@ -9,8 +9,9 @@
 //! - `<exe> run` gets the JSON payload on stdin and answers with JSON on stdout. It runs
 //!   directly (never through a shell), in the conversation's working directory when that is
 //!   known and exists, and is killed (with its process group) after the timeout. Hooks get
-//!   agent-db's environment without the summarizer API keys ([`KEY_VARS`]), and with a
-//!   credential inside `AGENT_DB_BASE_URL` masked.
+//!   agent-db's environment without the summarizer API keys (every variable the provider table
+//!   names: [`crate::provider::table::all_key_vars`]), and with a credential inside
+//!   `AGENT_DB_BASE_URL` masked.
 //! - `before_compaction`: `{"decision":"block","reason":..}` or exit code 2 (reason on stderr)
 //!   blocks; `{"summary":".."}` supplies the summary (the first non-empty one in discovery
 //!   order wins; the strategy is skipped); `{}` or empty output allows. kodelet-style actions:
@@ -32,10 +33,6 @@ pub const AFTER: &str = "after_compaction";
 
 /// The suffix that switches a hook file off (kodelet's convention).
 pub const DISABLED_SUFFIX: &str = ".disable";
-
-/// The environment variables that can hold the summarizer's API key: removed from every hook's
-/// environment (docs/hooks.md).
-pub const KEY_VARS: [&str; 3] = ["AGENT_DB_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 
 /// A discovered hook.
 #[derive(Debug, Clone, Serialize)]
@@ -200,9 +197,9 @@ async fn run(
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
-    // Hooks get agent-db's environment, minus the summarizer's API keys, and never a key
-    // written into the base URL.
-    for k in KEY_VARS {
+    // Hooks get agent-db's environment, minus every variable the provider table names as a key
+    // holder, and never a key written into the base URL.
+    for k in crate::provider::table::all_key_vars() {
         cmd.env_remove(k);
     }
     if let Some(url) = std::env::var_os("AGENT_DB_BASE_URL") {

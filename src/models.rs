@@ -1,5 +1,6 @@
 //! What agent-db knows about models: context windows, by longest matching name prefix, so dated
-//! variants (`claude-sonnet-4-5-20250929`) match. Config (`[context_limits]`) overrides these.
+//! variants (`claude-sonnet-4-5-20250929`) match. Config (`[context_limits]`, carried as
+//! [`ContextLimits`]) overrides these.
 
 /// (model name prefix, context window in tokens). Longest prefix wins.
 const CONTEXT_LIMITS: &[(&str, i64)] = &[
@@ -45,6 +46,30 @@ pub fn context_limit(
                 .max_by_key(|(p, _)| p.len())
                 .map(|(_, v)| *v)
         })
+}
+
+/// The configured `[context_limits]`, given to a store when it is opened (stores that do not
+/// record a conversation's window, such as docker-agent, take it from here).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContextLimits {
+    overrides: std::collections::BTreeMap<String, i64>,
+}
+
+impl ContextLimits {
+    pub fn new(overrides: std::collections::BTreeMap<String, i64>) -> ContextLimits {
+        ContextLimits { overrides }
+    }
+
+    /// The context window of `model`: the overrides first, then the built-in table.
+    pub fn of(&self, model: &str) -> Option<i64> {
+        context_limit(model, &self.overrides)
+    }
+}
+
+impl From<std::collections::BTreeMap<String, i64>> for ContextLimits {
+    fn from(overrides: std::collections::BTreeMap<String, i64>) -> ContextLimits {
+        ContextLimits::new(overrides)
+    }
 }
 
 #[cfg(test)]

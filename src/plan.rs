@@ -4,15 +4,11 @@
 //! estimates) and writes nothing. The plan keeps the loaded row and decoded messages so the compactor
 //! and the writer work from exactly what was read (the writer re-checks the version token).
 
-use sha2::{Digest, Sha256};
-
 use crate::error::{Error, Result};
 use crate::message::{self, Format, Message};
 use crate::select::Reason;
 use crate::split::{self, Decision, View};
-use crate::store::StoredConversation;
-pub use crate::store::VersionToken;
-use crate::store::{ConversationMeta, Store};
+use crate::store::{ConversationMeta, Store, StoredConversation};
 use crate::tokens;
 
 /// Planning settings.
@@ -71,11 +67,6 @@ impl Landing {
     }
 }
 
-/// sha256 hex of a text.
-pub fn sha256_hex(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
-
 /// A conversation loaded and decoded.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -83,7 +74,6 @@ pub struct Loaded {
     pub format: Format,
     pub messages: Vec<Message>,
     pub tokens: Vec<usize>,
-    pub version: VersionToken,
 }
 
 impl Loaded {
@@ -169,29 +159,12 @@ pub fn decode(row: StoredConversation, meta: &ConversationMeta) -> Result<Loaded
         .iter()
         .map(|m| tokens::message_tokens(format, m))
         .collect();
-    let version = row.version.clone();
     Ok(Loaded {
         row,
         format,
         messages,
         tokens,
-        version,
     })
-}
-
-/// Whether the first message is an earlier agent-db summary.
-pub fn starts_with_summary(messages: &[Message]) -> bool {
-    messages
-        .first()
-        .is_some_and(|m| m.role == crate::message::Role::User && is_summary_text(&m.text()))
-}
-
-/// The framing line every agent-db summary starts with (used to recognize earlier summaries).
-pub const SUMMARY_HEADER: &str = "[agent-db compaction summary]";
-
-/// Whether `text` is an agent-db summary.
-pub fn is_summary_text(text: &str) -> bool {
-    text.trim_start().starts_with(SUMMARY_HEADER)
 }
 
 /// Load, decode and split one selected conversation.
@@ -288,7 +261,11 @@ pub fn plan_loaded(
         .zip(&loaded.tokens)
         .map(|(m, t)| View::of(m, *t))
         .collect();
-    let mut decision = split::split(&views, keep_tokens, starts_with_summary(&loaded.messages));
+    let mut decision = split::split(
+        &views,
+        keep_tokens,
+        crate::compact::starts_with_summary(&loaded.messages),
+    );
     if let (Decision::NoOp(why), Some(target), Some(land)) = (&mut decision, opts.target, landing) {
         // Only "already small" is about the budget; empty or one-message histories keep their
         // own reason.

@@ -105,7 +105,7 @@ pub fn parse(text: &str, fallback_name: &str, source: &str) -> Result<Recipe> {
         keep_tokens: fm.keep_tokens,
         body,
         source: source.to_string(),
-        sha256: crate::plan::sha256_hex(text),
+        sha256: crate::util::sha256_hex(text),
     })
 }
 

@@ -4,14 +4,41 @@
 use serde::Serialize;
 
 /// What happened to one conversation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "status", content = "detail", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Status {
     /// Dry run: this is what would happen.
     Planned,
     Compacted,
     Skipped(String),
+    /// Planned but never started: the run stopped starting conversations. Reported (and
+    /// serialized) as skipped.
+    NotStarted(NotStarted),
     Failed(String),
+}
+
+/// Why a planned conversation was not started.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NotStarted {
+    /// `--max-cost` was reached: the limit, and what had been spent.
+    MaxCost { max: f64, spent: f64 },
+    /// The store refused a write for a reason no conversation escapes (disk full, read-only).
+    StoreUnwritable(String),
+}
+
+impl std::fmt::Display for NotStarted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotStarted::MaxCost { max, spent } => {
+                write!(
+                    f,
+                    "not started: --max-cost ${max:.2} reached (${spent:.4} spent)"
+                )
+            }
+            NotStarted::StoreUnwritable(why) => {
+                write!(f, "not started: the store cannot be written ({why})")
+            }
+        }
+    }
 }
 
 impl Status {
@@ -20,8 +47,37 @@ impl Status {
             Status::Planned => "planned".into(),
             Status::Compacted => "compacted".into(),
             Status::Skipped(r) => format!("skipped: {r}"),
+            Status::NotStarted(n) => format!("skipped: {n}"),
             Status::Failed(r) => format!("failed: {r}"),
         }
+    }
+
+    /// Whether the conversation counts as skipped (a [`Status::NotStarted`] one does).
+    pub fn is_skipped(&self) -> bool {
+        matches!(self, Status::Skipped(_) | Status::NotStarted(_))
+    }
+}
+
+/// The JSON shape of a status: `{"status": "skipped", "detail": "..."}`.
+#[derive(Serialize)]
+#[serde(tag = "status", content = "detail", rename_all = "snake_case")]
+enum WireStatus<'a> {
+    Planned,
+    Compacted,
+    Skipped(std::borrow::Cow<'a, str>),
+    Failed(&'a str),
+}
+
+impl Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let wire = match self {
+            Status::Planned => WireStatus::Planned,
+            Status::Compacted => WireStatus::Compacted,
+            Status::Skipped(r) => WireStatus::Skipped(r.as_str().into()),
+            Status::NotStarted(n) => WireStatus::Skipped(n.to_string().into()),
+            Status::Failed(r) => WireStatus::Failed(r),
+        };
+        wire.serialize(s)
     }
 }
 
@@ -143,7 +199,7 @@ impl std::ops::AddAssign<&Row> for Totals {
         match r.status {
             Status::Planned => self.planned += 1,
             Status::Compacted => self.compacted += 1,
-            Status::Skipped(_) => self.skipped += 1,
+            Status::Skipped(_) | Status::NotStarted(_) => self.skipped += 1,
             Status::Failed(_) => self.failed += 1,
         }
         // Only conversations that change contribute to before/after figures, so the saving is
@@ -188,5 +244,20 @@ mod tests {
     fn status_json_shape() {
         let s = serde_json::to_string(&Status::Skipped("x".into())).unwrap();
         assert_eq!(s, r#"{"status":"skipped","detail":"x"}"#);
+        let n = Status::NotStarted(NotStarted::MaxCost {
+            max: 0.5,
+            spent: 0.51234,
+        });
+        assert_eq!(
+            serde_json::to_string(&n).unwrap(),
+            r#"{"status":"skipped","detail":"not started: --max-cost $0.50 reached ($0.5123 spent)"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&Status::Planned).unwrap(),
+            r#"{"status":"planned"}"#
+        );
+        let mut t = Totals::default();
+        t += &Row::bare("c", "openai", "manual", n);
+        assert_eq!(t.skipped, 1);
     }
 }

@@ -281,7 +281,7 @@ impl Selector {
             }
             return Ok(());
         }
-        let prefilter = crate::store::kodelet::Prefilter {
+        let prefilter = crate::store::Prefilter {
             all_over: self.all_over,
             context_limit: self.context_limit,
         };

@@ -1,5 +1,5 @@
-//! Small helpers: sorted directory listings (recipe and hook discovery) and byte counts for
-//! messages.
+//! Small helpers: sorted directory listings (recipe and hook discovery), byte counts for
+//! messages, and the sha256 hex digest used for version tokens, audit rows and recipes.
 
 use std::path::{Path, PathBuf};
 
@@ -27,4 +27,10 @@ pub fn human_bytes(n: u64) -> String {
     } else {
         format!("{:.1} GB", f / (K * K * K))
     }
+}
+
+/// sha256 hex of a text.
+pub fn sha256_hex(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(text.as_bytes()))
 }

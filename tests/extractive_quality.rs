@@ -848,7 +848,7 @@ fn planted_facts_survive_and_history_shrinks() {
 #[test]
 fn synthetic_store_summaries_are_bounded() {
     use agent_db::compact::extractive::budget;
-    use agent_db::plan::SUMMARY_HEADER;
+    use agent_db::compact::SUMMARY_HEADER;
     use agent_db::store::{Access, Store};
     use agent_db_synth::{generate, SynthOptions};
 

@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 
 use agent_db::compact::extractive::summarize;
 use agent_db::compact::HeadInput;
+use agent_db::compact::SUMMARY_HEADER;
 use agent_db::message::{Block, Format, Message};
-use agent_db::plan::SUMMARY_HEADER;
 use agent_db::tokens;
 use chrono::{DateTime, FixedOffset};
 use serde::Deserialize;

@@ -1,8 +1,6 @@
 //! `history`, `restore`, `prune-archive` and `vacuum`: the audit log, undo, and getting space
 //! back.
 
-use std::io::Write;
-
 use agent_db::error::exit;
 use agent_db::gotime;
 use agent_db::store::{lock, prefix, restore, stats, vacuum, Store};
@@ -12,30 +10,17 @@ use agent_db::Error;
 use super::CmdResult;
 use crate::cli::{HistoryArgs, PruneArchiveArgs, RestoreArgs};
 use crate::output::table::{self, Kind, Tone};
-use crate::output::{self, Ui};
-
-fn json_out(doc: &serde_json::Value) -> std::io::Result<()> {
-    output::out(&format!(
-        "{}\n",
-        serde_json::to_string_pretty(doc).unwrap_or_default()
-    ))
-}
+use crate::output::{self, json, Ui};
 
 /// A conversation named on the command line: a full ID or a unique prefix, looked up among the
 /// store's conversations and then the audit log (a compacted conversation may since be gone).
 fn resolve_conversation(store: &Store, input: &str) -> Result<String, Error> {
     match store.resolve_id(input) {
         Ok(id) => Ok(id),
-        Err(Error::ConversationNotFound { .. }) if store.has_agent_tables()? => {
-            Ok(prefix::resolve_in(
-                &store.conn,
-                &store.path,
-                "agent_db_compactions",
-                "conversation_id",
-                input,
-            )?
-            .unwrap_or_else(|| input.to_string()))
-        }
+        Err(Error::ConversationNotFound { .. }) if store.has_agent_tables()? => Ok(
+            prefix::resolve_in(store, "agent_db_compactions", "conversation_id", input)?
+                .unwrap_or_else(|| input.to_string()),
+        ),
         Err(Error::ConversationNotFound { .. }) => Ok(input.to_string()),
         Err(e) => Err(e),
     }
@@ -58,15 +43,11 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
         Some(i) => Some(resolve_conversation(store, i)?),
         None => None,
     };
-    let rows = restore::history(&store.conn, &store.path, id.as_deref())?;
+    let rows = restore::history(store, id.as_deref())?;
     if args.json {
-        return json_out(&serde_json::json!({
-            "version": super::list::JSON_VERSION,
-            "command": "history",
-            "compactions": rows,
-        }))
-        .map(|_| exit::OK)
-        .map_err(Into::into);
+        return json::print("history", serde_json::json!({"compactions": rows}))
+            .map(|_| exit::OK)
+            .map_err(Into::into);
     }
     if rows.is_empty() {
         ui.status(&format!(
@@ -112,15 +93,14 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
 pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
     let _lock = lock::acquire(&store.path)?;
     let mut store = store;
-    let path = store.path.clone();
     let ids: Vec<i64> = if let Some(d) = args.all_since {
         let since = gotime::now() - chrono::Duration::from_std(d).unwrap_or_default();
-        restore::since(&store.conn, &path, &gotime::rfc3339_utc(&since))?
+        restore::since(&store, &gotime::rfc3339_utc(&since))?
     } else {
         let id = resolve_conversation(&store, args.id.as_deref().unwrap_or_default())?;
         match args.compaction {
             Some(n) => {
-                let c = restore::get(&store.conn, &path, n)?.ok_or_else(|| {
+                let c = restore::get(&store, n)?.ok_or_else(|| {
                     Error::NotFound(format!("compaction {n}: not found in the audit log"))
                 })?;
                 if c.conversation_id != id {
@@ -132,7 +112,7 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
                 }
                 vec![n]
             }
-            None => match restore::latest_for(&store.conn, &path, &id)? {
+            None => match restore::latest_for(&store, &id)? {
                 Some(n) => vec![n],
                 None => {
                     return Err(Error::NotFound(format!(
@@ -146,19 +126,11 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
     let mut results = Vec::new();
     for n in ids {
         let now = gotime::rfc3339_utc(&gotime::now());
-        results.push(restore::restore(
-            &mut store.conn,
-            &path,
-            n,
-            args.force,
-            &now,
-        )?);
+        results.push(restore::restore(&mut store, n, args.force, &now)?);
     }
     let refused = results.iter().filter(|r| !r.ok).count();
     if args.json {
-        json_out(
-            &serde_json::json!({"version": super::list::JSON_VERSION, "command": "restore", "results": results}),
-        )?;
+        json::print("restore", serde_json::json!({"results": results}))?;
     } else {
         if results.is_empty() {
             ui.status("nothing to restore");
@@ -171,7 +143,7 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
             if r.ok {
                 output::out(&format!("{line}\n"))?;
             } else {
-                eprintln!("agent-db: {line}");
+                ui.alert(&line);
             }
         }
     }
@@ -180,14 +152,7 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
 
 /// Ask on a terminal; `--yes`, and runs without a terminal, never ask.
 fn ask(ui: &Ui, yes: bool, question: &str) -> bool {
-    if yes || !ui.stdin_tty || !ui.stderr_tty {
-        return true;
-    }
-    eprint!("{question} [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    let _ = std::io::stdin().read_line(&mut answer);
-    matches!(answer.trim(), "y" | "Y" | "yes" | "YES")
+    yes || !ui.interactive() || ui.ask(&[], question)
 }
 
 pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResult {
@@ -200,15 +165,13 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
     let now = gotime::now();
     let before = now - chrono::Duration::from_std(args.older_than).unwrap_or_default();
     let path = store.path.clone();
-    let would = stats::prunable(&store.conn, &path, &gotime::rfc3339_utc(&before))?;
+    let would = stats::prunable(&store, &gotime::rfc3339_utc(&before))?;
     let report = |p: &restore::Pruned, dry_run: bool| -> std::io::Result<()> {
         if args.json {
-            return json_out(&serde_json::json!({
-                "version": super::list::JSON_VERSION,
-                "command": "prune-archive",
-                "dry_run": dry_run,
-                "pruned": p,
-            }));
+            return json::print(
+                "prune-archive",
+                serde_json::json!({"dry_run": dry_run, "pruned": p}),
+            );
         }
         let (verb, tail) = if dry_run {
             ("would prune", "; dry run: nothing was deleted")
@@ -237,8 +200,7 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
         return Ok(exit::OK);
     }
     let p = restore::prune_archive(
-        &mut store.conn,
-        &path,
+        &mut store,
         &gotime::rfc3339_utc(&before),
         &gotime::rfc3339_utc(&now),
     )?;
@@ -276,11 +238,7 @@ pub fn vacuum(_ui: &Ui, store: Store, json: bool) -> CmdResult {
     let _lock = lock::acquire(&path)?;
     let v = vacuum::vacuum(&path)?;
     if json {
-        json_out(&serde_json::json!({
-            "version": super::list::JSON_VERSION,
-            "command": "vacuum",
-            "vacuum": v,
-        }))?;
+        json::print("vacuum", serde_json::json!({"vacuum": v}))?;
     } else {
         vacuum_report(&v)?;
     }

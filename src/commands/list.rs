@@ -1,16 +1,13 @@
 //! `agent-db list`: stored usage only, streamed; JSON rows are written as they are read.
 
 use agent_db::gotime;
-use agent_db::select::Outcome;
+use agent_db::select::{Outcome, Selector};
 use agent_db::store::{ConversationMeta, Store};
 
 use super::CmdResult;
 use crate::cli::ListArgs;
 use crate::output::table::{self, Kind};
-use crate::output::{self, Ui};
-
-/// JSON contract version (docs/json-output.md).
-pub const JSON_VERSION: u32 = 1;
+use crate::output::{self, json, Ui};
 
 #[derive(serde::Serialize)]
 struct JsonRow<'a> {
@@ -81,96 +78,12 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
     if let Some(w) = agent_db::select::provider_warning(&selector, store)? {
         ui.warn(&w);
     }
-    let limit = selector.context_limit;
     let now = gotime::now();
     let mut failures: Vec<(String, String)> = Vec::new();
-    let mut io_err: Option<std::io::Error> = None;
-
     if args.json {
-        // Stream: memory stays flat however large the store is.
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        use std::io::Write;
-        let head = format!(
-            "{{\"version\":{JSON_VERSION},\"command\":\"list\",\"store\":{{\"path\":{},\"kind\":\"{}\"}},\"conversations\":[",
-            serde_json::to_string(&store.path.display().to_string()).unwrap_or_default(),
-            store.kind.name()
-        );
-        out.write_all(head.as_bytes())?;
-        let mut first = true;
-        selector.run(store, &now, |o| {
-            let line = match &o {
-                Outcome::Selected { meta, reason } => serde_json::to_string(&json_row_checked(
-                    &mut failures,
-                    meta,
-                    limit,
-                    "selected",
-                    Some(reason.name()),
-                    None,
-                )),
-                Outcome::Skipped { meta, reason, why } => serde_json::to_string(&json_row(
-                    meta,
-                    limit,
-                    "skipped",
-                    Some(reason.name()),
-                    Some(why),
-                )),
-                Outcome::Failed { id, error, .. } => {
-                    failures.push((id.clone(), error.clone()));
-                    serde_json::to_string(
-                        &serde_json::json!({"id": id, "status": "error", "detail": error}),
-                    )
-                }
-            };
-            let line = line.unwrap_or_default();
-            let r = if first {
-                out.write_all(line.as_bytes())
-            } else {
-                out.write_all(b",")
-                    .and_then(|_| out.write_all(line.as_bytes()))
-            };
-            first = false;
-            match r {
-                Ok(()) => true,
-                Err(e) => {
-                    io_err = Some(e);
-                    false
-                }
-            }
-        })?;
-        if let Some(e) = io_err {
-            return Err(e.into());
-        }
-        out.write_all(b"]}\n")?;
-        out.flush()?;
+        json_list(store, &selector, &now, &mut failures)?;
     } else {
-        let ids = output::Ids::new(ui, store);
-        let mut t = table::Grid::new(&COLUMNS);
-        let mut rows = 0usize;
-        let mut skipped = Vec::new();
-        selector.run(store, &now, |o| {
-            match o {
-                Outcome::Selected { meta, .. } => {
-                    rows += 1;
-                    if let Err(e) = meta.updated() {
-                        failures.push((meta.id.clone(), e.to_string()));
-                    }
-                    t.row(table_row(&ids, &meta, limit, &now));
-                }
-                Outcome::Skipped { meta, why, .. } => skipped.push((meta.id, why)),
-                Outcome::Failed { id, error, .. } => failures.push((id, error)),
-            }
-            true
-        })?;
-        if rows > 0 {
-            output::out(&t.render(ui.style()))?;
-        }
-        ui.status(&format!(
-            "{rows} conversation(s) in {}",
-            store.path.display()
-        ));
-        for (id, why) in &skipped {
-            ui.status(&format!("skipped {id}: {why}"));
-        }
+        table_list(ui, store, &selector, &now, &mut failures)?;
     }
     for (id, e) in &failures {
         ui.failure(id, e);
@@ -180,6 +93,106 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
     } else {
         agent_db::error::exit::PARTIAL
     })
+}
+
+type Now = chrono::DateTime<chrono::FixedOffset>;
+
+/// The JSON document, streamed: memory stays flat however large the store is.
+fn json_list(
+    store: &Store,
+    selector: &Selector,
+    now: &Now,
+    failures: &mut Vec<(String, String)>,
+) -> Result<(), super::Failure> {
+    let limit = selector.context_limit;
+    let mut io_err: Option<std::io::Error> = None;
+    let out = std::io::BufWriter::new(std::io::stdout().lock());
+    let head =
+        serde_json::json!({"path": store.path.display().to_string(), "kind": store.kind.name()});
+    let mut out = json::Stream::start(
+        out,
+        "list",
+        &[("store", head)],
+        "conversations",
+        json::Layout::Compact,
+    )?;
+    selector.run(store, now, |o| {
+        let line = match &o {
+            Outcome::Selected { meta, reason } => serde_json::to_string(&json_row_checked(
+                failures,
+                meta,
+                limit,
+                "selected",
+                Some(reason.name()),
+                None,
+            )),
+            Outcome::Skipped { meta, reason, why } => serde_json::to_string(&json_row(
+                meta,
+                limit,
+                "skipped",
+                Some(reason.name()),
+                Some(why),
+            )),
+            Outcome::Failed { id, error, .. } => {
+                failures.push((id.clone(), error.clone()));
+                serde_json::to_string(
+                    &serde_json::json!({"id": id, "status": "error", "detail": error}),
+                )
+            }
+        };
+        match out.item(&line.unwrap_or_default()) {
+            Ok(()) => true,
+            Err(e) => {
+                io_err = Some(e);
+                false
+            }
+        }
+    })?;
+    if let Some(e) = io_err {
+        return Err(e.into());
+    }
+    out.finish(&[])?;
+    Ok(())
+}
+
+/// The table, then the count and the skipped conversations on stderr.
+fn table_list(
+    ui: &Ui,
+    store: &Store,
+    selector: &Selector,
+    now: &Now,
+    failures: &mut Vec<(String, String)>,
+) -> Result<(), super::Failure> {
+    let limit = selector.context_limit;
+    let ids = output::Ids::new(ui, store);
+    let mut t = table::Grid::new(&COLUMNS);
+    let mut rows = 0usize;
+    let mut skipped = Vec::new();
+    selector.run(store, now, |o| {
+        match o {
+            Outcome::Selected { meta, .. } => {
+                rows += 1;
+                if let Err(e) = meta.updated() {
+                    failures.push((meta.id.clone(), e.to_string()));
+                }
+                t.row(table_row(&ids, &meta, limit, now));
+            }
+            Outcome::Skipped { meta, why, .. } => skipped.push((meta.id, why)),
+            Outcome::Failed { id, error, .. } => failures.push((id, error)),
+        }
+        true
+    })?;
+    if rows > 0 {
+        output::out(&t.render(ui.style()))?;
+    }
+    ui.status(&format!(
+        "{rows} conversation(s) in {}",
+        store.path.display()
+    ));
+    for (id, why) in &skipped {
+        ui.status(&format!("skipped {id}: {why}"));
+    }
+    Ok(())
 }
 
 const COLUMNS: [table::Col; 8] = [

@@ -1,9 +1,9 @@
 //! One module per subcommand. Each returns the process exit code, or a [`Failure`].
 
 mod compact;
+mod config;
 mod history;
 mod list;
-mod settings;
 mod show;
 mod stats;
 
@@ -41,28 +41,38 @@ impl From<std::io::Error> for Failure {
 
 pub type CmdResult = Result<i32, Failure>;
 
-pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
-    // A pinned clock that cannot be read must not silently fall back to the real one.
+/// A pinned clock that cannot be read must not silently fall back to the real one.
+fn check_clock() -> Result<(), Error> {
     if let Some(v) = std::env::var_os("AGENT_DB_NOW").filter(|v| !v.is_empty()) {
         let v = v.to_string_lossy();
         if agent_db::gotime::parse(&v).is_err() {
             return Err(Error::Config(format!(
                 "AGENT_DB_NOW: unparseable timestamp {v:?} (use RFC 3339, e.g. 2026-11-01T12:00:00Z)"
-            ))
-            .into());
+            )));
         }
     }
-    // docker-agent stores do not record context limits: give the store layer the effective
-    // `[context_limits]` (including --config). A broken config file is reported by the
-    // commands that need it (compact, config), not by read-only ones.
+    Ok(())
+}
+
+pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
+    check_clock()?;
+    // The settings, loaded once: with the compact flags for `compact`. docker-agent stores do
+    // not record context limits, so the store layer gets the effective `[context_limits]`
+    // (including --config). A broken config file is reported by the commands that need the
+    // rest of it (compact, config, hooks), not by read-only ones.
+    let compact_args = match &cli.command {
+        Command::Compact(args) => Some(&**args),
+        _ => None,
+    };
+    let loaded = agent_db::config::load(&config::overrides(cli.config.clone(), compact_args));
     let mut choice = store::StoreChoice {
         agent_flag: cli.agent.map(|a| a.kind()),
         ..Default::default()
     };
-    if let Ok(s) = agent_db::config::load(&settings::overrides(cli.config.clone(), None)) {
+    if let Ok(s) = &loaded {
         choice.config_path = s.store_path.clone();
         choice.config_agent = s.store_agent.as_deref().and_then(store::StoreKind::parse);
-        agent_db::store::docker_agent::set_context_limits(s.context_limits);
+        choice.context_limits = s.context_limits.clone().into();
     }
     let db = cli.db.clone();
     let open = |access: Access| open_store(db.as_deref(), &choice, access);
@@ -78,29 +88,14 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
             ));
             Ok(0)
         }
-        Command::Config { json } => settings::config(cli.config, json),
-        Command::Recipes { json } => settings::recipes(json),
-        Command::Hooks { json } => settings::hooks(cli.config, json),
-        Command::Completions { shell } => {
-            use clap::CommandFactory;
-            let mut cmd = Cli::command();
-            let mut buf = Vec::new();
-            clap_complete::generate(shell, &mut cmd, "agent-db", &mut buf);
-            crate::output::out(&String::from_utf8_lossy(&buf))?;
-            Ok(0)
+        Command::Config { json } => config::config(ui, &loaded?, json),
+        Command::Recipes { json } => {
+            let dir = agent_db::config::config_dir(&|k| std::env::var(k).ok());
+            config::recipes(ui, &dir, json)
         }
-        Command::Man => {
-            use clap::CommandFactory;
-            let mut buf = Vec::new();
-            clap_mangen::Man::new(Cli::command())
-                .render(&mut buf)
-                .map_err(|e| Error::Io {
-                    path: "<man page>".into(),
-                    source: e,
-                })?;
-            crate::output::out(&String::from_utf8_lossy(&buf))?;
-            Ok(0)
-        }
+        Command::Hooks { json } => config::hooks(ui, &loaded?, json),
+        Command::Completions { shell } => completions(shell),
+        Command::Man => man(),
         Command::List(args) => list::run(ui, &open(Access::Read)?, &args),
         Command::Show(args) => show::run(ui, &open(Access::Read)?, &args),
         Command::Stats(args) => stats::run(ui, &open(Access::Read)?, &args),
@@ -111,8 +106,7 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
             } else {
                 Access::Write
             };
-            let settings =
-                agent_db::config::load(&settings::overrides(cli.config.clone(), Some(&args)))?;
+            let settings = loaded?;
             compact::run(ui, open(access)?, &args, &settings)
         }
         Command::History(args) => history::history(ui, &open(Access::Read)?, &args),
@@ -128,6 +122,28 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
     }
 }
 
+fn completions(shell: clap_complete::Shell) -> CmdResult {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "agent-db", &mut buf);
+    crate::output::out(&String::from_utf8_lossy(&buf))?;
+    Ok(0)
+}
+
+fn man() -> CmdResult {
+    use clap::CommandFactory;
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut buf)
+        .map_err(|e| Error::Io {
+            path: "<man page>".into(),
+            source: e,
+        })?;
+    crate::output::out(&String::from_utf8_lossy(&buf))?;
+    Ok(0)
+}
+
 /// Resolve and open the store.
 pub fn open_store(
     db: Option<&std::path::Path>,
@@ -135,5 +151,5 @@ pub fn open_store(
     access: Access,
 ) -> Result<Store, Error> {
     let resolved = store::resolve_store(db, choice)?;
-    Store::open(&resolved.path, access)
+    Store::open_with(&resolved.path, access, choice.context_limits.clone())
 }

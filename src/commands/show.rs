@@ -7,7 +7,7 @@ use agent_db::store::Store;
 
 use super::CmdResult;
 use crate::cli::ShowArgs;
-use crate::output::{self, table, Ui};
+use crate::output::{self, json, table, Ui};
 
 /// Longest tool output shown in a transcript, in characters.
 const MAX_RESULT_CHARS: usize = 1500;
@@ -29,8 +29,6 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         .unwrap_or(0);
     if args.json {
         let doc = serde_json::json!({
-            "version": super::list::JSON_VERSION,
-            "command": "show",
             "id": meta.id,
             "name": meta.name,
             "provider": meta.provider,
@@ -45,10 +43,7 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
                 v
             }).collect::<Vec<_>>(),
         });
-        output::out(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&doc).unwrap_or_default()
-        ))?;
+        json::print("show", doc)?;
         return Ok(0);
     }
     let exact = loaded.format.tokens_exact();

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::CmdResult;
 use crate::cli::StatsArgs;
 use crate::output::table::{self, Kind};
-use crate::output::{self, Ui};
+use crate::output::{self, json, Ui};
 
 #[derive(Debug, Default, Serialize)]
 struct ModelRow {
@@ -87,12 +87,10 @@ fn scan(store: &Store, limit: Option<i64>) -> Result<Scan, agent_db::Error> {
 
 pub fn run(ui: &Ui, store: &Store, args: &StatsArgs) -> CmdResult {
     let file = stats::file_stats(store)?;
-    let archive = stats::archive_stats(&store.conn, &store.path)?;
+    let archive = stats::archive_stats(store)?;
     let s = scan(store, args.context_limit)?;
     if args.json {
         let doc = serde_json::json!({
-            "version": super::list::JSON_VERSION,
-            "command": "stats",
             "store": {"path": store.path.display().to_string(), "kind": store.kind.name()},
             "file": file,
             "archive": archive,
@@ -101,10 +99,7 @@ pub fn run(ui: &Ui, store: &Store, args: &StatsArgs) -> CmdResult {
             "by_model": s.models,
             "utilization": s.histogram,
         });
-        output::out(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&doc).unwrap_or_default()
-        ))?;
+        json::print("stats", doc)?;
         return Ok(agent_db::error::exit::OK);
     }
     output::out(&text(ui, store, &file, &archive, &s))?;
@@ -158,6 +153,14 @@ fn text(
         ),
     );
     line("conversations", format!("{}\n", s.total));
+    o.push_str(&models_table(ui, s));
+    o.push('\n');
+    o.push_str(&histogram(ui, s));
+    o
+}
+
+/// Conversations and stored context by provider and model.
+fn models_table(ui: &Ui, s: &Scan) -> String {
     let mut t = table::Grid::new(&[
         table::col("PROVIDER", Kind::Fixed, 0),
         table::col("MODEL", Kind::Cut, 0),
@@ -172,8 +175,11 @@ fn text(
             table::c(table::thousands(m.stored_context_tokens as usize)),
         ]);
     }
-    o.push_str(&t.render(ui.style()));
-    o.push('\n');
+    t.render(ui.style())
+}
+
+/// Conversations by stored utilization, with bars.
+fn histogram(ui: &Ui, s: &Scan) -> String {
     let mut h = table::Grid::new(&[
         table::col("UTILIZATION", Kind::Fixed, 0),
         table::col("CONVERSATIONS", Kind::Num, 0),
@@ -194,6 +200,5 @@ fn text(
             table::c(bar),
         ]);
     }
-    o.push_str(&h.render(ui.style()));
-    o
+    h.render(ui.style())
 }

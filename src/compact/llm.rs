@@ -285,7 +285,7 @@ pub fn frame(input: &HeadInput<'_>, body: &str) -> String {
         "{}\nThis session continues an earlier conversation. agent-db replaced {} earlier messages (about {} tokens) \
          with this summary, written by a model on {}; everything after it is verbatim. Read it as your own notes of \
          what happened so far.\n\n{}",
-        crate::plan::SUMMARY_HEADER,
+        crate::compact::SUMMARY_HEADER,
         input.head.len(),
         input.head_tokens,
         input.now.format("%Y-%m-%d"),

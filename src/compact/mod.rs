@@ -6,6 +6,7 @@
 //! bytes, and [`validate`] checks it against the provider's rules before anything is written.
 //! Nothing here touches SQLite or the terminal.
 
+pub mod build;
 pub mod extractive;
 pub mod llm;
 pub mod prune;
@@ -68,8 +69,7 @@ impl<'a> HeadInput<'a> {
             .enumerate()
             .rev()
             .find(|(i, m)| {
-                m.is_user_instruction()
-                    && !(*i == 0 && crate::plan::starts_with_summary(&plan.loaded.messages))
+                m.is_user_instruction() && !(*i == 0 && starts_with_summary(&plan.loaded.messages))
             })
             .map(|(_, m)| m);
         HeadInput {
@@ -83,10 +83,25 @@ impl<'a> HeadInput<'a> {
     }
 }
 
+/// The framing line every agent-db summary starts with (used to recognize earlier summaries).
+pub const SUMMARY_HEADER: &str = "[agent-db compaction summary]";
+
+/// Whether `text` is an agent-db summary.
+pub fn is_summary_text(text: &str) -> bool {
+    text.trim_start().starts_with(SUMMARY_HEADER)
+}
+
+/// Whether the first message is an earlier agent-db summary.
+pub fn starts_with_summary(messages: &[Message]) -> bool {
+    messages
+        .first()
+        .is_some_and(|m| m.role == crate::message::Role::User && is_summary_text(&m.text()))
+}
+
 /// The body of an earlier summary: the text after its framing paragraph.
 pub fn summary_body(text: &str) -> String {
     let t = text.trim_start();
-    let t = t.strip_prefix(crate::plan::SUMMARY_HEADER).unwrap_or(t);
+    let t = t.strip_prefix(SUMMARY_HEADER).unwrap_or(t);
     // The framing paragraph ends at the first blank line.
     match t.split_once("\n\n") {
         Some((_, body)) => body.trim().to_string(),
@@ -122,6 +137,11 @@ pub trait Strategy: Send + Sync {
     /// The model, for the audit log.
     fn model(&self) -> Option<&str> {
         None
+    }
+    /// Whether it rewrites the head's messages in place ([`Rewrite::PrunedHead`]) instead of
+    /// summarizing them; a store that only appends cannot take such a rewrite.
+    fn rewrites_head(&self) -> bool {
+        false
     }
     /// Whether it runs without network or cost (a dry run then runs it for exact figures).
     fn offline(&self) -> bool {

@@ -23,6 +23,10 @@ impl Strategy for Prune {
         "prune"
     }
 
+    fn rewrites_head(&self) -> bool {
+        true
+    }
+
     async fn rewrite(&self, input: &HeadInput<'_>) -> Result<Rewrite, StrategyError> {
         let format = input.plan.loaded.format;
         let mut tool_names: HashMap<&str, &str> = HashMap::new();

@@ -1,6 +1,11 @@
-//! Everything the CLI prints: status lines and errors on stderr, data on stdout, tables that fit
-//! the terminal, the pager. The library never prints; only this layer and `commands` do.
+//! Everything the CLI prints: status lines, warnings, errors and questions on stderr through
+//! [`Ui`] (so `--quiet` holds everywhere), data on stdout ([`out`], [`json`]), tables that fit
+//! the terminal, the progress bar, the pager. The library never prints; commands print only
+//! through this layer.
 
+pub mod json;
+pub mod progress;
+pub mod report_table;
 pub mod table;
 
 use std::io::{IsTerminal, Write};
@@ -62,6 +67,33 @@ impl Ui {
     /// matches nothing is worse than one line of mail.
     pub fn warn(&self, msg: &str) {
         eprintln!("agent-db: warning: {msg}");
+    }
+
+    /// Something refused or not done that the user must see (`agent-db: …` on stderr). Never
+    /// suppressed.
+    pub fn alert(&self, msg: &str) {
+        eprintln!("agent-db: {msg}");
+    }
+
+    /// Whether a question can be asked: stdin and stderr are terminals.
+    pub fn interactive(&self) -> bool {
+        self.stdin_tty && self.stderr_tty
+    }
+
+    /// Ask a yes/no question on stderr, after `context` lines (what it is about); only "y" or
+    /// "yes" is yes. Never suppressed: callers ask only when [`Ui::interactive`] and not told
+    /// `--yes`.
+    pub fn ask(&self, context: &[String], question: &str) -> bool {
+        let mut err = std::io::stderr().lock();
+        for line in context {
+            let _ = writeln!(err, "{line}");
+        }
+        let _ = write!(err, "{question} [y/N] ");
+        let _ = err.flush();
+        drop(err);
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        matches!(answer.trim(), "y" | "Y" | "yes" | "YES")
     }
 
     /// A conversation's failure, one line on stderr. Never suppressed.

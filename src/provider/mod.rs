@@ -1,5 +1,5 @@
 //! HTTP clients for summarization models: OpenAI-compatible Chat Completions and Anthropic
-//! Messages, over reqwest (rustls), with a per-request timeout and retries (exponential backoff
+//! Messages (each provider's facts in [`table`]), over reqwest (rustls), with a per-request timeout and retries (exponential backoff
 //! with jitter, honouring `Retry-After`) on 429, 5xx, connection errors and bodies cut off
 //! mid-transfer.
 //!
@@ -15,8 +15,10 @@ pub mod openai;
 pub mod pricing;
 pub mod redact;
 mod retry;
+pub mod table;
 
 pub use redact::mask_url;
+pub use table::{Provider, ProviderKind};
 
 use std::time::Duration;
 
@@ -56,39 +58,6 @@ impl std::fmt::Debug for Secret {
 impl std::fmt::Display for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("[redacted]")
-    }
-}
-
-/// Which wire format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProviderKind {
-    /// `POST {base}/chat/completions` (OpenAI, Ollama, vLLM, llama.cpp server, LiteLLM, OpenRouter).
-    #[serde(rename = "openai")]
-    OpenAi,
-    /// `POST {base}/v1/messages` with `anthropic-version` and `x-api-key`.
-    Anthropic,
-}
-
-impl ProviderKind {
-    pub fn parse(s: &str) -> Option<ProviderKind> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "openai" | "openai-compatible" | "openai_compatible" => Some(ProviderKind::OpenAi),
-            "anthropic" => Some(ProviderKind::Anthropic),
-            _ => None,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => "openai",
-            ProviderKind::Anthropic => "anthropic",
-        }
-    }
-    pub fn default_base_url(self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => "https://api.openai.com/v1",
-            ProviderKind::Anthropic => "https://api.anthropic.com",
-        }
     }
 }
 
@@ -216,12 +185,7 @@ impl Client {
 
     /// Send one request, retrying as documented in the module doc.
     pub async fn complete(&self, req: &ChatRequest) -> Result<Completion, ProviderError> {
-        retry::with_retries(&self.config, || async {
-            match self.config.kind {
-                ProviderKind::OpenAi => openai::send(&self.http, &self.config, req).await,
-                ProviderKind::Anthropic => anthropic::send(&self.http, &self.config, req).await,
-            }
-        })
-        .await
+        let send = self.config.kind.spec().send;
+        retry::with_retries(&self.config, || send(&self.http, &self.config, req)).await
     }
 }

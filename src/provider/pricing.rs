@@ -4,6 +4,8 @@
 //! tier, no batch or cache discounts) as last checked; they go stale and do not know about
 //! negotiated rates, so configuration should be able to override them per model.
 
+use super::table::{ListPrice, ProviderKind};
+
 /// USD per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Price {
@@ -11,11 +13,11 @@ pub struct Price {
     pub output_per_mtok: f64,
 }
 
-/// List prices: (model-name prefix, input, output). Matched by the longest prefix, so dated
+/// OpenAI's list prices: (model-name prefix, input, output), referenced by its entry in the
+/// provider table. Every provider's lists are matched together by the longest prefix, so dated
 /// snapshots (`claude-sonnet-4-5-20250929`, `gpt-4o-mini-2024-07-18`) find their family and a
 /// more specific entry (`gpt-4.1-mini`) beats a shorter one (`gpt-4.1`).
-const TABLE: &[(&str, f64, f64)] = &[
-    // OpenAI
+pub const OPENAI: &[ListPrice] = &[
     ("gpt-5", 1.25, 10.0),
     ("gpt-5-mini", 0.25, 2.0),
     ("gpt-5-nano", 0.05, 0.40),
@@ -28,7 +30,10 @@ const TABLE: &[(&str, f64, f64)] = &[
     ("o3", 2.0, 8.0),
     ("o3-mini", 1.10, 4.40),
     ("o4-mini", 1.10, 4.40),
-    // Anthropic
+];
+
+/// Anthropic's list prices (see [`OPENAI`]).
+pub const ANTHROPIC: &[ListPrice] = &[
     ("claude-opus-4", 15.0, 75.0),
     ("claude-opus-4-1", 15.0, 75.0),
     ("claude-opus-4-5", 5.0, 25.0),
@@ -46,8 +51,9 @@ const TABLE: &[(&str, f64, f64)] = &[
 pub fn builtin(model: &str) -> Option<Price> {
     let name = model.trim().to_ascii_lowercase();
     let name = name.rsplit('/').next().unwrap_or(&name);
-    TABLE
+    ProviderKind::ALL
         .iter()
+        .flat_map(|k| k.spec().list_prices)
         .filter(|(prefix, _, _)| matches_family(name, prefix))
         .max_by_key(|(prefix, _, _)| prefix.len())
         .map(|&(_, input, output)| Price {

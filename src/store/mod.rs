@@ -1,46 +1,37 @@
-//! Opening conversation stores: path resolution, safe open, schema detection, agent-db's own
-//! migrations, and the store-kind dispatch.
+//! Opening conversation stores: path resolution, safe open, schema detection, and the
+//! store-neutral types every store kind speaks (metadata, loaded conversation, proposal).
 //!
-//! This is the only layer that runs SQL. Opening never creates or changes anything in a file
-//! that is not already a store agent-db recognizes: the file is opened without `CREATE`, its
-//! `journal_mode` is never changed, and agent-db's own tables are added only by
-//! [`Store::ensure_agent_tables`], which write commands call after detection succeeded.
+//! This is the only layer that runs SQL, and the rusqlite connection never leaves it. Each store
+//! kind is one folder (`kodelet/`, `docker_agent/`) with an [`kind::Adapter`], registered in
+//! [`kind::KINDS`]; the write protocol shared by all of them is [`commit`], run by the
+//! [`writer`] thread. Opening never creates or changes anything in a file that is not already a
+//! store agent-db recognizes: the file is opened without `CREATE`, its `journal_mode` is never
+//! changed, and agent-db's own tables are added only by [`Store::ensure_agent_tables`] and the
+//! writer, after detection succeeded.
 
 pub mod agent_tables;
 pub mod archive;
+pub mod commit;
 pub mod docker_agent;
+pub mod kind;
 pub mod kodelet;
-pub mod kodelet_summaries;
-pub mod kodelet_write;
 pub mod lock;
 pub mod prefix;
 pub mod preflight;
 pub mod restore;
 pub mod stats;
 pub mod vacuum;
+pub mod writer;
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{Error, Result, SqlContext};
-
-/// The kinds of store agent-db understands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StoreKind {
-    Kodelet,
-    DockerAgent,
-}
-
-impl StoreKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            StoreKind::Kodelet => "kodelet",
-            StoreKind::DockerAgent => "docker-agent",
-        }
-    }
-}
+pub use crate::models::ContextLimits;
+pub use kind::StoreKind;
 
 /// Whether a command only reads or also writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,22 +40,40 @@ pub enum Access {
     Write,
 }
 
-/// An open, recognized store.
+/// An open, recognized store. The connection is private to `store/`.
 pub struct Store {
     pub path: PathBuf,
     pub kind: StoreKind,
-    pub conn: Connection,
     pub access: Access,
+    conn: Connection,
+    limits: ContextLimits,
+}
+
+/// Everything needed to open the same store again on another thread (the pipeline's loader,
+/// planning pool and writer each have their own connection).
+#[derive(Debug, Clone)]
+pub struct Location {
+    pub path: PathBuf,
+    /// `[context_limits]` for stores that do not record a context window.
+    pub limits: ContextLimits,
+}
+
+impl Location {
+    /// Open and recognize the store.
+    pub fn open(&self, access: Access) -> Result<Store> {
+        Store::open_with(&self.path, access, self.limits.clone())
+    }
 }
 
 /// Where the store came from, for messages.
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub path: PathBuf,
-    pub how: &'static str,
+    pub how: String,
 }
 
-/// How the store was chosen besides `--db`: `--agent` (or `[store] agent`) and `[store] path`.
+/// How the store was chosen besides `--db` (`--agent` or `[store] agent`, `[store] path`), and
+/// what opening it needs from the configuration.
 #[derive(Debug, Clone, Default)]
 pub struct StoreChoice {
     /// `--agent` on the command line.
@@ -73,28 +82,8 @@ pub struct StoreChoice {
     pub config_path: Option<PathBuf>,
     /// `[store] agent` from the config file.
     pub config_agent: Option<StoreKind>,
-}
-
-impl StoreKind {
-    /// `kodelet` or `docker-agent`.
-    pub fn parse(s: &str) -> Option<StoreKind> {
-        match s {
-            "kodelet" => Some(StoreKind::Kodelet),
-            "docker-agent" => Some(StoreKind::DockerAgent),
-            _ => None,
-        }
-    }
-
-    /// This agent's default store file.
-    pub fn default_path(self) -> PathBuf {
-        match self {
-            StoreKind::Kodelet => match std::env::var_os("KODELET_BASE_PATH") {
-                Some(base) if !base.is_empty() => PathBuf::from(base).join("storage.db"),
-                _ => home_dir().join(".kodelet").join("storage.db"),
-            },
-            StoreKind::DockerAgent => home_dir().join(".cagent").join("session.db"),
-        }
-    }
+    /// `[context_limits]` from the config file.
+    pub context_limits: ContextLimits,
 }
 
 /// Resolve the store path: `--db` (or `AGENT_DB_PATH`, which clap folds into it), else the
@@ -110,58 +99,84 @@ pub fn resolve_store(explicit: Option<&Path>, choice: &StoreChoice) -> Result<Re
     if let Some(p) = explicit {
         return Ok(Resolved {
             path: p.to_path_buf(),
-            how: "--db",
+            how: "--db".into(),
         });
     }
     if let Some(kind) = choice.agent_flag {
         return Ok(Resolved {
             path: kind.default_path(),
-            how: "--agent",
+            how: "--agent".into(),
         });
     }
     if let Some(p) = &choice.config_path {
         return Ok(Resolved {
             path: p.clone(),
-            how: "[store] path",
+            how: "[store] path".into(),
         });
     }
     if let Some(kind) = choice.config_agent {
         return Ok(Resolved {
             path: kind.default_path(),
-            how: "[store] agent",
+            how: "[store] agent".into(),
         });
     }
-    let kodelet = StoreKind::Kodelet.default_path();
-    let docker_agent = StoreKind::DockerAgent.default_path();
-    match (kodelet.is_file(), docker_agent.is_file()) {
-        (true, true) => Err(Error::AmbiguousStore {
-            path: kodelet.clone(),
-            detail: format!(
-                "two conversation stores found: {} (kodelet) and {} (docker-agent); choose one with \
-                 --agent kodelet or --agent docker-agent (or --db PATH, or `agent = \"kodelet\"` under [store] in the config file)",
-                kodelet.display(),
-                docker_agent.display()
-            ),
+    let found: Vec<(StoreKind, PathBuf)> = StoreKind::all()
+        .map(|k| (k, k.default_path()))
+        .filter(|(_, p)| p.is_file())
+        .collect();
+    match found.as_slice() {
+        [] => Err(Error::StoreNotFound {
+            looked: std::iter::once("--db / AGENT_DB_PATH (not set)".to_string())
+                .chain(
+                    StoreKind::all()
+                        .map(|k| format!("{} ({})", k.default_path().display(), k.name())),
+                )
+                .collect(),
         }),
-        (true, false) => Ok(Resolved {
-            path: kodelet,
-            how: "kodelet default",
+        [(kind, path)] => Ok(Resolved {
+            path: path.clone(),
+            how: format!("{} default", kind.name()),
         }),
-        (false, true) => Ok(Resolved {
-            path: docker_agent,
-            how: "docker-agent default",
-        }),
-        (false, false) => Err(Error::StoreNotFound {
-            looked: vec![
-                "--db / AGENT_DB_PATH (not set)".to_string(),
-                format!("{} (kodelet)", kodelet.display()),
-                format!("{} (docker-agent)", docker_agent.display()),
-            ],
-        }),
+        several => Err(ambiguous(several)),
     }
 }
 
-fn home_dir() -> PathBuf {
+/// Several agents' default stores exist: an error naming them all, with the flags to choose.
+fn ambiguous(found: &[(StoreKind, PathBuf)]) -> Error {
+    let count = match found.len() {
+        2 => "two".to_string(),
+        3 => "three".to_string(),
+        n => n.to_string(),
+    };
+    let listed: Vec<String> = found
+        .iter()
+        .map(|(k, p)| format!("{} ({})", p.display(), k.name()))
+        .collect();
+    let flags: Vec<String> = found
+        .iter()
+        .map(|(k, _)| format!("--agent {}", k.name()))
+        .collect();
+    Error::AmbiguousStore {
+        path: found[0].1.clone(),
+        detail: format!(
+            "{count} conversation stores found: {}; choose one with {} (or --db PATH, or `agent = \"{}\"` under [store] in the config file)",
+            join_and(&listed, "and"),
+            join_and(&flags, "or"),
+            found[0].0.name()
+        ),
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+pub(crate) fn join_and(items: &[String], word: &str) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} {word} {last}", init.join(", ")),
+    }
+}
+
+pub(crate) fn home_dir() -> PathBuf {
     std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."))
@@ -174,7 +189,7 @@ fn wal_path(path: &Path) -> PathBuf {
 }
 
 /// Open a connection compatibly with a live agent. See the module doc for the guarantees.
-pub fn connect(path: &Path, access: Access) -> Result<Connection> {
+pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection> {
     if !path.exists() {
         return Err(Error::MissingFile {
             path: path.to_path_buf(),
@@ -242,43 +257,66 @@ fn classify_open_error(path: &Path, e: rusqlite::Error) -> Error {
     }
 }
 
+/// No registered kind recognizes the file's tables.
+fn unknown_schema(path: &Path, tables: &[String]) -> Error {
+    let detail = if tables.is_empty() {
+        "the database is empty".to_string()
+    } else {
+        let expected: Vec<String> = StoreKind::all()
+            .map(|k| {
+                let t: Vec<String> = k
+                    .adapter()
+                    .signature_tables()
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect();
+                format!("{}'s {} tables", k.name(), join_and(&t, "and"))
+            })
+            .collect();
+        let shown: Vec<_> = tables.iter().take(8).cloned().collect();
+        format!(
+            "expected {}; found: {}",
+            match expected.as_slice() {
+                [init @ .., last] if !init.is_empty() => format!("{}, or {last}", init.join(", ")),
+                _ => expected.join(""),
+            },
+            shown.join(", ")
+        )
+    };
+    Error::UnknownSchema {
+        path: path.to_path_buf(),
+        detail,
+    }
+}
+
 impl Store {
-    /// Open and recognize the store at `path`.
+    /// Open and recognize the store at `path`, with only the built-in context windows.
     pub fn open(path: &Path, access: Access) -> Result<Store> {
+        Store::open_with(path, access, ContextLimits::default())
+    }
+
+    /// Open and recognize the store at `path`; `limits` gives a window to conversations whose
+    /// store does not record one.
+    pub fn open_with(path: &Path, access: Access, limits: ContextLimits) -> Result<Store> {
         let conn = connect(path, access)?;
         let tables = table_names(&conn, path)?;
-        let has = |t: &str| tables.iter().any(|n| n == t);
-        let kind = if has("conversations")
-            && has("conversation_summaries")
-            && has("schema_migrations")
-        {
-            kodelet::check_schema(&conn, path)?;
-            StoreKind::Kodelet
-        } else if has("sessions") && has("session_items") && has("migrations") {
-            docker_agent::check_schema(&conn, path)?;
-            StoreKind::DockerAgent
-        } else {
-            let detail = if tables.is_empty() {
-                "the database is empty".to_string()
-            } else {
-                let shown: Vec<_> = tables.iter().take(8).cloned().collect();
-                format!(
-                    "expected kodelet's conversations, conversation_summaries and schema_migrations tables, \
-                     or docker-agent's sessions, session_items and migrations tables; found: {}",
-                    shown.join(", ")
-                )
-            };
-            return Err(Error::UnknownSchema {
-                path: path.to_path_buf(),
-                detail,
-            });
-        };
+        let kind = StoreKind::detect(&tables).ok_or_else(|| unknown_schema(path, &tables))?;
+        kind.adapter().check_schema(&conn, path)?;
         Ok(Store {
             path: path.to_path_buf(),
             kind,
-            conn,
             access,
+            conn,
+            limits,
         })
+    }
+
+    /// How to open this store again (another thread's connection).
+    pub fn location(&self) -> Location {
+        Location {
+            path: self.path.clone(),
+            limits: self.limits.clone(),
+        }
     }
 
     /// The journal mode, as the file has it (never changed by agent-db).
@@ -413,123 +451,166 @@ impl ConversationMeta {
     }
 }
 
+/// What the selection can tell a scan in advance: rows it would drop silently may be left out
+/// in SQL, so they are never decoded. Rows it would report (selected, skipped, failed) are
+/// always kept; the selection still evaluates every row it gets.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Prefilter {
+    /// `--all-over RATIO`.
+    pub all_over: Option<f64>,
+    /// `--context-limit N` (stands in for a missing or zero `maxContextWindow`).
+    pub context_limit: Option<i64>,
+}
+
+impl Prefilter {
+    /// Whether the selection would report this conversation (selected, skipped or failed)
+    /// under `--all-over`: the same rule as `Selector::evaluate`, on the same parsed usage.
+    pub fn keeps(&self, m: &ConversationMeta) -> bool {
+        let Some(ratio) = self.all_over else {
+            return true;
+        };
+        m.problem.is_some() || m.utilization(self.context_limit).is_none_or(|u| u >= ratio)
+    }
+}
+
 impl Store {
     /// Stream every conversation's metadata in listing order; `f` returns `false` to stop.
     pub fn scan(&self, f: impl FnMut(ConversationMeta) -> bool) -> Result<()> {
-        self.scan_prefiltered(kodelet::Prefilter::default(), f)
+        self.scan_prefiltered(Prefilter::default(), f)
     }
 
-    /// [`Store::scan`], leaving out in SQL rows the selection would drop silently (kodelet; a
-    /// store that cannot tell in advance passes every row).
+    /// [`Store::scan`], leaving out in SQL rows the selection would drop silently (a store that
+    /// cannot tell in advance passes every row).
     pub fn scan_prefiltered(
         &self,
-        prefilter: kodelet::Prefilter,
-        f: impl FnMut(ConversationMeta) -> bool,
+        prefilter: Prefilter,
+        mut f: impl FnMut(ConversationMeta) -> bool,
     ) -> Result<()> {
-        match self.kind {
-            StoreKind::Kodelet => kodelet::scan(&self.conn, &self.path, prefilter, f),
-            StoreKind::DockerAgent => docker_agent::scan(&self.conn, &self.path, prefilter, f),
-        }
+        let read = self.read();
+        self.kind.adapter().scan(&read, prefilter, &mut f)
     }
 
     /// The distinct providers of the store's conversations (read from an index, never from
     /// message bodies), sorted.
     pub fn providers(&self) -> Result<Vec<String>> {
-        let sql = match self.kind {
-            StoreKind::Kodelet => "SELECT DISTINCT CAST(provider AS TEXT) FROM conversations WHERE provider IS NOT NULL",
-            StoreKind::DockerAgent => {
-                return Ok(vec![docker_agent::PROVIDER.to_string()]);
-            }
-        };
-        let mut stmt = self.conn.prepare(sql).at(&self.path)?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(match r.get_ref(0)? {
-                    rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-                    _ => String::new(),
-                })
-            })
-            .at(&self.path)?;
-        let mut v: Vec<String> = rows.collect::<std::result::Result<_, _>>().at(&self.path)?;
-        v.sort();
-        v.dedup();
-        Ok(v)
+        self.kind.adapter().providers(&self.read())
     }
 
     /// One conversation's metadata.
     pub fn meta(&self, id: &str) -> Result<ConversationMeta> {
-        match self.kind {
-            StoreKind::Kodelet => kodelet::meta(&self.conn, &self.path, id)?
-                .ok_or_else(|| Error::ConversationNotFound { id: id.to_string() }),
-            StoreKind::DockerAgent => docker_agent::meta(&self.conn, &self.path, id)?
-                .ok_or_else(|| Error::ConversationNotFound { id: id.to_string() }),
+        self.kind
+            .adapter()
+            .meta(&self.read(), id)?
+            .ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })
+    }
+
+    /// Load one conversation for planning.
+    pub fn load(&self, id: &str) -> Result<StoredConversation> {
+        self.kind.adapter().load(&self.read(), id)
+    }
+
+    /// Whether a compaction can keep a tail verbatim (docker-agent before migration 21 loads
+    /// only what follows the last summary, so its plans get a zero tail budget).
+    pub fn can_keep_tail(&self) -> Result<bool> {
+        self.kind.adapter().keeps_tail(&self.read())
+    }
+
+    /// Write one compaction through the shared commit protocol ([`commit`]), creating
+    /// agent-db's tables first if needed. The pipeline's writer thread does the same on its own
+    /// connection; this is for single writes (and the tests of the protocol).
+    pub fn commit(&mut self, proposal: &Proposal, now: &str) -> Result<Written> {
+        self.ensure_agent_tables()?;
+        proposal
+            .write
+            .commit(&mut self.conn, &self.path, &proposal.audit, now)
+    }
+
+    /// The connection, path and limits an adapter reads with.
+    fn read(&self) -> kind::Read<'_> {
+        kind::Read {
+            conn: &self.conn,
+            path: &self.path,
+            limits: &self.limits,
         }
     }
 }
 
-/// The version of a conversation as read: the writer compares it inside its transaction, and
-/// skips the conversation when it differs (a live agent wrote to it).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct VersionToken {
-    /// A store-specific marker (kodelet: `updated_at`).
-    pub updated_at: String,
-    /// sha256 of the conversation's stored history.
-    pub raw_sha256: String,
-}
-
-/// One conversation as loaded for planning, in a store-neutral shape.
+/// One conversation as loaded for planning: its history in the store's message JSON, and the
+/// store's own state of exactly this version (opaque here; the store's proposal uses it).
 #[derive(Debug, Clone)]
 pub struct StoredConversation {
     pub id: String,
     /// The history the agent currently sends, as a JSON array of the store's message JSON.
     pub raw_messages: String,
-    pub version: VersionToken,
-    /// Store positions of each message, for stores that append instead of rewriting (for
-    /// docker-agent: the loaded item-slice index); empty for kodelet.
-    pub slots: Vec<i64>,
+    state: Arc<dyn kind::LoadedState>,
 }
 
 impl StoredConversation {
-    /// A conversation whose version is its `updated_at` marker and the hash of its history.
+    /// A conversation as a store loaded it, with that store's state.
+    pub(crate) fn with_state(
+        id: impl Into<String>,
+        raw_messages: String,
+        state: Arc<dyn kind::LoadedState>,
+    ) -> Self {
+        StoredConversation {
+            id: id.into(),
+            raw_messages,
+            state,
+        }
+    }
+
+    /// A kodelet conversation whose version is its `updated_at` marker and the hash of its
+    /// history (tests and fixtures build conversations this way).
     pub fn new(
         id: impl Into<String>,
         raw_messages: impl Into<String>,
         updated_at: impl Into<String>,
     ) -> Self {
-        let raw_messages = raw_messages.into();
-        StoredConversation {
-            id: id.into(),
-            version: VersionToken {
-                updated_at: updated_at.into(),
-                raw_sha256: crate::plan::sha256_hex(&raw_messages),
-            },
-            raw_messages,
-            slots: Vec::new(),
+        kodelet::conversation(id.into(), raw_messages.into(), updated_at.into())
+    }
+
+    /// The store's proposal to write `compaction` over exactly this version.
+    pub fn propose(&self, compaction: Compaction, audit: archive::AuditEntry) -> Proposal {
+        Proposal {
+            write: self.state.propose(&self.id, compaction),
+            audit,
         }
     }
 }
 
-/// A compaction ready to be written, in a store-neutral shape: each store's writer takes what
-/// it needs (kodelet rewrites `raw_messages`; an append-only store appends `summary` and points
-/// at `tail_start`).
+/// A compaction in store-neutral terms, as the pipeline hands it to a store. Each store turns
+/// it into its own typed proposal and takes what it needs (kodelet rewrites the history; an
+/// append-only store appends the summary and points at the kept tail).
 #[derive(Debug, Clone)]
-pub struct Proposal {
-    pub id: String,
+pub struct Compaction {
     pub format: crate::message::Format,
-    pub version: VersionToken,
-    /// The complete new history (kodelet's `raw_messages`).
-    pub raw_messages: String,
-    /// The summary text, when the strategy wrote one.
+    /// The complete new history, in the store's message JSON.
+    pub history: String,
+    /// The summary text, when the head was summarized (not pruned).
     pub summary: Option<String>,
     /// Index (in the loaded messages) of the first message kept verbatim.
     pub tail_start: usize,
     /// Index of the latest instruction put back after the summary, when the cut fell after it.
     pub reinsert: Option<usize>,
-    /// The loaded [`StoredConversation::slots`].
-    pub slots: Vec<i64>,
-    pub tokens_after: usize,
-    pub call_ids: std::collections::HashSet<String>,
+    /// The context the agent will send next: the new history plus the fixed overhead.
+    pub context_after: usize,
+    /// Tool-call ids still present in the new history.
+    pub call_ids: HashSet<String>,
+    /// The model that wrote the summary, if one did.
+    pub model: Option<String>,
+}
+
+/// A compaction ready to be written: the audit row and the store's own write.
+pub struct Proposal {
     pub audit: archive::AuditEntry,
+    write: Box<dyn commit::Commit>,
+}
+
+impl Proposal {
+    /// The conversation it writes.
+    pub fn id(&self) -> &str {
+        &self.audit.conversation_id
+    }
 }
 
 /// The outcome of a write.
@@ -542,52 +623,35 @@ pub enum Written {
     Changed(String),
 }
 
-impl StoreKind {
-    /// Whether the store can hold a rewritten head (the `prune` strategy), or only append.
-    pub fn rewrites_history(self) -> bool {
-        match self {
-            StoreKind::Kodelet => true,
-            StoreKind::DockerAgent => false,
-        }
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Write one compaction in the store's own way, in one transaction.
-pub fn commit(
-    kind: StoreKind,
-    conn: &mut Connection,
-    path: &Path,
-    p: &Proposal,
-    now: &str,
-) -> Result<Written> {
-    match kind {
-        StoreKind::Kodelet => kodelet_write::commit(conn, path, p, now),
-        StoreKind::DockerAgent => docker_agent::commit(conn, path, p, now),
-    }
-}
-
-impl Store {
-    /// Load one conversation for planning.
-    pub fn load(&self, id: &str) -> Result<StoredConversation> {
-        match self.kind {
-            StoreKind::Kodelet => {
-                let row = kodelet::load(&self.conn, &self.path, id)?;
-                Ok(StoredConversation::new(
-                    row.id,
-                    row.raw_messages,
-                    row.version_marker,
-                ))
-            }
-            StoreKind::DockerAgent => docker_agent::load(&self.conn, &self.path, id),
-        }
-    }
-
-    /// Whether a compaction can keep a tail verbatim: docker-agent before migration 21 loads
-    /// only what follows the last summary, so its plans get a zero tail budget.
-    pub fn can_keep_tail(&self) -> Result<bool> {
-        match self.kind {
-            StoreKind::Kodelet => Ok(true),
-            StoreKind::DockerAgent => docker_agent::keeps_tail(&self.conn, &self.path),
-        }
+    /// The messages built from the registry read as they did when they named both kinds.
+    #[test]
+    fn registry_messages_read_as_before() {
+        let found = [
+            (kodelet::KIND, PathBuf::from("/h/.kodelet/storage.db")),
+            (docker_agent::KIND, PathBuf::from("/h/.cagent/session.db")),
+        ];
+        let Error::AmbiguousStore { detail, .. } = ambiguous(&found) else {
+            panic!("not an ambiguity error")
+        };
+        assert_eq!(
+            detail,
+            "two conversation stores found: /h/.kodelet/storage.db (kodelet) and /h/.cagent/session.db (docker-agent); \
+             choose one with --agent kodelet or --agent docker-agent (or --db PATH, or `agent = \"kodelet\"` under [store] \
+             in the config file)"
+        );
+        let Error::UnknownSchema { detail, .. } =
+            unknown_schema(Path::new("x.db"), &["notes".to_string()])
+        else {
+            panic!("not an unknown-schema error")
+        };
+        assert_eq!(
+            detail,
+            "expected kodelet's conversations, conversation_summaries and schema_migrations tables, \
+             or docker-agent's sessions, session_items and migrations tables; found: notes"
+        );
     }
 }

@@ -21,10 +21,7 @@ const MAX_CANDIDATES: usize = 10;
 
 /// Where a kind of store keeps its conversation IDs (table, column).
 fn id_column(kind: StoreKind) -> (&'static str, &'static str) {
-    match kind {
-        StoreKind::Kodelet => ("conversations", "id"),
-        StoreKind::DockerAgent => ("sessions", "id"),
-    }
+    kind.adapter().id_column()
 }
 
 /// The smallest string greater than every string starting with `p`, when `p` is ASCII and
@@ -41,7 +38,7 @@ fn successor(p: &str) -> Option<String> {
 }
 
 /// IDs in `table.column` starting with `prefix`, sorted, at most `limit`.
-pub fn matching(
+fn matching(
     conn: &Connection,
     path: &Path,
     table: &str,
@@ -69,14 +66,15 @@ pub fn matching(
 
 /// Resolve `input` (a full ID or a unique prefix) against `table.column`. `Ok(None)` when
 /// nothing matches; an error listing the candidates when several do.
-pub fn resolve_in(
-    conn: &Connection,
-    path: &Path,
-    table: &str,
-    column: &str,
-    input: &str,
-) -> Result<Option<String>> {
-    let found = matching(conn, path, table, column, input, MAX_CANDIDATES + 1)?;
+pub fn resolve_in(store: &Store, table: &str, column: &str, input: &str) -> Result<Option<String>> {
+    let found = matching(
+        &store.conn,
+        &store.path,
+        table,
+        column,
+        input,
+        MAX_CANDIDATES + 1,
+    )?;
     if found.iter().any(|id| id == input) {
         return Ok(Some(input.to_string()));
     }
@@ -105,10 +103,8 @@ impl Store {
     /// The conversation `input` names (a full ID or a unique prefix).
     pub fn resolve_id(&self, input: &str) -> Result<String> {
         let (table, column) = id_column(self.kind);
-        resolve_in(&self.conn, &self.path, table, column, input)?.ok_or_else(|| {
-            Error::ConversationNotFound {
-                id: input.to_string(),
-            }
+        resolve_in(self, table, column, input)?.ok_or_else(|| Error::ConversationNotFound {
+            id: input.to_string(),
         })
     }
 
@@ -116,8 +112,7 @@ impl Store {
     /// caller's own not-found handling applies (a per-row failure in `compact`).
     pub fn resolve_id_lenient(&self, input: &str) -> Result<String> {
         let (table, column) = id_column(self.kind);
-        Ok(resolve_in(&self.conn, &self.path, table, column, input)?
-            .unwrap_or_else(|| input.to_string()))
+        Ok(resolve_in(self, table, column, input)?.unwrap_or_else(|| input.to_string()))
     }
 
     /// Every conversation ID, sorted (for shortest unique prefixes).

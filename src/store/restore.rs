@@ -1,12 +1,10 @@
 //! Undoing compactions from the archive, reading the audit log, and pruning old archives.
 //! Store-agnostic: the archive names its own tables, keys and columns.
 
-use std::path::Path;
-
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 
-use super::archive;
+use super::{archive, Store};
 use crate::error::{Error, Result, SqlContext};
 
 /// One audit-log row.
@@ -55,11 +53,8 @@ fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Compaction> {
 }
 
 /// The audit log, oldest first; one conversation's when `conversation` is given.
-pub fn history(
-    conn: &Connection,
-    path: &Path,
-    conversation: Option<&str>,
-) -> Result<Vec<Compaction>> {
+pub fn history(store: &Store, conversation: Option<&str>) -> Result<Vec<Compaction>> {
+    let (conn, path) = (&store.conn, store.path.as_path());
     if !super::agent_tables::present(conn).at(path)? {
         return Ok(Vec::new());
     }
@@ -72,7 +67,8 @@ pub fn history(
 }
 
 /// One audit row.
-pub fn get(conn: &Connection, path: &Path, id: i64) -> Result<Option<Compaction>> {
+pub fn get(store: &Store, id: i64) -> Result<Option<Compaction>> {
+    let (conn, path) = (&store.conn, store.path.as_path());
     if !super::agent_tables::present(conn).at(path)? {
         return Ok(None);
     }
@@ -97,13 +93,8 @@ pub struct Restored {
 
 /// Restore compaction `id` in one transaction. Refused (not an error) when it was already
 /// restored, its archive was pruned, or the conversation changed after it (unless `force`).
-pub fn restore(
-    conn: &mut Connection,
-    path: &Path,
-    id: i64,
-    force: bool,
-    now: &str,
-) -> Result<Restored> {
+pub fn restore(store: &mut Store, id: i64, force: bool, now: &str) -> Result<Restored> {
+    let (conn, path) = (&mut store.conn, store.path.as_path());
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .at(path)?;
@@ -165,7 +156,8 @@ pub fn restore(
 }
 
 /// The newest unrestored compaction of a conversation.
-pub fn latest_for(conn: &Connection, path: &Path, conversation: &str) -> Result<Option<i64>> {
+pub fn latest_for(store: &Store, conversation: &str) -> Result<Option<i64>> {
+    let (conn, path) = (&store.conn, store.path.as_path());
     if !super::agent_tables::present(conn).at(path)? {
         return Ok(None);
     }
@@ -179,7 +171,8 @@ pub fn latest_for(conn: &Connection, path: &Path, conversation: &str) -> Result<
 
 /// Unrestored compactions made at or after `since` (RFC 3339 UTC), newest first, so chained
 /// compactions of one conversation unwind in order.
-pub fn since(conn: &Connection, path: &Path, since: &str) -> Result<Vec<i64>> {
+pub fn since(store: &Store, since: &str) -> Result<Vec<i64>> {
+    let (conn, path) = (&store.conn, store.path.as_path());
     if !super::agent_tables::present(conn).at(path)? {
         return Ok(Vec::new());
     }
@@ -203,12 +196,8 @@ pub struct Pruned {
 
 /// Delete the archived pre-images of compactions made before `before` (RFC 3339 UTC). After
 /// this those compactions can no longer be restored; the audit rows stay.
-pub fn prune_archive(
-    conn: &mut Connection,
-    path: &Path,
-    before: &str,
-    now: &str,
-) -> Result<Pruned> {
+pub fn prune_archive(store: &mut Store, before: &str, now: &str) -> Result<Pruned> {
+    let (conn, path) = (&mut store.conn, store.path.as_path());
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .at(path)?;
@@ -251,7 +240,7 @@ pub struct LastCompaction {
 }
 
 /// The newest unrestored compaction of `conversation`, if agent-db made one.
-pub fn last_compaction(store: &super::Store, conversation: &str) -> Result<Option<LastCompaction>> {
+pub fn last_compaction(store: &Store, conversation: &str) -> Result<Option<LastCompaction>> {
     if !super::agent_tables::present(&store.conn).at(&store.path)? {
         return Ok(None);
     }

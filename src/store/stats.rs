@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use rusqlite::Connection;
 use serde::Serialize;
 
 use super::{agent_tables, restore::Pruned, Store};
@@ -67,7 +66,8 @@ pub fn file_stats(store: &Store) -> Result<FileStats> {
 }
 
 /// The audit log's counts and the archive's size (zeros before the first compaction).
-pub fn archive_stats(conn: &Connection, path: &Path) -> Result<ArchiveStats> {
+pub fn archive_stats(store: &Store) -> Result<ArchiveStats> {
+    let (conn, path) = (&store.conn, store.path.as_path());
     if !agent_tables::present(conn).at(path)? {
         return Ok(ArchiveStats::default());
     }
@@ -98,7 +98,8 @@ pub fn archive_stats(conn: &Connection, path: &Path) -> Result<ArchiveStats> {
 }
 
 /// Bytes archived by the given compactions (what a run added to the store).
-pub fn archived_bytes_of(conn: &Connection, path: &Path, ids: &[i64]) -> Result<i64> {
+pub fn archived_bytes_of(store: &Store, ids: &[i64]) -> Result<i64> {
+    let (conn, path) = (&store.conn, store.path.as_path());
     if ids.is_empty() || !agent_tables::present(conn).at(path)? {
         return Ok(0);
     }
@@ -115,7 +116,8 @@ pub fn archived_bytes_of(conn: &Connection, path: &Path, ids: &[i64]) -> Result<
 }
 
 /// What `prune-archive` with this cutoff (RFC 3339 UTC) would delete, without deleting it.
-pub fn prunable(conn: &Connection, path: &Path, before: &str) -> Result<Pruned> {
+pub fn prunable(store: &Store, before: &str) -> Result<Pruned> {
+    let (conn, path) = (&store.conn, store.path.as_path());
     if !agent_tables::present(conn).at(path)? {
         return Ok(Pruned::default());
     }

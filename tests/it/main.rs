@@ -18,6 +18,7 @@ mod pty;
 mod read_side;
 mod roundtrip;
 mod selectors;
+mod settings;
 mod split_props;
 mod target;
 mod tokens_golden;

@@ -527,8 +527,7 @@ fn a_live_writer_between_plan_and_write_wins() {
     use agent_db::plan::{self, PlanOptions};
     use agent_db::select::Reason;
     use agent_db::store::archive::AuditEntry;
-    use agent_db::store::kodelet_write::{commit, Proposal, Written};
-    use agent_db::store::{Access, Store};
+    use agent_db::store::{Access, Compaction, Store, Written};
 
     let env = Env::generated(10, 21, &[]);
     let id = env
@@ -564,34 +563,32 @@ fn a_live_writer_between_plan_and_write_wins() {
         .execute("UPDATE conversations SET raw_messages = ?1, updated_at = '2026-11-01 12:00:01 +0000 UTC' WHERE id = ?2", [&appended, &id])
         .unwrap();
 
-    let proposal = Proposal {
-        id: id.clone(),
+    let compaction = Compaction {
         format: p.loaded.format,
-        version: p.loaded.version.clone(),
-        raw_messages: new.raw_messages.clone(),
+        history: new.raw_messages.clone(),
         summary: new.summary.clone(),
         tail_start: p.split().unwrap().cut,
         reinsert: p.split().unwrap().reinsert,
-        slots: p.loaded.row.slots.clone(),
-        tokens_after: new.tokens,
+        context_after: new.tokens,
         call_ids: new.call_ids.clone(),
-        audit: AuditEntry {
-            conversation_id: id.clone(),
-            store_kind: "kodelet".into(),
-            reason: "manual".into(),
-            strategy: "extractive".into(),
-            model: None,
-            messages_before: 0,
-            messages_after: 0,
-            tokens_before: 0,
-            tokens_after: 0,
-            summary_sha256: String::new(),
-            details: serde_json::json!({}),
-        },
+        model: None,
     };
-    let mut conn = agent_db::store::connect(&env.db, Access::Write).unwrap();
-    agent_db::store::agent_tables::migrate(&mut conn).unwrap();
-    let written = commit(&mut conn, &env.db, &proposal, "2026-11-01T12:00:02Z").unwrap();
+    let audit = AuditEntry {
+        conversation_id: id.clone(),
+        store_kind: "kodelet".into(),
+        reason: "manual".into(),
+        strategy: "extractive".into(),
+        model: None,
+        messages_before: 0,
+        messages_after: 0,
+        tokens_before: 0,
+        tokens_after: 0,
+        summary_sha256: String::new(),
+        details: serde_json::json!({}),
+    };
+    let proposal = p.loaded.row.propose(compaction, audit);
+    let mut writer = Store::open(&env.db, Access::Write).unwrap();
+    let written = writer.commit(&proposal, "2026-11-01T12:00:02Z").unwrap();
     assert!(
         matches!(written, Written::Changed(ref why) if why.contains("changed since read")),
         "{written:?}"

@@ -56,8 +56,8 @@ mod tests;
 use std::collections::{HashMap, HashSet};
 
 use crate::compact::HeadInput;
+use crate::compact::{is_summary_text, SUMMARY_HEADER};
 use crate::message::{Block, Message, Role};
-use crate::plan::{is_summary_text, SUMMARY_HEADER};
 use crate::tokens::count_text;
 
 use self::assistant::TextAt;

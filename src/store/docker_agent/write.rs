@@ -1,8 +1,9 @@
-//! Writing a compaction into docker-agent's `session.db` the way docker-agent itself does
-//! (stores.md §2.6): append-only, in one `BEGIN IMMEDIATE` transaction.
+//! docker-agent's proposal: a compaction written into `session.db` the way docker-agent itself
+//! does (stores.md §2.6), append-only. The shared protocol (`store/commit.rs`) runs it in one
+//! `BEGIN IMMEDIATE` transaction with the audit row and the archived pre-image.
 //!
 //! - Re-load the session inside the transaction and compare the version token; a change means a
-//!   live agent wrote to it ([`Written::Changed`]).
+//!   live agent wrote to it (reported as skipped).
 //! - Append one `summary` item at `MAX(position) + 1` with the summary text (agent-db's header
 //!   line removed: docker-agent shows it after `Session Summary: `). When the split put the
 //!   latest instruction back, it is appended to the summary text verbatim, because docker-agent
@@ -25,13 +26,44 @@
 
 use std::path::Path;
 
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{check_schema, load_session, Schema};
+use super::{check_schema, load_session, Schema, Session, Version};
 use crate::error::{Error, Result, SqlContext};
 use crate::message::{self, go_escape, Block, Format};
-use crate::store::archive::{self, Cell};
-use crate::store::{Proposal, Written};
+use crate::store::archive::Cell;
+use crate::store::commit::{Stage, Staged, Write};
+
+/// docker-agent's typed proposal: append this summary and keep the tail from `tail_start`.
+pub struct Proposal {
+    pub id: String,
+    pub version: Version,
+    /// The loaded messages' slice indexes (-1: the synthetic summary).
+    pub slots: Vec<i64>,
+    /// The summary text (a compaction of an append-only store must be a summary).
+    pub summary: Option<String>,
+    /// Index (in the loaded messages) of the first message kept verbatim.
+    pub tail_start: usize,
+    /// The latest instruction the split put back, appended to the summary text.
+    pub reinsert: Option<usize>,
+    /// The estimated context after, for `sessions.input_tokens`.
+    pub context_after: usize,
+    /// The summarizer's model, for the item's `model` column.
+    pub model: Option<String>,
+}
+
+/// What the apply step writes, decided inside the transaction.
+pub struct Apply {
+    schema: Schema,
+    new_id: i64,
+    position: i64,
+    text: String,
+    first_kept: i64,
+    /// The legacy `sessions.messages` with the summary appended, when it is written.
+    legacy: Option<String>,
+    /// The active history before, for the self-check.
+    before: String,
+}
 
 /// The line that introduces the latest instruction appended to a summary.
 pub const INSTRUCTION_LINE: &str = "The user's latest instruction, verbatim:";
@@ -39,7 +71,7 @@ pub const INSTRUCTION_LINE: &str = "The user's latest instruction, verbatim:";
 /// The summary text without agent-db's header line (docker-agent adds its own prefix).
 pub fn strip_header(summary: &str) -> String {
     let t = summary.trim_start();
-    match t.strip_prefix(crate::plan::SUMMARY_HEADER) {
+    match t.strip_prefix(crate::compact::SUMMARY_HEADER) {
         Some(rest) => rest.trim_start().to_string(),
         None => t.to_string(),
     }
@@ -89,41 +121,104 @@ fn legacy_with_summary(
     Ok(format!("{}{sep}{element}{}", &old[..end], &old[end..]))
 }
 
-/// Write one compaction. Returns [`Written::Changed`] without writing when the session is not
-/// the version that was planned.
-pub fn commit(conn: &mut Connection, path: &Path, p: &Proposal, now: &str) -> Result<Written> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .at(path)?;
-    let schema = check_schema(&tx, path)?;
-    let cur = match load_session(&tx, path, &schema, &p.id) {
-        Ok(s) => s,
-        Err(Error::ConversationNotFound { .. }) => {
-            return Ok(Written::Changed("deleted since it was read".into()))
+impl Write for Proposal {
+    type Version = Version;
+    type Current = (Schema, Session);
+    type Apply = Apply;
+
+    fn planned(&self) -> &Version {
+        &self.version
+    }
+
+    fn read(&self, tx: &Connection, path: &Path) -> Result<Option<(Version, (Schema, Session))>> {
+        let schema = check_schema(tx, path)?;
+        match load_session(tx, path, &schema, &self.id) {
+            Ok(s) => Ok(Some((s.version.clone(), (schema, s)))),
+            Err(Error::ConversationNotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
         }
-        Err(e) => return Err(e),
-    };
-    if cur.stored.version != p.version {
-        return Ok(Written::Changed(
-            "changed since read (a live agent wrote to it); nothing written".into(),
-        ));
     }
-    let summary = p.summary.as_deref().ok_or_else(|| {
-        Error::conversation(
-            &p.id,
-            "docker-agent stores are append-only: a compaction must be a summary",
+
+    fn stage(&self, tx: &Connection, path: &Path, cur: (Schema, Session)) -> Result<Stage<Apply>> {
+        let (schema, cur) = cur;
+        let summary = self.summary.as_deref().ok_or_else(|| {
+            Error::conversation(
+                &self.id,
+                "docker-agent stores are append-only: a compaction must be a summary",
+            )
+        })?;
+        if self.slots != cur.slots || self.tail_start > cur.slots.len() {
+            return Ok(Stage::Changed(
+                "changed since read (its items moved); nothing written".into(),
+            ));
+        }
+        let first_kept = self.first_kept(&schema)?;
+        let text = self.summary_text(summary, &cur.raw_messages)?;
+        let (new_id, position) = next_item(tx, path, &self.id)?;
+        let legacy = schema
+            .legacy_messages
+            .then(|| legacy_with_summary(cur.legacy_messages.as_deref(), cur.slice_len, &text));
+        let mut cells = vec![
+            Cell::inserted_row("session_items", "id", new_id),
+            Cell::new("sessions", "id", self.id.clone(), "input_tokens"),
+            Cell::new("sessions", "id", self.id.clone(), "output_tokens"),
+        ];
+        if let Some(Ok(_)) = &legacy {
+            cells.push(Cell::new("sessions", "id", self.id.clone(), "messages"));
+        }
+        let details = self.details(&schema, &cur, new_id, position, first_kept, &legacy);
+        Ok(Stage::Ready(Staged {
+            cells,
+            details: Some(("docker_agent", details)),
+            apply: Apply {
+                schema,
+                new_id,
+                position,
+                text,
+                first_kept,
+                legacy: legacy.and_then(|l| l.ok()),
+                before: cur.raw_messages,
+            },
+        }))
+    }
+
+    fn apply(&self, tx: &Connection, path: &Path, a: Apply) -> Result<()> {
+        let model = self.model.clone().unwrap_or_else(|| "agent-db".into());
+        let item = NewItem {
+            id: a.new_id,
+            session: &self.id,
+            position: a.position,
+            text: &a.text,
+            first_kept: a.first_kept,
+            model: &model,
+        };
+        insert_summary(tx, path, &a.schema, &item)?;
+        tx.execute(
+            "UPDATE sessions SET input_tokens = ?1, output_tokens = 0 WHERE id = ?2",
+            params![self.context_after as i64, self.id],
         )
-    })?;
-    let loaded = cur.stored.slots.len();
-    if p.slots != cur.stored.slots || p.tail_start > loaded {
-        return Ok(Written::Changed(
-            "changed since read (its items moved); nothing written".into(),
-        ));
+        .at(path)?;
+        if let Some(m) = &a.legacy {
+            tx.execute(
+                "UPDATE sessions SET messages = ?1 WHERE id = ?2",
+                params![m, self.id],
+            )
+            .at(path)?;
+        }
+        self_check(tx, path, &a.schema, self, &a.before)
     }
-    let first_kept = if p.tail_start < loaded {
+}
+
+impl Proposal {
+    /// The slice index of the first kept message (0: an empty tail, docker-agent then starts
+    /// after the summary), or why this generation cannot express the kept tail.
+    fn first_kept(&self, schema: &Schema) -> Result<i64> {
+        if self.tail_start >= self.slots.len() {
+            return Ok(0);
+        }
         if !schema.keeps_tail() {
             return Err(Error::conversation(
-                &p.id,
+                &self.id,
                 format!(
                     "this docker-agent generation ({}) cannot keep a tail: it has no first_kept_entry (migration 21); \
                      the plan for such stores keeps no tail",
@@ -131,33 +226,79 @@ pub fn commit(conn: &mut Connection, path: &Path, p: &Proposal, now: &str) -> Re
                 ),
             ));
         }
-        let slot = p.slots[p.tail_start];
+        let slot = self.slots[self.tail_start];
         if slot <= 0 {
             return Err(Error::conversation(
-                &p.id,
+                &self.id,
                 format!("the kept tail would start at slice index {slot}, which docker-agent cannot express"),
             ));
         }
-        slot
-    } else {
-        0
-    };
+        Ok(slot)
+    }
 
-    let mut text = strip_header(summary);
-    if let Some(i) = p.reinsert {
-        let instruction = instruction_text(&cur.stored.raw_messages, i).ok_or_else(|| {
+    /// The summary item's text: agent-db's header removed, the put-back instruction appended.
+    fn summary_text(&self, summary: &str, raw_messages: &str) -> Result<String> {
+        let text = strip_header(summary);
+        let Some(i) = self.reinsert else {
+            return Ok(text);
+        };
+        let instruction = instruction_text(raw_messages, i).ok_or_else(|| {
             Error::conversation(
-                &p.id,
+                &self.id,
                 format!("message {i} (the latest instruction) does not decode"),
             )
         })?;
-        text = format!("{}\n\n{INSTRUCTION_LINE}\n\n{instruction}", text.trim_end());
+        Ok(format!(
+            "{}\n\n{INSTRUCTION_LINE}\n\n{instruction}",
+            text.trim_end()
+        ))
     }
 
+    /// The audit row's `docker_agent` details.
+    fn details(
+        &self,
+        schema: &Schema,
+        cur: &Session,
+        new_id: i64,
+        position: i64,
+        first_kept: i64,
+        legacy: &Option<std::result::Result<String, String>>,
+    ) -> serde_json::Value {
+        let loaded = cur.slots.len();
+        let mut d = serde_json::json!({
+            "generation": schema.describe(),
+            "max_migration": schema.max_migration,
+            "summary_item_id": new_id,
+            "summary_position": position,
+            "summary_slice_index": cur.slice_len,
+            "kept_tail": if schema.keeps_tail() {
+                format!("{} message(s) from slice index {first_kept} (first_kept_entry)", loaded - self.tail_start)
+            } else {
+                "none: this generation has no first_kept_entry, so the summary covers the whole history".to_string()
+            },
+        });
+        if schema.keeps_tail() {
+            d["first_kept_entry"] = first_kept.into();
+        }
+        if self.reinsert.is_some() {
+            d["latest_instruction"] = "appended to the summary text verbatim".into();
+        }
+        match legacy {
+            Some(Ok(_)) => d["legacy_messages"] = "summary element appended".into(),
+            Some(Err(why)) => d["legacy_messages"] = why.clone().into(),
+            None => {}
+        }
+        d
+    }
+}
+
+/// The new item's id (past `sqlite_sequence`'s high-water mark and every existing id) and its
+/// position (`MAX(position) + 1` in the session).
+fn next_item(tx: &Connection, path: &Path, session: &str) -> Result<(i64, i64)> {
     let position: i64 = tx
         .query_row(
             "SELECT COALESCE(MAX(position), -1) + 1 FROM session_items WHERE session_id = ?1",
-            [&p.id],
+            [session],
             |r| r.get(0),
         )
         .at(path)?;
@@ -174,86 +315,29 @@ pub fn commit(conn: &mut Connection, path: &Path, p: &Proposal, now: &str) -> Re
             r.get(0)
         })
         .at(path)?;
-    let new_id = seq.unwrap_or(0).max(max_id) + 1;
-
-    let legacy = schema
-        .legacy_messages
-        .then(|| legacy_with_summary(cur.legacy_messages.as_deref(), cur.slice_len, &text));
-
-    let key = p.id.clone();
-    let mut cells = vec![
-        Cell::inserted_row("session_items", "id", new_id),
-        Cell::new("sessions", "id", key.clone(), "input_tokens"),
-        Cell::new("sessions", "id", key.clone(), "output_tokens"),
-    ];
-    if let Some(Ok(_)) = &legacy {
-        cells.push(Cell::new("sessions", "id", key.clone(), "messages"));
-    }
-
-    let model = p.audit.model.clone().unwrap_or_else(|| "agent-db".into());
-    let mut audit = p.audit.clone();
-    if let Some(obj) = audit.details.as_object_mut() {
-        let mut d = serde_json::json!({
-            "generation": schema.describe(),
-            "max_migration": schema.max_migration,
-            "summary_item_id": new_id,
-            "summary_position": position,
-            "summary_slice_index": cur.slice_len,
-            "kept_tail": if schema.keeps_tail() {
-                format!("{} message(s) from slice index {first_kept} (first_kept_entry)", loaded - p.tail_start)
-            } else {
-                "none: this generation has no first_kept_entry, so the summary covers the whole history".to_string()
-            },
-        });
-        if schema.keeps_tail() {
-            d["first_kept_entry"] = first_kept.into();
-        }
-        if p.reinsert.is_some() {
-            d["latest_instruction"] = "appended to the summary text verbatim".into();
-        }
-        match &legacy {
-            Some(Ok(_)) => d["legacy_messages"] = "summary element appended".into(),
-            Some(Err(why)) => d["legacy_messages"] = why.clone().into(),
-            None => {}
-        }
-        obj.insert("docker_agent".into(), d);
-    }
-
-    let compaction_id = archive::insert_audit(&tx, &audit, now).at(path)?;
-    archive::save_pre_image(&tx, compaction_id, &cells).at(path)?;
-    insert_summary(
-        &tx, path, &schema, new_id, &key, position, &text, first_kept, &model,
-    )?;
-    tx.execute(
-        "UPDATE sessions SET input_tokens = ?1, output_tokens = 0 WHERE id = ?2",
-        params![p.tokens_after as i64, key],
-    )
-    .at(path)?;
-    if let Some(Ok(m)) = &legacy {
-        tx.execute(
-            "UPDATE sessions SET messages = ?1 WHERE id = ?2",
-            params![m, key],
-        )
-        .at(path)?;
-    }
-    self_check(&tx, path, &schema, p, &cur.stored.raw_messages)?;
-    archive::finish_audit(&tx, compaction_id, &cells).at(path)?;
-    tx.commit().at(path)?;
-    Ok(Written::Committed { compaction_id })
+    Ok((seq.unwrap_or(0).max(max_id) + 1, position))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn insert_summary(
-    tx: &Connection,
-    path: &Path,
-    schema: &Schema,
+/// The summary item to insert.
+#[derive(Clone, Copy)]
+struct NewItem<'a> {
     id: i64,
-    session: &str,
+    session: &'a str,
     position: i64,
-    text: &str,
+    text: &'a str,
     first_kept: i64,
-    model: &str,
-) -> Result<()> {
+    model: &'a str,
+}
+
+fn insert_summary(tx: &Connection, path: &Path, schema: &Schema, item: &NewItem<'_>) -> Result<()> {
+    let NewItem {
+        id,
+        session,
+        position,
+        text,
+        first_kept,
+        model,
+    } = *item;
     tx.execute(
         "INSERT INTO session_items (id, session_id, position, item_type, summary_text) VALUES (?1, ?2, ?3, 'summary', ?4)",
         params![id, session, position, text],
@@ -307,11 +391,11 @@ fn self_check(
         ))
     };
     let old = message::split_raw(before).map_err(|e| Error::conversation(&p.id, e.to_string()))?;
-    let new = message::split_raw(&after.stored.raw_messages)
+    let new = message::split_raw(&after.raw_messages)
         .map_err(|e| Error::conversation(&p.id, e.to_string()))?;
     let tail: Vec<&str> = old[p.tail_start..].iter().map(|r| r.get()).collect();
     let got: Vec<&str> = new.iter().skip(1).map(|r| r.get()).collect();
-    if after.stored.slots.first() != Some(&-1) {
+    if after.slots.first() != Some(&-1) {
         return fail("docker-agent would not load the new summary");
     }
     if got != tail {

@@ -1,5 +1,5 @@
-//! kodelet's `storage.db` (stores.md §1): schema check, `init`, the streaming listing scan and
-//! loading one conversation. The write side lives in `kodelet_write.rs`.
+//! Reading kodelet's `storage.db` (stores.md §1): schema check, `init`, the streaming listing
+//! scan and loading one conversation. The write side lives in `write.rs`.
 //!
 //! The listing reads `conversation_summaries`, as kodelet's own `conversation list` does
 //! (kodelet keeps it in sync in the same transaction as every save): it walks that table in
@@ -16,7 +16,7 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Error, Result, SqlContext};
-use crate::store::ConversationMeta;
+use crate::store::{ConversationMeta, Prefilter};
 
 /// Columns agent-db reads or writes, with the declared type it expects.
 const CONVERSATION_COLUMNS: &[(&str, &str, bool)] = &[
@@ -149,7 +149,7 @@ pub fn init_store(path: &Path) -> Result<Connection> {
         )));
     }
     conn.pragma_update(None, "foreign_keys", "ON").at(path)?;
-    conn.execute_batch(include_str!("../../migrations/kodelet_schema.sql"))
+    conn.execute_batch(include_str!("../../../migrations/kodelet_schema.sql"))
         .at(path)?;
     let now = crate::gotime::format_go(&crate::gotime::now(), None);
     for (version, description) in INIT_MIGRATIONS {
@@ -240,17 +240,6 @@ const LIST_SQL_OLD: &str = "SELECT c.id, c.provider, COALESCE(s.usage, c.usage),
   COALESCE(s.created_at, c.created_at), c.updated_at,
   CASE WHEN s.id IS NULL THEN c.summary ELSE s.summary END, c.metadata, s.message_count, NULL
 FROM conversations c LEFT JOIN conversation_summaries s ON s.id = c.id";
-
-/// What the selection can tell the scan in advance: rows it would drop silently may be left
-/// out in SQL, so they are never decoded. Rows it would report (selected, skipped, failed) are
-/// always kept; the selection still evaluates every row it gets.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Prefilter {
-    /// `--all-over RATIO`.
-    pub all_over: Option<f64>,
-    /// `--context-limit N` (stands in for a missing or zero `maxContextWindow`).
-    pub context_limit: Option<i64>,
-}
 
 /// SQL text for the store's optional columns.
 fn with_columns(sql: &str, cols: &Columns) -> String {
@@ -380,17 +369,6 @@ fn fallback_rows(conn: &Connection, path: &Path) -> Result<Vec<(SortKey, i64)>> 
     Ok(out)
 }
 
-impl Prefilter {
-    /// Whether the selection would report this conversation (selected, skipped or failed)
-    /// under `--all-over`: the same rule as `Selector::evaluate`, on the same parsed usage.
-    pub fn keeps(&self, m: &ConversationMeta) -> bool {
-        let Some(ratio) = self.all_over else {
-            return true;
-        };
-        m.problem.is_some() || m.utilization(self.context_limit).is_none_or(|u| u >= ratio)
-    }
-}
-
 /// [`Prefilter::keeps`] on a stored `usage` alone (nothing else is decoded).
 fn passes(prefilter: &Prefilter, usage: Option<String>) -> bool {
     if prefilter.all_over.is_none() {
@@ -489,7 +467,7 @@ pub fn scan(
     conn: &Connection,
     path: &Path,
     prefilter: Prefilter,
-    mut f: impl FnMut(ConversationMeta) -> bool,
+    f: &mut dyn FnMut(ConversationMeta) -> bool,
 ) -> Result<()> {
     let cols = check_schema(conn, path)?;
     if !(cols.summaries_provider && cols.summaries_metadata) {
@@ -510,7 +488,7 @@ pub fn scan(
     };
     if let Some(sorted) = sorted {
         let mut it = sorted.into_iter();
-        return merge(conn, path, &cols, fallback, &mut || Ok(it.next()), &mut f);
+        return merge(conn, path, &cols, fallback, &mut || Ok(it.next()), f);
     }
     let sql = format!("{}{ORDER_BY_INDEX}", with_columns(SUMMARY_LIST_SQL, &cols));
     let mut stmt = conn.prepare(&sql).at(path)?;
@@ -524,7 +502,7 @@ pub fn scan(
             None => Ok(None),
         }
     };
-    merge(conn, path, &cols, fallback, &mut next, &mut f)
+    merge(conn, path, &cols, fallback, &mut next, f)
 }
 
 type NextRow<'a> = dyn FnMut() -> Result<Option<(SortKey, ConversationMeta)>> + 'a;

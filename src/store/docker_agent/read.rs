@@ -1,6 +1,6 @@
-//! docker-agent's (cagent's) `session.db` (stores.md §2): generation detection, the listing
-//! scan, and loading the history docker-agent would send. The write side lives in
-//! `docker_agent/write.rs`.
+//! Reading docker-agent's (cagent's) `session.db` (stores.md §2): the listing scan, and loading
+//! the history docker-agent would send. Generations are in `schema.rs`, the write side in
+//! `write.rs`.
 //!
 //! - **Generation.** docker-agent records its migrations by name in `migrations`; a binary
 //!   refuses a file whose `MAX(id)` is above the newest migration it knows, and so does agent-db
@@ -12,7 +12,7 @@
 //! - **Active history.** Items are read ordered by `position` (then `id`) into the slice
 //!   docker-agent loads (`message`, `subsession` rows whose sub-session exists, `summary`,
 //!   `error`, `termination`). The last summary with text is presented as a synthetic first
-//!   user message starting with [`crate::plan::SUMMARY_HEADER`]; the messages after it (or from
+//!   user message starting with [`crate::compact::SUMMARY_HEADER`]; the messages after it (or from
 //!   `first_kept_entry` when `0 < first_kept_entry < lastSummaryIndex`) follow with their stored
 //!   bytes. `slots` holds each message's index in the slice (-1 for the synthetic summary).
 //! - **Listing** reads `sessions` plus three indexed subqueries per session (message count, the
@@ -20,49 +20,18 @@
 //!   history. Under `--all-over` only the model is needed to judge a session, so the other two
 //!   are read only for the sessions the selection reports.
 
-mod schema;
-mod write;
-
-pub use schema::{check_schema, Schema, KNOWN_MIGRATIONS, NEWEST_KNOWN};
-pub use write::commit;
-
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::RwLock;
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::value::RawValue;
 
+use super::schema::{check_schema, Schema};
+use super::{Version, PROVIDER};
 use crate::error::{Error, Result, SqlContext};
 use crate::message::{self, Format};
-use crate::store::{ConversationMeta, StoredConversation};
-
-/// The provider name agent-db gives docker-agent sessions (`Format::detect` maps it).
-pub const PROVIDER: &str = "docker-agent";
-
-// ---- context limits -------------------------------------------------------------------------
-
-static LIMIT_OVERRIDES: RwLock<Option<BTreeMap<String, i64>>> = RwLock::new(None);
-
-/// Set the `[context_limits]` overrides used for docker-agent sessions (whose context limit is
-/// not stored). The CLI passes the effective configuration; without a call only the built-in
-/// model table applies (the store layer never reads configuration itself).
-pub fn set_context_limits(overrides: BTreeMap<String, i64>) {
-    if let Ok(mut g) = LIMIT_OVERRIDES.write() {
-        *g = Some(overrides);
-    }
-}
-
-fn context_limit(model: &str) -> Option<i64> {
-    match LIMIT_OVERRIDES.read() {
-        Ok(g) => match g.as_ref() {
-            Some(o) => crate::models::context_limit(model, o),
-            None => crate::models::context_limit(model, &BTreeMap::new()),
-        },
-        Err(_) => crate::models::context_limit(model, &BTreeMap::new()),
-    }
-}
+use crate::models::ContextLimits;
+use crate::store::{ConversationMeta, Prefilter};
 
 // ---- listing --------------------------------------------------------------------------------
 
@@ -145,7 +114,10 @@ fn latest_sql() -> String {
     )
 }
 
-fn meta_from_row(r: &Row<'_>) -> rusqlite::Result<(ConversationMeta, Option<String>)> {
+fn meta_from_row(
+    r: &Row<'_>,
+    limits: &ContextLimits,
+) -> rusqlite::Result<(ConversationMeta, Option<String>)> {
     let id = lossy(r, 0)?.unwrap_or_default();
     let created_at = lossy(r, 2)?.unwrap_or_default();
     let input = int(r, 4)?;
@@ -161,7 +133,7 @@ fn meta_from_row(r: &Row<'_>) -> rusqlite::Result<(ConversationMeta, Option<Stri
         name: lossy(r, 1)?.filter(|t| !t.is_empty()),
         provider: PROVIDER.to_string(),
         api_mode: None,
-        max_context: model.as_deref().and_then(context_limit),
+        max_context: model.as_deref().and_then(|m| limits.of(m)),
         model,
         message_count: int(r, 6)?,
         current_context: current,
@@ -182,8 +154,9 @@ fn meta_from_row(r: &Row<'_>) -> rusqlite::Result<(ConversationMeta, Option<Stri
 pub fn scan(
     conn: &Connection,
     path: &Path,
-    prefilter: super::kodelet::Prefilter,
-    mut f: impl FnMut(ConversationMeta) -> bool,
+    limits: &ContextLimits,
+    prefilter: Prefilter,
+    f: &mut dyn FnMut(ConversationMeta) -> bool,
 ) -> Result<()> {
     let schema = check_schema(conn, path)?;
     let lean = prefilter.all_over.is_some();
@@ -197,7 +170,7 @@ pub fn scan(
     let mut latest = conn.prepare(&latest_sql().replace("s.id", "?1")).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     while let Some(r) = rows.next().at(path)? {
-        let (mut meta, _) = meta_from_row(r).at(path)?;
+        let (mut meta, _) = meta_from_row(r, limits).at(path)?;
         if lean {
             if !prefilter.keeps(&meta) {
                 continue;
@@ -228,11 +201,16 @@ fn sub_session_error(id: &str, parent: &str) -> Error {
 }
 
 /// One root session's metadata, or `None`. A sub-session is an error naming its parent.
-pub fn meta(conn: &Connection, path: &Path, id: &str) -> Result<Option<ConversationMeta>> {
+pub fn meta(
+    conn: &Connection,
+    path: &Path,
+    limits: &ContextLimits,
+    id: &str,
+) -> Result<Option<ConversationMeta>> {
     let schema = check_schema(conn, path)?;
     let sql = list_sql(&schema, "WHERE s.id = ?1", false);
     let found = conn
-        .query_row(&sql, [id], meta_from_row)
+        .query_row(&sql, [id], |r| meta_from_row(r, limits))
         .optional()
         .at(path)?;
     match found {
@@ -258,7 +236,13 @@ enum Entry {
 /// A session as docker-agent would load it, plus what the writer needs.
 #[derive(Debug, Clone)]
 pub struct Session {
-    pub stored: StoredConversation,
+    pub id: String,
+    /// The active history as a JSON array: the summary as a synthetic first message, then the
+    /// stored messages' bytes.
+    pub raw_messages: String,
+    pub version: Version,
+    /// Each message's index in the loaded item slice (-1 for the synthetic summary).
+    pub slots: Vec<i64>,
     /// Length of the loaded item slice (the slice index a new item would get).
     pub slice_len: usize,
     /// Rows in `session_items` for this session.
@@ -270,7 +254,7 @@ pub struct Session {
 /// The synthetic first message's text for a stored summary: agent-db's own summaries keep
 /// their framing; any other summary (docker-agent's, a hook's) gets one.
 pub fn present_summary(stored: &str) -> String {
-    let header = crate::plan::SUMMARY_HEADER;
+    let header = crate::compact::SUMMARY_HEADER;
     let s = stored.trim_start();
     let s = s.strip_prefix(header).map(str::trim_start).unwrap_or(s);
     let framing = s.split("\n\n").next().unwrap_or("");
@@ -286,6 +270,48 @@ pub fn present_summary(stored: &str) -> String {
 
 /// Load one root session's active history (see the module doc).
 pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -> Result<Session> {
+    let (input, output, legacy_messages) = read_session_row(conn, path, schema, id)?;
+    let items = read_items(conn, path, schema, id)?;
+    if items.count == 0
+        && legacy_messages
+            .as_deref()
+            .is_some_and(|m| !m.trim().is_empty() && m.trim() != "[]")
+    {
+        return Err(Error::conversation(
+            id,
+            "its history is only in the legacy sessions.messages column (never moved to session_items); agent-db will not touch it",
+        ));
+    }
+    let (raw, slots) = active_history(&items.slice, id)?;
+    let marker = format!(
+        "items:{}:{}:{}:{}",
+        items.count,
+        items.max_id,
+        input.unwrap_or(0),
+        output.unwrap_or(0)
+    );
+    Ok(Session {
+        id: id.to_string(),
+        version: Version {
+            marker,
+            raw_sha256: crate::util::sha256_hex(&raw),
+        },
+        raw_messages: raw,
+        slots,
+        slice_len: items.slice.len(),
+        item_count: items.count,
+        legacy_messages,
+    })
+}
+
+/// The session's row: its token columns and the legacy `messages` JSON. A missing session is
+/// `ConversationNotFound`; a sub-session is an error naming its parent.
+fn read_session_row(
+    conn: &Connection,
+    path: &Path,
+    schema: &Schema,
+    id: &str,
+) -> Result<(Option<i64>, Option<i64>, Option<String>)> {
     let legacy = if schema.legacy_messages {
         "s.messages"
     } else {
@@ -306,6 +332,22 @@ pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -
     if let Some(p) = parent.filter(|p| !p.is_empty()) {
         return Err(sub_session_error(id, &p));
     }
+    Ok((input, output, legacy_messages))
+}
+
+/// The session's items as docker-agent loads them.
+struct Items {
+    /// The loaded slice, in order.
+    slice: Vec<Entry>,
+    /// Rows in `session_items` for the session.
+    count: i64,
+    /// The largest item id.
+    max_id: i64,
+}
+
+/// Read the session's items ordered by `position` (then `id`) into the slice docker-agent
+/// loads.
+fn read_items(conn: &Connection, path: &Path, schema: &Schema, id: &str) -> Result<Items> {
     let fke = if schema.first_kept_entry {
         "COALESCE(first_kept_entry, 0)"
     } else {
@@ -320,57 +362,62 @@ pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -
         ))
         .at(path)?;
     let mut rows = stmt.query([id]).at(path)?;
-    let mut slice: Vec<Entry> = Vec::new();
-    let (mut item_count, mut max_id) = (0i64, 0i64);
+    let mut items = Items {
+        slice: Vec::new(),
+        count: 0,
+        max_id: 0,
+    };
     while let Some(r) = rows.next().at(path)? {
-        item_count += 1;
+        items.count += 1;
         let row_id: i64 = r.get(0).at(path)?;
-        max_id = max_id.max(row_id);
-        let position: i64 = r.get(1).unwrap_or(0);
-        let kind = lossy(r, 2).at(path)?.unwrap_or_default();
-        match kind.as_str() {
-            "message" => {
-                let json = match r.get_ref(3).at(path)? {
-                    ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8(b.to_vec())
-                        .map_err(|_| {
-                            Error::conversation(
-                                id,
-                                format!(
-                                    "session_items row {row_id} (position {position}): message_json is not valid UTF-8; agent-db will not touch it"
-                                ),
-                            )
-                        })?,
-                    _ => {
-                        return Err(Error::conversation(
-                            id,
-                            format!("session_items row {row_id} (position {position}): message item without message_json"),
-                        ))
-                    }
-                };
-                slice.push(Entry::Message { json });
-            }
-            "summary" => slice.push(Entry::Summary {
-                text: lossy(r, 5).at(path)?.unwrap_or_default(),
-                first_kept_entry: int(r, 6).at(path)?.unwrap_or(0),
-            }),
-            // docker-agent skips sub-session rows whose reference is NULL or dangling.
-            "subsession" if r.get::<_, bool>(7).unwrap_or(false) => slice.push(Entry::Other),
-            "error" | "termination" => slice.push(Entry::Other),
-            _ => {}
+        items.max_id = items.max_id.max(row_id);
+        if let Some(e) = entry(r, path, id, row_id)? {
+            items.slice.push(e);
         }
     }
-    drop(rows);
-    drop(stmt);
-    if item_count == 0
-        && legacy_messages
-            .as_deref()
-            .is_some_and(|m| !m.trim().is_empty() && m.trim() != "[]")
-    {
-        return Err(Error::conversation(
-            id,
-            "its history is only in the legacy sessions.messages column (never moved to session_items); agent-db will not touch it",
-        ));
-    }
+    Ok(items)
+}
+
+/// One item as a slice entry, or `None` for an item docker-agent does not load.
+fn entry(r: &Row<'_>, path: &Path, id: &str, row_id: i64) -> Result<Option<Entry>> {
+    let position: i64 = r.get(1).unwrap_or(0);
+    let kind = lossy(r, 2).at(path)?.unwrap_or_default();
+    Ok(match kind.as_str() {
+        "message" => {
+            let json = match r.get_ref(3).at(path)? {
+                ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8(b.to_vec())
+                    .map_err(|_| {
+                        Error::conversation(
+                            id,
+                            format!(
+                                "session_items row {row_id} (position {position}): message_json is not valid UTF-8; agent-db will not touch it"
+                            ),
+                        )
+                    })?,
+                _ => {
+                    return Err(Error::conversation(
+                        id,
+                        format!("session_items row {row_id} (position {position}): message item without message_json"),
+                    ))
+                }
+            };
+            Some(Entry::Message { json })
+        }
+        "summary" => Some(Entry::Summary {
+            text: lossy(r, 5).at(path)?.unwrap_or_default(),
+            first_kept_entry: int(r, 6).at(path)?.unwrap_or(0),
+        }),
+        // docker-agent skips sub-session rows whose reference is NULL or dangling.
+        "subsession" if r.get::<_, bool>(7).unwrap_or(false) => Some(Entry::Other),
+        "error" | "termination" => Some(Entry::Other),
+        _ => None,
+    })
+}
+
+/// The history docker-agent sends from a loaded slice: the last summary as a synthetic first
+/// message, then the messages from `first_kept_entry` (or after the summary), with each
+/// message's slice index (-1 for the summary).
+fn active_history(slice: &[Entry], id: &str) -> Result<(String, Vec<i64>)> {
     let last_summary = slice
         .iter()
         .rposition(|e| matches!(e, Entry::Summary { text, .. } if !text.is_empty()));
@@ -407,31 +454,13 @@ pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -
             slots.push(k as i64);
         }
     }
-    let raw = message::join_raw(parts.iter().map(|p| p.as_ref()));
-    let marker = format!(
-        "items:{item_count}:{max_id}:{}:{}",
-        input.unwrap_or(0),
-        output.unwrap_or(0)
-    );
-    let mut stored = StoredConversation::new(id, raw, marker);
-    stored.slots = slots;
-    Ok(Session {
-        stored,
-        slice_len: slice.len(),
-        item_count,
-        legacy_messages,
-    })
+    Ok((message::join_raw(parts.iter().map(|p| p.as_ref())), slots))
 }
 
-/// Load one conversation for planning.
-pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<StoredConversation> {
+/// Load one root session's active history as docker-agent would (see the module doc).
+pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<Session> {
     let schema = check_schema(conn, path)?;
-    Ok(load_session(conn, path, &schema, id)?.stored)
-}
-
-/// Whether compactions of this store can keep a tail (see [`Schema::keeps_tail`]).
-pub fn keeps_tail(conn: &Connection, path: &Path) -> Result<bool> {
-    Ok(check_schema(conn, path)?.keeps_tail())
+    load_session(conn, path, &schema, id)
 }
 
 #[cfg(test)]
@@ -445,7 +474,7 @@ mod tests {
         assert_eq!(present_summary(stripped), own);
         assert_eq!(present_summary(own), own);
         let native = present_summary("The user asked for a fix.\n\nDone: tests pass.");
-        assert!(crate::plan::is_summary_text(&native));
+        assert!(crate::compact::is_summary_text(&native));
         assert_eq!(
             crate::compact::summary_body(&native),
             "The user asked for a fix.\n\nDone: tests pass."

@@ -1,6 +1,6 @@
-//! Writing a compaction into kodelet's store (stores.md §1.7–1.9), in one transaction:
-//! check the version, archive the pre-image, update `conversations` and
-//! `conversation_summaries`, append the audit row.
+//! kodelet's proposal (stores.md §1.7–1.9): the new `raw_messages` and what follows from it in
+//! `conversations` and `conversation_summaries`. The shared protocol (`store/commit.rs`) runs
+//! it in one transaction with the version check, the audit row and the archived pre-image.
 //!
 //! What changes: `raw_messages`; `usage.currentContextWindow` (spliced in place, so every other
 //! byte of `usage` is kept); `tool_results` (entries whose call is gone are dropped; the rest keep
@@ -14,16 +14,36 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use super::archive::{self, Cell};
-use super::kodelet_summaries::{as_text, first_message, message_count};
+use super::summaries::{as_text, first_message, message_count};
 use crate::error::{Result, SqlContext};
 use crate::message::{go_escape, Format};
+use crate::store::archive::Cell;
+use crate::store::commit::{Stage, Staged, Write};
 
-pub use super::{Proposal, Written};
+/// kodelet's version token: the `updated_at` marker ([`super::version_marker`]) and the sha256
+/// of the stored `raw_messages` bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    pub marker: String,
+    pub raw_sha256: String,
+}
+
+/// kodelet's typed proposal: the complete new history, and what the other cells need.
+pub struct Proposal {
+    pub id: String,
+    pub format: Format,
+    pub version: Version,
+    /// The complete new `raw_messages`.
+    pub raw_messages: String,
+    /// The estimated context after, for `usage.currentContextWindow`.
+    pub context_after: usize,
+    /// Tool calls still in the history (`tool_results` keeps only theirs).
+    pub call_ids: HashSet<String>,
+}
 
 /// Replace the number after `"currentContextWindow":` keeping every other byte.
 pub fn splice_current_context(usage: &str, value: usize) -> Option<String> {
@@ -80,9 +100,7 @@ pub fn bump_codex_generation(metadata: &str) -> Option<String> {
 /// The conversation's current cells as the writer needs them. Columns agent-db edits in place
 /// (`usage`, `tool_results`, `metadata`) are `Some` only when they hold valid UTF-8 TEXT; any
 /// other value (a BLOB, a number, NULL, bytes that are not UTF-8) is left exactly as it is.
-struct Current {
-    marker: String,
-    raw_sha256: String,
+pub struct Current {
     usage: Option<String>,
     tool_results: Option<String>,
     metadata: Option<String>,
@@ -96,7 +114,7 @@ fn utf8_text(v: ValueRef<'_>) -> Option<String> {
     }
 }
 
-fn read_current(tx: &Connection, path: &Path, id: &str) -> Result<Option<Current>> {
+fn read_current(tx: &Connection, path: &Path, id: &str) -> Result<Option<(Version, Current)>> {
     tx.query_row(
         "SELECT updated_at, raw_messages, usage, tool_results, metadata FROM conversations WHERE id = ?1",
         [id],
@@ -105,13 +123,18 @@ fn read_current(tx: &Connection, path: &Path, id: &str) -> Result<Option<Current
                 ValueRef::Text(b) | ValueRef::Blob(b) => hex::encode(Sha256::digest(b)),
                 _ => String::new(),
             };
-            Ok(Current {
-                marker: super::kodelet::version_marker(r.get_ref(0)?),
+            let version = Version {
+                marker: super::version_marker(r.get_ref(0)?),
                 raw_sha256,
-                usage: utf8_text(r.get_ref(2)?),
-                tool_results: utf8_text(r.get_ref(3)?),
-                metadata: utf8_text(r.get_ref(4)?),
-            })
+            };
+            Ok((
+                version,
+                Current {
+                    usage: utf8_text(r.get_ref(2)?),
+                    tool_results: utf8_text(r.get_ref(3)?),
+                    metadata: utf8_text(r.get_ref(4)?),
+                },
+            ))
         },
     )
     .optional()
@@ -125,7 +148,7 @@ fn cells_for(
     new_tools: bool,
     new_meta: bool,
     summary_exists: bool,
-    cols: super::kodelet::Columns,
+    cols: super::Columns,
 ) -> Vec<Cell> {
     let conv = |c: &str| Cell::new("conversations", "id", key, c);
     let mut cells = vec![conv("raw_messages")];
@@ -151,101 +174,132 @@ fn cells_for(
     cells
 }
 
-/// Write one compaction. Returns [`Written::Changed`] without writing when the conversation is
-/// not the version that was planned.
-pub fn commit(conn: &mut Connection, path: &Path, p: &Proposal, now: &str) -> Result<Written> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .at(path)?;
-    let Some(cur) = read_current(&tx, path, &p.id)? else {
-        return Ok(Written::Changed("deleted since it was read".into()));
-    };
-    if cur.marker != p.version.updated_at || cur.raw_sha256 != p.version.raw_sha256 {
-        return Ok(Written::Changed(
-            "changed since read (a live agent wrote to it); nothing written".into(),
-        ));
+/// What the apply step writes, decided inside the transaction.
+pub struct Apply {
+    usage: Option<String>,
+    tool_results: Option<String>,
+    metadata: Option<String>,
+    /// The metadata the summary row's `first_message` is computed with.
+    metadata_after: Option<String>,
+    summary_exists: bool,
+    cols: super::Columns,
+}
+
+impl Write for Proposal {
+    type Version = Version;
+    type Current = Current;
+    type Apply = Apply;
+
+    fn planned(&self) -> &Version {
+        &self.version
     }
 
-    let new_usage = cur
-        .usage
-        .as_deref()
-        .and_then(|u| splice_current_context(u, p.tokens_after));
-    let new_tools = cur
-        .tool_results
-        .as_deref()
-        .and_then(|t| filter_tool_results(t, &p.call_ids));
-    let new_meta = match p.format {
-        Format::OpenAiResponses => cur.metadata.as_deref().and_then(bump_codex_generation),
-        _ => None,
-    };
-    let meta_after = new_meta.clone().or_else(|| cur.metadata.clone());
-
-    let key = p.id.as_str();
-    let summary_exists = tx
-        .query_row(
-            "SELECT 1 FROM conversation_summaries WHERE id = ?1",
-            [key],
-            |_| Ok(()),
-        )
-        .optional()
-        .at(path)?
-        .is_some();
-    let cols = super::kodelet::check_schema(&tx, path)?;
-    let cells = cells_for(
-        key,
-        new_usage.is_some(),
-        new_tools.is_some(),
-        new_meta.is_some(),
-        summary_exists,
-        cols,
-    );
-
-    let compaction_id = archive::insert_audit(&tx, &p.audit, now).at(path)?;
-    archive::save_pre_image(&tx, compaction_id, &cells).at(path)?;
-
-    let set = |column: &str, value: &str| {
-        tx.execute(
-            &format!("UPDATE conversations SET {column} = ?1 WHERE id = ?2"),
-            params![value, key],
-        )
-        .at(path)
-    };
-    set("raw_messages", &p.raw_messages)?;
-    if let Some(u) = &new_usage {
-        set("usage", u)?;
+    fn read(&self, tx: &Connection, path: &Path) -> Result<Option<(Version, Current)>> {
+        read_current(tx, path, &self.id)
     }
-    if let Some(t) = &new_tools {
-        set("tool_results", t)?;
-    }
-    if let Some(m) = &new_meta {
-        set("metadata", m)?;
-    }
-    let count = message_count(&p.raw_messages);
-    // kodelet's exact bytes: cut at byte 97, so possibly not valid UTF-8; bound as TEXT.
-    let first = first_message(&p.raw_messages, meta_after.as_deref());
-    let first = as_text(&first);
-    if summary_exists {
-        // usage and metadata are copied by SQLite from the conversation row, byte for byte.
-        tx.execute(
-            "UPDATE conversation_summaries SET message_count = ?1, first_message = ?2,
-               usage = (SELECT usage FROM conversations WHERE id = ?3) WHERE id = ?3",
-            params![count, first, key],
-        )
-        .at(path)?;
-        if cols.summaries_metadata {
-            tx.execute(
-                "UPDATE conversation_summaries SET metadata = (SELECT metadata FROM conversations WHERE id = ?1)
-                 WHERE id = ?1",
-                [key],
+
+    fn stage(&self, tx: &Connection, path: &Path, cur: Current) -> Result<Stage<Apply>> {
+        let usage = cur
+            .usage
+            .as_deref()
+            .and_then(|u| splice_current_context(u, self.context_after));
+        let tool_results = cur
+            .tool_results
+            .as_deref()
+            .and_then(|t| filter_tool_results(t, &self.call_ids));
+        let metadata = match self.format {
+            Format::OpenAiResponses => cur.metadata.as_deref().and_then(bump_codex_generation),
+            _ => None,
+        };
+        let metadata_after = metadata.clone().or_else(|| cur.metadata.clone());
+        let summary_exists = tx
+            .query_row(
+                "SELECT 1 FROM conversation_summaries WHERE id = ?1",
+                [&self.id],
+                |_| Ok(()),
             )
-            .at(path)?;
-        }
-    } else {
-        insert_summary_row(&tx, path, key, count, &first, cols)?;
+            .optional()
+            .at(path)?
+            .is_some();
+        let cols = super::check_schema(tx, path)?;
+        let cells = cells_for(
+            &self.id,
+            usage.is_some(),
+            tool_results.is_some(),
+            metadata.is_some(),
+            summary_exists,
+            cols,
+        );
+        Ok(Stage::Ready(Staged {
+            cells,
+            details: None,
+            apply: Apply {
+                usage,
+                tool_results,
+                metadata,
+                metadata_after,
+                summary_exists,
+                cols,
+            },
+        }))
     }
-    archive::finish_audit(&tx, compaction_id, &cells).at(path)?;
-    tx.commit().at(path)?;
-    Ok(Written::Committed { compaction_id })
+
+    fn apply(&self, tx: &Connection, path: &Path, a: Apply) -> Result<()> {
+        let key = self.id.as_str();
+        let set = |column: &str, value: &str| {
+            tx.execute(
+                &format!("UPDATE conversations SET {column} = ?1 WHERE id = ?2"),
+                params![value, key],
+            )
+            .at(path)
+        };
+        set("raw_messages", &self.raw_messages)?;
+        for (column, value) in [
+            ("usage", &a.usage),
+            ("tool_results", &a.tool_results),
+            ("metadata", &a.metadata),
+        ] {
+            if let Some(v) = value {
+                set(column, v)?;
+            }
+        }
+        let count = message_count(&self.raw_messages);
+        // kodelet's exact bytes: cut at byte 97, so possibly not valid UTF-8; bound as TEXT.
+        let first = first_message(&self.raw_messages, a.metadata_after.as_deref());
+        let first = as_text(&first);
+        if a.summary_exists {
+            update_summary_row(tx, path, key, count, &first, a.cols)
+        } else {
+            insert_summary_row(tx, path, key, count, &first, a.cols)
+        }
+    }
+}
+
+/// The summary row follows the conversation row. usage and metadata are copied by SQLite from
+/// the conversation row, byte for byte.
+fn update_summary_row(
+    tx: &Connection,
+    path: &Path,
+    key: &str,
+    count: i64,
+    first: &ToSqlOutput<'_>,
+    cols: super::Columns,
+) -> Result<()> {
+    tx.execute(
+        "UPDATE conversation_summaries SET message_count = ?1, first_message = ?2,
+           usage = (SELECT usage FROM conversations WHERE id = ?3) WHERE id = ?3",
+        params![count, first, key],
+    )
+    .at(path)?;
+    if cols.summaries_metadata {
+        tx.execute(
+            "UPDATE conversation_summaries SET metadata = (SELECT metadata FROM conversations WHERE id = ?1)
+             WHERE id = ?1",
+            [key],
+        )
+        .at(path)?;
+    }
+    Ok(())
 }
 
 /// A conversation without a summary row gets one, as kodelet's upsert would create it. Every
@@ -256,7 +310,7 @@ fn insert_summary_row(
     id: &str,
     count: i64,
     first: &ToSqlOutput<'_>,
-    cols: super::kodelet::Columns,
+    cols: super::Columns,
 ) -> Result<()> {
     let mut names = vec![
         "id",

@@ -1,0 +1,173 @@
+//! `agent-db config`, `agent-db recipes` and `agent-db hooks`: what the settings, recipes and
+//! hooks are, and where each came from; and the command-line flags that override settings.
+
+use std::path::PathBuf;
+
+use agent_db::compact::build::llm_ready;
+use agent_db::config::{Overrides, Settings};
+use agent_db::error::exit;
+use agent_db::recipe;
+use agent_db::Error;
+
+use super::CmdResult;
+use crate::cli::CompactArgs;
+use crate::output::{self, json, table, Ui};
+
+/// The flags that override configuration.
+pub fn overrides(config: Option<PathBuf>, args: Option<&CompactArgs>) -> Overrides {
+    let mut o = Overrides {
+        config,
+        ..Default::default()
+    };
+    if let Some(a) = args {
+        let l = &a.llm;
+        o.llm_provider = l.llm_provider.clone();
+        o.model = l.model.clone();
+        o.base_url = l.base_url.clone();
+        o.max_summary_tokens = l.max_summary_tokens;
+        o.summary_context = l.summary_context;
+        o.timeout = l.timeout;
+        o.recipe = l.recipe.clone();
+        o.instructions = l.instructions.clone();
+        o.concurrency = a.concurrency;
+        o.max_cost = l.max_cost;
+        o.hook_timeout = a.hook_timeout;
+        o.target = a.target;
+        o.keep_tokens = a.keep_tokens;
+    }
+    o
+}
+
+/// Discover the configured hooks.
+pub fn discover_hooks(s: &Settings) -> Result<agent_db::hooks::Hooks, Error> {
+    let dirs = agent_db::hooks::dirs(&s.config_dir, &s.hook_dirs);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Config(format!("cannot start the hook runner: {e}")))?;
+    Ok(rt.block_on(agent_db::hooks::discover(
+        &dirs,
+        s.hook_timeout,
+        s.hook_fail_open,
+    )))
+}
+
+pub fn hooks(ui: &Ui, s: &Settings, as_json: bool) -> CmdResult {
+    let found = discover_hooks(s)?;
+    if as_json {
+        json::print(
+            "hooks",
+            serde_json::json!({
+                "hooks": found.hooks,
+                "ignored": found.ignored,
+                "disabled": found.disabled,
+                "timeout": humantime::format_duration(found.timeout).to_string(),
+                "fail_open": found.fail_open,
+            }),
+        )?;
+        return Ok(exit::OK);
+    }
+    if found.hooks.is_empty() {
+        ui.status("no hooks found");
+    } else {
+        let mut t = table::new(&["#", "HOOK", "EVENTS", "PATH"], &[0]);
+        for (i, h) in found.hooks.iter().enumerate() {
+            t.add_row(vec![
+                (i + 1).to_string(),
+                h.name.clone(),
+                h.events.join(", "),
+                h.path.display().to_string(),
+            ]);
+        }
+        output::out(&format!("{t}\n"))?;
+    }
+    for i in &found.ignored {
+        ui.status(&format!("ignored {}: {}", i.path.display(), i.why));
+    }
+    for p in &found.disabled {
+        ui.status(&format!(
+            "disabled {} (its name ends in {})",
+            p.display(),
+            agent_db::hooks::DISABLED_SUFFIX
+        ));
+    }
+    let dirs = agent_db::hooks::dirs(&s.config_dir, &s.hook_dirs);
+    ui.status(&format!(
+        "searched, in order: {}; timeout {}, {}",
+        shown_dirs(&dirs),
+        humantime::format_duration(found.timeout),
+        if found.fail_open {
+            "fail open"
+        } else {
+            "fail closed"
+        }
+    ));
+    Ok(exit::OK)
+}
+
+fn shown_dirs(dirs: &[PathBuf]) -> String {
+    dirs.iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub fn config(ui: &Ui, s: &Settings, as_json: bool) -> CmdResult {
+    if as_json {
+        json::print("config", serde_json::json!({"settings": s}))?;
+        return Ok(exit::OK);
+    }
+    let mut t = table::new(&["SETTING", "VALUE", "FROM"], &[]);
+    for row in s.rows() {
+        let shown = match row.value {
+            serde_json::Value::Null => "-".to_string(),
+            serde_json::Value::String(x) => x,
+            other => other.to_string(),
+        };
+        t.add_row(vec![row.key, shown, row.from]);
+    }
+    output::out(&format!("{t}\n"))?;
+    ui.status(&match llm_ready(s) {
+        Ok(()) => "compact uses the llm strategy by default".to_string(),
+        Err(why) => format!("compact uses the offline extractive strategy by default: {why}"),
+    });
+    Ok(exit::OK)
+}
+
+/// `agent-db recipes`. The search directories come from the settings when they could be read,
+/// else from the environment alone (a broken config file does not hide the recipes).
+pub fn recipes(ui: &Ui, config_dir: &std::path::Path, as_json: bool) -> CmdResult {
+    let dirs = recipe::search_dirs(config_dir);
+    let all = recipe::list(&dirs);
+    let bad = all.iter().filter(|r| r.is_err()).count();
+    if as_json {
+        let items: Vec<serde_json::Value> = all
+            .iter()
+            .map(|r| match r {
+                Ok(r) => serde_json::json!({"name": r.name, "description": r.description, "source": r.source, "model": r.model, "sha256": r.sha256}),
+                Err(e) => serde_json::json!({"error": e.to_string()}),
+            })
+            .collect();
+        json::print("recipes", serde_json::json!({"recipes": items}))?;
+    } else {
+        let mut t = table::new(&["NAME", "DESCRIPTION", "SOURCE"], &[]);
+        for r in &all {
+            match r {
+                Ok(r) => {
+                    t.add_row(vec![
+                        r.name.clone(),
+                        r.description.clone(),
+                        r.source.clone(),
+                    ]);
+                }
+                Err(e) => ui.error(e),
+            }
+        }
+        output::out(&format!("{t}\n"))?;
+        ui.status(&format!(
+            "searched: {} (then the built-ins)",
+            shown_dirs(&dirs)
+        ));
+    }
+    Ok(if bad > 0 { exit::CONFIG } else { exit::OK })
+}

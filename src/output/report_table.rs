@@ -1,0 +1,163 @@
+//! The before/after table of `compact` (one row per conversation, skip and failure reasons as
+//! numbered notes) and its totals lines.
+
+use agent_db::report::{Row, Status, Totals};
+
+use super::table::{self, Kind, Tone};
+use super::{Ids, Ui};
+
+fn arrow(a: Option<usize>, b: Option<usize>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) => format!("{a} → {b}"),
+        (Some(a), None) => a.to_string(),
+        _ => String::new(),
+    }
+}
+
+const COLUMNS: [table::Col; 11] = [
+    table::col("ID", Kind::Fixed, 0),
+    table::col("NAME", Kind::Cut, 7),
+    table::col("FORMAT", Kind::Fixed, 3),
+    table::col("WHY", Kind::Fixed, 1),
+    table::col("COUNTED MSGS", Kind::Fixed, 5),
+    table::col("SUMMARIZE/KEEP", Kind::Fixed, 2),
+    table::col("COUNTED TOKENS", Kind::Fixed, 8),
+    table::col("SAVED", Kind::Num, 6),
+    table::col("UTIL", Kind::Fixed, 7),
+    table::col("STRATEGY", Kind::Fixed, 4),
+    table::col("STATUS", Kind::Fixed, 9),
+];
+
+/// Stored utilization before → estimated after (`0.82 → 0.37`), with a numbered note when
+/// --target could not be reached.
+fn utilization(t: &mut table::Grid, r: &Row) -> String {
+    let mark = match &r.note {
+        Some(n) => format!(" [{}]", t.note(n)),
+        None => String::new(),
+    };
+    match (r.utilization_before, r.utilization_after) {
+        (Some(b), Some(a)) => format!("{b:.2} → {a:.2}{mark}"),
+        (Some(b), None) => format!("{b:.2}"),
+        _ => String::new(),
+    }
+}
+
+/// The status cell: a word, with a numbered note holding a skip or failure reason.
+fn status_cell(t: &mut table::Grid, s: &Status) -> (String, Tone) {
+    match s {
+        Status::Planned => ("planned".into(), Tone::Good),
+        Status::Compacted => ("compacted".into(), Tone::Good),
+        Status::Skipped(why) => (format!("skipped [{}]", t.note(why)), Tone::Warn),
+        Status::NotStarted(n) => (format!("skipped [{}]", t.note(&n.to_string())), Tone::Warn),
+        Status::Failed(why) => (format!("failed [{}]", t.note(why)), Tone::Bad),
+    }
+}
+
+/// The before/after table and the totals lines.
+pub fn render(
+    ui: &Ui,
+    rows: &[Row],
+    totals: &Totals,
+    dry_run: bool,
+    ids: &Ids,
+    name: &dyn Fn(&str) -> String,
+) -> std::io::Result<()> {
+    if rows.is_empty() {
+        ui.status("no conversation matched the selectors");
+        return Ok(());
+    }
+    let mut t = table::Grid::new(&COLUMNS);
+    for r in rows {
+        let cells = cells(&mut t, r, ids, name);
+        t.row(cells);
+    }
+    super::out(&t.render(ui.style()))?;
+    super::out(&totals_lines(ui, totals, dry_run))
+}
+
+/// One conversation's cells, in [`COLUMNS`] order.
+fn cells(
+    t: &mut table::Grid,
+    r: &Row,
+    ids: &Ids,
+    name: &dyn Fn(&str) -> String,
+) -> Vec<(String, Tone)> {
+    let tok = match (r.tokens_before, r.tokens_after) {
+        (Some(b), Some(a)) => format!(
+            "{} → {}",
+            table::tokens(b, r.tokens_exact),
+            table::tokens(a, r.tokens_exact)
+        ),
+        (Some(b), None) => table::tokens(b, r.tokens_exact),
+        _ => String::new(),
+    };
+    let split = match (r.messages_summarized, r.messages_kept) {
+        (Some(s), Some(k)) => format!("{s} / {k}"),
+        _ => String::new(),
+    };
+    let status = status_cell(t, &r.status);
+    let util = utilization(t, r);
+    vec![
+        table::c(ids.show(&r.id)),
+        table::c(table::ellipsize(&name(&r.id), 40)),
+        table::c(r.format.unwrap_or(&r.provider)),
+        table::c(r.reason),
+        table::c(arrow(r.messages_before, r.messages_after)),
+        table::c(split),
+        table::c(tok),
+        table::c(
+            r.saved_pct()
+                .filter(|_| matches!(r.status, Status::Planned | Status::Compacted))
+                .map(|p| format!("{p:.0}%"))
+                .unwrap_or_default(),
+        ),
+        table::c(util),
+        table::c(r.strategy.clone().unwrap_or_default()),
+        status,
+    ]
+}
+
+/// The TOTAL line (broken to fit 80 columns on a terminal), the cost, and whether
+/// `--max-cost` stopped the run.
+fn totals_lines(ui: &Ui, totals: &Totals, dry_run: bool) -> String {
+    let verb = if dry_run {
+        "would compact"
+    } else {
+        "compacted"
+    };
+    let sep = if ui.stdout_tty { "\n      " } else { "; " };
+    let done = if dry_run {
+        totals.planned
+    } else {
+        totals.compacted
+    };
+    let mut text = format!(
+        "TOTAL {} conversation(s): {verb} {done}, skipped {}, failed {}{sep}tokens {} → {} ({} saved){}\n",
+        totals.conversations,
+        totals.skipped,
+        totals.failed,
+        table::thousands(totals.tokens_before),
+        table::thousands(totals.tokens_after),
+        totals
+            .saved_pct()
+            .map(|p| format!("{p:.0}%"))
+            .unwrap_or_else(|| "0%".into()),
+        if dry_run {
+            format!("{sep}dry run: nothing was written")
+        } else {
+            String::new()
+        },
+    );
+    if totals.cost_usd > 0.0 {
+        let what = if dry_run {
+            "estimated summarizer cost"
+        } else {
+            "summarizer cost"
+        };
+        text.push_str(&format!("{what}: ${:.4}\n", totals.cost_usd));
+    }
+    if totals.stopped_by_max_cost {
+        text.push_str("--max-cost was reached: the remaining conversations were not started\n");
+    }
+    text
+}

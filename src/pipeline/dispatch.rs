@@ -1,0 +1,154 @@
+//! The dispatcher: takes the places in line in selection order, waits for each plan, and starts
+//! at most `--concurrency` conversations at once. It stops starting conversations once
+//! `--max-cost` is reached or the store refused a write no conversation escapes; those become
+//! [`NotStarted`] rows. The run's event loop receives the rows as they finish.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tokio::sync::{mpsc, Semaphore};
+
+use super::pool::{resolve, Pending};
+use super::rows::{plan_row, Job};
+use super::task::{compact_one, Context, Slots};
+use super::{Event, Msg};
+use crate::plan::Plan;
+use crate::report::{NotStarted, Row, Status};
+
+/// What bounds the run.
+pub(super) struct Limits {
+    pub concurrency: usize,
+    pub max_cost: Option<f64>,
+}
+
+/// State the dispatcher and the tasks share.
+struct Shared {
+    ctx: Arc<Context>,
+    /// `--concurrency` permits: conversations whose strategy runs.
+    compacting: Arc<Semaphore>,
+    /// Conversations past their strategy, waiting for the single writer: bounded too, so
+    /// memory stays bounded even if the writer falls behind.
+    writing: Arc<Semaphore>,
+    halt: Arc<OnceLock<String>>,
+    /// Row costs of finished conversations (not counted in a dry run).
+    spent: Arc<Mutex<f64>>,
+    stopped: Arc<AtomicBool>,
+    max_cost: Option<f64>,
+    msg_tx: mpsc::UnboundedSender<Msg>,
+}
+
+/// Run the dispatcher and collect the rows (in completion order, with their `seq`), reporting
+/// each to `on_event`. Returns the rows (empty unless `collect`) and whether `--max-cost`
+/// stopped the run.
+pub(super) async fn drive(
+    jobs: mpsc::Receiver<(usize, Pending)>,
+    ctx: Arc<Context>,
+    limits: Limits,
+    collect: bool,
+    on_event: &mut dyn FnMut(Event<'_>),
+) -> (Vec<(usize, Row)>, bool) {
+    let (msg_tx, mut msg_rx) = mpsc::unbounded_channel::<Msg>();
+    let stopped = Arc::new(AtomicBool::new(false));
+    let shared = Shared {
+        ctx,
+        compacting: Arc::new(Semaphore::new(limits.concurrency)),
+        writing: Arc::new(Semaphore::new(limits.concurrency)),
+        halt: Arc::new(OnceLock::new()),
+        spent: Arc::new(Mutex::new(0.0)),
+        stopped: stopped.clone(),
+        max_cost: limits.max_cost,
+        msg_tx,
+    };
+    let dispatcher = tokio::spawn(dispatch(jobs, shared));
+    let mut rows = Vec::new();
+    while let Some(msg) = msg_rx.recv().await {
+        match msg {
+            Msg::Started => on_event(Event::Started),
+            Msg::Done(seq, row) => {
+                on_event(Event::Finished { seq, row: &row });
+                if collect {
+                    rows.push((seq, *row));
+                }
+            }
+        }
+    }
+    let _ = dispatcher.await;
+    (rows, stopped.load(Ordering::Relaxed))
+}
+
+async fn dispatch(mut jobs: mpsc::Receiver<(usize, Pending)>, shared: Shared) {
+    while let Some((seq, pending)) = jobs.recv().await {
+        match resolve(pending).await {
+            Job::Row(r) => {
+                let _ = shared.msg_tx.send(Msg::Done(seq, r));
+            }
+            Job::Plan(p) => start(seq, p, &shared).await,
+        }
+    }
+}
+
+/// Start one planned conversation once it holds a permit, unless the run stopped starting.
+async fn start(seq: usize, plan: Box<Plan>, shared: &Shared) {
+    let permit = shared
+        .compacting
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("semaphore open");
+    if let Some(why) = not_started(shared) {
+        let mut row = plan_row(&plan);
+        row.status = Status::NotStarted(why);
+        let _ = shared.msg_tx.send(Msg::Done(seq, Box::new(row)));
+        return;
+    }
+    let _ = shared.msg_tx.send(Msg::Started);
+    let slots = Slots {
+        compacting: permit,
+        writing: shared.writing.clone(),
+        halt: shared.halt.clone(),
+    };
+    let ctx = shared.ctx.clone();
+    let msg_tx = shared.msg_tx.clone();
+    let spent = shared.spent.clone();
+    tokio::spawn(async move {
+        let mut failed = plan_row(&plan);
+        let dry_run = ctx.dry_run;
+        let task = tokio::spawn(compact_one(*plan, ctx, slots));
+        // A panic in the strategy, a hook or a codec is this conversation's failure; the batch
+        // goes on.
+        let row = match task.await {
+            Ok(row) => row,
+            Err(e) => {
+                let why = match e.try_into_panic() {
+                    Ok(p) => crate::error::panic_message(p.as_ref()),
+                    Err(e) => e.to_string(),
+                };
+                failed.status = Status::Failed(format!(
+                    "internal error (a bug in agent-db; please report it): {why}"
+                ));
+                failed
+            }
+        };
+        if !dry_run {
+            *spent.lock().expect("cost lock") += row.cost_usd.unwrap_or(0.0);
+        }
+        let _ = msg_tx.send(Msg::Done(seq, Box::new(row)));
+    });
+}
+
+/// Why the run starts no more conversations, if it does not: the store cannot be written, or
+/// `--max-cost` is reached. Row costs cover compacted conversations; the strategy's own meter
+/// also counts what failed conversations were billed.
+fn not_started(shared: &Shared) -> Option<NotStarted> {
+    let so_far = shared
+        .spent
+        .lock()
+        .expect("cost lock")
+        .max(shared.ctx.strategy.spent_usd());
+    if let Some(why) = shared.halt.get() {
+        return Some(NotStarted::StoreUnwritable(why.clone()));
+    }
+    let max = shared.max_cost.filter(|m| so_far >= *m)?;
+    shared.stopped.store(true, Ordering::Relaxed);
+    Some(NotStarted::MaxCost { max, spent: so_far })
+}

@@ -1,0 +1,220 @@
+//! The compaction pipeline: select → plan (a pool of threads) → compact (concurrent) → write
+//! (one writer) → rows.
+//!
+//! - A loader thread runs the selection and numbers each outcome (`seq`). Each selected
+//!   conversation goes to the planning pool; its place in line goes, in order, into a bounded
+//!   channel, so at most that channel's capacity of planned conversations wait at once.
+//! - The planning pool: `--jobs` threads (default: the cores), each with its own read
+//!   connection, load, decode, count and split conversations. The offline strategies
+//!   (extractive, prune) run on the same threads, so an offline batch scales with the cores.
+//! - Up to `concurrency` strategy tasks run at once on a tokio runtime (an LLM strategy spends
+//!   its time waiting on HTTP).
+//! - One writer thread (`store::writer`) owns the only write connection and commits each
+//!   compaction in its own transaction; tasks hand it proposals and wait for the outcome.
+//!
+//! Files: `pool.rs` (the planning pool), `dispatch.rs` (order, `--concurrency`, `--max-cost`),
+//! `task.rs` (one conversation's steps), `rows.rs` (rows before the strategy runs).
+//! - A failure on one conversation becomes its report row; the batch goes on.
+//!
+//! Rows come back in selection order. The library reports progress through a callback and
+//! never prints.
+
+mod dispatch;
+mod pool;
+mod rows;
+mod task;
+
+pub use pool::planning_threads;
+pub use rows::plan_row;
+
+use std::sync::Arc;
+
+use chrono::{DateTime, FixedOffset};
+use tokio::sync::mpsc;
+
+use crate::compact::Strategy;
+use crate::error::{Error, Result};
+use crate::hooks::Hooks;
+use crate::plan::PlanOptions;
+use crate::report::Row;
+use crate::select::Selector;
+use crate::store::writer::Writer;
+use crate::store::{Access, Location};
+use pool::{Pending, Pool};
+use rows::{selection_row, Job};
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub plan: PlanOptions,
+    pub dry_run: bool,
+    pub concurrency: usize,
+    /// Planning threads (`--jobs`); 0 = one per available core.
+    pub jobs: usize,
+    /// Extra facts for the audit row's `details`.
+    pub details: serde_json::Value,
+    /// Stop starting new conversations once the summarizer spend reaches this (USD).
+    pub max_cost: Option<f64>,
+    /// Hooks to run (none in a dry run).
+    pub hooks: Option<Arc<Hooks>>,
+    /// Keep every row for the returned report. Callers that stream rows as they finish (a
+    /// JSON report) turn this off so memory stays flat however many conversations run.
+    pub collect_rows: bool,
+}
+
+/// Progress, for the CLI's progress bar.
+pub enum Event<'a> {
+    /// A conversation's compaction started (it is in flight).
+    Started,
+    /// A conversation is done (compacted, skipped or failed); `seq` is its position in the
+    /// selection, starting at 1 and without gaps.
+    Finished { seq: usize, row: &'a Row },
+}
+
+/// What tasks report to the run's event loop.
+enum Msg {
+    Started,
+    Done(usize, Box<Row>),
+}
+
+/// The outcome of a run.
+pub struct RunReport {
+    /// One row per conversation, in selection order (empty unless `collect_rows`).
+    pub rows: Vec<Row>,
+    /// `--max-cost` was reached and later conversations were not started.
+    pub stopped_by_max_cost: bool,
+}
+
+/// Run the pipeline over the store at `location`. `on_event` sees progress (in completion
+/// order).
+pub fn run(
+    location: &Location,
+    selector: &Selector,
+    strategy: Arc<dyn Strategy>,
+    opts: &RunOptions,
+    now: DateTime<FixedOffset>,
+    on_event: &mut dyn FnMut(Event<'_>),
+) -> Result<RunReport> {
+    selector.validate()?;
+    // This first connection stays open until every other one has closed: when the store had
+    // no WAL file, it is the read-write connection that created it, and closing last it
+    // removes the -wal/-shm files again (the loader's and the pool's connections, opened
+    // after it, are read-only and could not), so a dry run leaves the files as they were.
+    let keeper = location.open(Access::Read)?;
+    let concurrency = opts.concurrency.max(1);
+    let runtime = runtime(concurrency, location)?;
+    let threads = planning_threads(opts.jobs);
+    let (pool, workers) = Pool::start(location, threads);
+    // Conversations selected and not yet started: planned (or being planned) ahead, in
+    // selection order. Enough to keep every pool thread busy and to refill several
+    // --concurrency slots at once; bounded (and capped) so memory stays flat whatever the
+    // store's size and the concurrency.
+    let ahead = (threads * 2).max(concurrency.min(16));
+    let (job_tx, job_rx) = mpsc::channel::<(usize, Pending)>(ahead);
+    let loader = start_loader(location, selector, &opts.plan, &pool, now, job_tx);
+    let writer = (!opts.dry_run).then(|| Writer::start(location));
+    let ctx = Arc::new(task::Context {
+        kind: keeper.kind,
+        strategy,
+        pool: pool.clone(),
+        hooks: opts
+            .hooks
+            .clone()
+            .filter(|h| !h.is_empty() && !opts.dry_run),
+        dry_run: opts.dry_run,
+        writer: writer.as_ref().map(Writer::handle),
+        details: opts.details.clone(),
+        now,
+    });
+    let limits = dispatch::Limits {
+        concurrency,
+        max_cost: opts.max_cost,
+    };
+    let (rows, stopped) = runtime.block_on(dispatch::drive(
+        job_rx,
+        ctx,
+        limits,
+        opts.collect_rows,
+        on_event,
+    ));
+    // Every task is done; dropping the runtime drops their last handles on the writer, which
+    // then drains and stops.
+    drop(runtime);
+    finish(loader, &pool, workers, writer)?;
+    drop(keeper);
+    let mut rows = rows;
+    rows.sort_by_key(|(seq, _)| *seq);
+    Ok(RunReport {
+        rows: rows.into_iter().map(|(_, r)| r).collect(),
+        stopped_by_max_cost: stopped,
+    })
+}
+
+/// The tokio runtime the strategy tasks run on: `min(--concurrency, CPUs)` workers.
+fn runtime(concurrency: usize, location: &Location) -> Result<tokio::runtime::Runtime> {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(concurrency.min(cpus).max(1))
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io {
+            path: location.path.clone(),
+            source,
+        })
+}
+
+/// The loader thread: runs the selection on its own read connection, queues each selected
+/// conversation's planning on the pool, and sends every place in line, numbered, in order.
+fn start_loader(
+    location: &Location,
+    selector: &Selector,
+    plan_opts: &PlanOptions,
+    pool: &Arc<Pool>,
+    now: DateTime<FixedOffset>,
+    job_tx: mpsc::Sender<(usize, Pending)>,
+) -> std::thread::JoinHandle<Result<()>> {
+    let location = location.clone();
+    let selector = selector.clone();
+    let plan_opts = plan_opts.clone();
+    let pool = pool.clone();
+    std::thread::spawn(move || -> Result<()> {
+        let store = location.open(Access::Read)?;
+        let mut seq = 0usize;
+        // A panic here (outside any one conversation's planning, which is caught in
+        // `plan_job`) ends the run as an internal error; the join below reports it.
+        selector.run(&store, &now, |o| {
+            let pending = match selection_row(o) {
+                Err(row) => Pending::Ready(Job::Row(row)),
+                Ok((meta, reason)) => pool::submit_plan(&pool, meta, reason, &plan_opts),
+            };
+            seq += 1;
+            job_tx.blocking_send((seq, pending)).is_ok()
+        })
+    })
+}
+
+/// Join the loader, the pool and the writer, reporting the first failure.
+fn finish(
+    loader: std::thread::JoinHandle<Result<()>>,
+    pool: &Pool,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    writer: Option<Writer>,
+) -> Result<()> {
+    let loaded = loader.join();
+    pool.close();
+    for w in workers {
+        let _ = w.join();
+    }
+    let loaded = loaded.map_err(|p| {
+        Error::Internal(format!(
+            "the selection stopped: {}",
+            crate::error::panic_message(p.as_ref())
+        ))
+    })?;
+    if let Some(w) = writer {
+        w.finish()?;
+    }
+    loaded
+}

@@ -1,0 +1,416 @@
+//! One conversation's compaction as a short sequence of named steps over typed values:
+//! hooks before → rewrite → new history → proposal → write → hooks after. Each step either
+//! hands its value on or ends the conversation with its [`Status`].
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, FixedOffset};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::pool::Pool;
+use super::rows::{plan_row, round3};
+use crate::compact::swap::{self, NewHistory};
+use crate::compact::{HeadInput, Rewrite, Strategy, StrategyError, Summary};
+use crate::error::Error;
+use crate::hooks::{self, Hooks, Verdict};
+use crate::plan::Plan;
+use crate::report::{Row, Status};
+use crate::store::archive::AuditEntry;
+use crate::store::writer::WriterHandle;
+use crate::store::{Compaction, Proposal, StoreKind, Written};
+
+/// What every conversation's task shares.
+pub(super) struct Context {
+    pub kind: StoreKind,
+    pub strategy: Arc<dyn Strategy>,
+    pub pool: Arc<Pool>,
+    pub hooks: Option<Arc<Hooks>>,
+    pub dry_run: bool,
+    /// The writer (none in a dry run).
+    pub writer: Option<WriterHandle>,
+    /// Extra facts for the audit row's `details`.
+    pub details: serde_json::Value,
+    pub now: DateTime<FixedOffset>,
+}
+
+/// The concurrency slots a conversation holds: `compacting` while its strategy runs (this is
+/// what `--concurrency` bounds: summarizer requests in flight), then `writing` while it waits for
+/// the writer, so the next conversation's request never waits on a database commit.
+pub(super) struct Slots {
+    pub compacting: OwnedSemaphorePermit,
+    pub writing: Arc<Semaphore>,
+    /// Set when the store refused a write for a reason no other conversation can escape (disk
+    /// full, read-only): the dispatcher then starts nothing more, so nothing more is spent.
+    pub halt: Arc<std::sync::OnceLock<String>>,
+}
+
+impl Slots {
+    /// The strategy is done: take a writing slot and hand the compacting one to the next
+    /// conversation.
+    async fn hand_over(self) -> (OwnedSemaphorePermit, Arc<std::sync::OnceLock<String>>) {
+        let writing = self.writing.acquire_owned().await.expect("semaphore open");
+        drop(self.compacting);
+        (writing, self.halt)
+    }
+}
+
+/// Who wrote the new head: the configured strategy, or a `before_compaction` hook that
+/// supplied the summary (the strategy then did not run).
+#[derive(Debug, Clone, PartialEq)]
+enum Provenance {
+    Strategy,
+    Hook(String),
+}
+
+impl Provenance {
+    /// The name reports and the audit log record (`hook:NAME` for a hook).
+    fn label(&self, strategy: &dyn Strategy) -> String {
+        match self {
+            Provenance::Strategy => strategy.name().to_string(),
+            Provenance::Hook(hook) => format!("hook:{hook}"),
+        }
+    }
+}
+
+/// The end of a conversation's steps: its status.
+type Step<T> = std::result::Result<T, Status>;
+
+fn strategy_status(e: StrategyError) -> Status {
+    match e {
+        StrategyError::Skip(why) => Status::Skipped(why),
+        StrategyError::Fail(why) => Status::Failed(why),
+    }
+}
+
+fn internal(why: impl std::fmt::Display) -> Status {
+    Status::Failed(format!(
+        "internal error (a bug in agent-db; please report it): {why}"
+    ))
+}
+
+/// Compact one planned conversation into its report row.
+pub(super) async fn compact_one(plan: Plan, ctx: Arc<Context>, slots: Slots) -> Row {
+    let started = Instant::now();
+    let mut row = plan_row(&plan);
+    row.strategy = Some(ctx.strategy.name().to_string());
+    let status = steps(plan, &ctx, slots, &mut row)
+        .await
+        .unwrap_or_else(|s| s);
+    row.status = status;
+    row.duration_ms = started.elapsed().as_millis() as u64;
+    row
+}
+
+async fn steps(plan: Plan, ctx: &Context, slots: Slots, row: &mut Row) -> Step<Status> {
+    if ctx.dry_run && !ctx.strategy.offline() {
+        return estimate(&plan, ctx, row);
+    }
+    let (provenance, supplied) = hooks_before(&plan, ctx, row).await?;
+    let label = provenance.label(ctx.strategy.as_ref());
+    row.strategy = Some(label.clone());
+    if supplied.is_none() && ctx.strategy.rewrites_head() && !ctx.kind.rewrites_history() {
+        return Err(Status::Skipped(format!(
+            "{} is not available for {} stores: their history is append-only",
+            ctx.strategy.name(),
+            ctx.kind.name()
+        )));
+    }
+    let (plan, rewrite, built) = rewrite(plan, supplied, ctx).await?;
+    let (_writing, halt) = slots.hand_over().await;
+    record_spend(row, &rewrite);
+    let new = built
+        .unwrap_or_else(|| swap::build(&plan, &rewrite))
+        .map_err(strategy_status)?;
+    record_after(row, &plan, &new);
+    if ctx.dry_run {
+        return Ok(Status::Planned);
+    }
+    let summary = match &rewrite {
+        Rewrite::Summary(s) => Some(s.text.clone()),
+        Rewrite::PrunedHead(_) => None,
+    };
+    let proposal = propose(&plan, &provenance, &rewrite, new, row, ctx);
+    let compaction_id = write(proposal, ctx, &halt).await?;
+    row.compaction_id = Some(compaction_id);
+    hooks_after(&plan, ctx, row, &label, summary.as_deref(), compaction_id).await;
+    Ok(Status::Compacted)
+}
+
+/// A dry run of a strategy that calls a model: its estimate, and no call.
+fn estimate(plan: &Plan, ctx: &Context, row: &mut Row) -> Step<Status> {
+    match ctx.strategy.estimate(&HeadInput::new(plan, ctx.now)) {
+        Some(Ok(est)) => {
+            let after = plan.tokens_after(est.summary_tokens);
+            let split = plan.split().expect("planned conversations have a split");
+            row.messages_after = Some(
+                1 + (plan.loaded.messages.len() - split.cut)
+                    + usize::from(split.reinsert.is_some()),
+            );
+            row.tokens_after = Some(after);
+            row.utilization_after = plan.landing.map(|l| round3(l.utilization(after)));
+            row.cost_usd = est.cost_usd;
+            Ok(Status::Planned)
+        }
+        Some(Err(e)) => Err(strategy_status(e)),
+        None => Ok(Status::Planned),
+    }
+}
+
+/// Run the `before_compaction` hooks: they may block the conversation or supply its summary.
+async fn hooks_before(
+    plan: &Plan,
+    ctx: &Context,
+    row: &mut Row,
+) -> Step<(Provenance, Option<Summary>)> {
+    let Some(h) = &ctx.hooks else {
+        return Ok((Provenance::Strategy, None));
+    };
+    let (verdict, records) = h
+        .before(
+            &hooks::before_payload(plan, ctx.kind.name()),
+            plan.meta.cwd.as_deref(),
+        )
+        .await;
+    row.hooks = records;
+    match verdict {
+        Verdict::Allow => Ok((Provenance::Strategy, None)),
+        Verdict::Block { hook, reason } => {
+            Err(Status::Skipped(format!("blocked by hook {hook}: {reason}")))
+        }
+        Verdict::Summary { hook, text } => Ok((
+            Provenance::Hook(hook),
+            Some(Summary {
+                text,
+                ..Summary::default()
+            }),
+        )),
+    }
+}
+
+type Built = Option<std::result::Result<NewHistory, StrategyError>>;
+
+/// Run the strategy on the head (the `strategy` failpoint sits here).
+async fn rewrite_head(
+    strategy: &dyn Strategy,
+    input: &HeadInput<'_>,
+    id: &str,
+) -> std::result::Result<Rewrite, StrategyError> {
+    crate::failpoint::hit("strategy", id);
+    strategy.rewrite(input).await
+}
+
+/// Run the strategy on the head (or take the summary a hook supplied). An offline strategy is
+/// CPU-bound: it runs on the planning pool together with the swap, not on the async workers;
+/// the `llm` strategy awaits its requests here and leaves the swap to the caller.
+async fn rewrite(
+    plan: Plan,
+    supplied: Option<Summary>,
+    ctx: &Context,
+) -> Step<(Plan, Rewrite, Built)> {
+    if let Some(s) = supplied {
+        return Ok((plan, Rewrite::Summary(s), None));
+    }
+    if !ctx.strategy.offline() {
+        let input = HeadInput::new(&plan, ctx.now);
+        let r = rewrite_head(ctx.strategy.as_ref(), &input, &plan.meta.id).await;
+        drop(input);
+        return r.map(|r| (plan, r, None)).map_err(strategy_status);
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let handle = tokio::runtime::Handle::current();
+    let (strategy, now) = (ctx.strategy.clone(), ctx.now);
+    ctx.pool.submit(
+        true,
+        Box::new(move |_store| {
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let input = HeadInput::new(&plan, now);
+                let r = handle.block_on(rewrite_head(strategy.as_ref(), &input, &plan.meta.id));
+                drop(input);
+                let built = r.as_ref().ok().map(|rw| swap::build(&plan, rw));
+                (plan, r, built)
+            }))
+            .map_err(|p| crate::error::panic_message(p.as_ref()));
+            let _ = tx.send(out);
+        }),
+    );
+    let out = rx
+        .await
+        .unwrap_or_else(|_| Err("the planning thread stopped".to_string()));
+    match out {
+        Ok((plan, Ok(r), built)) => Ok((plan, r, built)),
+        Ok((_, Err(e), _)) => Err(strategy_status(e)),
+        Err(panic) => Err(internal(panic)),
+    }
+}
+
+/// The summarizer's spend on the row.
+fn record_spend(row: &mut Row, rewrite: &Rewrite) {
+    if let Rewrite::Summary(sm) = rewrite {
+        row.cost_usd = sm.cost_usd;
+        if let (Some(p), Some(c)) = (sm.prompt_tokens, sm.completion_tokens) {
+            row.llm_tokens = Some((p, c));
+        }
+    }
+}
+
+/// The figures after compaction on the row.
+fn record_after(row: &mut Row, plan: &Plan, new: &NewHistory) {
+    row.messages_after = Some(new.messages);
+    row.tokens_after = Some(new.tokens);
+    row.utilization_after = plan.landing.map(|l| round3(l.utilization(new.tokens)));
+}
+
+/// The audit row's `details`: the run's facts, the spend, the hooks and the format.
+fn audit_details(
+    plan: &Plan,
+    provenance: &Provenance,
+    rewrite: &Rewrite,
+    row: &Row,
+    base: &serde_json::Value,
+) -> serde_json::Value {
+    let mut details = base.clone();
+    let Some(obj) = details.as_object_mut() else {
+        return details;
+    };
+    if let Provenance::Hook(_) = provenance {
+        // The strategy's recipe and instructions were not used.
+        obj.remove("recipe");
+        obj.remove("instructions_sha256");
+    }
+    if let Rewrite::Summary(sm) = rewrite {
+        if let Some(c) = sm.cost_usd {
+            obj.insert("cost_usd".into(), c.into());
+        }
+        if let (Some(p), Some(c)) = (sm.prompt_tokens, sm.completion_tokens) {
+            obj.insert("llm_prompt_tokens".into(), p.into());
+            obj.insert("llm_completion_tokens".into(), c.into());
+        }
+    }
+    if !row.hooks.is_empty() {
+        obj.insert(
+            "hooks".into(),
+            serde_json::to_value(&row.hooks).unwrap_or_default(),
+        );
+    }
+    obj.insert("format".into(), plan.loaded.format.name().into());
+    obj.insert("keep_tokens".into(), plan.keep_tokens.into());
+    obj.insert(
+        "tokens_exact".into(),
+        plan.loaded.format.tokens_exact().into(),
+    );
+    details
+}
+
+/// The store's proposal for the new history, with its audit row.
+fn propose(
+    plan: &Plan,
+    provenance: &Provenance,
+    rewrite: &Rewrite,
+    new: NewHistory,
+    row: &Row,
+    ctx: &Context,
+) -> Proposal {
+    let (summary_sha256, model) = match (rewrite, provenance) {
+        // A hook's summary was written by no model, whatever the configured strategy.
+        (Rewrite::Summary(s), Provenance::Hook(_)) => (crate::util::sha256_hex(&s.text), None),
+        (Rewrite::Summary(s), Provenance::Strategy) => (
+            crate::util::sha256_hex(&s.text),
+            s.model
+                .clone()
+                .or_else(|| ctx.strategy.model().map(str::to_string)),
+        ),
+        (Rewrite::PrunedHead(_), _) => (String::new(), None),
+    };
+    let split = plan.split().expect("compacted conversations have a split");
+    let audit = AuditEntry {
+        conversation_id: plan.meta.id.clone(),
+        store_kind: ctx.kind.name().into(),
+        reason: plan.reason.name().into(),
+        strategy: provenance.label(ctx.strategy.as_ref()),
+        model: model.clone(),
+        messages_before: plan.loaded.messages.len() as i64,
+        messages_after: new.messages as i64,
+        tokens_before: plan.tokens_before() as i64,
+        tokens_after: new.tokens as i64,
+        summary_sha256,
+        details: audit_details(plan, provenance, rewrite, row, &ctx.details),
+    };
+    let compaction = Compaction {
+        format: plan.loaded.format,
+        summary: match rewrite {
+            Rewrite::Summary(s) => Some(s.text.clone()),
+            Rewrite::PrunedHead(_) => None,
+        },
+        tail_start: split.cut,
+        reinsert: split.reinsert,
+        // What the agent will send next: the new history plus the fixed overhead.
+        context_after: new.tokens + plan.landing.map_or(0, |l| l.overhead),
+        history: new.raw_messages,
+        call_ids: new.call_ids,
+        model,
+    };
+    plan.loaded.row.propose(compaction, audit)
+}
+
+/// Whether a write error means the store cannot take any write (so the run should stop starting
+/// conversations) rather than a problem with this one conversation.
+fn store_cannot_write(e: &Error) -> bool {
+    use rusqlite::ErrorCode as C;
+    match e {
+        Error::Unwritable { .. } => true,
+        Error::Sqlite {
+            source: rusqlite::Error::SqliteFailure(f, _),
+            ..
+        } => matches!(
+            f.code,
+            C::DiskFull | C::ReadOnly | C::CannotOpen | C::SystemIoFailure | C::PermissionDenied
+        ),
+        _ => false,
+    }
+}
+
+/// Hand the proposal to the writer and wait: the compaction's audit id, or the row's status.
+async fn write(proposal: Proposal, ctx: &Context, halt: &std::sync::OnceLock<String>) -> Step<i64> {
+    let Some(writer) = &ctx.writer else {
+        return Err(Status::Failed("the writer stopped".into()));
+    };
+    match writer.write(proposal).await {
+        Ok(Ok(Written::Committed { compaction_id })) => Ok(compaction_id),
+        Ok(Ok(Written::Changed(why))) => Err(Status::Skipped(why)),
+        Ok(Err(e)) => {
+            if store_cannot_write(&e) {
+                let _ = halt.set(e.to_string());
+            }
+            Err(Status::Failed(e.to_string()))
+        }
+        Err(gone) => Err(Status::Failed(gone)),
+    }
+}
+
+/// Run the `after_compaction` hooks on the committed result (they observe; they cannot undo).
+async fn hooks_after(
+    plan: &Plan,
+    ctx: &Context,
+    row: &mut Row,
+    label: &str,
+    summary: Option<&str>,
+    compaction_id: i64,
+) {
+    let Some(h) = &ctx.hooks else { return };
+    let facts = hooks::AfterFacts {
+        strategy: label,
+        summary,
+        messages_after: row.messages_after.unwrap_or(0),
+        tokens_after: row.tokens_after.unwrap_or(0),
+        compaction_id,
+        cost_usd: row.cost_usd,
+    };
+    let records = h
+        .after(
+            &hooks::after_payload(plan, ctx.kind.name(), &facts),
+            plan.meta.cwd.as_deref(),
+        )
+        .await;
+    row.hooks.extend(records);
+}

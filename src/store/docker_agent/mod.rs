@@ -1,0 +1,132 @@
+//! docker-agent's (cagent's) `session.db` (stores.md §2): append-only. A compaction appends one
+//! summary item and points at the kept tail; nothing is rewritten.
+//!
+//! - `schema.rs`: generation detection. docker-agent records its migrations by name in
+//!   `migrations`; a binary refuses a file whose `MAX(id)` is above the newest migration it
+//!   knows, and so does agent-db ([`NEWEST_KNOWN`]). What agent-db reads and writes is then
+//!   decided by the columns (`PRAGMA table_info`): the legacy `sessions.messages` JSON (up to
+//!   migration 19), `session_items.first_kept_entry` (21), `cost` (23), `model` and
+//!   `usage_json` (25).
+//! - `read.rs`: the listing and the active history as docker-agent loads it.
+//! - `write.rs`: the typed proposal: one appended summary item.
+//!
+//! docker-agent does not store a context limit: a session's window comes from the model table
+//! and the `[context_limits]` given to the store ([`crate::models::ContextLimits`]).
+
+mod read;
+mod schema;
+mod write;
+
+pub use read::{load, load_session, meta, present_summary, scan, Session};
+pub use schema::{check_schema, Schema, KNOWN_MIGRATIONS, NEWEST_KNOWN};
+pub use write::{strip_header, Proposal, INSTRUCTION_LINE};
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rusqlite::Connection;
+
+use super::commit::Commit;
+use super::kind::{Adapter, LoadedState, Read};
+use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
+use crate::error::Result;
+
+/// The provider name agent-db gives docker-agent sessions (`Format::detect` maps it).
+pub const PROVIDER: &str = "docker-agent";
+
+/// The docker-agent store kind.
+pub const KIND: StoreKind = StoreKind::new(&DockerAgent);
+
+/// docker-agent's adapter.
+pub struct DockerAgent;
+
+/// docker-agent's version token: the session's item count, largest item id and token columns
+/// (`items:N:max:in:out`), and the sha256 of the loaded active history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    pub marker: String,
+    pub raw_sha256: String,
+}
+
+/// What a loaded session keeps for its proposal: the version and each loaded message's
+/// slice index.
+#[derive(Debug, Clone)]
+struct Loaded {
+    version: Version,
+    slots: Vec<i64>,
+}
+
+impl Adapter for DockerAgent {
+    fn name(&self) -> &'static str {
+        "docker-agent"
+    }
+
+    fn signature_tables(&self) -> &'static [&'static str] {
+        &["sessions", "session_items", "migrations"]
+    }
+
+    fn check_schema(&self, conn: &Connection, path: &std::path::Path) -> Result<()> {
+        check_schema(conn, path).map(|_| ())
+    }
+
+    fn default_path(&self) -> PathBuf {
+        super::home_dir().join(".cagent").join("session.db")
+    }
+
+    fn id_column(&self) -> (&'static str, &'static str) {
+        ("sessions", "id")
+    }
+
+    fn rewrites_history(&self) -> bool {
+        false
+    }
+
+    fn keeps_tail(&self, read: &Read<'_>) -> Result<bool> {
+        Ok(check_schema(read.conn, read.path)?.keeps_tail())
+    }
+
+    fn providers(&self, _read: &Read<'_>) -> Result<Vec<String>> {
+        Ok(vec![PROVIDER.to_string()])
+    }
+
+    fn scan(
+        &self,
+        read: &Read<'_>,
+        prefilter: Prefilter,
+        f: &mut dyn FnMut(ConversationMeta) -> bool,
+    ) -> Result<()> {
+        scan(read.conn, read.path, read.limits, prefilter, f)
+    }
+
+    fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>> {
+        meta(read.conn, read.path, read.limits, id)
+    }
+
+    fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
+        let s = load(read.conn, read.path, id)?;
+        let state = Loaded {
+            version: s.version,
+            slots: s.slots,
+        };
+        Ok(StoredConversation::with_state(
+            s.id,
+            s.raw_messages,
+            Arc::new(state),
+        ))
+    }
+}
+
+impl LoadedState for Loaded {
+    fn propose(&self, id: &str, c: Compaction) -> Box<dyn Commit> {
+        Box::new(Proposal {
+            id: id.to_string(),
+            version: self.version.clone(),
+            slots: self.slots.clone(),
+            summary: c.summary,
+            tail_start: c.tail_start,
+            reinsert: c.reinsert,
+            context_after: c.context_after,
+            model: c.model,
+        })
+    }
+}

@@ -1,0 +1,159 @@
+//! The registry of store kinds, and the trait each kind's adapter implements.
+//!
+//! A store kind is one folder under `store/` (`kodelet/`, `docker_agent/`) whose `mod.rs`
+//! implements [`Adapter`] and exports `pub const KIND: StoreKind`; [`KINDS`] lists them, and is
+//! the only place that names them all. Everything that used to `match` on the kind (detection,
+//! default path, name, scan, meta, providers, load, capabilities) asks the adapter. The write
+//! side is the store's typed proposal ([`LoadedState::propose`]), committed by the shared
+//! protocol in [`super::commit`].
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+
+use super::{commit::Commit, Compaction, ConversationMeta, Prefilter, StoredConversation};
+use crate::error::Result;
+use crate::models::ContextLimits;
+
+/// Every store kind agent-db understands, in detection order. Adding a store kind adds one line.
+pub static KINDS: &[StoreKind] = &[super::kodelet::KIND, super::docker_agent::KIND];
+
+/// What an adapter reads with: the store's connection, its path (for errors) and the context
+/// limits given to the store when it was opened.
+pub struct Read<'a> {
+    pub conn: &'a Connection,
+    pub path: &'a Path,
+    pub limits: &'a ContextLimits,
+}
+
+/// One store kind's reading side and its facts. Implementations are unit structs, one per
+/// folder under `store/`.
+pub trait Adapter: Sync + 'static {
+    /// The name users type (`--agent`, `[store] agent`) and the audit log records.
+    fn name(&self) -> &'static str;
+    /// Tables whose presence (all of them) identifies a file of this kind.
+    fn signature_tables(&self) -> &'static [&'static str];
+    /// Refuse a file of this kind whose schema agent-db does not know (read-only check).
+    fn check_schema(&self, conn: &Connection, path: &Path) -> Result<()>;
+    /// The agent's default store file.
+    fn default_path(&self) -> PathBuf;
+    /// Where the store keeps its conversation IDs (table, column), for ID prefixes.
+    fn id_column(&self) -> (&'static str, &'static str);
+    /// Whether the store can hold a rewritten head (the `prune` strategy), or only append.
+    fn rewrites_history(&self) -> bool;
+    /// Whether a compaction of this file can keep a tail verbatim.
+    fn keeps_tail(&self, read: &Read<'_>) -> Result<bool>;
+    /// The distinct providers of the store's conversations, sorted.
+    fn providers(&self, read: &Read<'_>) -> Result<Vec<String>>;
+    /// Stream every conversation's metadata in listing order; `f` returns `false` to stop.
+    fn scan(
+        &self,
+        read: &Read<'_>,
+        prefilter: Prefilter,
+        f: &mut dyn FnMut(ConversationMeta) -> bool,
+    ) -> Result<()>;
+    /// One conversation's metadata, or `None`.
+    fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>>;
+    /// One conversation's history and the store's state of this version.
+    fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation>;
+}
+
+/// A store's state of one loaded conversation (its version token, and for an append-only
+/// store the positions of the loaded messages). It makes the store's typed proposal.
+pub trait LoadedState: std::fmt::Debug + Send + Sync {
+    /// The store's write of `compaction` over exactly this version.
+    fn propose(&self, id: &str, compaction: Compaction) -> Box<dyn Commit>;
+}
+
+/// A store kind: a handle on its registered [`Adapter`].
+#[derive(Clone, Copy)]
+pub struct StoreKind(&'static dyn Adapter);
+
+impl StoreKind {
+    /// The kind of `adapter` (each folder's `KIND` constant).
+    pub const fn new(adapter: &'static dyn Adapter) -> StoreKind {
+        StoreKind(adapter)
+    }
+
+    /// Every registered kind.
+    pub fn all() -> impl Iterator<Item = StoreKind> {
+        KINDS.iter().copied()
+    }
+
+    /// The kind named `s` (`kodelet`, `docker-agent`).
+    pub fn parse(s: &str) -> Option<StoreKind> {
+        StoreKind::all().find(|k| k.name() == s)
+    }
+
+    /// The first kind whose signature tables are all among `tables`.
+    pub fn detect(tables: &[String]) -> Option<StoreKind> {
+        StoreKind::all().find(|k| {
+            k.0.signature_tables()
+                .iter()
+                .all(|t| tables.iter().any(|n| n == t))
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        self.0.name()
+    }
+
+    /// This agent's default store file.
+    pub fn default_path(self) -> PathBuf {
+        self.0.default_path()
+    }
+
+    /// Whether the store can hold a rewritten head (the `prune` strategy), or only append.
+    pub fn rewrites_history(self) -> bool {
+        self.0.rewrites_history()
+    }
+
+    pub(crate) fn adapter(self) -> &'static dyn Adapter {
+        self.0
+    }
+}
+
+impl PartialEq for StoreKind {
+    fn eq(&self, other: &StoreKind) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for StoreKind {}
+
+impl std::fmt::Debug for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl serde::Serialize for StoreKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_parses_by_its_name_and_detects_by_its_tables() {
+        let names: Vec<&str> = StoreKind::all().map(StoreKind::name).collect();
+        assert_eq!(names, ["kodelet", "docker-agent"]);
+        for k in StoreKind::all() {
+            assert_eq!(StoreKind::parse(k.name()), Some(k));
+            let tables: Vec<String> = k
+                .adapter()
+                .signature_tables()
+                .iter()
+                .map(|t| t.to_string())
+                .collect();
+            assert_eq!(StoreKind::detect(&tables), Some(k));
+            assert_eq!(StoreKind::detect(&tables[1..]), None);
+        }
+        assert_eq!(StoreKind::parse("goose"), None);
+        assert!(super::super::kodelet::KIND.rewrites_history());
+        assert!(!super::super::docker_agent::KIND.rewrites_history());
+    }
+}

@@ -1,0 +1,127 @@
+//! kodelet's `storage.db` (stores.md §1): one row per conversation, rewritten in place.
+//!
+//! - `read.rs`: schema check, `init`, the streaming listing scan and loading one conversation.
+//! - `summaries.rs`: kodelet's `ToSummary()` (`message_count`, `first_message`).
+//! - `write.rs`: the typed proposal: the new `raw_messages` and the cells that follow from it.
+
+mod read;
+pub mod summaries;
+mod write;
+
+pub use read::{
+    check_schema, init_store, load, meta, scan, sql_type, version_marker, Columns, KodeletRow,
+};
+pub use write::{bump_codex_generation, filter_tool_results, splice_current_context, Version};
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rusqlite::types::ValueRef;
+use rusqlite::Connection;
+
+use super::commit::Commit;
+use super::kind::{Adapter, LoadedState, Read};
+use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
+use crate::error::{Result, SqlContext};
+
+/// The kodelet store kind.
+pub const KIND: StoreKind = StoreKind::new(&Kodelet);
+
+/// kodelet's adapter.
+pub struct Kodelet;
+
+impl Adapter for Kodelet {
+    fn name(&self) -> &'static str {
+        "kodelet"
+    }
+
+    fn signature_tables(&self) -> &'static [&'static str] {
+        &[
+            "conversations",
+            "conversation_summaries",
+            "schema_migrations",
+        ]
+    }
+
+    fn check_schema(&self, conn: &Connection, path: &std::path::Path) -> Result<()> {
+        check_schema(conn, path).map(|_| ())
+    }
+
+    fn default_path(&self) -> PathBuf {
+        match std::env::var_os("KODELET_BASE_PATH") {
+            Some(base) if !base.is_empty() => PathBuf::from(base).join("storage.db"),
+            _ => super::home_dir().join(".kodelet").join("storage.db"),
+        }
+    }
+
+    fn id_column(&self) -> (&'static str, &'static str) {
+        ("conversations", "id")
+    }
+
+    fn rewrites_history(&self) -> bool {
+        true
+    }
+
+    fn keeps_tail(&self, _read: &Read<'_>) -> Result<bool> {
+        Ok(true)
+    }
+
+    fn providers(&self, read: &Read<'_>) -> Result<Vec<String>> {
+        let sql =
+            "SELECT DISTINCT CAST(provider AS TEXT) FROM conversations WHERE provider IS NOT NULL";
+        let mut stmt = read.conn.prepare(sql).at(read.path)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(match r.get_ref(0)? {
+                    ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                    _ => String::new(),
+                })
+            })
+            .at(read.path)?;
+        let mut v: Vec<String> = rows.collect::<std::result::Result<_, _>>().at(read.path)?;
+        v.sort();
+        v.dedup();
+        Ok(v)
+    }
+
+    fn scan(
+        &self,
+        read: &Read<'_>,
+        prefilter: Prefilter,
+        f: &mut dyn FnMut(ConversationMeta) -> bool,
+    ) -> Result<()> {
+        scan(read.conn, read.path, prefilter, f)
+    }
+
+    fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>> {
+        meta(read.conn, read.path, id)
+    }
+
+    fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
+        let row = load(read.conn, read.path, id)?;
+        Ok(conversation(row.id, row.raw_messages, row.version_marker))
+    }
+}
+
+/// A loaded kodelet conversation: its version is the `updated_at` marker and the hash of
+/// `raw_messages`.
+pub(crate) fn conversation(id: String, raw_messages: String, marker: String) -> StoredConversation {
+    let version = Version {
+        marker,
+        raw_sha256: crate::util::sha256_hex(&raw_messages),
+    };
+    StoredConversation::with_state(id, raw_messages, Arc::new(version))
+}
+
+impl LoadedState for Version {
+    fn propose(&self, id: &str, c: Compaction) -> Box<dyn Commit> {
+        Box::new(write::Proposal {
+            id: id.to_string(),
+            format: c.format,
+            version: self.clone(),
+            raw_messages: c.history,
+            context_after: c.context_after,
+            call_ids: c.call_ids,
+        })
+    }
+}
