@@ -32,6 +32,8 @@ pub enum AgentArg {
     Kodelet,
     /// docker-agent (cagent): ~/.cagent/session.db
     DockerAgent,
+    /// goose: $GOOSE_PATH_ROOT/data/sessions/sessions.db or ~/.local/share/goose/sessions/sessions.db
+    Goose,
 }
 
 impl AgentArg {
@@ -39,6 +41,7 @@ impl AgentArg {
         match self {
             AgentArg::Kodelet => agent_db::store::kodelet::KIND,
             AgentArg::DockerAgent => agent_db::store::docker_agent::KIND,
+            AgentArg::Goose => agent_db::store::goose::KIND,
         }
     }
 }

@@ -56,6 +56,7 @@ impl Format {
             ("openai", Some("responses")) | ("openai-responses", _) => Ok(Format::OpenAiResponses),
             ("openai", None | Some("chat_completions") | Some("")) => Ok(Format::OpenAiChat),
             ("docker-agent", _) => Ok(Format::DockerAgent),
+            ("goose", _) => Ok(Format::Goose),
             ("openai", Some(other)) => Err(format!("unsupported openai api_mode {other:?}")),
             ("google", _) => Err(
                 "provider google is unsupported: kodelet removed it (2026-04) and no longer loads these rows"
