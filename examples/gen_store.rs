@@ -1,9 +1,11 @@
-//! Generate a realistic synthetic conversation store: kodelet's (default) or docker-agent's.
+//! Generate a realistic synthetic conversation store: kodelet's (default), docker-agent's or
+//! goose's.
 //!
 //! ```text
 //! cargo run --release --example gen_store -- --conversations 10000 --seed 1 --out /tmp/kodelet.db \
 //!     [--now 2026-11-01T12:00:00Z] [--formats anthropic,openai,responses] [--scale 1.0] [--force]
 //! cargo run --release --example gen_store -- --store docker-agent-modern --out /tmp/session.db
+//! cargo run --release --example gen_store -- --store goose-v16 --out /tmp/sessions.db
 //! ```
 //!
 //! Refuses to overwrite an existing file unless `--force` (which first deletes the file and its
@@ -14,6 +16,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use agent_db_synth::docker_agent::{generate_docker_agent, Generation};
+use agent_db_synth::goose::{generate_goose, GooseSchema};
 use agent_db_synth::{generate, SynthFormat, SynthOptions};
 use clap::Parser;
 
@@ -42,7 +45,9 @@ struct Args {
     #[arg(long)]
     force: bool,
     /// Which store: kodelet, docker-agent-modern (migrations up to 29, first_kept_entry) or
-    /// docker-agent-legacy (migrations up to 19, the sessions.messages column).
+    /// docker-agent-legacy (migrations up to 19, the sessions.messages column), goose (a fresh
+    /// v16 sessions.db), goose-v3, goose-v7, goose-v12 (migrated from v5, leftover thread
+    /// tables), goose-v16, goose-v17, goose-v16-migrated (created at v3).
     #[arg(long, default_value = "kodelet")]
     store: String,
 }
@@ -107,11 +112,15 @@ fn run(args: Args) -> Result<(), String> {
         "kodelet" => generate(out, &opts),
         "docker-agent-modern" => generate_docker_agent(out, &opts, Generation::Modern),
         "docker-agent-legacy" => generate_docker_agent(out, &opts, Generation::Legacy),
-        other => {
-            return Err(format!(
-                "--store {other:?}: use kodelet, docker-agent-modern or docker-agent-legacy"
-            ))
-        }
+        other => match GooseSchema::preset(other) {
+            Some(schema) => generate_goose(out, &opts, &schema),
+            None => {
+                return Err(format!(
+                    "--store {other:?}: use kodelet, docker-agent-modern, docker-agent-legacy, goose or {}",
+                    GooseSchema::PRESETS.join(", ")
+                ))
+            }
+        },
     }
     .map_err(|e| e.to_string())?;
     let secs = started.elapsed().as_secs_f64();

@@ -1,4 +1,5 @@
-//! Building the new history: the summary as one user message in the conversation's own format,
+//! Building the new history: the summary as one user message in the conversation's own format
+//! (for goose followed by the assistant continuation goose stores after its own summaries),
 //! the latest instruction when the split puts it back, then the kept tail, every kept message
 //! byte-identical. The result is decoded again (a round trip through the codec), validated,
 //! and must be smaller than before.
@@ -35,7 +36,7 @@ pub fn build(plan: &Plan, rewrite: &Rewrite) -> Result<NewHistory, StrategyError
             if s.text.trim().is_empty() {
                 return Err(StrategyError::Fail("the summary is empty".into()));
             }
-            parts.push(message::user_text_message(format, &s.text));
+            parts.extend(message::summary_messages(format, &s.text));
             if let Some(i) = split.reinsert {
                 parts.push(plan.loaded.messages[i].raw.clone());
             }

@@ -1,5 +1,6 @@
 //! The provider-neutral message model, and the codecs for each live kodelet `raw_messages`
-//! format (stores.md §1.5) and for docker-agent's `chat.Message` (stores.md §2.4).
+//! format (stores.md §1.5), for docker-agent's `chat.Message` (stores.md §2.4) and for goose's
+//! `messages` rows (stores.md "goose").
 //!
 //! Every decoded [`Message`] keeps its original JSON bytes (`raw`). A message agent-db does not
 //! change is written back from those bytes, so it stays byte-identical; only new messages (a
@@ -8,6 +9,7 @@
 
 pub mod anthropic;
 pub mod docker_agent;
+pub mod goose;
 pub mod image;
 pub mod openai_chat;
 pub mod responses;
@@ -30,6 +32,9 @@ pub enum Format {
     OpenAiResponses,
     /// docker-agent's `chat.Message` JSON (`session_items.message_json`), any model.
     DockerAgent,
+    /// goose's `messages` row (role, `content_json`, `metadata_json`) as an envelope
+    /// ([`goose`]), any model.
+    Goose,
 }
 
 impl Format {
@@ -39,6 +44,7 @@ impl Format {
             Format::OpenAiChat => "openai-chat",
             Format::OpenAiResponses => "openai-responses",
             Format::DockerAgent => "docker-agent",
+            Format::Goose => "goose",
         }
     }
 
@@ -50,6 +56,7 @@ impl Format {
             ("openai", Some("responses")) | ("openai-responses", _) => Ok(Format::OpenAiResponses),
             ("openai", None | Some("chat_completions") | Some("")) => Ok(Format::OpenAiChat),
             ("docker-agent", _) => Ok(Format::DockerAgent),
+            ("goose", _) => Ok(Format::Goose),
             ("openai", Some(other)) => Err(format!("unsupported openai api_mode {other:?}")),
             ("google", _) => Err(
                 "provider google is unsupported: kodelet removed it (2026-04) and no longer loads these rows"
@@ -61,8 +68,12 @@ impl Format {
 
     /// Whether token counts for this format are exact (o200k_base) or estimated.
     pub fn tokens_exact(self) -> bool {
-        // docker-agent sessions may run any model, so their counts are o200k_base estimates.
-        !matches!(self, Format::Anthropic | Format::DockerAgent)
+        // docker-agent and goose sessions may run any model, so their counts are o200k_base
+        // estimates.
+        !matches!(
+            self,
+            Format::Anthropic | Format::DockerAgent | Format::Goose
+        )
     }
 }
 
@@ -218,13 +229,15 @@ pub fn decode(format: Format, raw: &RawValue) -> Result<Message, String> {
         Format::OpenAiChat => openai_chat::decode(raw),
         Format::OpenAiResponses => responses::decode(raw),
         Format::DockerAgent => docker_agent::decode(raw),
+        Format::Goose => goose::decode(raw),
     }
 }
 
 /// Build a new user message holding `text`, in the format's own shape (the shape kodelet's own
-/// `SwapContext` writes, stores.md §1.8).
+/// `SwapContext` writes, stores.md §1.8; for goose the `agent_only` summary goose stores).
 pub fn user_text_message(format: Format, text: &str) -> Box<RawValue> {
     let json = match format {
+        Format::Goose => return goose::summary_message(text),
         Format::Anthropic => {
             serde_json::json!({"content":[{"text": text, "type":"text"}],"role":"user"})
         }
@@ -236,6 +249,16 @@ pub fn user_text_message(format: Format, text: &str) -> Box<RawValue> {
         }
     };
     to_raw(&json)
+}
+
+/// The messages that carry a summary at the head of the new history: the summary itself, and
+/// for goose the assistant continuation goose always stores after it (stores.md "goose").
+pub fn summary_messages(format: Format, text: &str) -> Vec<Box<RawValue>> {
+    let mut out = vec![user_text_message(format, text)];
+    if format == Format::Goose {
+        out.push(goose::continuation_message());
+    }
+    out
 }
 
 /// Rewrite a message so that the content of its tool results (and, with `elide_images`, its
@@ -252,8 +275,12 @@ pub fn prune_message(
         Format::OpenAiChat => openai_chat::prune(&mut value, placeholder, elide_images),
         Format::OpenAiResponses => responses::prune(&mut value, placeholder),
         Format::DockerAgent => docker_agent::prune(&mut value, placeholder, elide_images),
+        Format::Goose => goose::prune(&mut value, placeholder, elide_images),
     };
-    changed.then(|| to_raw(&value))
+    changed.then(|| match format {
+        Format::Goose => goose::to_raw(&value),
+        _ => to_raw(&value),
+    })
 }
 
 /// Assemble messages into a `raw_messages` value (Go's compact `json.Marshal` layout).

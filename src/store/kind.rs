@@ -16,7 +16,11 @@ use crate::error::Result;
 use crate::models::ContextLimits;
 
 /// Every store kind agent-db understands, in detection order. Adding a store kind adds one line.
-pub static KINDS: &[StoreKind] = &[super::kodelet::KIND, super::docker_agent::KIND];
+pub static KINDS: &[StoreKind] = &[
+    super::kodelet::KIND,
+    super::docker_agent::KIND,
+    super::goose::KIND,
+];
 
 /// What an adapter reads with: the store's connection, its path (for errors) and the context
 /// limits given to the store when it was opened.
@@ -147,7 +151,7 @@ mod tests {
     #[test]
     fn every_kind_parses_by_its_name_and_detects_by_its_tables() {
         let names: Vec<&str> = StoreKind::all().map(StoreKind::name).collect();
-        assert_eq!(names, ["kodelet", "docker-agent"]);
+        assert_eq!(names, ["kodelet", "docker-agent", "goose"]);
         for k in StoreKind::all() {
             assert_eq!(StoreKind::parse(k.name()), Some(k));
             let tables: Vec<String> = k
@@ -159,7 +163,7 @@ mod tests {
             assert_eq!(StoreKind::detect(&tables), Some(k));
             assert_eq!(StoreKind::detect(&tables[1..]), None);
         }
-        assert_eq!(StoreKind::parse("goose"), None);
+        assert_eq!(StoreKind::parse("opencode"), None);
         assert!(super::super::kodelet::KIND.rewrites_history());
         assert!(!super::super::docker_agent::KIND.rewrites_history());
     }

@@ -13,6 +13,7 @@ pub mod agent_tables;
 pub mod archive;
 pub mod commit;
 pub mod docker_agent;
+pub mod goose;
 pub mod kind;
 pub mod kodelet;
 pub mod lock;

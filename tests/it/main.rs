@@ -7,6 +7,8 @@ mod crash;
 mod docker_agent;
 mod everyday;
 mod exit_codes;
+mod goose;
+mod goose_loader;
 mod hooks;
 mod json_snapshots;
 mod layers;

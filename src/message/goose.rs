@@ -1,0 +1,429 @@
+//! goose messages: one `messages` row of goose's `sessions.db` (role, `content_json`,
+//! `metadata_json`; stores.md "goose", /work/notes/goose.md §3).
+//!
+//! A goose message is three columns, not one JSON value, so agent-db carries it as an
+//! *envelope*: `{"role":…,"content":<content_json bytes>,"metadata":<metadata_json bytes|null>}`.
+//! The `content_json` bytes sit in the envelope verbatim, so a kept message can be written back
+//! byte for byte (the store re-inserts kept rows from the database itself anyway).
+//!
+//! Decoding follows goose's reader (`conversation/message.rs`, `conversation.rs` at goose
+//! `8d844eec`): only `user` and `assistant` rows are messages; a `content_json` that goose
+//! cannot parse makes goose fail the whole session, so it fails the conversation here too, with
+//! the item and the reason. Items are read as the model sees them: text and images whose
+//! `annotations.audience` excludes the assistant, tool requests in user messages, tool responses
+//! and front-end requests in assistant messages, and thinking in user messages are dropped by
+//! goose's `agent_visible_messages`/`fix_tool_calling`, so they become opaque blocks (kept, not
+//! interpreted). Types agent-db does not know (a goose newer than its reference) are kept as
+//! opaque blocks too: the goose that wrote them reads them, and agent-db never rewrites them.
+//!
+//! Encoding writes what goose writes: compact serde JSON without Go's HTML escaping, text items
+//! `{"type":"text","text":…}`, and the `agent_only()` metadata preset for what agent-db adds.
+
+use serde::Deserialize;
+use serde_json::{value::RawValue, Map, Value};
+
+use super::{str_field, Block, ImageInfo, Message, Role};
+
+/// goose's `MessageMetadata::agent_only()` (`userVisible:false, agentVisible:true`).
+pub const AGENT_ONLY: &str = r#"{"userVisible":false,"agentVisible":true}"#;
+
+/// The continuation goose writes after a compaction the user asked for (`context_mgmt/mod.rs`
+/// manual-compaction text at goose `8d844eec`): agent-db compacts because its user ran it.
+pub const CONTINUATION: &str = "Your context was compacted at the user's request. The previous message contains a summary of the conversation so far.\nDo not mention that you read a summary or that conversation summarization occurred.\nJust continue the conversation naturally based on the summarized context.";
+
+/// Item types of goose 1.9 (schema v1) that no later goose reads: a row holding one cannot be
+/// loaded.
+const UNREADABLE_TYPES: &[&str] = &["contextLengthExceeded", "summarizationRequested"];
+
+/// A goose message row split back into its columns.
+#[derive(Debug, Deserialize)]
+pub struct Envelope<'a> {
+    pub role: String,
+    #[serde(borrow)]
+    pub content: &'a RawValue,
+    #[serde(borrow, default)]
+    pub metadata: Option<&'a RawValue>,
+}
+
+/// Split an envelope made by [`envelope`], [`summary_message`] or [`continuation_message`].
+pub fn split_envelope(raw: &RawValue) -> Result<Envelope<'_>, String> {
+    serde_json::from_str(raw.get()).map_err(|e| format!("not a goose message envelope ({e})"))
+}
+
+/// Build the envelope of one stored row. Fails when goose itself could not load the row: its
+/// `content_json` is not JSON.
+pub fn envelope(
+    role: &str,
+    content_json: &str,
+    metadata_json: Option<&str>,
+) -> Result<Box<RawValue>, String> {
+    let content = serde_json::from_str::<&RawValue>(content_json)
+        .map_err(|e| format!("content_json is not valid JSON ({e}); goose cannot load it"))?;
+    let metadata = metadata_json
+        .and_then(|m| serde_json::from_str::<&RawValue>(m).ok())
+        .map(|m| m.get())
+        .unwrap_or("null");
+    let role = serde_json::to_string(role).expect("strings serialize");
+    let s = format!(
+        "{{\"role\":{role},\"content\":{},\"metadata\":{metadata}}}",
+        content.get()
+    );
+    RawValue::from_string(s).map_err(|e| format!("envelope is not JSON ({e})"))
+}
+
+/// Who sees a message, by goose's rule (`get_conversation`): `metadata_json` must parse as a
+/// whole `MessageMetadata`, else (NULL, bad JSON, a missing flag, a known key of the wrong type)
+/// the default applies and the message is visible to both user and agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Visibility {
+    pub user: bool,
+    pub agent: bool,
+    /// Whether `metadata_json` parsed (false: the default was used).
+    pub parsed: bool,
+}
+
+pub fn visibility(metadata_json: Option<&str>) -> Visibility {
+    match metadata_json.and_then(parse_metadata) {
+        Some(m) => Visibility {
+            user: m["userVisible"].as_bool().unwrap_or(true),
+            agent: m["agentVisible"].as_bool().unwrap_or(true),
+            parsed: true,
+        },
+        None => Visibility {
+            user: true,
+            agent: true,
+            parsed: false,
+        },
+    }
+}
+
+/// `metadata_json` as goose's `MessageMetadata` would accept it, or `None`.
+fn parse_metadata(text: &str) -> Option<Map<String, Value>> {
+    let Value::Object(m) = serde_json::from_str::<Value>(text).ok()? else {
+        return None;
+    };
+    let is_bool = |k: &str| m.get(k).is_some_and(Value::is_boolean);
+    let opt = |k: &str, ok: fn(&Value) -> bool| m.get(k).is_none_or(|v| v.is_null() || ok(v));
+    let ok = is_bool("userVisible")
+        && is_bool("agentVisible")
+        && ["outputTokenLimitReached", "steer", "turnContext"]
+            .iter()
+            .all(|k| opt(k, Value::is_boolean))
+        && ["inference", "usage", "operations"]
+            .iter()
+            .all(|k| opt(k, Value::is_object));
+    ok.then_some(m)
+}
+
+/// `metadata_json` with `agentVisible` set to false and every other key and value byte kept
+/// (goose's `with_agent_invisible`). A value goose would read as the default (NULL, unparsable,
+/// partial) becomes `{"userVisible":true,"agentVisible":false}`: editing such a value in place
+/// would leave it unreadable, and goose would show the message to the model again.
+pub fn hide_from_agent(metadata_json: Option<&str>) -> String {
+    let Some(text) = metadata_json.filter(|t| parse_metadata(t).is_some()) else {
+        return r#"{"userVisible":true,"agentVisible":false}"#.into();
+    };
+    let pairs = match object_pairs(text) {
+        Some(p) => p,
+        None => return r#"{"userVisible":true,"agentVisible":false}"#.into(),
+    };
+    let mut out = String::from("{");
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&serde_json::to_string(k).expect("strings serialize"));
+        out.push(':');
+        out.push_str(if k == "agentVisible" {
+            "false"
+        } else {
+            v.get()
+        });
+    }
+    out.push('}');
+    out
+}
+
+/// The top-level (key, raw value) pairs of a JSON object, in order.
+fn object_pairs(text: &str) -> Option<Vec<(String, &RawValue)>> {
+    struct Pairs;
+    impl<'de> serde::de::Visitor<'de> for Pairs {
+        type Value = Vec<(String, &'de RawValue)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut a: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some((k, v)) = a.next_entry::<String, &'de RawValue>()? {
+                out.push((k, v));
+            }
+            Ok(out)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let pairs = serde::Deserializer::deserialize_map(&mut de, Pairs).ok()?;
+    de.end().ok()?;
+    Some(pairs)
+}
+
+/// `[{"type":"text","text":…}]`, serialized as goose does.
+pub fn text_content(text: &str) -> String {
+    serde_json::to_string(&serde_json::json!([{"type": "text", "text": text}]))
+        .expect("json values always serialize")
+}
+
+fn new_envelope(role: &str, text: &str) -> Box<RawValue> {
+    let content = text_content(text);
+    envelope(role, &content, Some(AGENT_ONLY)).expect("agent-db's own content is JSON")
+}
+
+/// The summary goose stores after a compaction: role `user`, one text item, `agent_only`.
+pub fn summary_message(text: &str) -> Box<RawValue> {
+    new_envelope("user", text)
+}
+
+/// The assistant continuation that follows the summary, `agent_only`.
+pub fn continuation_message() -> Box<RawValue> {
+    new_envelope("assistant", CONTINUATION)
+}
+
+/// Decode one envelope into the model's view of the message.
+pub fn decode(raw: &RawValue) -> Result<Message, String> {
+    let env = split_envelope(raw)?;
+    let role = match env.role.as_str() {
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        other => return Err(format!("role {other:?} is not a goose message role")),
+    };
+    let items: Vec<Value> = serde_json::from_str(env.content.get())
+        .map_err(|e| format!("content_json is not a JSON array ({e}); goose cannot load it"))?;
+    let mut blocks = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let b = block(role, item).map_err(|e| format!("content item {i}: {e}"))?;
+        blocks.push(b);
+    }
+    Ok(Message {
+        role,
+        blocks,
+        raw: raw.to_owned(),
+    })
+}
+
+fn opaque(kind: &str, item: &Value) -> Block {
+    Block::Opaque {
+        kind: format!("goose:{kind}"),
+        bytes: item.to_string().len(),
+    }
+}
+
+/// Whether an item's `annotations.audience` lets the assistant see it (absent: everyone).
+fn for_assistant(item: &Value) -> bool {
+    match item.get("annotations").and_then(|a| a.get("audience")) {
+        Some(Value::Array(who)) => who.iter().any(|w| w == "assistant"),
+        _ => true,
+    }
+}
+
+fn need_str<'a>(item: &'a Value, key: &str, kind: &str) -> Result<&'a str, String> {
+    str_field(item, key)
+        .ok_or_else(|| format!("{kind} has no string {key:?}; goose cannot load this session"))
+}
+
+fn block(role: Role, item: &Value) -> Result<Block, String> {
+    if !item.is_object() {
+        return Err("not a JSON object; goose cannot load this session".into());
+    }
+    let kind = need_str(item, "type", "item")?;
+    let user = role == Role::User;
+    Ok(match kind {
+        "text" => {
+            let text = need_str(item, "text", "text item")?;
+            if !for_assistant(item) {
+                return Ok(opaque("text(user audience)", item));
+            }
+            Block::Text {
+                text: text.to_string(),
+            }
+        }
+        "image" => {
+            let data = need_str(item, "data", "image")?;
+            if !for_assistant(item) {
+                return Ok(opaque("image(user audience)", item));
+            }
+            Block::Image(ImageInfo::from_base64(str_field(item, "mimeType"), data))
+        }
+        "toolRequest" => {
+            let id = need_str(item, "id", "toolRequest")?;
+            let call = item
+                .get("toolCall")
+                .filter(|c| c.is_object())
+                .ok_or("toolRequest has no toolCall; goose cannot load this session")?;
+            if user {
+                return Ok(opaque("toolRequest(in a user message)", item));
+            }
+            tool_call(id, call)
+        }
+        "toolResponse" => {
+            let id = need_str(item, "id", "toolResponse")?;
+            let result = item
+                .get("toolResult")
+                .filter(|c| c.is_object())
+                .ok_or("toolResponse has no toolResult; goose cannot load this session")?;
+            if !user {
+                return Ok(opaque("toolResponse(in an assistant message)", item));
+            }
+            tool_result(id, result)
+        }
+        "thinking" | "reasoning" if !user => Block::Thinking {
+            text: str_field(item, if kind == "thinking" { "thinking" } else { "text" })
+                .unwrap_or("")
+                .to_string(),
+            redacted: false,
+        },
+        "redactedThinking" if !user => Block::Thinking {
+            text: String::new(),
+            redacted: true,
+        },
+        k if UNREADABLE_TYPES.contains(&k) => {
+            return Err(format!(
+                "item type {k:?} (goose 1.9) is not read by any later goose; goose cannot load this session"
+            ))
+        }
+        // frontendToolRequest, toolConfirmationRequest, actionRequired, systemNotification,
+        // error, document, conversationCompacted, thinking in user messages, newer types.
+        other => opaque(other, item),
+    })
+}
+
+fn tool_call(id: &str, call: &Value) -> Block {
+    let (name, input) = match str_field(call, "status") {
+        Some("success") | None => {
+            let v = call.get("value").unwrap_or(&Value::Null);
+            let args = v.get("arguments").map(Value::to_string).unwrap_or_default();
+            (str_field(v, "name").unwrap_or("").to_string(), args)
+        }
+        Some(_) => (
+            String::new(),
+            str_field(call, "error").unwrap_or("").to_string(),
+        ),
+    };
+    Block::ToolCall {
+        id: id.to_string(),
+        name,
+        input,
+    }
+}
+
+fn tool_result(id: &str, result: &Value) -> Block {
+    let mut text = String::new();
+    let mut images = Vec::new();
+    let is_error;
+    match str_field(result, "status") {
+        Some("success") | None => {
+            let v = result.get("value").unwrap_or(&Value::Null);
+            is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
+            // The legacy form is a bare array of content items.
+            let items = match v {
+                Value::Array(a) => Some(a),
+                _ => v.get("content").and_then(Value::as_array),
+            };
+            for c in items.into_iter().flatten().filter(|c| for_assistant(c)) {
+                match str_field(c, "type") {
+                    Some("text") => push_line(&mut text, str_field(c, "text").unwrap_or("")),
+                    Some("image") => images.push(ImageInfo::from_base64(
+                        str_field(c, "mimeType"),
+                        str_field(c, "data").unwrap_or(""),
+                    )),
+                    Some("resource") => {
+                        let r = c.get("resource").unwrap_or(&Value::Null);
+                        push_line(&mut text, str_field(r, "text").unwrap_or(""));
+                    }
+                    _ => push_line(&mut text, &c.to_string()),
+                }
+            }
+        }
+        Some(_) => {
+            is_error = true;
+            text = str_field(result, "error").unwrap_or("").to_string();
+        }
+    }
+    Block::ToolResult {
+        call_id: id.to_string(),
+        content: text,
+        is_error,
+        images,
+    }
+}
+
+fn push_line(out: &mut String, s: &str) {
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(s);
+}
+
+/// The prune rewrite of one envelope: every `toolResponse` result becomes one text item
+/// `placeholder(id)` (its `isError` kept, `structuredContent` dropped), and with
+/// `elide_images` every image item becomes a text placeholder. The result is the agent-only
+/// replacement of the message: the store hides the original from the agent and stores this
+/// after it, so nothing is deleted (goose's own tool-pair summarization works the same way).
+pub fn prune(v: &mut Value, placeholder: &dyn Fn(&str) -> String, elide_images: bool) -> bool {
+    let user = str_field(v, "role") == Some("user");
+    let Some(Value::Array(items)) = v.get_mut("content") else {
+        return false;
+    };
+    let mut changed = false;
+    for item in items.iter_mut() {
+        match str_field(item, "type") {
+            Some("toolResponse") if user => {
+                let id = str_field(item, "id").unwrap_or("").to_string();
+                let Some(result) = item.get_mut("toolResult") else {
+                    continue;
+                };
+                *result = pruned_result(result, &placeholder(&id));
+                changed = true;
+            }
+            Some("image") if elide_images => {
+                *item = image_placeholder(item);
+                changed = true;
+            }
+            _ => {}
+        }
+    }
+    if changed {
+        v["metadata"] = serde_json::from_str(AGENT_ONLY).expect("constant is JSON");
+    }
+    changed
+}
+
+fn pruned_result(result: &Value, text: &str) -> Value {
+    if str_field(result, "status").is_some_and(|s| s != "success") {
+        return serde_json::json!({"status": "error", "error": text});
+    }
+    let mut value = serde_json::json!({"content": [{"type": "text", "text": text}]});
+    if let Some(e) = result.get("value").and_then(|v| v.get("isError")) {
+        value["isError"] = e.clone();
+    }
+    serde_json::json!({"status": "success", "value": value})
+}
+
+fn image_placeholder(item: &Value) -> Value {
+    let info = ImageInfo::from_base64(
+        str_field(item, "mimeType"),
+        str_field(item, "data").unwrap_or(""),
+    );
+    serde_json::json!({"type": "text", "text": info.placeholder()})
+}
+
+/// Serialize a rewritten envelope the way goose serializes (no HTML escaping).
+pub fn to_raw(v: &Value) -> Box<RawValue> {
+    RawValue::from_string(serde_json::to_string(v).expect("json values always serialize"))
+        .expect("serializer output is valid JSON")
+}
+
+#[cfg(test)]
+#[path = "goose_tests.rs"]
+mod tests;

@@ -1,0 +1,133 @@
+//! goose's `sessions.db` (stores.md "goose"): flags and inserts. A compaction hides the
+//! summarized rows from the agent (`metadata_json.agentVisible=false`, nothing else changed),
+//! inserts goose's agent-only summary and continuation, and keeps the tail's rows untouched.
+//!
+//! - `schema.rs`: `schema_version` (refused above [`NEWEST_KNOWN`]) and the columns.
+//! - `read.rs`: the listing (the `sessions` columns only) and the agent-visible history.
+//! - `write.rs`: the typed proposal.
+//!
+//! A session's context window is `model_config_json.context_limit` when stored and positive,
+//! else the `[context_limits]`/built-in table for its model, else goose's own 128,000.
+
+mod read;
+mod schema;
+mod write;
+
+pub use read::{load_session, meta, scan, Row, Session, GOOSE_DEFAULT_LIMIT};
+pub use schema::{check_schema, Schema, FIRST_WRITABLE, NEWEST_KNOWN};
+pub use write::Proposal;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rusqlite::Connection;
+
+use super::commit::Commit;
+use super::kind::{Adapter, LoadedState, Read};
+use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
+use crate::error::Result;
+
+/// The provider name agent-db gives goose sessions (`Format::detect` maps it).
+pub const PROVIDER: &str = "goose";
+
+/// The goose store kind.
+pub const KIND: StoreKind = StoreKind::new(&Goose);
+
+/// goose's adapter.
+pub struct Goose;
+
+/// What a loaded session keeps for its proposal: the version token (row count, largest id,
+/// sha256 of every row, `updated_at`, `total_tokens`) and the loaded rows.
+#[derive(Debug, Clone)]
+struct Loaded {
+    version: String,
+    rows: Vec<Row>,
+}
+
+impl Adapter for Goose {
+    fn name(&self) -> &'static str {
+        "goose"
+    }
+
+    fn signature_tables(&self) -> &'static [&'static str] {
+        &["sessions", "messages", "schema_version"]
+    }
+
+    fn check_schema(&self, conn: &Connection, path: &std::path::Path) -> Result<()> {
+        check_schema(conn, path).map(|_| ())
+    }
+
+    /// `$GOOSE_PATH_ROOT/data/sessions/sessions.db` (an absolute `GOOSE_PATH_ROOT`), else
+    /// `$XDG_DATA_HOME/goose/sessions/sessions.db`, else `~/.local/share/goose/…`.
+    fn default_path_doc(&self) -> &'static str {
+        "goose: $GOOSE_PATH_ROOT/data/sessions/sessions.db or ~/.local/share/goose/sessions/sessions.db"
+    }
+
+    fn default_path(&self) -> PathBuf {
+        let abs = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+        let data = match abs(std::env::var_os("GOOSE_PATH_ROOT")) {
+            Some(root) => root.join("data"),
+            None => match abs(std::env::var_os("XDG_DATA_HOME")) {
+                Some(x) => x.join("goose"),
+                None => super::home_dir().join(".local/share/goose"),
+            },
+        };
+        data.join("sessions").join("sessions.db")
+    }
+
+    fn id_column(&self) -> (&'static str, &'static str) {
+        ("sessions", "id")
+    }
+
+    fn rewrites_history(&self) -> bool {
+        false
+    }
+
+    fn keeps_tail(&self, _read: &Read<'_>) -> Result<bool> {
+        Ok(true)
+    }
+
+    fn providers(&self, _read: &Read<'_>) -> Result<Vec<String>> {
+        Ok(vec![PROVIDER.to_string()])
+    }
+
+    fn scan(
+        &self,
+        read: &Read<'_>,
+        prefilter: Prefilter,
+        f: &mut dyn FnMut(ConversationMeta) -> bool,
+    ) -> Result<()> {
+        scan(read.conn, read.path, read.limits, prefilter, f)
+    }
+
+    fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>> {
+        meta(read.conn, read.path, read.limits, id)
+    }
+
+    fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
+        let s = load_session(read.conn, read.path, id)?;
+        let state = Loaded {
+            version: s.version,
+            rows: s.rows,
+        };
+        Ok(StoredConversation::with_state(
+            id,
+            s.raw_messages,
+            Arc::new(state),
+        ))
+    }
+}
+
+impl LoadedState for Loaded {
+    fn propose(&self, id: &str, c: Compaction) -> Box<dyn Commit> {
+        Box::new(Proposal {
+            id: id.to_string(),
+            version: self.version.clone(),
+            rows: self.rows.clone(),
+            summary: c.summary,
+            tail_start: c.tail_start,
+            reinsert: c.reinsert,
+            context_after: c.context_after,
+        })
+    }
+}

@@ -1,0 +1,275 @@
+//! Listing and loading goose sessions. Listing reads the cheap `sessions` columns only (never
+//! `content_json`); loading reads a session's rows in goose's order (`ORDER BY
+//! created_timestamp, id`, user and assistant rows only) and keeps the agent-visible ones, each
+//! as a codec envelope (stores.md "goose").
+
+use std::path::Path;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, Row as SqlRow};
+use sha2::{Digest, Sha256};
+
+use super::schema::{check_schema, Schema};
+use super::PROVIDER;
+use crate::error::{Error, Result, SqlContext};
+use crate::message::goose as codec;
+use crate::models::ContextLimits;
+use crate::store::{ConversationMeta, Prefilter};
+
+/// goose's `DEFAULT_CONTEXT_LIMIT`, used when nothing else names a session's window.
+pub const GOOSE_DEFAULT_LIMIT: i64 = 128_000;
+
+fn lossy(r: &SqlRow<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+    Ok(match r.get_ref(i)? {
+        ValueRef::Null => None,
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        ValueRef::Integer(n) => Some(n.to_string()),
+        ValueRef::Real(f) => Some(f.to_string()),
+    })
+}
+
+fn int(r: &SqlRow<'_>, i: usize) -> rusqlite::Result<Option<i64>> {
+    Ok(match r.get_ref(i)? {
+        ValueRef::Integer(n) => Some(n),
+        ValueRef::Real(f) => Some(f as i64),
+        ValueRef::Text(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|t| t.trim().parse().ok()),
+        _ => None,
+    })
+}
+
+/// SQLite's `YYYY-MM-DD HH:MM:SS` (UTC) as RFC 3339; anything else as stored.
+pub fn rfc3339(t: &str) -> String {
+    match chrono::NaiveDateTime::parse_from_str(t.trim(), "%Y-%m-%d %H:%M:%S") {
+        Ok(n) => n.and_utc().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        Err(_) => t.to_string(),
+    }
+}
+
+/// The listing query: id, name, description, working_dir, created_at, updated_at,
+/// total_tokens, input_tokens, output_tokens, model_config_json.
+fn list_sql(schema: &Schema, tail: &str) -> String {
+    let col = |c: &str| {
+        if schema.session_has(c) {
+            format!("s.{c}")
+        } else {
+            "NULL".into()
+        }
+    };
+    format!(
+        "SELECT s.id, {}, {}, s.working_dir, s.created_at, s.updated_at, s.total_tokens, {}, {}, {} FROM sessions s {tail}",
+        col("name"),
+        col("description"),
+        col("input_tokens"),
+        col("output_tokens"),
+        col("model_config_json"),
+    )
+}
+
+/// The model and the stored `context_limit` (> 0) of a `model_config_json`.
+fn model_config(json: Option<&str>) -> (Option<String>, Option<i64>) {
+    let v: Option<serde_json::Value> = json.and_then(|j| serde_json::from_str(j).ok());
+    let Some(v) = v else {
+        return (None, None);
+    };
+    let model = v["model_name"].as_str().map(str::to_string);
+    let limit = v["context_limit"].as_i64().filter(|l| *l > 0);
+    (model, limit)
+}
+
+fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<ConversationMeta> {
+    let (model, stored) = model_config(lossy(r, 9)?.as_deref());
+    let max = stored
+        .or_else(|| model.as_deref().and_then(|m| limits.of(m)))
+        .unwrap_or(GOOSE_DEFAULT_LIMIT);
+    let name = lossy(r, 1)?
+        .filter(|n| !n.is_empty())
+        .or(lossy(r, 2)?.filter(|d| !d.is_empty()));
+    let created_at = rfc3339(&lossy(r, 4)?.unwrap_or_default());
+    Ok(ConversationMeta {
+        id: lossy(r, 0)?.unwrap_or_default(),
+        name,
+        provider: PROVIDER.to_string(),
+        api_mode: None,
+        model,
+        message_count: None,
+        current_context: int(r, 6)?,
+        max_context: Some(max),
+        input_tokens: int(r, 7)?,
+        output_tokens: int(r, 8)?,
+        cwd: lossy(r, 3)?.filter(|w| !w.is_empty()),
+        updated_at: lossy(r, 5)?
+            .map(|u| rfc3339(&u))
+            .unwrap_or_else(|| created_at.clone()),
+        created_at,
+        problem: None,
+    })
+}
+
+/// A session's message count (on `idx_messages_session`).
+const COUNT_SQL: &str = "SELECT COUNT(*) FROM messages WHERE session_id = ?1";
+
+/// Stream every session's metadata, most recently updated first (goose's own order).
+pub fn scan(
+    conn: &Connection,
+    path: &Path,
+    limits: &ContextLimits,
+    prefilter: Prefilter,
+    f: &mut dyn FnMut(ConversationMeta) -> bool,
+) -> Result<()> {
+    let schema = check_schema(conn, path)?;
+    let sql = list_sql(&schema, "ORDER BY s.updated_at DESC, s.rowid");
+    let mut stmt = conn.prepare(&sql).at(path)?;
+    let mut count = conn.prepare(COUNT_SQL).at(path)?;
+    let mut rows = stmt.query([]).at(path)?;
+    while let Some(r) = rows.next().at(path)? {
+        let mut meta = meta_from_row(r, limits).at(path)?;
+        if !prefilter.keeps(&meta) {
+            continue;
+        }
+        meta.message_count = Some(count.query_row([&meta.id], |c| c.get(0)).at(path)?);
+        if !f(meta) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// One session's metadata, or `None`.
+pub fn meta(
+    conn: &Connection,
+    path: &Path,
+    limits: &ContextLimits,
+    id: &str,
+) -> Result<Option<ConversationMeta>> {
+    let schema = check_schema(conn, path)?;
+    let sql = list_sql(&schema, "WHERE s.id = ?1");
+    let found = conn
+        .query_row(&sql, [id], |r| meta_from_row(r, limits))
+        .optional()
+        .at(path)?;
+    match found {
+        Some(mut m) => {
+            m.message_count = Some(conn.query_row(COUNT_SQL, [id], |c| c.get(0)).at(path)?);
+            Ok(Some(m))
+        }
+        None => Ok(None),
+    }
+}
+
+/// One stored message row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub id: i64,
+    pub role: String,
+    pub content: String,
+    pub metadata: Option<String>,
+    pub created: i64,
+    pub timestamp: Option<String>,
+}
+
+/// A session as goose's model view has it.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The agent-visible user and assistant rows, in goose's order.
+    pub rows: Vec<Row>,
+    /// Their envelopes, as a JSON array.
+    pub raw_messages: String,
+    /// Row count, largest row id, `updated_at`, `total_tokens`, and the sha256 of every row.
+    pub version: String,
+    pub schema: Schema,
+}
+
+fn read_rows(
+    conn: &Connection,
+    path: &Path,
+    schema: &Schema,
+    id: &str,
+) -> Result<(Vec<Row>, String)> {
+    let meta = if schema.message_has("metadata_json") {
+        "metadata_json"
+    } else {
+        "NULL"
+    };
+    let ts = if schema.message_has("timestamp") {
+        "timestamp"
+    } else {
+        "NULL"
+    };
+    let sql = format!(
+        "SELECT id, role, content_json, {meta}, created_timestamp, {ts} FROM messages \
+         WHERE session_id = ?1 ORDER BY created_timestamp, id"
+    );
+    let mut st = conn.prepare(&sql).at(path)?;
+    let mut q = st.query([id]).at(path)?;
+    let (mut out, mut h, mut n, mut max) = (Vec::new(), Sha256::new(), 0usize, 0i64);
+    while let Some(r) = q.next().at(path)? {
+        let row = Row {
+            id: r.get(0).at(path)?,
+            role: lossy(r, 1).at(path)?.unwrap_or_default(),
+            content: lossy(r, 2).at(path)?.unwrap_or_default(),
+            metadata: lossy(r, 3).at(path)?,
+            created: int(r, 4).at(path)?.unwrap_or(0),
+            timestamp: lossy(r, 5).at(path)?,
+        };
+        n += 1;
+        max = max.max(row.id);
+        let parts = [
+            row.id.to_string(),
+            row.role.clone(),
+            row.content.clone(),
+            row.metadata.clone().unwrap_or_else(|| "\0".into()),
+            row.created.to_string(),
+        ];
+        for p in parts {
+            h.update(p.as_bytes());
+            h.update([0xff]);
+        }
+        if row.role == "user" || row.role == "assistant" {
+            out.push(row);
+        }
+    }
+    Ok((out, format!("{n}:{max}:{}", hex::encode(h.finalize()))))
+}
+
+/// Load a session: the agent-visible rows as goose would send them, or an error naming the
+/// row goose could not load.
+pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session> {
+    let schema = check_schema(conn, path)?;
+    let session: Option<(Option<String>, Option<String>)> = conn
+        .query_row(
+            "SELECT CAST(updated_at AS TEXT), CAST(total_tokens AS TEXT) FROM sessions WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .at(path)?;
+    let Some((updated, total)) = session else {
+        return Err(Error::ConversationNotFound { id: id.to_string() });
+    };
+    let (all, digest) = read_rows(conn, path, &schema, id)?;
+    let mut rows = Vec::new();
+    let mut parts = Vec::new();
+    for r in all {
+        if !codec::visibility(r.metadata.as_deref()).agent {
+            continue;
+        }
+        let env = codec::envelope(&r.role, &r.content, r.metadata.as_deref())
+            .map_err(|e| Error::conversation(id, format!("message row {}: {e}", r.id)))?;
+        parts.push(env);
+        rows.push(r);
+    }
+    let raw_messages = crate::message::join_raw(parts.iter().map(|p| p.as_ref()));
+    let version = format!(
+        "{digest}:{}:{}",
+        updated.unwrap_or_default(),
+        total.unwrap_or_default()
+    );
+    Ok(Session {
+        rows,
+        raw_messages,
+        version,
+        schema,
+    })
+}

@@ -1,0 +1,353 @@
+//! goose's `sessions.db` end to end, on generated stores of every schema version: the
+//! selection against the test's own SQL, a compaction read back by the goose loader oracle
+//! (`goose_loader.rs`) with every other row and table compared by the test's own dumps,
+//! restore byte for byte, an unknown newer schema, bad rows, and the strategies.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use agent_db_synth::goose::{generate_goose, GooseSchema};
+use agent_db_synth::SynthOptions;
+use rusqlite::Connection;
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::common::{bare_cmd, files_hash, ids_with_status, json};
+use crate::goose_loader::{check_compacted, load};
+
+const HEADER: &str = "[agent-db compaction summary]";
+
+struct G {
+    dir: TempDir,
+    db: PathBuf,
+}
+
+impl G {
+    fn new(preset: &str, n: usize) -> G {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("sessions.db");
+        let opts = SynthOptions {
+            conversations: n,
+            seed: 5,
+            scale: 1.0,
+            ..SynthOptions::default()
+        };
+        generate_goose(&db, &opts, &GooseSchema::preset(preset).unwrap()).unwrap();
+        G { dir, db }
+    }
+
+    fn cmd(&self) -> assert_cmd::Command {
+        let mut c = bare_cmd(self.dir.path());
+        c.arg("--db").arg(&self.db);
+        c
+    }
+
+    fn conn(&self) -> Connection {
+        Connection::open(&self.db).unwrap()
+    }
+
+    fn strings(&self, sql: &str) -> Vec<String> {
+        let c = self.conn();
+        let mut st = c.prepare(sql).unwrap();
+        let rows = st.query_map([], |r| r.get::<_, String>(0)).unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    }
+
+    /// Every row of every table but agent-db's own, by table, in rowid order.
+    fn dump(&self) -> BTreeMap<String, Vec<Vec<String>>> {
+        let c = self.conn();
+        let tables = self.strings(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'agent_db_%' ORDER BY name",
+        );
+        let mut out = BTreeMap::new();
+        for t in tables {
+            let mut st = c
+                .prepare(&format!("SELECT rowid, * FROM \"{t}\" ORDER BY rowid"))
+                .unwrap();
+            let n = st.column_count();
+            let rows = st
+                .query_map([], |r| {
+                    (0..n)
+                        .map(|i| Ok(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?)))
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .unwrap();
+            // agent-db's own AUTOINCREMENT tables add their sqlite_sequence rows.
+            let seq = t == "sqlite_sequence";
+            let rows = rows
+                .map(|r| r.unwrap())
+                .filter(|r: &Vec<String>| !(seq && r[1].starts_with("Text(\"agent_db_")));
+            let rows: Vec<Vec<String>> = rows.collect();
+            out.insert(t, rows);
+        }
+        out
+    }
+
+    /// The sessions over `ratio`, by the test's own rule: `total_tokens` over the stored
+    /// `context_limit` when positive, else goose's 128,000 (no generated model is in
+    /// agent-db's table or config).
+    fn over(&self, ratio: f64) -> BTreeSet<String> {
+        let has_config = !self
+            .strings(
+                "SELECT name FROM pragma_table_info('sessions') WHERE name = 'model_config_json'",
+            )
+            .is_empty();
+        let limit = if has_config {
+            "CASE WHEN CAST(json_extract(model_config_json, '$.context_limit') AS INTEGER) > 0 \
+             THEN CAST(json_extract(model_config_json, '$.context_limit') AS INTEGER) ELSE 128000 END"
+        } else {
+            "128000"
+        };
+        self.strings(&format!(
+            "SELECT id FROM sessions WHERE total_tokens IS NOT NULL AND total_tokens * 1.0 / ({limit}) >= {ratio}"
+        ))
+        .into_iter()
+        .collect()
+    }
+}
+
+fn compact(g: &G, args: &[&str]) -> Value {
+    let mut c = g.cmd();
+    c.args(["compact", "--idle", "0", "--yes", "--json"])
+        .args(args);
+    let (doc, code) = json(c);
+    assert!(code == 0 || code == 1, "exit {code}: {doc:#}");
+    doc
+}
+
+#[test]
+fn list_all_over_selects_exactly_the_sessions_over_the_ratio() {
+    for preset in GooseSchema::PRESETS {
+        let g = G::new(preset, 24);
+        let (doc, code) = json({
+            let mut c = g.cmd();
+            c.args(["list", "--all-over", "0.7", "--idle", "0", "--json"]);
+            c
+        });
+        assert_eq!(code, 0, "{preset}");
+        assert_eq!(doc["store"]["kind"], "goose");
+        let got: BTreeSet<String> = ids_with_status(&doc, "selected").into_iter().collect();
+        let want = g.over(0.7);
+        assert!(!want.is_empty(), "{preset}: nothing over 0.7");
+        assert_eq!(got, want, "{preset}");
+    }
+}
+
+/// Rows of `messages` keyed by id, each (session_id, everything but metadata_json, metadata_json).
+fn messages(g: &G) -> BTreeMap<i64, (String, String, Option<String>)> {
+    let c = g.conn();
+    let mut st = c
+        .prepare("SELECT id, session_id, role || '|' || content_json || '|' || created_timestamp || '|' || IFNULL(timestamp, '') || '|' || IFNULL(tokens, ''), metadata_json FROM messages")
+        .unwrap();
+    let rows = st
+        .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))
+        .unwrap();
+    rows.map(|r| r.unwrap()).collect()
+}
+
+#[test]
+fn extractive_compaction_loads_in_goose_and_restores_byte_for_byte() {
+    for preset in GooseSchema::PRESETS {
+        let g = G::new(preset, 20);
+        let before = g.dump();
+        let rows_before = messages(&g);
+        let doc = compact(&g, &["--all-over", "0.7", "--strategy", "extractive"]);
+        let compacted: BTreeSet<String> = ids_with_status(&doc, "compacted").into_iter().collect();
+        assert!(!compacted.is_empty(), "{preset}: {doc:#}");
+        let conn = g.conn();
+        for id in &compacted {
+            let l = load(&conn, id).unwrap_or_else(|e| panic!("{preset} {id}: {e}"));
+            check_compacted(&l, HEADER).unwrap_or_else(|e| panic!("{preset} {id}: {e}"));
+        }
+        // Existing rows: unchanged, or (compacted sessions only) hidden from the agent with
+        // nothing else changed.
+        let rows_after = messages(&g);
+        for (id, (session, body, meta)) in &rows_before {
+            let (s2, b2, m2) = rows_after
+                .get(id)
+                .unwrap_or_else(|| panic!("{preset}: row {id} gone"));
+            assert_eq!((session, body), (s2, b2), "{preset}: row {id}");
+            if m2 != meta {
+                assert!(
+                    compacted.contains(session),
+                    "{preset}: row {id} of {session}"
+                );
+                let v: Value = serde_json::from_str(m2.as_deref().unwrap()).unwrap();
+                assert_eq!(v["agentVisible"], false, "{preset}: row {id}");
+            }
+        }
+        for (id, (session, _, _)) in rows_after
+            .iter()
+            .filter(|(id, _)| !rows_before.contains_key(id))
+        {
+            assert!(
+                compacted.contains(session),
+                "{preset}: new row {id} in {session}"
+            );
+        }
+        let after = g.dump();
+        for (table, rows) in &before {
+            if !["messages", "sessions", "sqlite_sequence"].contains(&table.as_str()) {
+                assert_eq!(rows, &after[table], "{preset}: table {table}");
+            }
+        }
+        let untouched = |d: &BTreeMap<String, Vec<Vec<String>>>| -> Vec<Vec<String>> {
+            d["sessions"]
+                .iter()
+                .filter(|r| !compacted.iter().any(|id| r[1] == format!("Text({id:?})")))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(
+            untouched(&before),
+            untouched(&after),
+            "{preset}: other sessions"
+        );
+        // Restore gives back every table, every cell.
+        let out = g
+            .cmd()
+            .args(["restore", "--all-since", "1h"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{preset}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(before, g.dump(), "{preset}: restore");
+    }
+}
+
+#[test]
+fn a_newer_schema_version_is_refused_with_exit_4() {
+    let g = G::new("goose-v17", 4);
+    g.conn()
+        .execute("INSERT INTO schema_version (version) VALUES (18)", [])
+        .unwrap();
+    let hash = files_hash(&g.db);
+    for args in [&["list"][..], &["compact", "--all-over", "0", "--yes"][..]] {
+        let out = g.cmd().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(4), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("goose schema version 18 is newer"), "{err}");
+    }
+    assert_eq!(files_hash(&g.db), hash);
+}
+
+#[test]
+fn auto_detection_and_agent_flag_find_the_default_path() {
+    let g = G::new("goose-v16", 3);
+    let root = g.dir.path().join("root");
+    let target = root.join("data/sessions/sessions.db");
+    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+    std::fs::copy(&g.db, &target).unwrap();
+    for args in [
+        &["list", "--json"][..],
+        &["--agent", "goose", "list", "--json"][..],
+    ] {
+        let mut c = bare_cmd(g.dir.path());
+        c.env("GOOSE_PATH_ROOT", &root).args(args);
+        let (doc, code) = json(c);
+        assert_eq!(code, 0);
+        assert_eq!(doc["store"]["kind"], "goose");
+        assert_eq!(doc["conversations"].as_array().unwrap().len(), 3);
+    }
+}
+
+/// A session agent-db compacts, and the rows of it a test can spoil.
+fn big_session(g: &G) -> String {
+    g.over(0.7).into_iter().next().expect("a session over 0.7")
+}
+
+#[test]
+fn bad_rows_fail_only_their_session_or_follow_goose() {
+    let g = G::new("goose-v16", 20);
+    let mut over: Vec<String> = g.over(0.7).into_iter().collect();
+    assert!(over.len() >= 3, "{over:?}");
+    let (broken, odd, fine) = (over.remove(0), over.remove(0), over.remove(0));
+    let c = g.conn();
+    c.execute(
+        "UPDATE messages SET content_json = '[{\"type\":\"text\"' WHERE id = (SELECT MIN(id) FROM messages WHERE session_id = ?1)",
+        [&broken],
+    )
+    .unwrap();
+    // NULL metadata (visible), a role goose skips, a millisecond timestamp (sorts last).
+    c.execute_batch(&format!(
+        "UPDATE messages SET metadata_json = NULL WHERE id = (SELECT MAX(id) FROM messages WHERE session_id = '{odd}' AND role = 'user');
+         INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp, metadata_json)
+           VALUES ('msg_sys', '{odd}', 'system', 'not json', 1, NULL);
+         INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp, metadata_json)
+           VALUES ('msg_ms', '{odd}', 'user', '[{{\"type\":\"text\",\"text\":\"late\"}}]', 1790000000000, '{{\"userVisible\":true,\"agentVisible\":true}}');"
+    ))
+    .unwrap();
+    drop(c);
+    let doc = compact(&g, &["--all-over", "0.7", "--strategy", "extractive"]);
+    let failed = ids_with_status(&doc, "failed");
+    assert_eq!(failed, vec![broken.clone()], "{doc:#}");
+    let reason = doc["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == broken.as_str())
+        .unwrap()["detail"]
+        .to_string();
+    assert!(reason.contains("goose cannot load"), "{reason}");
+    let compacted = ids_with_status(&doc, "compacted");
+    assert!(
+        compacted.contains(&odd) && compacted.contains(&fine),
+        "{doc:#}"
+    );
+    let conn = g.conn();
+    let l = load(&conn, &odd).unwrap();
+    check_compacted(&l, HEADER).unwrap();
+    assert_eq!(
+        l.model.last().unwrap().text(),
+        "late",
+        "the millisecond row stays last"
+    );
+    let sys: String = conn
+        .query_row(
+            "SELECT content_json FROM messages WHERE message_id = 'msg_sys'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(sys, "not json");
+}
+
+#[test]
+fn prune_is_refused_for_goose_and_leaves_the_file_alone() {
+    let g = G::new("goose-v16", 12);
+    let id = big_session(&g);
+    let hash = files_hash(&g.db);
+    let doc = compact(&g, &["--id", &id, "--strategy", "prune"]);
+    assert_eq!(
+        ids_with_status(&doc, "skipped"),
+        vec![id.clone()],
+        "{doc:#}"
+    );
+    assert_eq!(files_hash(&g.db), hash);
+}
+
+#[test]
+fn below_v3_sessions_are_listed_but_not_compacted() {
+    let g = G::new("goose-v3", 10);
+    // Make it look like a v2 file: no metadata_json column, schema_version 2.
+    g.conn()
+        .execute_batch(
+            "ALTER TABLE messages DROP COLUMN metadata_json; UPDATE schema_version SET version = 2;",
+        )
+        .unwrap();
+    let (doc, code) = json({
+        let mut c = g.cmd();
+        c.args(["list", "--json"]);
+        c
+    });
+    assert_eq!(code, 0);
+    assert_eq!(doc["conversations"].as_array().unwrap().len(), 10);
+    let id = big_session(&g);
+    let doc = compact(&g, &["--id", &id, "--strategy", "extractive"]);
+    let row = &doc["conversations"][0];
+    assert_eq!(row["status"], "failed", "{doc:#}");
+    assert!(row["detail"].to_string().contains("metadata_json"), "{row}");
+}
