@@ -652,7 +652,8 @@ mod tests {
         assert_eq!(
             detail,
             "expected kodelet's conversations, conversation_summaries and schema_migrations tables, \
-             or docker-agent's sessions, session_items and migrations tables; found: notes"
+             docker-agent's sessions, session_items and migrations tables, \
+             or goose's sessions, messages and schema_version tables; found: notes"
         );
     }
 }
