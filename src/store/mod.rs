@@ -11,6 +11,7 @@
 
 pub mod agent_tables;
 pub mod archive;
+mod cells;
 pub mod commit;
 pub mod docker_agent;
 pub mod goose;

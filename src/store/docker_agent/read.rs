@@ -31,30 +31,10 @@ use super::{Version, PROVIDER};
 use crate::error::{Error, Result, SqlContext};
 use crate::message::{self, Format};
 use crate::models::ContextLimits;
+use crate::store::cells::{int, lossy};
 use crate::store::{ConversationMeta, Prefilter};
 
 // ---- listing --------------------------------------------------------------------------------
-
-/// A text column read leniently (invalid UTF-8 becomes U+FFFD; numbers become text).
-fn lossy(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
-    Ok(match r.get_ref(i)? {
-        ValueRef::Null => None,
-        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        ValueRef::Integer(n) => Some(n.to_string()),
-        ValueRef::Real(f) => Some(f.to_string()),
-    })
-}
-
-fn int(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<i64>> {
-    Ok(match r.get_ref(i)? {
-        ValueRef::Integer(n) => Some(n),
-        ValueRef::Real(f) => Some(f as i64),
-        ValueRef::Text(b) => std::str::from_utf8(b)
-            .ok()
-            .and_then(|t| t.trim().parse().ok()),
-        _ => None,
-    })
-}
 
 /// The listing query. Columns: id, title, created_at, working_dir, input_tokens, output_tokens,
 /// message count, model, latest item time, parent_id. `lean` leaves out the message count and

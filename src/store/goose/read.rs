@@ -5,7 +5,6 @@
 
 use std::path::Path;
 
-use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row as SqlRow};
 use sha2::{Digest, Sha256};
 
@@ -14,30 +13,11 @@ use super::PROVIDER;
 use crate::error::{Error, Result, SqlContext};
 use crate::message::goose as codec;
 use crate::models::ContextLimits;
+use crate::store::cells::{int, lossy};
 use crate::store::{ConversationMeta, Prefilter};
 
 /// goose's `DEFAULT_CONTEXT_LIMIT`, used when nothing else names a session's window.
 pub const GOOSE_DEFAULT_LIMIT: i64 = 128_000;
-
-fn lossy(r: &SqlRow<'_>, i: usize) -> rusqlite::Result<Option<String>> {
-    Ok(match r.get_ref(i)? {
-        ValueRef::Null => None,
-        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        ValueRef::Integer(n) => Some(n.to_string()),
-        ValueRef::Real(f) => Some(f.to_string()),
-    })
-}
-
-fn int(r: &SqlRow<'_>, i: usize) -> rusqlite::Result<Option<i64>> {
-    Ok(match r.get_ref(i)? {
-        ValueRef::Integer(n) => Some(n),
-        ValueRef::Real(f) => Some(f as i64),
-        ValueRef::Text(b) => std::str::from_utf8(b)
-            .ok()
-            .and_then(|t| t.trim().parse().ok()),
-        _ => None,
-    })
-}
 
 /// SQLite's `YYYY-MM-DD HH:MM:SS` (UTC) as RFC 3339; anything else as stored.
 pub fn rfc3339(t: &str) -> String {

@@ -16,6 +16,7 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Error, Result, SqlContext};
+use crate::store::cells::lossy;
 use crate::store::{ConversationMeta, Prefilter};
 
 /// Columns agent-db reads or writes, with the declared type it expects.
@@ -261,17 +262,6 @@ pub fn sql_type(v: ValueRef<'_>) -> &'static str {
         ValueRef::Text(_) => "TEXT",
         ValueRef::Blob(_) => "BLOB",
     }
-}
-
-/// A text column read leniently: invalid UTF-8 (which a Go writer can store) becomes U+FFFD
-/// instead of failing the whole listing; BLOBs are read the same way.
-fn lossy(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
-    Ok(match r.get_ref(i)? {
-        ValueRef::Null => None,
-        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        ValueRef::Integer(n) => Some(n.to_string()),
-        ValueRef::Real(f) => Some(f.to_string()),
-    })
 }
 
 fn meta_from_row(r: &Row<'_>) -> rusqlite::Result<ConversationMeta> {
