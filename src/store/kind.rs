@@ -15,12 +15,8 @@ use super::{commit::Commit, Compaction, ConversationMeta, Prefilter, StoredConve
 use crate::error::Result;
 use crate::models::ContextLimits;
 
-/// Every store kind agent-db understands, in detection order. Adding a store kind adds one line.
-pub static KINDS: &[StoreKind] = &[
-    super::kodelet::KIND,
-    super::docker_agent::KIND,
-    super::goose::KIND,
-];
+/// The registry (declared with the store modules in `store/mod.rs`).
+pub use super::KINDS;
 
 /// What an adapter reads with: the store's connection, its path (for errors) and the context
 /// limits given to the store when it was opened.

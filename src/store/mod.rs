@@ -13,10 +13,7 @@ pub mod agent_tables;
 pub mod archive;
 mod cells;
 pub mod commit;
-pub mod docker_agent;
-pub mod goose;
 pub mod kind;
-pub mod kodelet;
 pub mod lock;
 pub mod prefix;
 pub mod preflight;
@@ -24,6 +21,18 @@ pub mod restore;
 pub mod stats;
 pub mod vacuum;
 pub mod writer;
+
+/// Declares each store kind's module (`store/<kind>/`) and lists its `KIND` in [`KINDS`], in
+/// detection order, so registering a store is adding its folder's name here.
+macro_rules! register_stores {
+    ($($kind:ident),+ $(,)?) => {
+        $(pub mod $kind;)+
+        /// Every store kind agent-db understands, in detection order.
+        pub static KINDS: &[StoreKind] = &[$($kind::KIND),+];
+    };
+}
+
+register_stores!(kodelet, docker_agent, goose);
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
