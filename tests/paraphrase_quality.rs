@@ -1,11 +1,12 @@
-//! Summary quality of the offline (extractive) summarizer on an independent paraphrase corpus
+//! Summary quality of the offline (extractive) summarizer on independent paraphrase corpora
 //! (issue 12, item 3).
 //!
-//! The corpus (`fixtures/paraphrase/corpus.toml`) was written by hand without reading the
-//! summarizer's code: for each of seven fact kinds (user rule, decision, edited path, error with
-//! file:line, pending item, required command, withdrawn fact) it holds a dozen or more phrasings
-//! in varied registers, each with a slot for the fact's key (a distinctive made-up token), plus
-//! distractor turns. This test builds deterministic conversations in the three kodelet formats,
+//! A corpus (`fixtures/paraphrase/corpus.toml`, and a held-out one, `holdout.toml`, with the same
+//! schema) is written by hand without reading the summarizer's code: for each of seven fact kinds
+//! (user rule, decision, edited path, error with file:line, pending item, required command,
+//! withdrawn fact) it holds many phrasings in varied registers, each with a slot for the fact's
+//! key (a distinctive made-up token), plus distractor turns. [`run_corpus`] builds deterministic
+//! conversations in the three kodelet formats (48, or more until every phrasing was planted),
 //! plants facts of every kind at random depths of the head among long tool outputs and
 //! distractors, compacts each with a kept tail of 15–20% of its tokens, and applies the oracle of
 //! the summary contract:
@@ -17,22 +18,28 @@
 //!   `## Withdrawn` section;
 //! - compression: summary tokens (`count_text`) over the head's tokens.
 //!
-//! Targets (asserted): >= 95% of live facts kept, no withdrawn fact presented as live, every
-//! summary at most 1/5 of the head it replaces. `PARAPHRASE_VERBOSE=1` prints the failing
-//! examples; without it only aggregate figures are printed, so they can be shared without the
-//! phrasings. A separate test checks that no fact phrasing contains a word or phrase from the
-//! summarizer's lexicon (`src/compact/extractive/lexicon.rs`): a corpus that plants the code's
-//! cue words would prove nothing.
+//! Targets (asserted for every corpus run): >= 95% of live facts kept, no withdrawn fact
+//! presented as live, every summary at most 1/5 of the head it replaces. The figures per fact
+//! kind are printed. `PARAPHRASE_VERBOSE=1` prints the failing examples; without it only
+//! aggregate figures are printed, so they can be shared without the phrasings.
 //!
-//! Run with `cargo test --test paraphrase_quality -- --nocapture`. A second corpus in the same
-//! schema, `fixtures/paraphrase/holdout.toml`, was written blind to the summarizer as a held-out
-//! measure; `AGENT_DB_PARAPHRASE_CORPUS=fixtures/paraphrase/holdout.toml` runs every test of this
-//! file on it instead (the asserted floors were set on `corpus.toml`).
+//! The tests: `paraphrase_quality` (the main corpus); `paraphrase_quality_without_cue_words`,
+//! an ablation that runs the main corpus again with the lexicon's prose cue lists switched off
+//! (`Options { prose_cues: false }`: no negations, no take-back words; the lists that describe
+//! tool formats stay) and asserts the same targets, so it fails if keeping live facts or
+//! resolving withdrawals leans on the words the corpus shares with the lexicon rather than on the
+//! conversation's structure (who said what in which turn, what the tools touched, what came
+//! after); `holdout_quality`, the held-out corpus when the file exists (a note is printed when it
+//! does not; `PARAPHRASE_HOLDOUT=FILE` points it at any other corpus file with the same schema).
+//! The live facts whose phrasings share no word with any list of
+//! `src/compact/extractive/lexicon.rs` are also tallied on their own, and held to the same target.
+//!
+//! Run with `cargo test --release --test paraphrase_quality -- --nocapture`.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use agent_db::compact::extractive::summarize;
+use agent_db::compact::extractive::{summarize_with, Options};
 use agent_db::compact::HeadInput;
 use agent_db::compact::SUMMARY_HEADER;
 use agent_db::message::{Block, Format, Message};
@@ -45,13 +52,15 @@ use serde_json::{json, Value};
 mod convgen;
 use convgen::*;
 
-/// Conversations built (a third per format).
-const CONVERSATIONS: usize = 48;
+/// Conversations built at least (a third per format), and at most while some phrasing was not
+/// planted yet.
+const MIN_CONVERSATIONS: usize = 48;
+const MAX_CONVERSATIONS: usize = 480;
 /// Targets of the summary contract.
 const MIN_KEPT_PCT: f64 = 95.0;
-/// The most withdrawn facts presented as live this corpus may show today (the target is 0).
-const WITHDRAWN_LIVE_CEILING: usize = 9;
 const MAX_SUMMARY_RATIO: f64 = 0.2;
+/// The lexicon-free live facts are held to the target only when there are this many.
+const MIN_LEXICON_FREE: usize = 20;
 
 // ---------------------------------------------------------------------------------------------
 // The corpus.
@@ -144,19 +153,15 @@ struct Corpus {
     distractors: Distractors,
 }
 
-/// `fixtures/paraphrase/corpus.toml`, or the corpus named by `AGENT_DB_PARAPHRASE_CORPUS` (a path,
-/// relative to the crate root unless absolute), e.g. the held-out `fixtures/paraphrase/holdout.toml`.
-fn corpus_path() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    match std::env::var_os("AGENT_DB_PARAPHRASE_CORPUS") {
-        Some(p) if !p.is_empty() => root.join(p),
-        _ => root.join("fixtures/paraphrase/corpus.toml"),
-    }
+/// A corpus file under `fixtures/paraphrase/`.
+fn corpus_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/paraphrase")
+        .join(name)
 }
 
-fn load_corpus() -> Corpus {
-    let path = corpus_path();
-    let text = std::fs::read_to_string(&path)
+fn load_corpus(path: &Path) -> Corpus {
+    let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     toml::from_str(&text).unwrap_or_else(|e| panic!("cannot parse {}: {e}", path.display()))
 }
@@ -1115,15 +1120,21 @@ fn oracle_reads_the_withdrawn_section() {
 
 /// What one conversation measured.
 struct Measured {
-    /// (fact index, kept / presented live)
-    outcomes: Vec<(usize, bool)>,
+    /// (fact index, kept / presented live, named in the withdrawn section)
+    outcomes: Vec<(usize, bool, bool)>,
     head_tokens: usize,
     summary_tokens: usize,
     others_in_summary: usize,
     summary: String,
 }
 
-fn measure(i: usize, built: &Built, now: DateTime<FixedOffset>, rng: &mut Rng) -> Measured {
+fn measure(
+    i: usize,
+    built: &Built,
+    now: DateTime<FixedOffset>,
+    rng: &mut Rng,
+    options: Options,
+) -> Measured {
     let probe = plan_of(
         "p",
         "paraphrase",
@@ -1139,7 +1150,7 @@ fn measure(i: usize, built: &Built, now: DateTime<FixedOffset>, rng: &mut Rng) -
         .split()
         .unwrap_or_else(|| panic!("conversation {i}: {:?}", plan.decision))
         .clone();
-    let summary = summarize(&HeadInput::new(&plan, now));
+    let summary = summarize_with(&HeadInput::new(&plan, now), options);
     assert!(
         summary.starts_with(SUMMARY_HEADER),
         "conversation {i}: summary does not start with the header"
@@ -1159,8 +1170,8 @@ fn measure(i: usize, built: &Built, now: DateTime<FixedOffset>, rng: &mut Rng) -
         message_text(m, &mut kept);
     }
     let kept = collapse(&kept);
-    let (outside, _) = split_withdrawn(&summary);
-    let outside = collapse(&outside);
+    let (outside, inside) = split_withdrawn(&summary);
+    let (outside, inside) = (collapse(&outside), collapse(&inside));
     let mut outcomes = Vec::new();
     for (fi, f) in built.facts.iter().enumerate() {
         // A harness check: facts are planted in the head only, so they survive only through
@@ -1172,7 +1183,7 @@ fn measure(i: usize, built: &Built, now: DateTime<FixedOffset>, rng: &mut Rng) -
             f.key
         );
         let hit = contains_key(&outside, &f.key);
-        outcomes.push((fi, hit));
+        outcomes.push((fi, hit, contains_key(&inside, &f.key)));
     }
     let others_in_summary = built
         .others
@@ -1201,6 +1212,8 @@ struct Tally {
     lexicon_free: (usize, usize),
     withdrawn: usize,
     withdrawn_live: usize,
+    /// Withdrawn facts named in the withdrawn section (information only).
+    withdrawn_listed: usize,
     ratios: Vec<f64>,
     head_tokens: Vec<usize>,
     others: (usize, usize),
@@ -1209,11 +1222,12 @@ struct Tally {
 
 impl Tally {
     fn add(&mut self, i: usize, built: &Built, m: &Measured, lexicon: Option<&[String]>) {
-        for &(fi, hit) in &m.outcomes {
+        for &(fi, hit, listed) in &m.outcomes {
             let f = &built.facts[fi];
             let where_ = format!("conv {i} ({})", built.format.name());
             if f.kind == Kind::Withdrawn {
                 self.withdrawn += 1;
+                self.withdrawn_listed += usize::from(listed);
                 if hit {
                     self.withdrawn_live += 1;
                     let lines: Vec<&str> =
@@ -1257,11 +1271,11 @@ impl Tally {
         100.0 * kept as f64 / planted.max(1) as f64
     }
 
-    fn print(&self, conversations: usize) {
+    fn print(&self, label: &str, conversations: usize) {
         let pct = |k: usize, p: usize| 100.0 * k as f64 / p.max(1) as f64;
         let heads = &self.head_tokens;
         eprintln!(
-            "paraphrase corpus: {conversations} conversations ({} per format), head {}..{} tokens (mean {})",
+            "{label}: {conversations} conversations ({} per format), head {}..{} tokens (mean {})",
             conversations / 3,
             heads.iter().min().unwrap(),
             heads.iter().max().unwrap(),
@@ -1291,8 +1305,8 @@ impl Tally {
             );
         }
         eprintln!(
-            "  withdrawn facts: {} planted, {} presented as live",
-            self.withdrawn, self.withdrawn_live
+            "  withdrawn facts: {} planted, {} presented as live, {} named in the withdrawn section",
+            self.withdrawn, self.withdrawn_live, self.withdrawn_listed
         );
         let mean = self.ratios.iter().sum::<f64>() / self.ratios.len() as f64;
         let max = self.ratios.iter().cloned().fold(0.0, f64::max);
@@ -1314,56 +1328,109 @@ impl Tally {
     }
 }
 
-#[test]
-fn paraphrase_quality() {
-    let corpus = load_corpus();
+/// Build and measure conversations from the corpus at `path`: at least [`MIN_CONVERSATIONS`], a
+/// multiple of three (one per format), and more until every phrasing was planted. Prints the
+/// figures per fact kind under `label`.
+fn run_corpus(path: &Path, label: &str, options: Options) -> Tally {
+    let corpus = load_corpus(path);
+    let problems = corpus_problems(&corpus, false);
+    assert!(
+        problems.is_empty(),
+        "{}: corpus problems:\n{}",
+        path.display(),
+        problems.join("\n")
+    );
     let lexicon = lexicon_literals().ok();
     let now: DateTime<FixedOffset> =
         DateTime::parse_from_rfc3339("2026-11-02T08:00:00+01:00").unwrap();
     let mut decks = Decks::default();
     let mut tally = Tally::default();
     let mut rng = Rng::new(99);
-    for i in 0..CONVERSATIONS {
-        let built = build(i, &corpus, &mut decks);
-        let m = measure(i, &built, now, &mut rng);
-        if std::env::var("PARAPHRASE_DUMP").is_ok_and(|v| v == i.to_string()) {
+    let mut n = 0;
+    while n < MAX_CONVERSATIONS
+        && (n < MIN_CONVERSATIONS || n % 3 != 0 || !decks.incomplete().is_empty())
+    {
+        let built = build(n, &corpus, &mut decks);
+        let m = measure(n, &built, now, &mut rng, options);
+        if std::env::var("PARAPHRASE_DUMP").is_ok_and(|v| v == n.to_string()) {
             eprintln!("{}", m.summary);
         }
-        tally.add(i, &built, &m, lexicon.as_deref());
+        tally.add(n, &built, &m, lexicon.as_deref());
+        n += 1;
     }
-    tally.print(CONVERSATIONS);
+    tally.print(label, n);
     let unplanted = decks.incomplete();
     assert!(
         unplanted.is_empty(),
-        "phrasings never planted: {unplanted:?}"
+        "{label}: phrasings never planted: {unplanted:?}"
     );
+    tally
+}
 
+/// The targets of the summary contract.
+fn assert_targets(label: &str, tally: &Tally) {
     let pct = tally.kept_pct();
-    let max_ratio = tally.ratios.iter().cloned().fold(0.0, f64::max);
     assert!(
         pct >= MIN_KEPT_PCT,
-        "only {pct:.1}% of live facts kept (target {MIN_KEPT_PCT}%)"
+        "{label}: only {pct:.1}% of live facts kept (target {MIN_KEPT_PCT}%)"
     );
-    // Issue 12's target is 0 withdrawn facts presented as live. It is not met yet (9 of 63 on
-    // this corpus, docs/benchmarks.md); this ceiling only stops the figure from getting worse.
-    assert!(
-        tally.withdrawn_live <= WITHDRAWN_LIVE_CEILING,
-        "{} withdrawn facts presented as live (was {WITHDRAWN_LIVE_CEILING}; the target is 0)",
-        tally.withdrawn_live
+    assert_eq!(
+        tally.withdrawn_live, 0,
+        "{label}: withdrawn facts presented as live (target 0)"
     );
+    assert!(tally.withdrawn > 0, "{label}: no withdrawn fact planted");
     // The live-fact figure does not hinge on the lexicon: it holds on the phrasings that share
     // no word with it too.
     let (planted, kept) = tally.lexicon_free;
-    assert!(planted > 0);
-    let free_pct = 100.0 * kept as f64 / planted as f64;
-    assert!(
-        free_pct >= MIN_KEPT_PCT,
-        "only {free_pct:.1}% of lexicon-free live facts kept (target {MIN_KEPT_PCT}%)"
-    );
+    if planted >= MIN_LEXICON_FREE {
+        let free_pct = 100.0 * kept as f64 / planted as f64;
+        assert!(
+            free_pct >= MIN_KEPT_PCT,
+            "{label}: only {free_pct:.1}% of lexicon-free live facts kept (target {MIN_KEPT_PCT}%)"
+        );
+    }
+    let max_ratio = tally.ratios.iter().cloned().fold(0.0, f64::max);
     assert!(
         max_ratio <= MAX_SUMMARY_RATIO,
-        "a summary is {max_ratio:.3} of its head (target at most {MAX_SUMMARY_RATIO})"
+        "{label}: a summary is {max_ratio:.3} of its head (target at most {MAX_SUMMARY_RATIO})"
     );
+}
+
+#[test]
+fn paraphrase_quality() {
+    let label = "paraphrase corpus";
+    let tally = run_corpus(&corpus_path("corpus.toml"), label, Options::default());
+    assert_targets(label, &tally);
+}
+
+/// The ablation: the same corpus with the lexicon's prose cue lists (negations, take-back words)
+/// switched off meets the same targets, so the summary stands on the conversation's structure,
+/// not on the words the corpus happens to share with the lexicon.
+#[test]
+fn paraphrase_quality_without_cue_words() {
+    let label = "paraphrase corpus, prose cue lists off";
+    let options = Options { prose_cues: false };
+    let tally = run_corpus(&corpus_path("corpus.toml"), label, options);
+    assert_targets(label, &tally);
+}
+
+/// The held-out corpus, written by someone who never saw the summarizer, with the same schema.
+/// `PARAPHRASE_HOLDOUT=FILE` measures another corpus file instead (a path, or a name under
+/// `fixtures/paraphrase/`).
+#[test]
+fn holdout_quality() {
+    let name = std::env::var("PARAPHRASE_HOLDOUT").unwrap_or_else(|_| "holdout.toml".into());
+    let path = corpus_path(&name);
+    if !path.exists() {
+        eprintln!(
+            "note: {} is absent; the held-out corpus was not measured",
+            path.display()
+        );
+        return;
+    }
+    let label = "held-out corpus";
+    let tally = run_corpus(&path, label, Options::default());
+    assert_targets(label, &tally);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1400,17 +1467,18 @@ fn check_said(
     what: &str,
     list: &[Phrasing],
     keys: &BTreeMap<String, Vec<String>>,
+    strict: bool,
     problems: &mut Vec<String>,
 ) {
-    if list.len() < 12 {
+    if list.is_empty() || (strict && list.len() < 12) {
         problems.push(format!("{what}: only {} phrasings", list.len()));
     }
     let registers: HashSet<&str> = list.iter().map(|p| p.register.as_str()).collect();
-    if registers.len() < 5 {
+    if strict && registers.len() < 5 {
         problems.push(format!("{what}: only {} registers", registers.len()));
     }
     let distinct: HashSet<&str> = list.iter().map(|p| p.text.as_str()).collect();
-    if distinct.len() != list.len() {
+    if strict && distinct.len() != list.len() {
         problems.push(format!("{what}: repeated phrasings"));
     }
     for (i, p) in list.iter().enumerate() {
@@ -1427,49 +1495,48 @@ fn check_said(
     }
 }
 
-#[test]
-fn corpus_is_well_formed() {
-    let c = load_corpus();
+/// What is wrong with a corpus. Not `strict`: only what would break the harness or the oracle
+/// (every phrasing carries its key once, pools of keys, error outputs per language, keys
+/// distinct from every template); `strict` adds the main corpus's own standards (a dozen
+/// phrasings or more per kind, in five registers or more, none repeated).
+fn corpus_problems(c: &Corpus, strict: bool) -> Vec<String> {
     let mut problems = Vec::new();
-    check_said("rule", &c.rule.phrasings, &c.rule.keys, &mut problems);
-    check_said(
-        "decision",
-        &c.decision.phrasings,
-        &c.decision.keys,
-        &mut problems,
-    );
-    check_said(
-        "pending",
-        &c.pending.phrasings,
-        &c.pending.keys,
-        &mut problems,
-    );
-    check_said(
-        "command",
-        &c.command.phrasings,
-        &c.command.keys,
-        &mut problems,
-    );
-    check_said(
-        "withdrawn statement",
-        &c.withdrawn.statements,
-        &c.withdrawn.keys,
-        &mut problems,
-    );
-    check_said(
-        "withdrawal",
-        &c.withdrawn.withdrawals,
-        &c.withdrawn.keys,
-        &mut problems,
-    );
+    let said = [
+        ("rule", &c.rule.phrasings, &c.rule.keys),
+        ("decision", &c.decision.phrasings, &c.decision.keys),
+        ("pending", &c.pending.phrasings, &c.pending.keys),
+        ("command", &c.command.phrasings, &c.command.keys),
+        (
+            "withdrawn statement",
+            &c.withdrawn.statements,
+            &c.withdrawn.keys,
+        ),
+        ("withdrawal", &c.withdrawn.withdrawals, &c.withdrawn.keys),
+    ];
+    for (what, list, keys) in said {
+        check_said(what, list, keys, strict, &mut problems);
+    }
+    let least = if strict { 12 } else { 1 };
     for (what, n) in [
         ("edit calls", c.edit.calls.len()),
         ("edit comments", c.edit.comments.len()),
         ("error outputs", c.error.outputs.len()),
         ("error comments", c.error.comments.len()),
     ] {
-        if n < 12 {
+        if n < least {
             problems.push(format!("{what}: only {n}"));
+        }
+    }
+    let d = &c.distractors;
+    for (what, n) in [
+        ("user wrappers", c.wrappers.user.len()),
+        ("distractor tokens", d.tokens.len()),
+        ("user chatter", d.user_chatter.len()),
+        ("user mentions", d.user_mentions.len()),
+        ("assistant mentions", d.assistant_mentions.len()),
+    ] {
+        if n == 0 {
+            problems.push(format!("{what}: none"));
         }
     }
     for (i, call) in c.edit.calls.iter().enumerate() {
@@ -1478,10 +1545,11 @@ fn corpus_is_well_formed() {
             problems.push(format!("edit call #{i}: the input names no file"));
         }
     }
+    let least_outputs = if strict { 3 } else { 1 };
     for lang in ["rs", "go", "py", "ts"] {
         let n = c.error.outputs.iter().filter(|o| o.shape == lang).count();
         let keys = c.error.keys.get(lang).map_or(0, Vec::len);
-        if n < 3 || keys < 4 {
+        if n < least_outputs || keys < 4 {
             problems.push(format!("error {lang}: {n} outputs, {keys} keys"));
         }
     }
@@ -1490,7 +1558,17 @@ fn corpus_is_well_formed() {
             problems.push(format!("error output #{i}: no {{key}}"));
         }
     }
-    check_keys(&c, &mut problems);
+    if c.edit.keys.get("path").is_none_or(|p| p.len() < 4) {
+        problems.push("edit: no pool of 4+ keys for shape \"path\"".to_string());
+    }
+    check_keys(c, &mut problems);
+    problems
+}
+
+#[test]
+fn corpus_is_well_formed() {
+    let c = load_corpus(&corpus_path("corpus.toml"));
+    let problems = corpus_problems(&c, true);
     assert!(
         problems.is_empty(),
         "corpus problems:\n{}",
@@ -1846,31 +1924,4 @@ pub const AFTER: &[&str] = &["after"];
     assert!(lexicon_hits("going, ago, cargo", &lex).is_empty());
     assert_eq!(lexicon_hits("TODO: {key}", &lex), vec!["todo:"]);
     assert!(lexicon_hits("{key}go", &lex).contains(&"go".to_string()));
-}
-
-/// No fact phrasing of the corpus contains a word or phrase of the summarizer's lexicon.
-///
-/// Not met yet (issue 12 stays open): 55 of 136 phrasings share words with lexicon.rs, mostly
-/// negations and take-back words (which the withdrawal detection uses) and tool names (which it
-/// applies to tool calls, not prose). Run it with `--ignored` to see the list.
-#[test]
-#[ignore = "issue 12 open: the corpus shares negations, take-back words and tool names with lexicon.rs"]
-fn corpus_is_independent_of_the_lexicon() {
-    let lexicon = lexicon_literals().unwrap_or_else(|e| panic!("{e}"));
-    let corpus = load_corpus();
-    let mut overlaps = Vec::new();
-    for (label, template) in phrasing_templates(&corpus) {
-        let hits = lexicon_hits(&template, &lexicon);
-        if !hits.is_empty() {
-            overlaps.push(format!("{label}: {hits:?}"));
-        }
-    }
-    assert!(
-        overlaps.is_empty(),
-        "{} of {} corpus phrasings contain lexicon words or phrases ({} literals read):\n{}",
-        overlaps.len(),
-        phrasing_templates(&corpus).len(),
-        lexicon.len(),
-        overlaps.join("\n")
-    );
 }

@@ -17,7 +17,8 @@ use std::collections::HashSet;
 use super::entities::{id_words, Stats};
 use super::text::{collapse, is_code_like, normalize, sentences, tokens};
 
-/// Sentences shorter than this many words say too little to keep.
+/// Sentences shorter than this many words say too little to keep, unless they name something
+/// code-like.
 const MIN_WORDS: usize = 4;
 /// Longest sentence kept whole, in characters.
 pub(super) const SENTENCE_CHARS: usize = 600;
@@ -50,7 +51,9 @@ pub(super) fn statements(texts: &[TextAt], stats: &Stats) -> Vec<Said> {
     let mut seen: HashSet<String> = HashSet::new();
     for t in texts {
         for s in sentences(&t.text) {
-            if s.split_whitespace().count() < MIN_WORDS {
+            // A short sentence says too little, unless it names something ("Settled: X.", a
+            // list item "- X-1207").
+            if s.split_whitespace().count() < MIN_WORDS && !tokens(&s).any(is_code_like) {
                 continue;
             }
             if !seen.insert(normalize(&collapse(&s))) {

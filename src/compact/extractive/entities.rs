@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::message::{Block, Message};
 
-use super::text::{backtick_spans, is_capitalized, is_code_like, tokens};
+use super::text::{backtick_spans, is_capitalized, is_code_like, tokens, tokens_at_start};
 
 /// A prose word in at most this many messages (and never in tool I/O) is rare.
 const RARE_DF: u32 = 4;
@@ -30,6 +30,10 @@ pub(super) struct Stats {
     tool_text: String,
     /// Each message's text (all blocks), lowercased.
     lower_texts: Vec<String>,
+    /// Tool inputs and outputs of the messages after the head (the kept tail), lowercased.
+    later_tool_text: String,
+    /// Indexes (in the conversation) of the messages that call a tool, in order.
+    calls_at: Vec<usize>,
 }
 
 /// Identifier-ish words: runs of letters, digits and `_`.
@@ -39,10 +43,14 @@ pub(super) fn id_words(s: &str) -> impl Iterator<Item = &str> {
 }
 
 impl Stats {
-    pub fn new(messages: &[Message]) -> Stats {
+    /// The statistics of `messages`, the first of which is message `first` of the conversation.
+    pub fn new(messages: &[Message], first: usize) -> Stats {
         let mut st = Stats::default();
-        for m in messages {
+        for (k, m) in messages.iter().enumerate() {
             st.docs += 1;
+            if m.blocks.iter().any(|b| matches!(b, Block::ToolCall { .. })) {
+                st.calls_at.push(first + k);
+            }
             let mut seen: HashSet<String> = HashSet::new();
             let mut all = String::new();
             for b in &m.blocks {
@@ -77,6 +85,33 @@ impl Stats {
         st
     }
 
+    /// Add the tool calls and results of the messages after the head (the first of which is
+    /// message `first`): what the agent did later counts for [`Stats::in_tools`] and
+    /// [`Stats::calls_after`], not for word counts.
+    pub fn add_later(&mut self, later: &[Message], first: usize) {
+        for (k, m) in later.iter().enumerate() {
+            for b in &m.blocks {
+                let text = match b {
+                    Block::ToolCall { input, .. } => {
+                        if self.calls_at.last() != Some(&(first + k)) {
+                            self.calls_at.push(first + k);
+                        }
+                        input
+                    }
+                    Block::ToolResult { content, .. } => content,
+                    _ => continue,
+                };
+                self.later_tool_text.push_str(&text.to_ascii_lowercase());
+                self.later_tool_text.push('\n');
+            }
+        }
+    }
+
+    /// Whether a tool is called after message `at` (in the head or the kept tail).
+    pub fn calls_after(&self, at: usize) -> bool {
+        self.calls_at.last().is_some_and(|&last| last > at)
+    }
+
     pub fn df(&self, lower: &str) -> u32 {
         self.df.get(lower).copied().unwrap_or(0)
     }
@@ -86,10 +121,10 @@ impl Stats {
         ((self.docs as f64 + 1.0) / (self.df(lower) as f64 + 0.5)).ln()
     }
 
-    /// Whether `text` (any case) occurs in a tool call or result.
+    /// Whether `text` (any case) occurs in a tool call or result, in the head or after it.
     pub fn in_tools(&self, text: &str) -> bool {
         let t = text.to_ascii_lowercase();
-        !t.is_empty() && self.tool_text.contains(&t)
+        !t.is_empty() && (self.tool_text.contains(&t) || self.later_tool_text.contains(&t))
     }
 
     /// How many messages mention an entity (its text, in any case, anywhere).
@@ -251,7 +286,10 @@ fn contains_part(long: &str, short: &str) -> bool {
         || long.split_whitespace().any(|w| w == short)
 }
 
-/// The distinctive entities of a sentence, de-duplicated by key.
+/// The distinctive entities of a sentence, de-duplicated by key. A rare prose word only stands
+/// for what the sentence is about when it names nothing code-like or capitalized: next to
+/// `KrellRateLimiter`, "forget" or "please" (rare in a head full of tool output) is not a subject,
+/// and would tie unrelated statements together.
 pub(super) fn entities(sentence: &str, stats: &Stats) -> Vec<Entity> {
     let mut out: Vec<Entity> = Vec::new();
     let mut push = |e: Entity| {
@@ -264,14 +302,17 @@ pub(super) fn entities(sentence: &str, stats: &Stats) -> Vec<Entity> {
             push(Entity::new(span, Kind::Code));
         }
     }
-    for (i, t) in tokens(sentence).enumerate() {
+    for (at_start, t) in tokens_at_start(sentence) {
         if is_code_like(t) {
             push(Entity::new(t, Kind::Code));
-        } else if (i > 0 || t.chars().all(char::is_uppercase)) && stats.is_name(t) {
+        } else if (!at_start || t.chars().all(char::is_uppercase)) && stats.is_name(t) {
             push(Entity::new(t, Kind::Word));
         } else if t.chars().all(|c| c.is_lowercase()) && stats.is_rare_word(t) {
             push(Entity::new(t, Kind::Word).weak());
         }
+    }
+    if out.iter().any(|e| e.strong) {
+        out.retain(|e| e.strong);
     }
     out
 }

@@ -201,7 +201,19 @@ fn is_diagnostic(t: &str) -> bool {
 /// The most informative error line(s) of a tool result, or `None` when it did not fail.
 /// `first_lines_only` limits the scan to the first three lines (file contents and search
 /// matches are full of "error" words that are not errors).
+#[cfg(test)]
 pub(super) fn error_line(content: &str, is_error: bool, first_lines_only: bool) -> Option<String> {
+    error_line_near(content, is_error, first_lines_only, &[])
+}
+
+/// [`error_line`], preferring a location in the project: `known` are the paths of the files the
+/// session touched so far.
+pub(super) fn error_line_near(
+    content: &str,
+    is_error: bool,
+    first_lines_only: bool,
+    known: &[&str],
+) -> Option<String> {
     let lines: Vec<&str> = content.lines().filter(|l| !l.trim().is_empty()).collect();
     let scan = if first_lines_only && !is_error {
         &lines[..lines.len().min(3)]
@@ -268,7 +280,7 @@ pub(super) fn error_line(content: &str, is_error: bool, first_lines_only: bool) 
             picked.push(si);
         }
     }
-    let located = add_location(scan, &mut picked, bi);
+    let located = add_location(scan, &mut picked, bi, known);
     picked.sort_unstable();
     picked.dedup();
     let joined = picked
@@ -282,22 +294,86 @@ pub(super) fn error_line(content: &str, is_error: bool, first_lines_only: bool) 
     ))
 }
 
-/// When no picked line says where, add the nearest line that does (`at f (src/x.js:12:5)`,
-/// `File "app/x.py", line 3`): the first after the best line, else the last before it.
-/// Returns whether one was added.
-fn add_location(scan: &[&str], picked: &mut Vec<usize>, best: usize) -> bool {
+/// When no picked line says where, add a line that does (`at f (src/x.js:12:5)`,
+/// `File "app/x.py", line 3`): the one nearest the project (see [`affinity`]), and among those
+/// the first after the best line, else the last before it. Returns whether one was added.
+fn add_location(scan: &[&str], picked: &mut Vec<usize>, best: usize, known: &[&str]) -> bool {
     if picked.iter().any(|&i| has_location(scan[i])) {
         return false;
     }
-    let after = (best + 1..scan.len()).find(|&i| has_location(scan[i]));
-    let found = after.or_else(|| (0..best).rev().find(|&i| has_location(scan[i])));
+    let fits =
+        |i: &usize| has_location(scan[*i]) && collapse(scan[*i]).chars().count() <= LOCATION_CHARS;
+    let order = (best + 1..scan.len()).chain((0..best).rev()).filter(fits);
+    // Any frame in the project will do (the first in order, where the failure surfaced), not
+    // the one in the most-visited directory.
+    let cap = project_depth(known).unwrap_or(usize::MAX);
+    let mut found: Option<(usize, usize)> = None;
+    for i in order.take(MAX_LOCATIONS) {
+        let a = affinity(scan[i], known).min(cap);
+        if found.is_none_or(|(_, fa)| a > fa) {
+            found = Some((i, a));
+        }
+    }
     match found {
-        Some(i) if collapse(scan[i]).chars().count() <= LOCATION_CHARS => {
+        Some((i, _)) => {
             picked.push(i);
             true
         }
-        _ => false,
+        None => false,
     }
+}
+
+/// Location lines compared per error, and touched files compared per location.
+const MAX_LOCATIONS: usize = 64;
+const MAX_KNOWN: usize = 256;
+
+/// The directories all touched absolute paths share (the project's root), when they share any.
+fn project_depth(known: &[&str]) -> Option<usize> {
+    let mut common: Option<Vec<&str>> = None;
+    for k in known.iter().take(MAX_KNOWN).filter(|k| k.starts_with('/')) {
+        let dirs: Vec<&str> = k.split('/').filter(|d| !d.is_empty()).collect();
+        let dirs = &dirs[..dirs.len().saturating_sub(1)];
+        common = Some(match common {
+            None => dirs.to_vec(),
+            Some(c) => c
+                .iter()
+                .zip(dirs)
+                .take_while(|(a, b)| a == b)
+                .map(|(a, _)| *a)
+                .collect(),
+        });
+    }
+    common.map(|c| c.len()).filter(|&n| n > 0)
+}
+
+/// How near a location line is to the project: the most leading directories one of its paths
+/// shares with a file the session touched (for a relative path: how many of its directories
+/// occur in a row in one). A runtime's or a library's frame (`/usr/local/go/src/…`) shares none.
+fn affinity(line: &str, known: &[&str]) -> usize {
+    let mut best = 0;
+    for t in line.split(|c: char| c.is_whitespace() || "()[]'\",".contains(c)) {
+        let path = t.split(':').next().unwrap_or(t);
+        let Some((dir, _)) = path.rsplit_once('/') else {
+            continue;
+        };
+        let dirs: Vec<&str> = dir.split('/').filter(|d| !d.is_empty()).collect();
+        for k in known.iter().take(MAX_KNOWN) {
+            let kd: Vec<&str> = k.split('/').filter(|d| !d.is_empty()).collect();
+            let n = if path.starts_with('/') {
+                if k.starts_with('/') {
+                    dirs.iter().zip(&kd).take_while(|(a, b)| a == b).count()
+                } else {
+                    0
+                }
+            } else if !dirs.is_empty() && kd.windows(dirs.len()).any(|w| w == dirs.as_slice()) {
+                dirs.len()
+            } else {
+                0
+            };
+            best = best.max(n);
+        }
+    }
+    best
 }
 
 /// Whether a line names a source location: `file.ext:line` or a Python frame.
@@ -380,6 +456,29 @@ mod tests {
         assert_eq!(
             error_line("internal/a/b.go:12:5: undefined: Foo", false, false),
             None
+        );
+        // A Go panic: the frame in the project, not the runtime's, says where.
+        let trace = "--- FAIL: TestLease (0.00s)\npanic: runtime error: index out of range [3]\n\ngoroutine 7 [running]:\ntesting.tRunner.func1()\n\t/usr/local/go/src/testing/testing.go:1632 +0x1bc\npanic({0x1, 0x2})\n\t/usr/local/go/src/runtime/panic.go:785 +0x124\napp/internal.(*Leases).Renew(0x1)\n\t/home/dev/app/internal/lease.go:157 +0x2c\nFAIL\tapp/internal\t0.3s";
+        let known = ["/home/dev/app/internal/store.go", "/home/dev/app/README.md"];
+        let line = error_line_near(trace, true, false, &known).unwrap();
+        assert!(
+            line.contains("/home/dev/app/internal/lease.go:157"),
+            "{line}"
+        );
+        // The first project frame, not the one in the directory touched most.
+        let deeper = trace.replace(
+            "\nFAIL\tapp",
+            "\napp/internal.TestLease(0x1)\n\t/home/dev/app/internal/x/lease_test.go:48 +0x98\nFAIL\tapp",
+        );
+        let known = ["/home/dev/app/internal/x/a.go", "/home/dev/app/README.md"];
+        let line = error_line_near(&deeper, true, false, &known).unwrap();
+        assert!(line.contains("lease.go:157"), "{line}");
+        assert_eq!(project_depth(&known), Some(3));
+        let line = error_line_near(trace, true, false, &[]).unwrap();
+        assert!(line.contains("testing.go:1632"), "{line}");
+        assert_eq!(
+            affinity("  File \"app/x.py\", line 3", &["/srv/app/y.py"]),
+            1
         );
     }
 }

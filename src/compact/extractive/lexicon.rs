@@ -4,9 +4,12 @@
 //! assistant's sentences by how distinctive their tokens are, and resolves withdrawals by the
 //! entities two user statements share. Only two small, generic lists touch prose:
 //! [`NEGATIONS`] (+ [`NEGATION_CONTRACTIONS`]), which give a clause its polarity, and
-//! [`WITHDRAWAL_WORDS`] / [`WITHDRAWAL_PHRASES`], which mark a clause that takes something back.
-//! Both only matter once two statements are already tied by a shared entity. The other lists
-//! describe tool formats (tool names, JSON keys, shell programs, error markers), not phrasing.
+//! [`WITHDRAWAL_VERBS`] / [`WITHDRAWAL_WORDS`] / [`WITHDRAWAL_PHRASES`], which mark a clause that
+//! takes something back. Both only matter once two statements are already tied by a shared
+//! entity, and both are refinements: with these prose cue lists switched off (a hidden option the
+//! paraphrase test uses for its ablation run) the withdrawals of the paraphrase corpus are still
+//! all resolved by structure. The other lists describe tool formats (tool names, JSON keys, shell
+//! programs, error markers), not phrasing.
 //!
 //! All entries are lowercase; matching code lowercases the text first (or, where the case is the
 //! signal, checks the uppercase form of an entry explicitly). Nothing else in
@@ -28,11 +31,10 @@ pub const NEGATION_CONTRACTIONS: &[&str] = &[
     "wouldnt", "couldnt", "havent", "hasnt",
 ];
 
-/// Words that take back or replace what an earlier statement said, compared after a light
-/// stemming (`scrapped`, `ignoring`, `drops` match their stem).
-pub const WITHDRAWAL_WORDS: &[&str] = &[
-    "instead",
-    "anymore",
+/// Verbs that take back what an earlier statement said, compared after a light stemming
+/// (`scrapped`, `ignoring`, `drops` match their stem). Right after a negation they do the
+/// opposite: "don't forget X" and "never skip X" insist on X.
+pub const WITHDRAWAL_VERBS: &[&str] = &[
     "scrap",
     "scratch",
     "forget",
@@ -40,7 +42,6 @@ pub const WITHDRAWAL_WORDS: &[&str] = &[
     "disregard",
     "drop",
     "cancel",
-    "nevermind",
     "undo",
     "revert",
     "withdraw",
@@ -49,12 +50,20 @@ pub const WITHDRAWAL_WORDS: &[&str] = &[
     "ditch",
     "nix",
     "skip",
+    "reverse",
+    "rollback",
+];
+
+/// Other words that mark a clause as taking something back or replacing it, whatever precedes
+/// them ("not anymore" still takes back).
+pub const WITHDRAWAL_WORDS: &[&str] = &[
+    "instead",
+    "anymore",
+    "nevermind",
     "rather",
     "obsolete",
     "moot",
     "unnecessary",
-    "reverse",
-    "rollback",
 ];
 
 /// Multi-word forms of the same (whole-word phrase match).

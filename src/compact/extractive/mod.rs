@@ -20,9 +20,9 @@
 //!   test names); tool-result bodies and thinking are never copied.
 //! - **Pending**: the latest instruction, and commands still failing at the end.
 //! - **Withdrawn or superseded**: what a later user turn (in the head or the kept tail) took
-//!   back or replaced, resolved by the entities the statements share (see `supersede`); a
-//!   withdrawn subject is masked as `[Wn]` everywhere else, so the summary states only the
-//!   final state as live.
+//!   back or replaced, resolved by the entities the statements share and by what the work did
+//!   afterwards (see `supersede`; the few cue words only add to it); a withdrawn subject is
+//!   masked as `[Wn]` everywhere else, so the summary states only the final state as live.
 //! - **Where we stopped**: the assistant's last message and last tool calls.
 //!
 //! An earlier agent-db summary at the start of the head is carried forward (its withdrawn
@@ -62,9 +62,9 @@ use crate::tokens::count_text;
 
 use self::assistant::TextAt;
 use self::entities::{entities, Stats};
-use self::errors::{error_line, failed_tests, result_exit_code};
+use self::errors::{error_line_near, failed_tests, result_exit_code};
 use self::supersede::{Masker, Origin, Stmt, Withdrawal};
-use self::text::{collapse, sentences, strip_bullet};
+use self::text::{collapse, sentences, strip_bullet, Cues};
 use self::tools::record_call;
 
 /// The upper bound of a summary's size, in o200k tokens, however large the head.
@@ -77,8 +77,31 @@ pub fn budget(head_tokens: usize) -> usize {
     (head_tokens / 6).min(MAX_SUMMARY_TOKENS)
 }
 
+/// How [`summarize_with`] reads prose. Not a setting: agent-db always uses the default. The
+/// paraphrase test switches the lexicon's prose cue lists off (an ablation) to show that the
+/// summary stands on the structure of the conversation rather than on its words.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Read negations and take-back words ([`lexicon::NEGATIONS`],
+    /// [`lexicon::WITHDRAWAL_VERBS`] …) in prose. Tool formats are read either way.
+    pub prose_cues: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { prose_cues: true }
+    }
+}
+
 /// Build the structured summary of `input.head` (the full message text, framing included).
 pub fn summarize(input: &HeadInput<'_>) -> String {
+    summarize_with(input, Options::default())
+}
+
+/// [`summarize`] with explicit [`Options`] (for the paraphrase test's ablation run).
+#[doc(hidden)]
+pub fn summarize_with(input: &HeadInput<'_>, options: Options) -> String {
     let head_tokens = if input.head_tokens > 0 {
         input.head_tokens
     } else {
@@ -97,11 +120,15 @@ pub fn summarize(input: &HeadInput<'_>) -> String {
         .filter(|p| !p.is_empty())
         .map(Prior::parse);
 
+    let cues = Cues {
+        on: options.prose_cues,
+    };
     let facts = gather(
         input.head,
         prior.as_ref(),
         input.latest_instruction,
         input.plan.tail(),
+        cues,
     );
     let prior_text = prior.as_ref().map(|p| facts.masker.apply(&p.live));
     let mut sections = render::build_sections(&facts, prior.as_ref());
@@ -255,7 +282,7 @@ const RULE_CHARS: usize = 400;
 /// user turn took back (the latest [`MAX_RULES`], each short). The LLM strategy names them as
 /// things to preserve.
 pub fn standing_rules(messages: &[Message]) -> Vec<String> {
-    let f = gather(messages, None, None, &[]);
+    let f = gather(messages, None, None, &[], Cues { on: true });
     let superseded: HashSet<usize> = f
         .withdrawals
         .iter()
@@ -294,13 +321,15 @@ fn gather(
     prior: Option<&Prior>,
     latest: Option<&Message>,
     later: &[Message],
+    cues: Cues,
 ) -> Facts {
     let skip = usize::from(prior.is_some() || head.first().is_some_and(is_summary_message));
     let body = &head[skip.min(head.len())..];
     let mut f = Facts {
-        stats: Stats::new(body),
+        stats: Stats::new(body, skip),
         ..Facts::default()
     };
+    f.stats.add_later(later, head.len());
     if let Some(p) = prior {
         prior_statements(&mut f, p);
     }
@@ -317,7 +346,7 @@ fn gather(
                 walk.instruction_at.push(i);
                 walk.since_user = true;
                 let is_latest = latest.is_some_and(|l| std::ptr::eq(l, m));
-                user_turn(&mut f, text, is_latest);
+                user_turn(&mut f, text, is_latest, i);
             }
             Role::System => {
                 let text = visible_text(m);
@@ -341,9 +370,9 @@ fn gather(
         }
     }
     resolve_errors(&mut f, &walk);
-    later_statements(&mut f, later);
+    later_statements(&mut f, later, head.len());
     let prior_items = prior.map_or(&[][..], |p| &p.withdrawn[..]);
-    f.withdrawals = supersede::resolve(&f.stmts, &f.stats);
+    f.withdrawals = supersede::resolve(&f.stmts, &f.stats, cues);
     label_withdrawals(&mut f, prior_items);
     f
 }
@@ -352,7 +381,7 @@ fn is_summary_message(m: &Message) -> bool {
     m.role == Role::User && is_summary_text(&m.text())
 }
 
-fn user_turn(f: &mut Facts, text: String, latest: bool) {
+fn user_turn(f: &mut Facts, text: String, latest: bool, at: usize) {
     let turn = f.turns.len();
     for s in sentences(&text) {
         let Some(ents) = statement_entities(&s, &f.stats) else {
@@ -361,6 +390,7 @@ fn user_turn(f: &mut Facts, text: String, latest: bool) {
         f.stmts.push(Stmt {
             origin: Origin::User,
             turn,
+            at,
             text: s,
             ents,
         });
@@ -372,11 +402,15 @@ fn user_turn(f: &mut Facts, text: String, latest: bool) {
     });
 }
 
-/// The user's sentences after the head, as statements that may take back what the head said.
-fn later_statements(f: &mut Facts, later: &[Message]) {
+/// The user's sentences after the head (the first of which is message `first`), as statements
+/// that may take back what the head said.
+fn later_statements(f: &mut Facts, later: &[Message], first: usize) {
     let first_turn = f.turns.len() + 1;
-    let turns = later.iter().filter(|m| m.is_user_instruction());
-    for (k, m) in turns.enumerate() {
+    let turns = later
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.is_user_instruction());
+    for (k, (j, m)) in turns.enumerate() {
         let text = visible_text(m);
         if is_summary_text(&text) {
             continue;
@@ -386,6 +420,7 @@ fn later_statements(f: &mut Facts, later: &[Message]) {
                 f.stmts.push(Stmt {
                     origin: Origin::User,
                     turn: first_turn + k,
+                    at: first + j,
                     text: s,
                     ents,
                 });
@@ -407,6 +442,7 @@ fn prior_statements(f: &mut Facts, p: &Prior) {
             f.stmts.push(Stmt {
                 origin: Origin::Prior,
                 turn: 0,
+                at: 0,
                 text: collapse(t),
                 ents,
             });
@@ -475,7 +511,8 @@ fn tool_result(
     let call = seen.calls.get(call_id).copied();
     let kind = call.map_or(Kind::Other, |c| f.calls[c].kind);
     let first_lines_only = !matches!(kind, Kind::Shell);
-    let Some(line) = error_line(content, is_error, first_lines_only) else {
+    let known: Vec<&str> = f.files.iter().map(|e| e.path.as_str()).collect();
+    let Some(line) = error_line_near(content, is_error, first_lines_only, &known) else {
         return false;
     };
     let label = call.map_or_else(|| "a tool".to_string(), |c| f.calls[c].label.clone());
@@ -518,6 +555,7 @@ fn assistant_texts(f: &mut Facts, walk: &mut Walk, m: &Message, i: usize, edits:
                 f.stmts.push(Stmt {
                     origin: Origin::Assistant,
                     turn: i,
+                    at: i,
                     text: s,
                     ents,
                 });

@@ -1,11 +1,21 @@
-//! Withdrawals, resolved by entities rather than phrasings.
+//! Withdrawals, resolved by structure rather than phrasings.
 //!
 //! Every sentence the user wrote (and every line of a carried-forward summary, and every sentence
 //! of the assistant's) is a [`Stmt`] with its distinctive [`Entity`]s. Statements that share an
 //! entity form a thread about one thing. A later *user* statement in a thread changes it when:
 //!
-//! - it takes something back or replaces it (the small withdrawal lexicon), in the clause that
-//!   names the entity or in a clause that names nothing ("On second thought, keep X out"), or
+//! - **by structure alone**, with no cue word: the user brings up again something that was asked
+//!   for or planned (the thread stands: it was not taken back already and is not a prohibition)
+//!   and that was never acted upon (no tool call or result, in the head or the kept tail, names
+//!   it); the user's clause does not repeat an earlier one (adds no content word to it, or
+//!   shares more than half of their content words) and names nothing new beside it; and the agent goes on calling tools
+//!   afterwards. What people say when they take back something asked for or planned varies
+//!   without end ("X is off the table", "take X off the list", "we go another way"); that the
+//!   work then moves on without X does not. Or:
+//! - it takes something back or replaces it (the small take-back lexicon; a take-back verb right
+//!   after a negation insists instead: "don't forget X"), in the clause that names the entity or
+//!   in a clause that names nothing ("On second thought, keep X out"); this covers what the agent
+//!   already worked on ("forget ibis-json, serde_json is enough"), or
 //! - the clause that names the entity has the other polarity than the user's previous statement
 //!   in the thread (one says "not", the other does not), in a later turn, about an entity few
 //!   messages mention: talk about the session's topic or a file being worked on is not a change
@@ -13,22 +23,26 @@
 //!   word (their predicate, "modify" in "never modify X" / "you can modify X now"), or
 //! - it is negative where the thread so far is only the assistant's positive plan.
 //!
-//! An entity the user spoke of in four turns or more is the session's topic and is never
-//! withdrawn. Each
-//! change supersedes the statements before it in the thread and flips the thread between live
-//! and withdrawn. A short user sentence that takes something back without naming anything
-//! ("scratch that") supersedes the sentence or turn right before it. When a thread ends
-//! withdrawn, its entity is masked as `[Wn]` everywhere outside the `## Withdrawn or
-//! superseded` section, which quotes what was said and the latest word; so are the code-like
-//! entities that only the superseded statements mention and no tool touched (the rest of what
-//! was taken back). A change of mind said with the same polarity and no withdrawal word ("X is
-//! off limits" → "ops handed X over, go ahead and edit it") is not detected: telling it from a
-//! reminder needs understanding, not structure.
+//! A question that ends its turn ("what is X for?") changes nothing unless it asks to take
+//! something back ("can we drop X?"). An entity the user spoke of in four turns or more is the
+//! session's topic and is never withdrawn. Each change supersedes the statements before it in
+//! the thread and flips the thread between live and withdrawn. A short user sentence that takes
+//! something back without naming anything ("scratch that") supersedes the sentence or turn right
+//! before it. When a thread ends withdrawn, its entity is masked as `[Wn]` everywhere outside
+//! the `## Withdrawn or superseded` section, which quotes what was said and the latest word; so
+//! are the code-like entities that only the superseded statements mention (in the same clause as
+//! the withdrawn subject) and no tool touched: the rest of what was taken back.
+//!
+//! Limits, by design: without understanding, a follow-up that adds to X ("X should also handle
+//! timeouts") before anyone touched X, and that the agent then never acts on, reads as taken
+//! back; a change of mind about something the agent already worked on, said with no cue word
+//! and the same polarity ("X is off limits" → "ops handed X over, go ahead and edit it"), is not
+//! detected.
 
 use std::collections::{HashMap, HashSet};
 
 use super::entities::{id_words, Entity, Kind, Stats};
-use super::text::{clauses, is_negative, is_withdrawal, quote};
+use super::text::{clauses, quote, Cues};
 
 /// Where a statement comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +67,8 @@ pub(super) struct Stmt {
     pub origin: Origin,
     /// The user turn (for `User`), or the message index (for `Assistant`).
     pub turn: usize,
+    /// The message index in the conversation (0 for `Prior`).
+    pub at: usize,
     pub text: String,
     pub ents: Vec<Entity>,
 }
@@ -64,6 +80,9 @@ pub(super) struct Withdrawal {
     pub earlier: Vec<usize>,
     /// Entities masked in the live sections (empty when the thread was taken up again).
     pub masks: Vec<Entity>,
+    /// What the change is about: the entity of the thread it was found in (none for a short
+    /// "scratch that").
+    pub subject: Vec<Entity>,
     /// `[Wn]`, set when there is something to mask.
     pub label: Option<String>,
 }
@@ -165,6 +184,7 @@ fn change(
     thread: &[Mention],
     k: usize,
     state: &ThreadState,
+    cues: Cues,
 ) -> Option<bool> {
     let m = &thread[k];
     let st = &stmts[m.stmt];
@@ -182,16 +202,24 @@ fn change(
     let sc = scope(&st.text, e);
     // A marker in the entity's clause, or in a clause that names nothing ("On second
     // thought, keep X off the list").
-    let marker = is_withdrawal(sc)
+    let marker = cues.withdrawal(sc)
         || clauses(&st.text)
             .into_iter()
-            .any(|c| is_withdrawal(c) && !st.ents.iter().any(|x| x.strong && mentions(c, x)));
-    let neg = is_negative(sc);
+            .any(|c| cues.withdrawal(c) && !st.ents.iter().any(|x| x.strong && mentions(c, x)));
+    // A question that ends its turn asks and changes nothing until it is answered ("is X
+    // still needed?"), unless it asks to take something back ("can we drop X?").
+    if closing_question(stmts, m.stmt) && !marker {
+        return None;
+    }
+    if dropped(stmts, stats, thread, k, state, cues) {
+        return Some(true);
+    }
+    let neg = cues.negative(sc);
     let Some(u) = state.last_user else {
         // Only the assistant spoke about it so far: the user rejecting its plan.
         let plan_positive = thread[..k]
             .iter()
-            .all(|b| !is_negative(scope(&stmts[b.stmt].text, &stmts[b.stmt].ents[b.ent])));
+            .all(|b| !cues.negative(scope(&stmts[b.stmt].text, &stmts[b.stmt].ents[b.ent])));
         return (marker || (neg && plan_positive)).then_some(true);
     };
     if marker {
@@ -202,14 +230,103 @@ fn change(
     let ue = &ut.ents[thread[u].ent];
     let same_turn = ut.origin == Origin::User && ut.turn == st.turn;
     let specific = df <= FLIP_BARE_MAX_DF
-        || (df <= FLIP_MAX_DF && shares_predicate(stats, sc, scope(&ut.text, ue), e, ue));
+        || (df <= FLIP_MAX_DF && shares_predicate(stats, sc, scope(&ut.text, ue), e, ue, cues));
     let flip = neg != state.negative && e.strong && ue.strong && specific && !same_turn;
     flip.then_some(neg)
 }
 
+/// Structure alone: the user brings up again something that was asked for or planned (the
+/// thread stands, and is not a prohibition) but never acted upon (no tool call or result names
+/// it, in the head or the kept tail), says something else about it than before (the clause does
+/// not mostly repeat an earlier one) and nothing new beside it, and the agent goes on calling
+/// tools without ever touching it. People take things back in endless words ("X is off the
+/// table", "take X off the list"); that the work then moves on without X is what they have in
+/// common.
+fn dropped(
+    stmts: &[Stmt],
+    stats: &Stats,
+    thread: &[Mention],
+    k: usize,
+    state: &ThreadState,
+    cues: Cues,
+) -> bool {
+    let m = &thread[k];
+    let st = &stmts[m.stmt];
+    let e = &st.ents[m.ent];
+    if state.withdrawn || state.negative || !e.strong || k == 0 {
+        return false;
+    }
+    if stats.entity_df(e) > FLIP_MAX_DF || stats.in_tools(&e.text) || !stats.calls_after(st.at) {
+        return false;
+    }
+    // Naming something new in the same clause ("IMPORTANT: Y stays read-only" after
+    // "IMPORTANT: X stays read-only") is a statement about the new thing, not a take-back.
+    let sc = scope(&st.text, e);
+    let new_name = st.ents.iter().any(|x| {
+        x.strong
+            && mentions(sc, x)
+            && !stmts[..m.stmt]
+                .iter()
+                .any(|p| p.ents.iter().any(|y| y.matches(x)))
+    });
+    if new_name {
+        return false;
+    }
+    let earlier = &thread[..k];
+    let same_turn = earlier.iter().any(|b| {
+        let o = &stmts[b.stmt];
+        o.origin == Origin::User && o.turn == st.turn
+    });
+    let others: Vec<&str> = earlier
+        .iter()
+        .map(|b| scope(&stmts[b.stmt].text, &stmts[b.stmt].ents[b.ent]))
+        .collect();
+    !same_turn && !restates(stats, sc, &others, e, cues)
+}
+
+/// A question that ends its turn asks and waits for the answer ("what is X for?"); one the user
+/// answers in the same turn ("can we not do X? it's a bad idea") is a statement.
+fn closing_question(stmts: &[Stmt], s: usize) -> bool {
+    let st = &stmts[s];
+    let last_in_turn = stmts
+        .get(s + 1)
+        .is_none_or(|n| n.origin != st.origin || n.turn != st.turn);
+    st.text.trim_end().ends_with('?') && last_in_turn
+}
+
+/// Content words of a clause: identifier-ish words of four characters or more with a letter
+/// (`tern_flags` as well as `read`), not the entity's own, not in a third of the messages or
+/// more, not a negation.
+fn content_words(stats: &Stats, clause: &str, e: &Entity, cues: Cues) -> HashSet<String> {
+    let own: HashSet<&str> = id_words(&e.key).collect();
+    let lower = clause.to_lowercase();
+    id_words(&lower)
+        .filter(|w| w.chars().count() >= 4 && w.chars().any(char::is_alphabetic))
+        .filter(|w| !own.contains(w) && (stats.df(w) as usize) * 3 <= stats.docs)
+        .filter(|w| !cues.negative(w))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether a clause repeats an earlier one: it adds no content word to it ("reminder, tern_flags
+/// is read-only" after "The tern_flags table is read-only"), or more than half of the content
+/// words of the two are shared (not "keep X out of the config loader" after "wire X into the
+/// config loader").
+fn restates(stats: &Stats, clause: &str, earlier: &[&str], e: &Entity, cues: Cues) -> bool {
+    let words = content_words(stats, clause, e, cues);
+    if words.is_empty() {
+        return false;
+    }
+    earlier.iter().any(|c| {
+        let before = content_words(stats, c, e, cues);
+        let shared = words.intersection(&before).count();
+        shared == words.len() || shared * 2 > words.union(&before).count()
+    })
+}
+
 /// Whether two clauses share a word besides their entity (the same predicate: "modify" in
 /// "never modify X" and "you can modify X now"), one that is not in most messages.
-fn shares_predicate(stats: &Stats, a: &str, b: &str, ea: &Entity, eb: &Entity) -> bool {
+fn shares_predicate(stats: &Stats, a: &str, b: &str, ea: &Entity, eb: &Entity, cues: Cues) -> bool {
     let words = |s: &str| -> HashSet<String> {
         id_words(&s.to_lowercase())
             .filter(|w| w.chars().count() >= 3 && w.chars().all(char::is_alphabetic))
@@ -219,11 +336,11 @@ fn shares_predicate(stats: &Stats, a: &str, b: &str, ea: &Entity, eb: &Entity) -
     let (wa, wb) = (words(a), words(b));
     let own: HashSet<String> = words(&ea.key).union(&words(&eb.key)).cloned().collect();
     wa.intersection(&wb)
-        .any(|w| !own.contains(w) && (stats.df(w) as usize) * 3 <= stats.docs && !is_negative(w))
+        .any(|w| !own.contains(w) && (stats.df(w) as usize) * 3 <= stats.docs && !cues.negative(w))
 }
 
 /// Resolve the withdrawals among `stmts` (in conversation order).
-pub(super) fn resolve(stmts: &[Stmt], stats: &Stats) -> Vec<Withdrawal> {
+pub(super) fn resolve(stmts: &[Stmt], stats: &Stats, cues: Cues) -> Vec<Withdrawal> {
     let mut events: Vec<Withdrawal> = Vec::new();
     let mut superseded: HashSet<usize> = HashSet::new();
     for thread in threads(stmts) {
@@ -234,13 +351,14 @@ pub(super) fn resolve(stmts: &[Stmt], stats: &Stats) -> Vec<Withdrawal> {
             let st = &stmts[m.stmt];
             let mut changed = false;
             if st.origin == Origin::User && !open.is_empty() {
-                if let Some(negative) = change(stmts, stats, &thread, k, &state) {
+                if let Some(negative) = change(stmts, stats, &thread, k, &state, cues) {
                     superseded.extend(open.iter().copied());
                     last_event = Some(events.len());
                     events.push(Withdrawal {
                         latest: m.stmt,
                         earlier: std::mem::take(&mut open),
                         masks: Vec::new(),
+                        subject: vec![st.ents[m.ent].clone()],
                         label: None,
                     });
                     state.withdrawn = !state.withdrawn;
@@ -250,7 +368,7 @@ pub(super) fn resolve(stmts: &[Stmt], stats: &Stats) -> Vec<Withdrawal> {
             }
             if st.origin != Origin::Assistant {
                 if state.last_user.is_none() && !changed {
-                    state.negative = is_negative(scope(&st.text, &st.ents[m.ent]));
+                    state.negative = cues.negative(scope(&st.text, &st.ents[m.ent]));
                 }
                 state.last_user = Some(k);
             }
@@ -262,7 +380,7 @@ pub(super) fn resolve(stmts: &[Stmt], stats: &Stats) -> Vec<Withdrawal> {
             }
         }
     }
-    pronoun_withdrawals(stmts, &mut events, &mut superseded);
+    pronoun_withdrawals(stmts, &mut events, &mut superseded, cues);
     merge(&mut events);
     add_exclusive(stmts, stats, &mut events, &superseded);
     events
@@ -277,11 +395,16 @@ fn push_mask(masks: &mut Vec<Entity>, e: &Entity) {
 /// "scratch that": a short user sentence that takes something back without naming anything
 /// the conversation named before supersedes the sentence before it in its turn, or else the
 /// previous user turn.
-fn pronoun_withdrawals(stmts: &[Stmt], events: &mut Vec<Withdrawal>, sup: &mut HashSet<usize>) {
+fn pronoun_withdrawals(
+    stmts: &[Stmt],
+    events: &mut Vec<Withdrawal>,
+    sup: &mut HashSet<usize>,
+    cues: Cues,
+) {
     for (s, st) in stmts.iter().enumerate() {
         if st.origin != Origin::User
             || st.text.split_whitespace().count() > PRONOUN_WORDS
-            || !is_withdrawal(&st.text)
+            || !cues.withdrawal(&st.text)
             || events.iter().any(|w| w.latest == s)
         {
             continue;
@@ -320,6 +443,7 @@ fn pronoun_withdrawals(stmts: &[Stmt], events: &mut Vec<Withdrawal>, sup: &mut H
             latest: s,
             earlier: targets,
             masks: Vec::new(),
+            subject: Vec::new(),
             label: None,
         });
     }
@@ -340,6 +464,9 @@ fn merge(events: &mut Vec<Withdrawal>) {
                 for m in &w.masks {
                     push_mask(&mut last.masks, m);
                 }
+                for m in &w.subject {
+                    push_mask(&mut last.subject, m);
+                }
             }
             _ => out.push(w),
         }
@@ -351,15 +478,26 @@ fn merge(events: &mut Vec<Withdrawal>) {
 }
 
 /// Entities that only superseded statements (and the withdrawing one) mention, and that no tool
-/// touched, go with the withdrawal: they were part of what was taken back.
+/// touched, go with the withdrawal: they were part of what was taken back. When the change is
+/// about one subject, only those said in the same clause as it go ("Let's do A; B looks nice but
+/// nobody can run it": taking B back leaves A).
 fn add_exclusive(stmts: &[Stmt], stats: &Stats, events: &mut [Withdrawal], sup: &HashSet<usize>) {
     let masked_any = |events: &[Withdrawal], e: &Entity| {
         events.iter().any(|w| w.masks.iter().any(|m| m.matches(e)))
     };
     for i in 0..events.len() {
         let mut extra = Vec::new();
+        let subject = &events[i].subject;
         for &s in &events[i].earlier {
+            let text = &stmts[s].text;
             for e in &stmts[s].ents {
+                let beside = subject.is_empty()
+                    || clauses(text)
+                        .iter()
+                        .any(|c| mentions(c, e) && subject.iter().any(|x| mentions(c, x)));
+                if !beside {
+                    continue;
+                }
                 // Used in a statement that still stands: the user's, or the assistant's from
                 // before the change (after it, the assistant only echoes the change).
                 let live_elsewhere = stmts.iter().enumerate().any(|(j, o)| {

@@ -1262,6 +1262,150 @@ fn withdrawal_phrasings() {
     }
 }
 
+fn summary_with_cues(plan: &Plan, prose_cues: bool) -> String {
+    summarize_with(&HeadInput::new(plan, now()), Options { prose_cues })
+}
+
+/// Taken back in words no list holds: something asked for or planned, never acted upon, brought
+/// up again by the user in other words, and the work goes on without it. Resolved by structure,
+/// with the prose cue lists on or off.
+#[test]
+fn a_request_never_acted_upon_and_brought_up_again_is_dropped() {
+    let cases = [
+        (
+            "Please wire the puffin_metrics exporter into the scheduler.",
+            "puffin_metrics is off the table, legal vetoed it",
+            "puffin_metrics",
+        ),
+        (
+            "We want GREBE_PREFETCH enabled for the beta tenants.",
+            "take GREBE_PREFETCH off the list, it was a misunderstanding",
+            "GREBE_PREFETCH",
+        ),
+        (
+            "make sure the plover-bridge service gets a health check",
+            "the plover-bridge thing is dead, the team moved on",
+            "plover-bridge",
+        ),
+    ];
+    for (k, (earlier, later, key)) in cases.iter().enumerate() {
+        let plan = withdrawal_conversation(Format::Anthropic, earlier, later, k).plan(400);
+        for cues in [true, false] {
+            let s = summary_with_cues(&plan, cues);
+            let (live, withdrawn) = split_withdrawn(&s);
+            assert!(!live.contains(key), "cues {cues}: {key:?} is live:\n{s}");
+            assert!(withdrawn.contains(&collapse(later)), "cues {cues}:\n{s}");
+        }
+    }
+    // The assistant's plan, set aside by the user the same way.
+    let mut c = conversation(Format::OpenAiChat, &[], 3);
+    c.assistant(
+        None,
+        "Next I'll put a grebe_cache layer in front of the reader.",
+        &[],
+    );
+    c.user("grebe_cache: product said that is out of scope now");
+    busy(&mut c, 4, 8);
+    c.user("ok carry on");
+    c.assistant(None, &"Carrying on. ".repeat(80), &[]);
+    for cues in [true, false] {
+        let s = summary_with_cues(&c.plan(400), cues);
+        let (live, withdrawn) = split_withdrawn(&s);
+        assert!(!live.contains("grebe_cache"), "cues {cues}:\n{s}");
+        assert!(withdrawn.contains("(assistant)"), "cues {cues}:\n{s}");
+    }
+}
+
+/// What the structural rule leaves alone: a question that ends the turn, a repeat of the earlier
+/// words, something the agent already works on, a request in the latest turns with no work after.
+#[test]
+fn asking_restating_or_working_on_it_is_not_dropping() {
+    let pairs = [
+        (
+            "Please add the heron_probe check to the nightly job.",
+            "what does heron_probe check exactly?",
+            "heron_probe",
+        ),
+        (
+            "The tern_flags table stays read-only for us.",
+            "reminder: tern_flags stays read-only",
+            "tern_flags",
+        ),
+    ];
+    for (k, (a, b, key)) in pairs.iter().enumerate() {
+        let plan = withdrawal_conversation(Format::OpenAiResponses, a, b, k).plan(400);
+        for cues in [true, false] {
+            let s = summary_with_cues(&plan, cues);
+            let (live, _) = split_withdrawn(&s);
+            assert!(live.contains(key), "cues {cues}: {key:?} lost:\n{s}");
+            assert!(!s.contains("## Withdrawn"), "cues {cues}:\n{s}");
+        }
+    }
+    // The latest word, with no work after it yet: the agent has not had the chance to act.
+    let mut c = Conv::new(Format::Anthropic);
+    c.user("Please wire the puffin_metrics exporter into the scheduler.");
+    busy(&mut c, 8, 2);
+    c.user("puffin_metrics should report per tenant, by the way");
+    c.assistant(None, &"Looking into the scheduler wiring. ".repeat(40), &[]);
+    for cues in [true, false] {
+        let s = summary_with_cues(&c.plan(300), cues);
+        let (live, _) = split_withdrawn(&s);
+        assert!(
+            live.contains("puffin_metrics exporter"),
+            "cues {cues}:\n{s}"
+        );
+    }
+    // The agent works on it (tool calls name it), then the user comments on it.
+    let mut c = conversation(
+        Format::Anthropic,
+        &["Use the ibis-json crate for the parser."],
+        5,
+    );
+    c.assistant(
+        None,
+        "Adding ibis-json.",
+        &[("i1", "bash", json!({"command": "cargo add ibis-json"}))],
+    );
+    c.results(&[("i1", "Adding ibis-json v0.3.0", false)]);
+    c.user("ibis-json looks good so far");
+    busy(&mut c, 4, 9);
+    c.user("ok carry on");
+    c.assistant(None, &"Carrying on. ".repeat(80), &[]);
+    for cues in [true, false] {
+        let s = summary_with_cues(&c.plan(400), cues);
+        let (live, _) = split_withdrawn(&s);
+        assert!(live.contains("ibis-json looks good"), "cues {cues}:\n{s}");
+        assert!(!s.contains("## Withdrawn"), "cues {cues}:\n{s}");
+    }
+}
+
+/// The cue switch turns off the cue words and nothing else: a take-back said with a cue word,
+/// of something the agent already used (so structure alone does not withdraw it), is withdrawn
+/// with the cue lists on and live with them off.
+#[test]
+fn the_cue_switch_turns_off_the_cue_words() {
+    let mut c = conversation(
+        Format::OpenAiChat,
+        &["Use the ibis-json crate for the parser."],
+        5,
+    );
+    c.assistant(
+        None,
+        "Adding ibis-json.",
+        &[("i1", "bash", json!({"command": "cargo add ibis-json"}))],
+    );
+    c.results(&[("i1", "Adding ibis-json v0.3.0", false)]);
+    c.user("forget ibis-json, serde_json is enough");
+    busy(&mut c, 4, 9);
+    c.user("ok carry on");
+    c.assistant(None, &"Carrying on. ".repeat(80), &[]);
+    let plan = c.plan(400);
+    let (live, _) = split_withdrawn(&summary_with_cues(&plan, true));
+    assert!(!live.contains("ibis-json"), "{live}");
+    let (live, _) = split_withdrawn(&summary_with_cues(&plan, false));
+    assert!(live.contains("forget ibis-json"), "{live}");
+}
+
 /// Regression: a pasted wall of text (one "sentence" of thousands of identifiers) is neither a
 /// standing rule nor a slow statement, and the summary stays bounded.
 #[test]

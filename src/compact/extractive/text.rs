@@ -3,7 +3,8 @@
 //! marks of a clause, and quoting (whitespace collapsed, long quotes clipped at a word boundary).
 
 use super::lexicon::{
-    ABBREVIATIONS, NEGATIONS, NEGATION_CONTRACTIONS, WITHDRAWAL_PHRASES, WITHDRAWAL_WORDS,
+    ABBREVIATIONS, NEGATIONS, NEGATION_CONTRACTIONS, WITHDRAWAL_PHRASES, WITHDRAWAL_VERBS,
+    WITHDRAWAL_WORDS,
 };
 
 /// Sentences of prose: lines outside code fences, bullets stripped, split after `.`, `!` or `?`
@@ -162,22 +163,46 @@ pub(super) fn prose_words(lower: &str) -> impl Iterator<Item = &str> {
 /// Whether a clause is negative: it holds a negation word or an `n't` contraction.
 pub(super) fn is_negative(clause: &str) -> bool {
     let lower = normalize(clause);
-    let neg = prose_words(&lower).any(|w| {
-        w.ends_with("n't") || NEGATIONS.contains(&w) || NEGATION_CONTRACTIONS.contains(&w)
-    });
+    let neg = prose_words(&lower).any(is_negation);
     neg
 }
 
-/// Whether a clause takes something back or replaces it.
+fn is_negation(w: &str) -> bool {
+    w.ends_with("n't") || NEGATIONS.contains(&w) || NEGATION_CONTRACTIONS.contains(&w)
+}
+
+/// Whether a clause takes something back or replaces it. A take-back verb right after a
+/// negation insists instead ("don't forget X", "never skip it").
 pub(super) fn is_withdrawal(clause: &str) -> bool {
     let lower = normalize(clause);
-    let found = WITHDRAWAL_PHRASES.iter().any(|p| has_phrase(&lower, p))
-        || prose_words(&lower).any(|w| {
-            stems(w)
-                .iter()
-                .any(|s| WITHDRAWAL_WORDS.contains(&s.as_str()))
-        });
-    found
+    if WITHDRAWAL_PHRASES.iter().any(|p| has_phrase(&lower, p)) {
+        return true;
+    }
+    let words: Vec<&str> = prose_words(&lower).collect();
+    words.iter().enumerate().any(|(k, w)| {
+        let st = stems(w);
+        let verb = st.iter().any(|s| WITHDRAWAL_VERBS.contains(&s.as_str()));
+        let other = st.iter().any(|s| WITHDRAWAL_WORDS.contains(&s.as_str()));
+        other || (verb && !(k > 0 && is_negation(words[k - 1])))
+    })
+}
+
+/// Whether the lexicon's prose cue lists (negations, take-back words) are read. Switched off
+/// only by the ablation run of the paraphrase test: then no clause is negative and none takes
+/// anything back by its words, and withdrawals rest on structure alone.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Cues {
+    pub on: bool,
+}
+
+impl Cues {
+    pub fn negative(self, clause: &str) -> bool {
+        self.on && is_negative(clause)
+    }
+
+    pub fn withdrawal(self, clause: &str) -> bool {
+        self.on && is_withdrawal(clause)
+    }
 }
 
 /// The word and its plausible stems: `scrapped` → `scrapp`, `scrap`; `ignored` → `ignor`,
@@ -205,16 +230,29 @@ fn stems(w: &str) -> Vec<String> {
 
 /// Whitespace-separated tokens with surrounding punctuation trimmed (and a possessive `'s`).
 pub(super) fn tokens(s: &str) -> impl Iterator<Item = &str> {
-    s.split_whitespace().filter_map(|raw| {
-        let t = raw
-            .trim_start_matches(|c: char| "([{<\"'`*“‘".contains(c))
-            .trim_end_matches(|c: char| ")]}>\"'`,.;:!?*”’".contains(c));
-        let t = t
-            .strip_suffix("'s")
-            .or_else(|| t.strip_suffix("’s"))
-            .unwrap_or(t);
-        (t.chars().any(char::is_alphanumeric)).then_some(t)
+    s.split_whitespace().filter_map(trim_token)
+}
+
+/// [`tokens`], each with whether it opens a sentence or a clause after a colon (the first
+/// token, or one after a token ending in `.`, `!`, `?` or `:`), where any word is capitalized.
+pub(super) fn tokens_at_start(s: &str) -> impl Iterator<Item = (bool, &str)> {
+    let mut start = true;
+    s.split_whitespace().filter_map(move |raw| {
+        let at_start = start;
+        start = raw.ends_with(['.', '!', '?', ':']);
+        trim_token(raw).map(|t| (at_start, t))
     })
+}
+
+fn trim_token(raw: &str) -> Option<&str> {
+    let t = raw
+        .trim_start_matches(|c: char| "([{<\"'`*“‘".contains(c))
+        .trim_end_matches(|c: char| ")]}>\"'`,.;:!?*”’".contains(c));
+    let t = t
+        .strip_suffix("'s")
+        .or_else(|| t.strip_suffix("’s"))
+        .unwrap_or(t);
+    (t.chars().any(char::is_alphanumeric)).then_some(t)
 }
 
 /// Spans between backticks (single-line, at most 80 characters).
@@ -372,5 +410,14 @@ mod tests {
         assert!(is_withdrawal("ignoring the old plan"));
         assert!(is_withdrawal("that is no longer true"));
         assert!(!is_withdrawal("the dropdown menu"));
+        // A negated take-back verb insists; a negated "anymore" still takes back.
+        assert!(!is_withdrawal("dont forget the flag, is important"));
+        assert!(!is_withdrawal("don\u{2019}t skip it"));
+        assert!(is_withdrawal("forget the flag, don't bother"));
+        assert!(is_withdrawal("not anymore"));
+        let off = Cues { on: false };
+        assert!(!off.negative("never touch it") && !off.withdrawal("scrap that"));
+        let on = Cues { on: true };
+        assert!(on.negative("never touch it") && on.withdrawal("scrap that"));
     }
 }
