@@ -36,62 +36,6 @@ use convgen::*;
 // Vocabulary and filler content.
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Clone, Copy)]
-enum Lang {
-    Rust,
-    Go,
-    Python,
-    Ts,
-}
-
-impl Lang {
-    fn ext(self) -> &'static str {
-        match self {
-            Lang::Rust => "rs",
-            Lang::Go => "go",
-            Lang::Python => "py",
-            Lang::Ts => "ts",
-        }
-    }
-}
-
-struct Project {
-    root: String,
-    lang: Lang,
-    files: Vec<String>,
-}
-
-impl Project {
-    fn new(rng: &mut Rng, i: usize) -> Project {
-        let lang = [Lang::Rust, Lang::Go, Lang::Python, Lang::Ts][i % 4];
-        let root = format!(
-            "/home/{}/work/{}-{}",
-            rng.pick(&["dev", "ana", "kim", "sam"]),
-            word(rng),
-            rng.pick(NOUNS)
-        );
-        let n = rng.range(14, 30);
-        let mut files = Vec::new();
-        while files.len() < n {
-            let f = format!(
-                "{}/{}/{}_{}.{}",
-                root,
-                rng.pick(DIRS),
-                rng.pick(NOUNS),
-                rng.pick(VERBS),
-                lang.ext()
-            );
-            if !files.contains(&f) {
-                files.push(f);
-            }
-        }
-        Project { root, lang, files }
-    }
-    fn file(&self, rng: &mut Rng) -> String {
-        rng.pick(&self.files).clone()
-    }
-}
-
 fn code_line(rng: &mut Rng, lang: Lang) -> String {
     let n = rng.pick(NOUNS);
     let v = rng.pick(VERBS);
@@ -561,7 +505,7 @@ fn build(i: usize) -> Built {
     ][i % 3];
     let mut rng = Rng::new(1000 + i as u64);
     let k = format!("{}{}", word(&mut rng), i);
-    let p = Project::new(&mut rng, i);
+    let p = Project::new(&mut rng, Lang::ALL[i % 4]);
     let mut c = Conv::new(format);
     let mut facts = Vec::new();
     let target_chars = rng.range(30_000, 60_000) * 4 + 20_000;

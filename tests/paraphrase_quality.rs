@@ -271,63 +271,6 @@ fn cap(s: &str) -> String {
     }
 }
 
-#[derive(Clone, Copy)]
-enum Lang {
-    Rust,
-    Go,
-    Python,
-    Ts,
-}
-
-impl Lang {
-    /// The file extension, which is also the shape of the corpus's error keys and outputs.
-    fn ext(self) -> &'static str {
-        match self {
-            Lang::Rust => "rs",
-            Lang::Go => "go",
-            Lang::Python => "py",
-            Lang::Ts => "ts",
-        }
-    }
-}
-
-struct Project {
-    root: String,
-    lang: Lang,
-    files: Vec<String>,
-}
-
-impl Project {
-    fn new(rng: &mut Rng, i: usize) -> Project {
-        let lang = [Lang::Rust, Lang::Go, Lang::Python, Lang::Ts][(i / 3) % 4];
-        let root = format!(
-            "/home/{}/work/{}-{}",
-            rng.pick(&["dev", "ana", "kim", "sam"]),
-            word(rng),
-            rng.pick(NOUNS)
-        );
-        let n = rng.range(14, 30);
-        let mut files = Vec::new();
-        while files.len() < n {
-            let f = format!(
-                "{}/{}/{}_{}.{}",
-                root,
-                rng.pick(DIRS),
-                rng.pick(NOUNS),
-                rng.pick(VERBS),
-                lang.ext()
-            );
-            if !files.contains(&f) {
-                files.push(f);
-            }
-        }
-        Project { root, lang, files }
-    }
-    fn file(&self, rng: &mut Rng) -> String {
-        rng.pick(&self.files).clone()
-    }
-}
-
 fn code_line(rng: &mut Rng, lang: Lang) -> String {
     let n = rng.pick(NOUNS);
     let v = rng.pick(VERBS);
@@ -985,7 +928,7 @@ fn build(i: usize, corpus: &Corpus, decks: &mut Decks) -> Built {
         Format::OpenAiResponses,
     ][i % 3];
     let mut rng = Rng::new(7_000 + i as u64);
-    let p = Project::new(&mut rng, i);
+    let p = Project::new(&mut rng, Lang::ALL[(i / 3) % 4]);
     let mut others = corpus.distractors.tokens.clone();
     rng.shuffle(&mut others);
     others.truncate(8);

@@ -293,3 +293,64 @@ pub fn plan_of(id: &str, name: &str, format: Format, raw: String, keep_tokens: u
     };
     plan_loaded(row, meta, Reason::Manual, &opts).unwrap()
 }
+
+/// The language of a generated project.
+#[derive(Clone, Copy)]
+pub enum Lang {
+    Rust,
+    Go,
+    Python,
+    Ts,
+}
+
+impl Lang {
+    pub const ALL: [Lang; 4] = [Lang::Rust, Lang::Go, Lang::Python, Lang::Ts];
+
+    /// The file extension, which is also the shape of the paraphrase corpus's error keys.
+    pub fn ext(self) -> &'static str {
+        match self {
+            Lang::Rust => "rs",
+            Lang::Go => "go",
+            Lang::Python => "py",
+            Lang::Ts => "ts",
+        }
+    }
+}
+
+/// A made-up project: a root and 14–29 source files in one language.
+pub struct Project {
+    pub root: String,
+    pub lang: Lang,
+    pub files: Vec<String>,
+}
+
+impl Project {
+    pub fn new(rng: &mut Rng, lang: Lang) -> Project {
+        let root = format!(
+            "/home/{}/work/{}-{}",
+            rng.pick(&["dev", "ana", "kim", "sam"]),
+            word(rng),
+            rng.pick(NOUNS)
+        );
+        let n = rng.range(14, 30);
+        let mut files = Vec::new();
+        while files.len() < n {
+            let f = format!(
+                "{}/{}/{}_{}.{}",
+                root,
+                rng.pick(DIRS),
+                rng.pick(NOUNS),
+                rng.pick(VERBS),
+                lang.ext()
+            );
+            if !files.contains(&f) {
+                files.push(f);
+            }
+        }
+        Project { root, lang, files }
+    }
+
+    pub fn file(&self, rng: &mut Rng) -> String {
+        rng.pick(&self.files).clone()
+    }
+}
