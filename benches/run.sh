@@ -34,6 +34,7 @@
 #   BENCH_TOKEN_RUNS=3          interleaved runs of each tokenizer
 #   BENCH_P4_RUNS=2             runs of each P4 configuration (interleaved)
 #   BENCH_SKIP_LLM=0            1: skip P2
+#   BENCH_ONLY_STORES=0         1: generate (or reuse) the stores and stop
 # Needs: cargo, sqlite3, python3 (venv + pip reaching PyPI once, for tiktoken), GNU time
 # (/usr/bin/time), hyperfine (optional; a bash loop is used without it), curl.
 set -euo pipefail
@@ -99,7 +100,10 @@ result machine.git "$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git d
 # ---------------------------------------------------------------------------------------------
 # Stores. A store is reused (BENCH_REUSE=1) when its parameters and the generator's sources are
 # unchanged (the binary's hash would change with any edit to the library).
-GEN_SRC=$(cat fixtures/synth/src/*.rs examples/gen_store.rs | sha1sum | cut -c1-12)
+# Only the sources that write kodelet and docker-agent stores count (another store's generator,
+# or lib.rs gaining a `mod` line for one, does not invalidate these stores).
+GEN_SRC=$(ls fixtures/synth/src/*.rs | grep -v -e goose -e opencode | xargs cat examples/gen_store.rs |
+  grep -v -E '^(pub )?mod [a-z_]+;$' | sha1sum | cut -c1-12)
 # store KIND N SCALE -> path (generates unless reusable)
 store() {
   local kind=$1 n=$2 scale=$3 s stamp want
@@ -144,6 +148,7 @@ BATCH=$(store kodelet 1000 1)
 result store.batch.path "$BATCH"
 result store.batch.file_mb "$(file_mb "$BATCH")"
 result store.batch.gen_log "$(tail -1 "$BATCH.gen.log" 2>/dev/null)"
+[[ "${BENCH_ONLY_STORES:-0}" == 1 ]] && { log "stores ready (BENCH_ONLY_STORES=1)"; exit 0; }
 
 # ---------------------------------------------------------------------------------------------
 # P1 floors: the cheapest sqlite3 query returning the id set `list --all-over 0.7 --idle 0`

@@ -27,3 +27,42 @@ pub(crate) fn int(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<i64>> {
         _ => None,
     })
 }
+
+/// A stored value as SQLite orders it (BINARY collation): NULL, then numbers, then text (by
+/// bytes), then BLOBs. For listing orders computed in memory.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum SortKey {
+    Null,
+    Number(f64),
+    Text(Vec<u8>),
+    Blob(Vec<u8>),
+}
+
+impl SortKey {
+    pub(crate) fn of(v: ValueRef<'_>) -> SortKey {
+        match v {
+            ValueRef::Null => SortKey::Null,
+            ValueRef::Integer(i) => SortKey::Number(i as f64),
+            ValueRef::Real(f) => SortKey::Number(f),
+            ValueRef::Text(t) => SortKey::Text(t.to_vec()),
+            ValueRef::Blob(b) => SortKey::Blob(b.to_vec()),
+        }
+    }
+
+    fn rank(&self) -> u8 {
+        match self {
+            SortKey::Null => 0,
+            SortKey::Number(_) => 1,
+            SortKey::Text(_) => 2,
+            SortKey::Blob(_) => 3,
+        }
+    }
+
+    pub(crate) fn cmp(&self, other: &SortKey) -> std::cmp::Ordering {
+        match (self, other) {
+            (SortKey::Number(a), SortKey::Number(b)) => a.total_cmp(b),
+            (SortKey::Text(a), SortKey::Text(b)) | (SortKey::Blob(a), SortKey::Blob(b)) => a.cmp(b),
+            _ => self.rank().cmp(&other.rank()),
+        }
+    }
+}

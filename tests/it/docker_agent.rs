@@ -889,3 +889,65 @@ fn config_context_limits_give_unknown_models_a_window() {
     }
     assert!(seen > 0, "{doc:#}");
 }
+
+/// With `--all-over`, the kept sessions are read in the table's order and sorted in memory
+/// (issue 11); the listing order must still be docker-agent's: newest `created_at` first as
+/// SQLite orders values (NULL last, numbers before text), ties in rowid order. The oracle is
+/// the test's own `ORDER BY`, restricted to the ids the selection reports.
+#[test]
+fn prefiltered_listing_keeps_docker_agents_order() {
+    let da = generated(Generation::Modern, 40, 21);
+    let c = da.conn();
+    let roots: Vec<String> = da
+        .query("SELECT id FROM sessions WHERE parent_id IS NULL OR parent_id = '' ORDER BY rowid")
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    // Ties, a numeric created_at and a NULL one.
+    let tie = da.one(&format!(
+        "SELECT created_at FROM sessions WHERE id = '{}'",
+        roots[3]
+    ));
+    for id in [&roots[1], &roots[7], &roots[12]] {
+        c.execute(
+            "UPDATE sessions SET created_at = ?1 WHERE id = ?2",
+            [&tie, id],
+        )
+        .unwrap();
+    }
+    c.execute(
+        "UPDATE sessions SET created_at = 1761998400 WHERE id = ?1",
+        [&roots[5]],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE sessions SET created_at = NULL WHERE id = ?1",
+        [&roots[9]],
+    )
+    .unwrap();
+    drop(c);
+    let mut cmd = da.cmd();
+    cmd.args(["list", "--all-over", "0", "--idle", "0", "--json"]);
+    let (doc, code) = json(cmd);
+    assert_eq!(code, 0, "{doc}");
+    let got: Vec<String> = doc["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(got.len() > 10, "most sessions are reported: {}", got.len());
+    let want: Vec<String> = da
+        .query(
+            "SELECT id FROM sessions WHERE parent_id IS NULL OR parent_id = ''
+             ORDER BY created_at DESC, rowid",
+        )
+        .into_iter()
+        .map(|r| r[0].clone())
+        .filter(|id| got.contains(id))
+        .collect();
+    assert_eq!(got, want);
+    for id in [&roots[1], &roots[5], &roots[9]] {
+        assert!(got.contains(id), "{id} reported");
+    }
+}

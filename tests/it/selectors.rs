@@ -921,3 +921,59 @@ fn conversations_without_a_usable_summary_row_are_merged_into_the_order() {
         "{doc}"
     );
 }
+
+/// Which conversations have no summary row is found by merging the two tables' id indexes
+/// (regression guard for that merge, issue 11): summary rows deleted at both ends of the id
+/// order and in between, a summary whose id is the BLOB of a conversation's TEXT id (SQLite's
+/// `=` does not match them), and a conversation whose own id is a BLOB. Every conversation is
+/// listed exactly once; the oracle is the test's own SQL join, in listing order.
+#[test]
+fn conversations_missing_summary_rows_anywhere_in_the_id_order_are_listed() {
+    let (env, _) = fixture();
+    let c = env.conn();
+    let by_id = env.ids("SELECT id FROM conversations ORDER BY id");
+    let mut gone: Vec<&String> = vec![&by_id[0], &by_id[N - 1]];
+    gone.extend(by_id.iter().skip(3).step_by(7));
+    for id in &gone {
+        c.execute("DELETE FROM conversation_summaries WHERE id = ?1", [id])
+            .unwrap();
+    }
+    // The summary of by_id[1] keyed by the BLOB of its id: no longer that conversation's.
+    c.execute(
+        "UPDATE conversation_summaries SET id = CAST(id AS BLOB) WHERE id = ?1",
+        [&by_id[1]],
+    )
+    .unwrap();
+    // A conversation stored under a BLOB id, with a TEXT summary id of the same bytes.
+    c.execute(
+        "UPDATE conversations SET id = CAST(id AS BLOB) WHERE id = ?1",
+        [&by_id[2]],
+    )
+    .unwrap();
+    drop(c);
+    let want = env.ids(
+        "SELECT id FROM (
+           SELECT CAST(s.id AS TEXT) AS id, s.updated_at AS k, 0 AS src, s.rowid AS r
+             FROM conversation_summaries s JOIN conversations c ON c.id = s.id
+            WHERE typeof(s.updated_at) = 'text'
+           UNION ALL
+           SELECT CAST(c.id AS TEXT), c.updated_at, 1, c.rowid
+             FROM conversations c LEFT JOIN conversation_summaries s ON s.id = c.id
+            WHERE s.id IS NULL OR typeof(s.updated_at) != 'text')
+         ORDER BY k DESC, src, r",
+    );
+    assert_eq!(want.len(), N);
+    let got: Vec<String> = list(&env, &[]).into_iter().map(|r| r.id).collect();
+    assert_eq!(got, want, "list order");
+    let selected: Vec<String> = list(&env, &["--all-over", "0", "--idle", "0"])
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    let mut sorted = selected.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), selected.len(), "each conversation once");
+    for id in gone {
+        assert!(selected.contains(id), "{id} (no summary row) selected");
+    }
+}

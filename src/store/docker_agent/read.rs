@@ -22,7 +22,7 @@
 
 use std::path::Path;
 
-use rusqlite::types::ValueRef;
+use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::value::RawValue;
 
@@ -31,7 +31,7 @@ use super::{Version, PROVIDER};
 use crate::error::{Error, Result, SqlContext};
 use crate::message::{self, Format};
 use crate::models::ContextLimits;
-use crate::store::cells::{int, lossy};
+use crate::store::cells::{int, lossy, SortKey};
 use crate::store::{ConversationMeta, Prefilter};
 
 // ---- listing --------------------------------------------------------------------------------
@@ -74,7 +74,8 @@ fn list_sql(schema: &Schema, filter: &str, lean: bool) -> String {
        AND CASE WHEN {role} = 'assistant' THEN {model} IS NOT NULL ELSE 0 END
      ORDER BY i.position DESC, i.id DESC LIMIT 1),
   {latest},
-  s.parent_id
+  s.parent_id,
+  s.rowid
 FROM sessions s {filter}",
         role = json("role"),
     )
@@ -127,9 +128,19 @@ fn meta_from_row(
     Ok((meta, lossy(r, 9)?.filter(|p| !p.is_empty())))
 }
 
+/// Root sessions, in docker-agent's order (newest `created_at` first, ties in rowid order).
+const ROOTS: &str = "WHERE s.parent_id IS NULL OR s.parent_id = ''";
+const ROOTS_ORDERED: &str =
+    "WHERE s.parent_id IS NULL OR s.parent_id = '' ORDER BY s.created_at DESC, s.rowid";
+
+/// At most this many prefiltered sessions are sorted in memory (well under 1 KB each); a
+/// selection that keeps more is read in order by SQLite instead, so memory stays flat.
+const SORT_CAP: usize = 20_000;
+
 /// Stream every root session's metadata, newest `created_at` first (docker-agent's own order),
-/// ties in rowid order; `f` returns `false` to stop. With a prefilter, the message count and
-/// the latest item time (the costly parts of a row) are read only for the sessions it keeps;
+/// ties in rowid order; `f` returns `false` to stop. With a prefilter, the sessions are read in
+/// the table's order and only the kept ones are sorted (in memory, up to [`SORT_CAP`]), and the
+/// message count and the latest item time (the costly parts of a row) are read only for them;
 /// the others are left out.
 pub fn scan(
     conn: &Connection,
@@ -139,38 +150,85 @@ pub fn scan(
     f: &mut dyn FnMut(ConversationMeta) -> bool,
 ) -> Result<()> {
     let schema = check_schema(conn, path)?;
-    let lean = prefilter.all_over.is_some();
-    let sql = list_sql(
-        &schema,
-        "WHERE s.parent_id IS NULL OR s.parent_id = '' ORDER BY s.created_at DESC, s.rowid",
-        lean,
-    );
-    let mut stmt = conn.prepare(&sql).at(path)?;
-    let mut count = conn.prepare(&COUNT_SQL.replace("s.id", "?1")).at(path)?;
-    let mut latest = conn.prepare(&latest_sql().replace("s.id", "?1")).at(path)?;
-    let mut rows = stmt.query([]).at(path)?;
-    while let Some(r) = rows.next().at(path)? {
-        let (mut meta, _) = meta_from_row(r, limits).at(path)?;
-        if lean {
-            if !prefilter.keeps(&meta) {
-                continue;
-            }
-            let id = rusqlite::types::ToSqlOutput::Borrowed(r.get_ref(0).at(path)?);
-            meta.message_count = count.query_row([&id], |c| int(c, 0)).at(path)?;
-            let updated = latest
-                .query_row([&id], |c| lossy(c, 0))
-                .optional()
-                .at(path)?
-                .flatten();
-            if let Some(u) = updated {
-                meta.updated_at = u;
+    if prefilter.all_over.is_none() {
+        let mut stmt = conn
+            .prepare(&list_sql(&schema, ROOTS_ORDERED, false))
+            .at(path)?;
+        let mut rows = stmt.query([]).at(path)?;
+        while let Some(r) = rows.next().at(path)? {
+            if !f(meta_from_row(r, limits).at(path)?.0) {
+                break;
             }
         }
-        if !f(meta) {
+        return Ok(());
+    }
+    let mut count = conn.prepare(&COUNT_SQL.replace("s.id", "?1")).at(path)?;
+    let mut latest = conn.prepare(&latest_sql().replace("s.id", "?1")).at(path)?;
+    // A kept session, completed with its message count and latest item time, goes to `f`.
+    let mut emit = |id: &Value, mut meta: ConversationMeta| -> Result<bool> {
+        meta.message_count = count.query_row([id], |c| int(c, 0)).at(path)?;
+        let updated = latest
+            .query_row([id], |c| lossy(c, 0))
+            .optional()
+            .at(path)?
+            .flatten();
+        if let Some(u) = updated {
+            meta.updated_at = u;
+        }
+        Ok(f(meta))
+    };
+    if let Some(kept) = kept_unordered(conn, path, &schema, limits, &prefilter)? {
+        for (id, meta) in kept {
+            if !emit(&id, meta)? {
+                break;
+            }
+        }
+        return Ok(());
+    }
+    // Too many kept to sort in memory: SQLite's order, streamed.
+    let mut stmt = conn
+        .prepare(&list_sql(&schema, ROOTS_ORDERED, true))
+        .at(path)?;
+    let mut rows = stmt.query([]).at(path)?;
+    while let Some(r) = rows.next().at(path)? {
+        let (meta, _) = meta_from_row(r, limits).at(path)?;
+        if prefilter.keeps(&meta) && !emit(&r.get(0).at(path)?, meta)? {
             break;
         }
     }
     Ok(())
+}
+
+/// A kept session: its stored id (to look up its items) and its metadata.
+type Kept = (Value, ConversationMeta);
+
+/// The sessions the prefilter keeps, read in the table's order and sorted in memory; `None`
+/// when more than [`SORT_CAP`] are kept.
+fn kept_unordered(
+    conn: &Connection,
+    path: &Path,
+    schema: &Schema,
+    limits: &ContextLimits,
+    prefilter: &Prefilter,
+) -> Result<Option<Vec<Kept>>> {
+    let mut stmt = conn.prepare(&list_sql(schema, ROOTS, true)).at(path)?;
+    let mut rows = stmt.query([]).at(path)?;
+    let mut kept = Vec::new();
+    while let Some(r) = rows.next().at(path)? {
+        let (meta, _) = meta_from_row(r, limits).at(path)?;
+        if !prefilter.keeps(&meta) {
+            continue;
+        }
+        if kept.len() == SORT_CAP {
+            return Ok(None);
+        }
+        let key = SortKey::of(r.get_ref(2).at(path)?);
+        let rowid: i64 = r.get(10).at(path)?;
+        kept.push((key, rowid, r.get(0).at(path)?, meta));
+    }
+    // Newest first, ties in rowid order (SQLite's ORDER BY created_at DESC, rowid).
+    kept.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    Ok(Some(kept.into_iter().map(|(_, _, id, m)| (id, m)).collect()))
 }
 
 fn sub_session_error(id: &str, parent: &str) -> Error {

@@ -1,9 +1,11 @@
 //! kodelet's `storage.db` (stores.md §1): one row per conversation, rewritten in place.
 //!
 //! - `read.rs`: schema check, `init`, the streaming listing scan and loading one conversation.
+//! - `quick.rs`: `--all-over`'s prefilter on the stored `usage` bytes, without decoding them.
 //! - `summaries.rs`: kodelet's `ToSummary()` (`message_count`, `first_message`).
 //! - `write.rs`: the typed proposal: the new `raw_messages` and the cells that follow from it.
 
+mod quick;
 mod read;
 pub mod summaries;
 mod write;

@@ -16,7 +16,7 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Error, Result, SqlContext};
-use crate::store::cells::lossy;
+use crate::store::cells::{lossy, SortKey};
 use crate::store::{ConversationMeta, Prefilter};
 
 /// Columns agent-db reads or writes, with the declared type it expects.
@@ -202,13 +202,14 @@ FROM conversation_summaries s WHERE typeof(s.updated_at) = 'text'";
 /// that keeps more is listed through `idx_summaries_updated_at` instead, so memory stays flat.
 const SORT_CAP: usize = 20_000;
 
-/// Conversations listed from their own row (the anti-join): those with no summary row, found on
-/// the two primary-key indexes alone, and those whose summary row's `updated_at` is not TEXT,
-/// found by ranges of `idx_summaries_updated_at` (numbers sort before any text, BLOBs after).
-const FALLBACK_SQL: &str = "SELECT c.rowid FROM conversations c
-WHERE NOT EXISTS (SELECT 1 FROM conversation_summaries s WHERE s.id = c.id)
-UNION ALL
-SELECT c.rowid FROM conversation_summaries s JOIN conversations c ON c.id = s.id
+/// Conversations with no summary row (the anti-join), on the two primary-key indexes alone; see
+/// [`without_summary`] for the faster merge used when both indexes order ids by their bytes.
+const NO_SUMMARY_SQL: &str = "SELECT c.rowid FROM conversations c
+WHERE NOT EXISTS (SELECT 1 FROM conversation_summaries s WHERE s.id = c.id)";
+
+/// Conversations whose summary row's `updated_at` is not TEXT, found by ranges of
+/// `idx_summaries_updated_at` (numbers sort before any text, BLOBs after).
+const FALLBACK_SQL: &str = "SELECT c.rowid FROM conversation_summaries s JOIN conversations c ON c.id = s.id
 WHERE s.updated_at < ''
 UNION ALL
 SELECT c.rowid FROM conversation_summaries s JOIN conversations c ON c.id = s.id
@@ -279,43 +280,54 @@ fn meta_from_row(r: &Row<'_>) -> rusqlite::Result<ConversationMeta> {
     Ok(m)
 }
 
-/// A stored `updated_at` as SQLite orders values: NULL, then numbers, then text (by bytes),
-/// then BLOBs.
-#[derive(Debug, Clone, PartialEq)]
-enum SortKey {
-    Null,
-    Number(f64),
-    Text(Vec<u8>),
-    Blob(Vec<u8>),
+/// The collation of a table's primary-key index on `id`, if it has one.
+fn pk_collation(conn: &Connection, table: &str) -> rusqlite::Result<Option<String>> {
+    conn.query_row(
+        "SELECT x.coll FROM pragma_index_list(?1) l, pragma_index_xinfo(l.name) x
+         WHERE l.origin = 'pk' AND x.name = 'id' AND x.key = 1",
+        [table],
+        |r| r.get(0),
+    )
+    .optional()
 }
 
-impl SortKey {
-    fn of(v: ValueRef<'_>) -> SortKey {
-        match v {
-            ValueRef::Null => SortKey::Null,
-            ValueRef::Integer(i) => SortKey::Number(i as f64),
-            ValueRef::Real(f) => SortKey::Number(f),
-            ValueRef::Text(t) => SortKey::Text(t.to_vec()),
-            ValueRef::Blob(b) => SortKey::Blob(b.to_vec()),
+/// The rowids of conversations with no summary row. When both primary-key indexes order ids by
+/// their bytes, one merge of the two ordered id lists (two index scans) instead of a probe of
+/// the summaries' index per conversation; otherwise [`NO_SUMMARY_SQL`]. Ids are TEXT or BLOB
+/// (both columns have TEXT affinity) or NULL, which matches nothing.
+fn without_summary(conn: &Connection, path: &Path) -> Result<Vec<i64>> {
+    let binary = |t: &str| pk_collation(conn, t).map(|c| c.as_deref() == Some("BINARY"));
+    if !(binary("conversations").at(path)? && binary("conversation_summaries").at(path)?) {
+        let mut stmt = conn.prepare(NO_SUMMARY_SQL).at(path)?;
+        let rows = stmt.query_map([], |r| r.get::<_, i64>(0)).at(path)?;
+        return rows.collect::<rusqlite::Result<Vec<i64>>>().at(path);
+    }
+    let mut convs = conn
+        .prepare("SELECT id, rowid FROM conversations ORDER BY id")
+        .at(path)?;
+    let mut sums = conn
+        .prepare("SELECT id FROM conversation_summaries ORDER BY id")
+        .at(path)?;
+    let mut convs = convs.query([]).at(path)?;
+    let mut sums = sums.query([]).at(path)?;
+    let mut summary: Option<SortKey> = None;
+    let mut sums_done = false;
+    let mut out = Vec::new();
+    while let Some(c) = convs.next().at(path)? {
+        let id = SortKey::of(c.get_ref(0).at(path)?);
+        // Advance the summaries to the first id not below this one.
+        while !sums_done && summary.as_ref().is_none_or(|s| s.cmp(&id).is_lt()) {
+            match sums.next().at(path)? {
+                Some(r) => summary = Some(SortKey::of(r.get_ref(0).at(path)?)),
+                None => sums_done = true,
+            }
+        }
+        let matched = id != SortKey::Null && summary.as_ref().is_some_and(|s| s.cmp(&id).is_eq());
+        if !matched {
+            out.push(c.get(1).at(path)?);
         }
     }
-
-    fn rank(&self) -> u8 {
-        match self {
-            SortKey::Null => 0,
-            SortKey::Number(_) => 1,
-            SortKey::Text(_) => 2,
-            SortKey::Blob(_) => 3,
-        }
-    }
-
-    fn cmp(&self, other: &SortKey) -> std::cmp::Ordering {
-        match (self, other) {
-            (SortKey::Number(a), SortKey::Number(b)) => a.total_cmp(b),
-            (SortKey::Text(a), SortKey::Text(b)) | (SortKey::Blob(a), SortKey::Blob(b)) => a.cmp(b),
-            _ => self.rank().cmp(&other.rank()),
-        }
-    }
+    Ok(out)
 }
 
 /// The conversations listed from their own row, in listing order: (updated_at, rowid).
@@ -334,12 +346,11 @@ fn fallback_rows(conn: &Connection, path: &Path) -> Result<Vec<(SortKey, i64)>> 
     } else {
         format!("{FALLBACK_SQL}{FALLBACK_NULL_SQL}")
     };
-    let mut rowids = conn.prepare(&sql).at(path)?;
-    let rowids = rowids
-        .query_map([], |r| r.get::<_, i64>(0))
-        .at(path)?
-        .collect::<std::result::Result<Vec<i64>, _>>()
-        .at(path)?;
+    let mut rowids = without_summary(conn, path)?;
+    let mut stmt = conn.prepare(&sql).at(path)?;
+    for rowid in stmt.query_map([], |r| r.get::<_, i64>(0)).at(path)? {
+        rowids.push(rowid.at(path)?);
+    }
     let mut key = conn
         .prepare("SELECT updated_at FROM conversations WHERE rowid = ?1")
         .at(path)?;
@@ -394,6 +405,12 @@ fn prefiltered_rows(
     let mut rows = stmt.query([]).at(path)?;
     let mut kept: Vec<(SortKey, i64, ConversationMeta)> = Vec::new();
     while let Some(r) = rows.next().at(path)? {
+        // Most rows are below the threshold: drop them on the stored bytes when that is sure.
+        if let ValueRef::Text(b) | ValueRef::Blob(b) = r.get_ref(2).at(path)? {
+            if super::quick::rejects(prefilter, b) {
+                continue;
+            }
+        }
         let id = r.get_ref(0).at(path)?;
         let nulls = [1, 2, 3].map(|i| matches!(r.get_ref(i), Ok(ValueRef::Null)));
         // A legacy NULL falls back to the conversation's own cell (and proves it exists).
