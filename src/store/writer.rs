@@ -5,6 +5,12 @@
 //! An OS thread, not an async task: rusqlite connections block, and a commit can wait up to the
 //! 5-second busy timeout while the agent holds the write lock. agent-db's own tables are created
 //! just before the first commit, so a run that writes nothing leaves the file as it was.
+//!
+//! Checkpoints run beside it: a second thread, on its own connection, copies committed WAL
+//! frames into the database file (`wal_checkpoint(PASSIVE)`: it never waits on a lock, and the
+//! writer never waits on it) after commits, so the writer's commits no longer stop to run
+//! SQLite's automatic checkpoint (a quarter of its time in a batch, and its fsyncs). The
+//! writer's own automatic checkpoint stays on at a high mark as a safety valve.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -76,15 +82,51 @@ impl WriterHandle {
     }
 }
 
+/// WAL pages the writer lets grow before it checkpoints itself (SQLite's default is 1,000):
+/// reached only if the checkpoint thread falls far behind.
+const SAFETY_CHECKPOINT_PAGES: i64 = 16_384;
+
+/// The checkpoint thread: after commits (coalesced), one passive checkpoint; it stops when the
+/// writer does. A checkpoint that cannot run (a reader holds old frames, the file is busy) is
+/// simply retried after the next commit; SQLite checkpoints the rest when the last connection
+/// closes, as it always did.
+fn start_checkpoints(path: &Path) -> (mpsc::Sender<()>, JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel::<()>();
+    let path = path.to_path_buf();
+    let thread = std::thread::spawn(move || {
+        let Ok(conn) = super::connect(&path, Access::Write) else {
+            return;
+        };
+        while rx.recv().is_ok() {
+            while rx.try_recv().is_ok() {}
+            let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        }
+    });
+    (tx, thread)
+}
+
 /// The writer's loop: one connection, one transaction per proposal.
 fn serve(path: &Path, requests: mpsc::Receiver<Request>) -> Result<()> {
     let mut conn = open(path)?;
+    let (committed, checkpoints) = start_checkpoints(path);
+    let served = serve_on(&mut conn, path, requests, &committed);
+    drop(committed);
+    let _ = checkpoints.join();
+    served
+}
+
+fn serve_on(
+    conn: &mut Connection,
+    path: &Path,
+    requests: mpsc::Receiver<Request>,
+    committed: &mpsc::Sender<()>,
+) -> Result<()> {
     let mut migrated = false;
     for (proposal, reply) in requests {
         // agent-db's own tables are created just before the first commit, so a run that only
         // skips writes nothing at all.
         if !migrated {
-            if let Err(e) = super::agent_tables::migrate(&mut conn) {
+            if let Err(e) = super::agent_tables::migrate(conn) {
                 let _ = reply.send(Err(Error::Sqlite {
                     path: path.to_path_buf(),
                     source: e,
@@ -93,7 +135,11 @@ fn serve(path: &Path, requests: mpsc::Receiver<Request>) -> Result<()> {
             }
             migrated = true;
         }
-        let _ = reply.send(commit_one(&mut conn, path, &proposal));
+        let outcome = commit_one(conn, path, &proposal);
+        if matches!(outcome, Ok(Written::Committed { .. })) {
+            let _ = committed.send(());
+        }
+        let _ = reply.send(outcome);
     }
     Ok(())
 }
@@ -104,11 +150,14 @@ fn serve(path: &Path, requests: mpsc::Receiver<Request>) -> Result<()> {
 /// the file is not changed.
 fn open(path: &Path) -> Result<Connection> {
     let conn = super::connect(path, Access::Write)?;
+    let sql_error = |source| Error::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    };
     conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(|source| Error::Sqlite {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        .map_err(sql_error)?;
+    conn.pragma_update(None, "wal_autocheckpoint", SAFETY_CHECKPOINT_PAGES)
+        .map_err(sql_error)?;
     Ok(conn)
 }
 
