@@ -15,7 +15,7 @@
 
 use async_trait::async_trait;
 
-use super::{Estimate, HeadInput, Rewrite, Strategy, StrategyError, Summary};
+use super::{Estimate, HeadInput, Prepared, Rewrite, Strategy, StrategyError, Summary};
 use crate::message::{Block, Message, Role};
 use crate::provider::pricing::{cost, Price};
 use crate::provider::{ChatRequest, Client, StopReason};
@@ -129,6 +129,12 @@ pub fn middle_out(text: &str, max_tokens: usize) -> String {
         }
         keep = keep * 8 / 10;
     }
+}
+
+/// What [`Llm::work`] prepares for the requests of one conversation.
+struct Work {
+    rules: Vec<String>,
+    chunks: Vec<String>,
 }
 
 impl Llm {
@@ -254,6 +260,13 @@ impl Llm {
         Ok(chunks)
     }
 
+    /// The CPU-bound part of a rewrite: the standing rules and the transcript's chunks.
+    fn work(&self, input: &HeadInput<'_>) -> Result<Work, StrategyError> {
+        let rules = super::extractive::standing_rules(input.head);
+        let chunks = self.chunks(input, &rules)?;
+        Ok(Work { rules, chunks })
+    }
+
     /// What a dry run expects, without calling the model.
     pub fn expect(&self, input: &HeadInput<'_>) -> Result<Estimate, StrategyError> {
         let rules = super::extractive::standing_rules(input.head);
@@ -320,8 +333,22 @@ impl Strategy for Llm {
     }
 
     async fn rewrite(&self, input: &HeadInput<'_>) -> Result<Rewrite, StrategyError> {
-        let rules = super::extractive::standing_rules(input.head);
-        let chunks = self.chunks(input, &rules)?;
+        self.rewrite_prepared(input, None).await
+    }
+
+    fn prepare(&self, input: &HeadInput<'_>) -> Result<Option<Prepared>, StrategyError> {
+        Ok(Some(Box::new(self.work(input)?)))
+    }
+
+    async fn rewrite_prepared(
+        &self,
+        input: &HeadInput<'_>,
+        prepared: Option<Prepared>,
+    ) -> Result<Rewrite, StrategyError> {
+        let Work { rules, chunks } = match prepared.and_then(|p| p.downcast::<Work>().ok()) {
+            Some(work) => *work,
+            None => self.work(input)?,
+        };
         let mut prior = input.prior_summary.clone();
         let prior_room = self.prior_room(input);
         let (mut prompt_tokens, mut completion_tokens) = (0u64, 0u64);

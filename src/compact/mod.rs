@@ -137,7 +137,26 @@ pub trait Strategy: Send + Sync {
         None
     }
     async fn rewrite(&self, input: &HeadInput<'_>) -> Result<Rewrite, StrategyError>;
+    /// For strategies that are not offline: the CPU-bound part of [`Strategy::rewrite`] (for
+    /// the `llm` strategy: the standing rules, rendering and splitting the transcript into
+    /// requests). The pipeline runs it on the planning pool, so the async workers only wait on
+    /// the network, and hands the result to [`Strategy::rewrite_prepared`].
+    fn prepare(&self, _input: &HeadInput<'_>) -> Result<Option<Prepared>, StrategyError> {
+        Ok(None)
+    }
+    /// [`Strategy::rewrite`] with what [`Strategy::prepare`] returned for the same input.
+    async fn rewrite_prepared(
+        &self,
+        input: &HeadInput<'_>,
+        _prepared: Option<Prepared>,
+    ) -> Result<Rewrite, StrategyError> {
+        self.rewrite(input).await
+    }
 }
+
+/// What [`Strategy::prepare`] hands to [`Strategy::rewrite_prepared`] (each strategy its own
+/// type).
+pub type Prepared = Box<dyn std::any::Any + Send>;
 
 /// The offline, deterministic default.
 pub struct Extractive;

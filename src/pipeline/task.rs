@@ -104,7 +104,12 @@ pub(super) async fn compact_one(plan: Plan, ctx: Arc<Context>, slots: Slots) -> 
 
 async fn steps(plan: Plan, ctx: &Context, slots: Slots, row: &mut Row) -> Step<Status> {
     if ctx.dry_run && !ctx.strategy.offline() {
-        return estimate(&plan, ctx, row);
+        let (strategy, now) = (ctx.strategy.clone(), ctx.now);
+        let (plan, est) = on_pool(ctx, plan, move |p| {
+            strategy.estimate(&HeadInput::new(p, now))
+        })
+        .await?;
+        return estimate(&plan, est, row);
     }
     let (provenance, supplied) = hooks_before(&plan, ctx, row).await?;
     let label = provenance.label(ctx.strategy.as_ref());
@@ -119,9 +124,18 @@ async fn steps(plan: Plan, ctx: &Context, slots: Slots, row: &mut Row) -> Step<S
     let (plan, rewrite, built) = rewrite(plan, supplied, ctx).await?;
     let (_writing, halt) = slots.hand_over().await;
     record_spend(row, &rewrite);
-    let new = built
-        .unwrap_or_else(|| swap::build(&plan, &rewrite))
-        .map_err(strategy_status)?;
+    let (plan, rewrite, new) = match built {
+        Some(new) => (plan, rewrite, new),
+        None => {
+            let (plan, (rewrite, new)) = on_pool(ctx, plan, move |p| {
+                let new = swap::build(p, &rewrite);
+                (rewrite, new)
+            })
+            .await?;
+            (plan, rewrite, new)
+        }
+    };
+    let new = new.map_err(strategy_status)?;
     record_after(row, &plan, &new);
     if ctx.dry_run {
         return Ok(Status::Planned);
@@ -137,9 +151,13 @@ async fn steps(plan: Plan, ctx: &Context, slots: Slots, row: &mut Row) -> Step<S
     Ok(Status::Compacted)
 }
 
-/// A dry run of a strategy that calls a model: its estimate, and no call.
-fn estimate(plan: &Plan, ctx: &Context, row: &mut Row) -> Step<Status> {
-    match ctx.strategy.estimate(&HeadInput::new(plan, ctx.now)) {
+/// A dry run of a strategy that calls a model: its estimate (made on the pool), and no call.
+fn estimate(
+    plan: &Plan,
+    est: Option<std::result::Result<crate::compact::Estimate, StrategyError>>,
+    row: &mut Row,
+) -> Step<Status> {
+    match est {
         Some(Ok(est)) => {
             let after = plan.tokens_after(est.summary_tokens);
             let split = plan.split().expect("planned conversations have a split");
@@ -202,7 +220,8 @@ async fn rewrite_head(
 
 /// Run the strategy on the head (or take the summary a hook supplied). An offline strategy is
 /// CPU-bound: it runs on the planning pool together with the swap, not on the async workers;
-/// the `llm` strategy awaits its requests here and leaves the swap to the caller.
+/// the `llm` strategy prepares on the pool, awaits its requests here and leaves the swap to the
+/// caller (which runs it on the pool too).
 async fn rewrite(
     plan: Plan,
     supplied: Option<Summary>,
@@ -212,35 +231,61 @@ async fn rewrite(
         return Ok((plan, Rewrite::Summary(s), None));
     }
     if !ctx.strategy.offline() {
-        let input = HeadInput::new(&plan, ctx.now);
-        let r = rewrite_head(ctx.strategy.as_ref(), &input, &plan.meta.id).await;
-        drop(input);
-        return r.map(|r| (plan, r, None)).map_err(strategy_status);
+        return rewrite_online(plan, ctx).await;
     }
-    let (tx, rx) = tokio::sync::oneshot::channel();
     let handle = tokio::runtime::Handle::current();
     let (strategy, now) = (ctx.strategy.clone(), ctx.now);
+    let (plan, (r, built)) = on_pool(ctx, plan, move |p| {
+        let input = HeadInput::new(p, now);
+        let r = handle.block_on(rewrite_head(strategy.as_ref(), &input, &p.meta.id));
+        drop(input);
+        let built = r.as_ref().ok().map(|rw| swap::build(p, rw));
+        (r, built)
+    })
+    .await?;
+    Ok((plan, r.map_err(strategy_status)?, built))
+}
+
+/// A strategy that calls out: its CPU-bound preparation on the pool, then its requests here (the
+/// async workers only wait on the network). The swap is left to the caller, after the
+/// conversation gives its `--concurrency` slot to the next one.
+async fn rewrite_online(plan: Plan, ctx: &Context) -> Step<(Plan, Rewrite, Built)> {
+    let (strategy, now) = (ctx.strategy.clone(), ctx.now);
+    let (plan, prepared) = on_pool(ctx, plan, move |p| {
+        strategy.prepare(&HeadInput::new(p, now))
+    })
+    .await?;
+    let prepared = prepared.map_err(strategy_status)?;
+    let input = HeadInput::new(&plan, ctx.now);
+    crate::failpoint::hit("strategy", &plan.meta.id);
+    let r = ctx.strategy.rewrite_prepared(&input, prepared).await;
+    drop(input);
+    Ok((plan, r.map_err(strategy_status)?, None))
+}
+
+/// Run `f` on the plan on the planning pool (ahead of planning work) and hand both back; a
+/// panic in `f` is the conversation's internal error.
+async fn on_pool<T: Send + 'static>(
+    ctx: &Context,
+    plan: Plan,
+    f: impl FnOnce(&Plan) -> T + Send + 'static,
+) -> Step<(Plan, T)> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
     ctx.pool.submit(
         true,
         Box::new(move |_store| {
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let input = HeadInput::new(&plan, now);
-                let r = handle.block_on(rewrite_head(strategy.as_ref(), &input, &plan.meta.id));
-                drop(input);
-                let built = r.as_ref().ok().map(|rw| swap::build(&plan, rw));
-                (plan, r, built)
+                let t = f(&plan);
+                (plan, t)
             }))
             .map_err(|p| crate::error::panic_message(p.as_ref()));
             let _ = tx.send(out);
         }),
     );
-    let out = rx
-        .await
-        .unwrap_or_else(|_| Err("the planning thread stopped".to_string()));
-    match out {
-        Ok((plan, Ok(r), built)) => Ok((plan, r, built)),
-        Ok((_, Err(e), _)) => Err(strategy_status(e)),
-        Err(panic) => Err(internal(panic)),
+    match rx.await {
+        Ok(Ok(out)) => Ok(out),
+        Ok(Err(panic)) => Err(internal(panic)),
+        Err(_) => Err(internal("the planning thread stopped")),
     }
 }
 
