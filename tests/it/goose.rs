@@ -13,7 +13,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::common::{bare_cmd, files_hash, ids_with_status, json};
-use crate::goose_loader::{check_compacted, load};
+use crate::goose_loader::{check_compacted, check_pruned, is_summary, load};
 
 const HEADER: &str = "[agent-db compaction summary]";
 
@@ -315,18 +315,177 @@ fn bad_rows_fail_only_their_session_or_follow_goose() {
     assert_eq!(sys, "not json");
 }
 
+/// The text every line of agent-db's note for a hidden tool pair starts with.
+const PAIR_NOTE: &str = "[agent-db pruned a call to ";
+
+/// The ids of the `type` items (`toolRequest`/`toolResponse`) of a row.
+fn item_ids(r: &crate::goose_loader::Row, kind: &str) -> Vec<String> {
+    r.items
+        .iter()
+        .filter(|i| i["type"] == kind)
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A pruned session as goose loads it: the tool pairs the prune hid (rows agent-visible
+/// `before`, hidden now) are hidden as whole pairs, and between any two rows the agent still
+/// sees, the notes inserted have one line per call hidden there.
+fn check_pairs_hidden(
+    preset: &str,
+    id: &str,
+    l: &crate::goose_loader::Loaded,
+    before: &BTreeSet<i64>,
+    visible_before: &BTreeSet<i64>,
+) {
+    let newly_hidden =
+        |r: &&crate::goose_loader::Row| visible_before.contains(&r.id) && !r.agent_visible;
+    let hidden: Vec<_> = l.all.iter().filter(newly_hidden).collect();
+    assert!(!hidden.is_empty(), "{preset} {id}: nothing hidden");
+    let requests: BTreeSet<String> = hidden
+        .iter()
+        .flat_map(|r| item_ids(r, "toolRequest"))
+        .collect();
+    let responses: BTreeSet<String> = hidden
+        .iter()
+        .flat_map(|r| item_ids(r, "toolResponse"))
+        .collect();
+    assert_eq!(requests, responses, "{preset} {id}: a pair was split");
+    let mut pending: i64 = 0;
+    for r in &l.all {
+        let note = !before.contains(&r.id);
+        if note {
+            assert!(is_summary(r), "{preset} {id}: inserted row {r:?}");
+            let lines: Vec<String> = r.text().lines().map(str::to_string).collect();
+            assert!(
+                lines.iter().all(|t| t.starts_with(PAIR_NOTE)),
+                "{preset} {id}: {lines:?}"
+            );
+            pending -= lines.len() as i64;
+        } else if newly_hidden(&r) {
+            pending += item_ids(r, "toolRequest").len() as i64;
+        } else if r.agent_visible {
+            assert_eq!(
+                pending, 0,
+                "{preset} {id}: notes out of place before row {}",
+                r.id
+            );
+        }
+    }
+    assert_eq!(pending, 0, "{preset} {id}: notes out of place at the end");
+}
+
 #[test]
-fn prune_is_refused_for_goose_and_leaves_the_file_alone() {
-    let g = G::new("goose-v16", 12);
-    let id = big_session(&g);
-    let hash = files_hash(&g.db);
-    let doc = compact(&g, &["--id", &id, "--strategy", "prune"]);
+fn prune_hides_tool_pairs_loads_in_goose_and_restores_byte_for_byte() {
+    for preset in ["goose-v7", "goose-v16", "goose-v17"] {
+        let g = G::new(preset, 12);
+        let before = g.dump();
+        let rows_before = messages(&g);
+        let visible_before: BTreeMap<String, BTreeSet<i64>> = g
+            .over(0.7)
+            .into_iter()
+            .map(|id| {
+                let l = load(&g.conn(), &id).unwrap();
+                let ids = l
+                    .all
+                    .iter()
+                    .filter(|r| r.agent_visible)
+                    .map(|r| r.id)
+                    .collect();
+                (id, ids)
+            })
+            .collect();
+        let doc = compact(&g, &["--all-over", "0.7", "--strategy", "prune"]);
+        let compacted: BTreeSet<String> = ids_with_status(&doc, "compacted").into_iter().collect();
+        assert!(!compacted.is_empty(), "{preset}: {doc:#}");
+        let conn = g.conn();
+        for id in &compacted {
+            let l = load(&conn, id).unwrap_or_else(|e| panic!("{preset} {id}: {e}"));
+            check_pruned(&l).unwrap_or_else(|e| panic!("{preset} {id}: {e}"));
+            let all_before: BTreeSet<i64> = rows_before
+                .iter()
+                .filter(|(_, (s, _, _))| s == id)
+                .map(|(r, _)| *r)
+                .collect();
+            check_pairs_hidden(preset, id, &l, &all_before, &visible_before[id]);
+        }
+        check_only_flags_changed(preset, &g, &rows_before, &compacted);
+        check_others_untouched(preset, &before, &g.dump(), &compacted);
+        let out = g
+            .cmd()
+            .args(["restore", "--all-since", "1h"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{preset}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(before, g.dump(), "{preset}: restore");
+    }
+}
+
+/// Existing rows: unchanged, or (compacted sessions only) `metadata_json` with only
+/// `agentVisible` turned false; new rows only in compacted sessions.
+fn check_only_flags_changed(
+    preset: &str,
+    g: &G,
+    rows_before: &BTreeMap<i64, (String, String, Option<String>)>,
+    compacted: &BTreeSet<String>,
+) {
+    let rows_after = messages(g);
+    for (id, (session, body, meta)) in rows_before {
+        let (s2, b2, m2) = rows_after
+            .get(id)
+            .unwrap_or_else(|| panic!("{preset}: row {id} gone"));
+        assert_eq!((session, body), (s2, b2), "{preset}: row {id}");
+        if m2 != meta {
+            assert!(
+                compacted.contains(session),
+                "{preset}: row {id} of {session}"
+            );
+            let mut was: Value = serde_json::from_str(meta.as_deref().unwrap()).unwrap();
+            let now: Value = serde_json::from_str(m2.as_deref().unwrap()).unwrap();
+            assert_eq!(was["agentVisible"], true, "{preset}: row {id}");
+            was["agentVisible"] = false.into();
+            assert_eq!(was, now, "{preset}: row {id}");
+        }
+    }
+    for (id, (session, _, _)) in rows_after
+        .iter()
+        .filter(|(id, _)| !rows_before.contains_key(id))
+    {
+        assert!(
+            compacted.contains(session),
+            "{preset}: new row {id} in {session}"
+        );
+    }
+}
+
+/// Every table but `messages`, `sessions` and `sqlite_sequence` byte-identical, and every
+/// session not compacted too.
+fn check_others_untouched(
+    preset: &str,
+    before: &BTreeMap<String, Vec<Vec<String>>>,
+    after: &BTreeMap<String, Vec<Vec<String>>>,
+    compacted: &BTreeSet<String>,
+) {
+    for (table, rows) in before {
+        if !["messages", "sessions", "sqlite_sequence"].contains(&table.as_str()) {
+            assert_eq!(rows, &after[table], "{preset}: table {table}");
+        }
+    }
+    let untouched = |d: &BTreeMap<String, Vec<Vec<String>>>| -> Vec<Vec<String>> {
+        d["sessions"]
+            .iter()
+            .filter(|r| !compacted.iter().any(|id| r[1] == format!("Text({id:?})")))
+            .cloned()
+            .collect()
+    };
     assert_eq!(
-        ids_with_status(&doc, "skipped"),
-        vec![id.clone()],
-        "{doc:#}"
+        untouched(before),
+        untouched(after),
+        "{preset}: other sessions"
     );
-    assert_eq!(files_hash(&g.db), hash);
 }
 
 #[test]
@@ -350,4 +509,28 @@ fn below_v3_sessions_are_listed_but_not_compacted() {
     let row = &doc["conversations"][0];
     assert_eq!(row["status"], "failed", "{doc:#}");
     assert!(row["detail"].to_string().contains("metadata_json"), "{row}");
+}
+
+/// A run of tool pairs whose neighbours all share one `created_timestamp` leaves goose's order
+/// no place for a note: that session is skipped with the reason and every table of goose's
+/// stays as it was.
+#[test]
+fn prune_without_a_place_for_its_notes_skips_the_session() {
+    let g = G::new("goose-v16", 12);
+    let id = big_session(&g);
+    g.conn()
+        .execute(
+            "UPDATE messages SET created_timestamp = 1790000000 WHERE session_id = ?1",
+            [&id],
+        )
+        .unwrap();
+    let before = g.dump();
+    let doc = compact(&g, &["--id", &id, "--strategy", "prune"]);
+    let row = &doc["conversations"][0];
+    assert_eq!(row["status"], "skipped", "{doc:#}");
+    assert!(
+        row["detail"].to_string().contains("no place for its note"),
+        "{row}"
+    );
+    assert_eq!(g.dump(), before);
 }
