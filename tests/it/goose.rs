@@ -534,3 +534,52 @@ fn prune_without_a_place_for_its_notes_skips_the_session() {
     );
     assert_eq!(g.dump(), before);
 }
+
+/// The reason a session without stored usage is skipped under `--all-over` names what the
+/// store lacks: goose's `total_tokens` (it used to name kodelet's `currentContextWindow`), and
+/// still kodelet's `currentContextWindow` for kodelet.
+#[test]
+fn a_session_without_usage_is_skipped_in_its_stores_words() {
+    let detail = |doc: &Value, id: &str| -> String {
+        let rows = doc["conversations"].as_array().unwrap();
+        let row = rows
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{doc:#}"));
+        assert_eq!(row["status"], "skipped", "{row}");
+        row["detail"].as_str().unwrap().to_string()
+    };
+    let list = |mut c: assert_cmd::Command| {
+        c.args(["list", "--all-over", "0", "--idle", "0", "--json"]);
+        let (doc, code) = json(c);
+        assert_eq!(code, 0, "{doc:#}");
+        doc
+    };
+    let g = G::new("goose-v16", 4);
+    let id = big_session(&g);
+    g.conn()
+        .execute(
+            "UPDATE sessions SET total_tokens = NULL WHERE id = ?1",
+            [&id],
+        )
+        .unwrap();
+    let why = detail(&list(g.cmd()), &id);
+    assert_eq!(why, "no total_tokens recorded for this session");
+
+    let k = crate::common::Env::generated(4, 3, &[]);
+    let kid = k
+        .ids("SELECT id FROM conversations ORDER BY id LIMIT 1")
+        .remove(0);
+    for table in ["conversations", "conversation_summaries"] {
+        k.conn()
+            .execute(
+                &format!("UPDATE {table} SET usage = json_remove(usage, '$.currentContextWindow') WHERE id = ?1"),
+                [&kid],
+            )
+            .unwrap();
+    }
+    assert_eq!(
+        detail(&list(k.cmd()), &kid),
+        "no stored currentContextWindow"
+    );
+}
