@@ -583,3 +583,248 @@ fn a_session_without_usage_is_skipped_in_its_stores_words() {
         "no stored currentContextWindow"
     );
 }
+
+/// An executable `#!/bin/sh` hook in `$XDG_CONFIG_HOME/agent-db/hooks` answering `hook` with
+/// `events` and running `body` on `run`.
+fn goose_hook(g: &G, name: &str, events: &[&str], body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = g.dir.path().join(".config/agent-db/hooks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = format!(
+        "#!/bin/sh\ncase \"$1\" in\nhook)\n  printf '%s\\n' {}\n  ;;\nrun)\n{body}\n  ;;\n*)\n  exit 1\n  ;;\nesac\n",
+        events.join(" ")
+    );
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Rows of one session's messages, every column.
+fn session_rows(g: &G, id: &str) -> Vec<String> {
+    let c = g.conn();
+    let mut st = c
+        .prepare("SELECT id, message_id, role, content_json, created_timestamp, timestamp, tokens, metadata_json FROM messages WHERE session_id = ?1 ORDER BY id")
+        .unwrap();
+    let rows = st
+        .query_map([id], |r| {
+            (0..8)
+                .map(|i| Ok(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?)))
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .unwrap();
+    rows.map(|r| r.unwrap().join("|")).collect()
+}
+
+/// Hooks on goose: the before and after payloads name the goose session and `store_kind`
+/// "goose"; a before hook that fails for one session skips that session only, and with only
+/// that session selected the file stays byte-identical.
+#[test]
+fn hooks_see_goose_sessions_and_a_failing_one_skips_only_its_session() {
+    let g = G::new("goose-v16", 12);
+    let over: Vec<String> = g.over(0.7).into_iter().collect();
+    assert!(over.len() >= 2, "{over:?}");
+    let bad = over[0].clone();
+    let payloads = g.dir.path().join("payloads");
+    std::fs::create_dir_all(&payloads).unwrap();
+    goose_hook(
+        &g,
+        "10-record",
+        &["before_compaction", "after_compaction"],
+        &format!("  cat > '{}'/$$.json", payloads.display()),
+    );
+    goose_hook(
+        &g,
+        "20-guard",
+        &["before_compaction"],
+        &format!("  payload=$(cat)\n  case \"$payload\" in\n  *'\"conversation_id\":\"{bad}\"'*) echo 'plugin crashed' >&2; exit 1 ;;\n  esac"),
+    );
+    let hash = files_hash(&g.db);
+    let doc = compact(&g, &["--id", &bad, "--strategy", "extractive"]);
+    assert_eq!(
+        ids_with_status(&doc, "skipped"),
+        vec![bad.clone()],
+        "{doc:#}"
+    );
+    let detail = doc["conversations"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        detail.contains("blocked by hook 20-guard") && detail.contains("plugin crashed"),
+        "{detail}"
+    );
+    assert_eq!(
+        files_hash(&g.db),
+        hash,
+        "a blocked session leaves the file alone"
+    );
+
+    let bad_rows = session_rows(&g, &bad);
+    let doc = compact(&g, &["--all-over", "0.7", "--strategy", "extractive"]);
+    let blocked: Vec<&str> = doc["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("blocked by hook"))
+        })
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(blocked, vec![bad.as_str()], "{doc:#}");
+    let compacted = ids_with_status(&doc, "compacted");
+    assert_eq!(compacted.len(), over.len() - 1, "{doc:#}");
+    assert_eq!(session_rows(&g, &bad), bad_rows);
+    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    for f in std::fs::read_dir(&payloads).unwrap() {
+        let v: Value = serde_json::from_slice(&std::fs::read(f.unwrap().path()).unwrap()).unwrap();
+        assert_eq!(v["store_kind"], "goose", "{v:#}");
+        let id = v["conversation_id"].as_str().unwrap().to_string();
+        assert!(over.contains(&id), "{id}");
+        seen.insert((id, v["event"].as_str().unwrap().to_string()));
+    }
+    for id in &compacted {
+        assert!(
+            seen.contains(&(id.clone(), "before_compaction".into())),
+            "{id}"
+        );
+        assert!(
+            seen.contains(&(id.clone(), "after_compaction".into())),
+            "{id}"
+        );
+    }
+    assert!(!seen.contains(&(bad.clone(), "after_compaction".into())));
+}
+
+/// An OpenAI-compatible server on 127.0.0.1 (wiremock) that answers every chat completion
+/// with `reply` and records the requests.
+struct Llm {
+    rt: tokio::runtime::Runtime,
+    server: wiremock::MockServer,
+}
+
+impl Llm {
+    fn start(reply: &str) -> Llm {
+        use wiremock::matchers::{method, path};
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let body = serde_json::json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4.1-mini",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": reply}}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+        });
+        let server = rt.block_on(async {
+            let server = wiremock::MockServer::start().await;
+            wiremock::Mock::given(method("POST"))
+                .and(path("/v1/chat/completions"))
+                .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(body))
+                .mount(&server)
+                .await;
+            server
+        });
+        Llm { rt, server }
+    }
+
+    fn bodies(&self) -> Vec<String> {
+        let reqs = self.rt.block_on(self.server.received_requests()).unwrap();
+        reqs.iter()
+            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            .collect()
+    }
+}
+
+/// The llm strategy on goose: the request carries the agent-visible history (a row hidden from
+/// the agent is not sent), the summary written is the server's reply, goose's loader reads the
+/// result, and the whole write is one compaction whose restore gives the file back.
+#[test]
+fn llm_strategy_summarizes_the_agent_visible_history_in_one_transaction() {
+    let g = G::new("goose-v16", 12);
+    let id = big_session(&g);
+    let c = g.conn();
+    let user_rows: Vec<i64> = c
+        .prepare("SELECT id FROM messages WHERE session_id = ?1 AND role = 'user' AND content_json NOT LIKE '%toolResponse%' AND metadata_json LIKE '%\"agentVisible\":true%' ORDER BY created_timestamp, id")
+        .unwrap()
+        .query_map([&id], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(user_rows.len() >= 3, "{user_rows:?}");
+    c.execute(
+        "UPDATE messages SET content_json = '[{\"type\":\"text\",\"text\":\"VISIBLE-7713 please fix the flaky parser test\"}]' WHERE id = ?1",
+        [user_rows[0]],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE messages SET content_json = '[{\"type\":\"text\",\"text\":\"HIDDEN-4411 not for the model\"}]', \
+         metadata_json = '{\"userVisible\":true,\"agentVisible\":false}' WHERE id = ?1",
+        [user_rows[1]],
+    )
+    .unwrap();
+    drop(c);
+    let before = g.dump();
+    let reply = "## Summary\nLLM-REPLY-9090: the parser test is fixed; keep the retry limit at 3.";
+    let llm = Llm::start(reply);
+    let mut cmd = g.cmd();
+    cmd.env("AGENT_DB_API_KEY", "x")
+        .args([
+            "compact",
+            "--id",
+            &id,
+            "--strategy",
+            "llm",
+            "--llm-provider",
+            "openai",
+        ])
+        .args([
+            "--model",
+            "gpt-4.1-mini",
+            "--timeout",
+            "20s",
+            "--idle",
+            "0",
+            "--yes",
+            "--json",
+        ])
+        .arg("--base-url")
+        .arg(format!("{}/v1", llm.server.uri()));
+    let (doc, code) = json(cmd);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(
+        ids_with_status(&doc, "compacted"),
+        vec![id.clone()],
+        "{doc:#}"
+    );
+    let bodies = llm.bodies().join("\n");
+    assert!(!bodies.is_empty());
+    assert!(bodies.contains("VISIBLE-7713"), "the visible head is sent");
+    assert!(
+        !bodies.contains("HIDDEN-4411"),
+        "a row hidden from the agent is not sent"
+    );
+    let l = load(&g.conn(), &id).unwrap();
+    check_compacted(&l, HEADER).unwrap();
+    assert!(
+        l.model[0]
+            .text()
+            .contains("LLM-REPLY-9090: the parser test is fixed"),
+        "{:?}",
+        l.model[0]
+    );
+    let audits: i64 = g
+        .conn()
+        .query_row(
+            "SELECT COUNT(*) FROM agent_db_compactions WHERE conversation_id = ?1",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(audits, 1);
+    let out = g.cmd().args(["restore", &id]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(g.dump(), before, "restore");
+}
