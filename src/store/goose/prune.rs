@@ -210,3 +210,84 @@ fn changes(id: &str, rows: &[Row], history: &str, tail_start: usize) -> Result<V
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::goose::Schema;
+
+    const REQ: &str = r#"[{"type":"toolRequest","id":"c1","toolCall":{"status":"success","value":{"name":"x","arguments":{}}}}]"#;
+    const RES: &str = r#"[{"type":"toolResponse","id":"c1","toolResult":{"status":"success","value":{"content":[]}}}]"#;
+    const NOTE: &str = r#"[{"type":"text","text":"[agent-db pruned a call to x {}: 0 B of output]"}]"#;
+
+    fn row(id: i64, role: &str, content: &str, created: i64) -> Row {
+        Row {
+            id,
+            role: role.into(),
+            content: content.into(),
+            metadata: Some(r#"{"userVisible":true,"agentVisible":true}"#.into()),
+            created,
+            timestamp: Some(format!("2026-01-01 00:00:{created:02}")),
+        }
+    }
+
+    fn session(created: [i64; 5]) -> Session {
+        let text = r#"[{"type":"text","text":"go"}]"#;
+        Session {
+            rows: vec![
+                row(1, "user", text, created[0]),
+                row(2, "assistant", REQ, created[1]),
+                row(3, "user", RES, created[2]),
+                row(4, "assistant", text, created[3]),
+                row(5, "user", text, created[4]),
+            ],
+            raw_messages: String::new(),
+            version: String::new(),
+            schema: Schema {
+                version: 16,
+                sessions: Default::default(),
+                messages: Default::default(),
+            },
+        }
+    }
+
+    /// The history the prune strategy hands over: row 2 hidden, row 3 replaced by the note.
+    fn history(s: &Session) -> String {
+        let env = |r: &Row, meta: Option<&str>| {
+            codec::envelope(&r.role, &r.content, meta.or(r.metadata.as_deref())).unwrap()
+        };
+        let parts = [
+            env(&s.rows[0], None),
+            env(&s.rows[1], Some(r#"{"userVisible":true,"agentVisible":false}"#)),
+            codec::envelope("user", NOTE, Some(codec::AGENT_ONLY)).unwrap(),
+            env(&s.rows[3], None),
+            env(&s.rows[4], None),
+        ];
+        message::join_raw(parts.iter().map(|p| p.as_ref()))
+    }
+
+    #[test]
+    fn the_note_goes_into_the_latest_gap_of_its_run() {
+        let s = session([10, 11, 12, 13, 14]);
+        let e = edits("s", &s, &history(&s), 4, 500).unwrap().unwrap();
+        assert_eq!(e.hide, vec![2, 3]);
+        assert_eq!(e.insert.len(), 1);
+        assert_eq!(e.insert[0].content, NOTE);
+        // After row 3, before row 4: row 3's second.
+        assert_eq!(e.insert[0].created, 12);
+        assert_eq!(e.insert[0].timestamp.as_deref(), Some("2026-01-01 00:00:12"));
+        assert_eq!(e.order, vec![Ok(1), Err(0), Ok(4), Ok(5)]);
+        assert_eq!((e.left, e.context_after), (0, 500));
+        // Row 3 shares its second with row 4: the gap between rows 1 and 2 is used.
+        let s = session([10, 11, 13, 13, 14]);
+        let e = edits("s", &s, &history(&s), 4, 500).unwrap().unwrap();
+        assert_eq!(e.insert[0].created, 11, "after row 2's second, before row 3's");
+        assert_eq!(e.order, vec![Ok(1), Err(0), Ok(4), Ok(5)]);
+        // Every neighbour in one second: nothing can be placed.
+        let s = session([10, 10, 10, 10, 10]);
+        assert!(edits("s", &s, &history(&s), 4, 500).unwrap().is_none());
+        // A changed tail is refused.
+        let s = session([10, 11, 12, 13, 14]);
+        assert!(edits("s", &s, &history(&s), 2, 500).is_err());
+    }
+}
