@@ -187,7 +187,7 @@ impl Selector {
                 Some(_) => return not_matched(meta, reason),
                 None => {
                     let why = if meta.current_context.is_none() {
-                        "no stored currentContextWindow".to_string()
+                        missing_usage(&meta).to_string()
                     } else {
                         "maxContextWindow is 0 or missing (give --context-limit N)".to_string()
                     };
@@ -357,4 +357,13 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
         return Ok(Duration::ZERO);
     }
     humantime::parse_duration(s.trim()).map_err(|e| format!("{e} (examples: 30d, 12h, 10m, 0)"))
+}
+
+/// Why `--all-over` cannot rate a conversation with no stored usage, in its store's words.
+fn missing_usage(meta: &ConversationMeta) -> &'static str {
+    if meta.provider == crate::store::goose::PROVIDER {
+        "no total_tokens recorded for this session"
+    } else {
+        "no stored currentContextWindow"
+    }
 }

@@ -1,13 +1,19 @@
 //! The `prune` strategy: no summary. In the head (outside the kept tail) the content of every
 //! tool result is replaced by a short placeholder naming the tool and the original size; calls
 //! and results stay paired. With `elide_images`, images and base64 payloads go too.
+//!
+//! goose keeps its rows and hides them instead (its own tool-pair summarization): each complete
+//! tool pair in the head is hidden from the agent as a whole, and one agent-only note in its
+//! place names each call, its arguments and the size of its result ([`goose_pairs`]).
 
 use std::collections::HashMap;
 
 use async_trait::async_trait;
 
+use serde_json::value::RawValue;
+
 use super::{HeadInput, Rewrite, Strategy, StrategyError};
-use crate::message::{prune_message, Block};
+use crate::message::{goose, prune_message, Block, Format, Message};
 use crate::util::human_bytes;
 
 /// The text every prune placeholder starts with; results already pruned are left alone.
@@ -38,7 +44,13 @@ impl Strategy for Prune {
         let mut changed = 0usize;
         let mut out = Vec::with_capacity(input.head.len());
         let keep_verbatim = input.plan.split().and_then(|s| s.reinsert);
+        let goose = goose_pairs(format, input.head, keep_verbatim);
         for (i, m) in input.head.iter().enumerate() {
+            if let Some(raw) = goose.get(&i) {
+                changed += 1;
+                out.push(raw.clone());
+                continue;
+            }
             // The latest user instruction stays verbatim (split rule b), images included.
             if Some(i) == keep_verbatim {
                 out.push(m.raw.clone());
@@ -98,5 +110,71 @@ impl Strategy for Prune {
             ));
         }
         Ok(Rewrite::PrunedHead(out))
+    }
+}
+
+/// goose's prune of a head: for every complete tool pair ([`goose::tool_pairs`]), the request
+/// and response messages hidden from the agent, the last response replaced by one agent-only
+/// note with a line per call. Keyed by head index; empty for other formats.
+fn goose_pairs(
+    format: Format,
+    head: &[Message],
+    keep: Option<usize>,
+) -> HashMap<usize, Box<RawValue>> {
+    let mut out = HashMap::new();
+    if format != Format::Goose {
+        return out;
+    }
+    for pair in goose::tool_pairs(head, keep) {
+        let results: HashMap<&str, (usize, bool)> = pair
+            .responses
+            .iter()
+            .flat_map(|&r| head[r].blocks.iter())
+            .filter_map(|b| match b {
+                Block::ToolResult {
+                    call_id,
+                    content,
+                    is_error,
+                    ..
+                } => Some((call_id.as_str(), (content.len(), *is_error))),
+                _ => None,
+            })
+            .collect();
+        let lines: Vec<String> = head[pair.request]
+            .tool_calls()
+            .map(|(id, name, input)| {
+                let (size, error) = results.get(id).copied().unwrap_or((0, false));
+                pair_line(name, input, size, error)
+            })
+            .collect();
+        out.insert(pair.request, goose::hidden(&head[pair.request]));
+        let (last, rest) = pair.responses.split_last().expect("a pair has a response");
+        for &r in rest {
+            out.insert(r, goose::hidden(&head[r]));
+        }
+        out.insert(*last, goose::pair_note(&lines.join("\n")));
+    }
+    out
+}
+
+/// Longest argument gist in a goose pair note, in characters.
+const GIST_CHARS: usize = 120;
+
+/// One line of a goose pair note: `[agent-db pruned a call to NAME ARGS: SIZE of output]`
+/// (`failed, SIZE of error text` for an error result).
+fn pair_line(name: &str, input: &str, size: usize, error: bool) -> String {
+    let name = if name.is_empty() { "a tool" } else { name };
+    let flat: String = input.split_whitespace().collect::<Vec<_>>().join(" ");
+    let gist = if flat.chars().count() > GIST_CHARS {
+        let cut: String = flat.chars().take(GIST_CHARS).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    };
+    let size = human_bytes(size as u64);
+    if error {
+        format!("{PRUNE_MARKER} a call to {name} {gist}: failed, {size} of error text]")
+    } else {
+        format!("{PRUNE_MARKER} a call to {name} {gist}: {size} of output]")
     }
 }

@@ -418,6 +418,79 @@ fn image_placeholder(item: &Value) -> Value {
     serde_json::json!({"type": "text", "text": info.placeholder()})
 }
 
+/// One tool pair of a history, goose's unit of tool-pair summarization
+/// (`context_mgmt/mod.rs` at goose `8d844eec`): an assistant message with tool requests and the
+/// user messages right after it that hold nothing but the responses to exactly those requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolPair {
+    /// Index of the assistant message with the requests.
+    pub request: usize,
+    /// Indices of the response messages, in order (one in practice).
+    pub responses: Vec<usize>,
+}
+
+/// The complete tool pairs among `messages` (an agent-visible history), none touching
+/// `keep` (the latest instruction the split keeps). A request answered only in part, a
+/// response message that also holds text, or responses spread past another message are not
+/// pairs: hiding them would split a pair or hide words.
+pub fn tool_pairs(messages: &[Message], keep: Option<usize>) -> Vec<ToolPair> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < messages.len() {
+        let m = &messages[i];
+        let calls: std::collections::BTreeSet<&str> = m.tool_calls().map(|(id, _, _)| id).collect();
+        if m.role != Role::Assistant || calls.is_empty() || Some(i) == keep {
+            i += 1;
+            continue;
+        }
+        let mut answered = std::collections::BTreeSet::new();
+        let mut j = i + 1;
+        while j < messages.len() && answered.len() < calls.len() && Some(j) != keep {
+            let r = &messages[j];
+            let only_results = r.role == Role::User
+                && !r.blocks.is_empty()
+                && r.blocks
+                    .iter()
+                    .all(|b| matches!(b, Block::ToolResult { .. }));
+            if !only_results || !r.tool_result_ids().all(|id| calls.contains(id)) {
+                break;
+            }
+            answered.extend(r.tool_result_ids());
+            j += 1;
+        }
+        if answered.len() == calls.len() && j > i + 1 {
+            out.push(ToolPair {
+                request: i,
+                responses: (i + 1..j).collect(),
+            });
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The message's envelope with `agentVisible` false and everything else kept: the store hides
+/// the row (`hide_from_agent`), and [`decode_all`](super::decode_all) leaves it out.
+pub fn hidden(m: &Message) -> Box<RawValue> {
+    let env = split_envelope(&m.raw).expect("decoded goose messages are envelopes");
+    let meta = hide_from_agent(env.metadata.map(|r| r.get()).filter(|r| *r != "null"));
+    envelope(&env.role, env.content.get(), Some(&meta)).expect("the content was JSON already")
+}
+
+/// goose's replacement of a summarized tool pair: one agent-only user text message.
+pub fn pair_note(text: &str) -> Box<RawValue> {
+    new_envelope("user", text)
+}
+
+/// Whether goose sends the message to the model: its metadata does not hide it.
+pub fn agent_visible(raw: &RawValue) -> bool {
+    split_envelope(raw).map_or(true, |e| {
+        visibility(e.metadata.map(|r| r.get()).filter(|r| *r != "null")).agent
+    })
+}
+
 /// Serialize a rewritten envelope the way goose serializes (no HTML escaping).
 pub fn to_raw(v: &Value) -> Box<RawValue> {
     RawValue::from_string(serde_json::to_string(v).expect("json values always serialize"))

@@ -358,3 +358,53 @@ fn prune_replaces_results_and_marks_agent_only() {
         .get()
         .contains("[image: image/png"));
 }
+
+#[test]
+fn tool_pairs_are_complete_requests_with_their_response_only_messages() {
+    let two = r#"[{"type":"toolRequest","id":"a","toolCall":{"status":"success","value":{"name":"x","arguments":{}}}},{"type":"toolRequest","id":"b","toolCall":{"status":"success","value":{"name":"y","arguments":{}}}}]"#;
+    let ra = r#"[{"type":"toolResponse","id":"a","toolResult":{"status":"success","value":{"content":[]}}}]"#;
+    let rb_text = r#"[{"type":"toolResponse","id":"b","toolResult":{"status":"success","value":{"content":[]}}},{"type":"text","text":"and also"}]"#;
+    let rb = r#"[{"type":"toolResponse","id":"b","toolResult":{"status":"success","value":{"content":[]}}}]"#;
+    // u1, (a1 u2) pair, (two: ra rb) pair over two messages.
+    let h = vec![
+        row("user", U1),
+        row("assistant", A1),
+        row("user", U2),
+        row("assistant", two),
+        row("user", ra),
+        row("user", rb),
+    ];
+    let pairs = tool_pairs(&h, None);
+    assert_eq!(
+        pairs,
+        vec![
+            ToolPair {
+                request: 1,
+                responses: vec![2]
+            },
+            ToolPair {
+                request: 3,
+                responses: vec![4, 5]
+            }
+        ]
+    );
+    // A response message with text, a partial answer, or the kept instruction: no pair.
+    let h2 = vec![row("assistant", two), row("user", ra), row("user", rb_text)];
+    assert!(tool_pairs(&h2, None).is_empty());
+    assert!(tool_pairs(&h[..5], None)[1..].is_empty());
+    assert_eq!(tool_pairs(&h, Some(2)).len(), 1);
+    // Hidden messages keep role and content and leave the model's view.
+    let hid = hidden(&h[1]);
+    assert!(!agent_visible(&hid));
+    let p = split_envelope(&hid).unwrap();
+    assert_eq!((p.role.as_str(), p.content.get()), ("assistant", A1));
+    assert_eq!(
+        p.metadata.unwrap().get(),
+        r#"{"userVisible":true,"agentVisible":false}"#
+    );
+    let note = pair_note("[agent-db pruned a call to x {}: 0 B of output]");
+    assert!(agent_visible(&note));
+    let joined = crate::message::join_raw([hid.as_ref(), note.as_ref()]);
+    let decoded = crate::message::decode_all(crate::message::Format::Goose, &joined).unwrap();
+    assert_eq!(decoded.len(), 1, "the hidden message is not decoded");
+}

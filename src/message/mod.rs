@@ -213,6 +213,8 @@ pub fn decode_all(format: Format, raw_messages: &str) -> Result<Vec<Message>, De
     parts
         .into_iter()
         .enumerate()
+        // A goose row hidden from the agent (prune) is not part of what the model is sent.
+        .filter(|(_, raw)| format != Format::Goose || goose::agent_visible(raw))
         .map(|(i, raw)| {
             decode(format, raw).map_err(|detail| DecodeError {
                 index: Some(i),

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::common::{bare_cmd, files_hash, ids_with_status, json};
-use crate::goose_loader::{check_compacted, load};
+use crate::goose_loader::{check_compacted, check_pruned, is_summary, load};
 
 const HEADER: &str = "[agent-db compaction summary]";
 
@@ -315,18 +315,177 @@ fn bad_rows_fail_only_their_session_or_follow_goose() {
     assert_eq!(sys, "not json");
 }
 
+/// The text every line of agent-db's note for a hidden tool pair starts with.
+const PAIR_NOTE: &str = "[agent-db pruned a call to ";
+
+/// The ids of the `type` items (`toolRequest`/`toolResponse`) of a row.
+fn item_ids(r: &crate::goose_loader::Row, kind: &str) -> Vec<String> {
+    r.items
+        .iter()
+        .filter(|i| i["type"] == kind)
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A pruned session as goose loads it: the tool pairs the prune hid (rows agent-visible
+/// `before`, hidden now) are hidden as whole pairs, and between any two rows the agent still
+/// sees, the notes inserted have one line per call hidden there.
+fn check_pairs_hidden(
+    preset: &str,
+    id: &str,
+    l: &crate::goose_loader::Loaded,
+    before: &BTreeSet<i64>,
+    visible_before: &BTreeSet<i64>,
+) {
+    let newly_hidden =
+        |r: &&crate::goose_loader::Row| visible_before.contains(&r.id) && !r.agent_visible;
+    let hidden: Vec<_> = l.all.iter().filter(newly_hidden).collect();
+    assert!(!hidden.is_empty(), "{preset} {id}: nothing hidden");
+    let requests: BTreeSet<String> = hidden
+        .iter()
+        .flat_map(|r| item_ids(r, "toolRequest"))
+        .collect();
+    let responses: BTreeSet<String> = hidden
+        .iter()
+        .flat_map(|r| item_ids(r, "toolResponse"))
+        .collect();
+    assert_eq!(requests, responses, "{preset} {id}: a pair was split");
+    let mut pending: i64 = 0;
+    for r in &l.all {
+        let note = !before.contains(&r.id);
+        if note {
+            assert!(is_summary(r), "{preset} {id}: inserted row {r:?}");
+            let lines: Vec<String> = r.text().lines().map(str::to_string).collect();
+            assert!(
+                lines.iter().all(|t| t.starts_with(PAIR_NOTE)),
+                "{preset} {id}: {lines:?}"
+            );
+            pending -= lines.len() as i64;
+        } else if newly_hidden(&r) {
+            pending += item_ids(r, "toolRequest").len() as i64;
+        } else if r.agent_visible {
+            assert_eq!(
+                pending, 0,
+                "{preset} {id}: notes out of place before row {}",
+                r.id
+            );
+        }
+    }
+    assert_eq!(pending, 0, "{preset} {id}: notes out of place at the end");
+}
+
 #[test]
-fn prune_is_refused_for_goose_and_leaves_the_file_alone() {
-    let g = G::new("goose-v16", 12);
-    let id = big_session(&g);
-    let hash = files_hash(&g.db);
-    let doc = compact(&g, &["--id", &id, "--strategy", "prune"]);
+fn prune_hides_tool_pairs_loads_in_goose_and_restores_byte_for_byte() {
+    for preset in ["goose-v7", "goose-v16", "goose-v17"] {
+        let g = G::new(preset, 12);
+        let before = g.dump();
+        let rows_before = messages(&g);
+        let visible_before: BTreeMap<String, BTreeSet<i64>> = g
+            .over(0.7)
+            .into_iter()
+            .map(|id| {
+                let l = load(&g.conn(), &id).unwrap();
+                let ids = l
+                    .all
+                    .iter()
+                    .filter(|r| r.agent_visible)
+                    .map(|r| r.id)
+                    .collect();
+                (id, ids)
+            })
+            .collect();
+        let doc = compact(&g, &["--all-over", "0.7", "--strategy", "prune"]);
+        let compacted: BTreeSet<String> = ids_with_status(&doc, "compacted").into_iter().collect();
+        assert!(!compacted.is_empty(), "{preset}: {doc:#}");
+        let conn = g.conn();
+        for id in &compacted {
+            let l = load(&conn, id).unwrap_or_else(|e| panic!("{preset} {id}: {e}"));
+            check_pruned(&l).unwrap_or_else(|e| panic!("{preset} {id}: {e}"));
+            let all_before: BTreeSet<i64> = rows_before
+                .iter()
+                .filter(|(_, (s, _, _))| s == id)
+                .map(|(r, _)| *r)
+                .collect();
+            check_pairs_hidden(preset, id, &l, &all_before, &visible_before[id]);
+        }
+        check_only_flags_changed(preset, &g, &rows_before, &compacted);
+        check_others_untouched(preset, &before, &g.dump(), &compacted);
+        let out = g
+            .cmd()
+            .args(["restore", "--all-since", "1h"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{preset}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(before, g.dump(), "{preset}: restore");
+    }
+}
+
+/// Existing rows: unchanged, or (compacted sessions only) `metadata_json` with only
+/// `agentVisible` turned false; new rows only in compacted sessions.
+fn check_only_flags_changed(
+    preset: &str,
+    g: &G,
+    rows_before: &BTreeMap<i64, (String, String, Option<String>)>,
+    compacted: &BTreeSet<String>,
+) {
+    let rows_after = messages(g);
+    for (id, (session, body, meta)) in rows_before {
+        let (s2, b2, m2) = rows_after
+            .get(id)
+            .unwrap_or_else(|| panic!("{preset}: row {id} gone"));
+        assert_eq!((session, body), (s2, b2), "{preset}: row {id}");
+        if m2 != meta {
+            assert!(
+                compacted.contains(session),
+                "{preset}: row {id} of {session}"
+            );
+            let mut was: Value = serde_json::from_str(meta.as_deref().unwrap()).unwrap();
+            let now: Value = serde_json::from_str(m2.as_deref().unwrap()).unwrap();
+            assert_eq!(was["agentVisible"], true, "{preset}: row {id}");
+            was["agentVisible"] = false.into();
+            assert_eq!(was, now, "{preset}: row {id}");
+        }
+    }
+    for (id, (session, _, _)) in rows_after
+        .iter()
+        .filter(|(id, _)| !rows_before.contains_key(id))
+    {
+        assert!(
+            compacted.contains(session),
+            "{preset}: new row {id} in {session}"
+        );
+    }
+}
+
+/// Every table but `messages`, `sessions` and `sqlite_sequence` byte-identical, and every
+/// session not compacted too.
+fn check_others_untouched(
+    preset: &str,
+    before: &BTreeMap<String, Vec<Vec<String>>>,
+    after: &BTreeMap<String, Vec<Vec<String>>>,
+    compacted: &BTreeSet<String>,
+) {
+    for (table, rows) in before {
+        if !["messages", "sessions", "sqlite_sequence"].contains(&table.as_str()) {
+            assert_eq!(rows, &after[table], "{preset}: table {table}");
+        }
+    }
+    let untouched = |d: &BTreeMap<String, Vec<Vec<String>>>| -> Vec<Vec<String>> {
+        d["sessions"]
+            .iter()
+            .filter(|r| !compacted.iter().any(|id| r[1] == format!("Text({id:?})")))
+            .cloned()
+            .collect()
+    };
     assert_eq!(
-        ids_with_status(&doc, "skipped"),
-        vec![id.clone()],
-        "{doc:#}"
+        untouched(before),
+        untouched(after),
+        "{preset}: other sessions"
     );
-    assert_eq!(files_hash(&g.db), hash);
 }
 
 #[test]
@@ -350,4 +509,322 @@ fn below_v3_sessions_are_listed_but_not_compacted() {
     let row = &doc["conversations"][0];
     assert_eq!(row["status"], "failed", "{doc:#}");
     assert!(row["detail"].to_string().contains("metadata_json"), "{row}");
+}
+
+/// A run of tool pairs whose neighbours all share one `created_timestamp` leaves goose's order
+/// no place for a note: that session is skipped with the reason and every table of goose's
+/// stays as it was.
+#[test]
+fn prune_without_a_place_for_its_notes_skips_the_session() {
+    let g = G::new("goose-v16", 12);
+    let id = big_session(&g);
+    g.conn()
+        .execute(
+            "UPDATE messages SET created_timestamp = 1790000000 WHERE session_id = ?1",
+            [&id],
+        )
+        .unwrap();
+    let before = g.dump();
+    let doc = compact(&g, &["--id", &id, "--strategy", "prune"]);
+    let row = &doc["conversations"][0];
+    assert_eq!(row["status"], "skipped", "{doc:#}");
+    assert!(
+        row["detail"].to_string().contains("no place for its note"),
+        "{row}"
+    );
+    assert_eq!(g.dump(), before);
+}
+
+/// The reason a session without stored usage is skipped under `--all-over` names what the
+/// store lacks: goose's `total_tokens` (it used to name kodelet's `currentContextWindow`), and
+/// still kodelet's `currentContextWindow` for kodelet.
+#[test]
+fn a_session_without_usage_is_skipped_in_its_stores_words() {
+    let detail = |doc: &Value, id: &str| -> String {
+        let rows = doc["conversations"].as_array().unwrap();
+        let row = rows
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{doc:#}"));
+        assert_eq!(row["status"], "skipped", "{row}");
+        row["detail"].as_str().unwrap().to_string()
+    };
+    let list = |mut c: assert_cmd::Command| {
+        c.args(["list", "--all-over", "0", "--idle", "0", "--json"]);
+        let (doc, code) = json(c);
+        assert_eq!(code, 0, "{doc:#}");
+        doc
+    };
+    let g = G::new("goose-v16", 4);
+    let id = big_session(&g);
+    g.conn()
+        .execute(
+            "UPDATE sessions SET total_tokens = NULL WHERE id = ?1",
+            [&id],
+        )
+        .unwrap();
+    let why = detail(&list(g.cmd()), &id);
+    assert_eq!(why, "no total_tokens recorded for this session");
+
+    let k = crate::common::Env::generated(4, 3, &[]);
+    let kid = k
+        .ids("SELECT id FROM conversations ORDER BY id LIMIT 1")
+        .remove(0);
+    for table in ["conversations", "conversation_summaries"] {
+        k.conn()
+            .execute(
+                &format!("UPDATE {table} SET usage = json_remove(usage, '$.currentContextWindow') WHERE id = ?1"),
+                [&kid],
+            )
+            .unwrap();
+    }
+    assert_eq!(
+        detail(&list(k.cmd()), &kid),
+        "no stored currentContextWindow"
+    );
+}
+
+/// An executable `#!/bin/sh` hook in `$XDG_CONFIG_HOME/agent-db/hooks` answering `hook` with
+/// `events` and running `body` on `run`.
+fn goose_hook(g: &G, name: &str, events: &[&str], body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = g.dir.path().join(".config/agent-db/hooks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = format!(
+        "#!/bin/sh\ncase \"$1\" in\nhook)\n  printf '%s\\n' {}\n  ;;\nrun)\n{body}\n  ;;\n*)\n  exit 1\n  ;;\nesac\n",
+        events.join(" ")
+    );
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Rows of one session's messages, every column.
+fn session_rows(g: &G, id: &str) -> Vec<String> {
+    let c = g.conn();
+    let mut st = c
+        .prepare("SELECT id, message_id, role, content_json, created_timestamp, timestamp, tokens, metadata_json FROM messages WHERE session_id = ?1 ORDER BY id")
+        .unwrap();
+    let rows = st
+        .query_map([id], |r| {
+            (0..8)
+                .map(|i| Ok(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?)))
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .unwrap();
+    rows.map(|r| r.unwrap().join("|")).collect()
+}
+
+/// Hooks on goose: the before and after payloads name the goose session and `store_kind`
+/// "goose"; a before hook that fails for one session skips that session only, and with only
+/// that session selected the file stays byte-identical.
+#[test]
+fn hooks_see_goose_sessions_and_a_failing_one_skips_only_its_session() {
+    let g = G::new("goose-v16", 12);
+    let over: Vec<String> = g.over(0.7).into_iter().collect();
+    assert!(over.len() >= 2, "{over:?}");
+    let bad = over[0].clone();
+    let payloads = g.dir.path().join("payloads");
+    std::fs::create_dir_all(&payloads).unwrap();
+    goose_hook(
+        &g,
+        "10-record",
+        &["before_compaction", "after_compaction"],
+        &format!("  cat > '{}'/$$.json", payloads.display()),
+    );
+    goose_hook(
+        &g,
+        "20-guard",
+        &["before_compaction"],
+        &format!("  payload=$(cat)\n  case \"$payload\" in\n  *'\"conversation_id\":\"{bad}\"'*) echo 'plugin crashed' >&2; exit 1 ;;\n  esac"),
+    );
+    let hash = files_hash(&g.db);
+    let doc = compact(&g, &["--id", &bad, "--strategy", "extractive"]);
+    assert_eq!(
+        ids_with_status(&doc, "skipped"),
+        vec![bad.clone()],
+        "{doc:#}"
+    );
+    let detail = doc["conversations"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        detail.contains("blocked by hook 20-guard") && detail.contains("plugin crashed"),
+        "{detail}"
+    );
+    assert_eq!(
+        files_hash(&g.db),
+        hash,
+        "a blocked session leaves the file alone"
+    );
+
+    let bad_rows = session_rows(&g, &bad);
+    let doc = compact(&g, &["--all-over", "0.7", "--strategy", "extractive"]);
+    let blocked: Vec<&str> = doc["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("blocked by hook"))
+        })
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(blocked, vec![bad.as_str()], "{doc:#}");
+    let compacted = ids_with_status(&doc, "compacted");
+    assert_eq!(compacted.len(), over.len() - 1, "{doc:#}");
+    assert_eq!(session_rows(&g, &bad), bad_rows);
+    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    for f in std::fs::read_dir(&payloads).unwrap() {
+        let v: Value = serde_json::from_slice(&std::fs::read(f.unwrap().path()).unwrap()).unwrap();
+        assert_eq!(v["store_kind"], "goose", "{v:#}");
+        let id = v["conversation_id"].as_str().unwrap().to_string();
+        assert!(over.contains(&id), "{id}");
+        seen.insert((id, v["event"].as_str().unwrap().to_string()));
+    }
+    for id in &compacted {
+        assert!(
+            seen.contains(&(id.clone(), "before_compaction".into())),
+            "{id}"
+        );
+        assert!(
+            seen.contains(&(id.clone(), "after_compaction".into())),
+            "{id}"
+        );
+    }
+    assert!(!seen.contains(&(bad.clone(), "after_compaction".into())));
+}
+
+/// An OpenAI-compatible server on 127.0.0.1 (wiremock) that answers every chat completion
+/// with `reply` and records the requests.
+struct Llm {
+    rt: tokio::runtime::Runtime,
+    server: wiremock::MockServer,
+}
+
+impl Llm {
+    fn start(reply: &str) -> Llm {
+        use wiremock::matchers::{method, path};
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let body = serde_json::json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4.1-mini",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": reply}}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+        });
+        let server = rt.block_on(async {
+            let server = wiremock::MockServer::start().await;
+            wiremock::Mock::given(method("POST"))
+                .and(path("/v1/chat/completions"))
+                .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(body))
+                .mount(&server)
+                .await;
+            server
+        });
+        Llm { rt, server }
+    }
+
+    fn bodies(&self) -> Vec<String> {
+        let reqs = self.rt.block_on(self.server.received_requests()).unwrap();
+        reqs.iter()
+            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            .collect()
+    }
+}
+
+/// The llm strategy on goose: the request carries the agent-visible history (a row hidden from
+/// the agent is not sent), the summary written is the server's reply, goose's loader reads the
+/// result, and the whole write is one compaction whose restore gives the file back.
+#[test]
+fn llm_strategy_summarizes_the_agent_visible_history_in_one_transaction() {
+    let g = G::new("goose-v16", 12);
+    let id = big_session(&g);
+    let c = g.conn();
+    let user_rows: Vec<i64> = c
+        .prepare("SELECT id FROM messages WHERE session_id = ?1 AND role = 'user' AND content_json NOT LIKE '%toolResponse%' AND metadata_json LIKE '%\"agentVisible\":true%' ORDER BY created_timestamp, id")
+        .unwrap()
+        .query_map([&id], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(user_rows.len() >= 3, "{user_rows:?}");
+    c.execute(
+        "UPDATE messages SET content_json = '[{\"type\":\"text\",\"text\":\"VISIBLE-7713 please fix the flaky parser test\"}]' WHERE id = ?1",
+        [user_rows[0]],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE messages SET content_json = '[{\"type\":\"text\",\"text\":\"HIDDEN-4411 not for the model\"}]', \
+         metadata_json = '{\"userVisible\":true,\"agentVisible\":false}' WHERE id = ?1",
+        [user_rows[1]],
+    )
+    .unwrap();
+    drop(c);
+    let before = g.dump();
+    let reply = "## Summary\nLLM-REPLY-9090: the parser test is fixed; keep the retry limit at 3.";
+    let llm = Llm::start(reply);
+    let mut cmd = g.cmd();
+    cmd.env("AGENT_DB_API_KEY", "x")
+        .args([
+            "compact",
+            "--id",
+            &id,
+            "--strategy",
+            "llm",
+            "--llm-provider",
+            "openai",
+        ])
+        .args([
+            "--model",
+            "gpt-4.1-mini",
+            "--timeout",
+            "20s",
+            "--idle",
+            "0",
+            "--yes",
+            "--json",
+        ])
+        .arg("--base-url")
+        .arg(format!("{}/v1", llm.server.uri()));
+    let (doc, code) = json(cmd);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(
+        ids_with_status(&doc, "compacted"),
+        vec![id.clone()],
+        "{doc:#}"
+    );
+    let bodies = llm.bodies().join("\n");
+    assert!(!bodies.is_empty());
+    assert!(bodies.contains("VISIBLE-7713"), "the visible head is sent");
+    assert!(
+        !bodies.contains("HIDDEN-4411"),
+        "a row hidden from the agent is not sent"
+    );
+    let l = load(&g.conn(), &id).unwrap();
+    check_compacted(&l, HEADER).unwrap();
+    assert!(
+        l.model[0]
+            .text()
+            .contains("LLM-REPLY-9090: the parser test is fixed"),
+        "{:?}",
+        l.model[0]
+    );
+    let audits: i64 = g
+        .conn()
+        .query_row(
+            "SELECT COUNT(*) FROM agent_db_compactions WHERE conversation_id = ?1",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(audits, 1);
+    let out = g.cmd().args(["restore", &id]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(g.dump(), before, "restore");
 }

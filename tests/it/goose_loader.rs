@@ -257,6 +257,22 @@ pub fn check_compacted(l: &Loaded, summary_prefix: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The checks a pruned session must pass: goose sends it without any `fix_tool_calling`
+/// removal, and `fix_lead_trail` keeps its first message (a user message). Agent-only rows are
+/// ordinary agent-visible messages to goose (notes §3.3, §5): nothing else tells them apart.
+pub fn check_pruned(l: &Loaded) -> Result<(), String> {
+    let first = l.model.first().ok_or("the model sees nothing")?;
+    if first.role != "user" {
+        return Err(format!(
+            "the first agent-visible row is not a user message: {first:?}"
+        ));
+    }
+    if l.removals != 0 {
+        return Err(format!("fix_tool_calling removed {} items", l.removals));
+    }
+    Ok(())
+}
+
 #[test]
 fn the_oracle_reads_goose_rows() {
     let conn = Connection::open_in_memory().unwrap();

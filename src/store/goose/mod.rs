@@ -4,11 +4,12 @@
 //!
 //! - `schema.rs`: `schema_version` (refused above [`NEWEST_KNOWN`]) and the columns.
 //! - `read.rs`: the listing (the `sessions` columns only) and the agent-visible history.
-//! - `write.rs`: the typed proposal.
+//! - `write.rs`: the typed proposal; `prune.rs`: where a prune's rows go.
 //!
 //! A session's context window is `model_config_json.context_limit` when stored and positive,
 //! else the `[context_limits]`/built-in table for its model, else goose's own 128,000.
 
+mod prune;
 mod read;
 mod schema;
 mod write;
@@ -79,8 +80,10 @@ impl Adapter for Goose {
         ("sessions", "id")
     }
 
+    /// A pruned head is stored the way goose stores its own tool-pair summaries: rows hidden
+    /// from the agent and agent-only notes inserted, nothing deleted.
     fn rewrites_history(&self) -> bool {
-        false
+        true
     }
 
     fn keeps_tail(&self, _read: &Read<'_>) -> Result<bool> {
@@ -128,6 +131,7 @@ impl LoadedState for Loaded {
             tail_start: c.tail_start,
             reinsert: c.reinsert,
             context_after: c.context_after,
+            history: c.history,
         })
     }
 }

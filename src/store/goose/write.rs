@@ -16,8 +16,11 @@
 //!   and the cache columns NULL, `updated_at` now, as goose writes after compacting.
 //! - Archived: every changed cell, every inserted row, and `sqlite_sequence`'s `messages` row,
 //!   so a restore gives the file back cell for cell.
-//! - Before committing, the session is loaded again as goose would: the summary, the
-//!   continuation, the copy if any, then exactly the kept rows.
+//! - A prune (no summary) hides whole tool pairs the same way and inserts goose-style
+//!   agent-only notes in their place (`prune.rs` places them); the same token columns and
+//!   archive rules apply.
+//! - Before committing, the session is loaded again as goose would: exactly the rows planned
+//!   (the summary, the continuation, the copy if any, then the kept rows; or the pruned order).
 
 use std::path::Path;
 
@@ -41,13 +44,15 @@ pub struct Proposal {
     pub tail_start: usize,
     pub reinsert: Option<usize>,
     pub context_after: usize,
+    /// The new history (head and tail envelopes); a prune's edits are read from it.
+    pub history: String,
 }
 
 /// A row agent-db inserts.
 struct NewRow {
     id: i64,
     message_id: Option<String>,
-    role: &'static str,
+    role: String,
     /// The content, or the row whose `content_json` is copied.
     content: Result2,
     created: i64,
@@ -59,11 +64,20 @@ enum Result2 {
     CopyOf(i64),
 }
 
+/// The message rows a compaction changes, and what goose loads afterwards.
+struct Rows {
+    hides: Vec<(i64, String)>,
+    inserts: Vec<NewRow>,
+    /// The row ids goose loads after the write, in order.
+    expected: Vec<i64>,
+    context_after: usize,
+    details: serde_json::Value,
+}
+
 /// What the apply step writes.
 pub struct Apply {
     schema: Schema,
-    hides: Vec<(i64, String)>,
-    inserts: Vec<NewRow>,
+    rows: Rows,
     updated_at: String,
 }
 
@@ -85,12 +99,6 @@ impl Write for Proposal {
     }
 
     fn stage(&self, tx: &Connection, path: &Path, cur: Session) -> Result<Stage<Apply>> {
-        let summary = self.summary.as_deref().ok_or_else(|| {
-            Error::conversation(
-                &self.id,
-                "goose stores take a summary: prune is not available for goose",
-            )
-        })?;
         if !cur.schema.writable() {
             return Err(Error::conversation(
                 &self.id,
@@ -106,18 +114,26 @@ impl Write for Proposal {
                 "changed since read (its rows moved); nothing written".into(),
             ));
         }
-        let head = &cur.rows[..self.tail_start];
-        let hides: Vec<(i64, String)> = head
-            .iter()
-            .map(|r| (r.id, codec::hide_from_agent(r.metadata.as_deref())))
-            .collect();
-        let inserts = self.new_rows(tx, path, &cur, summary)?;
-        let mut cells: Vec<Cell> = hides
+        let rows = match self.summary.as_deref() {
+            Some(summary) => self.summarized(tx, path, &cur, summary)?,
+            None => match self.pruned(tx, path, &cur)? {
+                Some(rows) => rows,
+                None => {
+                    return Ok(Stage::Changed(
+                        "nothing to prune: every tool pair before the kept tail shares its second with \
+                         the messages around it, so goose's order has no place for its note; nothing written"
+                            .into(),
+                    ))
+                }
+            },
+        };
+        let mut cells: Vec<Cell> = rows
+            .hides
             .iter()
             .map(|(id, _)| Cell::new("messages", "id", *id, "metadata_json"))
             .collect();
         cells.extend(
-            inserts
+            rows.inserts
                 .iter()
                 .map(|r| Cell::inserted_row("messages", "id", r.id)),
         );
@@ -130,13 +146,10 @@ impl Write for Proposal {
             "messages".to_string(),
             "seq",
         ));
-        let details = serde_json::json!({
-            "schema_version": cur.schema.version,
-            "hidden_rows": hides.len(),
-            "inserted_rows": inserts.iter().map(|r| r.id).collect::<Vec<_>>(),
-            "kept_rows": cur.rows.len() - self.tail_start,
-            "latest_instruction": self.reinsert.map(|_| "an agent_only copy after the continuation"),
-        });
+        let mut details = rows.details.clone();
+        details["schema_version"] = cur.schema.version.into();
+        details["hidden_rows"] = rows.hides.len().into();
+        details["inserted_rows"] = rows.inserts.iter().map(|r| r.id).collect::<Vec<_>>().into();
         let updated_at = crate::gotime::now()
             .with_timezone(&chrono::Utc)
             .format("%Y-%m-%d %H:%M:%S")
@@ -146,22 +159,21 @@ impl Write for Proposal {
             details: Some(("goose", details)),
             apply: Apply {
                 schema: cur.schema,
-                hides,
-                inserts,
+                rows,
                 updated_at,
             },
         }))
     }
 
     fn apply(&self, tx: &Connection, path: &Path, a: Apply) -> Result<()> {
-        for (id, meta) in &a.hides {
+        for (id, meta) in &a.rows.hides {
             tx.execute(
                 "UPDATE messages SET metadata_json = ?1 WHERE id = ?2",
                 params![meta, id],
             )
             .at(path)?;
         }
-        for r in &a.inserts {
+        for r in &a.rows.inserts {
             insert_row(tx, path, &a.schema, &self.id, r)?;
         }
         let mut set = vec![
@@ -178,7 +190,7 @@ impl Write for Proposal {
         }
         tx.execute(
             &format!("UPDATE sessions SET {} WHERE id = ?3", set.join(", ")),
-            params![self.context_after as i64, a.updated_at, self.id],
+            params![a.rows.context_after as i64, a.updated_at, self.id],
         )
         .at(path)?;
         self.self_check(tx, path, &a)
@@ -220,7 +232,7 @@ fn message_id(session: &str, version: &str, n: usize) -> String {
 }
 
 /// `YYYY-MM-DD HH:MM:SS` one second earlier, or the value unchanged when it is not that shape.
-fn second_before(ts: &str) -> String {
+pub(super) fn second_before(ts: &str) -> String {
     match chrono::NaiveDateTime::parse_from_str(ts, "%Y-%m-%d %H:%M:%S") {
         Ok(t) => (t - chrono::Duration::seconds(1))
             .format("%Y-%m-%d %H:%M:%S")
@@ -230,13 +242,19 @@ fn second_before(ts: &str) -> String {
 }
 
 impl Proposal {
-    fn new_rows(
+    /// A summary's rows: the head hidden, the summary, the continuation and the copy of the
+    /// latest instruction inserted before the kept tail.
+    fn summarized(
         &self,
         tx: &Connection,
         path: &Path,
         cur: &Session,
         summary: &str,
-    ) -> Result<Vec<NewRow>> {
+    ) -> Result<Rows> {
+        let hides: Vec<(i64, String)> = cur.rows[..self.tail_start]
+            .iter()
+            .map(|r| (r.id, codec::hide_from_agent(r.metadata.as_deref())))
+            .collect();
         let (created, timestamp) = match cur.rows.get(self.tail_start) {
             Some(t0) => (t0.created.saturating_sub(1), t0.timestamp.as_deref().map(second_before)),
             None => tx
@@ -247,21 +265,6 @@ impl Proposal {
                 )
                 .at(path)?,
         };
-        let seq: Option<i64> = tx
-            .query_row(
-                "SELECT seq FROM sqlite_sequence WHERE name = 'messages'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()
-            .at(path)?;
-        let max_id: i64 = tx
-            .query_row("SELECT COALESCE(MAX(id), 0) FROM messages", [], |r| {
-                r.get(0)
-            })
-            .at(path)?;
-        let base = seq.unwrap_or(0).max(max_id) + 1;
-        let with_ids = cur.schema.message_has("message_id");
         let mut contents = vec![
             ("user", Result2::Text(codec::text_content(summary))),
             (
@@ -278,36 +281,119 @@ impl Proposal {
             })?;
             contents.push(("user", Result2::CopyOf(src.id)));
         }
-        Ok(contents
+        let base = next_id(tx, path)?;
+        let with_ids = cur.schema.message_has("message_id");
+        let inserts: Vec<NewRow> = contents
             .into_iter()
             .enumerate()
             .map(|(n, (role, content))| NewRow {
                 id: base + n as i64,
                 message_id: with_ids.then(|| message_id(&self.id, &self.version, n)),
-                role,
+                role: role.to_string(),
                 content,
                 created,
                 timestamp: timestamp.clone(),
             })
-            .collect())
+            .collect();
+        let mut expected: Vec<i64> = inserts.iter().map(|r| r.id).collect();
+        expected.extend(cur.rows[self.tail_start..].iter().map(|r| r.id));
+        Ok(Rows {
+            hides,
+            inserts,
+            expected,
+            context_after: self.context_after,
+            details: serde_json::json!({
+                "kept_rows": cur.rows.len() - self.tail_start,
+                "latest_instruction": self.reinsert.map(|_| "an agent_only copy after the continuation"),
+            }),
+        })
     }
 
-    /// The session as goose now loads it: the new rows, then exactly the kept rows.
+    /// A prune's rows (`prune.rs`): tool pairs hidden, one agent-only note each in their place.
+    fn pruned(&self, tx: &Connection, path: &Path, cur: &Session) -> Result<Option<Rows>> {
+        let Some(e) =
+            super::prune::edits(&self.id, cur, &self.history, self.tail_start, self.context_after)?
+        else {
+            return Ok(None);
+        };
+        let meta: std::collections::HashMap<i64, Option<&str>> = cur
+            .rows
+            .iter()
+            .map(|r| (r.id, r.metadata.as_deref()))
+            .collect();
+        let hides = e
+            .hide
+            .iter()
+            .map(|id| (*id, codec::hide_from_agent(meta[id])))
+            .collect();
+        let base = next_id(tx, path)?;
+        let with_ids = cur.schema.message_has("message_id");
+        let inserts: Vec<NewRow> = e
+            .insert
+            .into_iter()
+            .enumerate()
+            .map(|(n, r)| NewRow {
+                id: base + n as i64,
+                message_id: with_ids.then(|| message_id(&self.id, &self.version, n)),
+                role: r.role,
+                content: Result2::Text(r.content),
+                created: r.created,
+                timestamp: r.timestamp,
+            })
+            .collect();
+        let expected = e
+            .order
+            .iter()
+            .map(|o| match o {
+                Ok(id) => *id,
+                Err(n) => base + *n as i64,
+            })
+            .collect();
+        Ok(Some(Rows {
+            hides,
+            inserts,
+            expected,
+            context_after: e.context_after,
+            details: serde_json::json!({
+                "pruned": "tool pairs hidden from the agent, an agent_only note in place of each",
+                "left_visible": e.left,
+            }),
+        }))
+    }
+
+    /// The session as goose now loads it: exactly the rows planned, in the planned order.
     fn self_check(&self, tx: &Connection, path: &Path, a: &Apply) -> Result<()> {
         let after = load_session(tx, path, &self.id)?;
         let got: Vec<i64> = after.rows.iter().map(|r| r.id).collect();
-        let mut want: Vec<i64> = a.inserts.iter().map(|r| r.id).collect();
-        want.extend(self.rows[self.tail_start..].iter().map(|r| r.id));
-        if got != want {
+        if got != a.rows.expected {
             return Err(Error::conversation(
                 &self.id,
                 format!(
-                    "after the write goose would load rows {got:?}, not {want:?}; nothing written"
+                    "after the write goose would load rows {got:?}, not {:?}; nothing written",
+                    a.rows.expected
                 ),
             ));
         }
         Ok(())
     }
+}
+
+/// The id the next inserted `messages` row gets (AUTOINCREMENT: past `sqlite_sequence`).
+fn next_id(tx: &Connection, path: &Path) -> Result<i64> {
+    let seq: Option<i64> = tx
+        .query_row(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'messages'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .at(path)?;
+    let max_id: i64 = tx
+        .query_row("SELECT COALESCE(MAX(id), 0) FROM messages", [], |r| {
+            r.get(0)
+        })
+        .at(path)?;
+    Ok(seq.unwrap_or(0).max(max_id) + 1)
 }
 
 fn insert_row(
