@@ -828,3 +828,79 @@ fn llm_strategy_summarizes_the_agent_visible_history_in_one_transaction() {
     );
     assert_eq!(g.dump(), before, "restore");
 }
+
+/// With `--all-over`, goose sessions are judged on their token columns alone, read in the
+/// table's order, and only the kept ones sorted (issue 11); the listing order must stay goose's:
+/// most recently updated first as SQLite orders values, ties in rowid order. A session whose
+/// `model_config_json` is an array or repeats `context_limit` is judged as a generic JSON value
+/// would read it. The oracle is the test's own `ORDER BY`, restricted to the reported ids.
+#[test]
+fn prefiltered_listing_keeps_gooses_order() {
+    let g = G::new("goose-v17", 30);
+    let ids = g.strings("SELECT id FROM sessions ORDER BY rowid");
+    let c = g.conn();
+    let tie: String = c
+        .query_row(
+            "SELECT updated_at FROM sessions WHERE id = ?1",
+            [&ids[2]],
+            |r| r.get(0),
+        )
+        .unwrap();
+    for id in [&ids[4], &ids[11], &ids[17]] {
+        c.execute(
+            "UPDATE sessions SET updated_at = ?1 WHERE id = ?2",
+            [&tie, id],
+        )
+        .unwrap();
+    }
+    c.execute(
+        "UPDATE sessions SET updated_at = 1761998400 WHERE id = ?1",
+        [&ids[6]],
+    )
+    .unwrap();
+    // Over 0.7 only by the last of two context_limit fields (a generic value keeps the last).
+    c.execute(
+        "UPDATE sessions SET total_tokens = 9000,
+           model_config_json = '{\"model_name\":\"m\",\"context_limit\":1000000,\"context_limit\":10000}'
+         WHERE id = ?1",
+        [&ids[8]],
+    )
+    .unwrap();
+    // An array is no config: goose's 128,000 applies (9000 / 128000 is under 0.7).
+    c.execute(
+        "UPDATE sessions SET total_tokens = 9000, model_config_json = '[\"m\", 10000]' WHERE id = ?1",
+        [&ids[9]],
+    )
+    .unwrap();
+    drop(c);
+    let (doc, code) = json({
+        let mut c = g.cmd();
+        c.args(["list", "--all-over", "0", "--idle", "0", "--json"]);
+        c
+    });
+    assert_eq!(code, 0, "{doc}");
+    let got: Vec<String> = doc["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    let want: Vec<String> = g
+        .strings("SELECT id FROM sessions ORDER BY updated_at DESC, rowid")
+        .into_iter()
+        .filter(|id| got.contains(id))
+        .collect();
+    assert_eq!(got, want);
+    assert!(got.len() >= 25, "{}", got.len());
+    let (doc, _) = json({
+        let mut c = g.cmd();
+        c.args(["list", "--all-over", "0.7", "--idle", "0", "--json"]);
+        c
+    });
+    let over: Vec<String> = ids_with_status(&doc, "selected");
+    assert!(
+        over.contains(&ids[8]),
+        "duplicate context_limit: the last one counts"
+    );
+    assert!(!over.contains(&ids[9]), "an array config is no config");
+}

@@ -13,7 +13,7 @@ use super::PROVIDER;
 use crate::error::{Error, Result, SqlContext};
 use crate::message::goose as codec;
 use crate::models::ContextLimits;
-use crate::store::cells::{int, lossy};
+use crate::store::cells::{int, lossy, SortKey};
 use crate::store::{ConversationMeta, Prefilter};
 
 /// goose's `DEFAULT_CONTEXT_LIMIT`, used when nothing else names a session's window.
@@ -28,7 +28,7 @@ pub fn rfc3339(t: &str) -> String {
 }
 
 /// The listing query: id, name, description, working_dir, created_at, updated_at,
-/// total_tokens, input_tokens, output_tokens, model_config_json.
+/// total_tokens, input_tokens, output_tokens, model_config_json, rowid.
 fn list_sql(schema: &Schema, tail: &str) -> String {
     let col = |c: &str| {
         if schema.session_has(c) {
@@ -38,7 +38,7 @@ fn list_sql(schema: &Schema, tail: &str) -> String {
         }
     };
     format!(
-        "SELECT s.id, {}, {}, s.working_dir, s.created_at, s.updated_at, s.total_tokens, {}, {}, {} FROM sessions s {tail}",
+        "SELECT s.id, {}, {}, s.working_dir, s.created_at, s.updated_at, s.total_tokens, {}, {}, {}, s.rowid FROM sessions s {tail}",
         col("name"),
         col("description"),
         col("input_tokens"),
@@ -47,22 +47,65 @@ fn list_sql(schema: &Schema, tail: &str) -> String {
     )
 }
 
-/// The model and the stored `context_limit` (> 0) of a `model_config_json`.
+/// The two fields of `model_config_json` agent-db reads; every other one is skipped unread.
+#[derive(serde::Deserialize)]
+struct ModelConfig {
+    model_name: Option<serde_json::Value>,
+    context_limit: Option<serde_json::Value>,
+}
+
+/// The model and the stored `context_limit` (> 0) of a `model_config_json`: its top-level
+/// `model_name` when a string and `context_limit` when an integer. An object is read through
+/// [`ModelConfig`] (no map of the whole config); anything that does not decode that way (an
+/// array, duplicate fields) is read as a generic value, with the same rule.
 fn model_config(json: Option<&str>) -> (Option<String>, Option<i64>) {
-    let v: Option<serde_json::Value> = json.and_then(|j| serde_json::from_str(j).ok());
-    let Some(v) = v else {
+    let Some(json) = json else {
         return (None, None);
     };
-    let model = v["model_name"].as_str().map(str::to_string);
-    let limit = v["context_limit"].as_i64().filter(|l| *l > 0);
+    let (model, limit) = match serde_json::from_str::<ModelConfig>(json) {
+        Ok(c) if json.trim_start().starts_with('{') => (c.model_name, c.context_limit),
+        _ => match serde_json::from_str::<serde_json::Value>(json) {
+            Ok(v) => (v.get("model_name").cloned(), v.get("context_limit").cloned()),
+            Err(_) => (None, None),
+        },
+    };
+    let model = model.as_ref().and_then(|m| m.as_str()).map(str::to_string);
+    let limit = limit.and_then(|l| l.as_i64()).filter(|l| *l > 0);
     (model, limit)
+}
+
+/// A session's context window: its stored `context_limit`, else its model's, else goose's own
+/// default.
+fn window(model: Option<&str>, stored: Option<i64>, limits: &ContextLimits) -> i64 {
+    stored
+        .or_else(|| model.and_then(|m| limits.of(m)))
+        .unwrap_or(GOOSE_DEFAULT_LIMIT)
+}
+
+/// Whether the prefilter keeps a row, from its `total_tokens` and `model_config_json` alone.
+fn kept(r: &SqlRow<'_>, limits: &ContextLimits, prefilter: &Prefilter) -> rusqlite::Result<bool> {
+    if prefilter.all_over.is_none() {
+        return Ok(true);
+    }
+    let (model, stored) = model_config(lossy(r, 9)?.as_deref());
+    let mut m = ConversationMeta::from_columns(
+        String::new(),
+        String::new(),
+        None,
+        String::new(),
+        String::new(),
+        None,
+        None,
+        None,
+    );
+    m.current_context = int(r, 6)?;
+    m.max_context = Some(window(model.as_deref(), stored, limits));
+    Ok(prefilter.keeps(&m))
 }
 
 fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<ConversationMeta> {
     let (model, stored) = model_config(lossy(r, 9)?.as_deref());
-    let max = stored
-        .or_else(|| model.as_deref().and_then(|m| limits.of(m)))
-        .unwrap_or(GOOSE_DEFAULT_LIMIT);
+    let max = window(model.as_deref(), stored, limits);
     let name = lossy(r, 1)?
         .filter(|n| !n.is_empty())
         .or(lossy(r, 2)?.filter(|d| !d.is_empty()));
@@ -90,7 +133,14 @@ fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<Con
 /// A session's message count (on `idx_messages_session`).
 const COUNT_SQL: &str = "SELECT COUNT(*) FROM messages WHERE session_id = ?1";
 
-/// Stream every session's metadata, most recently updated first (goose's own order).
+/// At most this many prefiltered sessions are sorted in memory; a selection that keeps more is
+/// read in order by SQLite instead, so memory stays flat.
+const SORT_CAP: usize = 20_000;
+
+/// Stream every session's metadata, most recently updated first (goose's own order), ties in
+/// rowid order. With a prefilter, sessions are judged on `total_tokens` and
+/// `model_config_json` alone, read in the table's order, and only the kept ones are decoded,
+/// counted and sorted (in memory, up to [`SORT_CAP`]).
 pub fn scan(
     conn: &Connection,
     path: &Path,
@@ -99,21 +149,56 @@ pub fn scan(
     f: &mut dyn FnMut(ConversationMeta) -> bool,
 ) -> Result<()> {
     let schema = check_schema(conn, path)?;
+    let mut count = conn.prepare(COUNT_SQL).at(path)?;
+    let mut emit = |mut meta: ConversationMeta| -> Result<bool> {
+        meta.message_count = Some(count.query_row([&meta.id], |c| c.get(0)).at(path)?);
+        Ok(f(meta))
+    };
+    if prefilter.all_over.is_some() {
+        if let Some(sorted) = kept_sorted(conn, path, &schema, limits, &prefilter)? {
+            for meta in sorted {
+                if !emit(meta)? {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+    }
     let sql = list_sql(&schema, "ORDER BY s.updated_at DESC, s.rowid");
     let mut stmt = conn.prepare(&sql).at(path)?;
-    let mut count = conn.prepare(COUNT_SQL).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     while let Some(r) = rows.next().at(path)? {
-        let mut meta = meta_from_row(r, limits).at(path)?;
-        if !prefilter.keeps(&meta) {
-            continue;
-        }
-        meta.message_count = Some(count.query_row([&meta.id], |c| c.get(0)).at(path)?);
-        if !f(meta) {
+        if kept(r, limits, &prefilter).at(path)? && !emit(meta_from_row(r, limits).at(path)?)? {
             break;
         }
     }
     Ok(())
+}
+
+/// The sessions the prefilter keeps, read in the table's order and sorted as goose lists them;
+/// `None` when more than [`SORT_CAP`] are kept.
+fn kept_sorted(
+    conn: &Connection,
+    path: &Path,
+    schema: &Schema,
+    limits: &ContextLimits,
+    prefilter: &Prefilter,
+) -> Result<Option<Vec<ConversationMeta>>> {
+    let mut stmt = conn.prepare(&list_sql(schema, "")).at(path)?;
+    let mut rows = stmt.query([]).at(path)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().at(path)? {
+        if !kept(r, limits, prefilter).at(path)? {
+            continue;
+        }
+        if out.len() == SORT_CAP {
+            return Ok(None);
+        }
+        let key = SortKey::of(r.get_ref(5).at(path)?);
+        out.push((key, r.get::<_, i64>(10).at(path)?, meta_from_row(r, limits).at(path)?));
+    }
+    out.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    Ok(Some(out.into_iter().map(|(_, _, m)| m).collect()))
 }
 
 /// One session's metadata, or `None`.
