@@ -5,8 +5,9 @@
 #   P1  `agent-db list --all-over 0.7 --idle 0 --json` against the cheapest sqlite3 query that
 #       returns the same id set (the "floor", written here: kodelet's reads
 #       conversation_summaries alone, docker-agent's reads sessions and the latest assistant
-#       message of each), warm page cache and after evicting the store's pages, on kodelet and
-#       docker-agent stores of every size in BENCH_SIZES. The id sets are checked to be equal.
+#       message of each, goose's reads sessions alone), warm page cache and after evicting the
+#       store's pages, on kodelet and docker-agent stores of every size in BENCH_SIZES and a
+#       goose store of BENCH_GOOSE_SIZE sessions. The id sets are checked to be equal.
 #   P2  benches/llm.sh: the LLM batch (1,000 conversations, 200 ms mock latency,
 #       --concurrency 32, default tail) against its latency floor N × L / C, with the most
 #       requests in flight and the peak RSS.
@@ -26,6 +27,8 @@
 #   BENCH_LARGE_SCALE=0.1       the scale of stores above 10,000 conversations, both kinds: at
 #                               scale 1 a 100k kodelet store is 22 GB, and the generator holds
 #                               it all in its WAL before checkpointing (about 45 GB at peak)
+#   BENCH_GOOSE_SIZE=10000      sessions of the P1 goose store (schema v17)
+#   BENCH_GOOSE_SCALE=0.1       its gen_store --scale (10k = about 0.26 GB)
 #   BENCH_SEED=1                gen_store --seed
 #   BENCH_REUSE=0               1: keep stores generated earlier with the same parameters and
 #                               the same generator sources (fixtures/synth, examples/gen_store.rs)
@@ -57,6 +60,8 @@ TOKEN_RUNS=${BENCH_TOKEN_RUNS:-3}
 P4_RUNS=${BENCH_P4_RUNS:-2}
 SKIP_LLM=${BENCH_SKIP_LLM:-0}
 P4_KEEP=${BENCH_P4_KEEP_TOKENS:-20000}
+GOOSE_SIZE=${BENCH_GOOSE_SIZE:-10000}
+GOOSE_SCALE=${BENCH_GOOSE_SCALE:-0.1}
 THRESHOLD=0.7
 NOW=2026-11-01T12:00:00Z
 RESULTS="$OUT/results.txt"
@@ -108,12 +113,15 @@ result machine.git "$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git d
 # or lib.rs gaining a `mod` line for one, does not invalidate these stores).
 GEN_SRC=$(ls fixtures/synth/src/*.rs | grep -v -e goose -e opencode | xargs cat examples/gen_store.rs |
   grep -v -E '^(pub )?mod [a-z_]+;$' | sha1sum | cut -c1-12)
+GEN_SRC_GOOSE=$(cat fixtures/synth/src/goose*.rs examples/gen_store.rs | sha1sum | cut -c1-12)
 # store KIND N SCALE -> path (generates unless reusable)
 store() {
   local kind=$1 n=$2 scale=$3 s stamp want
   s="$OUT/stores/$kind-$n-s$scale-seed$SEED.db"
   stamp="$s.params"
-  want="kind=$kind conversations=$n seed=$SEED scale=$scale now=$NOW gen_src=$GEN_SRC"
+  local src=$GEN_SRC
+  [[ $kind == goose* ]] && src=$GEN_SRC_GOOSE
+  want="kind=$kind conversations=$n seed=$SEED scale=$scale now=$NOW gen_src=$src"
   if [[ "$REUSE" == 1 && -f "$s" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     echo "reusing $s" >&2
   else
@@ -262,48 +270,77 @@ peak_rss_kb() {
 }
 
 # ---------------------------------------------------------------------------------------------
-log "P1. list --all-over $THRESHOLD vs the sqlite3 floor"
-for kind in kodelet docker-agent; do
-  for n in "${SIZES[@]}"; do
-    s=${STORE[$kind.$n]}
-    k="p1.$kind.$n"
-    list_cmd="$ADB --db $s list --all-over $THRESHOLD --idle 0 --json"
-    floor_cmd="sqlite3 $s '.read $OUT/sql/floor-$kind.sql'"
-    # Same id set first.
-    $list_cmd >"$OUT/raw/$k.agent-db.json"
-    sqlite3 "$s" ".read $OUT/sql/floor-$kind.sql" >"$OUT/raw/$k.floor.txt"
-    read -r rows_adb selected rows_floor same < <(py '
+# p1 KIND N STORE: P1 on one store against $OUT/sql/floor-KIND.sql: the id sets compared, then
+# warm and cold timings of both, as p1.KIND.N.* results.
+p1() {
+  local kind=$1 n=$2 s=$3 k="p1.$1.$2" l m mean mn r c
+  local list_cmd="$ADB --db $s list --all-over $THRESHOLD --idle 0 --json"
+  local floor_cmd="sqlite3 $s '.read $OUT/sql/floor-$kind.sql'"
+  # Same id set first.
+  $list_cmd >"$OUT/raw/$k.agent-db.json"
+  sqlite3 "$s" ".read $OUT/sql/floor-$kind.sql" >"$OUT/raw/$k.floor.txt"
+  read -r rows_adb selected rows_floor same < <(py '
 import json, sys
 a = json.load(open(sys.argv[1]))["conversations"]
 ids = [r["id"] for r in a]
 floor = [l for l in open(sys.argv[2]).read().split("\n") if l]
 print(len(ids), sum(r["status"] == "selected" for r in a), len(floor), int(sorted(ids) == sorted(floor)))' \
-      "$OUT/raw/$k.agent-db.json" "$OUT/raw/$k.floor.txt")
-    result "$k.rows.agent_db" "$rows_adb"
-    result "$k.rows.agent_db_selected" "$selected"
-    result "$k.rows.floor" "$rows_floor"
-    result "$k.same_id_set" "$same"
-    ((same)) || echo "WARNING: $k: agent-db and the floor return different id sets" >&2
-    # Warm: the first (warmup) runs bring the pages both read into the page cache.
-    time_group "$k.warm" "$LIST_RUNS" 2 -- agent-db "$list_cmd" floor "$floor_cmd"
-    for l in agent-db floor; do
-      read -r m mean mn r c <<<"${TIMES[$l]}"
-      result "$k.warm.$l.median_s" "$m"; result "$k.warm.$l.min_s" "$mn"
-      result "$k.warm.$l.runs" "$r"; result "$k.warm.$l.cpu_s" "$c"
-    done
-    result "$k.warm.ratio_wall" "$(ratio "$(med agent-db)" "$(med floor)")"
-    result "$k.warm.ratio_cpu" "$(ratio "$(cpu agent-db)" "$(cpu floor)")"
-    # Cold: the store's pages are evicted before every run.
-    PREPARE="python3 $ROOT/benches/pagecache.py evict $s $s-wal" \
-      time_group "$k.cold" "$COLD_RUNS" 0 -- agent-db "$list_cmd" floor "$floor_cmd"
-    for l in agent-db floor; do
-      read -r m mean mn r c <<<"${TIMES[$l]}"
-      result "$k.cold.$l.median_s" "$m"; result "$k.cold.$l.runs" "$r"; result "$k.cold.$l.cpu_s" "$c"
-    done
-    result "$k.cold.ratio_wall" "$(ratio "$(med agent-db)" "$(med floor)")"
-    result "$k.cold.ratio_cpu" "$(ratio "$(cpu agent-db)" "$(cpu floor)")"
+    "$OUT/raw/$k.agent-db.json" "$OUT/raw/$k.floor.txt")
+  result "$k.rows.agent_db" "$rows_adb"
+  result "$k.rows.agent_db_selected" "$selected"
+  result "$k.rows.floor" "$rows_floor"
+  result "$k.same_id_set" "$same"
+  ((same)) || echo "WARNING: $k: agent-db and the floor return different id sets" >&2
+  # Warm: the first (warmup) runs bring the pages both read into the page cache.
+  time_group "$k.warm" "$LIST_RUNS" 2 -- agent-db "$list_cmd" floor "$floor_cmd"
+  for l in agent-db floor; do
+    read -r m mean mn r c <<<"${TIMES[$l]}"
+    result "$k.warm.$l.median_s" "$m"; result "$k.warm.$l.min_s" "$mn"
+    result "$k.warm.$l.runs" "$r"; result "$k.warm.$l.cpu_s" "$c"
+  done
+  result "$k.warm.ratio_wall" "$(ratio "$(med agent-db)" "$(med floor)")"
+  result "$k.warm.ratio_cpu" "$(ratio "$(cpu agent-db)" "$(cpu floor)")"
+  # Cold: the store's pages are evicted before every run.
+  PREPARE="python3 $ROOT/benches/pagecache.py evict $s $s-wal" \
+    time_group "$k.cold" "$COLD_RUNS" 0 -- agent-db "$list_cmd" floor "$floor_cmd"
+  for l in agent-db floor; do
+    read -r m mean mn r c <<<"${TIMES[$l]}"
+    result "$k.cold.$l.median_s" "$m"; result "$k.cold.$l.runs" "$r"; result "$k.cold.$l.cpu_s" "$c"
+  done
+  result "$k.cold.ratio_wall" "$(ratio "$(med agent-db)" "$(med floor)")"
+  result "$k.cold.ratio_cpu" "$(ratio "$(cpu agent-db)" "$(cpu floor)")"
+}
+
+log "P1. list --all-over $THRESHOLD vs the sqlite3 floor"
+for kind in kodelet docker-agent; do
+  for n in "${SIZES[@]}"; do
+    p1 "$kind" "$n" "${STORE[$kind.$n]}"
   done
 done
+
+# goose: a GOOSE_SIZE-session sessions.db (the newest schema agent-db knows). Utilization is
+# total_tokens over model_config_json's integer context_limit when positive, else the model's
+# window by agent-db's table (longest matching prefix), else goose's 128,000; a NULL
+# total_tokens is reported as skipped, so in the set. Every session is listed.
+cat >"$OUT/sql/floor-goose.sql" <<SQL
+SELECT id FROM (
+  SELECT id, total_tokens AS cur,
+    COALESCE(
+      CASE WHEN json_valid(model_config_json)
+             AND json_type(model_config_json, '\$.context_limit') = 'integer'
+             AND model_config_json ->> '\$.context_limit' > 0
+           THEN model_config_json ->> '\$.context_limit' END,
+      (SELECT $LIMIT_CASE FROM (SELECT lower(CASE WHEN json_valid(model_config_json)
+                                               THEN model_config_json ->> '\$.model_name' END) AS m)),
+      128000) AS lim
+  FROM sessions)
+WHERE cur IS NULL OR CAST(cur AS REAL) / lim >= $THRESHOLD;
+SQL
+GOOSE_STORE=$(store goose-v17 "$GOOSE_SIZE" "$GOOSE_SCALE")
+result "store.goose.$GOOSE_SIZE.path" "$GOOSE_STORE"
+result "store.goose.$GOOSE_SIZE.scale" "$GOOSE_SCALE"
+result "store.goose.$GOOSE_SIZE.file_mb" "$(file_mb "$GOOSE_STORE")"
+p1 goose "$GOOSE_SIZE" "$GOOSE_STORE"
 
 # ---------------------------------------------------------------------------------------------
 log "RSS: list and compact --dry-run on every kodelet store size"
@@ -435,16 +472,20 @@ log "summary (bench-out/results.txt has every figure)"
 get() { awk -F= -v k="$1" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$RESULTS"; }
 {
   printf 'figure\tmeasured\tbaseline\tratio\tgoal\n'
+  P1_RUNS=()
   for kind in kodelet docker-agent; do
-    for n in "${SIZES[@]}"; do
-      k="p1.$kind.$n"
-      for c in warm cold; do
-        printf 'P1 %s %s %s wall s (same ids=%s, %s rows)\t%s\t%s\t%s\t<=1.3\n' "$kind" "$n" "$c" \
-          "$(get "$k.same_id_set")" "$(get "$k.rows.agent_db")" \
-          "$(get "$k.$c.agent-db.median_s")" "$(get "$k.$c.floor.median_s")" "$(get "$k.$c.ratio_wall")"
-        printf 'P1 %s %s %s CPU s\t%s\t%s\t%s\t<=1.3\n' "$kind" "$n" "$c" \
-          "$(get "$k.$c.agent-db.cpu_s")" "$(get "$k.$c.floor.cpu_s")" "$(get "$k.$c.ratio_cpu")"
-      done
+    for n in "${SIZES[@]}"; do P1_RUNS+=("$kind $n"); done
+  done
+  P1_RUNS+=("goose $GOOSE_SIZE")
+  for run in "${P1_RUNS[@]}"; do
+    read -r kind n <<<"$run"
+    k="p1.$kind.$n"
+    for c in warm cold; do
+      printf 'P1 %s %s %s wall s (same ids=%s, %s rows)\t%s\t%s\t%s\t<=1.3\n' "$kind" "$n" "$c" \
+        "$(get "$k.same_id_set")" "$(get "$k.rows.agent_db")" \
+        "$(get "$k.$c.agent-db.median_s")" "$(get "$k.$c.floor.median_s")" "$(get "$k.$c.ratio_wall")"
+      printf 'P1 %s %s %s CPU s\t%s\t%s\t%s\t<=1.3\n' "$kind" "$n" "$c" \
+        "$(get "$k.$c.agent-db.cpu_s")" "$(get "$k.$c.floor.cpu_s")" "$(get "$k.$c.ratio_cpu")"
     done
   done
   if [[ "$SKIP_LLM" != 1 ]]; then
