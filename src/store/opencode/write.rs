@@ -11,10 +11,11 @@
 //! - Ids from opencode's algorithm (`ids.rs`); `time_created` after every existing message and
 //!   part of the session, so opencode's `(time_created, id)` order puts them last.
 //! - `session.time_updated` = the summary's completion time, as opencode's `touch` would.
-//! - The kept tail starts at the first kept message; when the split put the latest instruction
-//!   back, the tail starts at that instruction instead (opencode keeps whole turns), and on a
-//!   store whose opencode ignores `tail_start_id` (before the events migration) or where no
-//!   tail can be expressed, the instruction is appended to the summary text verbatim.
+//! - The kept tail starts at the first kept message. When the split put the latest instruction
+//!   back and it sits right before the tail, the tail starts at that instruction (opencode
+//!   keeps whole turns); otherwise (further back, on a store whose opencode ignores
+//!   `tail_start_id` (before the events migration), or where no tail can be expressed) the
+//!   instruction is appended to the summary text verbatim, as the docker-agent store does.
 //! - The event log is not written: opencode's loader does not read it (notes §4.6, §5.4).
 //!
 //! `prune` marks each cleared tool part `state.time.compacted` (its output kept) and bumps the
@@ -188,7 +189,13 @@ impl Proposal {
 
     fn stage_summary(&self, cur: &Session, summary: &str) -> Result<Stage<Apply>> {
         let n = cur.loaded.len();
-        let want = self.reinsert.unwrap_or(self.tail_start);
+        // The put-back instruction right before the kept tail starts it (opencode keeps whole
+        // turns); one further back would drag the summarized steps after it along, so it is
+        // appended to the summary text instead.
+        let want = match self.reinsert {
+            Some(i) if i + 1 == self.tail_start => i,
+            _ => self.tail_start,
+        };
         let k = if cur.schema.keeps_tail() {
             consistent_start(&cur.loaded, want)
         } else {
