@@ -553,3 +553,73 @@ fn default_path_follows_opencode_db_and_xdg() {
         Some(o.db.clone())
     );
 }
+
+/// A store-neutral compaction keeping the last `keep` loaded messages.
+fn neutral(raw: &str, keep: usize) -> agent_db::store::Compaction {
+    let n = agent_db::message::split_raw(raw).unwrap().len();
+    agent_db::store::Compaction {
+        format: agent_db::message::Format::Opencode,
+        history: raw.to_string(),
+        summary: Some(format!("{HEADER}\nthe work so far")),
+        tail_start: n - keep,
+        reinsert: None,
+        context_after: 100,
+        call_ids: Default::default(),
+        model: None,
+    }
+}
+
+fn audit(id: &str) -> agent_db::store::archive::AuditEntry {
+    agent_db::store::archive::AuditEntry {
+        conversation_id: id.into(),
+        store_kind: "opencode".into(),
+        reason: "manual".into(),
+        strategy: "extractive".into(),
+        model: None,
+        messages_before: 0,
+        messages_after: 0,
+        tokens_before: 0,
+        tokens_after: 0,
+        summary_sha256: String::new(),
+        details: serde_json::json!({}),
+    }
+}
+
+#[test]
+fn a_live_opencode_write_between_plan_and_commit_is_detected() {
+    use agent_db::store::{Access, Store, Written};
+    let o = O::new("opencode-1.18", 8);
+    let ids: Vec<String> = o.over(0.7).into_iter().collect();
+    let store = Store::open(&o.db, Access::Read).unwrap();
+    let id = &ids[0];
+    // opencode streams into a part (an upsert of its data, time_updated moves).
+    let row = store.load(id).unwrap();
+    let proposal = row.propose(neutral(&row.raw_messages, 2), audit(id));
+    o.conn()
+        .execute(
+            "UPDATE part SET data = json_set(data, '$.text', 'streamed more'), time_updated = time_updated + 1 \
+             WHERE id = (SELECT p.id FROM part p JOIN message m ON m.id = p.message_id WHERE m.session_id = ?1 \
+             AND json_extract(p.data, '$.type') = 'text' ORDER BY m.time_created DESC, p.id DESC LIMIT 1)",
+            [id],
+        )
+        .unwrap();
+    let before = o.dump();
+    let mut writer = Store::open(&o.db, Access::Write).unwrap();
+    let w = writer.commit(&proposal, "2026-11-01T12:00:02Z").unwrap();
+    assert!(
+        matches!(w, Written::Changed(ref why) if why.contains("changed since read")),
+        "{w:?}"
+    );
+    assert_eq!(o.dump(), before, "nothing written");
+    // A fresh plan of the same session commits, and opencode loads it as planned.
+    let row = store.load(id).unwrap();
+    let was = load(&o.conn(), id).unwrap();
+    let proposal = row.propose(neutral(&row.raw_messages, 2), audit(id));
+    let w = writer.commit(&proposal, "2026-11-01T12:00:03Z").unwrap();
+    assert!(matches!(w, Written::Committed { .. }), "{w:?}");
+    let now = load(&o.conn(), id).unwrap();
+    assert_eq!(now.len(), 4, "{now:?}");
+    assert_eq!(now[0].texts, ["What did we do so far?"]);
+    assert_eq!(now[2..], was[was.len() - 2..]);
+    o.checks();
+}
