@@ -6,7 +6,8 @@
 #       returns the same id set (the "floor", written here: kodelet's reads
 #       conversation_summaries alone, docker-agent's reads sessions and the latest assistant
 #       message of each), warm page cache and after evicting the store's pages, on kodelet and
-#       docker-agent stores of every size in BENCH_SIZES. The id sets are checked to be equal.
+#       docker-agent stores of every size in BENCH_SIZES, and on one opencode.db of
+#       BENCH_OC_SIZE sessions. The id sets are checked to be equal.
 #   P2  benches/llm.sh: the LLM batch (1,000 conversations, 200 ms mock latency,
 #       --concurrency 32, default tail) against its latency floor N × L / C, with the most
 #       requests in flight and the peak RSS.
@@ -26,6 +27,8 @@
 #   BENCH_LARGE_SCALE=0.1       the scale of stores above 10,000 conversations, both kinds: at
 #                               scale 1 a 100k kodelet store is 22 GB, and the generator holds
 #                               it all in its WAL before checkpointing (about 45 GB at peak)
+#   BENCH_OC_SIZE=10000         sessions of the P1 opencode.db
+#   BENCH_OC_SCALE=0.1          gen_store --scale of the opencode.db (10k = about 0.5 GB)
 #   BENCH_SEED=1                gen_store --seed
 #   BENCH_REUSE=0               1: keep stores generated earlier with the same parameters and
 #                               the same generator sources (fixtures/synth, examples/gen_store.rs)
@@ -297,6 +300,79 @@ print(len(ids), sum(r["status"] == "selected" for r in a), len(floor), int(sorte
 done
 
 # ---------------------------------------------------------------------------------------------
+# >>> P1 opencode (self-contained): a BENCH_OC_SIZE-session opencode.db (gen_store --store
+# opencode, scale BENCH_OC_SCALE) vs the cheapest sqlite3 query returning the same id set: per
+# session the newest finished assistant message (newest first on
+# message_session_time_created_id_idx, one row), its context (tokens.total, else input +
+# output + cache; a summary's output), over the window of its modelID by agent-db's table;
+# unknown model or no finished assistant = reported as skipped, so in the set.
+OC_N=${BENCH_OC_SIZE:-10000}
+OC_SCALE=${BENCH_OC_SCALE:-0.1}
+log "P1. opencode: list --all-over $THRESHOLD vs the sqlite3 floor ($OC_N sessions, scale $OC_SCALE)"
+OC_LIMIT_CASE=$(py '
+import re
+pairs = re.findall(r"\(\"([^\"]+)\", ([0-9_]+)\)", open("src/models.rs").read().split("#[cfg(test)]")[0])
+pairs.sort(key=lambda p: -len(p[0]))
+print("CASE " + " ".join(f"WHEN m LIKE \x27{p}%\x27 THEN {v.replace(chr(95), str())}" for p, v in pairs) + " END")')
+cat >"$OUT/sql/floor-opencode.sql" <<SQL
+WITH r AS MATERIALIZED (
+  SELECT s.id AS id,
+    (SELECT m.data FROM message m WHERE m.session_id = s.id
+       AND m.data ->> '\$.role' = 'assistant' AND m.data ->> '\$.finish' IS NOT NULL
+     ORDER BY m.time_created DESC, m.id DESC LIMIT 1) AS d
+  FROM session s),
+x AS MATERIALIZED (
+  SELECT id, lower(d ->> '\$.modelID') AS m,
+    CASE WHEN d IS NULL THEN NULL
+         WHEN d ->> '\$.summary' = 1 THEN d ->> '\$.tokens.output'
+         WHEN IFNULL(d ->> '\$.tokens.total', 0) > 0 THEN d ->> '\$.tokens.total'
+         ELSE IFNULL(d ->> '\$.tokens.input', 0) + IFNULL(d ->> '\$.tokens.output', 0)
+            + IFNULL(d ->> '\$.tokens.cache.read', 0) + IFNULL(d ->> '\$.tokens.cache.write', 0) END AS cur
+  FROM r)
+SELECT id FROM (SELECT id, cur, $OC_LIMIT_CASE AS lim FROM x)
+WHERE lim IS NULL OR cur IS NULL OR CAST(cur AS REAL) / lim >= $THRESHOLD;
+SQL
+oc_store=$(store opencode "$OC_N" "$OC_SCALE")
+k="p1.opencode.$OC_N"
+result "store.opencode.$OC_N.path" "$oc_store"
+result "store.opencode.$OC_N.scale" "$OC_SCALE"
+result "store.opencode.$OC_N.file_mb" "$(file_mb "$oc_store")"
+result "store.opencode.$OC_N.gen_s" "$(cat "$oc_store.gen_s" 2>/dev/null || echo nan)"
+list_cmd="$ADB --db $oc_store list --all-over $THRESHOLD --idle 0 --json"
+floor_cmd="sqlite3 $oc_store '.read $OUT/sql/floor-opencode.sql'"
+$list_cmd >"$OUT/raw/$k.agent-db.json"
+sqlite3 "$oc_store" ".read $OUT/sql/floor-opencode.sql" >"$OUT/raw/$k.floor.txt"
+read -r rows_adb selected rows_floor same < <(py '
+import json, sys
+a = json.load(open(sys.argv[1]))["conversations"]
+ids = [r["id"] for r in a]
+floor = [l for l in open(sys.argv[2]).read().split("\n") if l]
+print(len(ids), sum(r["status"] == "selected" for r in a), len(floor), int(sorted(ids) == sorted(floor)))' \
+  "$OUT/raw/$k.agent-db.json" "$OUT/raw/$k.floor.txt")
+result "$k.rows.agent_db" "$rows_adb"
+result "$k.rows.agent_db_selected" "$selected"
+result "$k.rows.floor" "$rows_floor"
+result "$k.same_id_set" "$same"
+((same)) || echo "WARNING: $k: agent-db and the floor return different id sets" >&2
+time_group "$k.warm" "$LIST_RUNS" 2 -- agent-db "$list_cmd" floor "$floor_cmd"
+for l in agent-db floor; do
+  read -r m mean mn r c <<<"${TIMES[$l]}"
+  result "$k.warm.$l.median_s" "$m"; result "$k.warm.$l.min_s" "$mn"
+  result "$k.warm.$l.runs" "$r"; result "$k.warm.$l.cpu_s" "$c"
+done
+result "$k.warm.ratio_wall" "$(ratio "$(med agent-db)" "$(med floor)")"
+result "$k.warm.ratio_cpu" "$(ratio "$(cpu agent-db)" "$(cpu floor)")"
+PREPARE="python3 $ROOT/benches/pagecache.py evict $oc_store $oc_store-wal" \
+  time_group "$k.cold" "$COLD_RUNS" 0 -- agent-db "$list_cmd" floor "$floor_cmd"
+for l in agent-db floor; do
+  read -r m mean mn r c <<<"${TIMES[$l]}"
+  result "$k.cold.$l.median_s" "$m"; result "$k.cold.$l.runs" "$r"; result "$k.cold.$l.cpu_s" "$c"
+done
+result "$k.cold.ratio_wall" "$(ratio "$(med agent-db)" "$(med floor)")"
+result "$k.cold.ratio_cpu" "$(ratio "$(cpu agent-db)" "$(cpu floor)")"
+# <<< P1 opencode
+
+# ---------------------------------------------------------------------------------------------
 log "RSS: list and compact --dry-run on every kodelet store size"
 for n in "${SIZES[@]}"; do
   s=${STORE[kodelet.$n]}
@@ -437,6 +513,12 @@ get() { awk -F= -v k="$1" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$RESULTS"
           "$(get "$k.$c.agent-db.cpu_s")" "$(get "$k.$c.floor.cpu_s")" "$(get "$k.$c.ratio_cpu")"
       done
     done
+  done
+  k="p1.opencode.$OC_N"
+  for c in warm cold; do
+    printf 'P1 opencode %s %s wall s (same ids=%s, %s rows)\t%s\t%s\t%s\t<=1.3\n' "$OC_N" "$c" \
+      "$(get "$k.same_id_set")" "$(get "$k.rows.agent_db")" \
+      "$(get "$k.$c.agent-db.median_s")" "$(get "$k.$c.floor.median_s")" "$(get "$k.$c.ratio_wall")"
   done
   if [[ "$SKIP_LLM" != 1 ]]; then
     printf 'P2 LLM batch wall / (N*L/C) (N=%s, max in flight %s)\t-\t-\t%s\t<=1.15\n' \
