@@ -55,7 +55,7 @@ impl O {
     }
 
     /// Every row of every table but agent-db's own, keyed by table then by rowid.
-    fn dump(&self) -> BTreeMap<String, BTreeMap<i64, Vec<String>>> {
+    fn dump(&self) -> Dump {
         let c = self.conn();
         let tables = self.strings(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'agent_db_%' \
@@ -181,17 +181,78 @@ fn list_all_over_selects_exactly_the_sessions_over_the_ratio() {
 }
 
 /// The rows of `message` and `part` that exist now and did not before, by table.
-fn appended(
-    before: &BTreeMap<String, BTreeMap<i64, Vec<String>>>,
-    after: &BTreeMap<String, BTreeMap<i64, Vec<String>>>,
-    table: &str,
-) -> Vec<Vec<String>> {
+fn appended(before: &Dump, after: &Dump, table: &str) -> Vec<Vec<String>> {
     let old: BTreeSet<&Vec<String>> = before[table].values().collect();
     after[table]
         .values()
         .filter(|r| !old.contains(r))
         .cloned()
         .collect()
+}
+
+type Dump = BTreeMap<String, BTreeMap<i64, Vec<String>>>;
+
+/// Appended: exactly two messages and two parts per compacted session, last in opencode's
+/// `(time_created, id)` order; nothing else changed but `session.time_updated`.
+fn only_appended(o: &O, preset: &str, before: &Dump, compacted: &BTreeSet<String>) {
+    let after = o.dump();
+    let c = o.conn();
+    let msgs = appended(before, &after, "message");
+    let parts = appended(before, &after, "part");
+    assert_eq!(msgs.len(), 2 * compacted.len(), "{preset}");
+    assert_eq!(parts.len(), 2 * compacted.len(), "{preset}");
+    assert_eq!(after["message"].len(), before["message"].len() + msgs.len());
+    for (t, rows) in before {
+        match t.as_str() {
+            "message" | "part" => {
+                for (rowid, r) in rows {
+                    assert_eq!(after[t].get(rowid), Some(r), "{preset} {t} row {rowid}");
+                }
+            }
+            "session" => {
+                // Only time_updated of a compacted session moves (id is the first column).
+                for (rowid, r) in rows {
+                    let new = &after[t][rowid];
+                    let id: String = serde_json::from_str(
+                        r[0].trim_start_matches("Text(").trim_end_matches(')'),
+                    )
+                    .unwrap();
+                    let differ = r.iter().zip(new).filter(|(a, b)| a != b).count();
+                    let want = usize::from(compacted.contains(&id));
+                    assert_eq!(differ, want, "{preset} session {id}");
+                }
+            }
+            _ => assert_eq!(rows, &after[t], "{preset} table {t}"),
+        }
+    }
+    let newest: Vec<(String, i64)> = o
+        .strings("SELECT s.id || '|' || (SELECT MAX(time_created) FROM message WHERE session_id = s.id) FROM session s WHERE EXISTS (SELECT 1 FROM message WHERE session_id = s.id)")
+        .into_iter()
+        .map(|x| {
+            let (a, b) = x.split_once('|').unwrap();
+            (a.to_string(), b.parse().unwrap())
+        })
+        .collect();
+    for (s, max) in newest.iter().filter(|(s, _)| compacted.contains(s)) {
+        let last: String = c
+            .query_row(
+                "SELECT data FROM message WHERE session_id = ?1 ORDER BY time_created DESC, id DESC LIMIT 1",
+                [s],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let v: Value = serde_json::from_str(&last).unwrap();
+        assert_eq!(v["summary"], true, "{preset} {s}");
+        assert_eq!(v["finish"], "stop");
+        assert_eq!(v["mode"], "compaction");
+        assert_eq!(v["time"]["created"].as_i64(), Some(*max));
+        let updated: i64 = c
+            .query_row("SELECT time_updated FROM session WHERE id = ?1", [s], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert!(updated > *max, "{preset} {s}: time_updated {updated}");
+    }
 }
 
 #[test]
@@ -206,7 +267,6 @@ fn extractive_compaction_loads_in_opencode_and_restores_byte_for_byte() {
         assert!(compacted.len() >= 4, "{preset}: {doc:#}");
         assert!(compacted.is_subset(&want), "{preset}");
         o.checks();
-        let after = o.dump();
         let c = o.conn();
         for s in o.sessions() {
             let now = load(&c, &s).unwrap();
@@ -217,52 +277,7 @@ fn extractive_compaction_loads_in_opencode_and_restores_byte_for_byte() {
                 assert_eq!(&now, was, "{preset} {s}");
             }
         }
-        // Appended: exactly two messages and two parts per compacted session, last in
-        // opencode's (time_created, id) order; nothing else changed but session.time_updated.
-        let msgs = appended(&before, &after, "message");
-        let parts = appended(&before, &after, "part");
-        assert_eq!(msgs.len(), 2 * compacted.len(), "{preset}");
-        assert_eq!(parts.len(), 2 * compacted.len(), "{preset}");
-        assert_eq!(after["message"].len(), before["message"].len() + msgs.len());
-        for (t, rows) in &before {
-            match t.as_str() {
-                "message" | "part" => {
-                    for (rowid, r) in rows {
-                        assert_eq!(after[t].get(rowid), Some(r), "{preset} {t} row {rowid}");
-                    }
-                }
-                "session" => {}
-                _ => assert_eq!(rows, &after[t], "{preset} table {t}"),
-            }
-        }
-        let newest: Vec<(String, i64)> = o
-            .strings("SELECT s.id || '|' || (SELECT MAX(time_created) FROM message WHERE session_id = s.id) FROM session s WHERE EXISTS (SELECT 1 FROM message WHERE session_id = s.id)")
-            .into_iter()
-            .map(|x| {
-                let (a, b) = x.split_once('|').unwrap();
-                (a.to_string(), b.parse().unwrap())
-            })
-            .collect();
-        for (s, max) in newest.iter().filter(|(s, _)| compacted.contains(s)) {
-            let last: String = c
-                .query_row(
-                    "SELECT data FROM message WHERE session_id = ?1 ORDER BY time_created DESC, id DESC LIMIT 1",
-                    [s],
-                    |r| r.get(0),
-                )
-                .unwrap();
-            let v: Value = serde_json::from_str(&last).unwrap();
-            assert_eq!(v["summary"], true, "{preset} {s}");
-            assert_eq!(v["finish"], "stop");
-            assert_eq!(v["mode"], "compaction");
-            assert_eq!(v["time"]["created"].as_i64(), Some(*max));
-            let updated: i64 = c
-                .query_row("SELECT time_updated FROM session WHERE id = ?1", [s], |r| {
-                    r.get(0)
-                })
-                .unwrap();
-            assert!(updated > *max, "{preset} {s}: time_updated {updated}");
-        }
+        only_appended(&o, preset, &before, &compacted);
         // The store really has sessions across the 48-bit id wrap, and they were compacted.
         let wrapped = o.strings(&format!(
             "SELECT DISTINCT session_id FROM message WHERE time_created >= {WRAP_MS} AND session_id IN \
