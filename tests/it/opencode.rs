@@ -638,3 +638,42 @@ fn a_live_opencode_write_between_plan_and_commit_is_detected() {
     assert_eq!(now[2..], was[was.len() - 2..]);
     o.checks();
 }
+
+#[test]
+fn a_file_older_than_the_events_migration_gets_no_tail() {
+    // opencode before migration 20260323234822_events (1.2.x) ignores tail_start_id.
+    let o = O::new("opencode-1.14", 8);
+    let c = o.conn();
+    c.execute_batch(
+        "DROP TABLE event; DROP TABLE event_sequence; \
+         DELETE FROM __drizzle_migrations WHERE name >= '20260323234822_events';",
+    )
+    .unwrap();
+    drop(c);
+    let before = o.loads();
+    let doc = compact(&o, &["--all-over", "0.7", "--strategy", "extractive"]);
+    let done = ids_with_status(&doc, "compacted");
+    assert!(!done.is_empty(), "{doc:#}");
+    let c = o.conn();
+    for s in &done {
+        let now = load(&c, s).unwrap();
+        assert_eq!(
+            now.len(),
+            2,
+            "{s}: only the compaction and its summary load"
+        );
+        check_compacted(before[s].as_ref().unwrap(), &now, HEADER)
+            .unwrap_or_else(|e| panic!("{s}: {e}"));
+        let tail: Option<String> = c
+            .query_row(
+                "SELECT json_extract(p.data, '$.tail_start_id') FROM part p JOIN message m ON m.id = p.message_id \
+                 WHERE m.session_id = ?1 AND json_extract(p.data, '$.type') = 'compaction' \
+                 ORDER BY m.time_created DESC, m.id DESC LIMIT 1",
+                [s],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(tail, None, "{s}: agent-db's compaction names no tail");
+    }
+    o.checks();
+}
