@@ -31,14 +31,17 @@ pub fn rfc3339_ms(ms: i64) -> String {
         .unwrap_or_else(|| ms.to_string())
 }
 
-/// The newest finished assistant message of the session (opencode's `finished`, notes §5.1).
+/// The newest finished assistant message of the session (opencode's `finished`, notes §5.1):
+/// newest first on `message(session_id, time_created, id)`, one row.
 const LAST_FINISHED: &str = "(SELECT m.data FROM message m WHERE m.session_id = s.id AND json_valid(m.data) \
-     AND json_extract(m.data, '$.role') = 'assistant' AND json_extract(m.data, '$.finish') IS NOT NULL \
+     AND m.data ->> '$.role' = 'assistant' AND m.data ->> '$.finish' IS NOT NULL \
      ORDER BY m.time_created DESC, m.id DESC LIMIT 1)";
 
-/// id, title, directory, time_created, time_updated, last finished assistant data,
-/// tokens_input, tokens_output, model.
-fn list_sql(schema: &Schema, tail: &str) -> String {
+/// id, title, directory, time_created, time_updated, then that message's providerID, modelID,
+/// summary, tokens (total, input, output, cache read, cache write) and whether it exists, then
+/// tokens_input, tokens_output, model. The message's fields are extracted in SQL (its `data`
+/// never reaches Rust), from a materialized row so the subquery runs once per session.
+fn list_sql(schema: &Schema, filter: &str, order: &str) -> String {
     let col = |c: &str| {
         if schema.session_has(c) {
             format!("s.{c}")
@@ -47,8 +50,11 @@ fn list_sql(schema: &Schema, tail: &str) -> String {
         }
     };
     format!(
-        "SELECT s.id, s.title, s.directory, s.time_created, s.time_updated, {LAST_FINISHED}, {}, {}, {} \
-         FROM session s {tail}",
+        "WITH r AS MATERIALIZED (SELECT s.id, s.title, s.directory, s.time_created, s.time_updated, \
+         {LAST_FINISHED} AS d, {} AS ti, {} AS tout, {} AS model FROM session s {filter}) \
+         SELECT id, title, directory, time_created, time_updated, d ->> '$.providerID', d ->> '$.modelID', \
+         d ->> '$.summary', d ->> '$.tokens.total', d ->> '$.tokens.input', d ->> '$.tokens.output', \
+         d ->> '$.tokens.cache.read', d ->> '$.tokens.cache.write', d IS NOT NULL, ti, tout, model FROM r {order}",
         col("tokens_input"),
         col("tokens_output"),
         col("model"),
@@ -59,30 +65,39 @@ fn list_sql(schema: &Schema, tail: &str) -> String {
 /// `tokens.total`, else input + output + cache read + cache write.
 pub fn context_tokens(info: &Value) -> Option<i64> {
     let t = info.get("tokens")?;
-    let n = |v: &Value| v.as_f64().map(|f| f as i64).unwrap_or(0);
-    if let Some(total) = t.get("total").map(n).filter(|x| *x > 0) {
-        return Some(total);
-    }
-    Some(n(&t["input"]) + n(&t["output"]) + n(&t["cache"]["read"]) + n(&t["cache"]["write"]))
+    let n = |v: &Value| v.as_f64().map(|f| f as i64);
+    Some(count(
+        n(&t["total"]),
+        [&t["input"], &t["output"], &t["cache"]["read"], &t["cache"]["write"]].map(n),
+    ))
 }
 
-/// The utilization facts of the newest finished assistant: (model, current context). After a
-/// compaction (the newest is a summary) the context is the summary itself: its output tokens.
-fn usage(data: Option<&str>) -> (Option<String>, Option<i64>) {
-    let Some(info) = data.and_then(|d| serde_json::from_str::<Value>(d).ok()) else {
-        return (None, None);
-    };
-    let model = match (str_field(&info, "providerID"), str_field(&info, "modelID")) {
+/// `total` when positive, else the sum of the parts.
+fn count(total: Option<i64>, parts: [Option<i64>; 4]) -> i64 {
+    match total.filter(|t| *t > 0) {
+        Some(t) => t,
+        None => parts.iter().map(|p| p.unwrap_or(0)).sum(),
+    }
+}
+
+/// The utilization facts of the newest finished assistant (columns 5..=13): (model, current
+/// context). After a compaction (the newest is a summary) the context is the summary itself:
+/// its output tokens.
+fn usage(r: &SqlRow<'_>) -> rusqlite::Result<(Option<String>, Option<i64>)> {
+    if int(r, 13)? != Some(1) {
+        return Ok((None, None));
+    }
+    let model = match (lossy(r, 5)?, lossy(r, 6)?) {
         (Some(p), Some(m)) => Some(format!("{p}/{m}")),
-        (None, Some(m)) => Some(m.to_string()),
+        (None, Some(m)) => Some(m),
         _ => None,
     };
-    let current = if info.get("summary") == Some(&Value::Bool(true)) {
-        info["tokens"]["output"].as_f64().map(|f| f as i64)
+    let current = if int(r, 7)? == Some(1) {
+        int(r, 10)?
     } else {
-        context_tokens(&info)
+        Some(count(int(r, 8)?, [int(r, 9)?, int(r, 10)?, int(r, 11)?, int(r, 12)?]))
     };
-    (model, current)
+    Ok((model, current))
 }
 
 /// `session.model` (`{"id":…,"providerID":…}`) as `provider/model`.
@@ -95,28 +110,60 @@ fn session_model(json: Option<&str>) -> Option<String> {
     })
 }
 
-fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<ConversationMeta> {
-    let (model, current) = usage(lossy(r, 5)?.as_deref());
-    let model = model.or_else(|| session_model(lossy(r, 8).ok().flatten().as_deref()));
-    let created_at = rfc3339_ms(int(r, 3)?.unwrap_or(0));
+/// Window lookups of one scan, by model (most stores use a handful of models).
+type Windows = HashMap<String, Option<i64>>;
+
+/// The utilization facts of a row (what the prefilter needs), with every text field empty.
+fn usage_meta(
+    r: &SqlRow<'_>,
+    limits: &ContextLimits,
+    windows: &mut Windows,
+) -> rusqlite::Result<ConversationMeta> {
+    let (model, current) = usage(r)?;
+    let model = model.or_else(|| session_model(lossy(r, 16).ok().flatten().as_deref()));
+    let max_context = match &model {
+        Some(m) => *windows
+            .entry(m.clone())
+            .or_insert_with(|| limits.of(m)),
+        None => None,
+    };
     Ok(ConversationMeta {
-        id: lossy(r, 0)?.unwrap_or_default(),
-        name: lossy(r, 1)?.filter(|t| !t.is_empty()),
-        provider: PROVIDER.to_string(),
+        id: String::new(),
+        name: None,
+        provider: String::new(),
         api_mode: None,
-        max_context: model.as_deref().and_then(|m| limits.of(m)),
+        max_context,
         model,
         message_count: None,
         current_context: current,
-        input_tokens: int(r, 6)?,
-        output_tokens: int(r, 7)?,
-        cwd: lossy(r, 2)?.filter(|d| !d.is_empty()),
-        updated_at: int(r, 4)?
-            .map(rfc3339_ms)
-            .unwrap_or_else(|| created_at.clone()),
-        created_at,
+        input_tokens: None,
+        output_tokens: None,
+        cwd: None,
+        updated_at: String::new(),
+        created_at: String::new(),
         problem: None,
     })
+}
+
+/// The rest of a row's metadata.
+fn complete(r: &SqlRow<'_>, m: &mut ConversationMeta) -> rusqlite::Result<()> {
+    m.id = lossy(r, 0)?.unwrap_or_default();
+    m.name = lossy(r, 1)?.filter(|t| !t.is_empty());
+    m.provider = PROVIDER.to_string();
+    m.cwd = lossy(r, 2)?.filter(|d| !d.is_empty());
+    m.input_tokens = int(r, 14)?;
+    m.output_tokens = int(r, 15)?;
+    m.created_at = rfc3339_ms(int(r, 3)?.unwrap_or(0));
+    m.updated_at = int(r, 4)?
+        .map(rfc3339_ms)
+        .unwrap_or_else(|| m.created_at.clone());
+    Ok(())
+}
+
+fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<ConversationMeta> {
+    let mut m = usage_meta(r, limits, &mut Windows::new())?;
+    complete(r, &mut m)?;
+    Ok(m)
 }
 
 /// A session's message count (on the `message(session_id, …)` index).
@@ -131,15 +178,18 @@ pub fn scan(
     f: &mut dyn FnMut(ConversationMeta) -> bool,
 ) -> Result<()> {
     let schema = check_schema(conn, path)?;
-    let sql = list_sql(&schema, "ORDER BY s.time_updated DESC, s.id");
+    let sql = list_sql(&schema, "", "ORDER BY time_updated DESC, id");
     let mut stmt = conn.prepare(&sql).at(path)?;
     let mut count = conn.prepare(COUNT_SQL).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
+    let mut windows = Windows::new();
     while let Some(r) = rows.next().at(path)? {
-        let mut meta = meta_from_row(r, limits).at(path)?;
+        // Only what the prefilter needs first: rows it drops are never formatted.
+        let mut meta = usage_meta(r, limits, &mut windows).at(path)?;
         if !prefilter.keeps(&meta) {
             continue;
         }
+        complete(r, &mut meta).at(path)?;
         meta.message_count = Some(count.query_row([&meta.id], |c| c.get(0)).at(path)?);
         if !f(meta) {
             break;
@@ -156,7 +206,7 @@ pub fn meta(
     id: &str,
 ) -> Result<Option<ConversationMeta>> {
     let schema = check_schema(conn, path)?;
-    let sql = list_sql(&schema, "WHERE s.id = ?1");
+    let sql = list_sql(&schema, "WHERE s.id = ?1", "");
     let found = conn
         .query_row(&sql, [id], |r| meta_from_row(r, limits))
         .optional()
