@@ -5,9 +5,11 @@
 #   P1  `agent-db list --all-over 0.7 --idle 0 --json` against the cheapest sqlite3 query that
 #       returns the same id set (the "floor", written here: kodelet's reads
 #       conversation_summaries alone, docker-agent's reads sessions and the latest assistant
-#       message of each, goose's reads sessions alone), warm page cache and after evicting the
-#       store's pages, on kodelet and docker-agent stores of every size in BENCH_SIZES and a
-#       goose store of BENCH_GOOSE_SIZE sessions. The id sets are checked to be equal.
+#       message of each, goose's reads sessions alone, opencode's the newest finished assistant
+#       message of each session), warm page cache and after evicting the store's pages, on
+#       kodelet and docker-agent stores of every size in BENCH_SIZES, a goose store of
+#       BENCH_GOOSE_SIZE sessions and an opencode.db of BENCH_OC_SIZE sessions. The id sets are
+#       checked to be equal.
 #   P2  benches/llm.sh: the LLM batch (1,000 conversations, 200 ms mock latency,
 #       --concurrency 32, default tail) against its latency floor N × L / C, with the most
 #       requests in flight and the peak RSS.
@@ -29,6 +31,8 @@
 #                               it all in its WAL before checkpointing (about 45 GB at peak)
 #   BENCH_GOOSE_SIZE=10000      sessions of the P1 goose store (schema v17)
 #   BENCH_GOOSE_SCALE=0.1       its gen_store --scale (10k = about 0.26 GB)
+#   BENCH_OC_SIZE=10000         sessions of the P1 opencode.db
+#   BENCH_OC_SCALE=0.1          gen_store --scale of the opencode.db (10k = about 0.9 GB)
 #   BENCH_SEED=1                gen_store --seed
 #   BENCH_REUSE=0               1: keep stores generated earlier with the same parameters and
 #                               the same generator sources (fixtures/synth, examples/gen_store.rs)
@@ -62,6 +66,8 @@ SKIP_LLM=${BENCH_SKIP_LLM:-0}
 P4_KEEP=${BENCH_P4_KEEP_TOKENS:-20000}
 GOOSE_SIZE=${BENCH_GOOSE_SIZE:-10000}
 GOOSE_SCALE=${BENCH_GOOSE_SCALE:-0.1}
+OC_N=${BENCH_OC_SIZE:-10000}
+OC_SCALE=${BENCH_OC_SCALE:-0.1}
 THRESHOLD=0.7
 NOW=2026-11-01T12:00:00Z
 RESULTS="$OUT/results.txt"
@@ -114,6 +120,7 @@ result machine.git "$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git d
 GEN_SRC=$(ls fixtures/synth/src/*.rs | grep -v -e goose -e opencode | xargs cat examples/gen_store.rs |
   grep -v -E '^(pub )?mod [a-z_]+;$' | sha1sum | cut -c1-12)
 GEN_SRC_GOOSE=$(cat fixtures/synth/src/goose*.rs examples/gen_store.rs | sha1sum | cut -c1-12)
+GEN_SRC_OPENCODE=$(cat fixtures/synth/src/opencode*.rs examples/gen_store.rs | sha1sum | cut -c1-12)
 # store KIND N SCALE -> path (generates unless reusable)
 store() {
   local kind=$1 n=$2 scale=$3 s stamp want
@@ -121,6 +128,7 @@ store() {
   stamp="$s.params"
   local src=$GEN_SRC
   [[ $kind == goose* ]] && src=$GEN_SRC_GOOSE
+  [[ $kind == opencode* ]] && src=$GEN_SRC_OPENCODE
   want="kind=$kind conversations=$n seed=$SEED scale=$scale now=$NOW gen_src=$src"
   if [[ "$REUSE" == 1 && -f "$s" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     echo "reusing $s" >&2
@@ -343,6 +351,40 @@ result "store.goose.$GOOSE_SIZE.file_mb" "$(file_mb "$GOOSE_STORE")"
 p1 goose "$GOOSE_SIZE" "$GOOSE_STORE"
 
 # ---------------------------------------------------------------------------------------------
+# >>> P1 opencode (self-contained): a BENCH_OC_SIZE-session opencode.db (gen_store --store
+# opencode, scale BENCH_OC_SCALE) vs the cheapest sqlite3 query returning the same id set: per
+# session the newest finished assistant message (newest first on
+# message_session_time_created_id_idx, one row), its context (tokens.total, else input +
+# output + cache; a summary's output), over the window of its modelID by agent-db's table;
+# unknown model or no finished assistant = reported as skipped, so in the set.
+log "P1. opencode: list --all-over $THRESHOLD vs the sqlite3 floor ($OC_N sessions, scale $OC_SCALE)"
+cat >"$OUT/sql/floor-opencode.sql" <<SQL
+WITH r AS MATERIALIZED (
+  SELECT s.id AS id,
+    (SELECT m.data FROM message m WHERE m.session_id = s.id
+       AND m.data ->> '\$.role' = 'assistant' AND m.data ->> '\$.finish' IS NOT NULL
+     ORDER BY m.time_created DESC, m.id DESC LIMIT 1) AS d
+  FROM session s),
+x AS MATERIALIZED (
+  SELECT id, lower(d ->> '\$.modelID') AS m,
+    CASE WHEN d IS NULL THEN NULL
+         WHEN d ->> '\$.summary' = 1 THEN d ->> '\$.tokens.output'
+         WHEN IFNULL(d ->> '\$.tokens.total', 0) > 0 THEN d ->> '\$.tokens.total'
+         ELSE IFNULL(d ->> '\$.tokens.input', 0) + IFNULL(d ->> '\$.tokens.output', 0)
+            + IFNULL(d ->> '\$.tokens.cache.read', 0) + IFNULL(d ->> '\$.tokens.cache.write', 0) END AS cur
+  FROM r)
+SELECT id FROM (SELECT id, cur, $LIMIT_CASE AS lim FROM x)
+WHERE lim IS NULL OR cur IS NULL OR CAST(cur AS REAL) / lim >= $THRESHOLD;
+SQL
+oc_store=$(store opencode "$OC_N" "$OC_SCALE")
+result "store.opencode.$OC_N.path" "$oc_store"
+result "store.opencode.$OC_N.scale" "$OC_SCALE"
+result "store.opencode.$OC_N.file_mb" "$(file_mb "$oc_store")"
+result "store.opencode.$OC_N.gen_s" "$(cat "$oc_store.gen_s" 2>/dev/null || echo nan)"
+p1 opencode "$OC_N" "$oc_store"
+# <<< P1 opencode
+
+# ---------------------------------------------------------------------------------------------
 log "RSS: list and compact --dry-run on every kodelet store size"
 for n in "${SIZES[@]}"; do
   s=${STORE[kodelet.$n]}
@@ -476,7 +518,7 @@ get() { awk -F= -v k="$1" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$RESULTS"
   for kind in kodelet docker-agent; do
     for n in "${SIZES[@]}"; do P1_RUNS+=("$kind $n"); done
   done
-  P1_RUNS+=("goose $GOOSE_SIZE")
+  P1_RUNS+=("goose $GOOSE_SIZE" "opencode $OC_N")
   for run in "${P1_RUNS[@]}"; do
     read -r kind n <<<"$run"
     k="p1.$kind.$n"

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use agent_db_synth::docker_agent::{generate_docker_agent, Generation};
 use agent_db_synth::goose::{generate_goose, GooseSchema};
+use agent_db_synth::opencode::{generate_opencode, OpencodeEra};
 use agent_db_synth::{generate, SynthFormat, SynthOptions};
 use clap::Parser;
 
@@ -47,7 +48,9 @@ struct Args {
     /// Which store: kodelet, docker-agent-modern (migrations up to 29, first_kept_entry) or
     /// docker-agent-legacy (migrations up to 19, the sessions.messages column), goose (a fresh
     /// v16 sessions.db), goose-v3, goose-v7, goose-v12 (migrated from v5, leftover thread
-    /// tables), goose-v16, goose-v17, goose-v16-migrated (created at v3).
+    /// tables), goose-v16, goose-v17, goose-v16-migrated (created at v3), opencode (=
+    /// opencode-1.18, a fresh 1.18.34 opencode.db), opencode-1.14 (drizzle era),
+    /// opencode-upgraded (1.14.48 upgraded by 1.18.34).
     #[arg(long, default_value = "kodelet")]
     store: String,
 }
@@ -112,12 +115,14 @@ fn run(args: Args) -> Result<(), String> {
         "kodelet" => generate(out, &opts),
         "docker-agent-modern" => generate_docker_agent(out, &opts, Generation::Modern),
         "docker-agent-legacy" => generate_docker_agent(out, &opts, Generation::Legacy),
-        other => match GooseSchema::preset(other) {
-            Some(schema) => generate_goose(out, &opts, &schema),
-            None => {
+        other => match (GooseSchema::preset(other), OpencodeEra::preset(other)) {
+            (Some(schema), _) => generate_goose(out, &opts, &schema),
+            (None, Some(era)) => generate_opencode(out, &opts, era),
+            (None, None) => {
                 return Err(format!(
-                    "--store {other:?}: use kodelet, docker-agent-modern, docker-agent-legacy, goose or {}",
-                    GooseSchema::PRESETS.join(", ")
+                    "--store {other:?}: use kodelet, docker-agent-modern, docker-agent-legacy, goose, {}, opencode or {}",
+                    GooseSchema::PRESETS.join(", "),
+                    OpencodeEra::PRESETS.join(", ")
                 ))
             }
         },

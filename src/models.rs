@@ -21,6 +21,34 @@ const CONTEXT_LIMITS: &[(&str, i64)] = &[
     ("o4-mini", 200_000),
     ("gemini-2", 1_048_576),
     ("gemini-1.5", 1_048_576),
+    // opencode's bundled models.dev snapshot (opencode 1.18.34; /work/notes/opencode.md
+    // Appendix A), for models the entries above do not cover.
+    ("claude-opus-4-7", 1_000_000),
+    ("claude-opus-4-8", 1_000_000),
+    ("claude-opus-5", 1_000_000),
+    ("claude-fable-5", 1_000_000),
+    ("gpt-3.5-turbo", 16_385),
+    ("gpt-4", 8_192),
+    ("gpt-5.2-chat-latest", 128_000),
+    ("gpt-5.3-chat-latest", 128_000),
+    ("gpt-5.3-codex-spark", 128_000),
+    ("gpt-5.4", 1_050_000),
+    ("gpt-5.4-mini", 400_000),
+    ("gpt-5.4-nano", 400_000),
+    ("gpt-5.5", 1_050_000),
+    ("gpt-5.6", 1_050_000),
+    ("gpt-6", 1_050_000),
+    ("gemini-3", 1_048_576),
+    ("gemini-flash", 1_048_576),
+    ("gemma-4", 262_144),
+    ("grok-4.20", 1_000_000),
+    ("grok-4.3", 1_000_000),
+    ("grok-4.5", 500_000),
+    ("grok-4.6", 500_000),
+    ("grok-4.7", 500_000),
+    ("grok-build", 256_000),
+    ("deepseek-v4", 1_000_000),
+    ("deepseek-flash", 1_000_000),
 ];
 
 /// The context window of `model`, from `overrides` first, then the built-in table.
@@ -90,6 +118,13 @@ mod tests {
         );
         assert_eq!(context_limit("gpt-4.1-mini", &none), Some(1_047_576));
         assert_eq!(context_limit("llama3.1:8b", &none), None);
+        assert_eq!(
+            context_limit("anthropic/claude-opus-4-7", &none),
+            Some(1_000_000)
+        );
+        assert_eq!(context_limit("openai/gpt-5.4-mini", &none), Some(400_000));
+        assert_eq!(context_limit("gpt-4", &none), Some(8_192));
+        assert_eq!(context_limit("gpt-4o-mini", &none), Some(128_000));
         let mut o = std::collections::BTreeMap::new();
         o.insert("llama3".to_string(), 8192);
         assert_eq!(context_limit("llama3.1:8b", &o), Some(8192));

@@ -3,7 +3,8 @@
 //! Rules (docs/usage.md, "How the split works"):
 //! - (a) The cut never separates a tool call from its result: it falls before a real user
 //!   instruction, or before an assistant message that starts a new step (the message before it
-//!   is a user or tool message), and no result at or after the cut answers a call before it. So
+//!   is a user or tool message, or an assistant step that holds its own results, as opencode's
+//!   do), and no result at or after the cut answers a call before it. So
 //!   the kept tail never begins with a tool result.
 //! - The tail is the longest suffix, on a valid cut, within `keep_tokens`; if even the shortest
 //!   valid tail is over budget, the shortest one is kept (correctness beats the budget).
@@ -102,10 +103,19 @@ pub fn valid_cuts(views: &[View]) -> Vec<bool> {
             let prev = &views[c - 1];
             v.instruction
                 || (v.role == Some(Role::Assistant)
-                    && matches!(prev.role, Some(Role::User) | Some(Role::Tool)))
+                    && (matches!(prev.role, Some(Role::User) | Some(Role::Tool))
+                        || answers_itself(prev)))
         };
     }
     ok
+}
+
+/// An assistant step whose calls are all answered inside the message itself (an opencode
+/// `tool` part is its call and its result): the next assistant message starts a new step.
+fn answers_itself(v: &View) -> bool {
+    v.role == Some(Role::Assistant)
+        && !v.calls.is_empty()
+        && v.calls.iter().all(|c| v.results.contains(c))
 }
 
 /// Decide the split for `views` with a tail budget of `keep_tokens`; `prior_summary` says the
@@ -244,5 +254,23 @@ mod tests {
             split(&[user(5), asst(5, &[]), user(5), asst(5, &[])], 100, false),
             Decision::NoOp(_)
         ));
+    }
+
+    #[test]
+    fn an_assistant_after_a_self_answered_step_is_a_cut() {
+        // opencode: each assistant step holds its tool calls and their results.
+        let both = |t: usize, id: &str| View {
+            role: Some(Role::Assistant),
+            calls: vec![id.into()],
+            results: vec![id.into()],
+            tokens: t,
+            ..Default::default()
+        };
+        let views = [user(10), both(100, "a"), both(100, "b"), asst(5, &[])];
+        let ok = valid_cuts(&views);
+        assert_eq!(ok, [false, true, true, true, true]);
+        // An assistant whose call is answered elsewhere is not a step boundary.
+        let views = [user(10), asst(100, &["a"]), asst(5, &[])];
+        assert!(!valid_cuts(&views)[2]);
     }
 }

@@ -16,8 +16,14 @@ pub fn validate(format: Format, messages: &[Message]) -> Result<(), String> {
     let mut called: HashSet<&str> = HashSet::new();
     let mut answered: HashSet<&str> = HashSet::new();
     for (i, m) in messages.iter().enumerate() {
+        // An opencode tool part is its call and its result in one message.
+        let own: HashSet<&str> = if format == Format::Opencode {
+            m.tool_calls().map(|(id, _, _)| id).collect()
+        } else {
+            HashSet::new()
+        };
         for id in m.tool_result_ids() {
-            if !called.contains(id) {
+            if !called.contains(id) && !own.contains(id) {
                 return Err(format!(
                     "message {i}: tool result {id} has no earlier tool call"
                 ));

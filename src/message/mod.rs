@@ -12,6 +12,7 @@ pub mod docker_agent;
 pub mod goose;
 pub mod image;
 pub mod openai_chat;
+pub mod opencode;
 pub mod responses;
 pub mod shape;
 
@@ -35,6 +36,8 @@ pub enum Format {
     /// goose's `messages` row (role, `content_json`, `metadata_json`) as an envelope
     /// ([`goose`]), any model.
     Goose,
+    /// opencode's `message` row and its `part` rows as an envelope ([`opencode`]), any model.
+    Opencode,
 }
 
 impl Format {
@@ -45,6 +48,7 @@ impl Format {
             Format::OpenAiResponses => "openai-responses",
             Format::DockerAgent => "docker-agent",
             Format::Goose => "goose",
+            Format::Opencode => "opencode",
         }
     }
 
@@ -57,6 +61,7 @@ impl Format {
             ("openai", None | Some("chat_completions") | Some("")) => Ok(Format::OpenAiChat),
             ("docker-agent", _) => Ok(Format::DockerAgent),
             ("goose", _) => Ok(Format::Goose),
+            ("opencode", _) => Ok(Format::Opencode),
             ("openai", Some(other)) => Err(format!("unsupported openai api_mode {other:?}")),
             ("google", _) => Err(
                 "provider google is unsupported: kodelet removed it (2026-04) and no longer loads these rows"
@@ -72,7 +77,7 @@ impl Format {
         // estimates.
         !matches!(
             self,
-            Format::Anthropic | Format::DockerAgent | Format::Goose
+            Format::Anthropic | Format::DockerAgent | Format::Goose | Format::Opencode
         )
     }
 }
@@ -232,6 +237,7 @@ pub fn decode(format: Format, raw: &RawValue) -> Result<Message, String> {
         Format::OpenAiResponses => responses::decode(raw),
         Format::DockerAgent => docker_agent::decode(raw),
         Format::Goose => goose::decode(raw),
+        Format::Opencode => opencode::decode(raw),
     }
 }
 
@@ -240,6 +246,7 @@ pub fn decode(format: Format, raw: &RawValue) -> Result<Message, String> {
 pub fn user_text_message(format: Format, text: &str) -> Box<RawValue> {
     let json = match format {
         Format::Goose => return goose::summary_message(text),
+        Format::Opencode => return opencode::user_text_message(text),
         Format::Anthropic => {
             serde_json::json!({"content":[{"text": text, "type":"text"}],"role":"user"})
         }
@@ -254,8 +261,12 @@ pub fn user_text_message(format: Format, text: &str) -> Box<RawValue> {
 }
 
 /// The messages that carry a summary at the head of the new history: the summary itself, and
-/// for goose the assistant continuation goose always stores after it (stores.md "goose").
+/// for goose the assistant continuation goose always stores after it (stores.md "goose"); for
+/// opencode the compaction user message and the summary assistant opencode loads.
 pub fn summary_messages(format: Format, text: &str) -> Vec<Box<RawValue>> {
+    if format == Format::Opencode {
+        return opencode::summary_messages(text);
+    }
     let mut out = vec![user_text_message(format, text)];
     if format == Format::Goose {
         out.push(goose::continuation_message());
@@ -278,9 +289,12 @@ pub fn prune_message(
         Format::OpenAiResponses => responses::prune(&mut value, placeholder),
         Format::DockerAgent => docker_agent::prune(&mut value, placeholder, elide_images),
         Format::Goose => goose::prune(&mut value, placeholder, elide_images),
+        // opencode's prune keeps the output and marks the part cleared (notes §6).
+        Format::Opencode => opencode::prune(&mut value),
     };
     changed.then(|| match format {
         Format::Goose => goose::to_raw(&value),
+        Format::Opencode => opencode::raw_of(&value),
         _ => to_raw(&value),
     })
 }

@@ -147,7 +147,7 @@ mod tests {
     #[test]
     fn every_kind_parses_by_its_name_and_detects_by_its_tables() {
         let names: Vec<&str> = StoreKind::all().map(StoreKind::name).collect();
-        assert_eq!(names, ["kodelet", "docker-agent", "goose"]);
+        assert_eq!(names, ["kodelet", "docker-agent", "goose", "opencode"]);
         for k in StoreKind::all() {
             assert_eq!(StoreKind::parse(k.name()), Some(k));
             let tables: Vec<String> = k
@@ -159,7 +159,7 @@ mod tests {
             assert_eq!(StoreKind::detect(&tables), Some(k));
             assert_eq!(StoreKind::detect(&tables[1..]), None);
         }
-        assert_eq!(StoreKind::parse("opencode"), None);
+        assert_eq!(StoreKind::parse("pi"), None);
         assert!(super::super::kodelet::KIND.rewrites_history());
         assert!(!super::super::docker_agent::KIND.rewrites_history());
     }

@@ -32,7 +32,7 @@ macro_rules! register_stores {
     };
 }
 
-register_stores!(kodelet, docker_agent, goose);
+register_stores!(kodelet, docker_agent, goose, opencode);
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -663,7 +663,8 @@ mod tests {
             detail,
             "expected kodelet's conversations, conversation_summaries and schema_migrations tables, \
              docker-agent's sessions, session_items and migrations tables, \
-             or goose's sessions, messages and schema_version tables; found: notes"
+             goose's sessions, messages and schema_version tables, \
+             or opencode's session, message and part tables; found: notes"
         );
     }
 }

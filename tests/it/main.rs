@@ -14,6 +14,8 @@ mod json_snapshots;
 mod layers;
 mod llm;
 mod odd_values;
+mod opencode;
+mod opencode_loader;
 mod preflight;
 mod provider;
 mod pty;

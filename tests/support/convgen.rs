@@ -78,7 +78,9 @@ impl Conv {
     pub fn id(&mut self) -> String {
         self.next_id += 1;
         match self.format {
-            Format::Goose => unimplemented!("convgen builds kodelet formats only"),
+            Format::Goose | Format::Opencode => {
+                unimplemented!("convgen builds kodelet formats only")
+            }
             Format::Anthropic => format!("toolu_01{:08x}", self.next_id * 7919),
             Format::OpenAiChat | Format::DockerAgent => {
                 format!("call_{:08x}", self.next_id * 104_729)
@@ -90,7 +92,9 @@ impl Conv {
     pub fn user(&mut self, text: &str) {
         self.chars += text.len();
         self.msgs.push(match self.format {
-            Format::Goose => unimplemented!("convgen builds kodelet formats only"),
+            Format::Goose | Format::Opencode => {
+                unimplemented!("convgen builds kodelet formats only")
+            }
             Format::Anthropic => json!({"content":[{"text":text,"type":"text"}],"role":"user"}),
             Format::OpenAiChat | Format::DockerAgent => json!({"role":"user","content":text}),
             Format::OpenAiResponses => json!({"type":"message","role":"user","content":text}),
@@ -109,7 +113,9 @@ impl Conv {
             self.chars += input.to_string().len();
         }
         match self.format {
-            Format::Goose => unimplemented!("convgen builds kodelet formats only"),
+            Format::Goose | Format::Opencode => {
+                unimplemented!("convgen builds kodelet formats only")
+            }
             Format::Anthropic => self.assistant_anthropic(thinking, text, calls),
             Format::OpenAiChat | Format::DockerAgent => {
                 let mut m = json!({"role":"assistant"});
@@ -172,7 +178,9 @@ impl Conv {
             self.chars += c.len();
         }
         match self.format {
-            Format::Goose => unimplemented!("convgen builds kodelet formats only"),
+            Format::Goose | Format::Opencode => {
+                unimplemented!("convgen builds kodelet formats only")
+            }
             Format::Anthropic => {
                 let content: Vec<Value> = results
                     .iter()
@@ -262,7 +270,7 @@ pub fn word(rng: &mut Rng) -> String {
 /// tail budget.
 pub fn plan_of(id: &str, name: &str, format: Format, raw: String, keep_tokens: usize) -> Plan {
     let (provider, metadata) = match format {
-        Format::Goose => unimplemented!("convgen builds kodelet formats only"),
+        Format::Goose | Format::Opencode => unimplemented!("convgen builds kodelet formats only"),
         Format::Anthropic => ("anthropic", None),
         Format::OpenAiChat | Format::DockerAgent => (
             "openai",

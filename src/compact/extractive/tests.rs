@@ -38,7 +38,9 @@ impl Conv {
     }
     fn user(&mut self, text: &str) -> &mut Self {
         self.msgs.push(match self.format {
-            Format::Goose => unimplemented!("these helpers build kodelet formats only"),
+            Format::Goose | Format::Opencode => {
+                unimplemented!("these helpers build kodelet formats only")
+            }
             Format::Anthropic => json!({"content":[{"text":text,"type":"text"}],"role":"user"}),
             Format::OpenAiChat | Format::DockerAgent => json!({"role":"user","content":text}),
             Format::OpenAiResponses => json!({"type":"message","role":"user","content":text}),
@@ -53,7 +55,9 @@ impl Conv {
         calls: &[(&str, &str, Value)],
     ) -> &mut Self {
         match self.format {
-            Format::Goose => unimplemented!("these helpers build kodelet formats only"),
+            Format::Goose | Format::Opencode => {
+                unimplemented!("these helpers build kodelet formats only")
+            }
             Format::Anthropic => {
                 let mut content = Vec::new();
                 if let Some(t) = thinking {
@@ -107,7 +111,9 @@ impl Conv {
     /// Results (id, content, is_error) of the previous turn's calls.
     fn results(&mut self, results: &[(&str, &str, bool)]) -> &mut Self {
         match self.format {
-            Format::Goose => unimplemented!("these helpers build kodelet formats only"),
+            Format::Goose | Format::Opencode => {
+                unimplemented!("these helpers build kodelet formats only")
+            }
             Format::Anthropic => {
                 let content: Vec<Value> = results
                     .iter()
@@ -137,7 +143,9 @@ impl Conv {
     }
     fn plan(&self, keep_tokens: usize) -> Plan {
         let (provider, metadata) = match self.format {
-            Format::Goose => unimplemented!("these helpers build kodelet formats only"),
+            Format::Goose | Format::Opencode => {
+                unimplemented!("these helpers build kodelet formats only")
+            }
             Format::Anthropic => ("anthropic", None),
             Format::OpenAiChat | Format::DockerAgent => (
                 "openai",

@@ -1,0 +1,331 @@
+//! opencode messages: one `message` row of opencode's `opencode.db` and its `part` rows
+//! (stores.md "opencode"; /work/notes/opencode.md §4).
+//!
+//! An opencode message is a row whose `data` holds the message info (role, model, tokens…) and
+//! several `part` rows whose `data` holds each part (text, tool, step-finish…). agent-db carries
+//! it as an *envelope*: `{"id":…,"info":<message.data bytes>,"parts":[{"id":…,"data":<part.data
+//! bytes>},…]}`. The stored `data` bytes sit in the envelope verbatim.
+//!
+//! Decoding follows opencode's `toModelMessages` (notes §5.3 step 6): user `text` parts unless
+//! `ignored` (empty text dropped), `file` parts other than `text/plain` and directories, a
+//! `compaction` part as the text "What did we do so far?", a `subtask` part as "The following
+//! tool was executed by the user"; assistant `text`, `reasoning`, and each `tool` part as a call
+//! plus its result (a completed output, `[Old tool result content cleared]` when opencode's
+//! prune set `state.time.compacted`, the error text, or `[Tool execution was interrupted]` for
+//! a pending or running tool). An assistant with an `error` is skipped by opencode (unless it
+//! was aborted and has content), so it decodes to an opaque block only. Parts that opencode
+//! does not send (`step-start`, `step-finish`, `snapshot`, `patch`, `agent`, `retry`) and part
+//! types agent-db does not know are kept as opaque blocks: never a panic, never rewritten.
+
+use serde::Deserialize;
+use serde_json::{json, value::RawValue, Value};
+
+use super::{str_field, value_text, Block, Message, Role};
+
+/// What opencode sends the model for a `compaction` part.
+pub const COMPACTION_TEXT: &str = "What did we do so far?";
+/// What opencode sends the model for a `subtask` part.
+pub const SUBTASK_TEXT: &str = "The following tool was executed by the user";
+/// What opencode sends for a tool output its prune cleared.
+pub const CLEARED: &str = "[Old tool result content cleared]";
+/// What opencode sends for a tool that never finished.
+pub const INTERRUPTED: &str = "[Tool execution was interrupted]";
+
+/// One message envelope, split back into its rows.
+#[derive(Debug, Deserialize)]
+pub struct Envelope<'a> {
+    #[serde(default)]
+    pub id: String,
+    #[serde(borrow)]
+    pub info: &'a RawValue,
+    #[serde(borrow, default)]
+    pub parts: Vec<PartEnvelope<'a>>,
+}
+
+/// One part of an envelope.
+#[derive(Debug, Deserialize)]
+pub struct PartEnvelope<'a> {
+    #[serde(default)]
+    pub id: String,
+    #[serde(borrow)]
+    pub data: &'a RawValue,
+}
+
+/// Split an envelope made by [`envelope`] or [`summary_messages`].
+pub fn split_envelope(raw: &RawValue) -> Result<Envelope<'_>, String> {
+    serde_json::from_str(raw.get()).map_err(|e| format!("not an opencode message envelope ({e})"))
+}
+
+/// Build the envelope of one stored message and its parts (id, data). Fails, naming the row,
+/// when a `data` column is not JSON: opencode itself cannot load such a row.
+pub fn envelope(id: &str, info: &str, parts: &[(String, String)]) -> Result<Box<RawValue>, String> {
+    let info_raw = serde_json::from_str::<&RawValue>(info)
+        .map_err(|e| format!("message {id}: data is not valid JSON ({e})"))?;
+    let mut s = String::with_capacity(info.len() + 64);
+    s.push_str("{\"id\":");
+    s.push_str(&serde_json::to_string(id).expect("strings serialize"));
+    s.push_str(",\"info\":");
+    s.push_str(info_raw.get());
+    s.push_str(",\"parts\":[");
+    for (i, (pid, data)) in parts.iter().enumerate() {
+        let raw = serde_json::from_str::<&RawValue>(data)
+            .map_err(|e| format!("part {pid} of message {id}: data is not valid JSON ({e})"))?;
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str("{\"id\":");
+        s.push_str(&serde_json::to_string(pid).expect("strings serialize"));
+        s.push_str(",\"data\":");
+        s.push_str(raw.get());
+        s.push('}');
+    }
+    s.push_str("]}");
+    RawValue::from_string(s).map_err(|e| format!("message {id}: envelope is not JSON ({e})"))
+}
+
+fn to_raw(v: &Value) -> Box<RawValue> {
+    RawValue::from_string(serde_json::to_string(v).expect("json values always serialize"))
+        .expect("serializer output is valid JSON")
+}
+
+/// A user message holding one text part (no ids: agent-db's new rows get theirs when written).
+pub fn user_text_message(text: &str) -> Box<RawValue> {
+    to_raw(&json!({"id": "", "info": {"role": "user"}, "parts": [
+        {"id": "", "data": {"type": "text", "text": text}}
+    ]}))
+}
+
+/// What opencode loads after a compaction it recorded: the compaction user message (a
+/// `compaction` part) and the finished summary assistant holding the summary text.
+pub fn summary_messages(text: &str) -> Vec<Box<RawValue>> {
+    vec![
+        to_raw(&json!({"id": "", "info": {"role": "user"}, "parts": [
+            {"id": "", "data": {"type": "compaction", "auto": false}}
+        ]})),
+        to_raw(
+            &json!({"id": "", "info": {"role": "assistant", "mode": "compaction",
+                "agent": "compaction", "summary": true, "finish": "stop"}, "parts": [
+                {"id": "", "data": {"type": "text", "text": text}}
+            ]}),
+        ),
+    ]
+}
+
+/// Whether an assistant info is a finished, error-free compaction summary (notes §5.3).
+pub fn is_completed_summary(info: &Value) -> bool {
+    str_field(info, "role") == Some("assistant")
+        && info.get("summary") == Some(&Value::Bool(true))
+        && info.get("finish").is_some_and(|f| !f.is_null())
+        && info.get("error").is_none_or(Value::is_null)
+}
+
+/// Whether opencode skips this assistant message (it has an error, and is not an abort that
+/// produced content).
+fn skipped_for_error(info: &Value, parts: &[Value]) -> bool {
+    let Some(err) = info.get("error").filter(|e| !e.is_null()) else {
+        return false;
+    };
+    let aborted = str_field(err, "name") == Some("MessageAbortedError");
+    let has_content = parts.iter().any(|p| {
+        matches!(
+            str_field(p, "type"),
+            Some("text") | Some("reasoning") | Some("tool")
+        )
+    });
+    !(aborted && has_content)
+}
+
+/// Decode one envelope into the model's view of the message.
+pub fn decode(raw: &RawValue) -> Result<Message, String> {
+    let env = split_envelope(raw)?;
+    let info: Value = serde_json::from_str(env.info.get())
+        .map_err(|e| format!("message {}: data is not valid JSON ({e})", env.id))?;
+    let role = match str_field(&info, "role") {
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        Some(other) => {
+            return Err(format!(
+                "message {}: role {other:?} is not an opencode role",
+                env.id
+            ))
+        }
+        None => return Err(format!("message {}: data has no role", env.id)),
+    };
+    let mut parts = Vec::with_capacity(env.parts.len());
+    for p in &env.parts {
+        let v: Value = serde_json::from_str(p.data.get())
+            .map_err(|e| format!("part {}: data is not valid JSON ({e})", p.id))?;
+        parts.push(v);
+    }
+    let mut blocks = Vec::new();
+    if role == Role::Assistant && skipped_for_error(&info, &parts) {
+        blocks.push(Block::Opaque {
+            kind: "opencode:skipped-error".into(),
+            bytes: 0,
+        });
+    } else {
+        for p in &parts {
+            part_blocks(role, p, &mut blocks);
+        }
+    }
+    Ok(Message {
+        role,
+        blocks,
+        raw: raw.to_owned(),
+    })
+}
+
+fn opaque(kind: &str, bytes: usize) -> Block {
+    Block::Opaque {
+        kind: format!("opencode:{kind}"),
+        bytes,
+    }
+}
+
+/// The blocks one part contributes, as opencode's `toModelMessages` sends it.
+fn part_blocks(role: Role, p: &Value, out: &mut Vec<Block>) {
+    let kind = str_field(p, "type").unwrap_or("");
+    match (role, kind) {
+        (_, "text") => {
+            let text = str_field(p, "text").unwrap_or("");
+            let ignored = p.get("ignored") == Some(&Value::Bool(true));
+            if ignored || (role == Role::User && text.is_empty()) {
+                out.push(opaque("ignored-text", 0));
+            } else {
+                out.push(Block::Text { text: text.into() });
+            }
+        }
+        (Role::User, "file") => {
+            let mime = str_field(p, "mime").unwrap_or("");
+            if mime == "text/plain" || mime == "application/x-directory" {
+                out.push(opaque("file", 0));
+            } else {
+                out.push(opaque("file", str_field(p, "url").map_or(0, str::len)));
+            }
+        }
+        (Role::User, "compaction") => out.push(Block::Text {
+            text: COMPACTION_TEXT.into(),
+        }),
+        (Role::User, "subtask") => out.push(Block::Text {
+            text: SUBTASK_TEXT.into(),
+        }),
+        (Role::Assistant, "reasoning") => out.push(Block::Thinking {
+            text: str_field(p, "text").unwrap_or("").into(),
+            redacted: false,
+        }),
+        (Role::Assistant, "tool") => tool_blocks(p, out),
+        (_, "step-start" | "step-finish" | "snapshot" | "patch" | "agent" | "retry") => {
+            out.push(opaque(kind, 0))
+        }
+        // Unknown (a newer opencode) or out of place: kept, counted by size, never interpreted.
+        (_, other) => out.push(opaque(
+            if other.is_empty() { "untyped" } else { other },
+            p.to_string().len(),
+        )),
+    }
+}
+
+/// A `tool` part: its call, and its result as opencode sends it.
+fn tool_blocks(p: &Value, out: &mut Vec<Block>) {
+    let id = str_field(p, "callID").unwrap_or("").to_string();
+    let name = str_field(p, "tool").unwrap_or("tool").to_string();
+    let state = p.get("state").cloned().unwrap_or(Value::Null);
+    let input = state
+        .get("input")
+        .map(Value::to_string)
+        .unwrap_or_else(|| "{}".into());
+    let (content, is_error) = match str_field(&state, "status") {
+        Some("completed") => {
+            let compacted = state
+                .get("time")
+                .and_then(|t| t.get("compacted"))
+                .is_some_and(|c| !c.is_null());
+            if compacted {
+                (CLEARED.to_string(), false)
+            } else {
+                (
+                    state.get("output").map(value_text).unwrap_or_default(),
+                    false,
+                )
+            }
+        }
+        Some("error") => (state.get("error").map(value_text).unwrap_or_default(), true),
+        _ => (INTERRUPTED.to_string(), true),
+    };
+    out.push(Block::ToolCall {
+        id: id.clone(),
+        name,
+        input,
+    });
+    out.push(Block::ToolResult {
+        call_id: id,
+        content,
+        is_error,
+        images: Vec::new(),
+    });
+}
+
+/// Whether a tool part is one opencode's prune may clear: completed, not `skill`, not cleared
+/// yet (notes §6).
+pub fn prunable(part: &Value) -> bool {
+    let state = &part["state"];
+    str_field(part, "type") == Some("tool")
+        && str_field(part, "tool") != Some("skill")
+        && str_field(state, "status") == Some("completed")
+        && state
+            .get("time")
+            .and_then(|t| t.get("compacted"))
+            .is_none_or(Value::is_null)
+}
+
+/// Mark every prunable tool part of an envelope `state.time.compacted` (the output is kept, as
+/// opencode's prune keeps it). The store writes the real time; the mark here only says which
+/// parts. Returns whether anything changed.
+pub fn prune(value: &mut Value) -> bool {
+    let Some(parts) = value.get_mut("parts").and_then(Value::as_array_mut) else {
+        return false;
+    };
+    let mut changed = false;
+    for p in parts {
+        let data = &mut p["data"];
+        if !prunable(data) {
+            continue;
+        }
+        let state = &mut data["state"];
+        if !state.get("time").is_some_and(Value::is_object) {
+            state["time"] = json!({});
+        }
+        state["time"]["compacted"] = json!(0);
+        changed = true;
+    }
+    changed
+}
+
+/// The ids of the parts of an envelope whose tool output is marked cleared.
+pub fn cleared_parts(raw: &RawValue) -> Vec<String> {
+    let Ok(v) = serde_json::from_str::<Value>(raw.get()) else {
+        return Vec::new();
+    };
+    let Some(parts) = v["parts"].as_array() else {
+        return Vec::new();
+    };
+    parts
+        .iter()
+        .filter(|p| {
+            str_field(&p["data"], "type") == Some("tool")
+                && p["data"]["state"]["time"]
+                    .get("compacted")
+                    .is_some_and(|c| !c.is_null())
+        })
+        .filter_map(|p| str_field(p, "id").map(str::to_string))
+        .collect()
+}
+
+/// Serialize an edited envelope (compact, key order kept).
+pub fn raw_of(v: &Value) -> Box<RawValue> {
+    to_raw(v)
+}
+
+#[cfg(test)]
+#[path = "opencode_tests.rs"]
+mod tests;

@@ -1,0 +1,148 @@
+//! opencode's `opencode.db` (stores.md "opencode"; /work/notes/opencode.md): append-only. A
+//! compaction appends what opencode's own compaction appends (a user message with a
+//! `compaction` part naming the first kept message, then a finished `summary` assistant), so
+//! opencode's `filterCompacted` loads the summary and the kept tail; `prune` marks old tool
+//! outputs cleared as opencode's prune does. Nothing is ever deleted (foreign keys cascade).
+//!
+//! - `schema.rs`: the recorded migrations (refused when newer than [`NEWEST_KNOWN`]) and columns.
+//! - `read.rs`: the listing (the `session` row and the newest finished assistant's tokens) and
+//!   the history as opencode loads it.
+//! - `write.rs`: the typed proposal. `ids.rs`: opencode's id algorithm.
+//!
+//! A session's utilization is its newest finished assistant message's context (as opencode's
+//! `isOverflow` counts it) over the model's context window from `[context_limits]` or the
+//! built-in table (opencode stores no window; `--context-limit` stands in when neither knows
+//! the model).
+
+mod ids;
+mod read;
+mod schema;
+mod write;
+
+pub use ids::{ascending as ascending_id, descending as descending_id};
+pub use read::{context_tokens, load_session, meta, rfc3339_ms, scan, Msg, Session};
+pub use schema::{check_schema, Era, Schema, EVENTS_MIGRATION, NEWEST_KNOWN};
+pub use write::Proposal;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rusqlite::Connection;
+
+use super::commit::Commit;
+use super::kind::{Adapter, LoadedState, Read};
+use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
+use crate::error::Result;
+
+/// The provider name agent-db gives opencode sessions (`Format::detect` maps it).
+pub const PROVIDER: &str = "opencode";
+
+/// The opencode store kind.
+pub const KIND: StoreKind = StoreKind::new(&Opencode);
+
+/// opencode's adapter.
+pub struct Opencode;
+
+/// What a loaded session keeps for its proposal: the version token and the loaded ids.
+#[derive(Debug, Clone)]
+struct Loaded {
+    version: String,
+    ids: Vec<String>,
+}
+
+/// opencode's data directory: `$XDG_DATA_HOME/opencode` (absolute), else
+/// `~/.local/share/opencode`.
+fn data_dir() -> PathBuf {
+    match std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+    {
+        Some(x) => x.join("opencode"),
+        None => super::home_dir().join(".local/share/opencode"),
+    }
+}
+
+impl Adapter for Opencode {
+    fn name(&self) -> &'static str {
+        "opencode"
+    }
+
+    fn signature_tables(&self) -> &'static [&'static str] {
+        &["session", "message", "part"]
+    }
+
+    fn check_schema(&self, conn: &Connection, path: &std::path::Path) -> Result<()> {
+        check_schema(conn, path).map(|_| ())
+    }
+
+    fn default_path_doc(&self) -> &'static str {
+        "opencode: $OPENCODE_DB or ~/.local/share/opencode/opencode.db"
+    }
+
+    /// `OPENCODE_DB` (absolute as is, relative under the data dir), else the data dir's
+    /// `opencode.db` (the `latest`, `beta` and `prod` channels' file).
+    fn default_path(&self) -> PathBuf {
+        match std::env::var_os("OPENCODE_DB").filter(|v| !v.is_empty()) {
+            Some(v) if PathBuf::from(&v).is_absolute() => PathBuf::from(v),
+            Some(v) => data_dir().join(v),
+            None => data_dir().join("opencode.db"),
+        }
+    }
+
+    fn id_column(&self) -> (&'static str, &'static str) {
+        ("session", "id")
+    }
+
+    /// opencode's prune marks tool outputs cleared in place, so `prune` is available.
+    fn rewrites_history(&self) -> bool {
+        true
+    }
+
+    fn keeps_tail(&self, read: &Read<'_>) -> Result<bool> {
+        Ok(check_schema(read.conn, read.path)?.keeps_tail())
+    }
+
+    fn providers(&self, _read: &Read<'_>) -> Result<Vec<String>> {
+        Ok(vec![PROVIDER.to_string()])
+    }
+
+    fn scan(
+        &self,
+        read: &Read<'_>,
+        prefilter: Prefilter,
+        f: &mut dyn FnMut(ConversationMeta) -> bool,
+    ) -> Result<()> {
+        scan(read.conn, read.path, read.limits, prefilter, f)
+    }
+
+    fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>> {
+        meta(read.conn, read.path, read.limits, id)
+    }
+
+    fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
+        let s = load_session(read.conn, read.path, id)?;
+        let state = Loaded {
+            version: s.version,
+            ids: s.loaded.into_iter().map(|m| m.id).collect(),
+        };
+        Ok(StoredConversation::with_state(
+            id,
+            s.raw_messages,
+            Arc::new(state),
+        ))
+    }
+}
+
+impl LoadedState for Loaded {
+    fn propose(&self, id: &str, c: Compaction) -> Box<dyn Commit> {
+        Box::new(Proposal {
+            id: id.to_string(),
+            version: self.version.clone(),
+            loaded: self.ids.clone(),
+            summary: c.summary,
+            tail_start: c.tail_start,
+            reinsert: c.reinsert,
+            history: c.history,
+        })
+    }
+}

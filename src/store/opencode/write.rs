@@ -1,0 +1,332 @@
+//! opencode's proposal, in the shared protocol's one `BEGIN IMMEDIATE` transaction
+//! (stores.md "opencode").
+//!
+//! A summary is written the way opencode records its own compaction (notes §5.2, replayed in
+//! §5.4): nothing is deleted or rewritten; two messages are appended.
+//! - A user message (agent and model of the session's latest user message) with one
+//!   `compaction` part `{"type":"compaction","auto":false,"tail_start_id":<first kept>}`.
+//! - The summary assistant: `parentID` = that user message, `mode`/`agent` `"compaction"`,
+//!   `summary:true`, `finish:"stop"`, zero cost and tokens, with one `text` part holding the
+//!   summary. No `step-finish` part, so the session totals do not change (§4.5).
+//! - Ids from opencode's algorithm (`ids.rs`); `time_created` after every existing message and
+//!   part of the session, so opencode's `(time_created, id)` order puts them last.
+//! - `session.time_updated` = the summary's completion time, as opencode's `touch` would.
+//! - The kept tail starts at the first kept message. When the split put the latest instruction
+//!   back and it sits right before the tail, the tail starts at that instruction (opencode
+//!   keeps whole turns); otherwise (further back, on a store whose opencode ignores
+//!   `tail_start_id` (before the events migration), or where no tail can be expressed) the
+//!   instruction is appended to the summary text verbatim, as the docker-agent store does.
+//! - The event log is not written: opencode's loader does not read it (notes §4.6, §5.4).
+//!
+//! `prune` marks each cleared tool part `state.time.compacted` (its output kept) and bumps the
+//! part's `time_updated`, as opencode's own prune (notes §6).
+//!
+//! Archived: the inserted rows (parts before messages) and every changed cell. Before
+//! committing, the session is loaded again as opencode would load it.
+
+use std::path::Path;
+
+use rusqlite::{params, Connection};
+use serde_json::{json, Value};
+
+use super::ids;
+use super::read::{load_session, Msg, Session};
+use crate::error::{Error, Result, SqlContext};
+use crate::message::{self, opencode as codec, str_field, Format};
+use crate::store::archive::Cell;
+use crate::store::commit::{Stage, Staged, Write};
+
+/// opencode's typed proposal.
+pub struct Proposal {
+    pub id: String,
+    pub version: String,
+    /// The ids of the loaded messages the plan was made on.
+    pub loaded: Vec<String>,
+    pub summary: Option<String>,
+    pub tail_start: usize,
+    pub reinsert: Option<usize>,
+    /// The new history (for prune: the head with cleared tool parts marked).
+    pub history: String,
+}
+
+/// A row agent-db inserts.
+#[derive(Debug, Clone)]
+pub struct NewRow {
+    table: &'static str,
+    id: String,
+    message_id: Option<String>,
+    time: i64,
+    data: String,
+}
+
+/// What the apply step writes.
+pub enum Apply {
+    Append {
+        rows: Vec<NewRow>,
+        time_updated: i64,
+        /// The ids opencode must load afterwards.
+        expect: Vec<String>,
+    },
+    Prune {
+        parts: Vec<(String, String)>,
+        now: i64,
+    },
+}
+
+impl Write for Proposal {
+    type Version = String;
+    type Current = Session;
+    type Apply = Apply;
+
+    fn planned(&self) -> &String {
+        &self.version
+    }
+
+    fn read(&self, tx: &Connection, path: &Path) -> Result<Option<(String, Session)>> {
+        match load_session(tx, path, &self.id) {
+            Ok(s) => Ok(Some((s.version.clone(), s))),
+            Err(Error::ConversationNotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn stage(&self, _tx: &Connection, _path: &Path, cur: Session) -> Result<Stage<Apply>> {
+        let ids: Vec<&str> = cur.loaded.iter().map(|m| m.id.as_str()).collect();
+        if ids != self.loaded.iter().map(String::as_str).collect::<Vec<_>>()
+            || self.tail_start > cur.loaded.len()
+        {
+            return Ok(Stage::Changed(
+                "changed since read (its messages moved); nothing written".into(),
+            ));
+        }
+        match &self.summary {
+            Some(s) => self.stage_summary(&cur, s),
+            None => self.stage_prune(&cur),
+        }
+    }
+
+    fn apply(&self, tx: &Connection, path: &Path, a: Apply) -> Result<()> {
+        match a {
+            Apply::Append {
+                rows,
+                time_updated,
+                expect,
+            } => {
+                for r in &rows {
+                    insert(tx, path, &self.id, r)?;
+                }
+                tx.execute(
+                    "UPDATE session SET time_updated = ?1 WHERE id = ?2",
+                    params![time_updated, self.id],
+                )
+                .at(path)?;
+                let after = load_session(tx, path, &self.id)?;
+                let got: Vec<&str> = after.loaded.iter().map(|m| m.id.as_str()).collect();
+                if got != expect.iter().map(String::as_str).collect::<Vec<_>>() {
+                    return Err(Error::conversation(
+                        &self.id,
+                        format!("after the write opencode would load {got:?}, not {expect:?}; nothing written"),
+                    ));
+                }
+                Ok(())
+            }
+            Apply::Prune { parts, now } => {
+                for (pid, data) in &parts {
+                    tx.execute(
+                        "UPDATE part SET data = ?1, time_updated = ?2 WHERE id = ?3",
+                        params![data, now, pid],
+                    )
+                    .at(path)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn insert(tx: &Connection, path: &Path, session: &str, r: &NewRow) -> Result<()> {
+    match r.message_id.as_deref() {
+        None => tx.execute(
+            "INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES (?1, ?2, ?3, ?3, ?4)",
+            params![r.id, session, r.time, r.data],
+        ),
+        Some(m) => tx.execute(
+            "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
+            params![r.id, m, session, r.time, r.data],
+        ),
+    }
+    .at(path)?;
+    Ok(())
+}
+
+/// The first index `k >= start` from which the loaded messages are exactly what opencode loads
+/// after a `tail_start_id` of `loaded[k]`: chronological, and after everything before them.
+fn consistent_start(loaded: &[Msg], start: usize) -> usize {
+    (start..loaded.len())
+        .find(|&k| {
+            loaded[k..].windows(2).all(|w| w[0].key() < w[1].key())
+                && loaded[..k].iter().all(|m| m.key() < loaded[k].key())
+        })
+        .unwrap_or(loaded.len())
+}
+
+fn now_ms() -> i64 {
+    crate::gotime::now().timestamp_millis()
+}
+
+impl Proposal {
+    /// The text of loaded message `i` (the latest instruction).
+    fn instruction(&self, cur: &Session, i: usize) -> Result<String> {
+        let parts = message::split_raw(&cur.raw_messages)
+            .map_err(|e| Error::conversation(&self.id, e.to_string()))?;
+        let raw = parts.get(i).ok_or_else(|| {
+            Error::conversation(&self.id, format!("message {i} (the latest instruction) is not loaded"))
+        })?;
+        let m = message::decode(Format::Opencode, raw)
+            .map_err(|e| Error::conversation(&self.id, e))?;
+        Ok(m.text())
+    }
+
+    fn stage_summary(&self, cur: &Session, summary: &str) -> Result<Stage<Apply>> {
+        let n = cur.loaded.len();
+        // The put-back instruction right before the kept tail starts it (opencode keeps whole
+        // turns); one further back would drag the summarized steps after it along, so it is
+        // appended to the summary text instead.
+        let want = match self.reinsert {
+            Some(i) if i + 1 == self.tail_start => i,
+            _ => self.tail_start,
+        };
+        let k = if cur.schema.keeps_tail() {
+            consistent_start(&cur.loaded, want)
+        } else {
+            n
+        };
+        let mut text = summary.to_string();
+        if let Some(i) = self.reinsert.filter(|i| *i < k) {
+            text = format!(
+                "{}\n\nThe latest instruction, verbatim:\n\n{}",
+                text.trim_end(),
+                self.instruction(cur, i)?
+            );
+        }
+        let tail = (k < n).then(|| cur.loaded[k].id.clone());
+        let rows = self.new_rows(cur, &text, tail.as_deref());
+        let mut expect = vec![rows[0].id.clone(), rows[2].id.clone()];
+        expect.extend(cur.loaded[k..].iter().map(|m| m.id.clone()));
+        let mut cells: Vec<Cell> = rows
+            .iter()
+            .rev()
+            .map(|r| Cell::inserted_row(r.table, "id", r.id.clone()))
+            .collect();
+        cells.push(Cell::new("session", "id", self.id.clone(), "time_updated"));
+        let details = json!({
+            "schema": cur.schema.describe(),
+            "compaction_message": rows[0].id,
+            "summary_message": rows[2].id,
+            "inserted_rows": rows.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+            "tail_start_id": tail,
+            "kept_messages": n - k,
+            "event_log": "not written: opencode's loader does not read it",
+        });
+        let time_updated = rows[2].time + 1;
+        Ok(Stage::Ready(Staged {
+            cells,
+            details: Some(("opencode", details)),
+            apply: Apply::Append {
+                rows,
+                time_updated,
+                expect,
+            },
+        }))
+    }
+
+    /// The compaction user message, its part, the summary assistant and its text part.
+    fn new_rows(&self, cur: &Session, text: &str, tail: Option<&str>) -> Vec<NewRow> {
+        let t = now_ms().max(cur.max_time + 1);
+        let seed = |n: usize| format!("{}\0{}\0{n}\0agent-db", self.id, self.version);
+        let user_id = ids::ascending("msg", t, 1, &seed(0));
+        let asst_id = ids::ascending("msg", t + 1, 1, &seed(2));
+        let (agent, model) = match &cur.latest_user {
+            Some(u) => (u.get("agent").cloned(), u.get("model").cloned()),
+            None => (None, None),
+        };
+        let last_asst = cur.loaded.iter().rev().find(|m| m.role() == "assistant");
+        let model = model.unwrap_or_else(|| {
+            let a = last_asst.map(|m| &m.info);
+            json!({"providerID": a.and_then(|a| str_field(a, "providerID")).unwrap_or(""),
+                   "modelID": a.and_then(|a| str_field(a, "modelID")).unwrap_or("")})
+        });
+        let user = json!({"role": "user", "time": {"created": t},
+            "agent": agent.unwrap_or_else(|| json!("build")), "model": model});
+        let mut compaction = json!({"type": "compaction", "auto": false});
+        if let Some(tail) = tail {
+            compaction["tail_start_id"] = json!(tail);
+        }
+        let path = last_asst
+            .and_then(|m| m.info.get("path").cloned())
+            .unwrap_or_else(|| json!({"cwd": cur.directory, "root": "/"}));
+        let asst = json!({"role": "assistant", "parentID": user_id, "mode": "compaction",
+            "agent": "compaction", "summary": true, "path": path, "cost": 0,
+            "tokens": {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+            "modelID": model["modelID"], "providerID": model["providerID"],
+            "time": {"created": t + 1, "completed": t + 2}, "finish": "stop"});
+        let text_part = json!({"type": "text", "text": text, "time": {"start": t + 1, "end": t + 2}});
+        let row = |table, id: String, message_id: Option<&str>, time, v: &Value| NewRow {
+            table,
+            id,
+            message_id: message_id.map(str::to_string),
+            time,
+            data: v.to_string(),
+        };
+        vec![
+            row("message", user_id.clone(), None, t, &user),
+            row("part", ids::ascending("prt", t, 1, &seed(1)), Some(&user_id), t, &compaction),
+            row("message", asst_id.clone(), None, t + 1, &asst),
+            row("part", ids::ascending("prt", t + 1, 1, &seed(3)), Some(&asst_id), t + 1, &text_part),
+        ]
+    }
+
+    fn stage_prune(&self, cur: &Session) -> Result<Stage<Apply>> {
+        let new = message::split_raw(&self.history)
+            .map_err(|e| Error::conversation(&self.id, e.to_string()))?;
+        let now = now_ms();
+        let mut parts = Vec::new();
+        for (i, raw) in new.iter().take(self.tail_start).enumerate() {
+            let Some(m) = cur.loaded.get(i) else { break };
+            for pid in codec::cleared_parts(raw) {
+                let Some((_, data)) = m.parts.iter().find(|(p, _)| *p == pid) else {
+                    continue;
+                };
+                let Ok(mut v) = serde_json::from_str::<Value>(data) else {
+                    continue;
+                };
+                if !codec::prunable(&v) {
+                    continue;
+                }
+                let state = &mut v["state"];
+                if !state.get("time").is_some_and(Value::is_object) {
+                    state["time"] = json!({});
+                }
+                state["time"]["compacted"] = json!(now);
+                parts.push((pid, v.to_string()));
+            }
+        }
+        if parts.is_empty() {
+            return Ok(Stage::Changed("nothing to prune: no completed tool output before the kept tail".into()));
+        }
+        let mut cells = Vec::new();
+        for (pid, _) in &parts {
+            cells.push(Cell::new("part", "id", pid.clone(), "data"));
+            cells.push(Cell::new("part", "id", pid.clone(), "time_updated"));
+        }
+        let details = json!({
+            "schema": cur.schema.describe(),
+            "pruned_parts": parts.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(),
+        });
+        Ok(Stage::Ready(Staged {
+            cells,
+            details: Some(("opencode", details)),
+            apply: Apply::Prune { parts, now },
+        }))
+    }
+}

@@ -1,0 +1,679 @@
+//! opencode's `opencode.db` end to end, on generated stores of each era (1.14 drizzle, 1.18
+//! Effect, upgraded): the selection against the test's own SQL, a compaction read back by the
+//! opencode loader oracle (`opencode_loader.rs`) with every other row and table compared by the
+//! test's own dumps, restore byte for byte, an unknown newer schema, bad rows, prune, and the
+//! llm strategy and hooks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use agent_db_synth::opencode::{generate_opencode, model_limit, OpencodeEra, WRAP_MS};
+use agent_db_synth::SynthOptions;
+use rusqlite::Connection;
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::common::{bare_cmd, ids_with_status, json, MiniLlm};
+use crate::opencode_loader::{check_compacted, load, Sent};
+
+const HEADER: &str = "[agent-db compaction summary]";
+
+struct O {
+    dir: TempDir,
+    db: PathBuf,
+}
+
+impl O {
+    fn new(preset: &str, n: usize) -> O {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("opencode.db");
+        let opts = SynthOptions {
+            conversations: n,
+            seed: 7,
+            scale: 0.5,
+            ..SynthOptions::default()
+        };
+        generate_opencode(&db, &opts, OpencodeEra::preset(preset).unwrap()).unwrap();
+        O { dir, db }
+    }
+
+    fn cmd(&self) -> assert_cmd::Command {
+        let mut c = bare_cmd(self.dir.path());
+        c.arg("--db").arg(&self.db);
+        c
+    }
+
+    fn conn(&self) -> Connection {
+        Connection::open(&self.db).unwrap()
+    }
+
+    fn strings(&self, sql: &str) -> Vec<String> {
+        let c = self.conn();
+        let mut st = c.prepare(sql).unwrap();
+        let rows = st.query_map([], |r| r.get::<_, String>(0)).unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    }
+
+    /// Every row of every table but agent-db's own, keyed by table then by rowid.
+    fn dump(&self) -> Dump {
+        let c = self.conn();
+        let tables = self.strings(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'agent_db_%' \
+             AND name <> 'sqlite_sequence' ORDER BY name",
+        );
+        let mut out = BTreeMap::new();
+        for t in tables {
+            let mut st = c
+                .prepare(&format!("SELECT rowid, * FROM \"{t}\" ORDER BY rowid"))
+                .unwrap();
+            let n = st.column_count();
+            let rows = st
+                .query_map([], |r| {
+                    let cells = (1..n)
+                        .map(|i| Ok(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?)))
+                        .collect::<rusqlite::Result<Vec<_>>>()?;
+                    Ok((r.get::<_, i64>(0)?, cells))
+                })
+                .unwrap();
+            out.insert(t, rows.map(|r| r.unwrap()).collect());
+        }
+        out
+    }
+
+    /// The sessions over `ratio` by the test's own rule: the newest finished assistant (by
+    /// `time_created`, then `id`); its context is `tokens.total`, else input + output + cache,
+    /// or the output of a summary; over the generator's model windows.
+    fn over(&self, ratio: f64) -> BTreeSet<String> {
+        let c = self.conn();
+        let mut st = c
+            .prepare(
+                "SELECT s.id, (SELECT m.data FROM message m WHERE m.session_id = s.id \
+                 AND json_extract(m.data, '$.role') = 'assistant' AND json_extract(m.data, '$.finish') IS NOT NULL \
+                 ORDER BY m.time_created DESC, m.id DESC LIMIT 1) FROM session s",
+            )
+            .unwrap();
+        let rows: Vec<(String, Option<String>)> = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        rows.into_iter()
+            .filter_map(|(id, data)| {
+                let v: Value = serde_json::from_str(&data?).ok()?;
+                let t = &v["tokens"];
+                let ctx = if v["summary"] == Value::Bool(true) {
+                    t["output"].as_i64()?
+                } else if t["total"].as_i64().unwrap_or(0) > 0 {
+                    t["total"].as_i64()?
+                } else {
+                    [
+                        &t["input"],
+                        &t["output"],
+                        &t["cache"]["read"],
+                        &t["cache"]["write"],
+                    ]
+                    .iter()
+                    .map(|x| x.as_i64().unwrap_or(0))
+                    .sum()
+                };
+                let limit = model_limit(v["modelID"].as_str()?)?;
+                (ctx as f64 / limit as f64 >= ratio).then_some(id)
+            })
+            .collect()
+    }
+
+    fn sessions(&self) -> Vec<String> {
+        self.strings("SELECT id FROM session ORDER BY id")
+    }
+
+    fn loads(&self) -> BTreeMap<String, Result<Vec<Sent>, String>> {
+        let c = self.conn();
+        self.sessions()
+            .into_iter()
+            .map(|s| {
+                let l = load(&c, &s);
+                (s, l)
+            })
+            .collect()
+    }
+
+    fn checks(&self) {
+        let c = self.conn();
+        let ok: String = c
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ok, "ok");
+        let fk: i64 = c
+            .query_row("SELECT COUNT(*) FROM pragma_foreign_key_check", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(fk, 0, "foreign_key_check");
+    }
+}
+
+fn compact(o: &O, args: &[&str]) -> Value {
+    let mut c = o.cmd();
+    c.args(["compact", "--idle", "0", "--yes", "--json"])
+        .args(args);
+    let (doc, code) = json(c);
+    assert!(code == 0 || code == 1, "exit {code}: {doc:#}");
+    doc
+}
+
+#[test]
+fn list_all_over_selects_exactly_the_sessions_over_the_ratio() {
+    for preset in OpencodeEra::PRESETS {
+        let o = O::new(preset, 24);
+        let (doc, code) = json({
+            let mut c = o.cmd();
+            c.args(["list", "--all-over", "0.7", "--idle", "0", "--json"]);
+            c
+        });
+        assert_eq!(code, 0, "{preset}");
+        assert_eq!(doc["store"]["kind"], "opencode");
+        let got: BTreeSet<String> = ids_with_status(&doc, "selected").into_iter().collect();
+        let want = o.over(0.7);
+        assert!(want.len() >= 4, "{preset}: only {} over 0.7", want.len());
+        assert!(want.len() < 20, "{preset}: {} over 0.7", want.len());
+        assert_eq!(got, want, "{preset}");
+    }
+}
+
+/// The rows of `message` and `part` that exist now and did not before, by table.
+fn appended(before: &Dump, after: &Dump, table: &str) -> Vec<Vec<String>> {
+    let old: BTreeSet<&Vec<String>> = before[table].values().collect();
+    after[table]
+        .values()
+        .filter(|r| !old.contains(r))
+        .cloned()
+        .collect()
+}
+
+type Dump = BTreeMap<String, BTreeMap<i64, Vec<String>>>;
+
+/// Appended: exactly two messages and two parts per compacted session, last in opencode's
+/// `(time_created, id)` order; nothing else changed but `session.time_updated`.
+fn only_appended(o: &O, preset: &str, before: &Dump, compacted: &BTreeSet<String>) {
+    let after = o.dump();
+    let c = o.conn();
+    let msgs = appended(before, &after, "message");
+    let parts = appended(before, &after, "part");
+    assert_eq!(msgs.len(), 2 * compacted.len(), "{preset}");
+    assert_eq!(parts.len(), 2 * compacted.len(), "{preset}");
+    assert_eq!(after["message"].len(), before["message"].len() + msgs.len());
+    for (t, rows) in before {
+        match t.as_str() {
+            "message" | "part" => {
+                for (rowid, r) in rows {
+                    assert_eq!(after[t].get(rowid), Some(r), "{preset} {t} row {rowid}");
+                }
+            }
+            "session" => {
+                // Only time_updated of a compacted session moves (id is the first column).
+                for (rowid, r) in rows {
+                    let new = &after[t][rowid];
+                    let id: String = serde_json::from_str(
+                        r[0].trim_start_matches("Text(").trim_end_matches(')'),
+                    )
+                    .unwrap();
+                    let differ = r.iter().zip(new).filter(|(a, b)| a != b).count();
+                    let want = usize::from(compacted.contains(&id));
+                    assert_eq!(differ, want, "{preset} session {id}");
+                }
+            }
+            _ => assert_eq!(rows, &after[t], "{preset} table {t}"),
+        }
+    }
+    let newest: Vec<(String, i64)> = o
+        .strings("SELECT s.id || '|' || (SELECT MAX(time_created) FROM message WHERE session_id = s.id) FROM session s WHERE EXISTS (SELECT 1 FROM message WHERE session_id = s.id)")
+        .into_iter()
+        .map(|x| {
+            let (a, b) = x.split_once('|').unwrap();
+            (a.to_string(), b.parse().unwrap())
+        })
+        .collect();
+    for (s, max) in newest.iter().filter(|(s, _)| compacted.contains(s)) {
+        let last: String = c
+            .query_row(
+                "SELECT data FROM message WHERE session_id = ?1 ORDER BY time_created DESC, id DESC LIMIT 1",
+                [s],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let v: Value = serde_json::from_str(&last).unwrap();
+        assert_eq!(v["summary"], true, "{preset} {s}");
+        assert_eq!(v["finish"], "stop");
+        assert_eq!(v["mode"], "compaction");
+        assert_eq!(v["time"]["created"].as_i64(), Some(*max));
+        let updated: i64 = c
+            .query_row("SELECT time_updated FROM session WHERE id = ?1", [s], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert!(updated > *max, "{preset} {s}: time_updated {updated}");
+    }
+}
+
+#[test]
+fn extractive_compaction_loads_in_opencode_and_restores_byte_for_byte() {
+    for preset in OpencodeEra::PRESETS {
+        let o = O::new(preset, 24);
+        let before = o.dump();
+        let loads_before = o.loads();
+        let want = o.over(0.7);
+        let doc = compact(&o, &["--all-over", "0.7", "--strategy", "extractive"]);
+        let compacted: BTreeSet<String> = ids_with_status(&doc, "compacted").into_iter().collect();
+        assert!(compacted.len() >= 4, "{preset}: {doc:#}");
+        assert!(compacted.is_subset(&want), "{preset}");
+        o.checks();
+        let c = o.conn();
+        for s in o.sessions() {
+            let now = load(&c, &s).unwrap();
+            let was = loads_before[&s].as_ref().unwrap();
+            if compacted.contains(&s) {
+                check_compacted(was, &now, HEADER).unwrap_or_else(|e| panic!("{preset} {s}: {e}"));
+            } else {
+                assert_eq!(&now, was, "{preset} {s}");
+            }
+        }
+        only_appended(&o, preset, &before, &compacted);
+        // The store really has sessions across the 48-bit id wrap, and they were compacted.
+        let wrapped = o.strings(&format!(
+            "SELECT DISTINCT session_id FROM message WHERE time_created >= {WRAP_MS} AND session_id IN \
+             (SELECT session_id FROM message WHERE time_created < {WRAP_MS})"
+        ));
+        assert!(!wrapped.is_empty(), "{preset}: no session spans the wrap");
+        // Restore gives back every row.
+        let mut r = o.cmd();
+        r.args(["restore", "--all-since", "1h"]);
+        let out = r.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(o.dump(), before, "{preset}: restore");
+        o.checks();
+    }
+}
+
+#[test]
+fn sessions_compacted_by_opencode_are_loaded_by_its_rule_and_compacted_again() {
+    let o = O::new("opencode-1.18", 24);
+    let c = o.conn();
+    // Sessions 3 and 8 carry opencode's own compactions (one manual with a tail).
+    let with_tail = o.strings(
+        "SELECT DISTINCT m.session_id FROM part p JOIN message m ON m.id = p.message_id \
+         WHERE json_extract(p.data, '$.type') = 'compaction' AND json_extract(p.data, '$.tail_start_id') IS NOT NULL",
+    );
+    assert!(!with_tail.is_empty());
+    for s in &with_tail {
+        let sent = load(&c, s).unwrap();
+        assert_eq!(sent[0].texts, ["What did we do so far?"], "{s}");
+        let meta = {
+            let mut cmd = o.cmd();
+            cmd.args(["show", s, "--json"]);
+            json(cmd).0
+        };
+        assert!(
+            meta.to_string().contains("What did we do so far?"),
+            "{s}: {meta:#}"
+        );
+    }
+    drop(c);
+    let before = o.loads();
+    let doc = compact(&o, &["--all-over", "0", "--strategy", "extractive"]);
+    let c = o.conn();
+    for s in with_tail
+        .iter()
+        .filter(|s| ids_with_status(&doc, "compacted").contains(s))
+    {
+        check_compacted(before[s].as_ref().unwrap(), &load(&c, s).unwrap(), HEADER)
+            .unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+}
+
+#[test]
+fn a_newer_migration_is_refused_with_exit_4() {
+    for (preset, sql) in [
+        ("opencode-1.18", "INSERT INTO migration VALUES ('20270101000000_future', 1)"),
+        (
+            "opencode-1.14",
+            "INSERT INTO __drizzle_migrations (hash, created_at, name) VALUES ('', 1, '20270101000000_future')",
+        ),
+    ] {
+        let o = O::new(preset, 3);
+        o.conn().execute(sql, []).unwrap();
+        let before = crate::common::files_hash(&o.db);
+        for args in [&["list"][..], &["compact", "--all-over", "0", "--idle", "0", "--yes"]] {
+            let out = o.cmd().args(args).output().unwrap();
+            assert_eq!(out.status.code(), Some(4), "{preset} {args:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("20270101000000_future") && err.contains("newer"), "{err}");
+        }
+        assert_eq!(crate::common::files_hash(&o.db), before);
+    }
+}
+
+#[test]
+fn bad_rows_fail_only_their_session() {
+    let o = O::new("opencode-1.18", 16);
+    let ids = o.over(0.7).into_iter().collect::<Vec<_>>();
+    assert!(ids.len() >= 4, "{ids:?}");
+    let c = o.conn();
+    // Unparsable message data, in the newest message (opencode reads it first).
+    let newest = |s: &str| -> String {
+        c.query_row(
+            "SELECT id FROM message WHERE session_id = ?1 ORDER BY time_created DESC, id DESC LIMIT 1",
+            [s],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let bad_json = newest(&ids[0]);
+    c.execute(
+        "UPDATE message SET data = '{\"role\":\"assistant\",' WHERE id = ?1",
+        [&bad_json],
+    )
+    .unwrap();
+    // A message without parts.
+    let bare = newest(&ids[1]);
+    c.execute("DELETE FROM part WHERE message_id = ?1", [&bare])
+        .unwrap();
+    // An unknown part type: kept, never interpreted; the session still compacts.
+    let m = newest(&ids[2]);
+    c.execute(
+        "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES ('prt_zzzzzzzzzzzzzzzzzzzzzzzzzz', ?1, ?2, 1, 1, '{\"type\":\"hologram\",\"beam\":[1]}')",
+        [&m, &ids[2]],
+    )
+    .unwrap();
+    drop(c);
+    let doc = compact(&o, &["--all-over", "0.7", "--strategy", "extractive"]);
+    let failed = ids_with_status(&doc, "failed");
+    assert_eq!(failed.len(), 2, "{doc:#}");
+    let text = doc.to_string();
+    assert!(
+        text.contains(&format!("message {bad_json}: data is not valid JSON")),
+        "{doc:#}"
+    );
+    assert!(
+        text.contains(&format!("message {bare} has no parts")),
+        "{doc:#}"
+    );
+    let compacted = ids_with_status(&doc, "compacted");
+    assert!(compacted.contains(&ids[2]), "{doc:#}");
+    assert!(compacted.len() >= 2);
+    o.checks();
+}
+
+#[test]
+fn prune_marks_old_tool_outputs_compacted_and_restores() {
+    let o = O::new("opencode-1.14", 8);
+    let before = o.dump();
+    let doc = compact(&o, &["--all-over", "0.7", "--strategy", "prune"]);
+    let pruned = ids_with_status(&doc, "compacted");
+    assert!(!pruned.is_empty(), "{doc:#}");
+    let after = o.dump();
+    assert_eq!(before["message"], after["message"]);
+    assert_eq!(
+        before["session"], after["session"],
+        "prune does not touch the session"
+    );
+    let mut changed = 0;
+    for (rowid, old) in &before["part"] {
+        let new = &after["part"][rowid];
+        if old == new {
+            continue;
+        }
+        changed += 1;
+        // id, message_id, session_id, time_created kept; data gains state.time.compacted;
+        // time_updated moves.
+        assert_eq!(old[..4], new[..4]);
+        let unq = |s: &str| -> Value {
+            serde_json::from_str(
+                &serde_json::from_str::<String>(
+                    s.trim_start_matches("Text(").trim_end_matches(')'),
+                )
+                .unwrap(),
+            )
+            .unwrap()
+        };
+        let (mut a, b) = (unq(&old[5]), unq(&new[5]));
+        assert!(a["state"]["time"]["compacted"].is_null());
+        assert!(b["state"]["time"]["compacted"].as_i64().unwrap() > 0);
+        assert_eq!(a["state"]["output"], b["state"]["output"], "output kept");
+        a["state"]["time"]["compacted"] = b["state"]["time"]["compacted"].clone();
+        assert_eq!(a, b, "nothing else changed");
+        assert_ne!(old[4], new[4], "time_updated bumped");
+    }
+    assert!(changed > 0);
+    let c = o.conn();
+    for s in &pruned {
+        let sent = load(&c, s).unwrap();
+        assert!(!sent.is_empty());
+    }
+    let out = o
+        .cmd()
+        .args(["restore", "--all-since", "1h"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(o.dump(), before);
+}
+
+#[test]
+fn llm_strategy_writes_the_models_summary() {
+    let o = O::new("opencode-1.18", 6);
+    let server = MiniLlm::start();
+    let mut c = o.cmd();
+    c.args([
+        "compact",
+        "--all-over",
+        "0.7",
+        "--idle",
+        "0",
+        "--yes",
+        "--json",
+    ])
+    .args([
+        "--strategy",
+        "llm",
+        "--llm-provider",
+        "openai",
+        "--model",
+        "m",
+    ])
+    .arg("--base-url")
+    .arg(server.base_url())
+    .env("AGENT_DB_API_KEY", "sk-opencode-test");
+    let (doc, code) = json(c);
+    assert_eq!(code, 0, "{doc:#}");
+    let done = ids_with_status(&doc, "compacted");
+    assert!(!done.is_empty(), "{doc:#}");
+    assert!(server.requests() >= done.len());
+    let conn = o.conn();
+    for s in &done {
+        let sent = load(&conn, s).unwrap();
+        assert!(
+            sent[1]
+                .texts
+                .join("\n")
+                .contains("The user asked for a refactor"),
+            "{s}"
+        );
+    }
+}
+
+#[test]
+fn a_before_hook_supplies_the_summary() {
+    use std::os::unix::fs::PermissionsExt;
+    let o = O::new("opencode-1.14", 6);
+    let dir = o.dir.path().join(".agent-db").join("hooks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let hook = dir.join("summarizer");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\ncase \"$1\" in\nhook) echo before_compaction ;;\nrun) cat >/dev/null; echo '{\"summary\":\"HOOK SUMMARY for opencode\"}' ;;\nesac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = o.cmd();
+    c.current_dir(o.dir.path());
+    c.args([
+        "compact",
+        "--all-over",
+        "0.7",
+        "--idle",
+        "0",
+        "--yes",
+        "--json",
+    ]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0, "{doc:#}");
+    let done = ids_with_status(&doc, "compacted");
+    assert!(!done.is_empty(), "{doc:#}");
+    let conn = o.conn();
+    for s in &done {
+        let sent = load(&conn, s).unwrap();
+        assert!(
+            sent[1]
+                .texts
+                .join("\n")
+                .contains("HOOK SUMMARY for opencode"),
+            "{s}"
+        );
+    }
+}
+
+#[test]
+fn default_path_follows_opencode_db_and_xdg() {
+    let o = O::new("opencode-1.18", 2);
+    let data = o.dir.path().join("xdg");
+    std::fs::create_dir_all(data.join("opencode")).unwrap();
+    std::fs::copy(&o.db, data.join("opencode").join("opencode.db")).unwrap();
+    let mut c = bare_cmd(o.dir.path());
+    c.env("XDG_DATA_HOME", &data)
+        .args(["--agent", "opencode", "list", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["store"]["kind"], "opencode");
+    let mut c = bare_cmd(o.dir.path());
+    c.env("OPENCODE_DB", &o.db)
+        .args(["--agent", "opencode", "list", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(
+        doc["store"]["path"].as_str().map(PathBuf::from),
+        Some(o.db.clone())
+    );
+}
+
+/// A store-neutral compaction keeping the last `keep` loaded messages.
+fn neutral(raw: &str, keep: usize) -> agent_db::store::Compaction {
+    let n = agent_db::message::split_raw(raw).unwrap().len();
+    agent_db::store::Compaction {
+        format: agent_db::message::Format::Opencode,
+        history: raw.to_string(),
+        summary: Some(format!("{HEADER}\nthe work so far")),
+        tail_start: n - keep,
+        reinsert: None,
+        context_after: 100,
+        call_ids: Default::default(),
+        model: None,
+    }
+}
+
+fn audit(id: &str) -> agent_db::store::archive::AuditEntry {
+    agent_db::store::archive::AuditEntry {
+        conversation_id: id.into(),
+        store_kind: "opencode".into(),
+        reason: "manual".into(),
+        strategy: "extractive".into(),
+        model: None,
+        messages_before: 0,
+        messages_after: 0,
+        tokens_before: 0,
+        tokens_after: 0,
+        summary_sha256: String::new(),
+        details: serde_json::json!({}),
+    }
+}
+
+#[test]
+fn a_live_opencode_write_between_plan_and_commit_is_detected() {
+    use agent_db::store::{Access, Store, Written};
+    let o = O::new("opencode-1.18", 8);
+    let ids: Vec<String> = o.over(0.7).into_iter().collect();
+    let store = Store::open(&o.db, Access::Read).unwrap();
+    let id = &ids[0];
+    // opencode streams into a part (an upsert of its data, time_updated moves).
+    let row = store.load(id).unwrap();
+    let proposal = row.propose(neutral(&row.raw_messages, 2), audit(id));
+    o.conn()
+        .execute(
+            "UPDATE part SET data = json_set(data, '$.text', 'streamed more'), time_updated = time_updated + 1 \
+             WHERE id = (SELECT p.id FROM part p JOIN message m ON m.id = p.message_id WHERE m.session_id = ?1 \
+             AND json_extract(p.data, '$.type') = 'text' ORDER BY m.time_created DESC, p.id DESC LIMIT 1)",
+            [id],
+        )
+        .unwrap();
+    let before = o.dump();
+    let mut writer = Store::open(&o.db, Access::Write).unwrap();
+    let w = writer.commit(&proposal, "2026-11-01T12:00:02Z").unwrap();
+    assert!(
+        matches!(w, Written::Changed(ref why) if why.contains("changed since read")),
+        "{w:?}"
+    );
+    assert_eq!(o.dump(), before, "nothing written");
+    // A fresh plan of the same session commits, and opencode loads it as planned.
+    let row = store.load(id).unwrap();
+    let was = load(&o.conn(), id).unwrap();
+    let proposal = row.propose(neutral(&row.raw_messages, 2), audit(id));
+    let w = writer.commit(&proposal, "2026-11-01T12:00:03Z").unwrap();
+    assert!(matches!(w, Written::Committed { .. }), "{w:?}");
+    let now = load(&o.conn(), id).unwrap();
+    assert_eq!(now.len(), 4, "{now:?}");
+    assert_eq!(now[0].texts, ["What did we do so far?"]);
+    assert_eq!(now[2..], was[was.len() - 2..]);
+    o.checks();
+}
+
+#[test]
+fn a_file_older_than_the_events_migration_gets_no_tail() {
+    // opencode before migration 20260323234822_events (1.2.x) ignores tail_start_id.
+    let o = O::new("opencode-1.14", 8);
+    let c = o.conn();
+    c.execute_batch(
+        "DROP TABLE event; DROP TABLE event_sequence; \
+         DELETE FROM __drizzle_migrations WHERE name >= '20260323234822_events';",
+    )
+    .unwrap();
+    drop(c);
+    let before = o.loads();
+    let doc = compact(&o, &["--all-over", "0.7", "--strategy", "extractive"]);
+    let done = ids_with_status(&doc, "compacted");
+    assert!(!done.is_empty(), "{doc:#}");
+    let c = o.conn();
+    for s in &done {
+        let now = load(&c, s).unwrap();
+        assert_eq!(
+            now.len(),
+            2,
+            "{s}: only the compaction and its summary load"
+        );
+        check_compacted(before[s].as_ref().unwrap(), &now, HEADER)
+            .unwrap_or_else(|e| panic!("{s}: {e}"));
+        let tail: Option<String> = c
+            .query_row(
+                "SELECT json_extract(p.data, '$.tail_start_id') FROM part p JOIN message m ON m.id = p.message_id \
+                 WHERE m.session_id = ?1 AND json_extract(p.data, '$.type') = 'compaction' \
+                 ORDER BY m.time_created DESC, m.id DESC LIMIT 1",
+                [s],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(tail, None, "{s}: agent-db's compaction names no tail");
+    }
+    o.checks();
+}

@@ -1,0 +1,224 @@
+//! An oracle for opencode's loading rule, written from /work/notes/opencode.md §5.3 and
+//! independent of `src/`: read a session's messages in `(time_created, id)` order and their
+//! parts by `id`, replay `filterCompacted` (walk newest → oldest, stop at the compaction user
+//! message of the newest completed summary, or at its `tail_start_id`), the reorder that puts
+//! that compaction and its summary before the kept tail, and `toModelMessages`' skip rules
+//! (errored assistants, ignored and empty texts, messages left without content).
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+/// One message as opencode sends it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sent {
+    pub id: String,
+    pub role: String,
+    /// The texts the model gets from this message, in part order.
+    pub texts: Vec<String>,
+    /// Whether the user message is a real instruction (typed text, not a compaction).
+    pub instruction: bool,
+}
+
+struct Row {
+    id: String,
+    info: Value,
+    parts: Vec<Value>,
+}
+
+fn rows(c: &Connection, session: &str) -> Result<Vec<Row>, String> {
+    let mut st = c
+        .prepare("SELECT id, data FROM message WHERE session_id = ?1 ORDER BY time_created, id")
+        .unwrap();
+    let msgs: Vec<(String, String)> = st
+        .query_map([session], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    let mut pst = c
+        .prepare("SELECT data FROM part WHERE message_id = ?1 ORDER BY id")
+        .unwrap();
+    let mut out = Vec::new();
+    for (id, data) in msgs {
+        let info: Value = serde_json::from_str(&data).map_err(|e| format!("{id}: {e}"))?;
+        let parts: Vec<String> = pst
+            .query_map([&id], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        let parts = parts
+            .iter()
+            .map(|p| serde_json::from_str(p).map_err(|e| format!("{id} part: {e}")))
+            .collect::<Result<Vec<Value>, String>>()?;
+        out.push(Row { id, info, parts });
+    }
+    Ok(out)
+}
+
+fn compaction(r: &Row) -> Option<&Value> {
+    r.parts.iter().find(|p| p["type"] == "compaction")
+}
+
+fn done_summary(info: &Value) -> bool {
+    info["role"] == "assistant"
+        && info["summary"] == Value::Bool(true)
+        && !info["finish"].is_null()
+        && info["error"].is_null()
+}
+
+/// §5.3 steps 2–3.
+fn filter_compacted(all: Vec<Row>) -> Vec<Row> {
+    let mut out = Vec::new();
+    let mut completed: Vec<String> = Vec::new();
+    let mut retain: Option<String> = None;
+    for r in all.into_iter().rev() {
+        let mut stop = false;
+        if let Some(t) = &retain {
+            stop = *t == r.id;
+        } else if r.info["role"] == "user" && completed.contains(&r.id) {
+            if let Some(c) = compaction(&r) {
+                match c["tail_start_id"].as_str() {
+                    None => stop = true,
+                    Some(t) => {
+                        retain = Some(t.to_string());
+                        stop = t == r.id;
+                    }
+                }
+            }
+        } else if done_summary(&r.info) {
+            completed.push(r.info["parentID"].as_str().unwrap_or("").to_string());
+        }
+        out.push(r);
+        if stop {
+            break;
+        }
+    }
+    out.reverse();
+    out
+}
+
+/// §5.3 step 4.
+fn reorder(v: Vec<Row>) -> Vec<Row> {
+    let Some(w) = v.iter().rposition(|r| {
+        r.info["role"] == "user" && compaction(r).is_some_and(|c| c["tail_start_id"].is_string())
+    }) else {
+        return v;
+    };
+    let tail = compaction(&v[w]).unwrap()["tail_start_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let j = (w + 1..v.len()).find(|&i| {
+        v[i].info["role"] == "assistant"
+            && v[i].info["summary"] == Value::Bool(true)
+            && v[i].info["parentID"].as_str() == Some(v[w].id.as_str())
+    });
+    let s = v.iter().position(|r| r.id == tail);
+    match (s, j) {
+        (Some(s), Some(j)) if s < w && w < j => {
+            let mut order: Vec<usize> = (w..=j).collect();
+            order.extend(s..w);
+            order.extend(j + 1..v.len());
+            let mut slots: Vec<Option<Row>> = v.into_iter().map(Some).collect();
+            order
+                .into_iter()
+                .map(|i| slots[i].take().unwrap())
+                .collect()
+        }
+        _ => v,
+    }
+}
+
+/// §5.3 step 6, texts only.
+fn to_model(r: &Row) -> Option<Sent> {
+    let role = r.info["role"].as_str().unwrap_or("").to_string();
+    if role == "assistant" && !r.info["error"].is_null() {
+        let aborted = r.info["error"]["name"] == "MessageAbortedError";
+        let content = r
+            .parts
+            .iter()
+            .any(|p| matches!(p["type"].as_str(), Some("text" | "reasoning" | "tool")));
+        if !(aborted && content) {
+            return None;
+        }
+    }
+    let mut texts = Vec::new();
+    let mut instruction = false;
+    let mut any = false;
+    for p in &r.parts {
+        match (role.as_str(), p["type"].as_str().unwrap_or("")) {
+            (_, "text") => {
+                let t = p["text"].as_str().unwrap_or("");
+                if p["ignored"] == Value::Bool(true) || (role == "user" && t.is_empty()) {
+                    continue;
+                }
+                if role == "user" && p["synthetic"] != Value::Bool(true) {
+                    instruction = true;
+                }
+                texts.push(t.to_string());
+                any = true;
+            }
+            ("user", "compaction") => {
+                texts.push("What did we do so far?".into());
+                any = true;
+            }
+            ("user", "subtask") => {
+                texts.push("The following tool was executed by the user".into());
+                any = true;
+            }
+            ("user", "file") => {
+                any |= !matches!(
+                    p["mime"].as_str(),
+                    Some("text/plain" | "application/x-directory")
+                )
+            }
+            ("assistant", "reasoning" | "step-start" | "tool") => any = true,
+            _ => {}
+        }
+    }
+    any.then_some(Sent {
+        id: r.id.clone(),
+        role,
+        texts,
+        instruction,
+    })
+}
+
+/// What opencode sends for `session`, or why it cannot load it.
+pub fn load(c: &Connection, session: &str) -> Result<Vec<Sent>, String> {
+    let all = rows(c, session)?;
+    Ok(reorder(filter_compacted(all))
+        .iter()
+        .filter_map(to_model)
+        .collect())
+}
+
+/// Check a session agent-db compacted: opencode now sends the compaction question, the
+/// summary (agent-db's), then exactly a suffix of what it sent before; and the latest user
+/// instruction sent before is still sent, verbatim (kept, or in the summary text).
+pub fn check_compacted(before: &[Sent], after: &[Sent], header: &str) -> Result<(), String> {
+    let [q, s, tail @ ..] = after else {
+        return Err(format!("only {} messages load", after.len()));
+    };
+    if q.role != "user" || q.texts != ["What did we do so far?"] {
+        return Err(format!("first is not the compaction question: {q:?}"));
+    }
+    let summary = s.texts.join("\n");
+    if s.role != "assistant" || !summary.starts_with(header) {
+        return Err(format!("second is not agent-db's summary: {:?}", s.texts));
+    }
+    if tail.len() >= before.len() || before[before.len() - tail.len()..] != *tail {
+        return Err(format!(
+            "the kept messages {:?} are not a suffix of the {} loaded before",
+            tail.iter().map(|m| &m.id).collect::<Vec<_>>(),
+            before.len()
+        ));
+    }
+    if let Some(latest) = before.iter().rev().find(|m| m.instruction) {
+        let kept = tail.iter().any(|m| m.id == latest.id);
+        let text = latest.texts.join("\n");
+        if !kept && !summary.contains(text.trim()) {
+            return Err(format!("the latest instruction {} is lost", latest.id));
+        }
+    }
+    Ok(())
+}
