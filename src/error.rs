@@ -128,6 +128,16 @@ impl Error {
 }
 
 /// The message of a caught panic's payload.
+/// `Ok(None)` when the conversation is not there (for a store's re-read inside a write); every
+/// other outcome as it is.
+pub fn unless_gone<T>(r: Result<T>) -> Result<Option<T>> {
+    match r {
+        Ok(t) => Ok(Some(t)),
+        Err(Error::ConversationNotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         s.to_string()

@@ -132,11 +132,8 @@ impl Write for Proposal {
 
     fn read(&self, tx: &Connection, path: &Path) -> Result<Option<(Version, (Schema, Session))>> {
         let schema = check_schema(tx, path)?;
-        match load_session(tx, path, &schema, &self.id) {
-            Ok(s) => Ok(Some((s.version.clone(), (schema, s)))),
-            Err(Error::ConversationNotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+        let s = crate::error::unless_gone(load_session(tx, path, &schema, &self.id))?;
+        Ok(s.map(|s| (s.version.clone(), (schema, s))))
     }
 
     fn stage(&self, tx: &Connection, path: &Path, cur: (Schema, Session)) -> Result<Stage<Apply>> {

@@ -83,11 +83,8 @@ impl Write for Proposal {
     }
 
     fn read(&self, tx: &Connection, path: &Path) -> Result<Option<(String, Session)>> {
-        match load_session(tx, path, &self.id) {
-            Ok(s) => Ok(Some((s.version.clone(), s))),
-            Err(Error::ConversationNotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+        let s = crate::error::unless_gone(load_session(tx, path, &self.id))?;
+        Ok(s.map(|s| (s.version.clone(), s)))
     }
 
     fn stage(&self, _tx: &Connection, _path: &Path, cur: Session) -> Result<Stage<Apply>> {
