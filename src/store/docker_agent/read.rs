@@ -162,16 +162,16 @@ pub fn scan(
         }
         return Ok(());
     }
-    let mut count = conn.prepare(&COUNT_SQL.replace("s.id", "?1")).at(path)?;
-    let mut latest = conn.prepare(&latest_sql().replace("s.id", "?1")).at(path)?;
-    // A kept session, completed with its message count and latest item time, goes to `f`.
+    // A kept session, completed with its message count and latest item time (one statement
+    // for both), goes to `f`.
+    let mut extra = conn
+        .prepare(&format!("SELECT ({COUNT_SQL}), ({})", latest_sql()).replace("s.id", "?1"))
+        .at(path)?;
     let mut emit = |id: &Value, mut meta: ConversationMeta| -> Result<bool> {
-        meta.message_count = count.query_row([id], |c| int(c, 0)).at(path)?;
-        let updated = latest
-            .query_row([id], |c| lossy(c, 0))
-            .optional()
-            .at(path)?
-            .flatten();
+        let (count, updated) = extra
+            .query_row([id], |c| Ok((int(c, 0)?, lossy(c, 1)?)))
+            .at(path)?;
+        meta.message_count = count;
         if let Some(u) = updated {
             meta.updated_at = u;
         }
