@@ -44,6 +44,7 @@ mod assistant;
 mod entities;
 mod errors;
 pub mod lexicon;
+mod refer;
 mod render;
 mod supersede;
 mod text;
@@ -372,6 +373,7 @@ fn gather(
     resolve_errors(&mut f, &walk);
     later_statements(&mut f, later, head.len());
     let prior_items = prior.map_or(&[][..], |p| &p.withdrawn[..]);
+    refer::attach_references(&mut f.stmts, &f.stats, cues);
     f.withdrawals = supersede::resolve(&f.stmts, &f.stats, cues);
     label_withdrawals(&mut f, prior_items);
     f

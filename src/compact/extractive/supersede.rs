@@ -91,10 +91,10 @@ pub(super) struct Withdrawal {
 const EARLIER_CHARS: usize = 240;
 const LATEST_CHARS: usize = 300;
 /// A sentence of at most this many words may take back what came right before it.
-const PRONOUN_WORDS: usize = 12;
+pub(super) const PRONOUN_WORDS: usize = 12;
 /// An entity in more messages than this is a topic of the session, not one statement's
 /// subject: a change of polarity about it is not read as a withdrawal.
-const FLIP_MAX_DF: u32 = 5;
+pub(super) const FLIP_MAX_DF: u32 = 5;
 /// An entity in at most this many messages is specific enough that a change of polarity about
 /// it is a withdrawal even when the two clauses share no other word.
 const FLIP_BARE_MAX_DF: u32 = 3;
@@ -202,10 +202,7 @@ fn change(
     let sc = scope(&st.text, e);
     // A marker in the entity's clause, or in a clause that names nothing ("On second
     // thought, keep X off the list").
-    let marker = cues.withdrawal(sc)
-        || clauses(&st.text)
-            .into_iter()
-            .any(|c| cues.withdrawal(c) && !st.ents.iter().any(|x| x.strong && mentions(c, x)));
+    let marker = marked(st, sc, |c| cues.withdrawal(c));
     // A question that ends its turn asks and changes nothing until it is answered ("is X
     // still needed?"), unless it asks to take something back ("can we drop X?").
     if closing_question(stmts, m.stmt) && !marker {
@@ -223,8 +220,13 @@ fn change(
         return (marker || (neg && plan_positive)).then_some(true);
     };
     if marker {
-        // Taking back what is already taken back changes nothing.
-        return (!state.withdrawn).then_some(!state.negative);
+        if !state.withdrawn {
+            return Some(!state.negative);
+        }
+        // Taking back what is already taken back changes nothing; a change of mind that takes
+        // nothing back and is not negative brings it back ("we need X after all").
+        let takes_back = marked(st, sc, |c| cues.takes_back(c));
+        return (!takes_back && neg != state.negative).then_some(neg);
     }
     let ut = &stmts[thread[u].stmt];
     let ue = &ut.ents[thread[u].ent];
@@ -233,6 +235,77 @@ fn change(
         || (df <= FLIP_MAX_DF && shares_predicate(stats, sc, scope(&ut.text, ue), e, ue, cues));
     let flip = neg != state.negative && e.strong && ue.strong && specific && !same_turn;
     flip.then_some(neg)
+}
+
+/// Whether the assistant statement `m` takes the thread back: it says so (a take-back word in
+/// the clause that names the entity) about something no tool touched, and either the thread is
+/// its own plan so far (it reverses itself: "on reflection I'm dropping X") or the user agrees
+/// in the reply right after ("should I drop X?" / "yep"). Asked without a reply, or turned
+/// down ("no, keep it"), it changes nothing.
+fn assistant_change(
+    stmts: &[Stmt],
+    stats: &Stats,
+    thread: &[Mention],
+    k: usize,
+    state: &ThreadState,
+    cues: Cues,
+) -> Option<bool> {
+    let m = &thread[k];
+    let st = &stmts[m.stmt];
+    let e = &st.ents[m.ent];
+    if state.withdrawn || !e.strong || stats.in_tools(&e.text) {
+        return None;
+    }
+    if !cues.takes_back(scope(&st.text, e)) {
+        return None;
+    }
+    let own_plan = state.last_user.is_none()
+        && !st.text.trim_end().ends_with('?')
+        && thread[..k].iter().all(|b| stmts[b.stmt].at != st.at);
+    (own_plan || agreed(stmts, m.stmt, cues)).then_some(true)
+}
+
+/// Longest reply (in words) that reads as plain agreement.
+const AGREE_WORDS: usize = 8;
+/// The reply must come within this many messages of the assistant's.
+const AGREE_GAP: usize = 2;
+
+/// Whether the user's next turn right after assistant statement `s` agrees with it: short, not a
+/// question, not negative, naming nothing ("yep, go ahead", "sure").
+fn agreed(stmts: &[Stmt], s: usize, cues: Cues) -> bool {
+    let st = &stmts[s];
+    let Some(first) = stmts[s..]
+        .iter()
+        .position(|r| r.origin == Origin::User && r.at > st.at)
+        .map(|p| s + p)
+    else {
+        return false;
+    };
+    let turn = stmts[first].turn;
+    let reply: Vec<&Stmt> = stmts[first..]
+        .iter()
+        .take_while(|r| r.origin == Origin::User && r.turn == turn)
+        .collect();
+    let words: usize = reply
+        .iter()
+        .map(|r| r.text.split_whitespace().count())
+        .sum();
+    stmts[first].at <= st.at + AGREE_GAP
+        && words <= AGREE_WORDS
+        && reply.iter().all(|r| {
+            !r.text.trim_end().ends_with('?')
+                && !cues.negative(&r.text)
+                && !r.ents.iter().any(|e| e.strong)
+        })
+}
+
+/// Whether `mark` holds for the clause `sc` (of `st`) or for a clause of `st` that names nothing
+/// ("On second thought, keep X off the list").
+fn marked(st: &Stmt, sc: &str, mark: impl Fn(&str) -> bool) -> bool {
+    mark(sc)
+        || clauses(&st.text)
+            .into_iter()
+            .any(|c| mark(c) && !st.ents.iter().any(|x| x.strong && mentions(c, x)))
 }
 
 /// Structure alone: the user brings up again something that was asked for or planned (the
@@ -262,6 +335,10 @@ fn dropped(
     // Naming something new in the same clause ("IMPORTANT: Y stays read-only" after
     // "IMPORTANT: X stays read-only") is a statement about the new thing, not a take-back.
     let sc = scope(&st.text, e);
+    // Insisting on it ("never skip X") is not leaving it behind.
+    if cues.insists(sc) {
+        return false;
+    }
     let new_name = st.ents.iter().any(|x| {
         x.strong
             && mentions(sc, x)
@@ -350,21 +427,25 @@ pub(super) fn resolve(stmts: &[Stmt], stats: &Stats, cues: Cues) -> Vec<Withdraw
         for (k, m) in thread.iter().enumerate() {
             let st = &stmts[m.stmt];
             let mut changed = false;
-            if st.origin == Origin::User && !open.is_empty() {
-                if let Some(negative) = change(stmts, stats, &thread, k, &state, cues) {
-                    superseded.extend(open.iter().copied());
-                    last_event = Some(events.len());
-                    events.push(Withdrawal {
-                        latest: m.stmt,
-                        earlier: std::mem::take(&mut open),
-                        masks: Vec::new(),
-                        subject: vec![st.ents[m.ent].clone()],
-                        label: None,
-                    });
-                    state.withdrawn = !state.withdrawn;
-                    state.negative = negative;
-                    changed = true;
-                }
+            let verdict = match st.origin {
+                _ if open.is_empty() => None,
+                Origin::User => change(stmts, stats, &thread, k, &state, cues),
+                Origin::Assistant => assistant_change(stmts, stats, &thread, k, &state, cues),
+                Origin::Prior => None,
+            };
+            if let Some(negative) = verdict {
+                superseded.extend(open.iter().copied());
+                last_event = Some(events.len());
+                events.push(Withdrawal {
+                    latest: m.stmt,
+                    earlier: std::mem::take(&mut open),
+                    masks: Vec::new(),
+                    subject: vec![st.ents[m.ent].clone()],
+                    label: None,
+                });
+                state.withdrawn = !state.withdrawn;
+                state.negative = negative;
+                changed = true;
             }
             if st.origin != Origin::Assistant {
                 if state.last_user.is_none() && !changed {
