@@ -238,10 +238,10 @@ fn change(
 }
 
 /// Whether the assistant statement `m` takes the thread back: it says so (a take-back word in
-/// the clause that names the entity) about something no tool touched, and either the thread is
-/// its own plan so far (it reverses itself: "on reflection I'm dropping X") or the user agrees
-/// in the reply right after ("should I drop X?" / "yep"). Asked without a reply, or turned
-/// down ("no, keep it"), it changes nothing.
+/// the clause that names the entity) about something no tool touched, and the user does not
+/// object in the next turn (naming it again, or a short reply that says no or asks back): "I've
+/// dropped X from the plan" / "ok". Asked as a question ("should I drop X?"), it needs the user's
+/// short agreement right after ("yep").
 fn assistant_change(
     stmts: &[Stmt],
     stats: &Stats,
@@ -256,47 +256,61 @@ fn assistant_change(
     if state.withdrawn || !e.strong || stats.in_tools(&e.text) {
         return None;
     }
-    if !cues.takes_back(scope(&st.text, e)) {
+    if !cues.takes_back(scope(&st.text, e)) || thread[..k].iter().any(|b| stmts[b.stmt].at == st.at)
+    {
         return None;
     }
-    let own_plan = state.last_user.is_none()
-        && !st.text.trim_end().ends_with('?')
-        && thread[..k].iter().all(|b| stmts[b.stmt].at != st.at);
-    (own_plan || agreed(stmts, m.stmt, cues)).then_some(true)
+    let reply = next_reply(stmts, m.stmt);
+    let objects = |r: &Reply<'_>| {
+        r.turn.iter().any(|x| x.ents.iter().any(|y| y.matches(e)))
+            || (r.direct && r.words <= AGREE_WORDS && !r.plain(cues))
+    };
+    let verdict = if st.text.trim_end().ends_with('?') {
+        reply.is_some_and(|r| r.direct && r.words <= AGREE_WORDS && r.plain(cues) && !objects(&r))
+    } else {
+        !reply.is_some_and(|r| objects(&r))
+    };
+    verdict.then_some(true)
 }
 
-/// Longest reply (in words) that reads as plain agreement.
+/// Longest reply (in words) that reads as plain agreement (or disagreement).
 const AGREE_WORDS: usize = 8;
-/// The reply must come within this many messages of the assistant's.
+/// A reply comes within this many messages of the assistant's to answer it directly.
 const AGREE_GAP: usize = 2;
 
-/// Whether the user's next turn right after assistant statement `s` agrees with it: short, not a
-/// question, not negative, naming nothing ("yep, go ahead", "sure").
-fn agreed(stmts: &[Stmt], s: usize, cues: Cues) -> bool {
-    let st = &stmts[s];
-    let Some(first) = stmts[s..]
-        .iter()
-        .position(|r| r.origin == Origin::User && r.at > st.at)
-        .map(|p| s + p)
-    else {
-        return false;
-    };
-    let turn = stmts[first].turn;
-    let reply: Vec<&Stmt> = stmts[first..]
-        .iter()
-        .take_while(|r| r.origin == Origin::User && r.turn == turn)
-        .collect();
-    let words: usize = reply
-        .iter()
-        .map(|r| r.text.split_whitespace().count())
-        .sum();
-    stmts[first].at <= st.at + AGREE_GAP
-        && words <= AGREE_WORDS
-        && reply.iter().all(|r| {
+/// The user's next turn after a statement.
+struct Reply<'a> {
+    turn: Vec<&'a Stmt>,
+    /// Right after the statement.
+    direct: bool,
+    words: usize,
+}
+
+impl Reply<'_> {
+    /// Not a question, not negative, naming nothing ("yep, go ahead", "ok").
+    fn plain(&self, cues: Cues) -> bool {
+        self.turn.iter().all(|r| {
             !r.text.trim_end().ends_with('?')
                 && !cues.negative(&r.text)
                 && !r.ents.iter().any(|e| e.strong)
         })
+    }
+}
+
+fn next_reply(stmts: &[Stmt], s: usize) -> Option<Reply<'_>> {
+    let st = &stmts[s];
+    let first = s + stmts[s..]
+        .iter()
+        .position(|r| r.origin == Origin::User && r.at > st.at)?;
+    let turn: Vec<&Stmt> = stmts[first..]
+        .iter()
+        .take_while(|r| r.origin == Origin::User && r.turn == stmts[first].turn)
+        .collect();
+    Some(Reply {
+        direct: stmts[first].at <= st.at + AGREE_GAP,
+        words: turn.iter().map(|r| r.text.split_whitespace().count()).sum(),
+        turn,
+    })
 }
 
 /// Whether `mark` holds for the clause `sc` (of `st`) or for a clause of `st` that names nothing
@@ -335,8 +349,13 @@ fn dropped(
     // Naming something new in the same clause ("IMPORTANT: Y stays read-only" after
     // "IMPORTANT: X stays read-only") is a statement about the new thing, not a take-back.
     let sc = scope(&st.text, e);
-    // Insisting on it ("never skip X") is not leaving it behind.
-    if cues.insists(sc) {
+    // Insisting on it ("never skip X") is not leaving it behind, nor is answering the
+    // assistant's word that it drops it ("I've dropped X" / "wait, we still want X").
+    let prev = &thread[k - 1];
+    let prev_st = &stmts[prev.stmt];
+    let answers_drop = prev_st.origin == Origin::Assistant
+        && cues.takes_back(scope(&prev_st.text, &prev_st.ents[prev.ent]));
+    if cues.insists(sc) || answers_drop {
         return false;
     }
     let new_name = st.ents.iter().any(|x| {

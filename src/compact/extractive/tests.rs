@@ -1523,6 +1523,17 @@ fn a_withdrawal_can_refer_back_by_description() {
         ),
         (
             vec![
+                User("Turn on FLAG_ZETA_ROLLOUT for the canary tenants."),
+                Work,
+                User("Keep scripts/release_cut.sh as it is."),
+                Work,
+                User("forget the zeta rollout flag, marketing moved the date"),
+            ],
+            "FLAG_ZETA_ROLLOUT",
+            "scripts/release_cut.sh",
+        ),
+        (
+            vec![
                 User("We should rate-limit the exporter with the grackle_throttle helper."),
                 User("actually never mind that, the exporter is fast enough"),
                 User("Remember that `make verify-export` must pass before any commit."),
@@ -1600,6 +1611,27 @@ fn the_assistant_can_take_back_with_the_users_consent_or_its_own_plan() {
     let s = summary_of(&scripted(Format::OpenAiChat, &refused, 1));
     let (live, _) = split_withdrawn(&s);
     assert!(live.contains("pelican_shim"), "offer refused:\n{s}");
+
+    let done = [
+        User("Put the pelican_shim in front of the router."),
+        Work,
+        Said("I've dropped pelican_shim from the plan since the router already retries."),
+        UserOnly("ok"),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::Anthropic, &done, 2));
+    assert_final_state(&s, &["pelican_shim"], &[], "dropped, no objection");
+
+    let objected = [
+        User("Put the pelican_shim in front of the router."),
+        Work,
+        Said("I've dropped pelican_shim from the plan since the router already retries."),
+        UserOnly("wait, we still want pelican_shim, the router retries are too slow"),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::Anthropic, &objected, 2));
+    let (live, _) = split_withdrawn(&s);
+    assert!(live.contains("pelican_shim"), "objected:\n{s}");
 
     let own = [
         Said("I'll add a quill_cache in front of the lookups so repeated reads are cheap."),
