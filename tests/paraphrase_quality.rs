@@ -29,7 +29,8 @@
 //! tool formats stay) and asserts the same targets, so it fails if keeping live facts or
 //! resolving withdrawals leans on the words the corpus shares with the lexicon rather than on the
 //! conversation's structure (who said what in which turn, what the tools touched, what came
-//! after); `holdout_quality`, the held-out corpus when the file exists (a note is printed when it
+//! after); `paraphrase_quality_dev_withdrawals`, the withdrawal work's own development set
+//! (`dev-withdrawals.toml`, tuned on, not an independent measure); `holdout_quality`, the held-out corpus when the file exists (a note is printed when it
 //! does not; `PARAPHRASE_HOLDOUT=FILE` points it at any other corpus file with the same schema).
 //! The live facts whose phrasings share no word with any list of
 //! `src/compact/extractive/lexicon.rs` are also tallied on their own, and held to the same target.

@@ -23,12 +23,28 @@
 //!   word (their predicate, "modify" in "never modify X" / "you can modify X now"), or
 //! - it is negative where the thread so far is only the assistant's positive plan.
 //!
+//! When the thread is already taken back, a clause that only changes its mind (`CHANGE_WORDS`,
+//! `CHANGE_PHRASES`: "we need X after all") with the polarity of before the take-back brings it
+//! back; one that takes back again ("again, forget X") changes nothing. A negated take-back verb
+//! insists and is not negative ("don't forget X", "never skip X"), and is never a drop.
+//!
+//! An *assistant* statement changes a thread too when it takes back (a take-back word in the
+//! clause that names the entity) something no tool touched and the user does not object in the
+//! next turn (by naming it again, or by a short reply that says no or asks back): "I've dropped
+//! X from the plan" / "ok", or the assistant reversing its own plan. Asked as a question ("should
+//! I drop X?") it needs the user's short agreement right after ("yep"). A user who answers the
+//! assistant's drop by naming X ("wait, we still want X") keeps it.
+//!
+//! A take-back that names nothing known ("the migration thing — forget it", "drop that", "use
+//! the kiln_queue instead") is first tied to what it refers to (see `refer`), and then joins
+//! that thread like any other statement.
+//!
 //! A question that ends its turn ("what is X for?") changes nothing unless it asks to take
 //! something back ("can we drop X?"). An entity the user spoke of in four turns or more is the
 //! session's topic and is never withdrawn. Each change supersedes the statements before it in
 //! the thread and flips the thread between live and withdrawn. A short user sentence that takes
-//! something back without naming anything ("scratch that") supersedes the sentence or turn right
-//! before it. When a thread ends withdrawn, its entity is masked as `[Wn]` everywhere outside
+//! something back without naming anything and that `refer` could not tie to anything untouched
+//! ("scratch that" after an edit) still supersedes the sentence or turn right before it. When a thread ends withdrawn, its entity is masked as `[Wn]` everywhere outside
 //! the `## Withdrawn or superseded` section, which quotes what was said and the latest word; so
 //! are the code-like entities that only the superseded statements mention (in the same clause as
 //! the withdrawn subject) and no tool touched: the rest of what was taken back.
