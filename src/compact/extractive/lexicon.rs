@@ -5,7 +5,8 @@
 //! entities two user statements share. Only two small, generic lists touch prose:
 //! [`NEGATIONS`] (+ [`NEGATION_CONTRACTIONS`]), which give a clause its polarity, and
 //! [`WITHDRAWAL_VERBS`] / [`WITHDRAWAL_WORDS`] / [`WITHDRAWAL_PHRASES`], which mark a clause that
-//! takes something back. Both only matter once two statements are already tied by a shared
+//! takes something back (with [`CHANGE_WORDS`] / [`CHANGE_PHRASES`], a change of mind either
+//! way). Both only matter once two statements are already tied by a shared
 //! entity, and both are refinements: with these prose cue lists switched off (a hidden option the
 //! paraphrase test uses for its ablation run) the withdrawals of the paraphrase corpus are still
 //! all resolved by structure. The other lists describe tool formats (tool names, JSON keys, shell
@@ -54,30 +55,32 @@ pub const WITHDRAWAL_VERBS: &[&str] = &[
     "rollback",
 ];
 
-/// Other words that mark a clause as taking something back or replacing it, whatever precedes
-/// them ("not anymore" still takes back).
-pub const WITHDRAWAL_WORDS: &[&str] = &[
-    "instead",
-    "anymore",
-    "nevermind",
-    "rather",
-    "obsolete",
-    "moot",
-    "unnecessary",
-];
+/// Other words that mark a clause as taking something back, whatever precedes them ("not
+/// anymore" still takes back).
+pub const WITHDRAWAL_WORDS: &[&str] = &["anymore", "nevermind", "obsolete", "moot", "unnecessary"];
 
 /// Multi-word forms of the same (whole-word phrase match).
 pub const WITHDRAWAL_PHRASES: &[&str] = &[
     "no longer",
     "never mind",
-    "after all",
     "any more",
-    "changed my mind",
-    "second thought",
     "not needed",
     "no need",
     "roll back",
     "back out",
+];
+
+/// Words that mark a change of mind without its direction: they replace or take back what was
+/// said ("Y instead", "on second thought, no X"), or bring back what was taken back ("we need X
+/// after all"); the clause's polarity and take-back words tell which.
+pub const CHANGE_WORDS: &[&str] = &["instead", "rather"];
+
+/// Multi-word forms of the same (whole-word phrase match).
+pub const CHANGE_PHRASES: &[&str] = &[
+    "after all",
+    "changed my mind",
+    "second thought",
+    "change of plan",
 ];
 
 /// Abbreviations after which a period does not end a sentence.

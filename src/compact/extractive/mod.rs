@@ -20,8 +20,10 @@
 //!   test names); tool-result bodies and thinking are never copied.
 //! - **Pending**: the latest instruction, and commands still failing at the end.
 //! - **Withdrawn or superseded**: what a later user turn (in the head or the kept tail) took
-//!   back or replaced, resolved by the entities the statements share and by what the work did
-//!   afterwards (see `supersede`; the few cue words only add to it); a withdrawn subject is
+//!   back or replaced, or the assistant dropped without the user objecting, resolved by the
+//!   entities the statements share (or, for a take-back that names nothing, what it describes or
+//!   points at) and by what the work did afterwards (see `supersede` and `refer`; the few cue
+//!   words only add to it); a withdrawn subject is
 //!   masked as `[Wn]` everywhere else, so the summary states only the final state as live.
 //! - **Where we stopped**: the assistant's last message and last tool calls.
 //!
@@ -36,7 +38,8 @@
 //!
 //! Layout: this module gathers the facts from the head; `text` splits and quotes prose,
 //! `entities` finds distinctive tokens and counts words, `turns` shortens user turns,
-//! `assistant` scores the assistant's sentences, `supersede` resolves withdrawals and masks,
+//! `assistant` scores the assistant's sentences, `refer` ties take-backs that name nothing to
+//! what they describe or point at, `supersede` resolves withdrawals and masks,
 //! `tools` reads tool calls, `errors` reads failed results, and `render` builds the sections,
 //! fits them to the budget and renders the summary.
 
@@ -44,6 +47,7 @@ mod assistant;
 mod entities;
 mod errors;
 pub mod lexicon;
+mod refer;
 mod render;
 mod supersede;
 mod text;
@@ -372,6 +376,7 @@ fn gather(
     resolve_errors(&mut f, &walk);
     later_statements(&mut f, later, head.len());
     let prior_items = prior.map_or(&[][..], |p| &p.withdrawn[..]);
+    refer::attach_references(&mut f.stmts, &f.stats, cues);
     f.withdrawals = supersede::resolve(&f.stmts, &f.stats, cues);
     label_withdrawals(&mut f, prior_items);
     f

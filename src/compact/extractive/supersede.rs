@@ -23,12 +23,28 @@
 //!   word (their predicate, "modify" in "never modify X" / "you can modify X now"), or
 //! - it is negative where the thread so far is only the assistant's positive plan.
 //!
+//! When the thread is already taken back, a clause that only changes its mind (`CHANGE_WORDS`,
+//! `CHANGE_PHRASES`: "we need X after all") with the polarity of before the take-back brings it
+//! back; one that takes back again ("again, forget X") changes nothing. A negated take-back verb
+//! insists and is not negative ("don't forget X", "never skip X"), and is never a drop.
+//!
+//! An *assistant* statement changes a thread too when it takes back (a take-back word in the
+//! clause that names the entity) something no tool touched and the user does not object in the
+//! next turn (by naming it again, or by a short reply that says no or asks back): "I've dropped
+//! X from the plan" / "ok", or the assistant reversing its own plan. Asked as a question ("should
+//! I drop X?") it needs the user's short agreement right after ("yep"). A user who answers the
+//! assistant's drop by naming X ("wait, we still want X") keeps it.
+//!
+//! A take-back that names nothing known ("the migration thing — forget it", "drop that", "use
+//! the kiln_queue instead") is first tied to what it refers to (see `refer`), and then joins
+//! that thread like any other statement.
+//!
 //! A question that ends its turn ("what is X for?") changes nothing unless it asks to take
 //! something back ("can we drop X?"). An entity the user spoke of in four turns or more is the
 //! session's topic and is never withdrawn. Each change supersedes the statements before it in
 //! the thread and flips the thread between live and withdrawn. A short user sentence that takes
-//! something back without naming anything ("scratch that") supersedes the sentence or turn right
-//! before it. When a thread ends withdrawn, its entity is masked as `[Wn]` everywhere outside
+//! something back without naming anything and that `refer` could not tie to anything untouched
+//! ("scratch that" after an edit) still supersedes the sentence or turn right before it. When a thread ends withdrawn, its entity is masked as `[Wn]` everywhere outside
 //! the `## Withdrawn or superseded` section, which quotes what was said and the latest word; so
 //! are the code-like entities that only the superseded statements mention (in the same clause as
 //! the withdrawn subject) and no tool touched: the rest of what was taken back.
@@ -91,10 +107,10 @@ pub(super) struct Withdrawal {
 const EARLIER_CHARS: usize = 240;
 const LATEST_CHARS: usize = 300;
 /// A sentence of at most this many words may take back what came right before it.
-const PRONOUN_WORDS: usize = 12;
+pub(super) const PRONOUN_WORDS: usize = 12;
 /// An entity in more messages than this is a topic of the session, not one statement's
 /// subject: a change of polarity about it is not read as a withdrawal.
-const FLIP_MAX_DF: u32 = 5;
+pub(super) const FLIP_MAX_DF: u32 = 5;
 /// An entity in at most this many messages is specific enough that a change of polarity about
 /// it is a withdrawal even when the two clauses share no other word.
 const FLIP_BARE_MAX_DF: u32 = 3;
@@ -202,10 +218,7 @@ fn change(
     let sc = scope(&st.text, e);
     // A marker in the entity's clause, or in a clause that names nothing ("On second
     // thought, keep X off the list").
-    let marker = cues.withdrawal(sc)
-        || clauses(&st.text)
-            .into_iter()
-            .any(|c| cues.withdrawal(c) && !st.ents.iter().any(|x| x.strong && mentions(c, x)));
+    let marker = marked(st, sc, |c| cues.withdrawal(c));
     // A question that ends its turn asks and changes nothing until it is answered ("is X
     // still needed?"), unless it asks to take something back ("can we drop X?").
     if closing_question(stmts, m.stmt) && !marker {
@@ -223,8 +236,13 @@ fn change(
         return (marker || (neg && plan_positive)).then_some(true);
     };
     if marker {
-        // Taking back what is already taken back changes nothing.
-        return (!state.withdrawn).then_some(!state.negative);
+        if !state.withdrawn {
+            return Some(!state.negative);
+        }
+        // Taking back what is already taken back changes nothing; a change of mind that takes
+        // nothing back and is not negative brings it back ("we need X after all").
+        let takes_back = marked(st, sc, |c| cues.takes_back(c));
+        return (!takes_back && neg != state.negative).then_some(neg);
     }
     let ut = &stmts[thread[u].stmt];
     let ue = &ut.ents[thread[u].ent];
@@ -233,6 +251,91 @@ fn change(
         || (df <= FLIP_MAX_DF && shares_predicate(stats, sc, scope(&ut.text, ue), e, ue, cues));
     let flip = neg != state.negative && e.strong && ue.strong && specific && !same_turn;
     flip.then_some(neg)
+}
+
+/// Whether the assistant statement `m` takes the thread back: it says so (a take-back word in
+/// the clause that names the entity) about something no tool touched, and the user does not
+/// object in the next turn (naming it again, or a short reply that says no or asks back): "I've
+/// dropped X from the plan" / "ok". Asked as a question ("should I drop X?"), it needs the user's
+/// short agreement right after ("yep").
+fn assistant_change(
+    stmts: &[Stmt],
+    stats: &Stats,
+    thread: &[Mention],
+    k: usize,
+    state: &ThreadState,
+    cues: Cues,
+) -> Option<bool> {
+    let m = &thread[k];
+    let st = &stmts[m.stmt];
+    let e = &st.ents[m.ent];
+    if state.withdrawn || !e.strong || stats.in_tools(&e.text) {
+        return None;
+    }
+    if !cues.takes_back(scope(&st.text, e)) || thread[..k].iter().any(|b| stmts[b.stmt].at == st.at)
+    {
+        return None;
+    }
+    let reply = next_reply(stmts, m.stmt);
+    let objects = |r: &Reply<'_>| {
+        r.turn.iter().any(|x| x.ents.iter().any(|y| y.matches(e)))
+            || (r.direct && r.words <= AGREE_WORDS && !r.plain(cues))
+    };
+    let verdict = if st.text.trim_end().ends_with('?') {
+        reply.is_some_and(|r| r.direct && r.words <= AGREE_WORDS && r.plain(cues) && !objects(&r))
+    } else {
+        !reply.is_some_and(|r| objects(&r))
+    };
+    verdict.then_some(true)
+}
+
+/// Longest reply (in words) that reads as plain agreement (or disagreement).
+const AGREE_WORDS: usize = 8;
+/// A reply comes within this many messages of the assistant's to answer it directly.
+const AGREE_GAP: usize = 2;
+
+/// The user's next turn after a statement.
+struct Reply<'a> {
+    turn: Vec<&'a Stmt>,
+    /// Right after the statement.
+    direct: bool,
+    words: usize,
+}
+
+impl Reply<'_> {
+    /// Not a question, not negative, naming nothing ("yep, go ahead", "ok").
+    fn plain(&self, cues: Cues) -> bool {
+        self.turn.iter().all(|r| {
+            !r.text.trim_end().ends_with('?')
+                && !cues.negative(&r.text)
+                && !r.ents.iter().any(|e| e.strong)
+        })
+    }
+}
+
+fn next_reply(stmts: &[Stmt], s: usize) -> Option<Reply<'_>> {
+    let st = &stmts[s];
+    let first = s + stmts[s..]
+        .iter()
+        .position(|r| r.origin == Origin::User && r.at > st.at)?;
+    let turn: Vec<&Stmt> = stmts[first..]
+        .iter()
+        .take_while(|r| r.origin == Origin::User && r.turn == stmts[first].turn)
+        .collect();
+    Some(Reply {
+        direct: stmts[first].at <= st.at + AGREE_GAP,
+        words: turn.iter().map(|r| r.text.split_whitespace().count()).sum(),
+        turn,
+    })
+}
+
+/// Whether `mark` holds for the clause `sc` (of `st`) or for a clause of `st` that names nothing
+/// ("On second thought, keep X off the list").
+fn marked(st: &Stmt, sc: &str, mark: impl Fn(&str) -> bool) -> bool {
+    mark(sc)
+        || clauses(&st.text)
+            .into_iter()
+            .any(|c| mark(c) && !st.ents.iter().any(|x| x.strong && mentions(c, x)))
 }
 
 /// Structure alone: the user brings up again something that was asked for or planned (the
@@ -262,6 +365,15 @@ fn dropped(
     // Naming something new in the same clause ("IMPORTANT: Y stays read-only" after
     // "IMPORTANT: X stays read-only") is a statement about the new thing, not a take-back.
     let sc = scope(&st.text, e);
+    // Insisting on it ("never skip X") is not leaving it behind, nor is answering the
+    // assistant's word that it drops it ("I've dropped X" / "wait, we still want X").
+    let prev = &thread[k - 1];
+    let prev_st = &stmts[prev.stmt];
+    let answers_drop = prev_st.origin == Origin::Assistant
+        && cues.takes_back(scope(&prev_st.text, &prev_st.ents[prev.ent]));
+    if cues.insists(sc) || answers_drop {
+        return false;
+    }
     let new_name = st.ents.iter().any(|x| {
         x.strong
             && mentions(sc, x)
@@ -350,21 +462,25 @@ pub(super) fn resolve(stmts: &[Stmt], stats: &Stats, cues: Cues) -> Vec<Withdraw
         for (k, m) in thread.iter().enumerate() {
             let st = &stmts[m.stmt];
             let mut changed = false;
-            if st.origin == Origin::User && !open.is_empty() {
-                if let Some(negative) = change(stmts, stats, &thread, k, &state, cues) {
-                    superseded.extend(open.iter().copied());
-                    last_event = Some(events.len());
-                    events.push(Withdrawal {
-                        latest: m.stmt,
-                        earlier: std::mem::take(&mut open),
-                        masks: Vec::new(),
-                        subject: vec![st.ents[m.ent].clone()],
-                        label: None,
-                    });
-                    state.withdrawn = !state.withdrawn;
-                    state.negative = negative;
-                    changed = true;
-                }
+            let verdict = match st.origin {
+                _ if open.is_empty() => None,
+                Origin::User => change(stmts, stats, &thread, k, &state, cues),
+                Origin::Assistant => assistant_change(stmts, stats, &thread, k, &state, cues),
+                Origin::Prior => None,
+            };
+            if let Some(negative) = verdict {
+                superseded.extend(open.iter().copied());
+                last_event = Some(events.len());
+                events.push(Withdrawal {
+                    latest: m.stmt,
+                    earlier: std::mem::take(&mut open),
+                    masks: Vec::new(),
+                    subject: vec![st.ents[m.ent].clone()],
+                    label: None,
+                });
+                state.withdrawn = !state.withdrawn;
+                state.negative = negative;
+                changed = true;
             }
             if st.origin != Origin::Assistant {
                 if state.last_user.is_none() && !changed {

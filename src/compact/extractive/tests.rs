@@ -1445,3 +1445,271 @@ fn a_pasted_wall_of_text_is_not_a_statement() {
         "{rules:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Withdrawals that generalize: the dev set of the withdrawal work (issue 12, item 3). These are
+// this module's own cases, tuned on; the held-out corpora judge them blind.
+// ---------------------------------------------------------------------------------------------
+
+/// One step of a scripted conversation.
+enum Step<'a> {
+    /// A user turn, answered briefly, then tool work.
+    User(&'a str),
+    /// A user turn answered by nothing yet (the next step follows directly).
+    UserOnly(&'a str),
+    /// An assistant text with no tool call.
+    Said(&'a str),
+    /// Tool work (reads, test runs, edits).
+    Work,
+}
+
+/// A scripted conversation: a first request, the steps, a last request and a kept tail.
+fn scripted(format: Format, steps: &[Step<'_>], seed: usize) -> Plan {
+    let mut c = Conv::new(format);
+    c.user("Please tidy up the export pipeline in src/export/ and make the nightly job reliable.");
+    busy(&mut c, 4, seed);
+    for (k, s) in steps.iter().enumerate() {
+        match s {
+            Step::User(t) => {
+                c.user(t);
+                c.assistant(None, "Understood, continuing with that in mind.", &[]);
+                busy(&mut c, 3, seed + k + 1);
+            }
+            Step::UserOnly(t) => {
+                c.user(t);
+            }
+            Step::Said(t) => {
+                c.assistant(None, t, &[]);
+            }
+            Step::Work => busy(&mut c, 4, seed + k + 7),
+        }
+    }
+    c.user("Good. Now write the changelog entry for the export changes.");
+    c.assistant(None, &"Writing the changelog entry now. ".repeat(30), &[]);
+    c.plan(400)
+}
+
+/// Asserts `gone` is only in the withdrawn section and every `live` key outside it.
+fn assert_final_state(s: &str, gone: &[&str], live_keys: &[&str], what: &str) {
+    let (live, withdrawn) = split_withdrawn(s);
+    for g in gone {
+        assert!(!live.contains(g), "{what}: {g:?} presented as live:\n{s}");
+        assert!(withdrawn.contains(g), "{what}: {g:?} not listed:\n{s}");
+    }
+    for l in live_keys {
+        assert!(live.contains(l), "{what}: {l:?} lost:\n{s}");
+    }
+}
+
+/// A take-back that never repeats the key: it refers back by what the earlier request was
+/// about, or by a pronoun right after it, across tool output and other turns.
+#[test]
+fn a_withdrawal_can_refer_back_by_description() {
+    use Step::*;
+    let cases: Vec<(Vec<Step<'_>>, &str, &str)> = vec![
+        (
+            vec![
+                User("Also write the zephyr_backfill migration for the orders table."),
+                Work,
+                User("Keep scripts/release_cut.sh as it is."),
+                Work,
+                User("the migration thing from before — forget it, DBA says no"),
+            ],
+            "zephyr_backfill",
+            "scripts/release_cut.sh",
+        ),
+        (
+            vec![
+                User("Put FEATURE_OSPREY_TOGGLE into the config loader, default off."),
+                Work,
+                User("what does the nightly job do when the bucket is full?"),
+                Work,
+                User("please ignore my earlier note about the config loader"),
+            ],
+            "FEATURE_OSPREY_TOGGLE",
+            "bucket is full",
+        ),
+        (
+            vec![
+                User("Turn on FLAG_ZETA_ROLLOUT for the canary tenants."),
+                Work,
+                User("Keep scripts/release_cut.sh as it is."),
+                Work,
+                User("forget the zeta rollout flag, marketing moved the date"),
+            ],
+            "FLAG_ZETA_ROLLOUT",
+            "scripts/release_cut.sh",
+        ),
+        (
+            vec![
+                User("We should rate-limit the exporter with the grackle_throttle helper."),
+                User("actually never mind that, the exporter is fast enough"),
+                User("Remember that `make verify-export` must pass before any commit."),
+            ],
+            "grackle_throttle",
+            "make verify-export",
+        ),
+    ];
+    for (k, (steps, gone, live)) in cases.iter().enumerate() {
+        for format in [Format::Anthropic, Format::OpenAiChat] {
+            let s = summary_of(&scripted(format, steps, k));
+            assert_final_state(&s, &[gone], &[live], gone);
+        }
+    }
+}
+
+/// "use Y instead": a new option of the same kind replaces the earlier one, which is not named.
+#[test]
+fn a_new_option_of_the_same_kind_replaces_the_old_one() {
+    use Step::*;
+    let steps = [
+        User("Use the fennel_queue for the retry jobs."),
+        Work,
+        User("hmm, use the kiln_queue instead"),
+    ];
+    let s = summary_of(&scripted(Format::OpenAiResponses, &steps, 2));
+    assert_final_state(&s, &["fennel_queue"], &["kiln_queue"], "replace");
+}
+
+/// A question that the same turn answers, or an aside, takes back as well.
+#[test]
+fn a_withdrawal_can_come_as_a_question_or_aside() {
+    use Step::*;
+    let cases = [
+        (
+            "Add the GANNET_TRACE header to every outgoing export request.",
+            "do we even need GANNET_TRACE anymore? no, let's not",
+            "GANNET_TRACE",
+        ),
+        (
+            "Hook the tern-notifier up to the job's failure path.",
+            "btw re tern-notifier: nah, leave it out, the pager covers it",
+            "tern-notifier",
+        ),
+    ];
+    for (k, (a, b, key)) in cases.iter().enumerate() {
+        let steps = [User(a), Work, User(b)];
+        let s = summary_of(&scripted(Format::Anthropic, &steps, k));
+        assert_final_state(&s, &[key], &[], b);
+    }
+}
+
+/// The assistant offers to drop something and the user agrees; the assistant reverses its own
+/// plan. Either way the thing is no longer live. An offer the user turns down stays live.
+#[test]
+fn the_assistant_can_take_back_with_the_users_consent_or_its_own_plan() {
+    use Step::*;
+    let offer = [
+        User("Put the pelican_shim in front of the router."),
+        Work,
+        Said("The router already retries on its own, so should I drop pelican_shim?"),
+        UserOnly("yep, go ahead"),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::OpenAiChat, &offer, 1));
+    assert_final_state(&s, &["pelican_shim"], &[], "offer accepted");
+
+    let refused = [
+        User("Put the pelican_shim in front of the router."),
+        Work,
+        Said("The router already retries on its own, so should I drop pelican_shim?"),
+        UserOnly("no, keep it, the retries are too slow"),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::OpenAiChat, &refused, 1));
+    let (live, _) = split_withdrawn(&s);
+    assert!(live.contains("pelican_shim"), "offer refused:\n{s}");
+
+    let done = [
+        User("Put the pelican_shim in front of the router."),
+        Work,
+        Said("I've dropped pelican_shim from the plan since the router already retries."),
+        UserOnly("ok"),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::Anthropic, &done, 2));
+    assert_final_state(&s, &["pelican_shim"], &[], "dropped, no objection");
+
+    let objected = [
+        User("Put the pelican_shim in front of the router."),
+        Work,
+        Said("I've dropped pelican_shim from the plan since the router already retries."),
+        UserOnly("wait, we still want pelican_shim, the router retries are too slow"),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::Anthropic, &objected, 2));
+    let (live, _) = split_withdrawn(&s);
+    assert!(live.contains("pelican_shim"), "objected:\n{s}");
+
+    let own = [
+        Said("I'll add a quill_cache in front of the lookups so repeated reads are cheap."),
+        Work,
+        Said("On reflection I'm dropping quill_cache: the lookups are already O(1), so plain HashMap reads it is."),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::Anthropic, &own, 3));
+    assert_final_state(&s, &["quill_cache"], &["HashMap"], "own plan");
+}
+
+/// Insisting is not taking back: "never skip X" and "don't forget X" after asking for X keep it
+/// live, and so does asking for X again after it was taken back.
+#[test]
+fn insisting_or_reinstating_keeps_it_live() {
+    use Step::*;
+    let cases: Vec<(Vec<Step<'_>>, &str)> = vec![
+        (
+            vec![
+                User("Add the tern_check step to the CI pipeline."),
+                Work,
+                User("and never skip tern_check, even for hotfixes"),
+            ],
+            "tern_check",
+        ),
+        (
+            vec![
+                User("Please wire puffin_metrics into the scheduler."),
+                Work,
+                User("don't forget puffin_metrics, the SRE team asked twice"),
+            ],
+            "puffin_metrics",
+        ),
+        (
+            vec![
+                User("Add the heron_index to the orders table."),
+                Work,
+                User("drop the heron_index, writes are too slow with it"),
+                Work,
+                User("actually we do need heron_index after all, the reads matter more"),
+            ],
+            "heron_index",
+        ),
+        (
+            vec![
+                User("Also write the zephyr_backfill migration for the orders table."),
+                Work,
+                User("the migration thing from before — forget it"),
+                Work,
+                User("ok the DBA changed their mind, zephyr_backfill is needed again"),
+            ],
+            "zephyr_backfill",
+        ),
+    ];
+    for (k, (steps, key)) in cases.iter().enumerate() {
+        let s = summary_of(&scripted(Format::OpenAiResponses, steps, k));
+        let (live, _) = split_withdrawn(&s);
+        assert!(live.contains(key), "{key:?} lost:\n{s}");
+    }
+}
+
+/// A path taken back by its file name alone.
+#[test]
+fn a_path_can_be_taken_back_by_its_file_name() {
+    use Step::*;
+    let steps = [
+        User("Also refactor src/net/pool_tuner.rs to use the new config API."),
+        Work,
+        User("forget pool_tuner.rs, it's getting deleted next sprint"),
+    ];
+    let s = summary_of(&scripted(Format::Anthropic, &steps, 4));
+    assert_final_state(&s, &["src/net/pool_tuner.rs"], &[], "basename");
+}

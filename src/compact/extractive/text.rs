@@ -3,8 +3,8 @@
 //! marks of a clause, and quoting (whitespace collapsed, long quotes clipped at a word boundary).
 
 use super::lexicon::{
-    ABBREVIATIONS, NEGATIONS, NEGATION_CONTRACTIONS, WITHDRAWAL_PHRASES, WITHDRAWAL_VERBS,
-    WITHDRAWAL_WORDS,
+    ABBREVIATIONS, CHANGE_PHRASES, CHANGE_WORDS, NEGATIONS, NEGATION_CONTRACTIONS,
+    WITHDRAWAL_PHRASES, WITHDRAWAL_VERBS, WITHDRAWAL_WORDS,
 };
 
 /// Sentences of prose: lines outside code fences, bullets stripped, split after `.`, `!` or `?`
@@ -160,30 +160,58 @@ pub(super) fn prose_words(lower: &str) -> impl Iterator<Item = &str> {
         .filter(|w| !w.is_empty())
 }
 
-/// Whether a clause is negative: it holds a negation word or an `n't` contraction.
+/// Whether a clause is negative: it holds a negation word or an `n't` contraction that does not
+/// negate a take-back verb ("don't forget X" and "never skip X" insist on X: not negative).
 pub(super) fn is_negative(clause: &str) -> bool {
     let lower = normalize(clause);
-    let neg = prose_words(&lower).any(is_negation);
-    neg
+    let words: Vec<&str> = prose_words(&lower).collect();
+    words.iter().enumerate().any(|(k, w)| {
+        is_negation(w) && !words.get(k + 1).is_some_and(|next| is_take_back_verb(next))
+    })
+}
+
+/// Whether a clause negates a take-back verb ("don't forget X", "never skip it").
+pub(super) fn insists(clause: &str) -> bool {
+    let lower = normalize(clause);
+    let words: Vec<&str> = prose_words(&lower).collect();
+    words
+        .windows(2)
+        .any(|w| is_negation(w[0]) && is_take_back_verb(w[1]))
+}
+
+fn is_take_back_verb(w: &str) -> bool {
+    stems(w)
+        .iter()
+        .any(|s| WITHDRAWAL_VERBS.contains(&s.as_str()))
 }
 
 fn is_negation(w: &str) -> bool {
     w.ends_with("n't") || NEGATIONS.contains(&w) || NEGATION_CONTRACTIONS.contains(&w)
 }
 
-/// Whether a clause takes something back or replaces it. A take-back verb right after a
-/// negation insists instead ("don't forget X", "never skip it").
+/// Whether a clause takes something back, replaces it or changes one's mind about it.
 pub(super) fn is_withdrawal(clause: &str) -> bool {
+    takes_back(clause) || {
+        let lower = normalize(clause);
+        CHANGE_PHRASES.iter().any(|p| has_phrase(&lower, p))
+            || prose_words(&lower).any(|w| CHANGE_WORDS.contains(&w))
+    }
+}
+
+/// Whether a clause takes something back (not only changes one's mind, which may also bring
+/// something back). A take-back verb right after a negation insists instead ("don't forget X",
+/// "never skip it").
+pub(super) fn takes_back(clause: &str) -> bool {
     let lower = normalize(clause);
     if WITHDRAWAL_PHRASES.iter().any(|p| has_phrase(&lower, p)) {
         return true;
     }
     let words: Vec<&str> = prose_words(&lower).collect();
     words.iter().enumerate().any(|(k, w)| {
-        let st = stems(w);
-        let verb = st.iter().any(|s| WITHDRAWAL_VERBS.contains(&s.as_str()));
-        let other = st.iter().any(|s| WITHDRAWAL_WORDS.contains(&s.as_str()));
-        other || (verb && !(k > 0 && is_negation(words[k - 1])))
+        let other = stems(w)
+            .iter()
+            .any(|s| WITHDRAWAL_WORDS.contains(&s.as_str()));
+        other || (is_take_back_verb(w) && !(k > 0 && is_negation(words[k - 1])))
     })
 }
 
@@ -202,6 +230,15 @@ impl Cues {
 
     pub fn withdrawal(self, clause: &str) -> bool {
         self.on && is_withdrawal(clause)
+    }
+
+    pub fn takes_back(self, clause: &str) -> bool {
+        self.on && takes_back(clause)
+    }
+
+    /// A negated take-back verb: "don't forget X", "never skip X" insist on X.
+    pub fn insists(self, clause: &str) -> bool {
+        self.on && insists(clause)
     }
 }
 
@@ -415,6 +452,15 @@ mod tests {
         assert!(!is_withdrawal("don\u{2019}t skip it"));
         assert!(is_withdrawal("forget the flag, don't bother"));
         assert!(is_withdrawal("not anymore"));
+        // Negating a take-back verb insists: the clause is not negative.
+        assert!(!is_negative("dont forget the flag"));
+        assert!(!is_negative("and never skip tern_check"));
+        assert!(is_negative("never skip it, don't add the flag"));
+        assert!(insists("Don\u{2019}t forget the flag") && !insists("forget the flag"));
+        // A change of mind is a withdrawal mark, but takes nothing back by itself.
+        assert!(is_withdrawal("use kiln_queue instead") && !takes_back("use kiln_queue instead"));
+        assert!(is_withdrawal("we need it after all") && !takes_back("we need it after all"));
+        assert!(takes_back("drop it after all"));
         let off = Cues { on: false };
         assert!(!off.negative("never touch it") && !off.withdrawal("scrap that"));
         let on = Cues { on: true };
