@@ -66,8 +66,10 @@ const MIN_KEPT_PCT: f64 = 95.0;
 /// before it). The target is 0, as on the main corpus; this ceiling only stops a regression.
 const HOLDOUT_WITHDRAWN_LIVE_CEILING: usize = 6;
 /// The same for the second held-out corpus: 2 of 71 when it was first measured (main at
-/// 5207eb9). The target is 0.
-const HOLDOUT2_WITHDRAWN_LIVE_CEILING: usize = 2;
+/// 5207eb9), 0 of 71 since the withdrawal work that referred take-backs to what they describe
+/// (merged at wip-withdraw's 2b8bd43, designed without seeing either held-out corpus): the
+/// contract's target, held here.
+const HOLDOUT2_WITHDRAWN_LIVE_CEILING: usize = 0;
 const MAX_SUMMARY_RATIO: f64 = 0.2;
 /// The lexicon-free live facts are held to the target only when there are this many.
 const MIN_LEXICON_FREE: usize = 20;
