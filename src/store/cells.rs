@@ -66,3 +66,40 @@ impl SortKey {
         }
     }
 }
+
+/// Rows a prefiltered scan keeps, put into a listing order in memory: newest first by a stored
+/// value, ties in rowid order (SQLite's `ORDER BY value DESC, rowid`). Bounded, so memory stays
+/// flat: past [`NewestFirst::CAP`] rows the scan is told to fall back to SQLite's order.
+pub(crate) struct NewestFirst<T> {
+    rows: Vec<(SortKey, i64, T)>,
+}
+
+impl<T> NewestFirst<T> {
+    /// At most this many rows are held (well under 1 KB each).
+    pub(crate) const CAP: usize = 20_000;
+
+    pub(crate) fn new() -> NewestFirst<T> {
+        NewestFirst { rows: Vec::new() }
+    }
+
+    /// Hold one row; `false` (nothing held) when the cap is reached.
+    pub(crate) fn push(&mut self, key: SortKey, rowid: i64, row: T) -> bool {
+        if self.rows.len() == Self::CAP {
+            return false;
+        }
+        self.rows.push((key, rowid, row));
+        true
+    }
+
+    /// The rows in listing order, with their keys.
+    pub(crate) fn sorted(mut self) -> Vec<(SortKey, T)> {
+        self.rows
+            .sort_by(|a, b| newest_first((&a.0, a.1), (&b.0, b.1)));
+        self.rows.into_iter().map(|(k, _, t)| (k, t)).collect()
+    }
+}
+
+/// The listing order of two (stored value, rowid) pairs: newest first, ties in rowid order.
+pub(crate) fn newest_first(a: (&SortKey, i64), b: (&SortKey, i64)) -> std::cmp::Ordering {
+    b.0.cmp(a.0).then(a.1.cmp(&b.1))
+}

@@ -31,7 +31,7 @@ use super::{Version, PROVIDER};
 use crate::error::{Error, Result, SqlContext};
 use crate::message::{self, Format};
 use crate::models::ContextLimits;
-use crate::store::cells::{int, lossy, SortKey};
+use crate::store::cells::{int, lossy, NewestFirst, SortKey};
 use crate::store::{ConversationMeta, Prefilter};
 
 // ---- listing --------------------------------------------------------------------------------
@@ -133,13 +133,9 @@ const ROOTS: &str = "WHERE s.parent_id IS NULL OR s.parent_id = ''";
 const ROOTS_ORDERED: &str =
     "WHERE s.parent_id IS NULL OR s.parent_id = '' ORDER BY s.created_at DESC, s.rowid";
 
-/// At most this many prefiltered sessions are sorted in memory (well under 1 KB each); a
-/// selection that keeps more is read in order by SQLite instead, so memory stays flat.
-const SORT_CAP: usize = 20_000;
-
 /// Stream every root session's metadata, newest `created_at` first (docker-agent's own order),
 /// ties in rowid order; `f` returns `false` to stop. With a prefilter, the sessions are read in
-/// the table's order and only the kept ones are sorted (in memory, up to [`SORT_CAP`]), and the
+/// the table's order and only the kept ones are sorted (in memory, up to [`NewestFirst::CAP`]), and the
 /// message count and the latest item time (the costly parts of a row) are read only for them;
 /// the others are left out.
 pub fn scan(
@@ -203,7 +199,7 @@ pub fn scan(
 type Kept = (Value, ConversationMeta);
 
 /// The sessions the prefilter keeps, read in the table's order and sorted in memory; `None`
-/// when more than [`SORT_CAP`] are kept.
+/// when more than [`NewestFirst::CAP`] are kept.
 fn kept_unordered(
     conn: &Connection,
     path: &Path,
@@ -213,22 +209,19 @@ fn kept_unordered(
 ) -> Result<Option<Vec<Kept>>> {
     let mut stmt = conn.prepare(&list_sql(schema, ROOTS, true)).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
-    let mut kept = Vec::new();
+    let mut kept = NewestFirst::new();
     while let Some(r) = rows.next().at(path)? {
         let (meta, _) = meta_from_row(r, limits).at(path)?;
         if !prefilter.keeps(&meta) {
             continue;
         }
-        if kept.len() == SORT_CAP {
+        // Newest first by created_at, ties in rowid order.
+        let key = SortKey::of(r.get_ref(2).at(path)?);
+        if !kept.push(key, r.get(10).at(path)?, (r.get(0).at(path)?, meta)) {
             return Ok(None);
         }
-        let key = SortKey::of(r.get_ref(2).at(path)?);
-        let rowid: i64 = r.get(10).at(path)?;
-        kept.push((key, rowid, r.get(0).at(path)?, meta));
     }
-    // Newest first, ties in rowid order (SQLite's ORDER BY created_at DESC, rowid).
-    kept.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    Ok(Some(kept.into_iter().map(|(_, _, id, m)| (id, m)).collect()))
+    Ok(Some(kept.sorted().into_iter().map(|(_, k)| k).collect()))
 }
 
 fn sub_session_error(id: &str, parent: &str) -> Error {

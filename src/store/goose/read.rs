@@ -13,7 +13,7 @@ use super::PROVIDER;
 use crate::error::{Error, Result, SqlContext};
 use crate::message::goose as codec;
 use crate::models::ContextLimits;
-use crate::store::cells::{int, lossy, SortKey};
+use crate::store::cells::{int, lossy, NewestFirst, SortKey};
 use crate::store::{ConversationMeta, Prefilter};
 
 /// goose's `DEFAULT_CONTEXT_LIMIT`, used when nothing else names a session's window.
@@ -133,14 +133,10 @@ fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<Con
 /// A session's message count (on `idx_messages_session`).
 const COUNT_SQL: &str = "SELECT COUNT(*) FROM messages WHERE session_id = ?1";
 
-/// At most this many prefiltered sessions are sorted in memory; a selection that keeps more is
-/// read in order by SQLite instead, so memory stays flat.
-const SORT_CAP: usize = 20_000;
-
 /// Stream every session's metadata, most recently updated first (goose's own order), ties in
 /// rowid order. With a prefilter, sessions are judged on `total_tokens` and
 /// `model_config_json` alone, read in the table's order, and only the kept ones are decoded,
-/// counted and sorted (in memory, up to [`SORT_CAP`]).
+/// counted and sorted (in memory, up to [`NewestFirst::CAP`]).
 pub fn scan(
     conn: &Connection,
     path: &Path,
@@ -176,7 +172,7 @@ pub fn scan(
 }
 
 /// The sessions the prefilter keeps, read in the table's order and sorted as goose lists them;
-/// `None` when more than [`SORT_CAP`] are kept.
+/// `None` when more than [`NewestFirst::CAP`] are kept.
 fn kept_sorted(
     conn: &Connection,
     path: &Path,
@@ -186,19 +182,17 @@ fn kept_sorted(
 ) -> Result<Option<Vec<ConversationMeta>>> {
     let mut stmt = conn.prepare(&list_sql(schema, "")).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
-    let mut out = Vec::new();
+    let mut out = NewestFirst::new();
     while let Some(r) = rows.next().at(path)? {
         if !kept(r, limits, prefilter).at(path)? {
             continue;
         }
-        if out.len() == SORT_CAP {
+        let key = SortKey::of(r.get_ref(5).at(path)?);
+        if !out.push(key, r.get(10).at(path)?, meta_from_row(r, limits).at(path)?) {
             return Ok(None);
         }
-        let key = SortKey::of(r.get_ref(5).at(path)?);
-        out.push((key, r.get::<_, i64>(10).at(path)?, meta_from_row(r, limits).at(path)?));
     }
-    out.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    Ok(Some(out.into_iter().map(|(_, _, m)| m).collect()))
+    Ok(Some(out.sorted().into_iter().map(|(_, m)| m).collect()))
 }
 
 /// One session's metadata, or `None`.

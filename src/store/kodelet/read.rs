@@ -16,7 +16,7 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Error, Result, SqlContext};
-use crate::store::cells::{lossy, SortKey};
+use crate::store::cells::{lossy, newest_first, NewestFirst, SortKey};
 use crate::store::{ConversationMeta, Prefilter};
 
 /// Columns agent-db reads or writes, with the declared type it expects.
@@ -198,10 +198,6 @@ const SUMMARY_SEQ_SQL: &str = "SELECT s.id, s.provider, s.usage, s.created_at, s
   s.summary, s.metadata, s.message_count, @CWD@, s.rowid
 FROM conversation_summaries s WHERE typeof(s.updated_at) = 'text'";
 
-/// At most this many prefiltered rows are sorted in memory (about 0.5 KB each); a selection
-/// that keeps more is listed through `idx_summaries_updated_at` instead, so memory stays flat.
-const SORT_CAP: usize = 20_000;
-
 /// Conversations with no summary row (the anti-join), on the two primary-key indexes alone; see
 /// [`without_summary`] for the faster merge used when both indexes order ids by their bytes.
 const NO_SUMMARY_SQL: &str = "SELECT c.rowid FROM conversations c
@@ -365,7 +361,7 @@ fn fallback_rows(conn: &Connection, path: &Path) -> Result<Vec<(SortKey, i64)>> 
         }
     }
     // Most recent first, ties in rowid order.
-    out.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    out.sort_by(|a, b| newest_first((&a.0, a.1), (&b.0, b.1)));
     out.dedup_by_key(|x| x.1);
     Ok(out)
 }
@@ -389,7 +385,8 @@ fn passes(prefilter: &Prefilter, usage: Option<String>) -> bool {
 }
 
 /// The summary rows the prefilter keeps, in listing order, read in one sequential pass; `None`
-/// when more than [`SORT_CAP`] are kept.
+/// when more than [`NewestFirst::CAP`] are kept (the listing then walks
+/// `idx_summaries_updated_at` instead, so memory stays flat).
 fn prefiltered_rows(
     conn: &Connection,
     path: &Path,
@@ -403,7 +400,7 @@ fn prefiltered_rows(
         .prepare(&with_columns(SUMMARY_SEQ_SQL, cols))
         .at(path)?;
     let mut rows = stmt.query([]).at(path)?;
-    let mut kept: Vec<(SortKey, i64, ConversationMeta)> = Vec::new();
+    let mut kept = NewestFirst::new();
     while let Some(r) = rows.next().at(path)? {
         // Most rows are below the threshold: drop them on the stored bytes when that is sure.
         if let ValueRef::Text(b) | ValueRef::Blob(b) = r.get_ref(2).at(path)? {
@@ -451,13 +448,11 @@ fn prefiltered_rows(
             r.get(7).ok(),
         );
         m.cwd = lossy(r, 8).at(path)?;
-        kept.push((SortKey::of(r.get_ref(4).at(path)?), r.get(9).at(path)?, m));
-        if kept.len() > SORT_CAP {
+        if !kept.push(SortKey::of(r.get_ref(4).at(path)?), r.get(9).at(path)?, m) {
             return Ok(None);
         }
     }
-    kept.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    Ok(Some(kept.into_iter().map(|(k, _, m)| (k, m)).collect()))
+    Ok(Some(kept.sorted()))
 }
 
 fn exists(conn: &Connection, path: &Path, id: ValueRef<'_>) -> Result<bool> {
