@@ -123,6 +123,11 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
             },
         }
     };
+    if !ids.is_empty() {
+        // Tables an older agent-db made are upgraded first (the archive's reader needs them);
+        // tables a newer one made are refused.
+        store.ensure_agent_tables()?;
+    }
     let mut results = Vec::new();
     for n in ids {
         let now = gotime::rfc3339_utc(&gotime::now());

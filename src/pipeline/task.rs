@@ -144,7 +144,11 @@ async fn steps(plan: Plan, ctx: &Context, slots: Slots, row: &mut Row) -> Step<S
         Rewrite::Summary(s) => Some(s.text.clone()),
         Rewrite::PrunedHead(_) => None,
     };
-    let proposal = propose(&plan, &provenance, &rewrite, new, row, ctx);
+    let (audit, compaction) = describe(&plan, &provenance, &rewrite, new, row, ctx);
+    // The store's proposal is made on the pool: it may encode and compress (kodelet packs the
+    // pre-image), work the one writer thread should not do.
+    let (plan, proposal) =
+        on_pool(ctx, plan, move |p| p.loaded.row.propose(compaction, audit)).await?;
     let compaction_id = write(proposal, ctx, &halt).await?;
     row.compaction_id = Some(compaction_id);
     hooks_after(&plan, ctx, row, &label, summary.as_deref(), compaction_id).await;
@@ -347,15 +351,15 @@ fn audit_details(
     details
 }
 
-/// The store's proposal for the new history, with its audit row.
-fn propose(
+/// The audit row and the store-neutral compaction the store's proposal is made from.
+fn describe(
     plan: &Plan,
     provenance: &Provenance,
     rewrite: &Rewrite,
     new: NewHistory,
     row: &Row,
     ctx: &Context,
-) -> Proposal {
+) -> (AuditEntry, Compaction) {
     let (summary_sha256, model) = match (rewrite, provenance) {
         // A hook's summary was written by no model, whatever the configured strategy.
         (Rewrite::Summary(s), Provenance::Hook(_)) => (crate::util::sha256_hex(&s.text), None),
@@ -395,7 +399,7 @@ fn propose(
         call_ids: new.call_ids,
         model,
     };
-    plan.loaded.row.propose(compaction, audit)
+    (audit, compaction)
 }
 
 /// Whether a write error means the store cannot take any write (so the run should stop starting

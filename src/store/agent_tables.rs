@@ -6,11 +6,18 @@
 use rusqlite::{Connection, OptionalExtension};
 
 /// (version, name, SQL). Append-only.
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "archive_and_audit",
-    include_str!("../../migrations/0001_archive_and_audit.sql"),
-)];
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "archive_and_audit",
+        include_str!("../../migrations/0001_archive_and_audit.sql"),
+    ),
+    (
+        2,
+        "archive_packed",
+        include_str!("../../migrations/0002_archive_packed.sql"),
+    ),
+];
 
 const TRACKING: &str = "CREATE TABLE IF NOT EXISTS agent_db_migrations (
   version INTEGER PRIMARY KEY,
@@ -29,7 +36,43 @@ pub fn present(conn: &Connection) -> rusqlite::Result<bool> {
     .map(|o| o.is_some())
 }
 
-/// Apply missing migrations in one `BEGIN IMMEDIATE` transaction.
+/// The newest migration this agent-db knows.
+fn latest() -> i64 {
+    MIGRATIONS.last().map(|m| m.0).unwrap_or(0)
+}
+
+/// Why agent-db's tables in this store are too new for this agent-db, if they are: a newer
+/// agent-db upgraded them, and this one could misread its archive (a restore could write back a
+/// value it cannot decode), so write commands refuse the store.
+pub fn newer(conn: &Connection) -> rusqlite::Result<Option<String>> {
+    let max: i64 = conn.query_row(
+        "SELECT COALESCE(MAX(version),0) FROM agent_db_migrations",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok(too_new(max))
+}
+
+fn too_new(max: i64) -> Option<String> {
+    (max > latest()).then(|| {
+        format!(
+            "agent-db's own tables are at version {max}, newer than this agent-db knows ({}); \
+             upgrade agent-db",
+            latest()
+        )
+    })
+}
+
+/// [`too_new`] as an error, for [`migrate`].
+fn refuse_newer(max: i64) -> rusqlite::Result<()> {
+    match too_new(max) {
+        Some(why) => Err(rusqlite::Error::ToSqlConversionFailure(why.into())),
+        None => Ok(()),
+    }
+}
+
+/// Apply missing migrations in one `BEGIN IMMEDIATE` transaction. Refuses tables a newer
+/// agent-db made (see [`refuse_newer`]).
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     if present(conn)? {
         let max: i64 = conn.query_row(
@@ -37,7 +80,8 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
             [],
             |r| r.get(0),
         )?;
-        if max >= MIGRATIONS.last().map(|m| m.0).unwrap_or(0) {
+        refuse_newer(max)?;
+        if max == latest() {
             return Ok(());
         }
     }

@@ -8,6 +8,14 @@
 //! bytes (the archive's `value` column has BLOB affinity, so nothing is converted). A row the
 //! compaction inserts is archived as column `*` with a NULL value: restoring deletes it. Restore
 //! is therefore store-agnostic.
+//!
+//! One exception, for speed and size: a store that already holds a cell's current bytes (it
+//! loaded them, and its version check proves in the transaction that they are still the stored
+//! ones) hands them over [`Packed`]: zstd-compressed on the planning pool, tagged with their
+//! storage class, and archived in the `packed` column (`value` NULL, `encoding` naming the
+//! codec). The writer then neither copies the cell nor writes its full size through the WAL
+//! (kodelet's `raw_messages`, most of a compaction's bytes, shrinks about 5×). A restore
+//! decompresses it and binds it back with its storage class.
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, ToSql};
@@ -71,6 +79,66 @@ impl From<i64> for CellValue {
     }
 }
 
+/// A TEXT or BLOB pre-image the caller holds, zstd-compressed (see the module doc). Made on the
+/// planning pool; [`save_pre_image`] archives it as is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Packed {
+    blob: bool,
+    zstd: Vec<u8>,
+}
+
+/// zstd's fastest standard level: about 330 MB/s and 4.7× on kodelet histories (one core).
+const PACK_LEVEL: i32 = 1;
+
+impl Packed {
+    /// Compress `bytes`, a TEXT value (`blob` false) or a BLOB (`blob` true).
+    pub fn new(bytes: &[u8], blob: bool) -> std::io::Result<Packed> {
+        Ok(Packed {
+            blob,
+            zstd: zstd::bulk::compress(bytes, PACK_LEVEL)?,
+        })
+    }
+
+    /// The archive's `encoding` for this value.
+    fn encoding(&self) -> &'static str {
+        if self.blob {
+            ENCODING_BLOB
+        } else {
+            ENCODING_TEXT
+        }
+    }
+}
+
+const ENCODING_TEXT: &str = "zstd-text";
+const ENCODING_BLOB: &str = "zstd-blob";
+
+/// Decompress an archived packed value back to its bytes and storage class.
+fn unpack(encoding: &str, packed: &[u8]) -> rusqlite::Result<CellValue> {
+    let blob = match encoding {
+        ENCODING_TEXT => false,
+        ENCODING_BLOB => true,
+        other => {
+            return Err(rusqlite::Error::ToSqlConversionFailure(
+                format!(
+                    "the archive holds a value encoded as {other:?}, which this agent-db does not \
+                     know; restore it with the agent-db that made it"
+                )
+                .into(),
+            ))
+        }
+    };
+    let bytes = zstd::stream::decode_all(packed).map_err(|e| {
+        rusqlite::Error::ToSqlConversionFailure(
+            format!("an archived value does not decompress ({e}); the archive is damaged").into(),
+        )
+    })?;
+    Ok(if blob {
+        CellValue::Blob(bytes)
+    } else {
+        CellValue::Text(bytes)
+    })
+}
+
 /// A cell agent-db is about to change, or (column `*`) a row it is about to insert.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
@@ -78,6 +146,9 @@ pub struct Cell {
     pub key_column: String,
     pub key: CellValue,
     pub column: String,
+    /// The cell's current value, when the store holds it and proved it current: archived as
+    /// is instead of copied by SQLite.
+    pub packed: Option<std::sync::Arc<Packed>>,
 }
 
 impl Cell {
@@ -87,7 +158,14 @@ impl Cell {
             key_column: key_column.into(),
             key: key.into(),
             column: column.into(),
+            packed: None,
         }
+    }
+
+    /// This cell, archived from `packed` (its current value, proven so by the version check).
+    pub fn with_packed(mut self, packed: Option<std::sync::Arc<Packed>>) -> Cell {
+        self.packed = packed;
+        self
     }
 
     /// Marker for a row that will be inserted.
@@ -135,6 +213,23 @@ pub fn save_pre_image(
     cells: &[Cell],
 ) -> rusqlite::Result<()> {
     for (seq, c) in cells.iter().enumerate() {
+        if let Some(p) = &c.packed {
+            conn.prepare_cached(
+                "INSERT INTO agent_db_archive(compaction_id, seq, table_name, key_column, row_key, column_name, value, encoding, packed)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, ?7, ?8)",
+            )?
+            .execute(params![
+                compaction_id,
+                seq as i64,
+                c.table,
+                c.key_column,
+                c.key,
+                c.column,
+                p.encoding(),
+                p.zstd,
+            ])?;
+            continue;
+        }
         let value = if c.column == "*" {
             "NULL".to_string()
         } else {
@@ -236,12 +331,14 @@ pub fn image_hash(conn: &Connection, cells: &[Cell]) -> rusqlite::Result<String>
 pub struct Archived {
     pub seq: i64,
     pub cell: Cell,
+    /// How the value is stored: `None` as is in `value`, else packed (see [`Packed`]).
+    pub encoding: Option<String>,
 }
 
 /// The archived cells of a compaction, in the order they were saved.
 pub fn load(conn: &Connection, compaction_id: i64) -> rusqlite::Result<Vec<Archived>> {
     let mut stmt = conn.prepare(
-        "SELECT seq, table_name, key_column, row_key, column_name FROM agent_db_archive
+        "SELECT seq, table_name, key_column, row_key, column_name, encoding FROM agent_db_archive
          WHERE compaction_id = ?1 ORDER BY seq",
     )?;
     let rows = stmt.query_map([compaction_id], |r| {
@@ -252,20 +349,37 @@ pub fn load(conn: &Connection, compaction_id: i64) -> rusqlite::Result<Vec<Archi
                 key_column: r.get(2)?,
                 key: CellValue::from_ref(r.get_ref(3)?),
                 column: r.get(4)?,
+                packed: None,
             },
+            encoding: r.get(5)?,
         })
     })?;
     rows.collect()
 }
 
 /// Write archived values back (inserted rows are deleted). SQLite copies each value from the
-/// archive itself, so the cell gets back its exact bytes and storage class.
+/// archive itself, so the cell gets back its exact bytes and storage class; a packed value is
+/// decompressed and bound with the storage class it was archived with.
 pub fn apply(conn: &Connection, compaction_id: i64, archived: &[Archived]) -> rusqlite::Result<()> {
     for a in archived {
         let c = &a.cell;
         if c.column == "*" {
             let sql = format!("DELETE {}", c.row_clause(1)?);
             conn.execute(&sql, [&c.key])?;
+        } else if let Some(encoding) = &a.encoding {
+            let packed: Vec<u8> = conn.query_row(
+                "SELECT packed FROM agent_db_archive WHERE compaction_id = ?1 AND seq = ?2",
+                params![compaction_id, a.seq],
+                |r| r.get(0),
+            )?;
+            let value = unpack(encoding, &packed)?;
+            let sql = format!(
+                "UPDATE \"{}\" SET \"{}\" = ?2 WHERE \"{}\" = ?1",
+                ident(&c.table)?,
+                ident(&c.column)?,
+                ident(&c.key_column)?
+            );
+            conn.execute(&sql, params![c.key, value])?;
         } else {
             let sql = format!(
                 "UPDATE \"{}\" SET \"{}\" = (SELECT value FROM agent_db_archive WHERE compaction_id = ?2 AND seq = ?3)
@@ -278,6 +392,21 @@ pub fn apply(conn: &Connection, compaction_id: i64, archived: &[Archived]) -> ru
         }
     }
     Ok(())
+}
+
+/// The SQL sum of the archive's stored bytes over the rows a query selects (`value`, plus the
+/// packed column once agent-db's tables have it: read-only commands do not upgrade them).
+pub fn stored_bytes_sum(conn: &Connection) -> rusqlite::Result<&'static str> {
+    let packed: bool = conn.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('agent_db_archive') WHERE name = 'packed'",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok(if packed {
+        "COALESCE(SUM(COALESCE(LENGTH(CAST(value AS BLOB)), 0) + COALESCE(LENGTH(packed), 0)), 0)"
+    } else {
+        "COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0)"
+    })
 }
 
 /// What the audit log records for one compaction.
@@ -331,4 +460,31 @@ pub fn finish_audit(conn: &Connection, compaction_id: i64, cells: &[Cell]) -> ru
         params![hash, compaction_id],
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any bytes, TEXT or BLOB, come back from the packed form as they went in, storage
+        /// class included (the restore's half of the packed archive).
+        #[test]
+        fn packed_values_unpack_to_the_same_bytes_and_class(
+            bytes in proptest::collection::vec(any::<u8>(), 0..4096),
+            blob in any::<bool>(),
+        ) {
+            let p = Packed::new(&bytes, blob).unwrap();
+            let back = unpack(p.encoding(), &p.zstd).unwrap();
+            let want = if blob { CellValue::Blob(bytes) } else { CellValue::Text(bytes) };
+            prop_assert_eq!(back, want);
+        }
+    }
+
+    #[test]
+    fn an_unknown_encoding_is_refused_by_name() {
+        let e = unpack("brotli-text", b"x").unwrap_err().to_string();
+        assert!(e.contains("\"brotli-text\""), "{e}");
+    }
 }

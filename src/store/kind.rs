@@ -63,8 +63,10 @@ pub trait Adapter: Sync + 'static {
 /// A store's state of one loaded conversation (its version token, and for an append-only
 /// store the positions of the loaded messages). It makes the store's typed proposal.
 pub trait LoadedState: std::fmt::Debug + Send + Sync {
-    /// The store's write of `compaction` over exactly this version.
-    fn propose(&self, id: &str, compaction: Compaction) -> Box<dyn Commit>;
+    /// The store's write of `compaction` over exactly this version; `loaded` is the history as
+    /// it was loaded. Runs on the planning pool, so CPU work the write can do ahead (encoding,
+    /// compressing the pre-image) belongs here rather than on the one writer thread.
+    fn propose(&self, id: &str, loaded: &str, compaction: Compaction) -> Box<dyn Commit>;
 }
 
 /// A store kind: a handle on its registered [`Adapter`].

@@ -313,6 +313,14 @@ impl Store {
         let tables = table_names(&conn, path)?;
         let kind = StoreKind::detect(&tables).ok_or_else(|| unknown_schema(path, &tables))?;
         kind.adapter().check_schema(&conn, path)?;
+        if access == Access::Write && tables.iter().any(|t| t == "agent_db_migrations") {
+            if let Some(detail) = agent_tables::newer(&conn).at(path)? {
+                return Err(Error::SchemaChanged {
+                    path: path.to_path_buf(),
+                    detail,
+                });
+            }
+        }
         Ok(Store {
             path: path.to_path_buf(),
             kind,
@@ -577,13 +585,13 @@ impl StoredConversation {
         raw_messages: impl Into<String>,
         updated_at: impl Into<String>,
     ) -> Self {
-        kodelet::conversation(id.into(), raw_messages.into(), updated_at.into())
+        kodelet::conversation(id.into(), raw_messages.into(), updated_at.into(), false)
     }
 
     /// The store's proposal to write `compaction` over exactly this version.
     pub fn propose(&self, compaction: Compaction, audit: archive::AuditEntry) -> Proposal {
         Proposal {
-            write: self.state.propose(&self.id, compaction),
+            write: self.state.propose(&self.id, &self.raw_messages, compaction),
             audit,
         }
     }

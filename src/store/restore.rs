@@ -201,10 +201,11 @@ pub fn prune_archive(store: &mut Store, before: &str, now: &str) -> Result<Prune
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .at(path)?;
+    let bytes = super::archive::stored_bytes_sum(&tx).at(path)?;
     let (values, bytes): (i64, i64) = tx
         .query_row(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0) FROM agent_db_archive WHERE compaction_id IN
-               (SELECT id FROM agent_db_compactions WHERE compacted_at < ?1 AND archive_pruned_at IS NULL)",
+            &format!("SELECT COUNT(*), {bytes} FROM agent_db_archive WHERE compaction_id IN
+               (SELECT id FROM agent_db_compactions WHERE compacted_at < ?1 AND archive_pruned_at IS NULL)"),
             [before],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{agent_tables, restore::Pruned, Store};
+use super::{agent_tables, archive, restore::Pruned, Store};
 use crate::error::{Result, SqlContext};
 
 /// The store file and its free pages.
@@ -80,9 +80,10 @@ pub fn archive_stats(store: &Store) -> Result<ArchiveStats> {
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .at(path)?;
+    let bytes = archive::stored_bytes_sum(conn).at(path)?;
     let (archived_values, archive_bytes) = conn
         .query_row(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0) FROM agent_db_archive",
+            &format!("SELECT COUNT(*), {bytes} FROM agent_db_archive"),
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
@@ -104,10 +105,11 @@ pub fn archived_bytes_of(store: &Store, ids: &[i64]) -> Result<i64> {
         return Ok(0);
     }
     let mut total = 0i64;
+    let bytes = archive::stored_bytes_sum(conn).at(path)?;
     let mut stmt = conn
-        .prepare(
-            "SELECT COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0) FROM agent_db_archive WHERE compaction_id = ?1",
-        )
+        .prepare(&format!(
+            "SELECT {bytes} FROM agent_db_archive WHERE compaction_id = ?1"
+        ))
         .at(path)?;
     for id in ids {
         total += stmt.query_row([id], |r| r.get::<_, i64>(0)).at(path)?;
@@ -128,10 +130,11 @@ pub fn prunable(store: &Store, before: &str) -> Result<Pruned> {
             |r| r.get(0),
         )
         .at(path)?;
+    let bytes = archive::stored_bytes_sum(conn).at(path)?;
     let (values, bytes): (i64, i64) = conn
         .query_row(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0) FROM agent_db_archive WHERE compaction_id IN
-               (SELECT id FROM agent_db_compactions WHERE compacted_at < ?1 AND archive_pruned_at IS NULL)",
+            &format!("SELECT COUNT(*), {bytes} FROM agent_db_archive WHERE compaction_id IN
+               (SELECT id FROM agent_db_compactions WHERE compacted_at < ?1 AND archive_pruned_at IS NULL)"),
             [before],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )

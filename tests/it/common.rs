@@ -285,3 +285,25 @@ impl MiniLlm {
         self.seen.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
+
+/// An archived cell's pre-image bytes, read by the test's own SQL: `value` as stored, or, for a
+/// packed value (migration 0002), its `packed` zstd frame decompressed with libzstd. `filter` is
+/// an SQL condition on `agent_db_archive` with one parameter.
+pub fn archived_bytes(c: &Connection, filter: &str, param: &dyn rusqlite::ToSql) -> Vec<u8> {
+    let (value, packed): (Option<Vec<u8>>, Option<Vec<u8>>) = c
+        .query_row(
+            &format!("SELECT CAST(value AS BLOB), packed FROM agent_db_archive WHERE {filter}"),
+            [param],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("archived cell");
+    match (value, packed) {
+        (_, Some(p)) => zstd::stream::decode_all(&p[..]).expect("a zstd frame"),
+        (Some(v), None) => v,
+        (None, None) => Vec::new(),
+    }
+}
+
+/// The archive's stored size as the test's SQL sees it: `value` bytes plus packed bytes.
+pub const ARCHIVE_BYTES_SQL: &str =
+    "SELECT COALESCE(SUM(COALESCE(LENGTH(CAST(value AS BLOB)), 0) + COALESCE(LENGTH(packed), 0)), 0) FROM agent_db_archive";

@@ -68,14 +68,15 @@ fn check_consistent(c: &Connection, orig: &HashMap<String, String>) -> usize {
             "{id} changed with {} audit rows",
             audits.len()
         );
-        let archived: String = c
-            .query_row(
-                "SELECT value FROM agent_db_archive WHERE compaction_id = ?1 AND column_name = 'raw_messages'",
-                [audits[0].0],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(&archived, raw, "{id}: archive does not hold the original");
+        let archived = crate::common::archived_bytes(
+            c,
+            "compaction_id = ?1 AND column_name = 'raw_messages'",
+            &audits[0].0,
+        );
+        assert!(
+            archived == raw.as_bytes(),
+            "{id}: archive does not hold the original"
+        );
         let cells: Vec<agent_db::store::archive::Cell> =
             agent_db::store::archive::load(c, audits[0].0)
                 .unwrap()

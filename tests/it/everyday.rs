@@ -216,11 +216,7 @@ fn prune_archive_dry_run_writes_nothing_and_vacuum_gives_the_space_back() {
         .unwrap();
     let archived: i64 = env
         .conn()
-        .query_row(
-            "SELECT COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0) FROM agent_db_archive",
-            [],
-            |r| r.get(0),
-        )
+        .query_row(crate::common::ARCHIVE_BYTES_SQL, [], |r| r.get(0))
         .unwrap();
     assert!(
         archived > 100_000,

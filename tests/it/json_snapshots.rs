@@ -128,7 +128,7 @@ fn history_restore_and_prune_archive_documents() {
     let (values, bytes): (u64, u64) = env
         .conn()
         .query_row(
-            "SELECT COUNT(*), SUM(LENGTH(CAST(value AS BLOB))) FROM agent_db_archive",
+            "SELECT COUNT(*), SUM(COALESCE(LENGTH(CAST(value AS BLOB)), 0) + COALESCE(LENGTH(packed), 0)) FROM agent_db_archive",
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )

@@ -1,5 +1,6 @@
 //! All integration tests build into one binary (faster to link, shared helpers).
 
+mod archive_packed;
 mod bad_inputs;
 mod cli_tables;
 mod common;

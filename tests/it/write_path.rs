@@ -357,15 +357,12 @@ fn restore_refuses_a_changed_row_unless_forced() {
     let id = ids_with_status(&doc, "compacted")
         .pop()
         .expect("one compacted");
-    let original: String = {
-        let c = env.conn();
-        c.query_row(
-            "SELECT value FROM agent_db_archive WHERE column_name = 'raw_messages' AND row_key = ?1",
-            [&id],
-            |r| r.get(0),
-        )
-        .unwrap()
-    };
+    let original = String::from_utf8(crate::common::archived_bytes(
+        &env.conn(),
+        "column_name = 'raw_messages' AND row_key = ?1",
+        &id,
+    ))
+    .unwrap();
     // The agent writes to the conversation after the compaction.
     env.conn()
         .execute("UPDATE conversations SET usage = replace(usage, '\"outputTokens\":', '\"outputTokens\":1') WHERE id = ?1", [&id])

@@ -122,7 +122,7 @@ impl Adapter for Goose {
 }
 
 impl LoadedState for Loaded {
-    fn propose(&self, id: &str, c: Compaction) -> Box<dyn Commit> {
+    fn propose(&self, id: &str, _loaded: &str, c: Compaction) -> Box<dyn Commit> {
         Box::new(Proposal {
             id: id.to_string(),
             version: self.version.clone(),

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
+use super::archive::Packed;
 use super::commit::Commit;
 use super::kind::{Adapter, LoadedState, Read};
 use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
@@ -105,29 +106,49 @@ impl Adapter for Kodelet {
 
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let row = load(read.conn, read.path, id)?;
-        Ok(conversation(row.id, row.raw_messages, row.version_marker))
+        Ok(conversation(
+            row.id,
+            row.raw_messages,
+            row.version_marker,
+            row.raw_blob,
+        ))
     }
 }
 
-/// A loaded kodelet conversation: its version is the `updated_at` marker and the hash of
-/// `raw_messages`.
-pub(crate) fn conversation(id: String, raw_messages: String, marker: String) -> StoredConversation {
+/// A loaded kodelet conversation: its version is the `updated_at` marker and the hash and
+/// storage class (`blob`) of `raw_messages`.
+pub(crate) fn conversation(
+    id: String,
+    raw_messages: String,
+    marker: String,
+    blob: bool,
+) -> StoredConversation {
     let version = Version {
         marker,
         raw_sha256: crate::util::sha256_hex(&raw_messages),
+        raw_blob: blob,
     };
     StoredConversation::with_state(id, raw_messages, Arc::new(version))
 }
 
 impl LoadedState for Version {
-    fn propose(&self, id: &str, c: Compaction) -> Box<dyn Commit> {
+    /// Runs on the planning pool: the JSON work of the summary row and the compression of the
+    /// pre-image are done here, not on the writer thread.
+    fn propose(&self, id: &str, loaded: &str, c: Compaction) -> Box<dyn Commit> {
+        // A compression failure only means the writer copies the cell itself, as it always could.
+        let pre_image = Packed::new(loaded.as_bytes(), self.raw_blob)
+            .ok()
+            .map(Arc::new);
         Box::new(write::Proposal {
             id: id.to_string(),
             format: c.format,
             version: self.clone(),
+            message_count: summaries::message_count(&c.history),
+            first_user_text: summaries::first_user_text(&c.history),
             raw_messages: c.history,
             context_after: c.context_after,
             call_ids: c.call_ids,
+            pre_image,
         })
     }
 }

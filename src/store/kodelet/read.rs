@@ -601,6 +601,8 @@ pub fn version_marker(v: ValueRef<'_>) -> String {
 pub struct KodeletRow {
     pub id: String,
     pub raw_messages: String,
+    /// Whether `raw_messages` is stored as a BLOB (kodelet writes TEXT).
+    pub raw_blob: bool,
     pub provider: String,
     pub usage: String,
     pub name: Option<String>,
@@ -641,6 +643,7 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
                 KodeletRow {
                     id: lossy(r, 0)?.unwrap_or_default(),
                     raw_messages: String::new(),
+                    raw_blob: matches!(r.get_ref(1)?, ValueRef::Blob(_)),
                     provider: lossy(r, 2)?.unwrap_or_default(),
                     usage: lossy(r, 3)?.unwrap_or_default(),
                     name: lossy(r, 4)?,

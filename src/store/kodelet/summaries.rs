@@ -30,8 +30,15 @@ pub fn message_count(raw_messages: &str) -> i64 {
 /// the row agent-db writes is the row kodelet would write; every reader of the column reads it
 /// byte-wise (display is lossy, see `store::kodelet`).
 pub fn first_message(raw_messages: &str, metadata: Option<&str>) -> Vec<u8> {
-    first_message_text(raw_messages, metadata)
-        .map(|t| truncate_bytes(&t))
+    displayed_first(first_user_text(raw_messages).as_deref(), metadata)
+}
+
+/// Steps 3–4 of [`first_message`] on the text step 2 found (`None`: no such message, or
+/// `raw_messages` is not what kodelet decodes, which gives `""`). The writer runs this part in
+/// the transaction, with the metadata it is about to store; steps 1–2 (the JSON decode) run on
+/// the planning pool.
+pub fn displayed_first(text: Option<&str>, metadata: Option<&str>) -> Vec<u8> {
+    text.map(|t| truncate_bytes(&apply_display(t, metadata)))
         .unwrap_or_default()
 }
 
@@ -41,8 +48,8 @@ pub fn as_text(bytes: &[u8]) -> rusqlite::types::ToSqlOutput<'_> {
     rusqlite::types::ToSqlOutput::Borrowed(rusqlite::types::ValueRef::Text(bytes))
 }
 
-/// The untruncated first-message text (after the display override), if there is one.
-fn first_message_text(raw_messages: &str, metadata: Option<&str>) -> Option<String> {
+/// Steps 1–2 of [`first_message`]: the first user message's text, if there is one.
+pub fn first_user_text(raw_messages: &str) -> Option<String> {
     if raw_messages.is_empty() {
         return None;
     }
@@ -74,7 +81,7 @@ fn first_message_text(raw_messages: &str, metadata: Option<&str>) -> Option<Stri
             break;
         }
     }
-    Some(apply_display(text?, metadata))
+    text.map(str::to_string)
 }
 
 /// The 100-byte rule: longer values keep their first 97 bytes plus `...`, cut by bytes as Go does.

@@ -18,18 +18,21 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use super::summaries::{as_text, first_message, message_count};
+use super::summaries::{as_text, displayed_first};
 use crate::error::{Result, SqlContext};
 use crate::message::{go_escape, Format};
-use crate::store::archive::Cell;
+use crate::store::archive::{Cell, Packed};
 use crate::store::commit::{Stage, Staged, Write};
 
-/// kodelet's version token: the `updated_at` marker ([`super::version_marker`]) and the sha256
-/// of the stored `raw_messages` bytes.
+/// kodelet's version token: the `updated_at` marker ([`super::version_marker`]), the sha256
+/// of the stored `raw_messages` bytes and their storage class (kodelet writes TEXT; a BLOB is
+/// kept a BLOB). Equal tokens prove the stored cell is the one loaded, byte for byte, so its
+/// pre-image can be archived from the loaded copy ([`Packed`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Version {
     pub marker: String,
     pub raw_sha256: String,
+    pub raw_blob: bool,
 }
 
 /// kodelet's typed proposal: the complete new history, and what the other cells need.
@@ -43,6 +46,14 @@ pub struct Proposal {
     pub context_after: usize,
     /// Tool calls still in the history (`tool_results` keeps only theirs).
     pub call_ids: HashSet<String>,
+    /// The loaded `raw_messages`, compressed on the planning pool: the archived pre-image once
+    /// the version check has proven it current.
+    pub pre_image: Option<std::sync::Arc<Packed>>,
+    /// kodelet's `message_count` of the new history (computed on the planning pool).
+    pub message_count: i64,
+    /// The first user text of the new history, before the display override (see
+    /// [`super::summaries::displayed_first`]; computed on the planning pool).
+    pub first_user_text: Option<String>,
 }
 
 /// Replace the number after `"currentContextWindow":` keeping every other byte.
@@ -119,13 +130,15 @@ fn read_current(tx: &Connection, path: &Path, id: &str) -> Result<Option<(Versio
         "SELECT updated_at, raw_messages, usage, tool_results, metadata FROM conversations WHERE id = ?1",
         [id],
         |r| {
-            let raw_sha256 = match r.get_ref(1)? {
+            let raw = r.get_ref(1)?;
+            let raw_sha256 = match raw {
                 ValueRef::Text(b) | ValueRef::Blob(b) => hex::encode(Sha256::digest(b)),
                 _ => String::new(),
             };
             let version = Version {
                 marker: super::version_marker(r.get_ref(0)?),
                 raw_sha256,
+                raw_blob: matches!(raw, ValueRef::Blob(_)),
             };
             Ok((
                 version,
@@ -141,17 +154,22 @@ fn read_current(tx: &Connection, path: &Path, id: &str) -> Result<Option<(Versio
     .at(path)
 }
 
-/// The cells a compaction changes, in archive order.
-fn cells_for(
-    key: &str,
-    new_usage: bool,
-    new_tools: bool,
-    new_meta: bool,
+/// What changes besides `raw_messages`, decided in the transaction.
+struct Changes {
+    usage: bool,
+    tools: bool,
+    meta: bool,
     summary_exists: bool,
-    cols: super::Columns,
-) -> Vec<Cell> {
+}
+
+/// The cells a compaction changes, in archive order. `raw_messages` is archived from the
+/// proposal's packed copy when it has one.
+fn cells_for(p: &Proposal, ch: Changes, cols: super::Columns) -> Vec<Cell> {
+    let key = p.id.as_str();
     let conv = |c: &str| Cell::new("conversations", "id", key, c);
-    let mut cells = vec![conv("raw_messages")];
+    let mut cells = vec![conv("raw_messages").with_packed(p.pre_image.clone())];
+    let (new_usage, new_tools, new_meta, summary_exists) =
+        (ch.usage, ch.tools, ch.meta, ch.summary_exists);
     for (changed, column) in [
         (new_usage, "usage"),
         (new_tools, "tool_results"),
@@ -222,14 +240,13 @@ impl Write for Proposal {
             .at(path)?
             .is_some();
         let cols = super::check_schema(tx, path)?;
-        let cells = cells_for(
-            &self.id,
-            usage.is_some(),
-            tool_results.is_some(),
-            metadata.is_some(),
+        let changes = Changes {
+            usage: usage.is_some(),
+            tools: tool_results.is_some(),
+            meta: metadata.is_some(),
             summary_exists,
-            cols,
-        );
+        };
+        let cells = cells_for(self, changes, cols);
         Ok(Stage::Ready(Staged {
             cells,
             details: None,
@@ -246,26 +263,29 @@ impl Write for Proposal {
 
     fn apply(&self, tx: &Connection, path: &Path, a: Apply) -> Result<()> {
         let key = self.id.as_str();
-        let set = |column: &str, value: &str| {
-            tx.execute(
-                &format!("UPDATE conversations SET {column} = ?1 WHERE id = ?2"),
-                params![value, key],
-            )
-            .at(path)
-        };
-        set("raw_messages", &self.raw_messages)?;
-        for (column, value) in [
-            ("usage", &a.usage),
-            ("tool_results", &a.tool_results),
-            ("metadata", &a.metadata),
-        ] {
-            if let Some(v) = value {
-                set(column, v)?;
-            }
-        }
-        let count = message_count(&self.raw_messages);
+        // One UPDATE: SQLite rewrites the whole row (its overflow chain included) per statement,
+        // so the changed columns are set together. A column that does not change is set to
+        // itself (`COALESCE(NULL, col)`), which keeps its value and storage class.
+        tx.prepare_cached(
+            "UPDATE conversations SET raw_messages = ?1, usage = COALESCE(?2, usage),
+               tool_results = COALESCE(?3, tool_results), metadata = COALESCE(?4, metadata)
+             WHERE id = ?5",
+        )
+        .at(path)?
+        .execute(params![
+            self.raw_messages,
+            a.usage,
+            a.tool_results,
+            a.metadata,
+            key
+        ])
+        .at(path)?;
+        let count = self.message_count;
         // kodelet's exact bytes: cut at byte 97, so possibly not valid UTF-8; bound as TEXT.
-        let first = first_message(&self.raw_messages, a.metadata_after.as_deref());
+        let first = displayed_first(
+            self.first_user_text.as_deref(),
+            a.metadata_after.as_deref(),
+        );
         let first = as_text(&first);
         if a.summary_exists {
             update_summary_row(tx, path, key, count, &first, a.cols)

@@ -134,7 +134,7 @@ impl Adapter for Opencode {
 }
 
 impl LoadedState for Loaded {
-    fn propose(&self, id: &str, c: Compaction) -> Box<dyn Commit> {
+    fn propose(&self, id: &str, _loaded: &str, c: Compaction) -> Box<dyn Commit> {
         Box::new(Proposal {
             id: id.to_string(),
             version: self.version.clone(),
