@@ -12,6 +12,7 @@ use chrono::{DateTime, FixedOffset};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::store::kind::Unrated;
 use crate::store::{ConversationMeta, Store};
 
 /// Default `--idle` for batch selectors: leave conversations touched this recently alone.
@@ -134,7 +135,12 @@ impl Selector {
     }
 
     /// Evaluate the filters on one conversation.
-    fn evaluate(&self, meta: ConversationMeta, now: &DateTime<FixedOffset>) -> Outcome {
+    fn evaluate(
+        &self,
+        meta: ConversationMeta,
+        now: &DateTime<FixedOffset>,
+        unrated: Unrated,
+    ) -> Outcome {
         let reason = self.reason();
         if let Some(p) = &self.provider {
             let format_name = meta.format().map(|f| f.name()).unwrap_or("");
@@ -187,10 +193,11 @@ impl Selector {
                 Some(_) => return not_matched(meta, reason),
                 None => {
                     let why = if meta.current_context.is_none() {
-                        missing_usage(&meta).to_string()
+                        unrated.no_usage
                     } else {
-                        "maxContextWindow is 0 or missing (give --context-limit N)".to_string()
-                    };
+                        unrated.no_window
+                    }
+                    .to_string();
                     return Outcome::Skipped { meta, reason, why };
                 }
             }
@@ -217,6 +224,7 @@ impl Selector {
         mut f: impl FnMut(Outcome) -> bool,
     ) -> Result<()> {
         self.validate()?;
+        let unrated = store.kind.unrated();
         let mut selected = 0usize;
         let limit = self.limit.unwrap_or(usize::MAX);
         let mut emit = |o: Outcome, f: &mut dyn FnMut(Outcome) -> bool| -> bool {
@@ -235,7 +243,7 @@ impl Selector {
                     continue;
                 }
                 let o = match store.meta(id) {
-                    Ok(meta) => self.evaluate(meta, now),
+                    Ok(meta) => self.evaluate(meta, now, unrated),
                     Err(e) => Outcome::Failed {
                         id: id.clone(),
                         reason: self.reason(),
@@ -271,7 +279,7 @@ impl Selector {
             }
             match best {
                 Some((_, meta)) => {
-                    emit(self.evaluate(meta, now), &mut f);
+                    emit(self.evaluate(meta, now, unrated), &mut f);
                 }
                 None => {
                     return Err(Error::NotFound(
@@ -286,7 +294,7 @@ impl Selector {
             context_limit: self.context_limit,
         };
         store.scan_prefiltered(prefilter, |meta| {
-            let o = self.evaluate(meta, now);
+            let o = self.evaluate(meta, now, unrated);
             emit(o, &mut f)
         })
     }
@@ -357,13 +365,4 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
         return Ok(Duration::ZERO);
     }
     humantime::parse_duration(s.trim()).map_err(|e| format!("{e} (examples: 30d, 12h, 10m, 0)"))
-}
-
-/// Why `--all-over` cannot rate a conversation with no stored usage, in its store's words.
-fn missing_usage(meta: &ConversationMeta) -> &'static str {
-    if meta.provider == crate::store::goose::PROVIDER {
-        "no total_tokens recorded for this session"
-    } else {
-        "no stored currentContextWindow"
-    }
 }

@@ -58,6 +58,21 @@ pub trait Adapter: Sync + 'static {
     fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>>;
     /// One conversation's history and the store's state of this version.
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation>;
+    /// Why `--all-over` cannot rate a conversation, in this store's words: (no current context
+    /// stored, no context window known).
+    fn unrated(&self) -> Unrated {
+        Unrated {
+            no_usage: "no stored currentContextWindow",
+            no_window: "maxContextWindow is 0 or missing (give --context-limit N)",
+        }
+    }
+}
+
+/// The skip reasons of a conversation `--all-over` cannot rate ([`Adapter::unrated`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Unrated {
+    pub no_usage: &'static str,
+    pub no_window: &'static str,
 }
 
 /// A store's state of one loaded conversation (its version token, and for an append-only
@@ -115,6 +130,11 @@ impl StoreKind {
     /// Whether the store can hold a rewritten head (the `prune` strategy), or only append.
     pub fn rewrites_history(self) -> bool {
         self.0.rewrites_history()
+    }
+
+    /// Why `--all-over` cannot rate a conversation of this kind.
+    pub fn unrated(self) -> Unrated {
+        self.0.unrated()
     }
 
     pub(crate) fn adapter(self) -> &'static dyn Adapter {

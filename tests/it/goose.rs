@@ -536,8 +536,9 @@ fn prune_without_a_place_for_its_notes_skips_the_session() {
 }
 
 /// The reason a session without stored usage is skipped under `--all-over` names what the
-/// store lacks: goose's `total_tokens` (it used to name kodelet's `currentContextWindow`), and
-/// still kodelet's `currentContextWindow` for kodelet.
+/// store lacks: goose's `total_tokens` (it used to name kodelet's `currentContextWindow`),
+/// kodelet's `currentContextWindow`, and docker-agent's token columns and model window (these
+/// too named kodelet's fields before).
 #[test]
 fn a_session_without_usage_is_skipped_in_its_stores_words() {
     let detail = |doc: &Value, id: &str| -> String {
@@ -581,6 +582,52 @@ fn a_session_without_usage_is_skipped_in_its_stores_words() {
     assert_eq!(
         detail(&list(k.cmd()), &kid),
         "no stored currentContextWindow"
+    );
+
+    // docker-agent: no token counts at all, and a model no table knows.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("session.db");
+    let opts = SynthOptions {
+        conversations: 4,
+        seed: 5,
+        ..SynthOptions::default()
+    };
+    agent_db_synth::docker_agent::generate_docker_agent(
+        &db,
+        &opts,
+        agent_db_synth::docker_agent::Generation::Modern,
+    )
+    .unwrap();
+    let c = Connection::open(&db).unwrap();
+    let ids: Vec<String> = {
+        let mut s = c
+            .prepare("SELECT id FROM sessions WHERE parent_id IS NULL OR parent_id = '' ORDER BY id LIMIT 2")
+            .unwrap();
+        let rows = s.query_map([], |r| r.get(0)).unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    };
+    c.execute(
+        "UPDATE sessions SET input_tokens = NULL, output_tokens = NULL WHERE id = ?1",
+        [&ids[0]],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE session_items SET message_json = json_set(message_json, '$.model', 'nobody-knows-this-model')
+         WHERE session_id = ?1 AND json_valid(message_json)",
+        [&ids[1]],
+    )
+    .unwrap();
+    drop(c);
+    let mut cmd = bare_cmd(dir.path());
+    cmd.arg("--db").arg(&db);
+    let doc = list(cmd);
+    assert_eq!(
+        detail(&doc, &ids[0]),
+        "no input_tokens or output_tokens recorded for this session"
+    );
+    assert_eq!(
+        detail(&doc, &ids[1]),
+        "no context window known for this session's model (give --context-limit N, or set it under [context_limits])"
     );
 }
 

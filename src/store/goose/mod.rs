@@ -24,7 +24,7 @@ use std::sync::Arc;
 use rusqlite::Connection;
 
 use super::commit::Commit;
-use super::kind::{Adapter, LoadedState, Read};
+use super::kind::{Unrated, Adapter, LoadedState, Read};
 use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 use crate::error::Result;
 
@@ -118,6 +118,13 @@ impl Adapter for Goose {
             s.raw_messages,
             Arc::new(state),
         ))
+    }
+
+    fn unrated(&self) -> Unrated {
+        Unrated {
+            no_usage: "no total_tokens recorded for this session",
+            no_window: "no context limit known for this session (give --context-limit N)",
+        }
     }
 }
 

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use rusqlite::Connection;
 
 use super::commit::Commit;
-use super::kind::{Adapter, LoadedState, Read};
+use super::kind::{Unrated, Adapter, LoadedState, Read};
 use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 use crate::error::Result;
 
@@ -130,6 +130,13 @@ impl Adapter for Opencode {
             s.raw_messages,
             Arc::new(state),
         ))
+    }
+
+    fn unrated(&self) -> Unrated {
+        Unrated {
+            no_usage: "no finished assistant message with token counts in this session",
+            no_window: "no context window known for this session's model (give --context-limit N, or set it under [context_limits])",
+        }
     }
 }
 
