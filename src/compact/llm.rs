@@ -235,29 +235,10 @@ impl Llm {
             )));
         }
         let room = self.budget - overhead;
-        let mut chunks = Vec::new();
-        let mut cur = String::new();
-        let mut cur_tokens = 0usize;
-        for m in messages {
-            let mut text = render_message(m);
-            text.push('\n');
-            let mut t = count_text(&text);
-            if t > room {
-                text = middle_out(&text, room);
-                t = count_text(&text);
-            }
-            // Joining texts can merge tokens at the boundary; one token of slack per message.
-            if cur_tokens + t + 1 > room && !cur.is_empty() {
-                chunks.push(std::mem::take(&mut cur));
-                cur_tokens = 0;
-            }
-            cur.push_str(&text);
-            cur_tokens += t + 1;
-        }
-        if !cur.is_empty() {
-            chunks.push(cur);
-        }
-        Ok(chunks)
+        Ok(split_transcript(
+            messages.into_iter().map(render_message),
+            room,
+        ))
     }
 
     /// The CPU-bound part of a rewrite: the standing rules and the transcript's chunks.
@@ -290,6 +271,54 @@ impl Llm {
                 .map(|p| cost(&p, prompt_tokens as u64, completion as u64)),
         })
     }
+}
+
+/// Split rendered messages (each followed by a newline) into chunks of at most `room` tokens:
+/// a chunk closes before the message that would overflow it, counting each message's tokens
+/// plus one of slack (joining texts can merge tokens at the boundary); a message larger than
+/// `room` alone is cut in the middle ([`middle_out`]).
+///
+/// Counting is lazy: a BPE token is at least one byte, so a message whose bytes still fit the
+/// room left (an upper bound on its tokens) is taken without counting it. Messages taken that
+/// way are counted only when a later message no longer fits by bytes. The chunks are exactly
+/// those of counting every message; a head well inside the budget is not counted at all.
+pub(crate) fn split_transcript(texts: impl Iterator<Item = String>, room: usize) -> Vec<String> {
+    let mut chunks = Vec::new();
+    let mut cur = String::new();
+    // Exact tokens (with slack) of `cur[..counted]`; `pending` starts the uncounted messages.
+    let mut cur_tokens = 0usize;
+    let mut counted = 0usize;
+    let mut pending: Vec<usize> = Vec::new();
+    for mut text in texts {
+        text.push('\n');
+        let bound = cur_tokens + (cur.len() - counted) + pending.len();
+        if bound + text.len() + 1 <= room {
+            pending.push(cur.len());
+            cur.push_str(&text);
+            continue;
+        }
+        for (k, &start) in pending.iter().enumerate() {
+            let end = pending.get(k + 1).copied().unwrap_or(cur.len());
+            cur_tokens += count_text(&cur[start..end]) + 1;
+        }
+        pending.clear();
+        let mut t = count_text(&text);
+        if t > room {
+            text = middle_out(&text, room);
+            t = count_text(&text);
+        }
+        if cur_tokens + t + 1 > room && !cur.is_empty() {
+            chunks.push(std::mem::take(&mut cur));
+            cur_tokens = 0;
+        }
+        cur.push_str(&text);
+        cur_tokens += t + 1;
+        counted = cur.len();
+    }
+    if !cur.is_empty() {
+        chunks.push(cur);
+    }
+    chunks
 }
 
 /// Frame a model's summary so the next model knows what it is reading.
@@ -418,5 +447,62 @@ impl Strategy for Llm {
                 .price
                 .map(|p| cost(&p, prompt_tokens, completion_tokens)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{count_text, middle_out, split_transcript};
+    use proptest::prelude::*;
+
+    /// The rule the lazy split must reproduce: count every message.
+    fn split_counting_everything(texts: &[String], room: usize) -> Vec<String> {
+        let mut chunks = Vec::new();
+        let mut cur = String::new();
+        let mut cur_tokens = 0usize;
+        for text in texts {
+            let mut text = format!("{text}\n");
+            let mut t = count_text(&text);
+            if t > room {
+                text = middle_out(&text, room);
+                t = count_text(&text);
+            }
+            if cur_tokens + t + 1 > room && !cur.is_empty() {
+                chunks.push(std::mem::take(&mut cur));
+                cur_tokens = 0;
+            }
+            cur.push_str(&text);
+            cur_tokens += t + 1;
+        }
+        if !cur.is_empty() {
+            chunks.push(cur);
+        }
+        chunks
+    }
+
+    fn message() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z ]{0,40}",
+            "[a-zA-Z0-9_./ ]{0,400}",
+            "\\PC{0,120}",
+            ("[a-z]{1,8}", 1usize..600).prop_map(|(w, n)| vec![w; n].join(" ")),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn lazy_counting_gives_the_chunks_of_counting_everything(
+            texts in proptest::collection::vec(message(), 0..40),
+            room in 40usize..2_500,
+        ) {
+            let lazy = split_transcript(texts.iter().cloned(), room);
+            prop_assert_eq!(lazy, split_counting_everything(&texts, room));
+        }
+
+        #[test]
+        fn a_token_is_at_least_a_byte(text in "\\PC{0,300}") {
+            prop_assert!(count_text(&text) <= text.len());
+        }
     }
 }
