@@ -292,7 +292,7 @@ pub(crate) fn split_transcript(texts: impl Iterator<Item = String>, room: usize)
     for mut text in texts {
         text.push('\n');
         let bound = cur_tokens + (cur.len() - counted) + pending.len();
-        if bound + text.len() + 1 <= room {
+        if bound + text.len() < room {
             pending.push(cur.len());
             cur.push_str(&text);
             continue;
