@@ -307,6 +307,14 @@ fn hash_value(h: &mut Sha256, v: Option<ValueRef<'_>>) {
     }
 }
 
+/// The sha256 (hex) of one stored value and its storage class, as [`image_hash`] feeds it: a
+/// version token that tells a cell's exact bytes and class apart without keeping them.
+pub fn value_digest(v: ValueRef<'_>) -> String {
+    let mut h = Sha256::new();
+    hash_value(&mut h, Some(v));
+    hex::encode(h.finalize())
+}
+
 /// A hash of the current values of `cells` (for inserted rows: whether they exist). Recorded
 /// after a compaction's write, compared before a restore to detect later changes. Values are
 /// hashed from their stored bytes and storage class, never converted.

@@ -585,7 +585,13 @@ impl StoredConversation {
         raw_messages: impl Into<String>,
         updated_at: impl Into<String>,
     ) -> Self {
-        kodelet::conversation(id.into(), raw_messages.into(), updated_at.into(), false)
+        kodelet::conversation(
+            id.into(),
+            raw_messages.into(),
+            updated_at.into(),
+            false,
+            None,
+        )
     }
 
     /// The store's proposal to write `compaction` over exactly this version.

@@ -1,5 +1,6 @@
-//! The packed pre-image (migration 0002): kodelet's `raw_messages` is archived zstd-compressed
-//! from the copy agent-db loaded, once the version check proved it current.
+//! The packed pre-image (migration 0002): kodelet's `raw_messages` and `tool_results` are
+//! archived zstd-compressed from the copy agent-db loaded, once the version check proved them
+//! current.
 //!
 //! The oracle is the test's own SQL plus libzstd (the `zstd` crate) to read the archive, and
 //! `typeof()`/`hex()` of every cell before the compaction and after the restore:
@@ -81,16 +82,20 @@ fn compact(env: &Env) -> serde_json::Value {
     doc
 }
 
-/// (compaction id, row key, encoding, packed) of every packed archive row.
-fn packed_rows(c: &Connection) -> Vec<(i64, String, String, Vec<u8>)> {
+/// (compaction id, row key, encoding, packed, column) of every packed archive row.
+type PackedRow = (i64, String, String, Vec<u8>, String);
+
+fn packed_rows(c: &Connection) -> Vec<PackedRow> {
     let mut s = c
         .prepare(
-            "SELECT compaction_id, CAST(row_key AS TEXT), encoding, packed FROM agent_db_archive
-             WHERE encoding IS NOT NULL ORDER BY compaction_id",
+            "SELECT compaction_id, CAST(row_key AS TEXT), encoding, packed, column_name FROM agent_db_archive
+             WHERE encoding IS NOT NULL ORDER BY compaction_id, seq",
         )
         .unwrap();
     let rows = s
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
         .unwrap();
     rows.map(|r| r.unwrap()).collect()
 }
@@ -99,15 +104,26 @@ fn packed_rows(c: &Connection) -> Vec<(i64, String, String, Vec<u8>)> {
 fn the_history_is_archived_packed_and_restores_with_its_storage_class() {
     let (env, blob_id) = store_with_a_blob_history();
     let before = conversation_cells(&env);
-    let originals: Vec<(String, String, Vec<u8>)> = {
+    // (id, column) -> (typeof, bytes) of the two cells agent-db archives packed.
+    let originals: std::collections::BTreeMap<(String, String), (String, Vec<u8>)> = {
         let c = env.conn();
         let mut s = c
             .prepare(
-                "SELECT id, typeof(raw_messages), CAST(raw_messages AS BLOB) FROM conversations",
+                "SELECT id, 'raw_messages', typeof(raw_messages), CAST(raw_messages AS BLOB) FROM conversations
+                 UNION ALL
+                 SELECT id, 'tool_results', typeof(tool_results), CAST(tool_results AS BLOB) FROM conversations",
             )
             .unwrap();
         let rows = s
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_map([], |r| {
+                Ok((
+                    (r.get(0)?, r.get(1)?),
+                    (
+                        r.get(2)?,
+                        r.get::<_, Option<Vec<u8>>>(3)?.unwrap_or_default(),
+                    ),
+                ))
+            })
             .unwrap();
         rows.map(|r| r.unwrap()).collect()
     };
@@ -117,26 +133,31 @@ fn the_history_is_archived_packed_and_restores_with_its_storage_class() {
 
     let c = env.conn();
     let packed = packed_rows(&c);
-    assert_eq!(packed.len(), compacted.len(), "one packed history each");
-    for (compaction, key, encoding, bytes) in &packed {
-        let (_, class, original) = originals.iter().find(|o| &o.0 == key).unwrap();
-        let column: (String, Option<Vec<u8>>) = c
+    let histories = packed.iter().filter(|p| p.4 == "raw_messages").count();
+    assert_eq!(histories, compacted.len(), "one packed history each");
+    assert!(
+        packed.iter().any(|p| p.4 == "tool_results"),
+        "the generated tool results are archived packed too"
+    );
+    for (compaction, key, encoding, bytes, column) in &packed {
+        let (class, original) = &originals[&(key.clone(), column.clone())];
+        let value: Option<Vec<u8>> = c
             .query_row(
-                "SELECT column_name, value FROM agent_db_archive WHERE compaction_id = ?1 AND encoding IS NOT NULL",
-                [compaction],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                "SELECT value FROM agent_db_archive WHERE compaction_id = ?1 AND column_name = ?2",
+                rusqlite::params![compaction, column],
+                |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(column, ("raw_messages".to_string(), None));
-        assert_eq!(encoding, &format!("zstd-{class}"), "{key}");
+        assert_eq!(value, None, "{key} {column}");
+        assert_eq!(encoding, &format!("zstd-{class}"), "{key} {column}");
         let unpacked = zstd::stream::decode_all(&bytes[..]).expect("a zstd frame");
         assert!(
             &unpacked == original,
-            "{key}: the archive holds other bytes"
+            "{key} {column}: the archive holds other bytes"
         );
         assert!(
-            bytes.len() * 3 < original.len(),
-            "{key}: {} packed bytes for {}",
+            bytes.len() * 2 < original.len(),
+            "{key} {column}: {} packed bytes for {}",
             bytes.len(),
             original.len()
         );
@@ -169,7 +190,7 @@ fn an_archive_written_before_packing_still_restores() {
     // Turn the archive into what agent-db wrote before migration 0002: the value itself in
     // `value`, no `encoding`/`packed` columns, migration 1 only.
     let c = env.conn();
-    for (compaction, _, encoding, bytes) in packed_rows(&c) {
+    for (compaction, _, encoding, bytes, column) in packed_rows(&c) {
         let plain = zstd::stream::decode_all(&bytes[..]).unwrap();
         let cast = if encoding == "zstd-blob" {
             "?1"
@@ -178,9 +199,9 @@ fn an_archive_written_before_packing_still_restores() {
         };
         c.execute(
             &format!(
-                "UPDATE agent_db_archive SET value = {cast} WHERE compaction_id = ?2 AND encoding IS NOT NULL"
+                "UPDATE agent_db_archive SET value = {cast} WHERE compaction_id = ?2 AND column_name = ?3"
             ),
-            rusqlite::params![plain, compaction],
+            rusqlite::params![plain, compaction, column],
         )
         .unwrap();
     }

@@ -15,13 +15,14 @@ pub use read::{
 };
 pub use write::{bump_codex_generation, filter_tool_results, splice_current_context, Version};
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
-use super::archive::Packed;
+use super::archive::{CellValue, Packed};
 use super::commit::Commit;
 use super::kind::{Adapter, LoadedState, Read};
 use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
@@ -111,44 +112,87 @@ impl Adapter for Kodelet {
             row.raw_messages,
             row.version_marker,
             row.raw_blob,
+            Some(row.tool_results),
         ))
     }
 }
 
-/// A loaded kodelet conversation: its version is the `updated_at` marker and the hash and
-/// storage class (`blob`) of `raw_messages`.
+/// A loaded kodelet conversation: its version is the `updated_at` marker, the hash and storage
+/// class (`blob`) of `raw_messages`, and (when loaded: `tool_results` is `Some`) the digest of
+/// `tool_results`, whose loaded value is kept to prepare the write on the pool.
 pub(crate) fn conversation(
     id: String,
     raw_messages: String,
     marker: String,
     blob: bool,
+    tool_results: Option<CellValue>,
 ) -> StoredConversation {
     let version = Version {
         marker,
         raw_sha256: crate::util::sha256_hex(&raw_messages),
         raw_blob: blob,
+        tools_digest: tool_results
+            .as_ref()
+            .map(|v| super::archive::value_digest(v.as_ref())),
     };
-    StoredConversation::with_state(id, raw_messages, Arc::new(version))
+    let state = Loaded {
+        version,
+        tool_results,
+    };
+    StoredConversation::with_state(id, raw_messages, Arc::new(state))
 }
 
-impl LoadedState for Version {
-    /// Runs on the planning pool: the JSON work of the summary row and the compression of the
-    /// pre-image are done here, not on the writer thread.
+/// kodelet's state of a loaded conversation.
+#[derive(Debug)]
+struct Loaded {
+    version: Version,
+    /// `tool_results` as loaded (`None`: not loaded, so not prepared ahead).
+    tool_results: Option<CellValue>,
+}
+
+/// `tool_results` prepared on the pool: its packed pre-image, and the filtered value (`None`:
+/// nothing to drop, or not UTF-8 TEXT, which agent-db leaves as it is).
+fn prepare_tools(v: &CellValue, call_ids: &HashSet<String>) -> Option<write::PreparedTools> {
+    let (bytes, blob) = match v {
+        CellValue::Text(b) => (b, false),
+        CellValue::Blob(b) => (b, true),
+        _ => return None,
+    };
+    let filtered = match blob {
+        false => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|t| filter_tool_results(t, call_ids)),
+        true => None,
+    };
+    Some(write::PreparedTools {
+        packed: Arc::new(Packed::new(bytes, blob).ok()?),
+        filtered,
+    })
+}
+
+impl LoadedState for Loaded {
+    /// Runs on the planning pool: the JSON work of the summary row and of `tool_results`, and
+    /// the compression of the pre-images, are done here, not on the writer thread.
     fn propose(&self, id: &str, loaded: &str, c: Compaction) -> Box<dyn Commit> {
         // A compression failure only means the writer copies the cell itself, as it always could.
-        let pre_image = Packed::new(loaded.as_bytes(), self.raw_blob)
+        let pre_image = Packed::new(loaded.as_bytes(), self.version.raw_blob)
             .ok()
             .map(Arc::new);
+        let tools = self
+            .tool_results
+            .as_ref()
+            .and_then(|v| prepare_tools(v, &c.call_ids));
         Box::new(write::Proposal {
             id: id.to_string(),
             format: c.format,
-            version: self.clone(),
+            version: self.version.clone(),
             message_count: summaries::message_count(&c.history),
             first_user_text: summaries::first_user_text(&c.history),
             raw_messages: c.history,
             context_after: c.context_after,
             call_ids: c.call_ids,
             pre_image,
+            tools,
         })
     }
 }

@@ -33,6 +33,17 @@ pub struct Version {
     pub marker: String,
     pub raw_sha256: String,
     pub raw_blob: bool,
+    /// [`crate::store::archive::value_digest`] of `tool_results`, when it was loaded: equal
+    /// digests prove the loaded value current, so its write is prepared on the pool.
+    pub tools_digest: Option<String>,
+}
+
+/// `tool_results` prepared on the planning pool (see [`Version::tools_digest`]).
+pub struct PreparedTools {
+    /// The loaded value, packed: the archived pre-image when it changes.
+    pub packed: std::sync::Arc<Packed>,
+    /// The new value (`None`: unchanged).
+    pub filtered: Option<String>,
 }
 
 /// kodelet's typed proposal: the complete new history, and what the other cells need.
@@ -54,6 +65,8 @@ pub struct Proposal {
     /// The first user text of the new history, before the display override (see
     /// [`super::summaries::displayed_first`]; computed on the planning pool).
     pub first_user_text: Option<String>,
+    /// `tool_results`, prepared on the pool when it was loaded.
+    pub tools: Option<PreparedTools>,
 }
 
 /// Replace the number after `"currentContextWindow":` keeping every other byte.
@@ -125,7 +138,14 @@ fn utf8_text(v: ValueRef<'_>) -> Option<String> {
     }
 }
 
-fn read_current(tx: &Connection, path: &Path, id: &str) -> Result<Option<(Version, Current)>> {
+/// The current version and cells. `tools` says the version includes `tool_results`' digest
+/// (and that its text is not needed: the write was prepared on the pool).
+fn read_current(
+    tx: &Connection,
+    path: &Path,
+    id: &str,
+    tools: bool,
+) -> Result<Option<(Version, Current)>> {
     tx.query_row(
         "SELECT updated_at, raw_messages, usage, tool_results, metadata FROM conversations WHERE id = ?1",
         [id],
@@ -139,12 +159,21 @@ fn read_current(tx: &Connection, path: &Path, id: &str) -> Result<Option<(Versio
                 marker: super::version_marker(r.get_ref(0)?),
                 raw_sha256,
                 raw_blob: matches!(raw, ValueRef::Blob(_)),
+                tools_digest: if tools {
+                    Some(crate::store::archive::value_digest(r.get_ref(3)?))
+                } else {
+                    None
+                },
             };
             Ok((
                 version,
                 Current {
                     usage: utf8_text(r.get_ref(2)?),
-                    tool_results: utf8_text(r.get_ref(3)?),
+                    tool_results: if tools {
+                        None
+                    } else {
+                        utf8_text(r.get_ref(3)?)
+                    },
                     metadata: utf8_text(r.get_ref(4)?),
                 },
             ))
@@ -176,7 +205,11 @@ fn cells_for(p: &Proposal, ch: Changes, cols: super::Columns) -> Vec<Cell> {
         (new_meta, "metadata"),
     ] {
         if changed {
-            cells.push(conv(column));
+            let packed = match column {
+                "tool_results" => p.tools.as_ref().map(|t| t.packed.clone()),
+                _ => None,
+            };
+            cells.push(conv(column).with_packed(packed));
         }
     }
     if summary_exists {
@@ -213,7 +246,7 @@ impl Write for Proposal {
     }
 
     fn read(&self, tx: &Connection, path: &Path) -> Result<Option<(Version, Current)>> {
-        read_current(tx, path, &self.id)
+        read_current(tx, path, &self.id, self.version.tools_digest.is_some())
     }
 
     fn stage(&self, tx: &Connection, path: &Path, cur: Current) -> Result<Stage<Apply>> {
@@ -221,10 +254,13 @@ impl Write for Proposal {
             .usage
             .as_deref()
             .and_then(|u| splice_current_context(u, self.context_after));
-        let tool_results = cur
-            .tool_results
-            .as_deref()
-            .and_then(|t| filter_tool_results(t, &self.call_ids));
+        let tool_results = match &self.tools {
+            Some(t) => t.filtered.clone(),
+            None => cur
+                .tool_results
+                .as_deref()
+                .and_then(|t| filter_tool_results(t, &self.call_ids)),
+        };
         let metadata = match self.format {
             Format::OpenAiResponses => cur.metadata.as_deref().and_then(bump_codex_generation),
             _ => None,
