@@ -7,7 +7,9 @@
 //! is rare in the head and never occurs in tool I/O (a made-up name). Two statements that share
 //! an entity are about the same thing, which is how withdrawals are tied to what they withdraw.
 
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::message::{Block, Message};
 
@@ -22,10 +24,10 @@ const RARE_MIN_CHARS: usize = 5;
 #[derive(Default)]
 pub(super) struct Stats {
     pub docs: usize,
-    df: HashMap<String, u32>,
-    tool_words: HashSet<String>,
+    df: FxHashMap<String, u32>,
+    tool_words: FxHashSet<String>,
     /// Words written all-lowercase somewhere in prose.
-    lower_seen: HashSet<String>,
+    lower_seen: FxHashSet<String>,
     /// Tool inputs and outputs, lowercased, for substring checks.
     tool_text: String,
     /// Each message's text (all blocks), lowercased.
@@ -34,6 +36,15 @@ pub(super) struct Stats {
     later_tool_text: String,
     /// Indexes (in the conversation) of the messages that call a tool, in order.
     calls_at: Vec<usize>,
+}
+
+/// `w.to_lowercase()`, borrowed when that changes nothing (the common case: no uppercase).
+fn lowercase(w: &str) -> Cow<'_, str> {
+    if w.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+        Cow::Borrowed(w)
+    } else {
+        Cow::Owned(w.to_lowercase())
+    }
 }
 
 /// Identifier-ish words: runs of letters, digits and `_`.
@@ -46,12 +57,14 @@ impl Stats {
     /// The statistics of `messages`, the first of which is message `first` of the conversation.
     pub fn new(messages: &[Message], first: usize) -> Stats {
         let mut st = Stats::default();
+        // The words of one message, each once (borrowed when already lowercase).
+        let mut seen: FxHashSet<Cow<'_, str>> = FxHashSet::default();
         for (k, m) in messages.iter().enumerate() {
             st.docs += 1;
             if m.blocks.iter().any(|b| matches!(b, Block::ToolCall { .. })) {
                 st.calls_at.push(first + k);
             }
-            let mut seen: HashSet<String> = HashSet::new();
+            seen.clear();
             let mut all = String::new();
             for b in &m.blocks {
                 let (text, tool) = match b {
@@ -61,11 +74,13 @@ impl Stats {
                     _ => continue,
                 };
                 for w in id_words(text) {
-                    let lw = w.to_lowercase();
+                    let lw = lowercase(w);
                     if tool {
-                        st.tool_words.insert(lw.clone());
-                    } else if lw == w {
-                        st.lower_seen.insert(lw.clone());
+                        if !st.tool_words.contains(lw.as_ref()) {
+                            st.tool_words.insert(lw.to_string());
+                        }
+                    } else if lw == w && !st.lower_seen.contains(lw.as_ref()) {
+                        st.lower_seen.insert(lw.to_string());
                     }
                     seen.insert(lw);
                 }
@@ -78,8 +93,13 @@ impl Stats {
                 all.push('\n');
             }
             st.lower_texts.push(all);
-            for w in seen {
-                *st.df.entry(w).or_default() += 1;
+            for w in seen.drain() {
+                match st.df.get_mut(w.as_ref()) {
+                    Some(n) => *n += 1,
+                    None => {
+                        st.df.insert(w.into_owned(), 1);
+                    }
+                }
             }
         }
         st
