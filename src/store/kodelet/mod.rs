@@ -119,7 +119,9 @@ impl Adapter for Kodelet {
 
 /// A loaded kodelet conversation: its version is the `updated_at` marker, the hash and storage
 /// class (`blob`) of `raw_messages`, and (when loaded: `tool_results` is `Some`) the digest of
-/// `tool_results`, whose loaded value is kept to prepare the write on the pool.
+/// `tool_results`, whose loaded value is kept to prepare the write on the pool. The hashes are
+/// taken when a compaction is proposed (of the same loaded bytes), so conversations that are
+/// only planned, and left as they are, are never hashed.
 pub(crate) fn conversation(
     id: String,
     raw_messages: String,
@@ -127,16 +129,9 @@ pub(crate) fn conversation(
     blob: bool,
     tool_results: Option<CellValue>,
 ) -> StoredConversation {
-    let version = Version {
-        marker,
-        raw_sha256: crate::util::sha256_hex(&raw_messages),
-        raw_blob: blob,
-        tools_digest: tool_results
-            .as_ref()
-            .map(|v| super::archive::value_digest(v.as_ref())),
-    };
     let state = Loaded {
-        version,
+        marker,
+        raw_blob: blob,
         tool_results,
     };
     StoredConversation::with_state(id, raw_messages, Arc::new(state))
@@ -145,9 +140,27 @@ pub(crate) fn conversation(
 /// kodelet's state of a loaded conversation.
 #[derive(Debug)]
 struct Loaded {
-    version: Version,
+    /// [`version_marker`] of `updated_at`.
+    marker: String,
+    /// Whether `raw_messages` is stored as a BLOB.
+    raw_blob: bool,
     /// `tool_results` as loaded (`None`: not loaded, so not prepared ahead).
     tool_results: Option<CellValue>,
+}
+
+impl Loaded {
+    /// The version of the loaded row whose history is `loaded`.
+    fn version(&self, loaded: &str) -> Version {
+        Version {
+            marker: self.marker.clone(),
+            raw_sha256: crate::util::sha256_hex(loaded),
+            raw_blob: self.raw_blob,
+            tools_digest: self
+                .tool_results
+                .as_ref()
+                .map(|v| super::archive::value_digest(v.as_ref())),
+        }
+    }
 }
 
 /// `tool_results` prepared on the pool: its packed pre-image, and the filtered value (`None`:
@@ -175,7 +188,7 @@ impl LoadedState for Loaded {
     /// the compression of the pre-images, are done here, not on the writer thread.
     fn propose(&self, id: &str, loaded: &str, c: Compaction) -> Box<dyn Commit> {
         // A compression failure only means the writer copies the cell itself, as it always could.
-        let pre_image = Packed::new(loaded.as_bytes(), self.version.raw_blob)
+        let pre_image = Packed::new(loaded.as_bytes(), self.raw_blob)
             .ok()
             .map(Arc::new);
         let tools = self
@@ -185,7 +198,7 @@ impl LoadedState for Loaded {
         Box::new(write::Proposal {
             id: id.to_string(),
             format: c.format,
-            version: self.version.clone(),
+            version: self.version(loaded),
             message_count: summaries::message_count(&c.history),
             first_user_text: summaries::first_user_text(&c.history),
             raw_messages: c.history,
