@@ -147,8 +147,10 @@ async fn steps(plan: Plan, ctx: &Context, slots: Slots, row: &mut Row) -> Step<S
     let (audit, compaction) = describe(&plan, &provenance, &rewrite, new, row, ctx);
     // The store's proposal is made on the pool: it may encode and compress (kodelet packs the
     // pre-image), work the one writer thread should not do.
-    let (plan, proposal) =
-        on_pool(ctx, plan, move |p| p.loaded.row.propose(compaction, audit)).await?;
+    let (plan, proposal) = on_pool_with_store(ctx, plan, move |p, store| {
+        p.loaded.row.propose(compaction, audit, store)
+    })
+    .await?;
     let compaction_id = write(proposal, ctx, &halt).await?;
     row.compaction_id = Some(compaction_id);
     hooks_after(&plan, ctx, row, &label, summary.as_deref(), compaction_id).await;
@@ -274,12 +276,21 @@ async fn on_pool<T: Send + 'static>(
     plan: Plan,
     f: impl FnOnce(&Plan) -> T + Send + 'static,
 ) -> Step<(Plan, T)> {
+    on_pool_with_store(ctx, plan, move |p, _| f(p)).await
+}
+
+/// [`on_pool`], with the planning thread's own read connection (`None` if it has none).
+async fn on_pool_with_store<T: Send + 'static>(
+    ctx: &Context,
+    plan: Plan,
+    f: impl FnOnce(&Plan, Option<&crate::store::Store>) -> T + Send + 'static,
+) -> Step<(Plan, T)> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     ctx.pool.submit(
         true,
-        Box::new(move |_store| {
+        Box::new(move |store| {
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let t = f(&plan);
+                let t = f(&plan, store.ok());
                 (plan, t)
             }))
             .map_err(|p| crate::error::panic_message(p.as_ref()));

@@ -79,9 +79,16 @@ pub struct Unrated {
 /// store the positions of the loaded messages). It makes the store's typed proposal.
 pub trait LoadedState: std::fmt::Debug + Send + Sync {
     /// The store's write of `compaction` over exactly this version; `loaded` is the history as
-    /// it was loaded. Runs on the planning pool, so CPU work the write can do ahead (encoding,
-    /// compressing the pre-image) belongs here rather than on the one writer thread.
-    fn propose(&self, id: &str, loaded: &str, compaction: Compaction) -> Box<dyn Commit>;
+    /// it was loaded, `read` the planning thread's own read connection (when it has one). Runs
+    /// on the planning pool, so CPU work the write can do ahead (encoding, compressing the
+    /// pre-image) belongs here rather than on the one writer thread.
+    fn propose(
+        &self,
+        id: &str,
+        loaded: &str,
+        compaction: Compaction,
+        read: Option<&Read<'_>>,
+    ) -> Box<dyn Commit>;
 }
 
 /// A store kind: a handle on its registered [`Adapter`].

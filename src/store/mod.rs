@@ -585,19 +585,22 @@ impl StoredConversation {
         raw_messages: impl Into<String>,
         updated_at: impl Into<String>,
     ) -> Self {
-        kodelet::conversation(
-            id.into(),
-            raw_messages.into(),
-            updated_at.into(),
-            false,
-            None,
-        )
+        kodelet::conversation(id.into(), raw_messages.into(), updated_at.into(), false)
     }
 
-    /// The store's proposal to write `compaction` over exactly this version.
-    pub fn propose(&self, compaction: Compaction, audit: archive::AuditEntry) -> Proposal {
+    /// The store's proposal to write `compaction` over exactly this version. `store` is a read
+    /// connection the store may use to prepare the write (the planning thread's own).
+    pub fn propose(
+        &self,
+        compaction: Compaction,
+        audit: archive::AuditEntry,
+        store: Option<&Store>,
+    ) -> Proposal {
+        let read = store.map(Store::read);
         Proposal {
-            write: self.state.propose(&self.id, &self.raw_messages, compaction),
+            write: self
+                .state
+                .propose(&self.id, &self.raw_messages, compaction, read.as_ref()),
             audit,
         }
     }

@@ -609,7 +609,7 @@ fn a_live_opencode_write_between_plan_and_commit_is_detected() {
     let id = &ids[0];
     // opencode streams into a part (an upsert of its data, time_updated moves).
     let row = store.load(id).unwrap();
-    let proposal = row.propose(neutral(&row.raw_messages, 2), audit(id));
+    let proposal = row.propose(neutral(&row.raw_messages, 2), audit(id), None);
     o.conn()
         .execute(
             "UPDATE part SET data = json_set(data, '$.text', 'streamed more'), time_updated = time_updated + 1 \
@@ -629,7 +629,7 @@ fn a_live_opencode_write_between_plan_and_commit_is_detected() {
     // A fresh plan of the same session commits, and opencode loads it as planned.
     let row = store.load(id).unwrap();
     let was = load(&o.conn(), id).unwrap();
-    let proposal = row.propose(neutral(&row.raw_messages, 2), audit(id));
+    let proposal = row.propose(neutral(&row.raw_messages, 2), audit(id), None);
     let w = writer.commit(&proposal, "2026-11-01T12:00:03Z").unwrap();
     assert!(matches!(w, Written::Committed { .. }), "{w:?}");
     let now = load(&o.conn(), id).unwrap();

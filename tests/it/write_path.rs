@@ -518,15 +518,15 @@ fn prune_keeps_pairs_and_replaces_old_outputs() {
     }
 }
 
-#[test]
-fn a_live_writer_between_plan_and_write_wins() {
+/// The largest conversation of `env`, planned, summarized and proposed as the pipeline does
+/// (on a read connection of its own, which the proposal prepares `tool_results` from).
+fn proposal_for_the_largest(env: &Env) -> (String, agent_db::store::Proposal) {
     use agent_db::compact::{swap, Extractive, HeadInput, Strategy};
     use agent_db::plan::{self, PlanOptions};
     use agent_db::select::Reason;
     use agent_db::store::archive::AuditEntry;
-    use agent_db::store::{Access, Compaction, Store, Written};
+    use agent_db::store::{Access, Compaction, Store};
 
-    let env = Env::generated(10, 21, &[]);
     let id = env
         .ids("SELECT id FROM conversations ORDER BY length(raw_messages) DESC LIMIT 1")
         .remove(0);
@@ -549,17 +549,6 @@ fn a_live_writer_between_plan_and_write_wins() {
         Extractive.rewrite(&input).await.unwrap()
     });
     let new = swap::build(&p, &rewrite).unwrap();
-
-    // The agent appends a message and saves, as kodelet does on every turn.
-    let agent = env.conn();
-    let appended: String = agent
-        .query_row("SELECT substr(raw_messages, 1, length(raw_messages) - 1) FROM conversations WHERE id = ?1", [&id], |r| r.get(0))
-        .unwrap();
-    let appended = format!("{appended},{{\"role\":\"user\",\"content\":\"one more thing\"}}]");
-    agent
-        .execute("UPDATE conversations SET raw_messages = ?1, updated_at = '2026-11-01 12:00:01 +0000 UTC' WHERE id = ?2", [&appended, &id])
-        .unwrap();
-
     let compaction = Compaction {
         format: p.loaded.format,
         history: new.raw_messages.clone(),
@@ -583,9 +572,43 @@ fn a_live_writer_between_plan_and_write_wins() {
         summary_sha256: String::new(),
         details: serde_json::json!({}),
     };
-    let proposal = p.loaded.row.propose(compaction, audit);
+    let proposal = p.loaded.row.propose(compaction, audit, Some(&store));
+    (id, proposal)
+}
+
+/// Commit `proposal` on a write connection of its own.
+fn commit(env: &Env, proposal: &agent_db::store::Proposal) -> agent_db::store::Written {
+    use agent_db::store::{Access, Store};
     let mut writer = Store::open(&env.db, Access::Write).unwrap();
-    let written = writer.commit(&proposal, "2026-11-01T12:00:02Z").unwrap();
+    writer.commit(proposal, "2026-11-01T12:00:02Z").unwrap()
+}
+
+fn nothing_written(env: &Env) {
+    for table in ["agent_db_compactions", "agent_db_archive"] {
+        let n: i64 = env
+            .conn()
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 0, "{table}");
+    }
+}
+
+#[test]
+fn a_live_writer_between_plan_and_write_wins() {
+    use agent_db::store::Written;
+
+    let env = Env::generated(10, 21, &[]);
+    let (id, proposal) = proposal_for_the_largest(&env);
+    // The agent appends a message and saves, as kodelet does on every turn.
+    let agent = env.conn();
+    let appended: String = agent
+        .query_row("SELECT substr(raw_messages, 1, length(raw_messages) - 1) FROM conversations WHERE id = ?1", [&id], |r| r.get(0))
+        .unwrap();
+    let appended = format!("{appended},{{\"role\":\"user\",\"content\":\"one more thing\"}}]");
+    agent
+        .execute("UPDATE conversations SET raw_messages = ?1, updated_at = '2026-11-01 12:00:01 +0000 UTC' WHERE id = ?2", [&appended, &id])
+        .unwrap();
+    let written = commit(&env, &proposal);
     assert!(
         matches!(written, Written::Changed(ref why) if why.contains("changed since read")),
         "{written:?}"
@@ -602,16 +625,62 @@ fn a_live_writer_between_plan_and_write_wins() {
         now_raw, appended,
         "the live writer's content was overwritten"
     );
-    let audit: i64 = env
+    nothing_written(&env);
+}
+
+/// `tool_results` is prepared when the compaction is proposed (its filtered value and packed
+/// pre-image); a live write to it alone after that is caught by the version check too.
+#[test]
+fn a_live_write_to_tool_results_alone_is_caught_and_an_untouched_one_is_archived_exactly() {
+    use agent_db::store::Written;
+
+    let env = Env::generated(10, 21, &[]);
+    let (id, proposal) = proposal_for_the_largest(&env);
+    let tools_sql = "SELECT tool_results FROM conversations WHERE id = ?1";
+    let original: String = env
         .conn()
-        .query_row("SELECT COUNT(*) FROM agent_db_compactions", [], |r| {
-            r.get(0)
-        })
+        .query_row(tools_sql, [&id], |r| r.get(0))
         .unwrap();
-    assert_eq!(audit, 0);
-    let archived: i64 = env
+    let changed = original.replacen('{', "{\"live-call\":{\"toolName\":\"bash\"},", 1);
+    env.conn()
+        .execute(
+            "UPDATE conversations SET tool_results = ?1 WHERE id = ?2",
+            [&changed, &id],
+        )
+        .unwrap();
+    let written = commit(&env, &proposal);
+    assert!(
+        matches!(written, Written::Changed(ref why) if why.contains("changed since read")),
+        "{written:?}"
+    );
+    let now: String = env
         .conn()
-        .query_row("SELECT COUNT(*) FROM agent_db_archive", [], |r| r.get(0))
+        .query_row(tools_sql, [&id], |r| r.get(0))
         .unwrap();
-    assert_eq!(archived, 0);
+    assert_eq!(now, changed);
+    nothing_written(&env);
+
+    // Put back, proposed again: committed, and the archive holds the exact original.
+    env.conn()
+        .execute(
+            "UPDATE conversations SET tool_results = ?1 WHERE id = ?2",
+            [&original, &id],
+        )
+        .unwrap();
+    let (_, proposal) = proposal_for_the_largest(&env);
+    assert!(matches!(commit(&env, &proposal), Written::Committed { .. }));
+    let archived = crate::common::archived_bytes(
+        &env.conn(),
+        "column_name = 'tool_results' AND row_key = ?1",
+        &id,
+    );
+    assert!(
+        archived == original.as_bytes(),
+        "the archived tool_results differ"
+    );
+    let after: String = env
+        .conn()
+        .query_row(tools_sql, [&id], |r| r.get(0))
+        .unwrap();
+    assert!(after.len() < original.len(), "nothing was filtered out");
 }

@@ -128,7 +128,13 @@ impl Adapter for DockerAgent {
 }
 
 impl LoadedState for Loaded {
-    fn propose(&self, id: &str, _loaded: &str, c: Compaction) -> Box<dyn Commit> {
+    fn propose(
+        &self,
+        id: &str,
+        _loaded: &str,
+        c: Compaction,
+        _read: Option<&Read<'_>>,
+    ) -> Box<dyn Commit> {
         Box::new(Proposal {
             id: id.to_string(),
             version: self.version.clone(),

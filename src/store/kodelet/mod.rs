@@ -112,27 +112,23 @@ impl Adapter for Kodelet {
             row.raw_messages,
             row.version_marker,
             row.raw_blob,
-            Some(row.tool_results),
         ))
     }
 }
 
-/// A loaded kodelet conversation: its version is the `updated_at` marker, the hash and storage
-/// class (`blob`) of `raw_messages`, and (when loaded: `tool_results` is `Some`) the digest of
-/// `tool_results`, whose loaded value is kept to prepare the write on the pool. The hashes are
-/// taken when a compaction is proposed (of the same loaded bytes), so conversations that are
-/// only planned, and left as they are, are never hashed.
+/// A loaded kodelet conversation: its version is the `updated_at` marker and the hash and
+/// storage class (`blob`) of `raw_messages`. The hash is taken when a compaction is proposed (of
+/// the same loaded bytes), so conversations that are only planned, and left as they are, are
+/// never hashed.
 pub(crate) fn conversation(
     id: String,
     raw_messages: String,
     marker: String,
     blob: bool,
-    tool_results: Option<CellValue>,
 ) -> StoredConversation {
     let state = Loaded {
         marker,
         raw_blob: blob,
-        tool_results,
     };
     StoredConversation::with_state(id, raw_messages, Arc::new(state))
 }
@@ -144,23 +140,16 @@ struct Loaded {
     marker: String,
     /// Whether `raw_messages` is stored as a BLOB.
     raw_blob: bool,
-    /// `tool_results` as loaded (`None`: not loaded, so not prepared ahead).
-    tool_results: Option<CellValue>,
 }
 
-impl Loaded {
-    /// The version of the loaded row whose history is `loaded`.
-    fn version(&self, loaded: &str) -> Version {
-        Version {
-            marker: self.marker.clone(),
-            raw_sha256: crate::util::sha256_hex(loaded),
-            raw_blob: self.raw_blob,
-            tools_digest: self
-                .tool_results
-                .as_ref()
-                .map(|v| super::archive::value_digest(v.as_ref())),
-        }
-    }
+/// `tool_results` as stored now, read on the planning thread when a compaction is proposed
+/// (`None` when it cannot be read: the writer then filters it itself, as it always could).
+fn current_tool_results(read: &Read<'_>, id: &str) -> Option<CellValue> {
+    read.conn
+        .prepare_cached("SELECT tool_results FROM conversations WHERE id = ?1")
+        .ok()?
+        .query_row([id], |r| Ok(CellValue::from_ref(r.get_ref(0)?)))
+        .ok()
 }
 
 /// `tool_results` prepared on the pool: its packed pre-image, and the filtered value (`None`:
@@ -184,21 +173,39 @@ fn prepare_tools(v: &CellValue, call_ids: &HashSet<String>) -> Option<write::Pre
 }
 
 impl LoadedState for Loaded {
-    /// Runs on the planning pool: the JSON work of the summary row and of `tool_results`, and
-    /// the compression of the pre-images, are done here, not on the writer thread.
-    fn propose(&self, id: &str, loaded: &str, c: Compaction) -> Box<dyn Commit> {
+    /// Runs on the planning pool: the hashes of the version, the JSON work of the summary row
+    /// and of `tool_results` (read here, with its digest joining the version), and the
+    /// compression of the pre-images are done here, not on the writer thread.
+    fn propose(
+        &self,
+        id: &str,
+        loaded: &str,
+        c: Compaction,
+        read: Option<&Read<'_>>,
+    ) -> Box<dyn Commit> {
         // A compression failure only means the writer copies the cell itself, as it always could.
         let pre_image = Packed::new(loaded.as_bytes(), self.raw_blob)
             .ok()
             .map(Arc::new);
-        let tools = self
-            .tool_results
+        let tool_results = read.and_then(|r| current_tool_results(r, id));
+        let tools = tool_results
             .as_ref()
             .and_then(|v| prepare_tools(v, &c.call_ids));
+        let version = Version {
+            marker: self.marker.clone(),
+            raw_sha256: crate::util::sha256_hex(loaded),
+            raw_blob: self.raw_blob,
+            // Only a prepared tool_results is checked: the writer's value must be the one it
+            // was prepared from.
+            tools_digest: tools
+                .as_ref()
+                .and(tool_results.as_ref())
+                .map(|v| super::archive::value_digest(v.as_ref())),
+        };
         Box::new(write::Proposal {
             id: id.to_string(),
             format: c.format,
-            version: self.version(loaded),
+            version,
             message_count: summaries::message_count(&c.history),
             first_user_text: summaries::first_user_text(&c.history),
             raw_messages: c.history,

@@ -16,7 +16,6 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Error, Result, SqlContext};
-use crate::store::archive::CellValue;
 use crate::store::cells::{lossy, newest_first, NewestFirst, SortKey};
 use crate::store::{ConversationMeta, Prefilter};
 
@@ -612,8 +611,6 @@ pub struct KodeletRow {
     /// [`version_marker`] of `updated_at`.
     pub version_marker: String,
     pub metadata: Option<String>,
-    /// `tool_results` exactly as stored (bytes and storage class).
-    pub tool_results: CellValue,
     pub cwd: Option<String>,
 }
 
@@ -626,7 +623,7 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
         "NULL"
     };
     let sql = format!(
-        "SELECT id, raw_messages, provider, usage, summary, created_at, updated_at, metadata, tool_results, {cwd}
+        "SELECT id, raw_messages, provider, usage, summary, created_at, updated_at, metadata, NULL, {cwd}
          FROM conversations WHERE id = ?1"
     );
     let row = conn
@@ -653,7 +650,6 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
                     updated_at: lossy(r, 6)?.unwrap_or_default(),
                     version_marker: version_marker(r.get_ref(6)?),
                     metadata: lossy(r, 7)?,
-                    tool_results: CellValue::from_ref(r.get_ref(8)?),
                     cwd: lossy(r, 9)?,
                 },
             ))
