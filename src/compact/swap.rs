@@ -61,7 +61,7 @@ pub fn build(plan: &Plan, rewrite: &Rewrite) -> Result<NewHistory, StrategyError
         .map_err(|e| StrategyError::Fail(format!("the new history does not decode: {e}")))?;
     validate(format, &decoded)
         .map_err(|e| StrategyError::Fail(format!("invalid new history: {e}")))?;
-    let new_tokens = tokens::history_tokens(format, &decoded);
+    let new_tokens = new_history_tokens(plan, &decoded);
     let before = plan.tokens_before();
     if new_tokens >= before {
         return Err(StrategyError::Skip(format!(
@@ -79,4 +79,31 @@ pub fn build(plan: &Plan, rewrite: &Rewrite) -> Result<NewHistory, StrategyError
         summary,
         call_ids,
     })
+}
+
+/// Tokens of the decoded new history. The kept tail's messages are the planned ones, byte for
+/// byte, so their counts from planning are reused when the decoded tail is exactly the kept
+/// messages (same number, same bytes); only what comes before it (the summary, a re-inserted
+/// instruction, a pruned head) is counted. Otherwise everything is counted.
+fn new_history_tokens(plan: &Plan, decoded: &[Message]) -> usize {
+    let format = plan.loaded.format;
+    let tail = plan.tail();
+    let cut = plan.loaded.messages.len() - tail.len();
+    let Some(prefix) = decoded.len().checked_sub(tail.len()) else {
+        return tokens::history_tokens(format, decoded);
+    };
+    let same = decoded[prefix..]
+        .iter()
+        .zip(tail)
+        .all(|(d, t)| d.raw.get() == t.raw.get());
+    match (same, plan.loaded.tokens.get(cut..)) {
+        (true, Some(counted)) if counted.len() == tail.len() => {
+            let n =
+                tokens::history_tokens(format, &decoded[..prefix]) + counted.iter().sum::<usize>();
+            // Every compaction of the test suite (all stores, all formats) checks the reuse.
+            debug_assert_eq!(n, tokens::history_tokens(format, decoded));
+            n
+        }
+        _ => tokens::history_tokens(format, decoded),
+    }
 }
