@@ -61,10 +61,12 @@ const MIN_CONVERSATIONS: usize = 48;
 const MAX_CONVERSATIONS: usize = 480;
 /// Targets of the summary contract.
 const MIN_KEPT_PCT: f64 = 95.0;
-/// Withdrawn facts of the held-out corpus (written blind to the summarizer, never seen by its
-/// designer) presented as live when the structural withdrawal rule was merged: 6 of 62 (25 of 62
-/// before it). The target is 0, as on the main corpus; this ceiling only stops a regression.
-const HOLDOUT_WITHDRAWN_LIVE_CEILING: usize = 6;
+/// Withdrawn facts of the first held-out corpus presented as live: 25 of 62 before the
+/// structural withdrawal rule, 6 of 62 after it, 0 since 2026-11-23, when holdout.toml became a
+/// development corpus (its failures were read and their two classes fixed: markdown
+/// strikethrough, the assistant changing its mind to not doing what was asked). Not a blind
+/// measure any more: holdout2.toml and holdout3.toml are.
+const HOLDOUT_WITHDRAWN_LIVE_CEILING: usize = 0;
 /// The same for the second held-out corpus: 2 of 71 when it was first measured (main at
 /// 5207eb9), 0 of 71 since the withdrawal work that referred take-backs to what they describe
 /// (merged at wip-withdraw's 2b8bd43, designed without seeing either held-out corpus): the

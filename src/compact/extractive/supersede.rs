@@ -21,7 +21,9 @@
 //!   messages mention: talk about the session's topic or a file being worked on is not a change
 //!   of mind, and an entity in four or five messages needs the two clauses to share another
 //!   word (their predicate, "modify" in "never modify X" / "you can modify X now"), or
-//! - it is negative where the thread so far is only the assistant's positive plan.
+//! - it is negative where the thread so far is only the assistant's positive plan, or
+//! - it strikes the entity out in markdown (`~~X~~`, as in an edited checklist): markup, not
+//!   words, so this holds with the prose cues off too.
 //!
 //! When the thread is already taken back, a clause that only changes its mind (`CHANGE_WORDS`,
 //! `CHANGE_PHRASES`: "we need X after all") with the polarity of before the take-back brings it
@@ -29,7 +31,9 @@
 //! insists and is not negative ("don't forget X", "never skip X"), and is never a drop.
 //!
 //! An *assistant* statement changes a thread too when it takes back (a take-back word in the
-//! clause that names the entity) something no tool touched and the user does not object in the
+//! clause that names the entity, or a change of mind to not doing it: "on second thought I
+//! won't add X", never about a thread that is a prohibition, where it only agrees) something no
+//! tool touched and the user does not object in the
 //! next turn (by naming it again, or by a short reply that says no or asks back): "I've dropped
 //! X from the plan" / "ok", or the assistant reversing its own plan. Asked as a question ("should
 //! I drop X?") it needs the user's short agreement right after ("yep"). A user who answers the
@@ -218,7 +222,8 @@ fn change(
     let sc = scope(&st.text, e);
     // A marker in the entity's clause, or in a clause that names nothing ("On second
     // thought, keep X off the list").
-    let marker = marked(st, sc, |c| cues.withdrawal(c));
+    // Struck out in markdown (`~~X~~`): removed, whatever the words around it.
+    let marker = marked(st, sc, |c| cues.withdrawal(c)) || struck_out(&st.text, e);
     // A question that ends its turn asks and changes nothing until it is answered ("is X
     // still needed?"), unless it asks to take something back ("can we drop X?").
     if closing_question(stmts, m.stmt) && !marker {
@@ -241,7 +246,7 @@ fn change(
         }
         // Taking back what is already taken back changes nothing; a change of mind that takes
         // nothing back and is not negative brings it back ("we need X after all").
-        let takes_back = marked(st, sc, |c| cues.takes_back(c));
+        let takes_back = marked(st, sc, |c| cues.takes_back(c)) || struck_out(&st.text, e);
         return (!takes_back && neg != state.negative).then_some(neg);
     }
     let ut = &stmts[thread[u].stmt];
@@ -254,7 +259,8 @@ fn change(
 }
 
 /// Whether the assistant statement `m` takes the thread back: it says so (a take-back word in
-/// the clause that names the entity) about something no tool touched, and the user does not
+/// the clause that names the entity, or a change of mind to not doing it) about something no
+/// tool touched, and the user does not
 /// object in the next turn (naming it again, or a short reply that says no or asks back): "I've
 /// dropped X from the plan" / "ok". Asked as a question ("should I drop X?"), it needs the user's
 /// short agreement right after ("yep").
@@ -272,14 +278,26 @@ fn assistant_change(
     if state.withdrawn || !e.strong || stats.in_tools(&e.text) {
         return None;
     }
-    if !cues.takes_back(scope(&st.text, e)) || thread[..k].iter().any(|b| stmts[b.stmt].at == st.at)
-    {
+    // It takes X back, or changes its mind to not doing X, which only reverses something asked
+    // for or planned, not a prohibition it agrees with.
+    let drops = match reversal(st, e, cues) {
+        Drop::TakesBack => true,
+        Drop::Reverses => !state.negative,
+        Drop::No => false,
+    };
+    if !drops || thread[..k].iter().any(|b| stmts[b.stmt].at == st.at) {
         return None;
     }
     let reply = next_reply(stmts, m.stmt);
+    // A short reply that says no or asks back objects, unless it is about something else (it
+    // names another thing and not this one: "is Y the thing that sends the emails?").
     let objects = |r: &Reply<'_>| {
-        r.turn.iter().any(|x| x.ents.iter().any(|y| y.matches(e)))
-            || (r.direct && r.words <= AGREE_WORDS && !r.plain(cues))
+        let names = |f: &dyn Fn(&Entity) -> bool| r.turn.iter().any(|x| x.ents.iter().any(f));
+        names(&|y| y.matches(e))
+            || (r.direct
+                && r.words <= AGREE_WORDS
+                && !r.plain(cues)
+                && !names(&|y| y.strong && !y.matches(e)))
     };
     let verdict = if st.text.trim_end().ends_with('?') {
         reply.is_some_and(|r| r.direct && r.words <= AGREE_WORDS && r.plain(cues) && !objects(&r))
@@ -287,6 +305,36 @@ fn assistant_change(
         !reply.is_some_and(|r| objects(&r))
     };
     verdict.then_some(true)
+}
+
+/// How an assistant statement speaks of dropping the thing `e`.
+enum Drop {
+    /// A take-back word in the clause that names it ("I've dropped X").
+    TakesBack,
+    /// A change of mind to not doing it ("on second thought I won't add X").
+    Reverses,
+    No,
+}
+
+fn reversal(st: &Stmt, e: &Entity, cues: Cues) -> Drop {
+    let sc = scope(&st.text, e);
+    if cues.takes_back(sc) {
+        Drop::TakesBack
+    } else if cues.negative(sc) && marked(st, sc, |c| cues.withdrawal(c)) {
+        Drop::Reverses
+    } else {
+        Drop::No
+    }
+}
+
+/// Whether `e` is struck out in `text`: inside a markdown strikethrough (`~~…~~`, paired in
+/// order of appearance).
+fn struck_out(text: &str, e: &Entity) -> bool {
+    let lower = text.to_ascii_lowercase();
+    let marks: Vec<usize> = lower.match_indices("~~").map(|(i, _)| i).collect();
+    marks
+        .chunks_exact(2)
+        .any(|pair| lower[pair[0] + 2..pair[1]].contains(&e.key))
 }
 
 /// Longest reply (in words) that reads as plain agreement (or disagreement).
@@ -370,7 +418,7 @@ fn dropped(
     let prev = &thread[k - 1];
     let prev_st = &stmts[prev.stmt];
     let answers_drop = prev_st.origin == Origin::Assistant
-        && cues.takes_back(scope(&prev_st.text, &prev_st.ents[prev.ent]));
+        && !matches!(reversal(prev_st, &prev_st.ents[prev.ent], cues), Drop::No);
     if cues.insists(sc) || answers_drop {
         return false;
     }

@@ -1713,3 +1713,74 @@ fn a_path_can_be_taken_back_by_its_file_name() {
     let s = summary_of(&scripted(Format::Anthropic, &steps, 4));
     assert_final_state(&s, &["src/net/pool_tuner.rs"], &[], "basename");
 }
+
+/// Markdown strikethrough takes a thing back whatever the words around it (markup, so also
+/// with the prose cues off); a single `~` (a home path) is not markup.
+#[test]
+fn struck_out_in_markdown_is_withdrawn() {
+    use Step::*;
+    let cases = [
+        (
+            "Please wire up the gannet_probe too.",
+            "Revised list: ~~gannet_probe~~, docs, tests",
+        ),
+        (
+            "Add the gannet_probe to the deploy.",
+            "todo:\n- ~~add gannet_probe~~\n- bump the chart",
+        ),
+    ];
+    for (k, (a, b)) in cases.iter().enumerate() {
+        let steps = [User(a), Work, User(b), Work];
+        let s = summary_of(&scripted(Format::Anthropic, &steps, k));
+        assert_final_state(&s, &["gannet_probe"], &[], b);
+    }
+    let home = [
+        User("Keep the config in ~/.config/gannet/ as before."),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::Anthropic, &home, 3));
+    let (live, _) = split_withdrawn(&s);
+    assert!(live.contains("~/.config/gannet/"), "{s}");
+}
+
+/// The assistant changing its mind to not doing what was asked ("on second thought I won't add
+/// X") takes it back when the user lets it stand; agreeing with a prohibition ("I won't touch X"
+/// after "never touch X") does not, and neither does a reply about something else count as an
+/// objection.
+#[test]
+fn the_assistant_reversing_a_request_takes_it_back() {
+    use Step::*;
+    let reversed = [
+        User("could you also add the merlin_fallback to the client?"),
+        Work,
+        Said("Change of plan: I'm not adding merlin_fallback, the client already retries."),
+        UserOnly("what does sparrow_gc do?"),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::OpenAiChat, &reversed, 4));
+    assert_final_state(&s, &["merlin_fallback"], &[], "reversed");
+
+    let objected = [
+        User("could you also add the merlin_fallback to the client?"),
+        Work,
+        Said("Change of plan: I'm not adding merlin_fallback, the client already retries."),
+        UserOnly("no, please add merlin_fallback, the retries are not enough"),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::OpenAiChat, &objected, 4));
+    let (live, _) = split_withdrawn(&s);
+    assert!(live.contains("merlin_fallback"), "objected:\n{s}");
+
+    let agreed = [
+        User("Never touch the kestrel_vendor directory."),
+        Work,
+        Said("On second thought I won't touch kestrel_vendor at all, understood."),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::Anthropic, &agreed, 5));
+    let (live, _) = split_withdrawn(&s);
+    assert!(
+        live.contains("kestrel_vendor"),
+        "a prohibition stays live:\n{s}"
+    );
+}

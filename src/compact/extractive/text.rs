@@ -281,10 +281,18 @@ pub(super) fn tokens_at_start(s: &str) -> impl Iterator<Item = (bool, &str)> {
     })
 }
 
+/// A token without the quotes, brackets and punctuation around it.
+fn trim_marks(t: &str) -> &str {
+    t.trim_start_matches(|c: char| "([{<\"'`*“‘".contains(c))
+        .trim_end_matches(|c: char| ")]}>\"'`,.;:!?*”’".contains(c))
+}
+
 fn trim_token(raw: &str) -> Option<&str> {
-    let t = raw
-        .trim_start_matches(|c: char| "([{<\"'`*“‘".contains(c))
-        .trim_end_matches(|c: char| ")]}>\"'`,.;:!?*”’".contains(c));
+    // Markdown strikethrough (`~~X~~,`) is markup around the token, as `*` and quotes are; a
+    // single `~` is not (`~/.config`).
+    let t = trim_marks(raw);
+    let t = trim_marks(t.strip_prefix("~~").unwrap_or(t));
+    let t = trim_marks(t.strip_suffix("~~").unwrap_or(t));
     let t = t
         .strip_suffix("'s")
         .or_else(|| t.strip_suffix("’s"))
