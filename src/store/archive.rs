@@ -206,38 +206,25 @@ fn ident(s: &str) -> rusqlite::Result<&str> {
 /// Archive the current values of `cells` under `compaction_id`. SQLite copies each value itself
 /// (`INSERT … SELECT`), so its storage class and bytes survive whatever they are: TEXT that is
 /// not valid UTF-8, a BLOB or a number in a TEXT column, NULL, very long values. A cell whose row
-/// does not exist is archived as NULL.
+/// does not exist is archived as NULL. A cell with a [`Packed`] value is archived from it.
 pub fn save_pre_image(
     conn: &Connection,
     compaction_id: i64,
     cells: &[Cell],
 ) -> rusqlite::Result<()> {
     for (seq, c) in cells.iter().enumerate() {
-        if let Some(p) = &c.packed {
-            conn.prepare_cached(
-                "INSERT INTO agent_db_archive(compaction_id, seq, table_name, key_column, row_key, column_name, value, encoding, packed)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, ?7, ?8)",
-            )?
-            .execute(params![
-                compaction_id,
-                seq as i64,
-                c.table,
-                c.key_column,
-                c.key,
-                c.column,
-                p.encoding(),
-                p.zstd,
-            ])?;
-            continue;
-        }
-        let value = if c.column == "*" {
-            "NULL".to_string()
-        } else {
-            format!("(SELECT {} {})", c.column_expr()?, c.row_clause(5)?)
+        let (value, encoding, packed) = match &c.packed {
+            Some(p) => ("NULL".to_string(), Some(p.encoding()), Some(&p.zstd[..])),
+            None if c.column == "*" => ("NULL".to_string(), None, None),
+            None => (
+                format!("(SELECT {} {})", c.column_expr()?, c.row_clause(5)?),
+                None,
+                None,
+            ),
         };
         let sql = format!(
-            "INSERT INTO agent_db_archive(compaction_id, seq, table_name, key_column, row_key, column_name, value)
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, {value}"
+            "INSERT INTO agent_db_archive(compaction_id, seq, table_name, key_column, row_key, column_name, value, encoding, packed)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, {value}, ?7, ?8"
         );
         conn.prepare_cached(&sql)?.execute(params![
             compaction_id,
@@ -246,8 +233,10 @@ pub fn save_pre_image(
             c.key_column,
             c.key,
             c.column,
+            encoding,
+            packed,
         ])?;
-        if c.column != "*" {
+        if c.column != "*" && c.packed.is_none() {
             refuse_unrestorable_null(conn, compaction_id, seq as i64, c)?;
         }
     }

@@ -64,6 +64,16 @@ fn store_with_a_blob_history() -> (Env, String) {
     (env, id)
 }
 
+/// `restore --all-since 1h`, which must succeed.
+fn restore_all(env: &Env) {
+    let out = env
+        .cmd()
+        .args(["restore", "--all-since", "1h"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
 fn compact(env: &Env) -> serde_json::Value {
     let mut c = env.cmd();
     c.args([
@@ -164,12 +174,7 @@ fn the_history_is_archived_packed_and_restores_with_its_storage_class() {
     }
     drop(c);
 
-    let out = env
-        .cmd()
-        .args(["restore", "--all-since", "1h"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    restore_all(&env);
     assert_eq!(conversation_cells(&env), before);
     let class: String = env
         .conn()
@@ -229,12 +234,7 @@ fn an_archive_written_before_packing_still_restores() {
     assert_eq!(code, 0, "{stats}");
     assert_eq!(stats["archive"]["archive_bytes"], plain_bytes, "{stats}");
 
-    let out = env
-        .cmd()
-        .args(["restore", "--all-since", "1h"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    restore_all(&env);
     assert_eq!(conversation_cells(&env), before);
     let latest: i64 = env
         .conn()
