@@ -951,3 +951,97 @@ fn prefiltered_listing_keeps_gooses_order() {
     );
     assert!(!over.contains(&ids[9]), "an array config is no config");
 }
+
+/// The image items goose would send to the model for each session (by their data), read by the
+/// loader oracle.
+fn visible_images(g: &G, ids: &BTreeSet<String>) -> BTreeMap<String, Vec<String>> {
+    let conn = g.conn();
+    ids.iter()
+        .map(|id| {
+            let l = load(&conn, id).unwrap_or_else(|e| panic!("{id}: {e}"));
+            let images = l
+                .model
+                .iter()
+                .flat_map(|r| r.items.iter())
+                .filter(|i| i["type"] == "image")
+                .map(|i| i["data"].as_str().unwrap_or_default().to_string())
+                .collect();
+            (id.clone(), images)
+        })
+        .collect()
+}
+
+/// A 1×1 PNG.
+const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+
+/// Generated sessions rarely carry images: add one, with SQL, to the user text row a quarter of
+/// the way into each session over 0.7 (well inside the head a prune replaces).
+fn plant_head_images(g: &G) {
+    let image = format!(r#"{{"type":"image","data":"{PNG_B64}","mimeType":"image/png"}}"#);
+    for id in g.over(0.7) {
+        let rows = g.strings(&format!(
+            "SELECT CAST(id AS TEXT) FROM messages WHERE session_id = '{id}' AND role = 'user'
+               AND content_json LIKE '%\"type\":\"text\"%'
+             ORDER BY created_timestamp, id"
+        ));
+        let Some(row) = rows.get(rows.len() / 4) else {
+            continue;
+        };
+        g.conn()
+            .execute(
+                "UPDATE messages SET content_json = json_insert(content_json, '$[#]', json(?1)) WHERE id = ?2",
+                rusqlite::params![image, row],
+            )
+            .unwrap();
+    }
+}
+
+/// `--elide-images` on goose: the agent-only copies of head messages carry placeholders instead
+/// of their images, so the model sees only the kept tail's images; without it the head's images
+/// stay. Both load by goose's rule and restore byte for byte.
+#[test]
+fn prune_elide_images_hides_the_heads_images_from_the_model() {
+    let preset = "goose-v16";
+    let mut seen = BTreeMap::new();
+    for elide in [false, true] {
+        let g = G::new(preset, 24);
+        plant_head_images(&g);
+        let before = g.dump();
+        let mut args = vec!["--all-over", "0.7", "--strategy", "prune"];
+        if elide {
+            args.push("--elide-images");
+        }
+        let doc = compact(&g, &args);
+        let compacted: BTreeSet<String> = ids_with_status(&doc, "compacted").into_iter().collect();
+        assert!(!compacted.is_empty(), "{doc:#}");
+        for id in &compacted {
+            let l = load(&g.conn(), id).unwrap();
+            check_pruned(&l).unwrap_or_else(|e| panic!("elide {elide} {id}: {e}"));
+        }
+        seen.insert(elide, visible_images(&g, &compacted));
+        let out = g
+            .cmd()
+            .args(["restore", "--all-since", "1h"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(before, g.dump(), "elide {elide}: restore");
+    }
+    let (kept, elided) = (&seen[&false], &seen[&true]);
+    let count = |m: &BTreeMap<String, Vec<String>>| m.values().map(Vec::len).sum::<usize>();
+    assert!(
+        count(elided) < count(kept),
+        "no head image was elided: {} vs {}",
+        count(elided),
+        count(kept)
+    );
+    for (id, images) in elided {
+        // What is left is what the tail kept: a subset of the images seen without the flag.
+        for i in images {
+            assert!(
+                kept[id].contains(i),
+                "{id}: an image the plain prune did not keep"
+            );
+        }
+    }
+}
