@@ -1045,3 +1045,64 @@ fn prune_elide_images_hides_the_heads_images_from_the_model() {
         }
     }
 }
+
+/// A prune whose notes fit only part of the head: tool pairs in a run whose neighbours all share
+/// one second stay visible (there is no gap to place a note in without overtaking a visible
+/// row), the others are hidden; the session still loads by goose's rule and restores.
+#[test]
+fn prune_places_the_notes_it_can_and_leaves_the_rest_visible() {
+    let g = G::new("goose-v16", 12);
+    let id = big_session(&g);
+    let ids: Vec<i64> = g
+        .strings(&format!(
+            "SELECT CAST(id AS TEXT) FROM messages WHERE session_id = '{id}' ORDER BY created_timestamp, id"
+        ))
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    // The first third of the session in one second (the order, by timestamp then id, is kept).
+    let third = ids[ids.len() / 3];
+    g.conn()
+        .execute(
+            "UPDATE messages SET created_timestamp = (SELECT MIN(created_timestamp) FROM messages WHERE session_id = ?1)
+             WHERE session_id = ?1 AND id <= ?2",
+            rusqlite::params![id, third],
+        )
+        .unwrap();
+    let before = g.dump();
+    let requests_early: BTreeSet<i64> = load(&g.conn(), &id)
+        .unwrap()
+        .all
+        .iter()
+        .filter(|r| r.id < third && r.items.iter().any(|i| i["type"] == "toolRequest"))
+        .map(|r| r.id)
+        .collect();
+    assert!(requests_early.len() >= 2, "few tool calls early on");
+    let doc = compact(&g, &["--id", &id, "--strategy", "prune"]);
+    assert_eq!(doc["conversations"][0]["status"], "compacted", "{doc:#}");
+    let l = load(&g.conn(), &id).unwrap();
+    check_pruned(&l).unwrap();
+    let visible: BTreeSet<i64> = l
+        .all
+        .iter()
+        .filter(|r| r.agent_visible)
+        .map(|r| r.id)
+        .collect();
+    let hidden = l.all.iter().filter(|r| !r.agent_visible).count();
+    assert!(hidden > 0, "nothing was pruned");
+    assert!(
+        requests_early
+            .iter()
+            .filter(|r| visible.contains(r))
+            .count()
+            >= 2,
+        "the early tool calls, with no place for a note, were hidden"
+    );
+    let out = g
+        .cmd()
+        .args(["restore", "--all-since", "1h"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(g.dump(), before);
+}
