@@ -1,8 +1,9 @@
 //! Token counts per message and per conversation.
 //!
 //! - OpenAI-family formats: exact `o200k_base` BPE counts of each message's text, tool names,
-//!   tool inputs and tool results (the `bpe-openai` crate; see docs/benchmarks.md for its speed
-//!   against Python `tiktoken`), plus [`MESSAGE_OVERHEAD`] tokens of framing per message, as
+//!   tool inputs and tool results (the vocabulary compiled from `bpe-openai`'s at build time into
+//!   a 4 MB table, `vocab.rs`; see docs/benchmarks.md for the speed against Python `tiktoken`),
+//!   plus [`MESSAGE_OVERHEAD`] tokens of framing per message, as
 //!   OpenAI's chat format adds. [`count_text`] gives exactly `bpe-openai`'s count, faster: its own
 //!   pre-tokenizer for ASCII (`pretok.rs`) and a per-thread cache of piece counts (`cache.rs`).
 //! - Anthropic: an **estimate**. Anthropic's tokenizer is not public (the exact figure only comes
@@ -20,29 +21,33 @@ use crate::message::{Block, Format, Message};
 
 mod cache;
 mod pretok;
+mod vocab;
+mod vocab_hash;
 
 pub use pretok::{split, Pieces};
+pub use vocab::{o200k, Vocab};
 
 /// Framing tokens per message (role and separators).
 pub const MESSAGE_OVERHEAD: usize = 4;
 /// Multiplier applied to o200k_base counts to estimate Claude tokens.
 pub const ANTHROPIC_FACTOR: f64 = 1.15;
 
-/// Exact o200k_base token count of `text`: always equal to `bpe_openai::o200k_base().count(text)`
-/// (and to tiktoken's), computed faster. Pieces come from [`split`] (a hand-written ASCII
-/// pre-tokenizer, falling back to `bpe-openai`'s regex for non-ASCII), a piece of one byte is
-/// one token (every byte is in the vocabulary), and other pieces' counts go through a bounded
-/// per-thread cache (`cache.rs`) in front of `bpe`'s encoder.
+/// Exact o200k_base token count of `text`: always equal to tiktoken's (and to
+/// `bpe_openai::o200k_base().count(text)`, which the tests use as the oracle). Pieces come from
+/// [`split`] (a hand-written ASCII pre-tokenizer, falling back to the o200k regex for
+/// non-ASCII), a piece of one byte is one token (every byte is in the vocabulary), and other
+/// pieces' counts go through a bounded per-thread cache (`cache.rs`) in front of the byte-pair
+/// merge over the compiled vocabulary (`vocab.rs`).
 pub fn count_text(text: &str) -> usize {
     if text.is_empty() {
         return 0;
     }
-    let bpe = &bpe_openai::o200k_base().bpe;
+    let vocab = o200k();
     cache::with(|cache| {
         split(text)
             .map(|piece| match piece.len() {
                 1 => 1,
-                _ => cache.get_or(piece.as_bytes(), |p| bpe.count(p)),
+                _ => cache.get_or(piece.as_bytes(), |p| vocab.count_piece(p)),
             })
             .sum()
     })
@@ -99,9 +104,8 @@ mod tests {
     #[test]
     fn every_ascii_byte_is_one_token() {
         // count_text counts one-byte pieces as 1 without asking the encoder.
-        let bpe = &bpe_openai::o200k_base().bpe;
         for b in 0u8..128 {
-            assert_eq!(bpe.count(&[b]), 1, "byte {b:#04x}");
+            assert_eq!(o200k().count_piece(&[b]), 1, "byte {b:#04x}");
         }
     }
 

@@ -17,8 +17,9 @@
 //! [`ascii_piece_end`] decides the piece at a position the same way, by hand, as long as every
 //! byte it has to look at is ASCII (where `\p{L}` is `A-Za-z`, `\p{N}` is `0-9`, `\s` is
 //! `\t\n\x0B\x0C\r` and space, and no `\p{M}` exists). When the decision depends on a non-ASCII
-//! character it gives up, and [`Pieces`] asks `bpe-openai`'s own splitter for that one piece.
-//! `tests/it/tokens_props.rs` checks the pieces against `bpe_openai::o200k_base().split`.
+//! character it gives up, and [`Pieces`] asks the regex of patterns 1–8 (`regex-automata`) for
+//! that one piece. `tests/it/tokens_props.rs` checks the pieces against
+//! `bpe_openai::o200k_base().split`.
 
 /// The pieces of `text`, exactly as `bpe_openai::o200k_base().split(text)` yields them.
 pub fn split(text: &str) -> Pieces<'_> {
@@ -50,10 +51,42 @@ impl<'a> Iterator for Pieces<'a> {
     }
 }
 
-/// The first piece of `rest`, from `bpe-openai`'s regex splitter (`None` only if the regex
-/// matches nothing there, when `bpe-openai` stops splitting too).
+/// The o200k patterns 1 to 8 of the module docs, as one regex per alternative group: the first
+/// group holds patterns 1–6 (leftmost-first within it), the second is pattern 7 (whose last
+/// character is a look-ahead and is dropped from the piece), the third pattern 8. A search
+/// anchored at the piece's start reports which group matched.
+const PATTERNS: [&str; 3] = [
+    concat!(
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+        r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+        r"|\p{N}{1,3}",
+        r"| ?[^\s\p{L}\p{N}]+[\r\n/]*",
+        r"|\s*[\r\n]+",
+        r"|\s+$",
+    ),
+    r"\s+\s",
+    r"\s+",
+];
+
+/// The compiled [`PATTERNS`] (built on first use: only non-ASCII text needs it).
+fn regex() -> &'static regex_automata::meta::Regex {
+    static RE: std::sync::OnceLock<regex_automata::meta::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        regex_automata::meta::Regex::new_many(&PATTERNS).expect("the o200k patterns compile")
+    })
+}
+
+/// The first piece of `rest` by the o200k regex (`None` only if the regex matches nothing
+/// there, when tiktoken stops splitting too).
 fn regex_piece(rest: &str) -> Option<&str> {
-    bpe_openai::o200k_base().split(rest).next()
+    let input = regex_automata::Input::new(rest).anchored(regex_automata::Anchored::Yes);
+    let m = regex().find(input)?;
+    let mut end = m.end();
+    if m.pattern().as_usize() == 1 {
+        // `\s+\s` stands for `\s+(?!\S)`: the last whitespace character is not part of it.
+        end -= rest[..end].chars().next_back().map_or(0, char::len_utf8);
+    }
+    Some(&rest[..end])
 }
 
 /// Byte classes of ASCII, as the o200k regex sees them.

@@ -224,3 +224,83 @@ fn golden_corpus_pieces_match_bpe_openai() {
     }
     assert!(texts >= 300, "only {texts} texts in the corpus");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The compiled vocabulary's byte-pair merge (`tokens::o200k().count_piece`) against
+// `bpe-openai`'s encoder, piece by piece, at every length: the linear scan (up to 64 bytes) and
+// the heap merge (longer pieces, and any piece through `count_piece_by_heap`).
+// ---------------------------------------------------------------------------------------------
+
+fn check_piece(piece: &[u8]) -> Result<(), TestCaseError> {
+    let theirs = bpe_openai::o200k_base().bpe.count(piece);
+    let vocab = tokens::o200k();
+    prop_assert_eq!(vocab.count_piece(piece), theirs, "count of {:?}", piece);
+    prop_assert_eq!(
+        vocab.count_piece_by_heap(piece),
+        theirs,
+        "heap count of {:?}",
+        piece
+    );
+    Ok(())
+}
+
+/// Repetitions of short fragments: long pieces that merge many times (runs of one letter,
+/// of punctuation, of spaces, of a syllable, of a multi-byte character).
+fn long_piece() -> impl Strategy<Value = Vec<u8>> {
+    (
+        prop::sample::select(
+            &[
+                "a", "e", "ab", "ing", "-", "=", " ", "\t", "0", "é", "你", "\u{200b}", "xy", "_",
+                "/", "Z",
+            ][..],
+        ),
+        1usize..400,
+    )
+        .prop_map(|(f, n)| f.repeat(n).into_bytes())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn pieces_of_random_text_count_as_bpe_openai(text in mixed()) {
+        for piece in tokens::split(&text) {
+            check_piece(piece.as_bytes())?;
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_count_as_bpe_openai(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+        check_piece(&bytes)?;
+    }
+
+    #[test]
+    fn long_pieces_count_as_bpe_openai(piece in long_piece()) {
+        check_piece(&piece)?;
+    }
+}
+
+#[test]
+fn a_megabyte_of_one_letter_counts_as_bpe_openai() {
+    // One pre-token piece (lowercase letters only): the heap merge keeps it n log n.
+    let piece = "a".repeat(1 << 20);
+    assert_eq!(
+        tokens::o200k().count_piece(piece.as_bytes()),
+        bpe_openai::o200k_base().bpe.count(piece.as_bytes())
+    );
+    assert_eq!(
+        tokens::count_text(&piece),
+        bpe_openai::o200k_base().count(piece.as_str())
+    );
+}
+
+#[test]
+fn every_token_of_the_vocabulary_is_one_token() {
+    let vocab = tokens::o200k();
+    let bpe = &bpe_openai::o200k_base().bpe;
+    assert_eq!(vocab.len(), bpe.num_tokens());
+    for rank in 0..vocab.len() as u32 {
+        assert_eq!(vocab.token(rank), bpe.token_bytes(rank), "rank {rank}");
+        assert_eq!(vocab.rank(vocab.token(rank)), Some(rank), "rank {rank}");
+    }
+}
