@@ -70,6 +70,11 @@ pub const WITHDRAWAL_PHRASES: &[&str] = &[
     "back out",
 ];
 
+/// Words that refer back to something said before: a take-back followed by an action of its own
+/// ("no need to wait for me") is about that action unless the action's words refer back ("no
+/// need to do that").
+pub const REFERRING_WORDS: &[&str] = &["it", "that", "this", "those", "these", "them"];
+
 /// Words that mark a change of mind without its direction: they replace or take back what was
 /// said ("Y instead", "on second thought, no X"), or bring back what was taken back ("we need X
 /// after all"); the clause's polarity and take-back words tell which.

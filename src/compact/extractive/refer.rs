@@ -55,7 +55,7 @@ pub(super) fn attach_references(stmts: &mut [Stmt], stats: &Stats, cues: Cues) {
 /// about that: "X stays. I'd rather not do that again.").
 fn reference(stmts: &[Stmt], stats: &Stats, s: usize, cues: Cues) -> Option<Vec<Entity>> {
     let st = &stmts[s];
-    if st.origin != Origin::User || !cues.withdrawal(&st.text) {
+    if st.origin != Origin::User || !cues.withdrawal(&st.text) || cues.own_action(&st.text) {
         return None;
     }
     let named_before = st.ents.iter().any(|e| {

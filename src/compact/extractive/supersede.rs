@@ -320,11 +320,24 @@ fn reversal(st: &Stmt, e: &Entity, cues: Cues) -> Drop {
     let sc = scope(&st.text, e);
     if cues.takes_back(sc) {
         Drop::TakesBack
-    } else if cues.negative(sc) && marked(st, sc, |c| cues.withdrawal(c)) {
+    } else if negative_after(st, sc, cues) && marked(st, sc, |c| cues.withdrawal(c)) {
         Drop::Reverses
     } else {
         Drop::No
     }
+}
+
+/// Whether the clause `sc` of `st` is negative, or a later clause of `st` that names nothing
+/// strong is ("I've changed my mind on X: it adds a dependency, so I'm not adding it").
+fn negative_after(st: &Stmt, sc: &str, cues: Cues) -> bool {
+    if cues.negative(sc) {
+        return true;
+    }
+    let offset = |c: &str| c.as_ptr() as usize - st.text.as_ptr() as usize;
+    let end = offset(sc) + sc.len();
+    clauses(&st.text).into_iter().any(|c| {
+        offset(c) >= end && cues.negative(c) && !st.ents.iter().any(|x| x.strong && mentions(c, x))
+    })
 }
 
 /// Whether `e` is struck out in `text`: inside a markdown strikethrough (`~~…~~`, paired in
@@ -569,6 +582,7 @@ fn pronoun_withdrawals(
         if st.origin != Origin::User
             || st.text.split_whitespace().count() > PRONOUN_WORDS
             || !cues.withdrawal(&st.text)
+            || cues.own_action(&st.text)
             || events.iter().any(|w| w.latest == s)
         {
             continue;

@@ -1784,3 +1784,46 @@ fn the_assistant_reversing_a_request_takes_it_back() {
         "a prohibition stays live:\n{s}"
     );
 }
+
+/// The assistant's change of mind whose negation is in a later clause that refers back ("I've
+/// reconsidered X: ..., so I'm not doing it") reverses the request like one in the same clause
+/// (a class found in holdout3.toml once it became a development corpus).
+#[test]
+fn a_change_of_mind_negated_in_a_later_clause_takes_the_request_back() {
+    use Step::*;
+    let steps = [
+        User("while you're in there, wire the heron_shadow_flag into the loader"),
+        Work,
+        Said("I've changed my mind on heron_shadow_flag: it pulls in a second config source for nothing, so I'm not wiring it in."),
+        UserOnly("fine"),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::OpenAiChat, &steps, 4));
+    assert_final_state(
+        &s,
+        &["heron_shadow_flag"],
+        &[],
+        "reversed in a later clause",
+    );
+}
+
+/// A take-back of an action the sentence names itself ("no need to wait for me") takes back
+/// nothing said before: the decision in the sentence before stays live (a false withdrawal
+/// found in holdout3.toml). "no need to do that" still refers back.
+#[test]
+fn a_take_back_of_its_own_action_is_no_withdrawal() {
+    use Step::*;
+    let own = [
+        User("Read your comparison. I think the osprey_queue wins, since ops already runs it. Anyway, go ahead when ready, no need to wait for me."),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::Anthropic, &own, 4));
+    assert_final_state(&s, &[], &["osprey_queue"], "own action");
+
+    let back = [
+        User("Also add the osprey_queue metrics exporter to the worker. Hmm, no need to do that."),
+        Work,
+    ];
+    let s = summary_of(&scripted(Format::Anthropic, &back, 4));
+    assert_final_state(&s, &["osprey_queue"], &[], "refers back");
+}

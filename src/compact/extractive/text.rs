@@ -3,7 +3,7 @@
 //! marks of a clause, and quoting (whitespace collapsed, long quotes clipped at a word boundary).
 
 use super::lexicon::{
-    ABBREVIATIONS, CHANGE_PHRASES, CHANGE_WORDS, NEGATIONS, NEGATION_CONTRACTIONS,
+    ABBREVIATIONS, CHANGE_PHRASES, CHANGE_WORDS, NEGATIONS, NEGATION_CONTRACTIONS, REFERRING_WORDS,
     WITHDRAWAL_PHRASES, WITHDRAWAL_VERBS, WITHDRAWAL_WORDS,
 };
 
@@ -215,6 +215,50 @@ pub(super) fn takes_back(clause: &str) -> bool {
     })
 }
 
+/// Whether every clause of `text` that takes something back takes back an action it names
+/// itself: the take-back marker is followed by `to` and an action none of whose words refers
+/// back ("Anyway, go ahead, no need to wait for me."), so the sentence takes back nothing said
+/// before. "No need to do that" and "no need" alone refer back.
+pub(super) fn takes_back_own_action(text: &str) -> bool {
+    let marked: Vec<&str> = clauses(text)
+        .into_iter()
+        .filter(|c| is_withdrawal(c))
+        .collect();
+    !marked.is_empty() && marked.iter().all(|c| own_action(c))
+}
+
+fn own_action(clause: &str) -> bool {
+    let lower = normalize(clause);
+    let words: Vec<&str> = prose_words(&lower).collect();
+    let Some(end) = take_back_end(&words) else {
+        return false;
+    };
+    words.get(end) == Some(&"to")
+        && words.len() > end + 1
+        && !words[end + 1..].iter().any(|w| REFERRING_WORDS.contains(w))
+}
+
+/// The index just after the first take-back marker among `words` (a phrase, a take-back word,
+/// or a take-back verb not right after a negation), if any.
+fn take_back_end(words: &[&str]) -> Option<usize> {
+    for k in 0..words.len() {
+        for p in WITHDRAWAL_PHRASES {
+            let n = p.split(' ').count();
+            if k + n <= words.len() && words[k..k + n].iter().copied().eq(p.split(' ')) {
+                return Some(k + n);
+            }
+        }
+        let w = words[k];
+        let other = stems(w)
+            .iter()
+            .any(|s| WITHDRAWAL_WORDS.contains(&s.as_str()));
+        if other || (is_take_back_verb(w) && !(k > 0 && is_negation(words[k - 1]))) {
+            return Some(k + 1);
+        }
+    }
+    None
+}
+
 /// Whether the lexicon's prose cue lists (negations, take-back words) are read. Switched off
 /// only by the ablation run of the paraphrase test: then no clause is negative and none takes
 /// anything back by its words, and withdrawals rest on structure alone.
@@ -234,6 +278,11 @@ impl Cues {
 
     pub fn takes_back(self, clause: &str) -> bool {
         self.on && takes_back(clause)
+    }
+
+    /// See [`takes_back_own_action`].
+    pub fn own_action(self, text: &str) -> bool {
+        self.on && takes_back_own_action(text)
     }
 
     /// A negated take-back verb: "don't forget X", "never skip X" insist on X.
