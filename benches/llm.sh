@@ -194,6 +194,14 @@ out = {
     "cpu_utilization_of_cores": round(cpu / wall / cores, 2) if cpu is not None and wall > 0 else None,
     "peak_rss_kb": int(tv["Maximum resident set size (kbytes)"]) if "Maximum resident set size (kbytes)" in tv else None,
 }
+# From the mock's arrival times: how long the first --concurrency requests took to go out (the
+# ramp), and how long after a request's start the next request took its slot (the refill:
+# L when the next conversation's request is ready the moment a slot frees).
+arr = [a for a in stats.get("arrivals_unix_ms", []) if a]
+if len(arr) > conc:
+    out["ramp_s"] = round((arr[conc - 1] - arr[0]) / 1000, 3)
+    gaps = sorted(arr[k] - arr[k - conc] for k in range(conc, len(arr)))
+    out["refill_median_ms"] = gaps[len(gaps) // 2]
 if tot["failed"]:
     sys.exit(f"{label}: {tot['failed']} conversation(s) failed")
 print(json.dumps(out))

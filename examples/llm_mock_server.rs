@@ -8,7 +8,7 @@
 //! Answers every `POST …/chat/completions` after `--latency-ms` with a short summary
 //! (`finish_reason: stop`, usage estimated from the request size). `GET /stats` answers JSON:
 //! requests served, the most requests in flight at once, and the times (ms since start) of the
-//! first request and the last answer. `GET /quit` stops it. It also stops by itself after
+//! first request and the last answer, and the arrival time of every request. `GET /quit` stops it. It also stops by itself after
 //! `--max-seconds`, after `--max-requests` answers (0 = no limit), or after
 //! `--idle-exit-seconds` without a request (0 = never).
 //!
@@ -62,6 +62,8 @@ struct Stats {
     first_request_ms: AtomicU64,
     last_answer_ms: AtomicU64,
     last_request_ms: AtomicU64,
+    /// When each request arrived (ms since start + 1), in arrival order.
+    arrivals: std::sync::Mutex<Vec<u64>>,
     quit: AtomicBool,
 }
 
@@ -83,6 +85,7 @@ impl Stats {
             "max_in_flight": self.max_in_flight.load(Ordering::SeqCst),
             "first_request_unix_ms": opt(self.first_request_ms.load(Ordering::SeqCst)),
             "last_answer_unix_ms": opt(self.last_answer_ms.load(Ordering::SeqCst)),
+            "arrivals_unix_ms": self.arrivals.lock().expect("arrivals").iter().map(|&v| opt(v)).collect::<Vec<_>>(),
         })
     }
 }
@@ -117,6 +120,7 @@ async fn serve(args: Args) {
         first_request_ms: AtomicU64::new(0),
         last_answer_ms: AtomicU64::new(0),
         last_request_ms: AtomicU64::new(0),
+        arrivals: std::sync::Mutex::new(Vec::new()),
         quit: AtomicBool::new(false),
     });
     let args = Arc::new(args);
@@ -198,6 +202,7 @@ async fn connection(sock: TcpStream, stats: Arc<Stats>, args: Arc<Args>) {
                     Ordering::SeqCst,
                 );
                 stats.last_request_ms.store(now, Ordering::SeqCst);
+                stats.arrivals.lock().expect("arrivals").push(now);
                 let n = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                 stats.max_in_flight.fetch_max(n, Ordering::SeqCst);
                 let model = serde_json::from_slice::<serde_json::Value>(&body)

@@ -29,6 +29,15 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
+/// A version digest of some bytes: the 128-bit XXH3 hash, in hex. Version tokens only say
+/// whether stored bytes are still the ones read a moment ago (a change by a live agent, not an
+/// adversary, is what they catch), are never stored, and are computed for every conversation a
+/// batch writes, on the writer's one thread too: a fast non-cryptographic hash does that at
+/// memory speed, where sha256 took a fifth of the writer's time.
+pub fn version_digest(bytes: &[u8]) -> String {
+    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(bytes))
+}
+
 /// sha256 hex of a text.
 pub fn sha256_hex(text: &str) -> String {
     use sha2::{Digest, Sha256};

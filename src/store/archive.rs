@@ -296,12 +296,16 @@ fn hash_value(h: &mut Sha256, v: Option<ValueRef<'_>>) {
     }
 }
 
-/// The sha256 (hex) of one stored value and its storage class, as [`image_hash`] feeds it: a
-/// version token that tells a cell's exact bytes and class apart without keeping them.
+/// A version token of one stored value: its storage class and the digest
+/// ([`crate::util::version_digest`]) of its exact bytes, telling them apart without keeping them.
 pub fn value_digest(v: ValueRef<'_>) -> String {
-    let mut h = Sha256::new();
-    hash_value(&mut h, Some(v));
-    hex::encode(h.finalize())
+    match v {
+        ValueRef::Null => "null".into(),
+        ValueRef::Integer(i) => format!("int:{i}"),
+        ValueRef::Real(f) => format!("real:{}", f.to_bits()),
+        ValueRef::Text(t) => format!("text:{}", crate::util::version_digest(t)),
+        ValueRef::Blob(b) => format!("blob:{}", crate::util::version_digest(b)),
+    }
 }
 
 /// A hash of the current values of `cells` (for inserted rows: whether they exist). Recorded

@@ -41,11 +41,12 @@ pub const KIND: StoreKind = StoreKind::new(&DockerAgent);
 pub struct DockerAgent;
 
 /// docker-agent's version token: the session's item count, largest item id and token columns
-/// (`items:N:max:in:out`), and the sha256 of the loaded active history.
+/// (`items:N:max:in:out`), and the digest ([`crate::util::version_digest`]) of the loaded
+/// active history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Version {
     pub marker: String,
-    pub raw_sha256: String,
+    pub raw_digest: String,
 }
 
 /// What a loaded session keeps for its proposal: the version and each loaded message's

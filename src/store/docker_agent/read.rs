@@ -325,7 +325,7 @@ pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -
         id: id.to_string(),
         version: Version {
             marker,
-            raw_sha256: crate::util::sha256_hex(&raw),
+            raw_digest: crate::util::version_digest(raw.as_bytes()),
         },
         raw_messages: raw,
         slots,

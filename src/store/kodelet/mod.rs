@@ -193,7 +193,7 @@ impl LoadedState for Loaded {
             .and_then(|v| prepare_tools(v, &c.call_ids));
         let version = Version {
             marker: self.marker.clone(),
-            raw_sha256: crate::util::sha256_hex(loaded),
+            raw_digest: crate::util::version_digest(loaded.as_bytes()),
             raw_blob: self.raw_blob,
             // Only a prepared tool_results is checked: the writer's value must be the one it
             // was prepared from.

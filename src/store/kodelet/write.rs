@@ -16,7 +16,6 @@ use std::path::Path;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::value::RawValue;
-use sha2::{Digest, Sha256};
 
 use super::summaries::{as_text, displayed_first};
 use crate::error::{Result, SqlContext};
@@ -24,14 +23,14 @@ use crate::message::{go_escape, Format};
 use crate::store::archive::{Cell, Packed};
 use crate::store::commit::{Stage, Staged, Write};
 
-/// kodelet's version token: the `updated_at` marker ([`super::version_marker`]), the sha256
-/// of the stored `raw_messages` bytes and their storage class (kodelet writes TEXT; a BLOB is
+/// kodelet's version token: the `updated_at` marker ([`super::version_marker`]), the digest
+/// ([`crate::util::version_digest`]) of the stored `raw_messages` bytes and their storage class (kodelet writes TEXT; a BLOB is
 /// kept a BLOB). Equal tokens prove the stored cell is the one loaded, byte for byte, so its
 /// pre-image can be archived from the loaded copy ([`Packed`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Version {
     pub marker: String,
-    pub raw_sha256: String,
+    pub raw_digest: String,
     pub raw_blob: bool,
     /// [`crate::store::archive::value_digest`] of `tool_results`, when it was loaded: equal
     /// digests prove the loaded value current, so its write is prepared on the pool.
@@ -151,13 +150,13 @@ fn read_current(
         [id],
         |r| {
             let raw = r.get_ref(1)?;
-            let raw_sha256 = match raw {
-                ValueRef::Text(b) | ValueRef::Blob(b) => hex::encode(Sha256::digest(b)),
+            let raw_digest = match raw {
+                ValueRef::Text(b) | ValueRef::Blob(b) => crate::util::version_digest(b),
                 _ => String::new(),
             };
             let version = Version {
                 marker: super::version_marker(r.get_ref(0)?),
-                raw_sha256,
+                raw_digest,
                 raw_blob: matches!(raw, ValueRef::Blob(_)),
                 tools_digest: if tools {
                     Some(crate::store::archive::value_digest(r.get_ref(3)?))

@@ -13,7 +13,6 @@ use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, Row as SqlRow};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::schema::{check_schema, Schema};
 use super::PROVIDER;
@@ -441,7 +440,7 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
         envs.push(codec::envelope(&m.id, &m.data, &m.parts).map_err(|e| bad(id, e))?);
     }
     let raw_messages = crate::message::join_raw(envs.iter().map(|e| e.as_ref()));
-    let digest = hex::encode(Sha256::digest(raw_messages.as_bytes()));
+    let digest = crate::util::version_digest(raw_messages.as_bytes());
     let version =
         format!("{n_msgs}:{newest}:{n_parts}:{part_updated}:{updated}:{digest}");
     Ok(Session {
