@@ -100,6 +100,45 @@ impl Plan {
         &self.loaded.messages[cut..]
     }
 
+    /// Index of the latest real user instruction (not a summary agent-db put first).
+    pub fn latest_instruction(&self) -> Option<usize> {
+        let messages = &self.loaded.messages;
+        messages
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(i, m)| {
+                m.is_user_instruction()
+                    && !(*i == 0 && crate::summary::starts_with_summary(messages))
+            })
+            .map(|(i, _)| i)
+    }
+
+    /// Free what the rest of a compaction never reads of the head, once a strategy that calls
+    /// out has prepared its requests from it: the head's messages keep their place (and their
+    /// token counts) but not their content, except the earlier summary at the head's start,
+    /// the instruction put back after the summary and the latest instruction (the request's
+    /// prompt and the swap read those). A conversation waits on the network with its tail and
+    /// requests only; `--concurrency` of them wait at once.
+    pub fn release_head(&mut self) {
+        let Some(split) = self.split().cloned() else {
+            return;
+        };
+        let keep = [
+            split.prior_summary.then_some(0),
+            split.reinsert,
+            self.latest_instruction(),
+        ];
+        let empty =
+            || serde_json::value::RawValue::from_string("null".into()).expect("null is JSON");
+        for (i, m) in self.loaded.messages[..split.cut].iter_mut().enumerate() {
+            if !keep.contains(&Some(i)) {
+                m.blocks = Vec::new();
+                m.raw = empty();
+            }
+        }
+    }
+
     /// Tokens after compaction, given the summary's token count.
     pub fn tokens_after(&self, summary_tokens: usize) -> usize {
         match self.split() {

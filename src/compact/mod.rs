@@ -62,16 +62,7 @@ impl<'a> HeadInput<'a> {
             .filter(|s| s.prior_summary)
             .and_then(|_| head.first())
             .map(|m| summary_body(&m.text()));
-        let latest_instruction = plan
-            .loaded
-            .messages
-            .iter()
-            .enumerate()
-            .rev()
-            .find(|(i, m)| {
-                m.is_user_instruction() && !(*i == 0 && starts_with_summary(&plan.loaded.messages))
-            })
-            .map(|(_, m)| m);
+        let latest_instruction = plan.latest_instruction().map(|i| &plan.loaded.messages[i]);
         HeadInput {
             plan,
             head,

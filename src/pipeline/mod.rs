@@ -111,7 +111,15 @@ pub fn run(
     // store's size and the concurrency.
     let ahead = (threads * 2).max(concurrency.min(16));
     let (job_tx, job_rx) = mpsc::channel::<(usize, Pending)>(ahead);
-    let loader = start_loader(location, selector, &opts.plan, &pool, now, job_tx);
+    let loader = start_loader(
+        location,
+        selector,
+        &opts.plan,
+        &pool,
+        now,
+        !opts.dry_run,
+        job_tx,
+    );
     let writer = (!opts.dry_run).then(|| Writer::start(location));
     let ctx = Arc::new(task::Context {
         kind: keeper.kind,
@@ -173,6 +181,7 @@ fn start_loader(
     plan_opts: &PlanOptions,
     pool: &Arc<Pool>,
     now: DateTime<FixedOffset>,
+    seal: bool,
     job_tx: mpsc::Sender<(usize, Pending)>,
 ) -> std::thread::JoinHandle<Result<()>> {
     let location = location.clone();
@@ -187,7 +196,7 @@ fn start_loader(
         selector.run(&store, &now, |o| {
             let pending = match selection_row(o) {
                 Err(row) => Pending::Ready(Job::Row(row)),
-                Ok((meta, reason)) => pool::submit_plan(&pool, meta, reason, &plan_opts),
+                Ok((meta, reason)) => pool::submit_plan(&pool, meta, reason, &plan_opts, seal),
             };
             seq += 1;
             job_tx.blocking_send((seq, pending)).is_ok()

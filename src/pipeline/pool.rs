@@ -126,6 +126,7 @@ pub(super) fn submit_plan(
     meta: ConversationMeta,
     reason: Reason,
     opts: &PlanOptions,
+    seal: bool,
 ) -> Pending {
     let (tx, rx) = oneshot::channel();
     let (id, provider) = (meta.id.clone(), meta.provider.clone());
@@ -134,7 +135,7 @@ pub(super) fn submit_plan(
         false,
         Box::new(move |store| {
             let job = match store {
-                Ok(store) => plan_job(store, meta, reason, &opts),
+                Ok(store) => plan_job(store, meta, reason, &opts, seal),
                 Err(why) => Job::Row(Box::new(Row::bare(
                     &meta.id,
                     &meta.provider,
@@ -178,7 +179,15 @@ pub(super) async fn resolve(p: Pending) -> Job {
 
 /// Plan one selected conversation into a job. Any failure, a panic in decoding or counting
 /// included, becomes that conversation's `failed` row.
-fn plan_job(store: &Store, meta: ConversationMeta, reason: Reason, opts: &PlanOptions) -> Job {
+/// Plan one conversation; a planned one that will be written (`seal`) keeps only what the write
+/// needs of its loaded history text ([`crate::store::StoredConversation::seal`]).
+fn plan_job(
+    store: &Store,
+    meta: ConversationMeta,
+    reason: Reason,
+    opts: &PlanOptions,
+    seal: bool,
+) -> Job {
     let (id, provider) = (meta.id.clone(), meta.provider.clone());
     let planned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::failpoint::hit("plan", &meta.id);
@@ -194,7 +203,12 @@ fn plan_job(store: &Store, meta: ConversationMeta, reason: Reason, opts: &PlanOp
     };
     match planned {
         Ok(Ok(p)) if matches!(p.decision, Decision::NoOp(_)) => Job::Row(Box::new(plan_row(&p))),
-        Ok(Ok(p)) => Job::Plan(Box::new(p)),
+        Ok(Ok(mut p)) => {
+            if seal {
+                p.loaded.row.seal();
+            }
+            Job::Plan(Box::new(p))
+        }
         Ok(Err(e)) => failed(e.to_string()),
         Err(p) => failed(format!(
             "internal error while planning (a bug in agent-db; please report it): {}",

@@ -262,6 +262,12 @@ async fn rewrite_online(plan: Plan, ctx: &Context) -> Step<(Plan, Rewrite, Built
     })
     .await?;
     let prepared = prepared.map_err(strategy_status)?;
+    let mut plan = plan;
+    // Only when the requests are prepared (a strategy without a preparation reads the head
+    // while it runs) and no hook may read the messages.
+    if prepared.is_some() && ctx.hooks.is_none() {
+        plan.release_head();
+    }
     let input = HeadInput::new(&plan, ctx.now);
     crate::failpoint::hit("strategy", &plan.meta.id);
     let r = ctx.strategy.rewrite_prepared(&input, prepared).await;

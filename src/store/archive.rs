@@ -93,10 +93,11 @@ const PACK_LEVEL: i32 = 1;
 impl Packed {
     /// Compress `bytes`, a TEXT value (`blob` false) or a BLOB (`blob` true).
     pub fn new(bytes: &[u8], blob: bool) -> std::io::Result<Packed> {
-        Ok(Packed {
-            blob,
-            zstd: zstd::bulk::compress(bytes, PACK_LEVEL)?,
-        })
+        let mut zstd = zstd::bulk::compress(bytes, PACK_LEVEL)?;
+        // `compress` allocates the worst case (at least the input's size); a batch holds a
+        // packed pre-image per conversation in flight, so keep only what the frame needs.
+        zstd.shrink_to_fit();
+        Ok(Packed { blob, zstd })
     }
 
     /// The archive's `encoding` for this value.

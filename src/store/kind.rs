@@ -79,16 +79,42 @@ pub struct Unrated {
 /// store the positions of the loaded messages). It makes the store's typed proposal.
 pub trait LoadedState: std::fmt::Debug + Send + Sync {
     /// The store's write of `compaction` over exactly this version; `loaded` is the history as
-    /// it was loaded, `read` the planning thread's own read connection (when it has one). Runs
-    /// on the planning pool, so CPU work the write can do ahead (encoding, compressing the
-    /// pre-image) belongs here rather than on the one writer thread.
+    /// it was loaded (or what [`LoadedState::seal`] kept of it), `read` the planning thread's own
+    /// read connection (when it has one). Runs on the planning pool, so CPU work the write can
+    /// do ahead (encoding, compressing the pre-image) belongs here rather than on the one writer
+    /// thread.
     fn propose(
         &self,
         id: &str,
-        loaded: &str,
+        loaded: Loaded<'_>,
         compaction: Compaction,
         read: Option<&Read<'_>>,
     ) -> Box<dyn Commit>;
+
+    /// What the write will need of the loaded history `loaded`, if the store can keep it in
+    /// less memory than the text (its digest and compressed pre-image): then the text is
+    /// dropped once the conversation is planned, while it waits for its summary. `None` (the
+    /// default): the text is kept.
+    fn seal(&self, _loaded: &str) -> Option<Sealed> {
+        None
+    }
+}
+
+/// The loaded history, as [`LoadedState::propose`] receives it.
+#[derive(Clone, Copy)]
+pub enum Loaded<'a> {
+    Text(&'a str),
+    Sealed(&'a Sealed),
+}
+
+/// What a store kept of a loaded history after planning (see [`LoadedState::seal`]).
+#[derive(Debug, Clone)]
+pub struct Sealed {
+    /// [`crate::util::version_digest`] of the history's bytes.
+    pub digest: String,
+    /// The history compressed, as the archive keeps it (`None`: compression failed, and the
+    /// writer copies the stored cell itself).
+    pub packed: Option<std::sync::Arc<super::archive::Packed>>,
 }
 
 /// A store kind: a handle on its registered [`Adapter`].

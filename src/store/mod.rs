@@ -231,8 +231,19 @@ pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection> {
     conn.busy_timeout(std::time::Duration::from_millis(5000))
         .at(path)?;
     conn.pragma_update(None, "foreign_keys", "ON").at(path)?;
+    if access == Access::Read {
+        // Readers stream over large rows once (a history's overflow pages are read once per
+        // conversation), so SQLite's default 2 MB page cache per connection holds pages that are
+        // never read again; a batch has several readers. Memory, not speed (docs/benchmarks.md).
+        // Best effort: on a file that is not a database this fails, and the caller's first
+        // read reports that properly.
+        let _ = conn.pragma_update(None, "cache_size", READ_CACHE_KIB);
+    }
     Ok(conn)
 }
+
+/// Page cache of a read connection, in KiB (as a negative `cache_size`).
+const READ_CACHE_KIB: i64 = -256;
 
 /// The user tables in the file, or a `NotSqlite` error.
 fn table_names(conn: &Connection, path: &Path) -> Result<Vec<String>> {
@@ -559,9 +570,11 @@ impl Store {
 #[derive(Debug, Clone)]
 pub struct StoredConversation {
     pub id: String,
-    /// The history the agent currently sends, as a JSON array of the store's message JSON.
+    /// The history the agent currently sends, as a JSON array of the store's message JSON
+    /// (empty once [`StoredConversation::seal`] replaced it).
     pub raw_messages: String,
     state: Arc<dyn kind::LoadedState>,
+    sealed: Option<kind::Sealed>,
 }
 
 impl StoredConversation {
@@ -575,6 +588,7 @@ impl StoredConversation {
             id: id.into(),
             raw_messages,
             state,
+            sealed: None,
         }
     }
 
@@ -597,11 +611,28 @@ impl StoredConversation {
         store: Option<&Store>,
     ) -> Proposal {
         let read = store.map(Store::read);
+        let loaded = match &self.sealed {
+            Some(s) => kind::Loaded::Sealed(s),
+            None => kind::Loaded::Text(&self.raw_messages),
+        };
         Proposal {
             write: self
                 .state
-                .propose(&self.id, &self.raw_messages, compaction, read.as_ref()),
+                .propose(&self.id, loaded, compaction, read.as_ref()),
             audit,
+        }
+    }
+
+    /// Once the conversation is planned (decoded into messages that keep their own bytes):
+    /// replace the history's text by what the write needs of it, when the store can keep that
+    /// smaller (its digest and compressed pre-image). A batch holds up to `--concurrency`
+    /// conversations while their summaries are written; this keeps a fraction of each.
+    pub fn seal(&mut self) {
+        if self.sealed.is_none() {
+            if let Some(s) = self.state.seal(&self.raw_messages) {
+                self.sealed = Some(s);
+                self.raw_messages = String::new();
+            }
         }
     }
 }

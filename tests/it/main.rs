@@ -21,6 +21,7 @@ mod preflight;
 mod provider;
 mod pty;
 mod read_side;
+mod release_head;
 mod roundtrip;
 mod selectors;
 mod settings;

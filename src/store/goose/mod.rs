@@ -132,7 +132,7 @@ impl LoadedState for Loaded {
     fn propose(
         &self,
         id: &str,
-        _loaded: &str,
+        _loaded: crate::store::kind::Loaded<'_>,
         c: Compaction,
         _read: Option<&Read<'_>>,
     ) -> Box<dyn Commit> {

@@ -172,28 +172,49 @@ fn prepare_tools(v: &CellValue, call_ids: &HashSet<String>) -> Option<write::Pre
     })
 }
 
+impl Loaded {
+    /// The digest and packed pre-image of the loaded `raw_messages`. A compression failure only
+    /// means the writer copies the cell itself, as it always could.
+    fn seal_text(&self, loaded: &str) -> super::kind::Sealed {
+        super::kind::Sealed {
+            digest: crate::util::version_digest(loaded.as_bytes()),
+            packed: Packed::new(loaded.as_bytes(), self.raw_blob)
+                .ok()
+                .map(Arc::new),
+        }
+    }
+}
+
 impl LoadedState for Loaded {
+    fn seal(&self, loaded: &str) -> Option<super::kind::Sealed> {
+        Some(self.seal_text(loaded))
+    }
+
     /// Runs on the planning pool: the hashes of the version, the JSON work of the summary row
     /// and of `tool_results` (read here, with its digest joining the version), and the
     /// compression of the pre-images are done here, not on the writer thread.
     fn propose(
         &self,
         id: &str,
-        loaded: &str,
+        loaded: super::kind::Loaded<'_>,
         c: Compaction,
         read: Option<&Read<'_>>,
     ) -> Box<dyn Commit> {
-        // A compression failure only means the writer copies the cell itself, as it always could.
-        let pre_image = Packed::new(loaded.as_bytes(), self.raw_blob)
-            .ok()
-            .map(Arc::new);
+        let sealed;
+        let sealed = match loaded {
+            super::kind::Loaded::Sealed(s) => s,
+            super::kind::Loaded::Text(t) => {
+                sealed = self.seal_text(t);
+                &sealed
+            }
+        };
         let tool_results = read.and_then(|r| current_tool_results(r, id));
         let tools = tool_results
             .as_ref()
             .and_then(|v| prepare_tools(v, &c.call_ids));
         let version = Version {
             marker: self.marker.clone(),
-            raw_digest: crate::util::version_digest(loaded.as_bytes()),
+            raw_digest: sealed.digest.clone(),
             raw_blob: self.raw_blob,
             // Only a prepared tool_results is checked: the writer's value must be the one it
             // was prepared from.
@@ -211,7 +232,7 @@ impl LoadedState for Loaded {
             raw_messages: c.history,
             context_after: c.context_after,
             call_ids: c.call_ids,
-            pre_image,
+            pre_image: sealed.packed.clone(),
             tools,
         })
     }
