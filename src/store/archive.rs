@@ -469,6 +469,22 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A packed value holds its frame, not the worst case `zstd::bulk` allocates (at least the
+    /// input's size): a batch keeps one per conversation in flight (a regression that made a
+    /// third of the LLM batch's heap).
+    #[test]
+    fn a_packed_value_keeps_only_its_frame() {
+        let text = "the same line of a long history\n".repeat(32 * 1024);
+        let p = Packed::new(text.as_bytes(), false).unwrap();
+        assert!(p.zstd.len() < text.len() / 50, "{} bytes", p.zstd.len());
+        assert!(
+            p.zstd.capacity() <= p.zstd.len() + 64,
+            "capacity {} for a {}-byte frame",
+            p.zstd.capacity(),
+            p.zstd.len()
+        );
+    }
+
     proptest! {
         /// Any bytes, TEXT or BLOB, come back from the packed form as they went in, storage
         /// class included (the restore's half of the packed archive).
