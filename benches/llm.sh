@@ -64,7 +64,9 @@ RESULTS="$OUT/results.txt"
 log() { printf '\n== %s\n' "$*" >&2; }
 die() { printf 'benches/llm.sh: error: %s\n' "$*" >&2; exit 1; }
 result() { printf '%s=%s\n' "$1" "$2" >>"$RESULTS"; }
-now_ms() { python3 -c 'import time; print(int(time.time() * 1000))'; }
+# Wall-clock ms from bash itself (EPOCHREALTIME, bash 5): starting a process to read the clock
+# (python3 took 30-40 ms here) would count its start-up as agent-db's time.
+now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
 http_get() {
   if command -v curl >/dev/null; then
     curl -fsS --max-time 10 "$1"

@@ -228,14 +228,15 @@ fn after_run(
     totals: &Totals,
     args: &CompactArgs,
 ) -> std::io::Result<()> {
-    // A second, read-only look at the store for names, short IDs and the archive's growth.
-    let after = Store::open(path, agent_db::store::Access::Read).ok();
-    let name_of = |id: &str| {
-        after
+    // A second, read-only look at the store for names, short IDs and the archive's growth,
+    // opened only when something will be shown (`--json --quiet` from cron shows nothing).
+    let opened = std::cell::OnceCell::new();
+    let after = || -> Option<&Store> {
+        opened
+            .get_or_init(|| Store::open(path, agent_db::store::Access::Read).ok())
             .as_ref()
-            .and_then(|s| s.meta(id).ok())
-            .and_then(|m| m.name)
     };
+    let name_of = |id: &str| after().and_then(|s| s.meta(id).ok()).and_then(|m| m.name);
     if selector.follow {
         if let Some(r) = rows.first() {
             ui.status(&format!(
@@ -249,15 +250,14 @@ fn after_run(
     }
     if !args.json && (!ui.quiet || args.dry_run) {
         // -q on a real run: nothing on stdout; failures are already on stderr.
-        let ids = after
-            .as_ref()
+        let ids = after()
             .map(|s| output::Ids::new(ui, s))
             .unwrap_or_else(output::Ids::full);
         let names = |id: &str| name_of(id).unwrap_or_default();
         report_table::render(ui, rows, totals, args.dry_run, &ids, &names)?;
     }
-    if !args.dry_run && totals.compacted > 0 {
-        growth(ui, after.as_ref(), rows);
+    if !args.dry_run && totals.compacted > 0 && !ui.quiet {
+        growth(ui, after(), rows);
         ui.status(&format!(
             "undo with: agent-db --db {} restore ID   (or: restore --all-since 1h); see `agent-db history`",
             shell_quote(&path.display().to_string())
