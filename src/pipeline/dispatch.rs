@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::{mpsc, Semaphore};
 
 use super::pool::{resolve, Pending};
-use super::rows::{plan_row, Job};
+use super::rows::{plan_row, Early, Job};
 use super::task::{compact_one, Context, Slots};
 use super::{Event, Msg};
 use crate::plan::Plan;
@@ -82,13 +82,13 @@ async fn dispatch(mut jobs: mpsc::Receiver<(usize, Pending)>, shared: Shared) {
             Job::Row(r) => {
                 let _ = shared.msg_tx.send(Msg::Done(seq, r));
             }
-            Job::Plan(p) => start(seq, p, &shared).await,
+            Job::Plan(p, early) => start(seq, p, early, &shared).await,
         }
     }
 }
 
 /// Start one planned conversation once it holds a permit, unless the run stopped starting.
-async fn start(seq: usize, plan: Box<Plan>, shared: &Shared) {
+async fn start(seq: usize, plan: Box<Plan>, early: Option<Early>, shared: &Shared) {
     let permit = shared
         .compacting
         .clone()
@@ -113,7 +113,7 @@ async fn start(seq: usize, plan: Box<Plan>, shared: &Shared) {
     tokio::spawn(async move {
         let mut failed = plan_row(&plan);
         let dry_run = ctx.dry_run;
-        let task = tokio::spawn(compact_one(*plan, ctx, slots));
+        let task = tokio::spawn(compact_one(*plan, early, ctx, slots));
         // A panic in the strategy, a hook or a codec is this conversation's failure; the batch
         // goes on.
         let row = match task.await {

@@ -111,24 +111,22 @@ pub fn run(
     // store's size and the concurrency.
     let ahead = (threads * 2).max(concurrency.min(16));
     let (job_tx, job_rx) = mpsc::channel::<(usize, Pending)>(ahead);
-    let loader = start_loader(
-        location,
-        selector,
-        &opts.plan,
-        &pool,
-        now,
-        !opts.dry_run,
-        job_tx,
-    );
+    let hooks = opts
+        .hooks
+        .clone()
+        .filter(|h| !h.is_empty() && !opts.dry_run);
+    let ahead = pool::Ahead {
+        seal: !opts.dry_run,
+        prepare: (!opts.dry_run && !strategy.offline() && hooks.is_none())
+            .then(|| (strategy.clone(), now)),
+    };
+    let loader = start_loader(location, selector, &opts.plan, &pool, now, ahead, job_tx);
     let writer = (!opts.dry_run).then(|| Writer::start(location));
     let ctx = Arc::new(task::Context {
         kind: keeper.kind,
         strategy,
         pool: pool.clone(),
-        hooks: opts
-            .hooks
-            .clone()
-            .filter(|h| !h.is_empty() && !opts.dry_run),
+        hooks,
         dry_run: opts.dry_run,
         writer: writer.as_ref().map(Writer::handle),
         details: opts.details.clone(),
@@ -181,7 +179,7 @@ fn start_loader(
     plan_opts: &PlanOptions,
     pool: &Arc<Pool>,
     now: DateTime<FixedOffset>,
-    seal: bool,
+    ahead: pool::Ahead,
     job_tx: mpsc::Sender<(usize, Pending)>,
 ) -> std::thread::JoinHandle<Result<()>> {
     let location = location.clone();
@@ -196,7 +194,7 @@ fn start_loader(
         selector.run(&store, &now, |o| {
             let pending = match selection_row(o) {
                 Err(row) => Pending::Ready(Job::Row(row)),
-                Ok((meta, reason)) => pool::submit_plan(&pool, meta, reason, &plan_opts, seal),
+                Ok((meta, reason)) => pool::submit_plan(&pool, meta, reason, &plan_opts, &ahead),
             };
             seq += 1;
             job_tx.blocking_send((seq, pending)).is_ok()

@@ -5,9 +5,11 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 
+use chrono::{DateTime, FixedOffset};
 use tokio::sync::oneshot;
 
 use super::rows::{plan_row, Job};
+use crate::compact::{HeadInput, Strategy};
 use crate::plan::{self, PlanOptions};
 use crate::report::{Row, Status};
 use crate::select::Reason;
@@ -119,6 +121,17 @@ pub(super) enum Pending {
     },
 }
 
+/// What planning does ahead, on the pool, for a conversation that will be compacted.
+#[derive(Clone)]
+pub(super) struct Ahead {
+    /// Keep the history's digest and packed pre-image instead of its text (a run that writes).
+    pub seal: bool,
+    /// A strategy that calls out, and the run's time: prepare its requests (and release the
+    /// head) while the conversation waits for a `--concurrency` slot, so a slot that frees is
+    /// refilled at once. Only when no hook may supply the summary or read the messages.
+    pub prepare: Option<(Arc<dyn Strategy>, DateTime<FixedOffset>)>,
+}
+
 /// Queue the planning of one selected conversation on the pool; its job arrives on the
 /// returned receiver.
 pub(super) fn submit_plan(
@@ -126,8 +139,9 @@ pub(super) fn submit_plan(
     meta: ConversationMeta,
     reason: Reason,
     opts: &PlanOptions,
-    seal: bool,
+    ahead: &Ahead,
 ) -> Pending {
+    let ahead = ahead.clone();
     let (tx, rx) = oneshot::channel();
     let (id, provider) = (meta.id.clone(), meta.provider.clone());
     let opts = opts.clone();
@@ -135,7 +149,7 @@ pub(super) fn submit_plan(
         false,
         Box::new(move |store| {
             let job = match store {
-                Ok(store) => plan_job(store, meta, reason, &opts, seal),
+                Ok(store) => plan_job(store, meta, reason, &opts, &ahead),
                 Err(why) => Job::Row(Box::new(Row::bare(
                     &meta.id,
                     &meta.provider,
@@ -179,19 +193,34 @@ pub(super) async fn resolve(p: Pending) -> Job {
 
 /// Plan one selected conversation into a job. Any failure, a panic in decoding or counting
 /// included, becomes that conversation's `failed` row.
-/// Plan one conversation; a planned one that will be written (`seal`) keeps only what the write
-/// needs of its loaded history text ([`crate::store::StoredConversation::seal`]).
+/// Plan one conversation, and do for a planned one what [`Ahead`] says: keep only what the write
+/// needs of its loaded history text ([`crate::store::StoredConversation::seal`]), prepare its
+/// requests.
 fn plan_job(
     store: &Store,
     meta: ConversationMeta,
     reason: Reason,
     opts: &PlanOptions,
-    seal: bool,
+    ahead: &Ahead,
 ) -> Job {
     let (id, provider) = (meta.id.clone(), meta.provider.clone());
     let planned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::failpoint::hit("plan", &meta.id);
-        plan::plan(store, meta, reason, opts)
+        let mut p = plan::plan(store, meta, reason, opts)?;
+        if matches!(p.decision, Decision::NoOp(_)) {
+            return Ok((p, None));
+        }
+        if ahead.seal {
+            p.loaded.row.seal();
+        }
+        let early = ahead.prepare.as_ref().map(|(strategy, now)| {
+            let r = strategy.prepare(&HeadInput::new(&p, *now));
+            if matches!(r, Ok(Some(_))) {
+                p.release_head();
+            }
+            r
+        });
+        Ok::<_, crate::error::Error>((p, early))
     }));
     let failed = |why: String| {
         Job::Row(Box::new(Row::bare(
@@ -202,13 +231,10 @@ fn plan_job(
         )))
     };
     match planned {
-        Ok(Ok(p)) if matches!(p.decision, Decision::NoOp(_)) => Job::Row(Box::new(plan_row(&p))),
-        Ok(Ok(mut p)) => {
-            if seal {
-                p.loaded.row.seal();
-            }
-            Job::Plan(Box::new(p))
+        Ok(Ok((p, _))) if matches!(p.decision, Decision::NoOp(_)) => {
+            Job::Row(Box::new(plan_row(&p)))
         }
+        Ok(Ok((p, early))) => Job::Plan(Box::new(p), early),
         Ok(Err(e)) => failed(e.to_string()),
         Err(p) => failed(format!(
             "internal error while planning (a bug in agent-db; please report it): {}",

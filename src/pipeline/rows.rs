@@ -9,9 +9,15 @@ use crate::store::ConversationMeta;
 
 /// What a conversation's place in line resolves to: a plan to compact, or a finished row.
 pub(super) enum Job {
-    Plan(Box<Plan>),
+    /// A planned conversation, with its requests when they were prepared ahead.
+    Plan(Box<Plan>, Option<Early>),
     Row(Box<Row>),
 }
+
+/// A strategy's preparation done on the planning pool right after planning (see
+/// [`super::pool::Ahead`]).
+pub(super) type Early =
+    std::result::Result<Option<crate::compact::Prepared>, crate::compact::StrategyError>;
 
 pub(super) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0

@@ -9,7 +9,7 @@ use chrono::{DateTime, FixedOffset};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::pool::Pool;
-use super::rows::{plan_row, round3};
+use super::rows::{plan_row, round3, Early};
 use crate::compact::swap::{self, NewHistory};
 use crate::compact::{HeadInput, Rewrite, Strategy, StrategyError, Summary};
 use crate::error::Error;
@@ -90,11 +90,16 @@ fn internal(why: impl std::fmt::Display) -> Status {
 }
 
 /// Compact one planned conversation into its report row.
-pub(super) async fn compact_one(plan: Plan, ctx: Arc<Context>, slots: Slots) -> Row {
+pub(super) async fn compact_one(
+    plan: Plan,
+    early: Option<Early>,
+    ctx: Arc<Context>,
+    slots: Slots,
+) -> Row {
     let started = Instant::now();
     let mut row = plan_row(&plan);
     row.strategy = Some(ctx.strategy.name().to_string());
-    let status = steps(plan, &ctx, slots, &mut row)
+    let status = steps(plan, early, &ctx, slots, &mut row)
         .await
         .unwrap_or_else(|s| s);
     row.status = status;
@@ -102,7 +107,13 @@ pub(super) async fn compact_one(plan: Plan, ctx: Arc<Context>, slots: Slots) -> 
     row
 }
 
-async fn steps(plan: Plan, ctx: &Context, slots: Slots, row: &mut Row) -> Step<Status> {
+async fn steps(
+    plan: Plan,
+    early: Option<Early>,
+    ctx: &Context,
+    slots: Slots,
+    row: &mut Row,
+) -> Step<Status> {
     if ctx.dry_run && !ctx.strategy.offline() {
         let (strategy, now) = (ctx.strategy.clone(), ctx.now);
         let (plan, est) = on_pool(ctx, plan, move |p| {
@@ -121,7 +132,7 @@ async fn steps(plan: Plan, ctx: &Context, slots: Slots, row: &mut Row) -> Step<S
             ctx.kind.name()
         )));
     }
-    let (plan, rewrite, built) = rewrite(plan, supplied, ctx).await?;
+    let (plan, rewrite, built) = rewrite(plan, supplied, early, ctx).await?;
     let (_writing, halt) = slots.hand_over().await;
     record_spend(row, &rewrite);
     let (plan, rewrite, new) = match built {
@@ -231,13 +242,14 @@ async fn rewrite_head(
 async fn rewrite(
     plan: Plan,
     supplied: Option<Summary>,
+    early: Option<Early>,
     ctx: &Context,
 ) -> Step<(Plan, Rewrite, Built)> {
     if let Some(s) = supplied {
         return Ok((plan, Rewrite::Summary(s), None));
     }
     if !ctx.strategy.offline() {
-        return rewrite_online(plan, ctx).await;
+        return rewrite_online(plan, early, ctx).await;
     }
     let handle = tokio::runtime::Handle::current();
     let (strategy, now) = (ctx.strategy.clone(), ctx.now);
@@ -252,22 +264,32 @@ async fn rewrite(
     Ok((plan, r.map_err(strategy_status)?, built))
 }
 
-/// A strategy that calls out: its CPU-bound preparation on the pool, then its requests here (the
-/// async workers only wait on the network). The swap is left to the caller, after the
-/// conversation gives its `--concurrency` slot to the next one.
-async fn rewrite_online(plan: Plan, ctx: &Context) -> Step<(Plan, Rewrite, Built)> {
-    let (strategy, now) = (ctx.strategy.clone(), ctx.now);
-    let (plan, prepared) = on_pool(ctx, plan, move |p| {
-        strategy.prepare(&HeadInput::new(p, now))
-    })
-    .await?;
+/// A strategy that calls out: its CPU-bound preparation on the pool (done right after planning,
+/// `early`, when no hook runs), then its requests here (the async workers only wait on the
+/// network). The swap is left to the caller, after the conversation gives its `--concurrency`
+/// slot to the next one.
+async fn rewrite_online(
+    plan: Plan,
+    early: Option<Early>,
+    ctx: &Context,
+) -> Step<(Plan, Rewrite, Built)> {
+    let (plan, prepared) = match early {
+        Some(prepared) => (plan, prepared),
+        None => {
+            let (strategy, now) = (ctx.strategy.clone(), ctx.now);
+            let (mut plan, prepared) = on_pool(ctx, plan, move |p| {
+                strategy.prepare(&HeadInput::new(p, now))
+            })
+            .await?;
+            // Only when the requests are prepared (a strategy without a preparation reads the
+            // head while it runs) and no hook may read the messages.
+            if matches!(prepared, Ok(Some(_))) && ctx.hooks.is_none() {
+                plan.release_head();
+            }
+            (plan, prepared)
+        }
+    };
     let prepared = prepared.map_err(strategy_status)?;
-    let mut plan = plan;
-    // Only when the requests are prepared (a strategy without a preparation reads the head
-    // while it runs) and no hook may read the messages.
-    if prepared.is_some() && ctx.hooks.is_none() {
-        plan.release_head();
-    }
     let input = HeadInput::new(&plan, ctx.now);
     crate::failpoint::hit("strategy", &plan.meta.id);
     let r = ctx.strategy.rewrite_prepared(&input, prepared).await;
