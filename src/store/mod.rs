@@ -231,19 +231,8 @@ pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection> {
     conn.busy_timeout(std::time::Duration::from_millis(5000))
         .at(path)?;
     conn.pragma_update(None, "foreign_keys", "ON").at(path)?;
-    if access == Access::Read {
-        // Readers stream over large rows once (a history's overflow pages are read once per
-        // conversation), so SQLite's default 2 MB page cache per connection holds pages that are
-        // never read again; a batch has several readers. Memory, not speed (docs/benchmarks.md).
-        // Best effort: on a file that is not a database this fails, and the caller's first
-        // read reports that properly.
-        let _ = conn.pragma_update(None, "cache_size", READ_CACHE_KIB);
-    }
     Ok(conn)
 }
-
-/// Page cache of a read connection, in KiB (as a negative `cache_size`).
-const READ_CACHE_KIB: i64 = -256;
 
 /// The user tables in the file, or a `NotSqlite` error.
 fn table_names(conn: &Connection, path: &Path) -> Result<Vec<String>> {
