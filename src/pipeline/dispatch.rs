@@ -1,5 +1,6 @@
-//! The dispatcher: takes the places in line in selection order, waits for each plan, and starts
-//! at most `--concurrency` conversations at once. It stops starting conversations once
+//! The dispatcher: takes the places in line in selection order, waits for a window of plans at
+//! once and starts each conversation as soon as its plan is ready (a large conversation still
+//! being planned does not hold back those behind it), at most `--concurrency` at once. It stops starting conversations once
 //! `--max-cost` is reached or the store refused a write no conversation escapes; those become
 //! [`NotStarted`] rows. The run's event loop receives the rows as they finish.
 
@@ -19,6 +20,9 @@ use crate::report::{NotStarted, Row, Status};
 pub(super) struct Limits {
     pub concurrency: usize,
     pub max_cost: Option<f64>,
+    /// Places in line whose plans the dispatcher waits for at once, starting whichever is
+    /// ready first.
+    pub window: usize,
 }
 
 /// State the dispatcher and the tasks share.
@@ -59,7 +63,7 @@ pub(super) async fn drive(
         max_cost: limits.max_cost,
         msg_tx,
     };
-    let dispatcher = tokio::spawn(dispatch(jobs, shared));
+    let dispatcher = tokio::spawn(dispatch(jobs, shared, limits.window.max(1)));
     let mut rows = Vec::new();
     while let Some(msg) = msg_rx.recv().await {
         match msg {
@@ -76,13 +80,32 @@ pub(super) async fn drive(
     (rows, stopped.load(Ordering::Relaxed))
 }
 
-async fn dispatch(mut jobs: mpsc::Receiver<(usize, Pending)>, shared: Shared) {
-    while let Some((seq, pending)) = jobs.recv().await {
-        match resolve(pending).await {
-            Job::Row(r) => {
-                let _ = shared.msg_tx.send(Msg::Done(seq, r));
+/// Take places in line as they come and start each conversation as soon as its plan is ready,
+/// whichever that is among up to `window` being planned: a large conversation still being
+/// planned does not hold back the ones planned after it (rows are put back in selection order
+/// by the caller).
+async fn dispatch(mut jobs: mpsc::Receiver<(usize, Pending)>, shared: Shared, window: usize) {
+    let mut planning = tokio::task::JoinSet::new();
+    let mut open = true;
+    loop {
+        tokio::select! {
+            biased;
+            done = planning.join_next(), if !planning.is_empty() => {
+                let Some(Ok((seq, job))) = done else { continue };
+                match job {
+                    Job::Row(r) => {
+                        let _ = shared.msg_tx.send(Msg::Done(seq, r));
+                    }
+                    Job::Plan(p, early) => start(seq, p, early, &shared).await,
+                }
             }
-            Job::Plan(p, early) => start(seq, p, early, &shared).await,
+            next = jobs.recv(), if open && planning.len() < window => match next {
+                Some((seq, pending)) => {
+                    planning.spawn(async move { (seq, resolve(pending).await) });
+                }
+                None => open = false,
+            },
+            else => break,
         }
     }
 }

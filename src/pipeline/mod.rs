@@ -105,12 +105,13 @@ pub fn run(
     let runtime = runtime(concurrency, location)?;
     let threads = planning_threads(opts.jobs);
     let (pool, workers) = Pool::start(location, threads);
-    // Conversations selected and not yet started: planned (or being planned) ahead, in
-    // selection order. Enough to keep every pool thread busy and to refill several
-    // --concurrency slots at once; bounded (and capped) so memory stays flat whatever the
-    // store's size and the concurrency.
-    let ahead = (threads * 2).max(concurrency.min(16));
-    let (job_tx, job_rx) = mpsc::channel::<(usize, Pending)>(ahead);
+    // Conversations selected and not yet started: planned (or being planned) ahead, queued in
+    // selection order; the dispatcher waits on a window of as many and starts whichever is
+    // ready first. Enough to keep every pool thread busy and to refill several --concurrency
+    // slots at once; bounded (and capped) so memory stays flat whatever the store's size and
+    // the concurrency.
+    let window = (threads * 2).max(concurrency.min(16));
+    let (job_tx, job_rx) = mpsc::channel::<(usize, Pending)>(window);
     let hooks = opts
         .hooks
         .clone()
@@ -135,6 +136,7 @@ pub fn run(
     let limits = dispatch::Limits {
         concurrency,
         max_cost: opts.max_cost,
+        window,
     };
     let (rows, stopped) = runtime.block_on(dispatch::drive(
         job_rx,
