@@ -1389,10 +1389,7 @@ fn paraphrase_quality_without_cue_words() {
 /// independent measure; held to the contract's targets like the main corpus.
 #[test]
 fn paraphrase_quality_dev_withdrawals() {
-    let label = "dev withdrawals corpus";
-    let path = corpus_path("dev-withdrawals.toml");
-    let tally = run_corpus(&path, label, Options::default());
-    assert_targets(label, &tally, 0);
+    measure_file("dev-withdrawals.toml", "dev withdrawals corpus", 0);
 }
 
 /// The held-out corpus, written by someone who never saw the summarizer, with the same schema.
@@ -1414,15 +1411,23 @@ fn holdout_quality() {
     assert_targets(label, &tally, HOLDOUT_WITHDRAWN_LIVE_CEILING);
 }
 
+/// Run the corpus file `name` (under `fixtures/paraphrase/`) with the default options and hold it
+/// to the targets, with `ceiling` withdrawn facts presented as live at most.
+fn measure_file(name: &str, label: &str, ceiling: usize) {
+    let tally = run_corpus(&corpus_path(name), label, Options::default());
+    assert_targets(label, &tally, ceiling);
+}
+
 /// The second held-out corpus (`holdout2.toml`, weighted to withdrawals: 71 withdrawn facts),
 /// written blind to the summarizer and to `holdout.toml`, after the structural withdrawal rule
 /// was merged; see [`HOLDOUT2_WITHDRAWN_LIVE_CEILING`].
 #[test]
 fn holdout2_quality() {
-    let path = corpus_path("holdout2.toml");
-    let label = "second held-out corpus";
-    let tally = run_corpus(&path, label, Options::default());
-    assert_targets(label, &tally, HOLDOUT2_WITHDRAWN_LIVE_CEILING);
+    measure_file(
+        "holdout2.toml",
+        "second held-out corpus",
+        HOLDOUT2_WITHDRAWN_LIVE_CEILING,
+    );
 }
 
 /// The third corpus (`holdout3.toml`), written blind on 2026-11-25 by someone who saw neither
@@ -1431,10 +1436,11 @@ fn holdout2_quality() {
 /// [`HOLDOUT3_WITHDRAWN_LIVE_CEILING`].
 #[test]
 fn holdout3_quality() {
-    let path = corpus_path("holdout3.toml");
-    let label = "third corpus (development since its first measure)";
-    let tally = run_corpus(&path, label, Options::default());
-    assert_targets(label, &tally, HOLDOUT3_WITHDRAWN_LIVE_CEILING);
+    measure_file(
+        "holdout3.toml",
+        "third corpus (development since its first measure)",
+        HOLDOUT3_WITHDRAWN_LIVE_CEILING,
+    );
 }
 
 /// The fourth held-out corpus (`holdout4.toml`), written blind on 2026-11-25 the same way, also
@@ -1442,10 +1448,11 @@ fn holdout3_quality() {
 /// aggregate figures have been read.
 #[test]
 fn holdout4_quality() {
-    let path = corpus_path("holdout4.toml");
-    let label = "fourth held-out corpus";
-    let tally = run_corpus(&path, label, Options::default());
-    assert_targets(label, &tally, HOLDOUT4_WITHDRAWN_LIVE_CEILING);
+    measure_file(
+        "holdout4.toml",
+        "fourth held-out corpus",
+        HOLDOUT4_WITHDRAWN_LIVE_CEILING,
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
