@@ -136,7 +136,13 @@ pub fn run(
     let limits = dispatch::Limits {
         concurrency,
         max_cost: opts.max_cost,
-        window,
+        // In selection order when the order decides what gets done: one at a time, or up to
+        // a budget (`--max-cost` compacts the first conversations of the selection).
+        window: if concurrency > 1 && opts.max_cost.is_none() {
+            window
+        } else {
+            1
+        },
     };
     let (rows, stopped) = runtime.block_on(dispatch::drive(
         job_rx,
