@@ -2,9 +2,10 @@
 //! once and starts each conversation as soon as its plan is ready (a large conversation still
 //! being planned does not hold back those behind it), at most `--concurrency` at once. With
 //! `--concurrency 1` or `--max-cost` the window is one place: conversations start in selection
-//! order, so what a budget covers, and the order of the compactions, are the selection's. It stops starting conversations once
-//! `--max-cost` is reached or the store refused a write no conversation escapes; those become
-//! [`NotStarted`] rows. The run's event loop receives the rows as they finish.
+//! order, so what a budget covers, and the order of the compactions, are the selection's.
+//!
+//! It stops starting conversations once `--max-cost` is reached or the store refused a write no
+//! conversation escapes; those become [`NotStarted`] rows. The run's event loop receives the rows as they finish.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -191,11 +191,10 @@ pub(super) async fn resolve(p: Pending) -> Job {
     }
 }
 
-/// Plan one selected conversation into a job. Any failure, a panic in decoding or counting
-/// included, becomes that conversation's `failed` row.
-/// Plan one conversation, and do for a planned one what [`Ahead`] says: keep only what the write
-/// needs of its loaded history text ([`crate::store::StoredConversation::seal`]), prepare its
-/// requests.
+/// Plan one selected conversation into a job, and do for one to compact what [`Ahead`] says:
+/// keep only what the write needs of its loaded history text
+/// ([`crate::store::StoredConversation::seal`]), prepare its requests. Any failure, a panic in
+/// decoding, counting or preparing included, becomes that conversation's `failed` row.
 fn plan_job(
     store: &Store,
     meta: ConversationMeta,

@@ -276,17 +276,13 @@ async fn rewrite_online(
     let (plan, prepared) = match early {
         Some(prepared) => (plan, prepared),
         None => {
+            // Prepared here when hooks run (they may supply the summary or read the messages,
+            // so nothing was done ahead and the head is kept).
             let (strategy, now) = (ctx.strategy.clone(), ctx.now);
-            let (mut plan, prepared) = on_pool(ctx, plan, move |p| {
+            on_pool(ctx, plan, move |p| {
                 strategy.prepare(&HeadInput::new(p, now))
             })
-            .await?;
-            // Only when the requests are prepared (a strategy without a preparation reads the
-            // head while it runs) and no hook may read the messages.
-            if matches!(prepared, Ok(Some(_))) && ctx.hooks.is_none() {
-                plan.release_head();
-            }
-            (plan, prepared)
+            .await?
         }
     };
     let prepared = prepared.map_err(strategy_status)?;

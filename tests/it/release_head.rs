@@ -10,7 +10,7 @@ use agent_db::select::Reason;
 use agent_db::split::Decision;
 use agent_db::store::{Access, Store};
 
-use crate::common::{bare_cmd, Env, NOW};
+use crate::common::{Env, NOW};
 
 fn check_store(env: &Env, keep: usize) -> (usize, usize, usize) {
     let now = agent_db::gotime::parse(NOW).unwrap();
@@ -68,9 +68,7 @@ fn a_released_head_gives_the_same_prompt_inputs_and_the_same_new_history() {
     assert!(planned >= 10, "only {planned} planned");
     // Compact everything once with a small tail, then check again: conversations now start
     // with agent-db's summary, and many put the latest instruction back after it.
-    let out = bare_cmd(env.dir.path())
-        .arg("--db")
-        .arg(&env.db)
+    env.cmd()
         .args([
             "compact",
             "--all-over",
@@ -79,17 +77,10 @@ fn a_released_head_gives_the_same_prompt_inputs_and_the_same_new_history() {
             "0",
             "--keep-tokens",
             "1500",
-            "--yes",
-            "--quiet",
         ])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .args(["--yes", "--quiet"])
+        .assert()
+        .success();
     let (planned, prior, reinsert2) = check_store(&env, 300);
     eprintln!("reinsert: {reinsert1} + {reinsert2}");
     assert!(
