@@ -430,12 +430,13 @@ pub struct AuditEntry {
 
 /// Insert an audit row (post-image hash filled in by [`finish_audit`]); returns its id.
 pub fn insert_audit(conn: &Connection, e: &AuditEntry, now: &str) -> rusqlite::Result<i64> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO agent_db_compactions(conversation_id, store_kind, compacted_at, reason, strategy, model,
            messages_before, messages_after, tokens_before, tokens_after, summary_sha256, post_image_sha256,
            agent_db_version, details)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, '', ?12, ?13)",
-        params![
+    )?
+    .execute(params![
             e.conversation_id,
             e.store_kind,
             now,
@@ -449,18 +450,15 @@ pub fn insert_audit(conn: &Connection, e: &AuditEntry, now: &str) -> rusqlite::R
             e.summary_sha256,
             crate::VERSION,
             e.details.to_string(),
-        ],
-    )?;
+        ])?;
     Ok(conn.last_insert_rowid())
 }
 
 /// Record the post-image hash once the new state is written.
 pub fn finish_audit(conn: &Connection, compaction_id: i64, cells: &[Cell]) -> rusqlite::Result<()> {
     let hash = image_hash(conn, cells)?;
-    conn.execute(
-        "UPDATE agent_db_compactions SET post_image_sha256 = ?1 WHERE id = ?2",
-        params![hash, compaction_id],
-    )?;
+    conn.prepare_cached("UPDATE agent_db_compactions SET post_image_sha256 = ?1 WHERE id = ?2")?
+        .execute(params![hash, compaction_id])?;
     Ok(())
 }
 

@@ -44,7 +44,10 @@ impl Writer {
         let path = location.path.clone();
         let thread = {
             let path = path.clone();
-            std::thread::spawn(move || serve(&path, rx))
+            std::thread::Builder::new()
+                .name("agent-db-write".into())
+                .spawn(move || serve(&path, rx))
+                .expect("spawn the writer thread")
         };
         Writer {
             tx: WriterHandle { tx, path },
@@ -93,15 +96,18 @@ const SAFETY_CHECKPOINT_PAGES: i64 = 16_384;
 fn start_checkpoints(path: &Path) -> (mpsc::Sender<()>, JoinHandle<()>) {
     let (tx, rx) = mpsc::channel::<()>();
     let path = path.to_path_buf();
-    let thread = std::thread::spawn(move || {
-        let Ok(conn) = super::connect(&path, Access::Write) else {
-            return;
-        };
-        while rx.recv().is_ok() {
-            while rx.try_recv().is_ok() {}
-            let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-        }
-    });
+    let thread = std::thread::Builder::new()
+        .name("agent-db-ckpt".into())
+        .spawn(move || {
+            let Ok(conn) = super::connect(&path, Access::Write) else {
+                return;
+            };
+            while rx.recv().is_ok() {
+                while rx.try_recv().is_ok() {}
+                let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+            }
+        })
+        .expect("spawn the checkpoint thread");
     (tx, thread)
 }
 
@@ -158,6 +164,9 @@ fn open(path: &Path) -> Result<Connection> {
         .map_err(sql_error)?;
     conn.pragma_update(None, "wal_autocheckpoint", SAFETY_CHECKPOINT_PAGES)
         .map_err(sql_error)?;
+    // Every commit runs the same few dozen statements (the archive's per-cell reads among
+    // them): keep them all prepared (rusqlite keeps 16 by default).
+    conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }
 

@@ -68,8 +68,9 @@ pub struct Columns {
 }
 
 fn table_columns(conn: &Connection, table: &str, path: &Path) -> Result<Vec<(String, String)>> {
+    // Cached: the writer checks the schema in every transaction.
     let mut stmt = conn
-        .prepare(&format!(
+        .prepare_cached(&format!(
             "SELECT name, type FROM pragma_table_info('{table}')"
         ))
         .at(path)?;

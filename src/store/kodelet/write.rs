@@ -266,11 +266,9 @@ impl Write for Proposal {
         };
         let metadata_after = metadata.clone().or_else(|| cur.metadata.clone());
         let summary_exists = tx
-            .query_row(
-                "SELECT 1 FROM conversation_summaries WHERE id = ?1",
-                [&self.id],
-                |_| Ok(()),
-            )
+            .prepare_cached("SELECT 1 FROM conversation_summaries WHERE id = ?1")
+            .at(path)?
+            .query_row([&self.id], |_| Ok(()))
             .optional()
             .at(path)?
             .is_some();
@@ -340,18 +338,20 @@ fn update_summary_row(
     first: &ToSqlOutput<'_>,
     cols: super::Columns,
 ) -> Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "UPDATE conversation_summaries SET message_count = ?1, first_message = ?2,
            usage = (SELECT usage FROM conversations WHERE id = ?3) WHERE id = ?3",
-        params![count, first, key],
     )
+    .at(path)?
+    .execute(params![count, first, key])
     .at(path)?;
     if cols.summaries_metadata {
-        tx.execute(
+        tx.prepare_cached(
             "UPDATE conversation_summaries SET metadata = (SELECT metadata FROM conversations WHERE id = ?1)
              WHERE id = ?1",
-            [key],
         )
+        .at(path)?
+        .execute([key])
         .at(path)?;
     }
     Ok(())
