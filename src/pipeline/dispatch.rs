@@ -7,6 +7,7 @@
 //! It stops starting conversations once `--max-cost` is reached or the store refused a write no
 //! conversation escapes; those become [`NotStarted`] rows. The run's event loop receives the rows as they finish.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -84,25 +85,34 @@ pub(super) async fn drive(
 }
 
 /// Take places in line as they come and start each conversation as soon as its plan is ready,
-/// whichever that is among up to `window` being planned: a large conversation still being
-/// planned does not hold back the ones planned after it (rows are put back in selection order
-/// by the caller).
+/// whichever that is among up to `window` being planned or waiting for a `--concurrency` slot:
+/// a large conversation still being planned does not hold back the ones planned after it (rows
+/// are put back in selection order by the caller). A conversation with nothing to compact is
+/// reported the moment its plan says so, slot or no slot, and frees its place at once: while
+/// every slot is busy, planning goes on ahead, so a slot that frees finds a plan ready.
 async fn dispatch(mut jobs: mpsc::Receiver<(usize, Pending)>, shared: Shared, window: usize) {
     let mut planning = tokio::task::JoinSet::new();
+    let mut ready: VecDeque<(usize, Box<Plan>, Option<Early>)> = VecDeque::new();
     let mut open = true;
     loop {
+        let waiting = !ready.is_empty();
         tokio::select! {
             biased;
+            permit = shared.compacting.clone().acquire_owned(), if waiting => {
+                let permit = permit.expect("semaphore open");
+                let (seq, plan, early) = ready.pop_front().expect("a plan is waiting");
+                start(seq, plan, early, permit, &shared);
+            }
             done = planning.join_next(), if !planning.is_empty() => {
                 let Some(Ok((seq, job))) = done else { continue };
                 match job {
                     Job::Row(r) => {
                         let _ = shared.msg_tx.send(Msg::Done(seq, r));
                     }
-                    Job::Plan(p, early) => start(seq, p, early, &shared).await,
+                    Job::Plan(p, early) => ready.push_back((seq, p, early)),
                 }
             }
-            next = jobs.recv(), if open && planning.len() < window => match next {
+            next = jobs.recv(), if open && planning.len() + ready.len() < window => match next {
                 Some((seq, pending)) => {
                     planning.spawn(async move { (seq, resolve(pending).await) });
                 }
@@ -113,14 +123,15 @@ async fn dispatch(mut jobs: mpsc::Receiver<(usize, Pending)>, shared: Shared, wi
     }
 }
 
-/// Start one planned conversation once it holds a permit, unless the run stopped starting.
-async fn start(seq: usize, plan: Box<Plan>, early: Option<Early>, shared: &Shared) {
-    let permit = shared
-        .compacting
-        .clone()
-        .acquire_owned()
-        .await
-        .expect("semaphore open");
+/// Start one planned conversation with its `--concurrency` permit, unless the run stopped
+/// starting.
+fn start(
+    seq: usize,
+    plan: Box<Plan>,
+    early: Option<Early>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    shared: &Shared,
+) {
     if let Some(why) = not_started(shared) {
         let mut row = plan_row(&plan);
         row.status = Status::NotStarted(why);

@@ -102,15 +102,16 @@ pub fn run(
     // after it, are read-only and could not), so a dry run leaves the files as they were.
     let keeper = location.open(Access::Read)?;
     let concurrency = opts.concurrency.max(1);
-    let runtime = runtime(concurrency, location)?;
+    let runtime = runtime(concurrency, !opts.dry_run && !strategy.offline(), location)?;
     let threads = planning_threads(opts.jobs);
     let (pool, workers) = Pool::start(location, threads);
     // Conversations selected and not yet started: planned (or being planned) ahead, queued in
-    // selection order; the dispatcher waits on a window of as many and starts whichever is
-    // ready first. Enough to keep every pool thread busy and to refill several --concurrency
-    // slots at once; bounded (and capped) so memory stays flat whatever the store's size and
-    // the concurrency.
-    let window = (threads * 2).max(concurrency.min(16));
+    // selection order; the dispatcher holds a window of as many (being planned, or planned and
+    // waiting for a slot) and starts whichever is ready first. Enough to keep every pool thread
+    // busy and to refill many --concurrency slots at once (up to 32: with a 32-slot LLM batch,
+    // a window of 16 let slots wait for plans); bounded (and capped) so memory stays flat
+    // whatever the store's size and the concurrency.
+    let window = (threads * 2).max(concurrency.min(32));
     let (job_tx, job_rx) = mpsc::channel::<(usize, Pending)>(window);
     let hooks = opts
         .hooks
@@ -164,19 +165,30 @@ pub fn run(
     })
 }
 
-/// The tokio runtime the strategy tasks run on: `min(--concurrency, CPUs)` workers.
-fn runtime(concurrency: usize, location: &Location) -> Result<tokio::runtime::Runtime> {
+/// The tokio runtime the strategy tasks run on. A strategy that calls out gets
+/// `min(--concurrency, CPUs)` workers, to wait on the network. An offline batch (and a dry run)
+/// does its CPU work on the planning pool and in the writer; its tasks only hand values between
+/// them, so they run on the calling thread: no worker threads to wake for every hand-over (about
+/// 2% of an offline batch's CPU time went to waking them).
+fn runtime(
+    concurrency: usize,
+    calls_out: bool,
+    location: &Location,
+) -> Result<tokio::runtime::Runtime> {
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(concurrency.min(cpus).max(1))
-        .enable_all()
-        .build()
-        .map_err(|source| Error::Io {
-            path: location.path.clone(),
-            source,
-        })
+    let mut builder = if calls_out {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(concurrency.min(cpus).max(1));
+        b
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder.enable_all().build().map_err(|source| Error::Io {
+        path: location.path.clone(),
+        source,
+    })
 }
 
 /// The loader thread: runs the selection on its own read connection, queues each selected
@@ -194,20 +206,25 @@ fn start_loader(
     let selector = selector.clone();
     let plan_opts = plan_opts.clone();
     let pool = pool.clone();
-    std::thread::spawn(move || -> Result<()> {
-        let store = location.open(Access::Read)?;
-        let mut seq = 0usize;
-        // A panic here (outside any one conversation's planning, which is caught in
-        // `plan_job`) ends the run as an internal error; the join below reports it.
-        selector.run(&store, &now, |o| {
-            let pending = match selection_row(o) {
-                Err(row) => Pending::Ready(Job::Row(row)),
-                Ok((meta, reason)) => pool::submit_plan(&pool, meta, reason, &plan_opts, &ahead),
-            };
-            seq += 1;
-            job_tx.blocking_send((seq, pending)).is_ok()
+    std::thread::Builder::new()
+        .name("agent-db-select".into())
+        .spawn(move || -> Result<()> {
+            let store = location.open(Access::Read)?;
+            let mut seq = 0usize;
+            // A panic here (outside any one conversation's planning, which is caught in
+            // `plan_job`) ends the run as an internal error; the join below reports it.
+            selector.run(&store, &now, |o| {
+                let pending = match selection_row(o) {
+                    Err(row) => Pending::Ready(Job::Row(row)),
+                    Ok((meta, reason)) => {
+                        pool::submit_plan(&pool, meta, reason, &plan_opts, &ahead)
+                    }
+                };
+                seq += 1;
+                job_tx.blocking_send((seq, pending)).is_ok()
+            })
         })
-    })
+        .expect("spawn the selection thread")
 }
 
 /// Join the loader, the pool and the writer, reporting the first failure.
