@@ -5,7 +5,7 @@
 //!     [--max-requests 0] [--max-seconds 900] [--idle-exit-seconds 0]
 //! ```
 //!
-//! Answers every `POST …/chat/completions` after `--latency-ms` with a short summary
+//! Answers every `POST …/chat/completions` `--latency-ms` after it arrived, with a short summary
 //! (`finish_reason: stop`, usage estimated from the request size). `GET /stats` answers JSON:
 //! requests served, the most requests in flight at once, and the times (ms since start) of the
 //! first request and the last answer, and the arrival time of every request. `GET /quit` stops it. It also stops by itself after
@@ -194,6 +194,9 @@ async fn connection(sock: TcpStream, stats: Arc<Stats>, args: Arc<Args>) {
         }
         let (status, answer) = match (method.as_str(), path.as_str()) {
             ("POST", p) if p.ends_with("/chat/completions") => {
+                // The answer is due --latency-ms after the request arrived: the mock's own work
+                // (parsing the body) counts inside that time, not on top of it.
+                let due = tokio::time::Instant::now() + Duration::from_millis(args.latency_ms);
                 let now = stats.ms();
                 let _ = stats.first_request_ms.compare_exchange(
                     0,
@@ -209,7 +212,7 @@ async fn connection(sock: TcpStream, stats: Arc<Stats>, args: Arc<Args>) {
                     .ok()
                     .and_then(|v| v["model"].as_str().map(str::to_string))
                     .unwrap_or_else(|| "mock".into());
-                tokio::time::sleep(Duration::from_millis(args.latency_ms)).await;
+                tokio::time::sleep_until(due).await;
                 stats.in_flight.fetch_sub(1, Ordering::SeqCst);
                 let i = stats.served.fetch_add(1, Ordering::SeqCst);
                 stats.last_answer_ms.store(stats.ms(), Ordering::SeqCst);
