@@ -8,9 +8,10 @@
 //!
 //! Checkpoints run beside it: a second thread, on its own connection, copies committed WAL
 //! frames into the database file (`wal_checkpoint(PASSIVE)`: it never waits on a lock, and the
-//! writer never waits on it) after commits, so the writer's commits no longer stop to run
-//! SQLite's automatic checkpoint (a quarter of its time in a batch, and its fsyncs). The
-//! writer's own automatic checkpoint stays on at a high mark as a safety valve.
+//! writer never waits on it) each time commits have added [`CHECKPOINT_FRAMES`] frames (the
+//! writer counts them with SQLite's WAL hook), so the writer's commits no longer stop to run
+//! SQLite's automatic checkpoint (a quarter of its time in a batch, and its fsyncs). Should the
+//! WAL still reach [`SAFETY_CHECKPOINT_PAGES`], the writer checkpoints it itself.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -111,6 +112,64 @@ fn start_checkpoints(path: &Path) -> (mpsc::Sender<()>, JoinHandle<()>) {
     (tx, thread)
 }
 
+/// WAL frames written since the last checkpoint request after which the checkpoint thread is
+/// asked to run: about 1 MB, a few compactions of a kodelet batch. Checkpointing after every
+/// commit copied pages that the next commits rewrote (the tables' interior pages, the
+/// freelist) again and again: 10% more CPU in the writer and checkpoint threads of the offline
+/// batch than this mark.
+const CHECKPOINT_FRAMES: i32 = 256;
+
+thread_local! {
+    /// The frames in the WAL after the writer thread's last commit (from SQLite's WAL hook).
+    static WAL_FRAMES: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
+}
+
+fn note_wal_frames(_: &rusqlite::hooks::Wal, frames: std::ffi::c_int) -> rusqlite::Result<()> {
+    WAL_FRAMES.set(frames);
+    Ok(())
+}
+
+/// Where the next checkpoint runs.
+#[derive(Debug, PartialEq)]
+enum Checkpoint {
+    None,
+    /// On the checkpoint thread.
+    Beside,
+    /// On the writer itself: the WAL reached [`SAFETY_CHECKPOINT_PAGES`] (the checkpoint
+    /// thread fell far behind).
+    Here,
+}
+
+/// The WAL's growth as the writer's commits see it (a store not in WAL mode has no WAL hook
+/// calls: its frame count stays 0 and no checkpoint is asked for).
+#[derive(Default)]
+struct WalGrowth {
+    /// Frames in the WAL after the previous commit.
+    last: i32,
+    /// Frames in the WAL when the checkpoint thread was last asked to run.
+    asked_at: i32,
+}
+
+impl WalGrowth {
+    /// After a commit that left `frames` frames in the WAL.
+    fn after_commit(&mut self, frames: i32) -> Checkpoint {
+        if frames < self.last {
+            // The WAL was checkpointed and started over.
+            self.asked_at = 0;
+        }
+        self.last = frames;
+        if i64::from(frames) >= SAFETY_CHECKPOINT_PAGES {
+            self.asked_at = 0;
+            Checkpoint::Here
+        } else if frames - self.asked_at >= CHECKPOINT_FRAMES {
+            self.asked_at = frames;
+            Checkpoint::Beside
+        } else {
+            Checkpoint::None
+        }
+    }
+}
+
 /// The writer's loop: one connection, one transaction per proposal.
 fn serve(path: &Path, requests: mpsc::Receiver<Request>) -> Result<()> {
     let mut conn = open(path)?;
@@ -128,6 +187,7 @@ fn serve_on(
     committed: &mpsc::Sender<()>,
 ) -> Result<()> {
     let mut migrated = false;
+    let mut wal = WalGrowth::default();
     for (proposal, reply) in requests {
         // agent-db's own tables are created just before the first commit, so a run that only
         // skips writes nothing at all.
@@ -143,7 +203,15 @@ fn serve_on(
         }
         let outcome = commit_one(conn, path, &proposal);
         if matches!(outcome, Ok(Written::Committed { .. })) {
-            let _ = committed.send(());
+            match wal.after_commit(WAL_FRAMES.get()) {
+                Checkpoint::None => {}
+                Checkpoint::Beside => {
+                    let _ = committed.send(());
+                }
+                Checkpoint::Here => {
+                    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                }
+            }
         }
         let _ = reply.send(outcome);
     }
@@ -162,8 +230,9 @@ fn open(path: &Path) -> Result<Connection> {
     };
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(sql_error)?;
-    conn.pragma_update(None, "wal_autocheckpoint", SAFETY_CHECKPOINT_PAGES)
-        .map_err(sql_error)?;
+    // The WAL hook counts the frames each commit leaves (it replaces SQLite's automatic
+    // checkpoint, which is the same hook; [`WalGrowth`] keeps its safety valve).
+    conn.wal_hook(Some(note_wal_frames));
     // Every commit runs the same few dozen statements (the archive's per-cell reads among
     // them): keep them all prepared (rusqlite keeps 16 by default).
     conn.set_prepared_statement_cache_capacity(64);
@@ -185,4 +254,46 @@ fn commit_one(conn: &mut Connection, path: &Path, proposal: &Proposal) -> Result
             crate::error::panic_message(p.as_ref())
         )))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checkpoint_thread_is_asked_once_per_checkpoint_frames() {
+        let mut w = WalGrowth::default();
+        let asks: Vec<Checkpoint> = [70, 140, 210, 280, 350, 420, 490, 560]
+            .into_iter()
+            .map(|f| w.after_commit(f))
+            .collect();
+        use Checkpoint::*;
+        assert_eq!(asks, [None, None, None, Beside, None, None, None, Beside]);
+    }
+
+    #[test]
+    fn a_wal_that_started_over_counts_from_zero() {
+        let mut w = WalGrowth::default();
+        assert_eq!(w.after_commit(300), Checkpoint::Beside);
+        // Checkpointed; the next commit restarted the WAL from its first frame.
+        assert_eq!(w.after_commit(70), Checkpoint::None);
+        assert_eq!(w.after_commit(140), Checkpoint::None);
+        assert_eq!(w.after_commit(260), Checkpoint::Beside);
+    }
+
+    #[test]
+    fn the_writer_checkpoints_itself_when_the_wal_grows_too_far() {
+        let mut w = WalGrowth::default();
+        let big = SAFETY_CHECKPOINT_PAGES as i32;
+        assert_eq!(w.after_commit(big - 10), Checkpoint::Beside);
+        assert_eq!(w.after_commit(big + 60), Checkpoint::Here);
+        // Not checkpointed yet (a reader held it): it tries again after the next commit.
+        assert_eq!(w.after_commit(big + 130), Checkpoint::Here);
+    }
+
+    #[test]
+    fn no_wal_no_checkpoint() {
+        let mut w = WalGrowth::default();
+        assert!((0..100).all(|_| w.after_commit(0) == Checkpoint::None));
+    }
 }
