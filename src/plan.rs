@@ -139,6 +139,17 @@ impl Plan {
         }
     }
 
+    /// Release every message's content (the count stays): once the store's proposal is made,
+    /// the rest of a conversation's steps (the write, the hooks after it, the report) read only
+    /// its metadata, counts and token figures. Run on the planning pool, so the memory is freed
+    /// by the threads that allocated it.
+    pub fn release_messages(&mut self) {
+        for m in &mut self.loaded.messages {
+            m.blocks = Vec::new();
+            m.raw = serde_json::value::RawValue::from_string("null".into()).expect("null is JSON");
+        }
+    }
+
     /// Tokens after compaction, given the summary's token count.
     pub fn tokens_after(&self, summary_tokens: usize) -> usize {
         match self.split() {

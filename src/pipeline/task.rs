@@ -159,7 +159,9 @@ async fn steps(
     // The store's proposal is made on the pool: it may encode and compress (kodelet packs the
     // pre-image), work the one writer thread should not do.
     let (plan, proposal) = on_pool_with_store(ctx, plan, move |p, store| {
-        p.loaded.row.propose(compaction, audit, store)
+        let proposal = p.loaded.row.propose(compaction, audit, store);
+        p.release_messages();
+        proposal
     })
     .await?;
     let compaction_id = write(proposal, ctx, &halt).await?;
@@ -307,14 +309,15 @@ async fn on_pool<T: Send + 'static>(
 async fn on_pool_with_store<T: Send + 'static>(
     ctx: &Context,
     plan: Plan,
-    f: impl FnOnce(&Plan, Option<&crate::store::Store>) -> T + Send + 'static,
+    f: impl FnOnce(&mut Plan, Option<&crate::store::Store>) -> T + Send + 'static,
 ) -> Step<(Plan, T)> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     ctx.pool.submit(
         true,
         Box::new(move |store| {
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let t = f(&plan, store.ok());
+                let mut plan = plan;
+                let t = f(&mut plan, store.ok());
                 (plan, t)
             }))
             .map_err(|p| crate::error::panic_message(p.as_ref()));
