@@ -19,7 +19,7 @@
 #        dominates, with its wave bound: time to the first request + ceil(N / C) × L;
 #      - the time before the first request, the request phase (first request → last answer), the
 #        most requests in flight, and CPU use (user + sys) against the cores available;
-#      - BENCH_LLM_PERF=1: CPU samples per thread (perf), naming the loader, writer and workers.
+#      - BENCH_LLM_PERF=1: CPU samples per thread (perf), grouped by agent-db's thread names.
 #
 # Everything goes under bench-out/llm/ (gitignored); results.txt holds key=value lines.
 # Knobs (environment):
@@ -248,34 +248,10 @@ PY
     log "diagnostic: per-thread CPU profile of an L=0 run (perf)"
     run_compact "perf" 0 1 >/dev/null || true
     if [[ -f "$OUT/raw/perf.perf.data" ]]; then
-      # CPU time per thread (cpu-clock periods are nanoseconds). agent-db's threads: the main
-      # thread (tid = pid), then the tokio workers, then the loader and the writer (unnamed, so
-      # "agent-db"; spawned in that order, so the loader has the lower tid).
-      perf report -i "$OUT/raw/perf.perf.data" --no-children --sort pid -F overhead,period,pid --stdio -g none \
-        2>/dev/null | grep '%' >"$OUT/raw/perf.threads.txt" || true
+      # CPU time per thread group (benches/perf_threads.py), and the hottest symbols.
       perf report -i "$OUT/raw/perf.perf.data" --no-children --sort pid,symbol --stdio -g none 2>/dev/null |
         grep '%' | head -40 >"$OUT/raw/perf.symbols.txt" || true
-      python3 - "$OUT/raw/perf.threads.txt" <<'PY' | tee -a "$RESULTS.jsonl"
-import json, re, sys
-rows = []
-for line in open(sys.argv[1]):
-    m = re.match(r"\s*([\d.]+)%\s+(\d+)\s+(\d+):(\S+)", line)
-    if m:
-        rows.append((int(m.group(3)), m.group(4), int(m.group(2)) / 1e9, float(m.group(1))))
-rows.sort()
-named = {}
-plain = [r for r in rows if r[1] != "tokio-rt-worker"]
-for r, name in zip(plain, ["main", "loader", "writer"]):
-    named[name] = r
-workers = [r for r in rows if r[1] == "tokio-rt-worker"]
-out = {"label": "perf_threads"}
-for name, r in named.items():
-    out[f"{name}_cpu_s"] = round(r[2], 3)
-    out[f"{name}_share"] = round(r[3] / 100, 3)
-out["workers_cpu_s"] = round(sum(r[2] for r in workers), 3)
-out["workers_share"] = round(sum(r[3] for r in workers) / 100, 3)
-print(json.dumps(out))
-PY
+      python3 "$ROOT/benches/perf_threads.py" "$OUT/raw/perf.perf.data" perf_threads | tee -a "$RESULTS.jsonl"
     fi
   fi
 fi

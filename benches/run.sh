@@ -40,6 +40,9 @@
 #   BENCH_COLD_RUNS=3           timed cold runs per P1 command
 #   BENCH_TOKEN_RUNS=3          interleaved runs of each tokenizer
 #   BENCH_P4_RUNS=2             runs of each P4 configuration (interleaved)
+#   BENCH_P4_PERF=0             1: one more, untimed --jobs 2 run of P4 under perf: CPU per thread
+#                               group (benches/perf_threads.py) and w_over_p, what P4's ratio
+#                               depends on (results p4.perf.*)
 #   BENCH_P4_KEEP_TOKENS=20000  P4's --keep-tokens (the tail of issue 11's time; with the default
 #                               --target 0.4 most of the store already fits and only ~49 of 1,000
 #                               conversations would be compacted; with it, ~325)
@@ -62,6 +65,7 @@ LIST_RUNS=${BENCH_LIST_RUNS:-10}
 COLD_RUNS=${BENCH_COLD_RUNS:-3}
 TOKEN_RUNS=${BENCH_TOKEN_RUNS:-3}
 P4_RUNS=${BENCH_P4_RUNS:-2}
+P4_PERF=${BENCH_P4_PERF:-0}
 SKIP_LLM=${BENCH_SKIP_LLM:-0}
 P4_KEEP=${BENCH_P4_KEEP_TOKENS:-20000}
 GOOSE_SIZE=${BENCH_GOOSE_SIZE:-10000}
@@ -499,6 +503,24 @@ result p4.compacted "jobs1=$comp1 jobs2=$comp2"
 result p4.failed "$fail"
 result p4.peak_rss_kb "$rss"
 result p4.speedup "$(ratio "$j1" "$j2")"
+if [[ "$P4_PERF" == 1 ]] && command -v perf >/dev/null; then
+  log "P4 diagnostic: CPU per thread of a --jobs 2 run (perf; untimed)"
+  work="$OUT/p4/store.db"
+  rm -f "$work" "$work-wal" "$work-shm" "$work.agent-db.lock"
+  cp "$BATCH" "$work"
+  (cd "$OUT/p4" && env -u AGENT_DB_CONFIG -u AGENT_DB_PATH -u AGENT_DB_CONCURRENCY XDG_CONFIG_HOME="$OUT/p4" \
+    AGENT_DB_NOW="$NOW" perf record -q -o "$OUT/raw/p4.perf.data" -- "$ADB" --db "$work" compact \
+    --all-over 0 --idle 0 --keep-tokens "$P4_KEEP" --strategy extractive --jobs 2 --yes --quiet \
+    --json >/dev/null 2>"$OUT/raw/p4.perf.err") || true
+  if [[ -f "$OUT/raw/p4.perf.data" ]]; then
+    python3 "$ROOT/benches/perf_threads.py" "$OUT/raw/p4.perf.data" p4 | tee "$OUT/raw/p4.perf.json" >&2
+    while IFS='=' read -r k v; do result "p4.perf.$k" "$v"; done < <(py '
+import json, sys
+for k, v in json.load(open(sys.argv[1])).items():
+    if k != "label":
+        print(f"{k}={v}")' "$OUT/raw/p4.perf.json")
+  fi
+fi
 
 result machine.loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
 result finished_at "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
