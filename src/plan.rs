@@ -129,12 +129,9 @@ impl Plan {
             split.reinsert,
             self.latest_instruction(),
         ];
-        let empty =
-            || serde_json::value::RawValue::from_string("null".into()).expect("null is JSON");
         for (i, m) in self.loaded.messages[..split.cut].iter_mut().enumerate() {
             if !keep.contains(&Some(i)) {
-                m.blocks = Vec::new();
-                m.raw = empty();
+                release(m);
             }
         }
     }
@@ -144,10 +141,7 @@ impl Plan {
     /// its metadata, counts and token figures. Run on the planning pool, so the memory is freed
     /// by the threads that allocated it.
     pub fn release_messages(&mut self) {
-        for m in &mut self.loaded.messages {
-            m.blocks = Vec::new();
-            m.raw = serde_json::value::RawValue::from_string("null".into()).expect("null is JSON");
-        }
+        self.loaded.messages.iter_mut().for_each(release);
     }
 
     /// Tokens after compaction, given the summary's token count.
@@ -160,6 +154,12 @@ impl Plan {
             None => self.tokens_before(),
         }
     }
+}
+
+/// Drop a message's content, keeping its place (its token count stays in `Loaded::tokens`).
+fn release(m: &mut Message) {
+    m.blocks = Vec::new();
+    m.raw = serde_json::value::RawValue::from_string("null".into()).expect("null is JSON");
 }
 
 /// The format of a loaded row: from `provider` and `metadata.api_mode`, and from the shape of

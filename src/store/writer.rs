@@ -88,11 +88,11 @@ impl WriterHandle {
 
 /// WAL pages the writer lets grow before it checkpoints itself (SQLite's default is 1,000):
 /// reached only if the checkpoint thread falls far behind.
-const SAFETY_CHECKPOINT_PAGES: i64 = 16_384;
+const SAFETY_CHECKPOINT_PAGES: i32 = 16_384;
 
-/// The checkpoint thread: after commits (coalesced), one passive checkpoint; it stops when the
+/// The checkpoint thread: on each request (coalesced), one passive checkpoint; it stops when the
 /// writer does. A checkpoint that cannot run (a reader holds old frames, the file is busy) is
-/// simply retried after the next commit; SQLite checkpoints the rest when the last connection
+/// simply retried at the next request; SQLite checkpoints the rest when the last connection
 /// closes, as it always did.
 fn start_checkpoints(path: &Path) -> (mpsc::Sender<()>, JoinHandle<()>) {
     let (tx, rx) = mpsc::channel::<()>();
@@ -105,7 +105,7 @@ fn start_checkpoints(path: &Path) -> (mpsc::Sender<()>, JoinHandle<()>) {
             };
             while rx.recv().is_ok() {
                 while rx.try_recv().is_ok() {}
-                let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                checkpoint(&conn);
             }
         })
         .expect("spawn the checkpoint thread");
@@ -158,7 +158,7 @@ impl WalGrowth {
             self.asked_at = 0;
         }
         self.last = frames;
-        if i64::from(frames) >= SAFETY_CHECKPOINT_PAGES {
+        if frames >= SAFETY_CHECKPOINT_PAGES {
             self.asked_at = 0;
             Checkpoint::Here
         } else if frames - self.asked_at >= CHECKPOINT_FRAMES {
@@ -170,12 +170,18 @@ impl WalGrowth {
     }
 }
 
+/// Copy committed WAL frames into the file, never waiting on a lock (a failure is retried
+/// later).
+fn checkpoint(conn: &Connection) {
+    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+}
+
 /// The writer's loop: one connection, one transaction per proposal.
 fn serve(path: &Path, requests: mpsc::Receiver<Request>) -> Result<()> {
     let mut conn = open(path)?;
-    let (committed, checkpoints) = start_checkpoints(path);
-    let served = serve_on(&mut conn, path, requests, &committed);
-    drop(committed);
+    let (ask_checkpoint, checkpoints) = start_checkpoints(path);
+    let served = serve_on(&mut conn, path, requests, &ask_checkpoint);
+    drop(ask_checkpoint);
     let _ = checkpoints.join();
     served
 }
@@ -184,7 +190,7 @@ fn serve_on(
     conn: &mut Connection,
     path: &Path,
     requests: mpsc::Receiver<Request>,
-    committed: &mpsc::Sender<()>,
+    ask_checkpoint: &mpsc::Sender<()>,
 ) -> Result<()> {
     let mut migrated = false;
     let mut wal = WalGrowth::default();
@@ -206,11 +212,9 @@ fn serve_on(
             match wal.after_commit(WAL_FRAMES.get()) {
                 Checkpoint::None => {}
                 Checkpoint::Beside => {
-                    let _ = committed.send(());
+                    let _ = ask_checkpoint.send(());
                 }
-                Checkpoint::Here => {
-                    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-                }
+                Checkpoint::Here => checkpoint(conn),
             }
         }
         let _ = reply.send(outcome);
@@ -284,7 +288,7 @@ mod tests {
     #[test]
     fn the_writer_checkpoints_itself_when_the_wal_grows_too_far() {
         let mut w = WalGrowth::default();
-        let big = SAFETY_CHECKPOINT_PAGES as i32;
+        let big = SAFETY_CHECKPOINT_PAGES;
         assert_eq!(w.after_commit(big - 10), Checkpoint::Beside);
         assert_eq!(w.after_commit(big + 60), Checkpoint::Here);
         // Not checkpointed yet (a reader held it): it tries again after the next commit.
