@@ -309,20 +309,85 @@ pub fn value_digest(v: ValueRef<'_>) -> String {
     }
 }
 
+/// Feed one cell of the image hash: its name, its key, its value (`None`: the row is absent).
+fn hash_cell(h: &mut Sha256, c: &Cell, value: Option<ValueRef<'_>>) {
+    h.update(format!("{}.{}.{}:", c.table, c.column, c.key_column).as_bytes());
+    hash_value(h, Some(c.key.as_ref()));
+    hash_value(h, value);
+}
+
+/// The post-image hash of a compaction's first cells, computed by the store from the values it
+/// is about to write, on the planning pool (kodelet's new `raw_messages` and `tool_results`,
+/// most of the bytes a writer would otherwise read back and hash). [`finish_audit`] hashes only
+/// the cells after them, and only when the staged cells begin with exactly these.
+#[derive(Clone)]
+pub struct HashedPrefix {
+    cells: Vec<(String, String, String, CellValue)>,
+    /// Boxed: a proposal carries it through channels.
+    state: Box<Sha256>,
+}
+
+impl Default for HashedPrefix {
+    fn default() -> Self {
+        HashedPrefix {
+            cells: Vec::new(),
+            state: Box::new(Sha256::new()),
+        }
+    }
+}
+
+impl HashedPrefix {
+    /// Add the next cell with the value it will hold once written: a value bound as is, which
+    /// SQLite stores with these bytes and this storage class (TEXT into a TEXT column).
+    pub fn push(&mut self, c: &Cell, value: ValueRef<'_>) {
+        hash_cell(&mut self.state, c, Some(value));
+        self.cells.push(Self::name(c));
+    }
+
+    fn name(c: &Cell) -> (String, String, String, CellValue) {
+        (
+            c.table.clone(),
+            c.column.clone(),
+            c.key_column.clone(),
+            c.key.clone(),
+        )
+    }
+
+    /// Whether `cells` begins with this prefix's cells.
+    fn starts(&self, cells: &[Cell]) -> bool {
+        self.cells.len() <= cells.len()
+            && self
+                .cells
+                .iter()
+                .zip(cells)
+                .all(|(hashed, c)| *hashed == Self::name(c))
+    }
+}
+
 /// A hash of the current values of `cells` (for inserted rows: whether they exist). Recorded
 /// after a compaction's write, compared before a restore to detect later changes. Values are
 /// hashed from their stored bytes and storage class, never converted.
 pub fn image_hash(conn: &Connection, cells: &[Cell]) -> rusqlite::Result<String> {
-    let mut h = Sha256::new();
-    for c in cells {
-        h.update(format!("{}.{}.{}:", c.table, c.column, c.key_column).as_bytes());
-        hash_value(&mut h, Some(c.key.as_ref()));
+    image_hash_after(conn, cells, None)
+}
+
+/// [`image_hash`], continuing from `prefix` (the first cells' hash) when `cells` begin with it.
+fn image_hash_after(
+    conn: &Connection,
+    cells: &[Cell],
+    prefix: Option<HashedPrefix>,
+) -> rusqlite::Result<String> {
+    let (mut h, done) = match prefix {
+        Some(p) if p.starts(cells) => (*p.state, p.cells.len()),
+        _ => (Sha256::new(), 0),
+    };
+    for c in &cells[done..] {
         let sql = format!("SELECT {} {}", c.column_expr()?, c.row_clause(1)?);
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut rows = stmt.query([&c.key])?;
         match rows.next()? {
-            Some(r) => hash_value(&mut h, Some(r.get_ref(0)?)),
-            None => hash_value(&mut h, None),
+            Some(r) => hash_cell(&mut h, c, Some(r.get_ref(0)?)),
+            None => hash_cell(&mut h, c, None),
         }
     }
     Ok(hex::encode(h.finalize()))
@@ -454,9 +519,15 @@ pub fn insert_audit(conn: &Connection, e: &AuditEntry, now: &str) -> rusqlite::R
     Ok(conn.last_insert_rowid())
 }
 
-/// Record the post-image hash once the new state is written.
-pub fn finish_audit(conn: &Connection, compaction_id: i64, cells: &[Cell]) -> rusqlite::Result<()> {
-    let hash = image_hash(conn, cells)?;
+/// Record the post-image hash once the new state is written (continuing from `prefix`, the
+/// store's own hash of the first cells' new values, when it has one).
+pub fn finish_audit(
+    conn: &Connection,
+    compaction_id: i64,
+    cells: &[Cell],
+    prefix: Option<HashedPrefix>,
+) -> rusqlite::Result<()> {
+    let hash = image_hash_after(conn, cells, prefix)?;
     conn.prepare_cached("UPDATE agent_db_compactions SET post_image_sha256 = ?1 WHERE id = ?2")?
         .execute(params![hash, compaction_id])?;
     Ok(())
@@ -496,6 +567,69 @@ mod tests {
             let want = if blob { CellValue::Blob(bytes) } else { CellValue::Text(bytes) };
             prop_assert_eq!(back, want);
         }
+    }
+
+    /// A table holding `values` under key 'k' (TEXT columns a, b, c).
+    fn table_with(values: [&str; 3]) -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t(id TEXT PRIMARY KEY, a TEXT, b TEXT, c TEXT)")
+            .unwrap();
+        conn.execute(
+            "INSERT INTO t VALUES ('k', ?1, ?2, ?3)",
+            params![values[0], values[1], values[2]],
+        )
+        .unwrap();
+        conn
+    }
+
+    fn cells() -> Vec<Cell> {
+        ["a", "b", "c"]
+            .iter()
+            .map(|c| Cell::new("t", "id", "k", c))
+            .collect()
+    }
+
+    proptest! {
+        /// The hash of the first cells made from the values bound, continued by the writer,
+        /// equals the hash SQLite's stored values give (what a restore recomputes).
+        #[test]
+        fn a_hashed_prefix_continues_to_the_stored_hash(
+            a in "\\PC{0,300}", b in "\\PC{0,300}", c in "\\PC{0,30}", n in 0usize..=3,
+        ) {
+            let conn = table_with([&a, &b, &c]);
+            let cells = cells();
+            let mut prefix = HashedPrefix::default();
+            for (cell, v) in cells.iter().zip([&a, &b, &c]).take(n) {
+                prefix.push(cell, ValueRef::Text(v.as_bytes()));
+            }
+            prop_assert_eq!(
+                image_hash_after(&conn, &cells, Some(prefix)).unwrap(),
+                image_hash(&conn, &cells).unwrap()
+            );
+        }
+    }
+
+    /// A prefix whose cells are not the staged cells' first ones is not used: the hash is the
+    /// stored values' even if the prefix was made from other values.
+    #[test]
+    fn a_prefix_of_other_cells_is_ignored() {
+        let conn = table_with(["stored a", "stored b", "stored c"]);
+        let cells = cells();
+        let mut prefix = HashedPrefix::default();
+        prefix.push(&cells[1], ValueRef::Text(b"not what is stored"));
+        assert_eq!(
+            image_hash_after(&conn, &cells, Some(prefix)).unwrap(),
+            image_hash(&conn, &cells).unwrap()
+        );
+        let mut wrong_key = HashedPrefix::default();
+        wrong_key.push(
+            &Cell::new("t", "id", "other", "a"),
+            ValueRef::Text(b"stored a"),
+        );
+        assert_eq!(
+            image_hash_after(&conn, &cells, Some(wrong_key)).unwrap(),
+            image_hash(&conn, &cells).unwrap()
+        );
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub struct Staged<A> {
     pub cells: Vec<Cell>,
     /// A `details` entry (key, value) the store adds to the audit row.
     pub details: Option<(&'static str, serde_json::Value)>,
+    /// The post-image hash of the first cells, when the store computed it from the values it
+    /// writes (see [`archive::HashedPrefix`]).
+    pub hashed: Option<archive::HashedPrefix>,
     pub apply: A,
 }
 
@@ -113,7 +116,7 @@ pub fn commit<W: Write>(
     let compaction_id = archive::insert_audit(&tx, &audit, now).at(path)?;
     archive::save_pre_image(&tx, compaction_id, &staged.cells).at(path)?;
     w.apply(&tx, path, staged.apply)?;
-    archive::finish_audit(&tx, compaction_id, &staged.cells).at(path)?;
+    archive::finish_audit(&tx, compaction_id, &staged.cells, staged.hashed).at(path)?;
     tx.commit().at(path)?;
     Ok(Written::Committed { compaction_id })
 }

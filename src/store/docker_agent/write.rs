@@ -167,6 +167,7 @@ impl Write for Proposal {
         Ok(Stage::Ready(Staged {
             cells,
             details: Some(("docker_agent", details)),
+            hashed: None,
             apply: Apply {
                 schema,
                 new_id,

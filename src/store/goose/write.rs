@@ -154,6 +154,7 @@ impl Write for Proposal {
         Ok(Stage::Ready(Staged {
             cells,
             details: Some(("goose", details)),
+            hashed: None,
             apply: Apply {
                 schema: cur.schema,
                 rows,

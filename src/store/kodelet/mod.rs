@@ -223,7 +223,9 @@ impl LoadedState for Loaded {
                 .and(tool_results.as_ref())
                 .map(|v| super::archive::value_digest(v.as_ref())),
         };
+        let hashed = write::hashed_prefix(id, &c.history, tools.as_ref());
         Box::new(write::Proposal {
+            hashed,
             id: id.to_string(),
             format: c.format,
             version,

@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 use super::summaries::{as_text, displayed_first};
 use crate::error::{Result, SqlContext};
 use crate::message::{go_escape, Format};
-use crate::store::archive::{Cell, Packed};
+use crate::store::archive::{Cell, HashedPrefix, Packed};
 use crate::store::commit::{Stage, Staged, Write};
 
 /// kodelet's version token: the `updated_at` marker ([`super::version_marker`]), the digest
@@ -66,6 +66,9 @@ pub struct Proposal {
     pub first_user_text: Option<String>,
     /// `tool_results`, prepared on the pool when it was loaded.
     pub tools: Option<PreparedTools>,
+    /// The post-image hash of `raw_messages` (and of a prepared `tool_results`), made on the
+    /// pool ([`hashed_prefix`]).
+    pub hashed: HashedPrefix,
 }
 
 /// Replace the number after `"currentContextWindow":` keeping every other byte.
@@ -190,17 +193,42 @@ struct Changes {
     summary_exists: bool,
 }
 
+/// A cell of the conversation's row.
+fn conversation_cell(id: &str, column: &str) -> Cell {
+    Cell::new("conversations", "id", id, column)
+}
+
+/// The post-image hash of a compaction's first cells (`raw_messages`, then `tool_results` when
+/// it was prepared and changes: the order [`cells_for`] archives them in), from the values the
+/// write binds. Computed on the planning pool, so the writer does not read back and hash most of
+/// the bytes it wrote.
+pub fn hashed_prefix(id: &str, raw_messages: &str, tools: Option<&PreparedTools>) -> HashedPrefix {
+    let mut h = HashedPrefix::default();
+    h.push(
+        &conversation_cell(id, "raw_messages"),
+        ValueRef::Text(raw_messages.as_bytes()),
+    );
+    if let Some(filtered) = tools.and_then(|t| t.filtered.as_deref()) {
+        h.push(
+            &conversation_cell(id, "tool_results"),
+            ValueRef::Text(filtered.as_bytes()),
+        );
+    }
+    h
+}
+
 /// The cells a compaction changes, in archive order. `raw_messages` is archived from the
-/// proposal's packed copy when it has one.
+/// proposal's packed copy when it has one. The two large ones come first (see
+/// [`hashed_prefix`]).
 fn cells_for(p: &Proposal, ch: Changes, cols: super::Columns) -> Vec<Cell> {
     let key = p.id.as_str();
-    let conv = |c: &str| Cell::new("conversations", "id", key, c);
+    let conv = |c: &str| conversation_cell(key, c);
     let mut cells = vec![conv("raw_messages").with_packed(p.pre_image.clone())];
     let (new_usage, new_tools, new_meta, summary_exists) =
         (ch.usage, ch.tools, ch.meta, ch.summary_exists);
     for (changed, column) in [
-        (new_usage, "usage"),
         (new_tools, "tool_results"),
+        (new_usage, "usage"),
         (new_meta, "metadata"),
     ] {
         if changed {
@@ -283,6 +311,7 @@ impl Write for Proposal {
         Ok(Stage::Ready(Staged {
             cells,
             details: None,
+            hashed: Some(self.hashed.clone()),
             apply: Apply {
                 usage,
                 tool_results,

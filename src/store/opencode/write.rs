@@ -229,6 +229,7 @@ impl Proposal {
         Ok(Stage::Ready(Staged {
             cells,
             details: Some(("opencode", details)),
+            hashed: None,
             apply: Apply::Append {
                 rows,
                 time_updated,
@@ -323,6 +324,7 @@ impl Proposal {
         Ok(Stage::Ready(Staged {
             cells,
             details: Some(("opencode", details)),
+            hashed: None,
             apply: Apply::Prune { parts, now },
         }))
     }
