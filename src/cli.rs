@@ -8,7 +8,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use agent_db::select::{parse_duration, Selector};
 use agent_db::store::StoreKind;
 
-const AFTER_HELP: &str = "\
+/// The top-level help's closing text: examples, how the store is chosen (every registered
+/// kind's default file), exit codes.
+fn after_help() -> String {
+    let defaults: Vec<String> = StoreKind::all()
+        .map(|k| format!("  {}", k.default_path_doc()))
+        .collect();
+    format!(
+        "\
 Examples:
   agent-db list --all-over 0.7                 conversations using >= 70% of their context window
   agent-db compact --follow --dry-run          what compacting the latest conversation would do
@@ -16,12 +23,28 @@ Examples:
   agent-db show 3f2a91c0 --last 20             the end of one conversation (an ID prefix is enough)
   agent-db --agent docker-agent stats          docker-agent's store: sizes, archive, utilization
 
-The store is --db PATH, else $AGENT_DB_PATH, else --agent's (or [store] agent's) default file,
-else kodelet's $KODELET_BASE_PATH/storage.db or ~/.kodelet/storage.db, else docker-agent's
-~/.cagent/session.db.
+The store is --db PATH, else $AGENT_DB_PATH, else --agent's default file, else the config's
+[store] path or [store] agent, else the one agent's default file that exists:
+{}
+(when several exist, choose with --agent or --db).
 Exit codes: 0 ok, 1 some conversations failed, 2 usage, 3 config, 4 store unusable,
 5 not found, ambiguous ID prefix or unreadable, 6 store locked, 7 refused (restore, vacuum),
-8 internal error (a bug in agent-db; please report it).";
+8 internal error (a bug in agent-db; please report it).",
+        defaults.join("\n")
+    )
+}
+
+/// The top-level long description, naming every registered kind.
+fn long_about() -> String {
+    let kinds: Vec<&str> = StoreKind::all().map(|k| k.name()).collect();
+    format!(
+        "agent-db opens an agent's SQLite conversation store ({}), selects conversations, compacts \
+each one (summarizes older history, keeps the recent tail verbatim) and writes the result back in \
+one transaction per conversation, archiving the original so any compaction can be undone with \
+`agent-db restore`.",
+        kinds.join(", ")
+    )
+}
 
 /// Global options heading in `--help`.
 const GLOBAL: &str = "Global options";
@@ -48,11 +71,8 @@ pub fn parse_seconds_or_duration(s: &str) -> Result<Duration, String> {
     name = "agent-db",
     version,
     about = "Offline, transactional, undoable compaction for AI coding agents' conversation stores",
-    long_about = "agent-db opens an agent's SQLite conversation store (kodelet's storage.db or docker-agent's session.db), selects \
-conversations, compacts each one (summarizes older history, keeps the recent tail verbatim) and \
-writes the result back in one transaction per conversation, archiving the original so any \
-compaction can be undone with `agent-db restore`.",
-    after_help = AFTER_HELP
+    long_about = long_about(),
+    after_help = after_help()
 )]
 pub struct Cli {
     /// The conversation store (SQLite file)

@@ -169,7 +169,8 @@ pub struct Settings {
     #[serde(serialize_with = "prices_json")]
     pub prices: BTreeMap<String, Price>,
     pub context_limits: BTreeMap<String, i64>,
-    /// `[store] agent`: `kodelet` or `docker-agent`, whose default store is used.
+    /// `[store] agent`: a store kind's name (`kodelet`, `docker-agent`, `goose`, `opencode`),
+    /// whose default store is used.
     pub store_agent: Option<String>,
     /// `[store] path`: the store file (`--db`, `AGENT_DB_PATH` and `--agent` win).
     pub store_path: Option<PathBuf>,
@@ -349,13 +350,17 @@ impl Layers<'_> {
     /// `[store]`, `[prices]` and `[context_limits]`: config file only.
     fn store_and_tables(&mut self, s: &mut Settings, file: &FileConfig) -> Result<()> {
         if let Some(a) = &file.store.agent {
-            if a != "kodelet" && a != "docker-agent" {
+            if crate::store::StoreKind::parse(a).is_none() {
+                let known: Vec<String> = crate::store::StoreKind::all()
+                    .map(|k| format!("{:?}", k.name()))
+                    .collect();
                 return Err(Error::Config(format!(
-                    "{}: [store] agent = {a:?}: expected \"kodelet\" or \"docker-agent\"",
+                    "{}: [store] agent = {a:?}: expected one of {}",
                     s.config_file
                         .as_deref()
                         .unwrap_or(Path::new("config"))
-                        .display()
+                        .display(),
+                    known.join(", ")
                 )));
             }
         }

@@ -115,16 +115,24 @@ impl Ui {
     }
 }
 
-fn hint(e: &Error) -> Option<&'static str> {
+fn hint(e: &Error) -> Option<String> {
+    let kinds: Vec<&str> = agent_db::store::StoreKind::all()
+        .map(|k| k.name())
+        .collect();
+    let fixed = |h: &str| Some(h.to_string());
     match e {
-        Error::StoreNotFound { .. } => Some("pass --db PATH or --agent kodelet|docker-agent, or set AGENT_DB_PATH; `agent-db init --db PATH` creates an empty store"),
-        Error::NotSqlite { .. } | Error::UnknownSchema { .. } => {
-            Some("agent-db reads kodelet's storage.db and docker-agent's session.db; check the path given to --db")
-        }
-        Error::SchemaChanged { .. } => Some("this store was written by an agent version agent-db does not know; nothing was changed"),
-        Error::Locked { .. } => Some("another agent-db run is working on this store; it exits when done"),
-        Error::Unwritable { .. } => Some("nothing was changed and nothing was spent; fix the cause, or use --dry-run to see the plan"),
-        Error::Internal(_) => Some("rerun with AGENT_DB_LOG=debug and RUST_BACKTRACE=1, and report it with that output"),
+        Error::StoreNotFound { .. } => Some(format!(
+            "pass --db PATH or --agent {}, or set AGENT_DB_PATH; `agent-db init --db PATH` creates an empty store",
+            kinds.join("|")
+        )),
+        Error::NotSqlite { .. } | Error::UnknownSchema { .. } => Some(format!(
+            "agent-db reads the stores of {}; check the path given to --db",
+            kinds.join(", ")
+        )),
+        Error::SchemaChanged { .. } => fixed("this store was written by an agent version agent-db does not know; nothing was changed"),
+        Error::Locked { .. } => fixed("another agent-db run is working on this store; it exits when done"),
+        Error::Unwritable { .. } => fixed("nothing was changed and nothing was spent; fix the cause, or use --dry-run to see the plan"),
+        Error::Internal(_) => fixed("rerun with AGENT_DB_LOG=debug and RUST_BACKTRACE=1, and report it with that output"),
         _ => None,
     }
 }

@@ -564,3 +564,107 @@ fn show_pages_on_a_terminal_only() {
         .args(["show", &id]));
     assert!(!out.stdout.contains("PAGED:") && out.stdout.starts_with("conversation "));
 }
+
+/// Every agent agent-db supports, with the file name of its default store (docs/usage.md).
+const AGENTS: [(&str, &str); 4] = [
+    ("kodelet", ".kodelet/storage.db"),
+    ("docker-agent", ".cagent/session.db"),
+    ("goose", "goose/sessions/sessions.db"),
+    ("opencode", "opencode/opencode.db"),
+];
+
+fn with_no_store(home: &std::path::Path) -> assert_cmd::Command {
+    let mut c = bare_cmd(home);
+    for var in ["XDG_DATA_HOME", "GOOSE_PATH_ROOT", "OPENCODE_DB"] {
+        c.env_remove(var);
+    }
+    c
+}
+
+/// `--help` and the error for a missing store name every supported agent and its default file
+/// (they once named kodelet and docker-agent only, after goose and opencode were supported).
+#[test]
+fn help_and_the_missing_store_error_name_every_agent() {
+    let home = tempfile::tempdir().unwrap();
+    let out = with_no_store(home.path()).arg("--help").output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for (agent, file) in AGENTS {
+        assert!(
+            help.contains(agent) && help.contains(file),
+            "{agent} {file}:\n{help}"
+        );
+    }
+    let out = with_no_store(home.path()).arg("list").output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let agents: Vec<&str> = AGENTS.iter().map(|(a, _)| *a).collect();
+    assert!(
+        err.contains(&format!("--agent {}", agents.join("|"))),
+        "{err}"
+    );
+    for (_, file) in AGENTS {
+        assert!(err.contains(file), "{file}:\n{err}");
+    }
+}
+
+/// `[store] agent` takes every supported agent (it once refused "goose" and "opencode" with a
+/// config error, exit 3), and an unknown one is refused naming them all.
+#[test]
+fn the_config_key_chooses_goose_and_opencode_stores() {
+    use agent_db_synth::goose::{generate_goose, GooseSchema};
+    use agent_db_synth::opencode::{generate_opencode, OpencodeEra};
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join(".local/share");
+    let opts = agent_db_synth::SynthOptions {
+        conversations: 2,
+        ..Default::default()
+    };
+    let goose = data.join("goose/sessions");
+    std::fs::create_dir_all(&goose).unwrap();
+    generate_goose(
+        &goose.join("sessions.db"),
+        &opts,
+        &GooseSchema::preset("goose").unwrap(),
+    )
+    .unwrap();
+    let opencode = data.join("opencode");
+    std::fs::create_dir_all(&opencode).unwrap();
+    generate_opencode(
+        &opencode.join("opencode.db"),
+        &opts,
+        OpencodeEra::preset("opencode").unwrap(),
+    )
+    .unwrap();
+    let cfg = home.path().join(".config/agent-db");
+    std::fs::create_dir_all(&cfg).unwrap();
+    // Both default stores exist: without a choice, agent-db asks for one.
+    let out = run(with_no_store(home.path()).arg("list"));
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--agent goose") && out.stderr.contains("--agent opencode"),
+        "{}",
+        out.stderr
+    );
+    for agent in ["goose", "opencode"] {
+        std::fs::write(
+            cfg.join("config.toml"),
+            format!("[store]\nagent = \"{agent}\"\n"),
+        )
+        .unwrap();
+        let mut c = with_no_store(home.path());
+        c.args(["list", "--json"]);
+        let (doc, code) = json(c);
+        assert_eq!(code, 0, "{agent}: {doc}");
+        assert_eq!(doc["store"]["kind"], agent);
+    }
+    std::fs::write(cfg.join("config.toml"), "[store]\nagent = \"claude\"\n").unwrap();
+    let out = run(with_no_store(home.path()).arg("config"));
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    for agent in ["kodelet", "docker-agent", "goose", "opencode"] {
+        assert!(
+            out.stderr.contains(&format!("\"{agent}\"")),
+            "{agent}: {}",
+            out.stderr
+        );
+    }
+}

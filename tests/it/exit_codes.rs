@@ -210,3 +210,26 @@ fn documented_exit_codes_match_the_binary() {
         assert!(table.contains_key(code), "{code} must still be documented");
     }
 }
+
+/// `N meaning` items of the "Exit codes:" paragraph that closes `agent-db --help`.
+fn in_help() -> BTreeSet<i32> {
+    let out = crate::common::bare_cmd(tempfile::tempdir().unwrap().path())
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    let para = help
+        .split("Exit codes:")
+        .nth(1)
+        .expect("--help has an Exit codes paragraph");
+    para.split(',')
+        .filter_map(|item| item.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// The help's one-line summary of exit codes names exactly the codes the docs' table does.
+#[test]
+fn the_help_lists_the_documented_exit_codes() {
+    let table: BTreeSet<i32> = documented().keys().copied().collect();
+    assert_eq!(in_help(), table);
+}
