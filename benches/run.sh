@@ -39,7 +39,7 @@
 #   BENCH_LIST_RUNS=10          timed warm runs per P1 command (hyperfine, two passes ABBA)
 #   BENCH_COLD_RUNS=3           timed cold runs per P1 command
 #   BENCH_TOKEN_RUNS=3          interleaved runs of each tokenizer
-#   BENCH_P4_RUNS=2             runs of each P4 configuration (interleaved)
+#   BENCH_P4_RUNS=5             runs of each P4 configuration (interleaved; the median is taken)
 #   BENCH_P4_PERF=0             1: one more, untimed --jobs 2 run of P4 under perf: CPU per thread
 #                               group (benches/perf_threads.py) and w_over_p, what P4's ratio
 #                               depends on (results p4.perf.*)
@@ -64,7 +64,7 @@ REUSE=${BENCH_REUSE:-0}
 LIST_RUNS=${BENCH_LIST_RUNS:-10}
 COLD_RUNS=${BENCH_COLD_RUNS:-3}
 TOKEN_RUNS=${BENCH_TOKEN_RUNS:-3}
-P4_RUNS=${BENCH_P4_RUNS:-2}
+P4_RUNS=${BENCH_P4_RUNS:-5}
 P4_PERF=${BENCH_P4_PERF:-0}
 SKIP_LLM=${BENCH_SKIP_LLM:-0}
 P4_KEEP=${BENCH_P4_KEEP_TOKENS:-20000}

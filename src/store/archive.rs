@@ -632,6 +632,64 @@ mod tests {
         );
     }
 
+    /// A NULL in a column declared NOT NULL (a legacy row: the constraint came later) cannot be
+    /// restored, so archiving it fails; a NULL in a nullable column and any other value archive.
+    #[test]
+    fn a_null_the_schema_forbids_is_refused_and_others_are_archived() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("legacy.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE t(id TEXT PRIMARY KEY, strict TEXT, loose TEXT);
+                 INSERT INTO t VALUES ('k', NULL, NULL), ('v', 'x', 'y');
+                 PRAGMA writable_schema = ON;
+                 UPDATE sqlite_schema
+                    SET sql = 'CREATE TABLE t(id TEXT PRIMARY KEY, strict TEXT NOT NULL, loose TEXT)'
+                  WHERE name = 't';
+                 PRAGMA writable_schema = OFF;",
+            )
+            .unwrap();
+        }
+        let mut conn = Connection::open(&path).unwrap();
+        crate::store::agent_tables::migrate(&mut conn).unwrap();
+        let entry = AuditEntry {
+            conversation_id: "k".into(),
+            store_kind: "test".into(),
+            reason: "test".into(),
+            strategy: "test".into(),
+            model: None,
+            messages_before: 0,
+            messages_after: 0,
+            tokens_before: 0,
+            tokens_after: 0,
+            summary_sha256: String::new(),
+            details: serde_json::json!({}),
+        };
+        for id in 1..=3 {
+            assert_eq!(
+                insert_audit(&conn, &entry, "2026-11-25T00:00:00Z").unwrap(),
+                id
+            );
+        }
+        let archived_null = |id: i64| -> bool {
+            conn.query_row(
+                "SELECT value IS NULL FROM agent_db_archive WHERE compaction_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        save_pre_image(&conn, 1, &[Cell::new("t", "id", "k", "loose")]).unwrap();
+        assert!(archived_null(1));
+        save_pre_image(&conn, 2, &[Cell::new("t", "id", "v", "strict")]).unwrap();
+        assert!(!archived_null(2));
+        let e = save_pre_image(&conn, 3, &[Cell::new("t", "id", "k", "strict")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t.strict") && e.contains("NOT NULL"), "{e}");
+    }
+
     #[test]
     fn an_unknown_encoding_is_refused_by_name() {
         let e = unpack("brotli-text", b"x").unwrap_err().to_string();

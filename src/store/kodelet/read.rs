@@ -113,6 +113,35 @@ fn check_table(
     Ok(present)
 }
 
+thread_local! {
+    /// The last schema check on this thread: (file, its schema cookie then, the result). The
+    /// writer thread lives for one run and checks in every transaction.
+    static CHECKED: std::cell::RefCell<Option<(std::path::PathBuf, i64, Columns)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// [`check_schema`], repeated only when the file's schema cookie (`PRAGMA schema_version`,
+/// which SQLite changes with every schema change by any connection) differs from the last check
+/// on this thread: the writer runs it in every transaction, and reading the two tables' column
+/// lists prepares two `PRAGMA` statements each time.
+pub fn check_schema_again(conn: &Connection, path: &Path) -> Result<Columns> {
+    let cookie: i64 = conn
+        .prepare_cached("PRAGMA schema_version")
+        .at(path)?
+        .query_row([], |r| r.get(0))
+        .at(path)?;
+    let known = CHECKED.with_borrow(|c| match c {
+        Some((p, v, cols)) if p == path && *v == cookie => Some(*cols),
+        _ => None,
+    });
+    if let Some(cols) = known {
+        return Ok(cols);
+    }
+    let cols = check_schema(conn, path)?;
+    CHECKED.set(Some((path.to_path_buf(), cookie, cols)));
+    Ok(cols)
+}
+
 /// Verify that the columns agent-db reads and writes exist with the meaning it knows. Extra
 /// tables, extra columns and unknown migration versions are fine.
 pub fn check_schema(conn: &Connection, path: &Path) -> Result<Columns> {
@@ -665,4 +694,37 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
         )
     })?;
     Ok(conv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cached check follows the file's schema: a column another connection drops or renames
+    /// between two checks is seen at the next one (the schema cookie changed).
+    #[test]
+    fn the_cached_schema_check_sees_a_schema_change_by_another_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("storage.db");
+        let conn = init_store(&path).unwrap();
+        let first = check_schema_again(&conn, &path).unwrap();
+        assert!(first.summaries_metadata && first.summaries_cwd);
+        // Unchanged: the same answer.
+        assert!(check_schema_again(&conn, &path).unwrap().summaries_metadata);
+        let other = Connection::open(&path).unwrap();
+        other
+            .execute_batch("ALTER TABLE conversation_summaries DROP COLUMN metadata")
+            .unwrap();
+        let after = check_schema_again(&conn, &path).unwrap();
+        assert!(!after.summaries_metadata && after.summaries_cwd);
+        other
+            .execute_batch("ALTER TABLE conversations RENAME COLUMN tool_results TO tool_output")
+            .unwrap();
+        match check_schema_again(&conn, &path) {
+            Err(Error::SchemaChanged { detail, .. }) => {
+                assert!(detail.contains("tool_results"), "{detail}")
+            }
+            other => panic!("expected SchemaChanged, got {other:?}"),
+        }
+    }
 }

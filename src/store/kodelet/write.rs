@@ -148,10 +148,11 @@ fn read_current(
     id: &str,
     tools: bool,
 ) -> Result<Option<(Version, Current)>> {
-    tx.query_row(
+    tx.prepare_cached(
         "SELECT updated_at, raw_messages, usage, tool_results, metadata FROM conversations WHERE id = ?1",
-        [id],
-        |r| {
+    )
+    .at(path)?
+    .query_row([id], |r| {
             let raw = r.get_ref(1)?;
             let raw_digest = match raw {
                 ValueRef::Text(b) | ValueRef::Blob(b) => crate::util::version_digest(b),
@@ -179,8 +180,7 @@ fn read_current(
                     metadata: utf8_text(r.get_ref(4)?),
                 },
             ))
-        },
-    )
+    })
     .optional()
     .at(path)
 }
@@ -300,7 +300,7 @@ impl Write for Proposal {
             .optional()
             .at(path)?
             .is_some();
-        let cols = super::check_schema(tx, path)?;
+        let cols = super::read::check_schema_again(tx, path)?;
         let changes = Changes {
             usage: usage.is_some(),
             tools: tool_results.is_some(),
