@@ -653,25 +653,8 @@ mod tests {
         }
         let mut conn = Connection::open(&path).unwrap();
         crate::store::agent_tables::migrate(&mut conn).unwrap();
-        let entry = AuditEntry {
-            conversation_id: "k".into(),
-            store_kind: "test".into(),
-            reason: "test".into(),
-            strategy: "test".into(),
-            model: None,
-            messages_before: 0,
-            messages_after: 0,
-            tokens_before: 0,
-            tokens_after: 0,
-            summary_sha256: String::new(),
-            details: serde_json::json!({}),
-        };
-        for id in 1..=3 {
-            assert_eq!(
-                insert_audit(&conn, &entry, "2026-11-25T00:00:00Z").unwrap(),
-                id
-            );
-        }
+        // Archive rows without audit rows: this test is about the archive alone.
+        conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
         let archived_null = |id: i64| -> bool {
             conn.query_row(
                 "SELECT value IS NULL FROM agent_db_archive WHERE compaction_id = ?1",
