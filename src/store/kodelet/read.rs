@@ -68,7 +68,7 @@ pub struct Columns {
 }
 
 fn table_columns(conn: &Connection, table: &str, path: &Path) -> Result<Vec<(String, String)>> {
-    // Cached: the writer checks the schema in every transaction.
+    // Cached: the writer reads the column lists again whenever the schema cookie changes.
     let mut stmt = conn
         .prepare_cached(&format!(
             "SELECT name, type FROM pragma_table_info('{table}')"
