@@ -313,6 +313,22 @@ impl Store {
         let tables = table_names(&conn, path)?;
         let kind = StoreKind::detect(&tables).ok_or_else(|| unknown_schema(path, &tables))?;
         kind.adapter().check_schema(&conn, path)?;
+        if access == Access::Write {
+            let status = kind.adapter().schema_status(&conn, path)?;
+            if !status.writable {
+                return Err(Error::SchemaChanged {
+                    path: path.to_path_buf(),
+                    detail: format!(
+                        "{} schema version {} is newer than any agent-db knows (the newest it knows is {}); \
+                         a newer {} wrote this file, so agent-db reads it but will not write to it (upgrade agent-db)",
+                        kind.name(),
+                        status.version.as_deref().unwrap_or("?"),
+                        status.newest_known.as_deref().unwrap_or("?"),
+                        kind.name()
+                    ),
+                });
+            }
+        }
         if access == Access::Write && tables.iter().any(|t| t == "agent_db_migrations") {
             if let Some(detail) = agent_tables::newer(&conn).at(path)? {
                 return Err(Error::SchemaChanged {

@@ -12,6 +12,7 @@ mod goose;
 mod goose_loader;
 mod hooks;
 mod json_snapshots;
+mod kodelet_current;
 mod layers;
 mod llm;
 mod odd_values;
