@@ -592,3 +592,48 @@ fn a_newer_kodelet_file_is_read_but_never_written() {
     let (doc, code) = compact(&env);
     assert_eq!(code, 0, "{doc:#}");
 }
+
+#[test]
+fn stores_reports_the_version_and_what_agent_db_does_with_it() {
+    let env = Env::generated(2, 1, &[SynthFormat::Anthropic]);
+    upgrade(&env, 20260929120000);
+    let (doc, code) = json({
+        let mut c = env.cmd();
+        c.args(["stores", "--json"]);
+        c
+    });
+    assert_eq!(code, 0, "{doc:#}");
+    let s = &doc["stores"][0];
+    assert_eq!(s["agent"], "kodelet");
+    assert_eq!(s["how"], "--db");
+    assert_eq!(s["schema_version"], "20260929120000");
+    assert_eq!(s["newest_known"], "20260929120000");
+    assert_eq!(s["support"], "read-write");
+    env.conn()
+        .execute(
+            "INSERT INTO schema_migrations(version, applied_at) VALUES (20261015120000, 'x')",
+            [],
+        )
+        .unwrap();
+    let before = env.files_hash();
+    let (doc, _) = json({
+        let mut c = env.cmd();
+        c.args(["stores", "--json"]);
+        c
+    });
+    assert_eq!(doc["stores"][0]["support"], "read-only", "{doc:#}");
+    assert_eq!(doc["stores"][0]["schema_version"], "20261015120000");
+    let text = env.cmd().arg("stores").output().unwrap();
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(out.contains("read-only") && out.contains("20261015120000"), "{out}");
+    let not_a_store = env.file("notes.txt", b"hello");
+    let out = crate::common::bare_cmd(env.dir.path())
+        .arg("--db")
+        .arg(&not_a_store)
+        .args(["stores", "--json"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["stores"][0]["support"], "unsupported", "{doc:#}");
+    assert_eq!(env.files_hash(), before, "stores wrote nothing");
+}
