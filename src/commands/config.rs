@@ -63,7 +63,14 @@ pub fn stores(ui: &Ui, found: &[agent_db::store::Surveyed], as_json: bool) -> Cm
         return Ok(exit::OK);
     }
     let mut t = table::new(
-        &["AGENT", "FILE", "SCHEMA", "NEWEST KNOWN", "SUPPORT", "DETAIL"],
+        &[
+            "AGENT",
+            "FILE",
+            "SCHEMA",
+            "NEWEST KNOWN",
+            "SUPPORT",
+            "DETAIL",
+        ],
         &[],
     );
     for s in found {

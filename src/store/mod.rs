@@ -207,7 +207,9 @@ fn survey_one(path: PathBuf, how: String) -> Surveyed {
     });
     let (conn, kind) = match detected {
         Ok((conn, Some(kind))) => (conn, kind),
-        Ok((_, None)) => return unsupported(None, "not a conversation store agent-db knows".into()),
+        Ok((_, None)) => {
+            return unsupported(None, "not a conversation store agent-db knows".into())
+        }
         Err(e) => return unsupported(None, e.to_string()),
     };
     let agent = Some(kind.name());
@@ -221,7 +223,11 @@ fn survey_one(path: PathBuf, how: String) -> Surveyed {
             how,
             schema_version: st.version,
             newest_known: st.newest_known,
-            support: if st.writable { "read-write" } else { "read-only" },
+            support: if st.writable {
+                "read-write"
+            } else {
+                "read-only"
+            },
             detail: (!st.writable)
                 .then(|| "newer than agent-db knows: listed and shown, never written".to_string()),
         },

@@ -625,7 +625,10 @@ fn stores_reports_the_version_and_what_agent_db_does_with_it() {
     assert_eq!(doc["stores"][0]["schema_version"], "20261015120000");
     let text = env.cmd().arg("stores").output().unwrap();
     let out = String::from_utf8_lossy(&text.stdout);
-    assert!(out.contains("read-only") && out.contains("20261015120000"), "{out}");
+    assert!(
+        out.contains("read-only") && out.contains("20261015120000"),
+        "{out}"
+    );
     let not_a_store = env.file("notes.txt", b"hello");
     let out = crate::common::bare_cmd(env.dir.path())
         .arg("--db")
