@@ -640,3 +640,116 @@ fn stores_reports_the_version_and_what_agent_db_does_with_it() {
     assert_eq!(doc["stores"][0]["support"], "unsupported", "{doc:#}");
     assert_eq!(env.files_hash(), before, "stores wrote nothing");
 }
+
+/// The conversation goes on after a compaction, as kodelet would save it: new turns appended,
+/// `updated_at` moved.
+fn continue_conversation(c: &Connection, id: &str, turns: usize) {
+    let raw: String = c
+        .query_row(
+            "SELECT raw_messages FROM conversations WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let mut all = items(&raw);
+    for t in 0..turns {
+        let words =
+            format!("turn {t} asks about module_{t}.rs and the failing test case_{t} ").repeat(40);
+        all.push(serde_json::json!({"content":[{"text": words, "type":"text"}],"role":"user"}));
+        all.push(serde_json::json!({"content":[{"text": format!("done with module_{t}.rs ").repeat(40), "type":"text"}],"role":"assistant"}));
+    }
+    c.execute(
+        "UPDATE conversations SET raw_messages = ?1, updated_at = updated_at || '1' WHERE id = ?2",
+        rusqlite::params![serde_json::to_string(&all).unwrap(), id],
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_second_compaction_after_the_conversation_went_on_keeps_the_whole_display() {
+    let env = Env::generated(6, 41, &[SynthFormat::Anthropic]);
+    upgrade(&env, 20260929120000);
+    let c = env.conn();
+    let ids = env.ids("SELECT id FROM conversations ORDER BY id");
+    let kodelet_done = ids.iter().find(|id| kodelet_compacted(&c, id)).cloned();
+    let original_conv = cells(&c, "conversations");
+    let original_sum = cells(&c, "conversation_summaries");
+    drop(c);
+    let (doc, code) = compact(&env);
+    assert_eq!(code, 0, "{doc:#}");
+    let first = ids_with_status(&doc, "compacted");
+    assert!(first.len() >= 2, "{doc:#}");
+    let c = env.conn();
+    let mut displays = BTreeMap::new();
+    for id in &first {
+        continue_conversation(&c, id, 12);
+        let (raw, h): (String, String) = c
+            .query_row(
+                "SELECT raw_messages, compaction_history FROM conversations WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        displays.insert(id.clone(), display(&raw, Some(&h)));
+    }
+    drop(c);
+    let (doc, code) = compact(&env);
+    assert_eq!(code, 0, "{doc:#}");
+    let second = ids_with_status(&doc, "compacted");
+    assert!(!second.is_empty(), "{doc:#}");
+    let c = env.conn();
+    for id in &second {
+        let (raw, h): (String, String) = c
+            .query_row(
+                "SELECT raw_messages, compaction_history FROM conversations WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(display(&raw, Some(&h)), displays[id], "{id}");
+        let hv: Value = serde_json::from_str(&h).unwrap();
+        let n = hv["segments"].as_array().unwrap().len();
+        let want = if kodelet_done.as_ref() == Some(id) {
+            3
+        } else {
+            2
+        };
+        assert_eq!(n, want, "{id}: one segment per compaction");
+    }
+    drop(c);
+    // Undo both (newest first), then the agent's own continuation is what differs.
+    for id in &second {
+        for _ in 0..2 {
+            let out = env.cmd().args(["restore", id, "--force"]).output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let c = env.conn();
+    let now_conv = cells(&c, "conversations");
+    let now_sum = cells(&c, "conversation_summaries");
+    for id in &second {
+        let key = |m: &BTreeMap<i64, Vec<(String, String)>>| {
+            m.values()
+                .find(|r| r[0].1 == format!("t{}", hex(id.as_bytes())))
+                .unwrap()
+                .clone()
+        };
+        // Every cell is the original's but `updated_at`, which the agent's continuation moved
+        // and agent-db never writes.
+        for (now, orig) in [
+            (key(&now_conv), key(&original_conv)),
+            (key(&now_sum), key(&original_sum)),
+        ] {
+            for ((name, a), (_, b)) in now.iter().zip(orig.iter()) {
+                if name != "updated_at" {
+                    assert!(a == b, "{id}: {name} differs after two restores");
+                }
+            }
+        }
+    }
+}
