@@ -68,6 +68,11 @@ pub trait Adapter: Sync + 'static {
             writable: true,
         })
     }
+    /// Why the agent is working on conversation `id` now, by the store's own liveness record
+    /// (`None`: no record says so; `--idle` still applies).
+    fn busy(&self, _read: &Read<'_>, _id: &str) -> Result<Option<String>> {
+        Ok(None)
+    }
     /// Bring data the agent derives from a conversation (a search index) up to date after a
     /// restore put the conversation's archived cells back, in the restore's transaction.
     fn after_restore(&self, _tx: &Connection, _path: &Path, _conversation: &str) -> Result<()> {

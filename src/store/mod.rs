@@ -627,6 +627,12 @@ impl Store {
         self.kind.adapter().load(&self.read(), id)
     }
 
+    /// Why the agent is working on the conversation right now, by the store's own liveness record
+    /// (kodelet's `chat_turns`), if it is: such a conversation is left alone.
+    pub fn busy(&self, id: &str) -> Result<Option<String>> {
+        self.kind.adapter().busy(&self.read(), id)
+    }
+
     /// Whether a compaction can keep a tail verbatim (docker-agent before migration 21 loads
     /// only what follows the last summary, so its plans get a zero tail budget).
     pub fn can_keep_tail(&self) -> Result<bool> {

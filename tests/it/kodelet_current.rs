@@ -496,6 +496,30 @@ fn a_running_turn_is_left_alone() {
     }
     let before = cells(&c, "conversations");
     drop(c);
+    // The dry run already says so (the plan reads kodelet's liveness record).
+    let (dry, code) = json({
+        let mut cmd = env.cmd();
+        cmd.args([
+            "compact",
+            "--all-over",
+            "0",
+            "--idle",
+            "0",
+            "--dry-run",
+            "--json",
+        ]);
+        cmd
+    });
+    assert_eq!(code, 0, "{dry:#}");
+    for id in &ids[..2] {
+        let row = dry["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id.as_str())
+            .expect("planned");
+        assert_eq!(row["status"], "skipped", "{row:#}");
+    }
     let (doc, code) = compact(&env);
     assert_eq!(code, 0, "{doc:#}");
     let rows = doc["conversations"].as_array().unwrap();

@@ -65,6 +65,13 @@ impl Adapter for Kodelet {
         })
     }
 
+    fn busy(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        if !read::check_schema_again(read.conn, read.path)?.chat_turns {
+            return Ok(None);
+        }
+        Ok(write::turn_running(read.conn, read.path, id)?.then(|| write::TURN_RUNNING.to_string()))
+    }
+
     fn after_restore(&self, tx: &Connection, path: &std::path::Path, id: &str) -> Result<()> {
         // The search index describes the display history a restore just changed back: kodelet
         // re-indexes a conversation without an index state row.

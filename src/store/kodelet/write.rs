@@ -340,10 +340,7 @@ impl Write for Proposal {
             .and_then(|u| splice_current_context(u, self.context_after));
         let cols = super::read::check_schema_again(tx, path)?;
         if cols.chat_turns && turn_running(tx, path, &self.id)? {
-            return Ok(Stage::Changed(
-                "kodelet is running a turn in this conversation (chat_turns); try again when it finishes"
-                    .into(),
-            ));
+            return Ok(Stage::Changed(TURN_RUNNING.into()));
         }
         let tool_results = match &self.tools {
             _ if cols.keeps_tool_results() => None,
@@ -445,9 +442,13 @@ impl Write for Proposal {
     }
 }
 
+/// Why a conversation with a running kodelet turn is left alone.
+pub(super) const TURN_RUNNING: &str =
+    "kodelet is running a turn in this conversation (chat_turns); try again when it finishes";
+
 /// Whether kodelet has a turn `accepted` or `running` in the conversation (its own liveness
 /// record, `idx_chat_turns_active`).
-fn turn_running(tx: &Connection, path: &Path, id: &str) -> Result<bool> {
+pub(super) fn turn_running(tx: &Connection, path: &Path, id: &str) -> Result<bool> {
     tx.prepare_cached(
         "SELECT 1 FROM chat_turns WHERE conversation_id = ?1 AND status IN ('accepted', 'running')",
     )
