@@ -273,7 +273,8 @@ impl Opencode {
 
     /// `agent-db --db <opencode.db> compact ID --yes --json ARGS`: must compact it.
     fn compact(&self, id: &str, args: &[&str]) -> Value {
-        let out = crate::common::bare_cmd(&self.dir.path().join("agent-db-home"))
+        let out = self
+            .agent_db()
             .arg("--db")
             .arg(self.db())
             .args(["compact", id, "--yes", "--json"])
@@ -291,8 +292,56 @@ impl Opencode {
         doc
     }
 
+    /// `agent-db` with a clean environment, on the real clock (opencode's rows carry real
+    /// times).
+    fn agent_db(&self) -> Command {
+        let mut c = crate::common::std_cmd(&self.dir.path().join("agent-db-home"));
+        c.env_remove("AGENT_DB_NOW");
+        c
+    }
+
+    /// Stops `opencode serve` once it has finished writing: opencode completes some writes
+    /// after a call returns (a new session's title, a message's `summary`), so it waits until
+    /// the file's rows (messages, parts, sessions, their times, events) have not changed for a
+    /// second (at most 20 s).
+    fn stop(&self, serve: Serve) {
+        let look = || -> Vec<i64> {
+            let c = self.conn();
+            let q = |sql: &str| -> i64 {
+                c.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))
+                    .expect("query")
+                    .unwrap_or(0)
+            };
+            vec![
+                q("SELECT COUNT(*) FROM message"),
+                q("SELECT MAX(time_updated) FROM message"),
+                q("SELECT COUNT(*) FROM part"),
+                q("SELECT MAX(time_updated) FROM part"),
+                q("SELECT COUNT(*) FROM event"),
+                q("SELECT MAX(time_updated) FROM session"),
+            ]
+        };
+        let start = Instant::now();
+        let mut last = look();
+        let mut since = Instant::now();
+        while since.elapsed() < Duration::from_secs(1) {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "opencode keeps writing"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+            let now = look();
+            if now != last {
+                last = now;
+                since = Instant::now();
+            }
+        }
+        serve.stop();
+    }
+
     fn restore(&self, id: &str) {
-        let out = crate::common::bare_cmd(&self.dir.path().join("agent-db-home"))
+        let out = self
+            .agent_db()
             .arg("--db")
             .arg(self.db())
             .args(["restore", id, "--force"])
@@ -545,7 +594,7 @@ fn real_opencode_continues_sessions_agent_db_compacted_and_restored() {
     let serve = o.serve();
     let ext = o.session(&serve, &turns(&o, "E", 8, false));
     let pru = o.session(&serve, &turns(&o, "P", 4, true));
-    serve.stop();
+    o.stop(serve);
     eprintln!("sessions built in {:?}", t0.elapsed());
 
     // What the model was sent last, plus the answer: each session's whole history.
@@ -578,4 +627,360 @@ fn real_opencode_continues_sessions_agent_db_compacted_and_restored() {
         assert!(content_text(sent.last().unwrap()).contains(next));
     }
     eprintln!("real opencode test done in {:?}", t0.elapsed());
+}
+
+/// Which of `candidates` the text holds as marker words.
+fn markers_in(text: &str, candidates: &[String]) -> Vec<String> {
+    let found = markers(text);
+    candidates
+        .iter()
+        .filter(|k| found.contains(k))
+        .cloned()
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the opencode re-compaction fix (h-opencode): a second compaction loses the first summary's facts"]
+fn real_opencode_second_compaction_keeps_the_first_summary_facts() {
+    let Some(bin) = opencode_bin() else { return };
+    let o = Opencode::new(bin);
+    let serve = o.serve();
+    let id = o.session(&serve, &turns(&o, "R", 8, false));
+    o.stop(serve);
+    let original = o.history_sent("MKR8");
+
+    o.compact(&id, &["--strategy", "extractive", "--keep-tokens", "300"]);
+    let (first_summary, _) = compaction_rows(&o.conn(), &id);
+    let sent = history(&o.run_session(&id, "Next step MKR9 please."));
+    assert_summary_and_tail(&sent, &original, &first_summary, "MKR9");
+    // The facts only the first summary holds: markers of its head that the summary kept.
+    let head_markers: Vec<String> = (1..=8)
+        .map(|i| format!("MKR{i}"))
+        .filter(|k| !sent[2..].iter().any(|m| markers(&all_text(m)).contains(k)))
+        .collect();
+    let kept_by_summary = markers_in(&first_summary, &head_markers);
+    assert!(
+        !kept_by_summary.is_empty(),
+        "the first summary keeps some of its head's markers {head_markers:?}:\n{first_summary}"
+    );
+
+    // Compact the continued session again (--force: the stall guard would skip a session
+    // compacted this recently), and continue it.
+    o.compact(
+        &id,
+        &[
+            "--strategy",
+            "extractive",
+            "--keep-tokens",
+            "300",
+            "--force",
+        ],
+    );
+    let (second_summary, _) = compaction_rows(&o.conn(), &id);
+    assert_ne!(first_summary, second_summary);
+    let sent = history(&o.run_session(&id, "Next step MKR10 please."));
+    let all: String = sent.iter().map(all_text).collect::<Vec<_>>().join("\n");
+    let still = markers_in(&all, &kept_by_summary);
+    assert_eq!(
+        still,
+        kept_by_summary,
+        "after the second compaction the model must still be sent what the first summary kept\nsent:\n{}\nsecond summary:\n{second_summary}",
+        show(&sent)
+    );
+}
+
+/// A session's row figures and its event count, read with the test's own SQL.
+#[derive(Debug, Clone, Copy)]
+struct SessionFigures {
+    tokens_input: i64,
+    tokens_output: i64,
+    time_updated: i64,
+    newest_message: i64,
+    events: i64,
+}
+
+fn session_figures(c: &Connection, id: &str) -> SessionFigures {
+    let (tokens_input, tokens_output, time_updated) = c
+        .query_row(
+            "SELECT tokens_input, tokens_output, time_updated FROM session WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("session row");
+    let newest_message = c
+        .query_row(
+            "SELECT MAX(time_created) FROM message WHERE session_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .expect("messages");
+    let events = c
+        .query_row(
+            "SELECT COUNT(*) FROM event WHERE aggregate_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .expect("events");
+    SessionFigures {
+        tokens_input,
+        tokens_output,
+        time_updated,
+        newest_message,
+        events,
+    }
+}
+
+/// The messages of `id` not in `before`, in opencode's order, each with its parts' data.
+fn new_messages(c: &Connection, id: &str, before: &[String]) -> Vec<(Value, Vec<Value>)> {
+    let mut s = c
+        .prepare("SELECT id, data FROM message WHERE session_id = ?1 ORDER BY time_created, id")
+        .expect("prepare");
+    let rows: Vec<(String, String)> = s
+        .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .map(|r| r.expect("row"))
+        .collect();
+    rows.into_iter()
+        .filter(|(mid, _)| !before.contains(mid))
+        .map(|(mid, data)| {
+            let mut p = c
+                .prepare("SELECT data FROM part WHERE message_id = ?1 ORDER BY id")
+                .expect("prepare");
+            let parts = p
+                .query_map([&mid], |r| r.get::<_, String>(0))
+                .expect("query")
+                .map(|r| serde_json::from_str(&r.expect("row")).expect("part json"))
+                .collect();
+            (serde_json::from_str(&data).expect("message json"), parts)
+        })
+        .collect()
+}
+
+fn message_ids(c: &Connection, id: &str) -> Vec<String> {
+    let mut s = c
+        .prepare("SELECT id FROM message WHERE session_id = ?1")
+        .expect("prepare");
+    let ids = s
+        .query_map([id], |r| r.get(0))
+        .expect("query")
+        .map(|r| r.expect("row"))
+        .collect();
+    ids
+}
+
+/// The key paths of a JSON object (nested objects as `a.b`), sorted.
+fn key_paths(v: &Value, prefix: &str, out: &mut Vec<String>) {
+    if let Value::Object(m) = v {
+        for (k, v) in m {
+            let p = format!("{prefix}{k}");
+            out.push(p.clone());
+            key_paths(v, &format!("{p}."), out);
+        }
+    }
+}
+
+fn keys(v: &Value) -> Value {
+    let mut out = Vec::new();
+    key_paths(v, "", &mut out);
+    out.sort();
+    json!(out)
+}
+
+/// What one compaction wrote, as the fields the comparison looks at.
+struct Written {
+    rows: Vec<(Value, Vec<Value>)>,
+    before: SessionFigures,
+    after: SessionFigures,
+}
+
+/// The fields opencode's own compaction and agent-db's must both write, each as a function of
+/// what one of them wrote. Values that differ by nature (ids, times, the summary text, the
+/// token amounts, the kept tail) are compared by shape only.
+#[allow(clippy::type_complexity)]
+fn compared_fields() -> Vec<(&'static str, Box<dyn Fn(&Written) -> Value>)> {
+    fn msg(w: &Written, i: usize) -> &Value {
+        &w.rows[i].0
+    }
+    fn pick(v: &Value, fields: &[&str]) -> Value {
+        Value::Object(
+            fields
+                .iter()
+                .map(|f| (f.to_string(), v[*f].clone()))
+                .collect(),
+        )
+    }
+    vec![
+        (
+            "two new messages: roles",
+            Box::new(|w: &Written| {
+                json!(w
+                    .rows
+                    .iter()
+                    .map(|(m, _)| m["role"].clone())
+                    .collect::<Vec<_>>())
+            }),
+        ),
+        (
+            "compaction message: data keys",
+            Box::new(|w: &Written| keys(msg(w, 0))),
+        ),
+        (
+            "compaction message: role, agent, model, summary",
+            Box::new(|w: &Written| pick(msg(w, 0), &["role", "agent", "model", "summary"])),
+        ),
+        (
+            "compaction message: part types",
+            Box::new(|w: &Written| {
+                json!(w.rows[0]
+                    .1
+                    .iter()
+                    .map(|p| p["type"].clone())
+                    .collect::<Vec<_>>())
+            }),
+        ),
+        (
+            "compaction part: type, auto",
+            Box::new(|w: &Written| pick(&w.rows[0].1[0], &["type", "auto"])),
+        ),
+        (
+            "summary message: data keys",
+            Box::new(|w: &Written| keys(msg(w, 1))),
+        ),
+        (
+            "summary message: role, mode, agent, summary, path, cost, modelID, providerID, finish",
+            Box::new(|w: &Written| {
+                pick(
+                    msg(w, 1),
+                    &[
+                        "role",
+                        "mode",
+                        "agent",
+                        "summary",
+                        "path",
+                        "cost",
+                        "modelID",
+                        "providerID",
+                        "finish",
+                    ],
+                )
+            }),
+        ),
+        (
+            "summary message: parentID is the compaction message",
+            Box::new(|w: &Written| json!(msg(w, 1)["parentID"].as_str().is_some())),
+        ),
+        (
+            "summary message: tokens.total > 0, tokens.input > 0, tokens.output > 0",
+            Box::new(|w: &Written| {
+                let t = &msg(w, 1)["tokens"];
+                json!([
+                    t["total"].as_i64().unwrap_or(0) > 0,
+                    t["input"].as_i64().unwrap_or(0) > 0,
+                    t["output"].as_i64().unwrap_or(0) > 0
+                ])
+            }),
+        ),
+        (
+            "summary message: part types",
+            Box::new(|w: &Written| {
+                json!(w.rows[1]
+                    .1
+                    .iter()
+                    .map(|p| p["type"].clone())
+                    .collect::<Vec<_>>())
+            }),
+        ),
+        (
+            "session: tokens_input grew, tokens_output grew",
+            Box::new(|w: &Written| {
+                json!([
+                    w.after.tokens_input > w.before.tokens_input,
+                    w.after.tokens_output > w.before.tokens_output
+                ])
+            }),
+        ),
+        (
+            "session: time_updated >= its newest message",
+            Box::new(|w: &Written| json!(w.after.time_updated >= w.after.newest_message)),
+        ),
+        (
+            "event rows written for the session",
+            Box::new(|w: &Written| json!(w.after.events > w.before.events)),
+        ),
+    ]
+}
+
+#[test]
+#[ignore = "agent-db does not yet write what opencode's own compaction writes: the compaction message's summary, the summary's tokens (total, non-zero), its step-start/step-finish parts, session token totals, event rows (h-opencode)"]
+fn real_opencode_own_compaction_and_agent_db_write_the_same_fields() {
+    let Some(bin) = opencode_bin() else { return };
+    let o = Opencode::new(bin);
+    let serve = o.serve();
+    let by_opencode = o.session(&serve, &turns(&o, "A", 8, false));
+    let by_agent_db = o.session(&serve, &turns(&o, "B", 8, false));
+    o.stop(serve);
+    let c = o.conn();
+    let (ids_a, before_a) = (
+        message_ids(&c, &by_opencode),
+        session_figures(&c, &by_opencode),
+    );
+    let (ids_b, before_b) = (
+        message_ids(&c, &by_agent_db),
+        session_figures(&c, &by_agent_db),
+    );
+    drop(c);
+
+    // opencode compacts one session itself (`POST /session/{id}/summarize`, its manual
+    // compaction); the model server answers the summary request with OPENCODE_SUMMARY. opencode
+    // finishes some writes after the call returns (the compaction message's `summary`), so it
+    // is stopped only once it has stopped writing.
+    let serve = o.serve();
+    o.http(
+        &serve,
+        &format!("/session/{by_opencode}/summarize"),
+        json!({"providerID": PROVIDER, "modelID": MODEL}),
+    );
+    o.stop(serve);
+    // agent-db compacts the other.
+    o.compact(
+        &by_agent_db,
+        &["--strategy", "extractive", "--keep-tokens", "300"],
+    );
+
+    let c = o.conn();
+    let a = Written {
+        rows: new_messages(&c, &by_opencode, &ids_a),
+        before: before_a,
+        after: session_figures(&c, &by_opencode),
+    };
+    let b = Written {
+        rows: new_messages(&c, &by_agent_db, &ids_b),
+        before: before_b,
+        after: session_figures(&c, &by_agent_db),
+    };
+    assert_eq!(a.rows.len(), 2, "opencode's compaction: two messages");
+    assert_eq!(b.rows.len(), 2, "agent-db's compaction: two messages");
+    assert_eq!(
+        a.rows[1]
+            .1
+            .iter()
+            .find(|p| p["type"] == "text")
+            .map(|p| p["text"].clone()),
+        Some(json!(sse_chat_server::OPENCODE_SUMMARY)),
+        "opencode stored the model's summary"
+    );
+
+    let mut differ = Vec::new();
+    for (name, field) in compared_fields() {
+        let (va, vb) = (field(&a), field(&b));
+        if va != vb {
+            differ.push(format!("- {name}:\n    opencode: {va}\n    agent-db: {vb}"));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{} field(s) differ between opencode's own compaction and agent-db's:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
 }
