@@ -40,10 +40,16 @@ fn opencode_bin() -> Option<PathBuf> {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("target/opencode/node_modules/.bin/opencode")
         }
     };
+    require_opencode(bin, std::env::var_os("CI"))
+}
+
+/// The policy of [`opencode_bin`] for one path, given the value of `CI`: a missing binary skips
+/// (with a message) outside CI and panics under CI.
+fn require_opencode(bin: PathBuf, ci: Option<std::ffi::OsString>) -> Option<PathBuf> {
     if bin.is_file() {
         return Some(bin);
     }
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+    if ci.is_some_and(|v| !v.is_empty()) {
         panic!(
             "the real opencode is missing at {} and CI is set: run `bash .ci/opencode.sh` \
              (it installs opencode-ai@{VERSION} from npm) before `cargo test`",
@@ -57,6 +63,22 @@ fn opencode_bin() -> Option<PathBuf> {
         bin.display()
     );
     None
+}
+
+#[test]
+fn a_missing_opencode_skips_outside_ci() {
+    let missing = PathBuf::from("/nonexistent/agent-db/opencode");
+    assert_eq!(require_opencode(missing.clone(), None), None);
+    assert_eq!(require_opencode(missing, Some("".into())), None);
+}
+
+#[test]
+#[should_panic(expected = "the real opencode is missing")]
+fn a_missing_opencode_fails_under_ci() {
+    require_opencode(
+        PathBuf::from("/nonexistent/agent-db/opencode"),
+        Some("true".into()),
+    );
 }
 
 /// One hermetic opencode installation: config, data dir (its `opencode.db`), project dir, and the
