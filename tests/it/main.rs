@@ -22,6 +22,7 @@ mod preflight;
 mod provider;
 mod pty;
 mod read_side;
+mod real_opencode;
 mod release_head;
 mod roundtrip;
 mod selectors;
