@@ -58,6 +58,11 @@ pub trait Adapter: Sync + 'static {
     fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>>;
     /// One conversation's history and the store's state of this version.
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation>;
+    /// Why the agent itself never compacts conversation `id`, so agent-db leaves it alone too
+    /// (selection skips it with this reason); `None`, the default, for every conversation.
+    fn left_alone(&self, _read: &Read<'_>, _id: &str) -> Result<Option<String>> {
+        Ok(None)
+    }
     /// Why `--all-over` cannot rate a conversation, in this store's words: (no current context
     /// stored, no context window known).
     fn unrated(&self) -> Unrated {

@@ -523,6 +523,12 @@ impl Store {
             .ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })
     }
 
+    /// Why the agent itself never compacts conversation `id` (agent-db then leaves it alone
+    /// too), or `None` ([`kind::Adapter::left_alone`]).
+    pub fn left_alone(&self, id: &str) -> Result<Option<String>> {
+        self.kind.adapter().left_alone(&self.read(), id)
+    }
+
     /// Load one conversation for planning.
     pub fn load(&self, id: &str) -> Result<StoredConversation> {
         self.kind.adapter().load(&self.read(), id)
