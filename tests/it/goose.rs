@@ -270,11 +270,17 @@ fn a_newer_schema_version_is_refused_with_exit_4() {
         .execute("INSERT INTO schema_version (version) VALUES (18)", [])
         .unwrap();
     let hash = files_hash(&g.db);
-    for args in [&["list"][..], &["compact", "--all-over", "0", "--yes"][..]] {
+    for args in [
+        &["list"][..],
+        &["compact", "--all-over", "0", "--idle", "0", "--dry-run"][..],
+        &["compact", "--all-over", "0", "--idle", "0", "--yes"][..],
+    ] {
         let out = g.cmd().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(4), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
+        // The file's version and the newest agent-db knows.
         assert!(err.contains("goose schema version 18 is newer"), "{err}");
+        assert!(err.contains("the newest it knows is 17"), "{err}");
     }
     assert_eq!(files_hash(&g.db), hash);
 }
