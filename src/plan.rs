@@ -216,11 +216,6 @@ pub fn plan(
     } else {
         plan_loaded(row, meta, reason, opts)?
     };
-    // A conversation the agent is working on now is left alone, whatever else is true of it.
-    if let Some(why) = store.busy(&plan.meta.id)? {
-        plan.decision = Decision::NoOp(why);
-        return Ok(plan);
-    }
     // The guard's reason wins over "already small": in a loop it is the reason that matters.
     if let Some(guard) = opts.stall {
         if let Some(last) = crate::store::restore::last_compaction(store, &plan.meta.id)? {

@@ -68,15 +68,17 @@ pub trait Adapter: Sync + 'static {
             writable: true,
         })
     }
-    /// Why the agent is working on conversation `id` now, by the store's own liveness record
-    /// (`None`: no record says so; `--idle` still applies).
-    fn busy(&self, _read: &Read<'_>, _id: &str) -> Result<Option<String>> {
-        Ok(None)
-    }
     /// Bring data the agent derives from a conversation (a search index) up to date after a
     /// restore put the conversation's archived cells back, in the restore's transaction.
     fn after_restore(&self, _tx: &Connection, _path: &Path, _conversation: &str) -> Result<()> {
         Ok(())
+    }
+    /// Why agent-db leaves conversation `id` alone, by the agent's own rules or records: the
+    /// agent never compacts it (goose's providers that manage their own context), or the agent
+    /// is working on it now (kodelet's running `chat_turns`). Selection skips it with this
+    /// reason; `None`, the default, for every conversation.
+    fn left_alone(&self, _read: &Read<'_>, _id: &str) -> Result<Option<String>> {
+        Ok(None)
     }
     /// Why `--all-over` cannot rate a conversation, in this store's words: (no current context
     /// stored, no context window known).

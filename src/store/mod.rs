@@ -622,15 +622,15 @@ impl Store {
             .ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })
     }
 
+    /// Why agent-db leaves conversation `id` alone (the agent never compacts it, or is working
+    /// on it now), or `None` ([`kind::Adapter::left_alone`]).
+    pub fn left_alone(&self, id: &str) -> Result<Option<String>> {
+        self.kind.adapter().left_alone(&self.read(), id)
+    }
+
     /// Load one conversation for planning.
     pub fn load(&self, id: &str) -> Result<StoredConversation> {
         self.kind.adapter().load(&self.read(), id)
-    }
-
-    /// Why the agent is working on the conversation right now, by the store's own liveness record
-    /// (kodelet's `chat_turns`), if it is: such a conversation is left alone.
-    pub fn busy(&self, id: &str) -> Result<Option<String>> {
-        self.kind.adapter().busy(&self.read(), id)
     }
 
     /// Whether a compaction can keep a tail verbatim (docker-agent before migration 21 loads

@@ -14,7 +14,9 @@ mod read;
 mod schema;
 mod write;
 
-pub use read::{load_session, meta, scan, Row, Session, GOOSE_DEFAULT_LIMIT};
+pub use read::{
+    left_alone, load_session, meta, scan, Row, Session, GOOSE_DEFAULT_LIMIT, MANAGES_OWN_CONTEXT,
+};
 pub use schema::{check_schema, Schema, FIRST_WRITABLE, NEWEST_KNOWN};
 pub use write::Proposal;
 
@@ -105,6 +107,12 @@ impl Adapter for Goose {
 
     fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>> {
         meta(read.conn, read.path, read.limits, id)
+    }
+
+    /// A session whose provider manages its own context (stores.md "goose": which sessions
+    /// agent-db leaves alone).
+    fn left_alone(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        left_alone(read.conn, read.path, id)
     }
 
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {

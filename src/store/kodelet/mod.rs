@@ -65,7 +65,7 @@ impl Adapter for Kodelet {
         })
     }
 
-    fn busy(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+    fn left_alone(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
         if !read::check_schema_again(read.conn, read.path)?.chat_turns {
             return Ok(None);
         }
