@@ -612,6 +612,75 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<Session> {
 mod tests {
     use super::*;
 
+    fn msg(n: u32, held: bool) -> Entry {
+        Entry::Message {
+            json: format!("{{\"role\":\"user\",\"content\":\"m{n}\"}}"),
+            held,
+        }
+    }
+
+    fn update(position: i64, content: &str) -> Update {
+        Update {
+            position,
+            content: content.into(),
+        }
+    }
+
+    #[test]
+    fn held_input_is_not_sent_and_updates_are_sent_at_their_positions() {
+        // 0 m0, 1 m1 (pending), 2 summary keeping from 1, 3 m3, 4 m4 (legacy_run)
+        let slice = vec![
+            msg(0, false),
+            msg(1, true),
+            Entry::Summary {
+                text: "s".into(),
+                first_kept_entry: 1,
+            },
+            msg(3, false),
+            msg(4, true),
+        ];
+        // An update before the start is passed over; the rest go before their item, the last
+        // one after every item.
+        let updates = vec![
+            update(0, "u0"),
+            update(1, "u1"),
+            update(3, "u3"),
+            update(5, "u5"),
+        ];
+        let (raw, slots) = active_history(&slice, &updates, "x").unwrap();
+        let v: Vec<serde_json::Value> = serde_json::from_str(&raw).unwrap();
+        let contents: Vec<&str> = v.iter().map(|m| m["content"].as_str().unwrap()).collect();
+        assert_eq!(contents[1..], ["u1", "u3", "m3", "u5"]);
+        assert_eq!(slots, vec![-1, update_slot(1), update_slot(3), 3, update_slot(5)]);
+        assert_eq!(update_position(update_slot(3)), Some(3));
+        assert_eq!(update_position(-1), None);
+        assert_eq!(update_position(3), None);
+        // Out of order, as docker-agent walks them: an update behind a later one waits for it.
+        let (raw, _) = active_history(&slice, &[update(3, "a"), update(1, "b")], "x").unwrap();
+        let v: Vec<serde_json::Value> = serde_json::from_str(&raw).unwrap();
+        let contents: Vec<&str> = v.iter().map(|m| m["content"].as_str().unwrap()).collect();
+        assert_eq!(contents[1..], ["a", "m3"]);
+    }
+
+    #[test]
+    fn instruction_context_decodes_or_refuses() {
+        assert!(instruction_updates(None, "x").unwrap().is_empty());
+        assert!(instruction_updates(Some(""), "x").unwrap().is_empty());
+        assert!(instruction_updates(Some("{\"epoch_start\":-1}"), "x")
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            instruction_updates(
+                Some("{\"updates\":[{\"position\":4,\"content\":\"<system-update>\\nx\\n</system-update>\"}]}"),
+                "x"
+            )
+            .unwrap(),
+            vec![update(4, "<system-update>\nx\n</system-update>")]
+        );
+        assert!(instruction_updates(Some("{not json"), "x").is_err());
+        assert!(instruction_updates(Some("{\"updates\":{}}"), "x").is_err());
+    }
+
     #[test]
     fn summaries_are_presented_with_the_header() {
         let own = "[agent-db compaction summary]\nThis session continues an earlier conversation. agent-db replaced 3 earlier messages (about 10 tokens) with this summary on 2026-11-01; everything after it is verbatim.\n\n## Goal\nx";
