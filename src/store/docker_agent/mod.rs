@@ -18,7 +18,7 @@ mod schema;
 mod write;
 
 pub use read::{load, load_session, meta, present_summary, scan, Session};
-pub use schema::{check_schema, Schema, KNOWN_MIGRATIONS, NEWEST_KNOWN};
+pub use schema::{check_schema, is_known, newest_known_name, Schema, KNOWN_MIGRATIONS, NEWEST_KNOWN};
 pub use write::{strip_header, Proposal, INSTRUCTION_LINE};
 
 use std::path::PathBuf;
