@@ -238,14 +238,17 @@ impl Selector {
         };
         if !self.ids.is_empty() {
             let mut seen = std::collections::HashSet::new();
-            for id in &self.ids {
-                if !seen.insert(id.as_str()) {
+            for given in &self.ids {
+                // The one resolver: a full ID or a unique prefix (an ambiguous prefix stops the
+                // run, exit 5); an ID that names nothing stays as given and fails its row.
+                let id = store.resolve_id_lenient(given)?;
+                if !seen.insert(id.clone()) {
                     continue;
                 }
-                let o = match store.meta(id) {
+                let o = match store.meta(&id) {
                     Ok(meta) => self.evaluate(meta, now, unrated),
                     Err(e) => Outcome::Failed {
-                        id: id.clone(),
+                        id,
                         reason: self.reason(),
                         error: e.to_string(),
                     },

@@ -52,14 +52,9 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
 
 /// The selectors, with ID prefixes resolved, validated.
 fn selection(ui: &Ui, store: &Store, args: &CompactArgs) -> Result<Selector, Error> {
-    let mut selector = args.select.selector(&args.positional);
-    // Unique prefixes name their conversation; an unknown ID stays as given and becomes that
-    // conversation's failed row.
-    selector.ids = selector
-        .ids
-        .iter()
-        .map(|i| store.resolve_id_lenient(i))
-        .collect::<Result<_, _>>()?;
+    // Unique prefixes are resolved by the selection itself (the one resolver every command
+    // uses); an unknown ID stays as given and becomes that conversation's failed row.
+    let selector = args.select.selector(&args.positional);
     if selector.is_empty() {
         return Err(Error::Usage(
             "choose conversations to compact: ID, --id, --follow, --all-over, --older-than, --since or --provider"
