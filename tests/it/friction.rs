@@ -98,3 +98,27 @@ fn list_id_takes_the_prefix_the_table_shows_on_kodelet_and_opencode() {
     let (doc, _) = json(c);
     assert_eq!(doc["conversations"][0]["id"], s.as_str());
 }
+
+#[test]
+fn history_of_an_unknown_id_is_not_found_and_of_a_known_one_says_none() {
+    let env = Env::generated(4, 5, &[]);
+    let id = env.ids("SELECT id FROM conversations ORDER BY id LIMIT 1")[0].clone();
+    let out = run(env.cmd().args(["history", "zzzz"]));
+    assert_eq!(out.code, 5, "{}", out.stderr);
+    assert!(out.stderr.contains("conversation zzzz: not found"), "{}", out.stderr);
+    assert!(!out.stderr.contains("no compactions recorded"), "{}", out.stderr);
+    assert!(out.stdout.is_empty());
+    assert_eq!(run(env.cmd().args(["history", "zzzz", "--json"])).code, 5);
+
+    // A known conversation (by prefix) with no compactions: said so, exit 0.
+    let out = run(env.cmd().args(["history", &id[..8]]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stderr.trim(),
+        format!("conversation {id}: no compactions recorded")
+    );
+    // The whole store with no compactions still says so for the store.
+    let out = run(env.cmd().arg("history"));
+    assert_eq!(out.code, 0);
+    assert!(out.stderr.contains("no compactions recorded in"), "{}", out.stderr);
+}
