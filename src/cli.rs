@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use agent_db::select::{parse_duration, Selector};
+use agent_db::select::{parse_duration, parse_ratio, Selector};
 use agent_db::store::StoreKind;
 
 /// The top-level help's closing text: examples, how the store is chosen (every registered
@@ -66,6 +66,15 @@ pub fn parse_seconds_or_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// A count that must be at least 1 (`--concurrency`).
+fn parse_at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "agent-db",
@@ -97,6 +106,15 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
+
+    /// Whether `--db` came from `AGENT_DB_PATH` rather than the command line (set by `main`).
+    #[arg(skip)]
+    pub db_from_env: bool,
+}
+
+/// The command line as clap parses it, and as `--help`, completions and the man page show it.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 #[derive(Debug, Subcommand)]
@@ -206,8 +224,8 @@ pub struct SelectArgs {
     pub follow: bool,
 
     /// Conversations whose stored context utilization (currentContextWindow /
-    /// maxContextWindow) is at least RATIO, e.g. 0.7
-    #[arg(long, value_name = "RATIO")]
+    /// maxContextWindow) is at least RATIO, e.g. 0.7 or 70%
+    #[arg(long, value_name = "RATIO", value_parser = parse_ratio)]
     pub all_over: Option<f64>,
 
     /// Only conversations last updated at least DUR ago (e.g. 30d, 12h)
@@ -321,8 +339,8 @@ pub struct CompactArgs {
 
     /// Land each conversation at or under this estimated utilization: the kept tail is what the
     /// window allows after the fixed overhead (system prompt, tools) and the summary
-    /// [default: 0.4; config compact.target]
-    #[arg(long, value_name = "RATIO")]
+    /// [default: 0.4 (40%); config compact.target]
+    #[arg(long, value_name = "RATIO", value_parser = parse_ratio)]
     pub target: Option<f64>,
 
     /// Compact even conversations the stall guard protects (compacted fewer than 10 messages
@@ -350,8 +368,8 @@ pub struct CompactArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_seconds_or_duration)]
     pub hook_timeout: Option<Duration>,
 
-    /// Conversations compacted at once [default: 4]
-    #[arg(long, value_name = "N")]
+    /// Conversations compacted at once, at least 1 [default: 4]
+    #[arg(long, value_name = "N", value_parser = parse_at_least_one)]
     pub concurrency: Option<usize>,
 
     /// Threads that load, decode and count conversations and run the offline strategies

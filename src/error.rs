@@ -47,7 +47,9 @@ pub enum Error {
     #[error("{path}: schema changed: {detail}")]
     SchemaChanged { path: PathBuf, detail: String },
 
-    #[error("{path}: {detail}")]
+    /// Several stores found and none chosen: about no one file, so the message names no path
+    /// in front (the detail lists them all).
+    #[error("{detail}")]
     AmbiguousStore { path: PathBuf, detail: String },
 
     #[error("{path}: sqlite: {source}")]

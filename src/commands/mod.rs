@@ -65,6 +65,13 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
         _ => None,
     };
     let loaded = agent_db::config::load(&config::overrides(cli.config.clone(), compact_args));
+    // A config file named explicitly (--config, AGENT_DB_CONFIG) that is not there is an error
+    // for every command, reported the same way (exit 3), not ignored by the read-only ones.
+    if let (Err(e), Some(p)) = (&loaded, explicit_config(cli.config.as_deref())) {
+        if !p.exists() {
+            return Err(Error::Config(e.to_string()).into());
+        }
+    }
     let mut choice = store::StoreChoice {
         agent_flag: cli.agent,
         ..Default::default()
@@ -75,7 +82,12 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
         choice.context_limits = s.context_limits.clone().into();
     }
     let db = cli.db.clone();
-    let open = |access: Access| open_store(db.as_deref(), &choice, access);
+    let db_from_env = cli.db_from_env;
+    let open = |access: Access| {
+        let store = open_store(db.as_deref(), &choice, access)?;
+        check_agent(&store, choice.agent_flag, db_from_env)?;
+        Ok::<_, Error>(store)
+    };
     match cli.command {
         Command::Init => {
             let path = cli.db.ok_or_else(|| {
@@ -130,9 +142,52 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
     }
 }
 
+/// The config file named by `--config` or `AGENT_DB_CONFIG`, if any.
+fn explicit_config(flag: Option<&std::path::Path>) -> Option<std::path::PathBuf> {
+    flag.map(|p| p.to_path_buf()).or_else(|| {
+        std::env::var_os("AGENT_DB_CONFIG")
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    })
+}
+
+/// `--agent` with a path (`--db` or `AGENT_DB_PATH`) that is another agent's store: the path
+/// wins (it names one file), but only when it is that agent's; a mismatch is a usage error
+/// that says whose file it is, never a silent listing of the other agent's store.
+fn check_agent(
+    store: &Store,
+    agent: Option<store::StoreKind>,
+    db_from_env: bool,
+) -> Result<(), Error> {
+    let Some(wanted) = agent else { return Ok(()) };
+    if store.kind == wanted {
+        return Ok(());
+    }
+    let (source, hint) = if db_from_env {
+        (
+            "$AGENT_DB_PATH",
+            format!(
+                "unset AGENT_DB_PATH to use {}'s store, or drop --agent",
+                wanted.name()
+            ),
+        )
+    } else {
+        (
+            "--db",
+            format!("drop --agent, or give --db {}'s store", wanted.name()),
+        )
+    };
+    Err(Error::Usage(format!(
+        "{} ({source}) is {}'s store, not {}'s (--agent {})\nhint: {hint}",
+        store.path.display(),
+        store.kind.name(),
+        wanted.name(),
+        wanted.name()
+    )))
+}
+
 fn completions(shell: clap_complete::Shell) -> CmdResult {
-    use clap::CommandFactory;
-    let mut cmd = Cli::command();
+    let mut cmd = crate::cli::command();
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "agent-db", &mut buf);
     crate::output::out(&String::from_utf8_lossy(&buf))?;
@@ -140,9 +195,8 @@ fn completions(shell: clap_complete::Shell) -> CmdResult {
 }
 
 fn man() -> CmdResult {
-    use clap::CommandFactory;
     let mut buf = Vec::new();
-    clap_mangen::Man::new(Cli::command())
+    clap_mangen::Man::new(crate::cli::command())
         .render(&mut buf)
         .map_err(|e| Error::Io {
             path: "<man page>".into(),

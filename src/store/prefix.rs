@@ -100,7 +100,7 @@ pub fn resolve_in(store: &Store, table: &str, column: &str, input: &str) -> Resu
 }
 
 /// An empty ID (`show ""`, `--id ""`) is a usage error, not a conversation that is missing.
-fn not_empty(input: &str) -> Result<()> {
+pub fn not_empty(input: &str) -> Result<()> {
     if input.trim().is_empty() {
         return Err(Error::Usage(
             "the conversation ID is empty; give an ID or a unique prefix of at least 4 characters"

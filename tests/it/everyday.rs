@@ -167,7 +167,7 @@ fn each_failed_conversation_is_one_line_on_stderr() {
         let errs: Vec<&str> = out
             .stderr
             .lines()
-            .filter(|l| l.starts_with("agent-db: error:"))
+            .filter(|l| l.starts_with("error:"))
             .collect();
         assert_eq!(errs.len(), victims.len(), "quiet={quiet}: {}", out.stderr);
         for v in &victims {
