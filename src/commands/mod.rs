@@ -187,21 +187,87 @@ fn check_agent(
 }
 
 fn completions(shell: clap_complete::Shell) -> CmdResult {
-    let mut cmd = crate::cli::command();
+    let mut cmd = crate::cli::command_for_completions();
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "agent-db", &mut buf);
     crate::output::out(&String::from_utf8_lossy(&buf))?;
     Ok(0)
 }
 
+/// The man page: one page, `agent-db(1)`, that references no other page. clap's sections for
+/// the top level (name, synopsis, description, global options), then every subcommand with its
+/// own options, then examples, the store choice and the exit codes as sections of their own.
 fn man() -> CmdResult {
+    use clap_mangen::roff::{bold, italic, roman, Roff};
+    let cmd = crate::cli::command();
+    let man = clap_mangen::Man::new(cmd.clone());
     let mut buf = Vec::new();
-    clap_mangen::Man::new(crate::cli::command())
-        .render(&mut buf)
-        .map_err(|e| Error::Io {
-            path: "<man page>".into(),
-            source: e,
-        })?;
+    let io = |e| Error::Io {
+        path: "<man page>".into(),
+        source: e,
+    };
+    man.render_title(&mut buf).map_err(io)?;
+    man.render_name_section(&mut buf).map_err(io)?;
+    man.render_synopsis_section(&mut buf).map_err(io)?;
+    man.render_description_section(&mut buf).map_err(io)?;
+    man.render_options_section(&mut buf).map_err(io)?;
+
+    let mut roff = Roff::default();
+    roff.control("SH", ["COMMANDS"]);
+    for sub in cmd.get_subcommands() {
+        roff.control("SS", [format!("agent-db {}", sub.get_name()).as_str()]);
+        if let Some(about) = sub.get_long_about().or_else(|| sub.get_about()) {
+            roff.text([roman(about.to_string())]);
+        }
+        for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+            let mut head = Vec::new();
+            if let Some(short) = arg.get_short() {
+                head.push(bold(format!("-{short}")));
+                head.push(roman(", "));
+            }
+            match arg.get_long() {
+                Some(long) => head.push(bold(format!("--{long}"))),
+                None => head.push(italic(arg.get_id().as_str().to_uppercase())),
+            }
+            if arg.get_long().is_some() && arg.get_action().takes_values() {
+                let value = arg
+                    .get_value_names()
+                    .map(|v| v.join(" "))
+                    .unwrap_or_else(|| arg.get_id().as_str().to_uppercase());
+                head.push(roman(" "));
+                head.push(italic(value));
+            }
+            roff.control("TP", []);
+            roff.text(head);
+            if let Some(help) = arg.get_long_help().or_else(|| arg.get_help()) {
+                roff.text([roman(help.to_string())]);
+            }
+        }
+    }
+    let extras = crate::cli::man_extras();
+    roff.control("SH", ["EXAMPLES"]);
+    for (line, what) in extras.examples {
+        roff.control("TP", []);
+        roff.text([bold(*line)]);
+        roff.text([roman(*what)]);
+    }
+    roff.control("SH", ["STORE"]);
+    for para in extras.store_choice.split("\n") {
+        roff.text([roman(para)]);
+        roff.control("br", []);
+    }
+    roff.control("SH", ["EXIT STATUS"]);
+    for (n, what) in extras.exit_codes {
+        roff.control("TP", []);
+        roff.text([bold(n.to_string())]);
+        roff.text([roman(*what)]);
+    }
+    roff.control("SH", ["SEE ALSO"]);
+    roff.text([roman(
+        "agent-db SUBCOMMAND --help; the documentation in docs/ (usage.md, cron.md, json-output.md).",
+    )]);
+    roff.to_writer(&mut buf).map_err(io)?;
+    man.render_version_section(&mut buf).map_err(io)?;
     crate::output::out(&String::from_utf8_lossy(&buf))?;
     Ok(0)
 }
