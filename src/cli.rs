@@ -44,6 +44,7 @@ const EXIT_CODES: &[(i32, &str)] = &[
     (6, "store locked"),
     (7, "refused (restore, vacuum)"),
     (8, "internal error (a bug in agent-db; please report it)"),
+    (130, "interrupted (Ctrl-C): what was done is reported"),
 ];
 
 /// How the store is chosen, with every registered kind's default file.

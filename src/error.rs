@@ -26,6 +26,9 @@ pub mod exit {
     pub const REFUSED: i32 = 7;
     /// An internal error: a bug in agent-db (for example a panic outside any one conversation).
     pub const INTERNAL: i32 = 8;
+    /// Interrupted (Ctrl-C, SIGINT): `compact` finished the conversations in flight, started no
+    /// more, and reported what was done (128 + SIGINT, as shells report it).
+    pub const INTERRUPTED: i32 = 130;
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -252,9 +252,15 @@ fn man() -> CmdResult {
         roff.text([roman(*what)]);
     }
     roff.control("SH", ["STORE"]);
-    for para in extras.store_choice.split("\n") {
-        roff.text([roman(para)]);
-        roff.control("br", []);
+    // Prose is filled; the indented lines (each agent's default file) stay lines of their own.
+    for line in extras.store_choice.lines() {
+        if let Some(item) = line.strip_prefix("  ") {
+            roff.control("br", []);
+            roff.text([roman(format!("  {item}"))]);
+            roff.control("br", []);
+        } else {
+            roff.text([roman(line)]);
+        }
     }
     roff.control("SH", ["EXIT STATUS"]);
     for (n, what) in extras.exit_codes {

@@ -4,6 +4,7 @@
 //! `stats` units and hints, and Ctrl-C in `compact`.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 
 use agent_db_synth::opencode::{generate_opencode, OpencodeEra};
 use agent_db_synth::SynthOptions;
@@ -481,7 +482,7 @@ fn the_man_page_references_no_other_page_and_has_its_own_sections() {
                 .ok()
         })
         .collect();
-    assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 7, 8, 130]);
     // groff renders it, with the examples apart from the exit codes.
     let page = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(page.path(), &roff).unwrap();
@@ -500,8 +501,205 @@ fn the_man_page_references_no_other_page_and_has_its_own_sections() {
             &text[ex..st]
         );
         assert!(
-            !text[ex..st].contains("130"),
+            !text[ex..st].contains("store unusable"),
             "exit codes run into the examples"
         );
     }
+}
+
+/// The figure and unit `stats` prints for a byte count, computed here: binary units with their
+/// binary names (1 KiB = 1024 bytes).
+fn iec(n: u64) -> String {
+    let f = n as f64;
+    if n < 1024 {
+        format!("{n} B")
+    } else if n < 1024 * 1024 {
+        format!("{:.1} KiB", f / 1024.0)
+    } else {
+        format!("{:.1} MiB", f / 1024.0 / 1024.0)
+    }
+}
+
+#[test]
+fn one_percentage_style_and_stats_in_the_units_it_names() {
+    let env = Env::generated(12, 7, &[]);
+    let big = env.ids(
+        "SELECT c.id FROM conversations c JOIN conversation_summaries s ON s.id = c.id
+         WHERE s.message_count >= 20 ORDER BY c.id LIMIT 1",
+    )[0]
+    .clone();
+    // A fresh store: nothing to vacuum, nothing archived, so no hints to do either.
+    let out = run(env.cmd().arg("stats"));
+    assert_eq!(out.code, 0);
+    let line = |s: &str, key: &str| {
+        s.lines()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_else(|| panic!("{key}:\n{s}"))
+            .to_string()
+    };
+    let len = std::fs::metadata(&env.db).unwrap().len();
+    assert!(
+        line(&out.stdout, "file ").contains(&format!("file          {} (", iec(len))),
+        "{}",
+        out.stdout
+    );
+    let free: i64 = env
+        .conn()
+        .query_row("PRAGMA freelist_count", [], |r| r.get(0))
+        .unwrap();
+    if free == 0 {
+        assert!(
+            !line(&out.stdout, "free pages").contains("vacuum"),
+            "{}",
+            out.stdout
+        );
+    }
+    assert!(
+        !line(&out.stdout, "archive").contains("prune-archive"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains(" KB") && !out.stdout.contains(" MB"));
+
+    // After a compaction the archive holds the original: now the hint is there.
+    assert_eq!(
+        run(env.cmd().args(["compact", &big, "--keep-tokens", "500"])).code,
+        0
+    );
+    let out = run(env.cmd().arg("stats"));
+    assert!(
+        line(&out.stdout, "archive").contains("`prune-archive` frees it"),
+        "{}",
+        out.stdout
+    );
+
+    // The compact table shows utilization as list does: percentages, never 0.38-style ratios.
+    let mut c = crate::common::std_cmd(env.dir.path());
+    c.env("NO_COLOR", "1").arg("--db").arg(&env.db).args([
+        "compact",
+        "--dry-run",
+        "--all-over",
+        "0",
+        "--idle",
+        "0",
+        "--keep-tokens",
+        "300",
+    ]);
+    let table = crate::pty::run(c, 120).stdout;
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.contains(" USE ") && !header.contains("UTIL"),
+        "{header}"
+    );
+    let ratio = regex_lite_ratio(&table);
+    assert!(
+        ratio.is_none(),
+        "a 0.xx ratio in the table: {ratio:?}\n{table}"
+    );
+    assert!(table.contains("% → "), "{table}");
+}
+
+/// The first `0.dd` (a ratio in the old style) in `s`, if any.
+fn regex_lite_ratio(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    (0..b.len().saturating_sub(3)).find_map(|i| {
+        let prev_ok = i == 0 || !(b[i - 1].is_ascii_digit() || b[i - 1] == b'.');
+        (prev_ok
+            && b[i] == b'0'
+            && b[i + 1] == b'.'
+            && b[i + 2].is_ascii_digit()
+            && b[i + 3].is_ascii_digit())
+        .then(|| s[i..i + 4].to_string())
+    })
+}
+
+/// `compact --concurrency 1` of `ids` with a before-compaction hook that marks in `marks` that
+/// it runs and then takes a second; SIGINT (Ctrl-C) goes to agent-db while the first
+/// conversation's hook runs. Returns what agent-db printed and its exit status.
+pub fn interrupted_compaction(env: &Env, ids: &[String]) -> (std::process::Output, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let marks = env.dir.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let hooks = env.dir.path().join(".agent-db").join("hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let hook = hooks.join("10-slow");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\nhook)\n  echo before_compaction\n  ;;\nrun)\n  cat >/dev/null\n  touch '{}'/$$\n  sleep 1\n  ;;\nesac\n",
+            marks.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = crate::common::std_cmd(env.dir.path());
+    c.current_dir(env.dir.path())
+        .arg("--db")
+        .arg(&env.db)
+        .args(["compact", "--concurrency", "1", "--keep-tokens", "300"])
+        .args(ids)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_dir(&marks).unwrap().count() == 0 {
+        assert!(std::time::Instant::now() < deadline, "the hook never ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: a signal to our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    (child.wait_with_output().unwrap(), marks)
+}
+
+/// Conversations with enough messages to compact, for [`interrupted_compaction`].
+pub fn four_to_compact(env: &Env) -> Vec<String> {
+    let ids = env.ids(
+        "SELECT c.id FROM conversations c JOIN conversation_summaries s ON s.id = c.id
+         WHERE s.message_count >= 6 ORDER BY c.id LIMIT 4",
+    );
+    assert_eq!(ids.len(), 4);
+    ids
+}
+
+#[test]
+fn ctrl_c_finishes_the_conversation_in_flight_reports_and_exits_130() {
+    let env = Env::generated(16, 21, &[]);
+    let ids = four_to_compact(&env);
+    let before: Vec<Vec<String>> = env.dump("conversations");
+    let (out, marks) = interrupted_compaction(&env, &ids);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stdout}\n{stderr}");
+
+    // The store: the conversation in flight was compacted whole, the others untouched.
+    let audit: Vec<String> = env.ids("SELECT conversation_id FROM agent_db_compactions");
+    assert_eq!(
+        audit.len(),
+        1,
+        "exactly the conversation in flight: {stderr}"
+    );
+    assert_eq!(audit[0], ids[0]);
+    let after = env.dump("conversations");
+    let changed: Vec<_> = before.iter().zip(&after).filter(|(a, b)| a != b).collect();
+    assert_eq!(changed.len(), 1);
+    assert_eq!(
+        std::fs::read_dir(&marks).unwrap().count(),
+        1,
+        "no other hook started"
+    );
+
+    // What was done is printed: the table with the one compacted row and the rest not
+    // started (conversations the selection had not queued yet are not rows at all), and the
+    // summary line with its hint.
+    assert!(stdout.contains("compacted 1, skipped "), "{stdout}");
+    assert!(stdout.contains("failed 0"), "{stdout}");
+    assert!(
+        stderr.contains(
+            "error: interrupted (Ctrl-C): compacted 1, failed 0, and the rest not started"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: "), "{stderr}");
 }
