@@ -5,32 +5,103 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use agent_db::select::{parse_duration, Selector};
+use agent_db::select::{parse_duration, parse_ratio, Selector};
 use agent_db::store::StoreKind;
 
-/// The top-level help's closing text: examples, how the store is chosen (every registered
-/// kind's default file), exit codes.
-fn after_help() -> String {
+/// The top-level examples: (command line, what it does).
+const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "agent-db list --all-over 0.7",
+        "conversations using >= 70% of their context window",
+    ),
+    (
+        "agent-db compact --follow --dry-run",
+        "what compacting the latest conversation would do",
+    ),
+    (
+        "agent-db compact --all-over 0.7 --older-than 1d --yes --quiet",
+        "(cron)",
+    ),
+    (
+        "agent-db show 3f2a91c0 --last 20",
+        "the end of one conversation (an ID prefix is enough)",
+    ),
+    (
+        "agent-db --agent docker-agent stats",
+        "docker-agent's store: sizes, archive, utilization",
+    ),
+];
+
+/// The documented exit codes (`docs/usage.md`, "Exit codes"), as the help and the man page say
+/// them.
+const EXIT_CODES: &[(i32, &str)] = &[
+    (0, "ok"),
+    (1, "some conversations failed"),
+    (2, "usage"),
+    (3, "config"),
+    (4, "store unusable"),
+    (5, "not found, ambiguous ID prefix or unreadable"),
+    (6, "store locked"),
+    (7, "refused (restore, vacuum)"),
+    (8, "internal error (a bug in agent-db; please report it)"),
+    (130, "interrupted (Ctrl-C): what was done is reported"),
+];
+
+/// How the store is chosen, with every registered kind's default file.
+fn store_choice() -> String {
     let defaults: Vec<String> = StoreKind::all()
         .map(|k| format!("  {}", k.default_path_doc()))
         .collect();
     format!(
         "\
-Examples:
-  agent-db list --all-over 0.7                 conversations using >= 70% of their context window
-  agent-db compact --follow --dry-run          what compacting the latest conversation would do
-  agent-db compact --all-over 0.7 --older-than 1d --yes --quiet   (cron)
-  agent-db show 3f2a91c0 --last 20             the end of one conversation (an ID prefix is enough)
-  agent-db --agent docker-agent stats          docker-agent's store: sizes, archive, utilization
-
 The store is --db PATH, else $AGENT_DB_PATH, else --agent's default file, else the config's
 [store] path or [store] agent, else the one agent's default file that exists:
 {}
-(when several exist, choose with --agent or --db).
-Exit codes: 0 ok, 1 some conversations failed, 2 usage, 3 config, 4 store unusable,
-5 not found, ambiguous ID prefix or unreadable, 6 store locked, 7 refused (restore, vacuum),
-8 internal error (a bug in agent-db; please report it).",
+(when several exist, choose with --agent or --db). With --agent, a --db or $AGENT_DB_PATH file
+must be that agent's store.",
         defaults.join("\n")
+    )
+}
+
+/// `text` broken into lines of at most `width` characters, at spaces.
+fn fill(text: &str, width: usize) -> String {
+    let mut lines: Vec<String> = vec![String::new()];
+    for word in text.split(' ') {
+        let line = lines.last_mut().expect("one line");
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            lines.push(word.to_string());
+        } else {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+    }
+    lines.join("\n")
+}
+
+/// The top-level help's closing text: examples, how the store is chosen (every registered
+/// kind's default file), exit codes.
+fn after_help() -> String {
+    let examples: Vec<String> = EXAMPLES
+        .iter()
+        .map(|(cmd, what)| {
+            if cmd.len() < 45 {
+                format!("  {cmd:<45}{what}")
+            } else {
+                format!("  {cmd}   {what}")
+            }
+        })
+        .collect();
+    let codes: Vec<String> = EXIT_CODES
+        .iter()
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    let codes = fill(&format!("Exit codes: {}.", codes.join(", ")), 96);
+    format!(
+        "Examples:\n{}\n\n{}\n{codes}",
+        examples.join("\n"),
+        store_choice()
     )
 }
 
@@ -48,6 +119,8 @@ one transaction per conversation, archiving the original so any compaction can b
 
 /// Global options heading in `--help`.
 const GLOBAL: &str = "Global options";
+/// The selectors' heading in `--help`.
+const SELECTORS: &str = "Selectors";
 
 /// `--agent` values: one per registered store kind (`agent_db::store::KINDS`), each with its
 /// default file as help.
@@ -63,6 +136,15 @@ pub fn parse_seconds_or_duration(s: &str) -> Result<Duration, String> {
     match s.trim().parse::<u64>() {
         Ok(n) => Ok(Duration::from_secs(n)),
         Err(_) => parse_duration(s),
+    }
+}
+
+/// A count that must be at least 1 (`--concurrency`).
+fn parse_at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -97,6 +179,91 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
+
+    /// Whether `--db` came from `AGENT_DB_PATH` rather than the command line (set by `main`).
+    #[arg(skip)]
+    pub db_from_env: bool,
+}
+
+/// The command line as clap parses it and as `--help` shows it: each subcommand's help lists
+/// only its own options, then one line pointing at `agent-db --help` for the global ones. The
+/// global options are still accepted after the subcommand: each subcommand gets a hidden copy
+/// of them (clap then does not add its own visible one).
+pub fn command() -> clap::Command {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    let globals: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    let pointer = global_pointer(&globals);
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    // clap carries a flattened struct's heading on to the arguments after it: `compact
+    // --dry-run` and `list --json` would be listed under "Selectors". Only the selectors are.
+    let selectors: Vec<String> = <SelectArgs as Args>::augment_args(clap::Command::new("s"))
+        .get_arguments()
+        .map(|a| a.get_id().to_string())
+        .collect();
+    for name in names {
+        cmd = cmd.mut_subcommand(&name, |mut sub| {
+            let misfiled: Vec<String> = sub
+                .get_arguments()
+                .filter(|a| a.get_help_heading() == Some(SELECTORS))
+                .map(|a| a.get_id().to_string())
+                .filter(|id| !selectors.contains(id))
+                .collect();
+            for id in misfiled {
+                sub = sub.mut_arg(id, |a| a.help_heading(None::<&str>));
+            }
+            for g in &globals {
+                sub = sub.arg(g.clone().hide(true));
+            }
+            let after = sub
+                .get_after_help()
+                .map(|a| format!("{a}\n\n"))
+                .unwrap_or_default();
+            sub.after_help(format!("{after}{pointer}"))
+        });
+    }
+    cmd
+}
+
+/// The command line with the global options shown everywhere: for shell completions, so
+/// `agent-db list --d<TAB>` still completes `--db`.
+pub fn command_for_completions() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
+/// The line that closes every subcommand's help.
+fn global_pointer(globals: &[clap::Arg]) -> String {
+    let flags: Vec<String> = globals
+        .iter()
+        .filter_map(|a| a.get_long())
+        .map(|l| format!("--{l}"))
+        .collect();
+    format!(
+        "Global options ({}) can be given before or after the subcommand; see `agent-db --help`.",
+        flags.join(", ")
+    )
+}
+
+/// The man page's sections that clap does not render: examples, how the store is chosen, and
+/// the exit codes.
+pub struct ManExtras {
+    pub examples: &'static [(&'static str, &'static str)],
+    pub store_choice: String,
+    pub exit_codes: &'static [(i32, &'static str)],
+}
+
+pub fn man_extras() -> ManExtras {
+    ManExtras {
+        examples: EXAMPLES,
+        store_choice: store_choice(),
+        exit_codes: EXIT_CODES,
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -195,7 +362,7 @@ pub enum Command {
 
 /// How to pick conversations. Selectors combine with AND.
 #[derive(Debug, Args, Clone, Default)]
-#[command(next_help_heading = "Selectors")]
+#[command(next_help_heading = SELECTORS)]
 pub struct SelectArgs {
     /// A conversation ID or unique prefix (repeatable)
     #[arg(long = "id", value_name = "ID")]
@@ -206,8 +373,8 @@ pub struct SelectArgs {
     pub follow: bool,
 
     /// Conversations whose stored context utilization (currentContextWindow /
-    /// maxContextWindow) is at least RATIO, e.g. 0.7
-    #[arg(long, value_name = "RATIO")]
+    /// maxContextWindow) is at least RATIO, e.g. 0.7 or 70%
+    #[arg(long, value_name = "RATIO", value_parser = parse_ratio)]
     pub all_over: Option<f64>,
 
     /// Only conversations last updated at least DUR ago (e.g. 30d, 12h)
@@ -321,8 +488,8 @@ pub struct CompactArgs {
 
     /// Land each conversation at or under this estimated utilization: the kept tail is what the
     /// window allows after the fixed overhead (system prompt, tools) and the summary
-    /// [default: 0.4; config compact.target]
-    #[arg(long, value_name = "RATIO")]
+    /// [default: 0.4 (40%); config compact.target]
+    #[arg(long, value_name = "RATIO", value_parser = parse_ratio)]
     pub target: Option<f64>,
 
     /// Compact even conversations the stall guard protects (compacted fewer than 10 messages
@@ -350,8 +517,8 @@ pub struct CompactArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_seconds_or_duration)]
     pub hook_timeout: Option<Duration>,
 
-    /// Conversations compacted at once [default: 4]
-    #[arg(long, value_name = "N")]
+    /// Conversations compacted at once, at least 1 [default: 4]
+    #[arg(long, value_name = "N", value_parser = parse_at_least_one)]
     pub concurrency: Option<usize>,
 
     /// Threads that load, decode and count conversations and run the offline strategies

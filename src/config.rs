@@ -564,8 +564,12 @@ impl Layers<'_> {
 }
 
 fn read_file(p: &Path) -> Result<FileConfig> {
-    let text =
-        std::fs::read_to_string(p).map_err(|e| Error::Config(format!("{}: {e}", p.display())))?;
+    let text = std::fs::read_to_string(p).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            Error::Config(format!("{}: no such config file", p.display()))
+        }
+        _ => Error::Config(format!("{}: {e}", p.display())),
+    })?;
     toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", p.display())))
 }
 

@@ -26,6 +26,9 @@ pub mod exit {
     pub const REFUSED: i32 = 7;
     /// An internal error: a bug in agent-db (for example a panic outside any one conversation).
     pub const INTERNAL: i32 = 8;
+    /// Interrupted (Ctrl-C, SIGINT): `compact` finished the conversations in flight, started no
+    /// more, and reported what was done (128 + SIGINT, as shells report it).
+    pub const INTERRUPTED: i32 = 130;
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -47,7 +50,9 @@ pub enum Error {
     #[error("{path}: schema changed: {detail}")]
     SchemaChanged { path: PathBuf, detail: String },
 
-    #[error("{path}: {detail}")]
+    /// Several stores found and none chosen: about no one file, so the message names no path
+    /// in front (the detail lists them all).
+    #[error("{detail}")]
     AmbiguousStore { path: PathBuf, detail: String },
 
     #[error("{path}: sqlite: {source}")]

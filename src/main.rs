@@ -5,10 +5,12 @@ mod cli;
 mod commands;
 mod output;
 
-use clap::Parser;
+use clap::FromArgMatches;
 
 fn main() {
-    let cli = cli::Cli::parse();
+    let matches = cli::command().get_matches();
+    let mut cli = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    cli.db_from_env = matches.value_source("db") == Some(clap::parser::ValueSource::EnvVariable);
     init_logging();
     ignore_file_size_signal();
     one_line_panics();
@@ -39,12 +41,8 @@ fn one_line_panics() {
     std::panic::set_hook(Box::new(|info| {
         let msg = agent_db::error::panic_message(info.payload());
         match info.location() {
-            Some(l) => eprintln!(
-                "agent-db: bug: panicked at {}:{}: {msg}",
-                l.file(),
-                l.line()
-            ),
-            None => eprintln!("agent-db: bug: panicked: {msg}"),
+            Some(l) => eprintln!("error: bug: panicked at {}:{}: {msg}", l.file(), l.line()),
+            None => eprintln!("error: bug: panicked: {msg}"),
         }
     }));
 }

@@ -23,6 +23,8 @@ pub enum NotStarted {
     MaxCost { max: f64, spent: f64 },
     /// The store refused a write for a reason no conversation escapes (disk full, read-only).
     StoreUnwritable(String),
+    /// The run was interrupted (Ctrl-C) before this conversation started.
+    Interrupted,
 }
 
 impl std::fmt::Display for NotStarted {
@@ -37,6 +39,7 @@ impl std::fmt::Display for NotStarted {
             NotStarted::StoreUnwritable(why) => {
                 write!(f, "not started: the store cannot be written ({why})")
             }
+            NotStarted::Interrupted => write!(f, "not started: interrupted (Ctrl-C)"),
         }
     }
 }

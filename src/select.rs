@@ -125,6 +125,9 @@ impl Selector {
         if self.follow && !self.ids.is_empty() {
             return Err(Error::Usage("--follow and --id cannot be combined".into()));
         }
+        for id in &self.ids {
+            crate::store::prefix::not_empty(id)?;
+        }
         if let Some(r) = self.all_over {
             check_ratio("--all-over", r)?;
         }
@@ -238,14 +241,17 @@ impl Selector {
         };
         if !self.ids.is_empty() {
             let mut seen = std::collections::HashSet::new();
-            for id in &self.ids {
-                if !seen.insert(id.as_str()) {
+            for given in &self.ids {
+                // The one resolver: a full ID or a unique prefix (an ambiguous prefix stops the
+                // run, exit 5); an ID that names nothing stays as given and fails its row.
+                let id = store.resolve_id_lenient(given)?;
+                if !seen.insert(id.clone()) {
                     continue;
                 }
-                let o = match store.meta(id) {
+                let o = match store.meta(&id) {
                     Ok(meta) => left_alone(store, self.evaluate(meta, now, unrated)),
                     Err(e) => Outcome::Failed {
-                        id: id.clone(),
+                        id,
                         reason: self.reason(),
                         error: e.to_string(),
                     },
@@ -301,26 +307,48 @@ impl Selector {
 }
 
 /// A utilization ratio must be in [0, 1] (0 selects every conversation whose utilization is
-/// known). Users often type a percentage (`70`) or tenths (`7`): the error then says what they
-/// probably meant.
+/// known). Users often type a percentage (`70`) or tenths (`7`): the error's hint line then
+/// says what they probably meant; a value with no likely reading (`1.5`) gets the range
+/// explained instead of a guess.
 pub fn check_ratio(flag: &str, r: f64) -> Result<()> {
     if (0.0..=1.0).contains(&r) {
         return Ok(());
     }
-    let guess = if r > 1.0 && r <= 10.0 {
+    let whole = r.fract() == 0.0;
+    let guess = if whole && (2.0..=9.0).contains(&r) {
         Some(r / 10.0)
-    } else if r > 10.0 && r <= 100.0 {
+    } else if (10.0..=100.0).contains(&r) {
         Some(r / 100.0)
     } else {
         None
     };
     let hint = match guess {
-        Some(g) => format!("; did you mean {flag} {}?", (g * 1000.0).round() / 1000.0),
-        None => String::new(),
+        Some(g) => format!(
+            "did you mean {flag} {}? ({flag} {}% works too)",
+            (g * 1000.0).round() / 1000.0,
+            (g * 1000.0).round() / 10.0
+        ),
+        None => "the ratio is the share of the context window in use: 0 is empty, 1 is full; \
+                 give a number from 0 to 1 (0.7) or a percentage (70%)"
+            .to_string(),
     };
     Err(Error::Usage(format!(
-        "{flag} takes a utilization ratio from 0 to 1, such as 0.7; got {r}{hint}"
+        "{flag} takes a utilization ratio from 0 to 1, such as 0.7; got {r}\nhint: {hint}"
     )))
+}
+
+/// Parse a utilization ratio for the CLI: a number (`0.7`) or a percentage (`70%`, which is
+/// 0.7). The range is checked later ([`check_ratio`]), so the error can say what was meant.
+pub fn parse_ratio(s: &str) -> std::result::Result<f64, String> {
+    let t = s.trim();
+    let (num, pct) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), true),
+        None => (t, false),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(if pct { v / 100.0 } else { v }),
+        _ => Err("expected a ratio from 0 to 1 (0.7) or a percentage (70%)".to_string()),
+    }
 }
 
 /// A warning when `--provider` names something no conversation in the store has, listing what

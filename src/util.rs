@@ -14,18 +14,19 @@ pub fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
     paths
 }
 
-/// A byte count for messages, in binary units: `512 B`, `1.5 KB`, `3.2 MB`, `4.0 GB`.
+/// A byte count for messages, in the binary units it names (1 KiB = 1024 bytes): `512 B`,
+/// `1.5 KiB`, `3.2 MiB`, `4.0 GiB`.
 pub fn human_bytes(n: u64) -> String {
     const K: f64 = 1024.0;
     let f = n as f64;
     if n < 1024 {
         format!("{n} B")
     } else if f < K * K {
-        format!("{:.1} KB", f / K)
+        format!("{:.1} KiB", f / K)
     } else if f < K * K * K {
-        format!("{:.1} MB", f / (K * K))
+        format!("{:.1} MiB", f / (K * K))
     } else {
-        format!("{:.1} GB", f / (K * K * K))
+        format!("{:.1} GiB", f / (K * K * K))
     }
 }
 

@@ -41,25 +41,58 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         Some(lock::acquire(&store.path)?)
     };
     ui.status(&built.why);
-    let opts = run_options(ui, args, &built)?;
-    let totals = execute(ui, store, &selector, built.strategy, &opts, now, args)?;
-    Ok(if totals.failed > 0 {
+    let mut opts = run_options(ui, args, &built)?;
+    opts.interrupt = Some(interrupt::install());
+    let (totals, interrupted) = execute(ui, store, &selector, built.strategy, &opts, now, args)?;
+    Ok(if interrupted {
+        exit::INTERRUPTED
+    } else if totals.failed > 0 {
         exit::PARTIAL
     } else {
         exit::OK
     })
 }
 
+/// Ctrl-C during a run: the first SIGINT sets the run's interrupt flag (the conversations in
+/// flight finish, nothing more starts, what was done is reported, exit 130); the handler then
+/// steps aside, so a second Ctrl-C stops the process at once (each conversation's transaction
+/// is still committed or rolled back whole by SQLite).
+mod interrupt {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, OnceLock};
+
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+    extern "C" fn on_sigint(_: libc::c_int) {
+        if let Some(f) = FLAG.get() {
+            f.store(true, Ordering::SeqCst);
+        }
+        // SAFETY: signal() is async-signal-safe; this restores the default disposition.
+        unsafe {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+        }
+    }
+
+    /// Install the handler; the returned flag is set on the first Ctrl-C.
+    pub fn install() -> Arc<AtomicBool> {
+        let flag = FLAG
+            .get_or_init(|| Arc::new(AtomicBool::new(false)))
+            .clone();
+        let handler: extern "C" fn(libc::c_int) = on_sigint;
+        // SAFETY: the handler only stores to an atomic and calls signal(), both
+        // async-signal-safe; FLAG is initialized before the handler is installed.
+        unsafe {
+            libc::signal(libc::SIGINT, handler as libc::sighandler_t);
+        }
+        flag
+    }
+}
+
 /// The selectors, with ID prefixes resolved, validated.
 fn selection(ui: &Ui, store: &Store, args: &CompactArgs) -> Result<Selector, Error> {
-    let mut selector = args.select.selector(&args.positional);
-    // Unique prefixes name their conversation; an unknown ID stays as given and becomes that
-    // conversation's failed row.
-    selector.ids = selector
-        .ids
-        .iter()
-        .map(|i| store.resolve_id_lenient(i))
-        .collect::<Result<_, _>>()?;
+    // Unique prefixes are resolved by the selection itself (the one resolver every command
+    // uses); an unknown ID stays as given and becomes that conversation's failed row.
+    let selector = args.select.selector(&args.positional);
     if selector.is_empty() {
         return Err(Error::Usage(
             "choose conversations to compact: ID, --id, --follow, --all-over, --older-than, --since or --provider"
@@ -120,6 +153,7 @@ fn run_options(ui: &Ui, args: &CompactArgs, built: &Built) -> Result<RunOptions,
         details,
         max_cost: settings.max_cost,
         hooks,
+        interrupt: None,
     })
 }
 
@@ -144,7 +178,7 @@ fn hooks(ui: &Ui, settings: &Settings) -> Result<agent_db::hooks::Hooks, Error> 
 }
 
 /// Run the pipeline, reporting each row as it finishes (progress, failures, the JSON report),
-/// then what follows the run. Returns the totals.
+/// then what follows the run. Returns the totals and whether the run was interrupted.
 fn execute(
     ui: &Ui,
     store: Store,
@@ -153,7 +187,7 @@ fn execute(
     opts: &RunOptions,
     now: Now,
     args: &CompactArgs,
-) -> Result<Totals, super::Failure> {
+) -> Result<(Totals, bool), super::Failure> {
     let total = if ui.stderr_tty && !ui.quiet {
         count_rows(&store, selector, &now)
     } else {
@@ -199,7 +233,21 @@ fn execute(
         j.finish(&totals)?;
     }
     after_run(ui, path, selector, &run.rows, &totals, args)?;
-    Ok(totals)
+    if run.interrupted {
+        // Never suppressed: the user asked to stop and must see where it stopped.
+        let done = if args.dry_run {
+            totals.planned
+        } else {
+            totals.compacted
+        };
+        ui.alert(&format!(
+            "interrupted (Ctrl-C): {} {done}, failed {}, and the rest not started\n\
+             hint: every finished conversation is complete (see `agent-db history`); rerun the same command to go on",
+            if args.dry_run { "planned" } else { "compacted" },
+            totals.failed
+        ));
+    }
+    Ok((totals, run.interrupted))
 }
 
 /// A failed conversation, and an after-compaction hook that failed (the compaction stands).

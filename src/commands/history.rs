@@ -14,14 +14,17 @@ use crate::output::{self, json, Ui};
 
 /// A conversation named on the command line: a full ID or a unique prefix, looked up among the
 /// store's conversations and then the audit log (a compacted conversation may since be gone).
+/// An ID found in neither is not found (exit 5).
 fn resolve_conversation(store: &Store, input: &str) -> Result<String, Error> {
     match store.resolve_id(input) {
         Ok(id) => Ok(id),
-        Err(Error::ConversationNotFound { .. }) if store.has_agent_tables()? => Ok(
-            prefix::resolve_in(store, "agent_db_compactions", "conversation_id", input)?
-                .unwrap_or_else(|| input.to_string()),
-        ),
-        Err(Error::ConversationNotFound { .. }) => Ok(input.to_string()),
+        Err(Error::ConversationNotFound { .. }) if store.has_agent_tables()? => {
+            prefix::resolve_in(store, "agent_db_compactions", "conversation_id", input)?.ok_or_else(
+                || Error::ConversationNotFound {
+                    id: input.to_string(),
+                },
+            )
+        }
         Err(e) => Err(e),
     }
 }
@@ -50,10 +53,13 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
             .map_err(Into::into);
     }
     if rows.is_empty() {
-        ui.status(&format!(
-            "no compactions recorded in {}",
-            store.path.display()
-        ));
+        match &id {
+            Some(id) => ui.status(&format!("conversation {id}: no compactions recorded")),
+            None => ui.status(&format!(
+                "no compactions recorded in {}",
+                store.path.display()
+            )),
+        }
         return Ok(exit::OK);
     }
     let now = gotime::now();

@@ -234,11 +234,7 @@ fn table_row(
                 .map(|c| table::thousands(c.max(0) as usize))
                 .unwrap_or_default(),
         ),
-        (
-            util.map(|u| format!("{:.0}%", u * 100.0))
-                .unwrap_or_else(|| "-".into()),
-            tone,
-        ),
+        (util.map(table::percent).unwrap_or_else(|| "-".into()), tone),
         table::c(output::ago(now, &meta.updated_at)),
     ]
 }

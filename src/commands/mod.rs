@@ -65,6 +65,13 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
         _ => None,
     };
     let loaded = agent_db::config::load(&config::overrides(cli.config.clone(), compact_args));
+    // A config file named explicitly (--config, AGENT_DB_CONFIG) that is not there is an error
+    // for every command, reported the same way (exit 3), not ignored by the read-only ones.
+    if let (Err(e), Some(p)) = (&loaded, explicit_config(cli.config.as_deref())) {
+        if !p.exists() {
+            return Err(Error::Config(e.to_string()).into());
+        }
+    }
     let mut choice = store::StoreChoice {
         agent_flag: cli.agent,
         ..Default::default()
@@ -75,7 +82,12 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
         choice.context_limits = s.context_limits.clone().into();
     }
     let db = cli.db.clone();
-    let open = |access: Access| open_store(db.as_deref(), &choice, access);
+    let db_from_env = cli.db_from_env;
+    let open = |access: Access| {
+        let store = open_store(db.as_deref(), &choice, access)?;
+        check_agent(&store, choice.agent_flag, db_from_env)?;
+        Ok::<_, Error>(store)
+    };
     match cli.command {
         Command::Init => {
             let path = cli.db.ok_or_else(|| {
@@ -130,24 +142,138 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
     }
 }
 
+/// The config file named by `--config` or `AGENT_DB_CONFIG`, if any.
+fn explicit_config(flag: Option<&std::path::Path>) -> Option<std::path::PathBuf> {
+    flag.map(|p| p.to_path_buf()).or_else(|| {
+        std::env::var_os("AGENT_DB_CONFIG")
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    })
+}
+
+/// `--agent` with a path (`--db` or `AGENT_DB_PATH`) that is another agent's store: the path
+/// wins (it names one file), but only when it is that agent's; a mismatch is a usage error
+/// that says whose file it is, never a silent listing of the other agent's store.
+fn check_agent(
+    store: &Store,
+    agent: Option<store::StoreKind>,
+    db_from_env: bool,
+) -> Result<(), Error> {
+    let Some(wanted) = agent else { return Ok(()) };
+    if store.kind == wanted {
+        return Ok(());
+    }
+    let (source, hint) = if db_from_env {
+        (
+            "$AGENT_DB_PATH",
+            format!(
+                "unset AGENT_DB_PATH to use {}'s store, or drop --agent",
+                wanted.name()
+            ),
+        )
+    } else {
+        (
+            "--db",
+            format!("drop --agent, or give --db {}'s store", wanted.name()),
+        )
+    };
+    Err(Error::Usage(format!(
+        "{} ({source}) is {}'s store, not {}'s (--agent {})\nhint: {hint}",
+        store.path.display(),
+        store.kind.name(),
+        wanted.name(),
+        wanted.name()
+    )))
+}
+
 fn completions(shell: clap_complete::Shell) -> CmdResult {
-    use clap::CommandFactory;
-    let mut cmd = Cli::command();
+    let mut cmd = crate::cli::command_for_completions();
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "agent-db", &mut buf);
     crate::output::out(&String::from_utf8_lossy(&buf))?;
     Ok(0)
 }
 
+/// The man page: one page, `agent-db(1)`, that references no other page. clap's sections for
+/// the top level (name, synopsis, description, global options), then every subcommand with its
+/// own options, then examples, the store choice and the exit codes as sections of their own.
 fn man() -> CmdResult {
-    use clap::CommandFactory;
+    use clap_mangen::roff::{bold, italic, roman, Roff};
+    let cmd = crate::cli::command();
+    let man = clap_mangen::Man::new(cmd.clone());
     let mut buf = Vec::new();
-    clap_mangen::Man::new(Cli::command())
-        .render(&mut buf)
-        .map_err(|e| Error::Io {
-            path: "<man page>".into(),
-            source: e,
-        })?;
+    let io = |e| Error::Io {
+        path: "<man page>".into(),
+        source: e,
+    };
+    man.render_title(&mut buf).map_err(io)?;
+    man.render_name_section(&mut buf).map_err(io)?;
+    man.render_synopsis_section(&mut buf).map_err(io)?;
+    man.render_description_section(&mut buf).map_err(io)?;
+    man.render_options_section(&mut buf).map_err(io)?;
+
+    let mut roff = Roff::default();
+    roff.control("SH", ["COMMANDS"]);
+    for sub in cmd.get_subcommands() {
+        roff.control("SS", [format!("agent-db {}", sub.get_name()).as_str()]);
+        if let Some(about) = sub.get_long_about().or_else(|| sub.get_about()) {
+            roff.text([roman(about.to_string())]);
+        }
+        for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+            let mut head = Vec::new();
+            if let Some(short) = arg.get_short() {
+                head.push(bold(format!("-{short}")));
+                head.push(roman(", "));
+            }
+            match arg.get_long() {
+                Some(long) => head.push(bold(format!("--{long}"))),
+                None => head.push(italic(arg.get_id().as_str().to_uppercase())),
+            }
+            if arg.get_long().is_some() && arg.get_action().takes_values() {
+                let value = arg
+                    .get_value_names()
+                    .map(|v| v.join(" "))
+                    .unwrap_or_else(|| arg.get_id().as_str().to_uppercase());
+                head.push(roman(" "));
+                head.push(italic(value));
+            }
+            roff.control("TP", []);
+            roff.text(head);
+            if let Some(help) = arg.get_long_help().or_else(|| arg.get_help()) {
+                roff.text([roman(help.to_string())]);
+            }
+        }
+    }
+    let extras = crate::cli::man_extras();
+    roff.control("SH", ["EXAMPLES"]);
+    for (line, what) in extras.examples {
+        roff.control("TP", []);
+        roff.text([bold(*line)]);
+        roff.text([roman(*what)]);
+    }
+    roff.control("SH", ["STORE"]);
+    // Prose is filled; the indented lines (each agent's default file) stay lines of their own.
+    for line in extras.store_choice.lines() {
+        if let Some(item) = line.strip_prefix("  ") {
+            roff.control("br", []);
+            roff.text([roman(format!("  {item}"))]);
+            roff.control("br", []);
+        } else {
+            roff.text([roman(line)]);
+        }
+    }
+    roff.control("SH", ["EXIT STATUS"]);
+    for (n, what) in extras.exit_codes {
+        roff.control("TP", []);
+        roff.text([bold(n.to_string())]);
+        roff.text([roman(*what)]);
+    }
+    roff.control("SH", ["SEE ALSO"]);
+    roff.text([roman(
+        "agent-db SUBCOMMAND --help; the documentation in docs/ (usage.md, cron.md, json-output.md).",
+    )]);
+    roff.to_writer(&mut buf).map_err(io)?;
+    man.render_version_section(&mut buf).map_err(io)?;
     crate::output::out(&String::from_utf8_lossy(&buf))?;
     Ok(0)
 }

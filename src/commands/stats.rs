@@ -129,20 +129,31 @@ fn text(
             file.journal_mode
         ),
     );
+    // The hints only when there is something to get back.
     line(
         "free pages",
         format!(
-            "{} ({}): `agent-db vacuum` gives them back",
+            "{} ({}){}",
             file.free_pages,
-            human_bytes(file.free_bytes.max(0) as u64)
+            human_bytes(file.free_bytes.max(0) as u64),
+            if file.free_pages > 0 {
+                ": `agent-db vacuum` gives them back"
+            } else {
+                ""
+            }
         ),
     );
     line(
         "archive",
         format!(
-            "{} in {} values: `prune-archive` frees it",
+            "{} in {} values{}",
             human_bytes(archive.archive_bytes.max(0) as u64),
-            archive.archived_values
+            archive.archived_values,
+            if archive.archive_bytes > 0 {
+                ": `prune-archive` frees it"
+            } else {
+                ""
+            }
         ),
     );
     line(

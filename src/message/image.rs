@@ -64,7 +64,7 @@ impl ImageInfo {
         }
     }
 
-    /// A short placeholder such as `[image: image/png 640x480, 12.3 KB]`.
+    /// A short placeholder such as `[image: image/png 640x480, 12.3 KiB]`.
     pub fn placeholder(&self) -> String {
         let mut s = String::from("[image");
         if let Some(m) = &self.media_type {

@@ -29,15 +29,24 @@ pub struct Ui {
     pub stdin_tty: bool,
     pub stdout_tty: bool,
     pub color: bool,
+    /// Colour the `error:`, `warning:` and `hint:` labels on stderr (as clap does): on a
+    /// terminal unless `NO_COLOR` is set, or `--color always`.
+    pub stderr_color: bool,
 }
 
 impl Ui {
     pub fn new(quiet: bool, color: ColorChoice) -> Ui {
         let stdout_tty = std::io::stdout().is_terminal();
+        let stderr_tty = std::io::stderr().is_terminal();
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Ui {
             quiet,
-            stderr_tty: std::io::stderr().is_terminal(),
+            stderr_tty,
+            stderr_color: match color {
+                ColorChoice::Always => true,
+                ColorChoice::Never => false,
+                ColorChoice::Auto => stderr_tty && !no_color,
+            },
             stdin_tty: std::io::stdin().is_terminal(),
             stdout_tty,
             color: match color {
@@ -63,16 +72,35 @@ impl Ui {
         }
     }
 
-    /// A warning on stderr about a likely mistake. Never suppressed: a cron job that silently
-    /// matches nothing is worse than one line of mail.
+    /// A warning on stderr about a likely mistake (`warning: …`). Never suppressed: a cron job
+    /// that silently matches nothing is worse than one line of mail.
     pub fn warn(&self, msg: &str) {
-        eprintln!("agent-db: warning: {msg}");
+        self.labelled(Label::Warning, msg);
     }
 
-    /// Something refused or not done that the user must see (`agent-db: …` on stderr). Never
+    /// Something refused or not done that the user must see (`error: …` on stderr). Never
     /// suppressed.
     pub fn alert(&self, msg: &str) {
-        eprintln!("agent-db: {msg}");
+        self.labelled(Label::Error, msg);
+    }
+
+    /// One labelled line on stderr, each further line of `msg` that starts with `hint: ` as a
+    /// hint line of its own: the one style of every error, warning and hint agent-db prints.
+    fn labelled(&self, label: Label, msg: &str) {
+        let mut err = std::io::stderr().lock();
+        let mut lines = msg.lines();
+        let first = lines.next().unwrap_or("");
+        let _ = writeln!(err, "{} {first}", label.paint(self.stderr_color));
+        for l in lines {
+            match l.strip_prefix("hint: ") {
+                Some(h) => {
+                    let _ = writeln!(err, "{} {h}", Label::Hint.paint(self.stderr_color));
+                }
+                None => {
+                    let _ = writeln!(err, "  {l}");
+                }
+            }
+        }
     }
 
     /// Whether a question can be asked: stdin and stderr are terminals.
@@ -103,14 +131,38 @@ impl Ui {
         } else {
             format!("conversation {id}: {detail}")
         };
-        eprintln!("agent-db: error: {}", line.replace('\n', " "));
+        self.labelled(Label::Error, &line.replace('\n', " "));
     }
 
-    /// An error on stderr, with a hint where one helps. Never suppressed.
+    /// An error on stderr (`error: …`), then a `hint: …` line where one helps. Never suppressed.
     pub fn error(&self, e: &Error) {
-        eprintln!("agent-db: error: {e}");
+        let mut msg = e.to_string();
         if let Some(h) = hint(e) {
-            eprintln!("  hint: {h}");
+            msg.push_str(&format!("\nhint: {h}"));
+        }
+        self.labelled(Label::Error, &msg);
+    }
+}
+
+/// The label of a line on stderr, coloured as clap colours its own.
+#[derive(Clone, Copy)]
+enum Label {
+    Error,
+    Warning,
+    Hint,
+}
+
+impl Label {
+    fn paint(self, color: bool) -> String {
+        let (text, code) = match self {
+            Label::Error => ("error:", "1;31"),
+            Label::Warning => ("warning:", "1;33"),
+            Label::Hint => ("hint:", "1;32"),
+        };
+        if color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
         }
     }
 }
@@ -133,6 +185,14 @@ fn hint(e: &Error) -> Option<String> {
         Error::Locked { .. } => fixed("another agent-db run is working on this store; it exits when done"),
         Error::Unwritable { .. } => fixed("nothing was changed and nothing was spent; fix the cause, or use --dry-run to see the plan"),
         Error::Internal(_) => fixed("rerun with AGENT_DB_LOG=debug and RUST_BACKTRACE=1, and report it with that output"),
+        Error::ConversationNotFound { id }
+            if id.chars().count() < agent_db::store::prefix::MIN_INPUT =>
+        {
+            Some(format!(
+                "an ID prefix needs at least {} characters; `agent-db list` shows the IDs",
+                agent_db::store::prefix::MIN_INPUT
+            ))
+        }
         _ => None,
     }
 }

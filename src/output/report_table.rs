@@ -23,21 +23,21 @@ const COLUMNS: [table::Col; 11] = [
     table::col("SUMMARIZE/KEEP", Kind::Fixed, 2),
     table::col("COUNTED TOKENS", Kind::Fixed, 8),
     table::col("SAVED", Kind::Num, 6),
-    table::col("UTIL", Kind::Fixed, 7),
+    table::col("USE", Kind::Fixed, 7),
     table::col("STRATEGY", Kind::Fixed, 4),
     table::col("STATUS", Kind::Fixed, 9),
 ];
 
-/// Stored utilization before → estimated after (`0.82 → 0.37`), with a numbered note when
-/// --target could not be reached.
+/// Stored utilization before → estimated after (`82% → 37%`, the percentage style of every
+/// table), with a numbered note when --target could not be reached.
 fn utilization(t: &mut table::Grid, r: &Row) -> String {
     let mark = match &r.note {
         Some(n) => format!(" [{}]", t.note(n)),
         None => String::new(),
     };
     match (r.utilization_before, r.utilization_after) {
-        (Some(b), Some(a)) => format!("{b:.2} → {a:.2}{mark}"),
-        (Some(b), None) => format!("{b:.2}"),
+        (Some(b), Some(a)) => format!("{} → {}{mark}", table::percent(b), table::percent(a)),
+        (Some(b), None) => table::percent(b),
         _ => String::new(),
     }
 }

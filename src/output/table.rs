@@ -357,6 +357,12 @@ pub fn c(s: impl Into<String>) -> (String, Tone) {
     (s.into(), Tone::Plain)
 }
 
+/// A utilization ratio as the tables show it: `38%` (0.38). Every table uses this one style;
+/// JSON keeps the ratio as a number.
+pub fn percent(ratio: f64) -> String {
+    format!("{:.0}%", ratio * 100.0)
+}
+
 /// `12,345`
 pub fn thousands(n: usize) -> String {
     let s = n.to_string();

@@ -24,6 +24,8 @@ use crate::report::{NotStarted, Row, Status};
 pub(super) struct Limits {
     pub concurrency: usize,
     pub max_cost: Option<f64>,
+    /// Set when the run is interrupted: start nothing more.
+    pub interrupt: Option<Arc<AtomicBool>>,
     /// Places in line whose plans the dispatcher waits for at once, starting whichever is
     /// ready first.
     pub window: usize,
@@ -42,6 +44,7 @@ struct Shared {
     spent: Arc<Mutex<f64>>,
     stopped: Arc<AtomicBool>,
     max_cost: Option<f64>,
+    interrupt: Option<Arc<AtomicBool>>,
     msg_tx: mpsc::UnboundedSender<Msg>,
 }
 
@@ -65,6 +68,7 @@ pub(super) async fn drive(
         spent: Arc::new(Mutex::new(0.0)),
         stopped: stopped.clone(),
         max_cost: limits.max_cost,
+        interrupt: limits.interrupt.clone(),
         msg_tx,
     };
     let dispatcher = tokio::spawn(dispatch(jobs, shared, limits.window.max(1)));
@@ -173,8 +177,8 @@ fn start(
     });
 }
 
-/// Why the run starts no more conversations, if it does not: the store cannot be written, or
-/// `--max-cost` is reached. Row costs cover compacted conversations; the strategy's own meter
+/// Why the run starts no more conversations, if it does not: it was interrupted, the store
+/// cannot be written, or `--max-cost` is reached. Row costs cover compacted conversations; the strategy's own meter
 /// also counts what failed conversations were billed.
 fn not_started(shared: &Shared) -> Option<NotStarted> {
     let so_far = shared
@@ -182,6 +186,13 @@ fn not_started(shared: &Shared) -> Option<NotStarted> {
         .lock()
         .expect("cost lock")
         .max(shared.ctx.strategy.spent_usd());
+    if shared
+        .interrupt
+        .as_ref()
+        .is_some_and(|i| i.load(Ordering::SeqCst))
+    {
+        return Some(NotStarted::Interrupted);
+    }
     if let Some(why) = shared.halt.get() {
         return Some(NotStarted::StoreUnwritable(why.clone()));
     }

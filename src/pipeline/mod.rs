@@ -27,6 +27,7 @@ mod task;
 pub use pool::planning_threads;
 pub use rows::plan_row;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use chrono::{DateTime, FixedOffset};
@@ -60,6 +61,10 @@ pub struct RunOptions {
     /// Keep every row for the returned report. Callers that stream rows as they finish (a
     /// JSON report) turn this off so memory stays flat however many conversations run.
     pub collect_rows: bool,
+    /// Set from outside (the CLI's Ctrl-C handler) to stop the run: no more conversations are
+    /// selected or started (those already queued become not-started rows), and those in flight
+    /// finish, each committed or rolled back whole.
+    pub interrupt: Option<Arc<AtomicBool>>,
 }
 
 /// Progress, for the CLI's progress bar.
@@ -83,6 +88,9 @@ pub struct RunReport {
     pub rows: Vec<Row>,
     /// `--max-cost` was reached and later conversations were not started.
     pub stopped_by_max_cost: bool,
+    /// The run was interrupted ([`RunOptions::interrupt`]): later conversations were not
+    /// selected or not started.
+    pub interrupted: bool,
 }
 
 /// Run the pipeline over the store at `location`. `on_event` sees progress (in completion
@@ -122,7 +130,16 @@ pub fn run(
         prepare: (!opts.dry_run && !strategy.offline() && hooks.is_none())
             .then(|| (strategy.clone(), now)),
     };
-    let loader = start_loader(location, selector, &opts.plan, &pool, now, ahead, job_tx);
+    let loader = start_loader(
+        location,
+        selector,
+        &opts.plan,
+        &pool,
+        now,
+        ahead,
+        job_tx,
+        opts.interrupt.clone(),
+    );
     let writer = (!opts.dry_run).then(|| Writer::start(location));
     let ctx = Arc::new(task::Context {
         kind: keeper.kind,
@@ -137,6 +154,7 @@ pub fn run(
     let limits = dispatch::Limits {
         concurrency,
         max_cost: opts.max_cost,
+        interrupt: opts.interrupt.clone(),
         // In selection order when the order decides what gets done: one at a time, or up to
         // a budget (`--max-cost` compacts the first conversations of the selection).
         window: if concurrency > 1 && opts.max_cost.is_none() {
@@ -162,6 +180,10 @@ pub fn run(
     Ok(RunReport {
         rows: rows.into_iter().map(|(_, r)| r).collect(),
         stopped_by_max_cost: stopped,
+        interrupted: opts
+            .interrupt
+            .as_ref()
+            .is_some_and(|i| i.load(Ordering::SeqCst)),
     })
 }
 
@@ -192,7 +214,9 @@ fn runtime(
 }
 
 /// The loader thread: runs the selection on its own read connection, queues each selected
-/// conversation's planning on the pool, and sends every place in line, numbered, in order.
+/// conversation's planning on the pool, and sends every place in line, numbered, in order. It
+/// stops selecting once the run is interrupted.
+#[allow(clippy::too_many_arguments)]
 fn start_loader(
     location: &Location,
     selector: &Selector,
@@ -201,6 +225,7 @@ fn start_loader(
     now: DateTime<FixedOffset>,
     ahead: pool::Ahead,
     job_tx: mpsc::Sender<(usize, Pending)>,
+    interrupt: Option<Arc<AtomicBool>>,
 ) -> std::thread::JoinHandle<Result<()>> {
     let location = location.clone();
     let selector = selector.clone();
@@ -214,6 +239,9 @@ fn start_loader(
             // A panic here (outside any one conversation's planning, which is caught in
             // `plan_job`) ends the run as an internal error; the join below reports it.
             selector.run(&store, &now, |o| {
+                if interrupt.as_ref().is_some_and(|i| i.load(Ordering::SeqCst)) {
+                    return false;
+                }
                 let pending = match selection_row(o) {
                     Err(row) => Pending::Ready(Job::Row(row)),
                     Ok((meta, reason)) => {

@@ -99,9 +99,21 @@ pub fn resolve_in(store: &Store, table: &str, column: &str, input: &str) -> Resu
     }
 }
 
+/// An empty ID (`show ""`, `--id ""`) is a usage error, not a conversation that is missing.
+pub fn not_empty(input: &str) -> Result<()> {
+    if input.trim().is_empty() {
+        return Err(Error::Usage(
+            "the conversation ID is empty; give an ID or a unique prefix of at least 4 characters"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Store {
     /// The conversation `input` names (a full ID or a unique prefix).
     pub fn resolve_id(&self, input: &str) -> Result<String> {
+        not_empty(input)?;
         let (table, column) = id_column(self.kind);
         resolve_in(self, table, column, input)?.ok_or_else(|| Error::ConversationNotFound {
             id: input.to_string(),
@@ -111,6 +123,7 @@ impl Store {
     /// Like [`Store::resolve_id`], but an ID that matches nothing is returned unchanged, so the
     /// caller's own not-found handling applies (a per-row failure in `compact`).
     pub fn resolve_id_lenient(&self, input: &str) -> Result<String> {
+        not_empty(input)?;
         let (table, column) = id_column(self.kind);
         Ok(resolve_in(self, table, column, input)?.unwrap_or_else(|| input.to_string()))
     }

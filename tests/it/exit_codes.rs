@@ -168,6 +168,16 @@ fn cases() -> Vec<(&'static str, i32, i32)> {
         7,
         code(env.cmd().args(["restore", &big, "--compaction", "1"])),
     );
+    {
+        let env = Env::generated(16, 21, &[]);
+        let ids = crate::friction::four_to_compact(&env);
+        let (out, _) = crate::friction::interrupted_compaction(&env, &ids);
+        case(
+            "compact interrupted by Ctrl-C (SIGINT)",
+            130,
+            out.status.code().unwrap_or(-1),
+        );
+    }
     let other = rusqlite::Connection::open(&env.db).unwrap();
     let _: i64 = other.query_row("SELECT 1", [], |r| r.get(0)).unwrap();
     case(

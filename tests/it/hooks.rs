@@ -831,7 +831,7 @@ fn a_failing_after_hook_is_a_warning_and_the_compaction_stands() {
     );
     assert!(
         out.stderr.contains(&format!(
-            "agent-db: warning: after_compaction hook notify failed for {id} (the compaction stands): exited with code 1: webhook unreachable"
+            "warning: after_compaction hook notify failed for {id} (the compaction stands): exited with code 1: webhook unreachable"
         )),
         "{}",
         out.stderr

@@ -48,6 +48,40 @@ pub fn run(mut cmd: Command, cols: u16) -> TtyOut {
     }
 }
 
+/// Run `cmd` with stderr on a new pseudo-terminal (stdout a pipe, stdin empty): how errors look
+/// to a user at a terminal. `stdout` holds the pipe's text, `stderr` the terminal's.
+pub fn run_stderr_on_tty(mut cmd: Command) -> TtyOut {
+    let (mut master, slave) = open(80);
+    cmd.env_remove("COLUMNS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(slave));
+    let mut child = cmd.spawn().expect("spawn agent-db");
+    drop(cmd);
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            match master.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        buf
+    });
+    let mut stdout = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        o.read_to_string(&mut stdout).expect("stdout");
+    }
+    let status = child.wait().expect("wait");
+    let err = reader.join().expect("reader");
+    TtyOut {
+        stdout,
+        stderr: String::from_utf8_lossy(&err).replace("\r\n", "\n"),
+        code: status.code().unwrap_or(-1),
+    }
+}
+
 fn open(cols: u16) -> (std::fs::File, OwnedFd) {
     let mut master = 0;
     let mut slave = 0;
