@@ -422,3 +422,31 @@ fn a_second_compaction_of_a_continued_session_keeps_the_first_summarys_facts() {
     );
     assert!(text.contains("continued request 1"), "{text}");
 }
+
+#[test]
+fn an_upgraded_file_whose_import_is_unfinished_is_read_but_never_written() {
+    let o = O::new(V2Era::Upgraded, 4);
+    o.conn()
+        .execute(
+            "UPDATE kv SET value = '{\"phase\":\"sessions\",\"cursor\":\"ses_x\"}' WHERE key = 'migration.v1-v2'",
+            [],
+        )
+        .unwrap();
+    let before = files_hash(&o.db);
+    let out = o.cmd().args(["list"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = o
+        .cmd()
+        .args(["compact", "--all-over", "0", "--idle", "0", "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("migration.v1-v2"), "{err}");
+    assert_eq!(files_hash(&o.db), before);
+}

@@ -59,6 +59,10 @@ impl Adapter for OpencodeV2 {
 
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
         let s = check_schema(conn, path)?;
+        if s.writable() && s.import_pending {
+            // Refused for writing with its own reason (opencode's import is unfinished).
+            check_writable(conn, path)?;
+        }
         Ok(SchemaStatus {
             writable: s.writable(),
             version: Some(s.newest),

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use crate::error::{Error, Result, SqlContext};
 
@@ -35,11 +35,17 @@ const MESSAGE_REQUIRED: &[&str] = &[
     "data",
 ];
 
+/// The `kv` key of opencode's v1→v2 import progress.
+pub const IMPORT_KEY: &str = "migration.v1-v2";
+
 /// What the file records.
 #[derive(Debug, Clone)]
 pub struct Schema {
     /// The newest migration recorded.
     pub newest: String,
+    /// A file upgraded from 1.x whose v1→v2 import has not completed: opencode is still
+    /// copying sessions into the 2.x tables (and replaces a session's rows when it does).
+    pub import_pending: bool,
 }
 
 impl Schema {
@@ -126,7 +132,25 @@ pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
             ));
         }
     }
-    Ok(Schema { newest })
+    let import_pending = tables.contains("session") && {
+        let phase: Option<String> = if tables.contains("kv") {
+            conn.query_row(
+                "SELECT json_extract(value, '$.phase') FROM kv WHERE key = ?1 AND json_valid(value)",
+                [IMPORT_KEY],
+                |r| r.get(0),
+            )
+            .optional()
+            .at(path)?
+            .flatten()
+        } else {
+            None
+        };
+        phase.as_deref() != Some("completed")
+    };
+    Ok(Schema {
+        newest,
+        import_pending,
+    })
 }
 
 /// [`check_schema`] for a write: a file newer than agent-db knows is refused, naming both.
@@ -139,6 +163,15 @@ pub fn check_writable(conn: &Connection, path: &Path) -> Result<Schema> {
                 "opencode schema version {} is newer than any agent-db knows (the newest it knows is {NEWEST_KNOWN}); \
                  a newer opencode wrote this file, so agent-db reads it but will not write to it (upgrade agent-db)",
                 s.newest
+            ),
+        ));
+    }
+    if s.import_pending {
+        return Err(changed(
+            path,
+            format!(
+                "opencode has not finished importing this file's 1.x sessions into its 2.x tables (kv {IMPORT_KEY} is not \
+                 completed); agent-db reads it but will not write to it until opencode has run once to finish the import"
             ),
         ));
     }
