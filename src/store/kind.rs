@@ -160,9 +160,14 @@ impl StoreKind {
         StoreKind(adapter)
     }
 
-    /// Every registered kind.
+    /// Every agent: the first registered kind of each name (opencode's 2.x and 1.x kinds
+    /// answer to one name, `opencode`; the file's tables tell them apart, see [`StoreKind::detect`]).
     pub fn all() -> impl Iterator<Item = StoreKind> {
-        KINDS.iter().copied()
+        KINDS
+            .iter()
+            .enumerate()
+            .filter(|(i, k)| KINDS[..*i].iter().all(|e| e.name() != k.name()))
+            .map(|(_, k)| *k)
     }
 
     /// The kind named `s` (`kodelet`, `docker-agent`).
@@ -172,7 +177,7 @@ impl StoreKind {
 
     /// The first kind whose signature tables are all among `tables`.
     pub fn detect(tables: &[String]) -> Option<StoreKind> {
-        StoreKind::all().find(|k| {
+        KINDS.iter().copied().find(|k| {
             k.0.signature_tables()
                 .iter()
                 .all(|t| tables.iter().any(|n| n == t))
@@ -236,7 +241,7 @@ mod tests {
     fn every_kind_parses_by_its_name_and_detects_by_its_tables() {
         let names: Vec<&str> = StoreKind::all().map(StoreKind::name).collect();
         assert_eq!(names, ["kodelet", "docker-agent", "goose", "opencode"]);
-        for k in StoreKind::all() {
+        for &k in KINDS {
             assert_eq!(StoreKind::parse(k.name()), Some(k));
             let tables: Vec<String> = k
                 .adapter()
@@ -248,6 +253,23 @@ mod tests {
             assert_eq!(StoreKind::detect(&tables[1..]), None);
         }
         assert_eq!(StoreKind::parse("pi"), None);
+        // opencode's two forms answer to one name; a file upgraded from 1.x to 2.x (both table
+        // sets) is read from its live 2.x tables.
+        assert_eq!(KINDS.len(), names.len() + 1);
+        let upgraded: Vec<String> = [
+            "session",
+            "message",
+            "part",
+            "session_v2",
+            "session_message",
+            "migration",
+        ]
+        .map(String::from)
+        .to_vec();
+        let kind = StoreKind::detect(&upgraded).unwrap();
+        assert_eq!(kind.adapter().signature_tables()[0], "session_v2");
+        let v1 = StoreKind::detect(&upgraded[..3]).unwrap();
+        assert_eq!(v1.adapter().signature_tables()[0], "session");
         assert!(super::super::kodelet::KIND.rewrites_history());
         assert!(!super::super::docker_agent::KIND.rewrites_history());
     }

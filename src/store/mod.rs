@@ -32,7 +32,7 @@ macro_rules! register_stores {
     };
 }
 
-register_stores!(kodelet, docker_agent, goose, opencode);
+register_stores!(kodelet, docker_agent, goose, opencode_v2, opencode);
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -356,7 +356,8 @@ fn unknown_schema(path: &Path, tables: &[String]) -> Error {
     let detail = if tables.is_empty() {
         "the database is empty".to_string()
     } else {
-        let expected: Vec<String> = StoreKind::all()
+        let expected: Vec<String> = KINDS
+            .iter()
             .map(|k| {
                 let t: Vec<String> = k
                     .adapter()
@@ -806,6 +807,7 @@ mod tests {
             "expected kodelet's conversations, conversation_summaries and schema_migrations tables, \
              docker-agent's sessions, session_items and migrations tables, \
              goose's sessions, messages and schema_version tables, \
+             opencode's session_v2, session_message and migration tables, \
              or opencode's session, message and part tables; found: notes"
         );
     }

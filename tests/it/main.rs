@@ -19,6 +19,7 @@ mod llm;
 mod odd_values;
 mod opencode;
 mod opencode_loader;
+mod opencode_v2;
 mod preflight;
 mod provider;
 mod pty;
