@@ -8,6 +8,7 @@ mod crash;
 mod docker_agent;
 mod everyday;
 mod exit_codes;
+mod friction;
 mod goose;
 mod goose_loader;
 mod hooks;
