@@ -260,6 +260,10 @@ pub struct ListArgs {
     #[command(flatten)]
     pub select: SelectArgs,
 
+    /// List each skipped conversation with its reason (by default, one line per reason)
+    #[arg(long, short)]
+    pub verbose: bool,
+
     /// Machine-readable output on stdout (see docs/json-output.md)
     #[arg(long)]
     pub json: bool,
@@ -341,6 +345,11 @@ pub struct CompactArgs {
     /// Do not ask for confirmation (agent-db only asks for batch selections on a terminal)
     #[arg(long, short)]
     pub yes: bool,
+
+    /// List each conversation the selection skipped, with its reason (by default, one line per
+    /// reason)
+    #[arg(long, short)]
+    pub verbose: bool,
 
     /// Do not run compaction hooks (see `agent-db hooks`)
     #[arg(long)]

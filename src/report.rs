@@ -126,6 +126,11 @@ pub struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     pub duration_ms: u64,
+    /// Skipped by the selection itself, before planning: the reason in a few words
+    /// ([`crate::select::Outcome::Skipped`]'s summary). Reports count these apart from the
+    /// conversations the run works on.
+    #[serde(skip)]
+    pub skipped_at_selection: Option<&'static str>,
 }
 
 impl Row {
@@ -154,6 +159,7 @@ impl Row {
             utilization_after: None,
             note: None,
             duration_ms: 0,
+            skipped_at_selection: None,
         }
     }
 

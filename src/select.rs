@@ -71,6 +71,9 @@ pub enum Outcome {
         meta: ConversationMeta,
         reason: Reason,
         why: String,
+        /// The reason in a few words, the same for every conversation skipped for it (the CLI
+        /// summarizes skips by it: `116 skipped: no context window known — give --context-limit N`).
+        summary: &'static str,
     },
     /// It could not be evaluated (missing, unreadable stored data).
     Failed {
@@ -145,11 +148,7 @@ impl Selector {
         if let Some(p) = &self.provider {
             let format_name = meta.format().map(|f| f.name()).unwrap_or("");
             if &meta.provider != p && format_name != p {
-                return Outcome::Skipped {
-                    meta,
-                    reason,
-                    why: String::new(),
-                };
+                return not_matched(meta, reason);
             }
         }
         let needs_time =
@@ -192,13 +191,18 @@ impl Selector {
                 Some(u) if u >= ratio => {}
                 Some(_) => return not_matched(meta, reason),
                 None => {
-                    let why = if meta.current_context.is_none() {
-                        unrated.no_usage
+                    let (why, summary) = if meta.current_context.is_none() {
+                        (unrated.no_usage, SKIP_NO_USAGE)
                     } else {
-                        unrated.no_window
-                    }
-                    .to_string();
-                    return Outcome::Skipped { meta, reason, why };
+                        (unrated.no_window, SKIP_NO_WINDOW)
+                    };
+                    let why = why.to_string();
+                    return Outcome::Skipped {
+                        meta,
+                        reason,
+                        why,
+                        summary,
+                    };
                 }
             }
         }
@@ -209,7 +213,12 @@ impl Selector {
                     short_duration(a),
                     humantime::format_duration(idle)
                 );
-                return Outcome::Skipped { meta, reason, why };
+                return Outcome::Skipped {
+                    meta,
+                    reason,
+                    why,
+                    summary: SKIP_ACTIVE,
+                };
             }
         }
         Outcome::Selected { meta, reason }
@@ -354,8 +363,16 @@ fn not_matched(meta: ConversationMeta, reason: Reason) -> Outcome {
         meta,
         reason,
         why: String::new(),
+        summary: "",
     }
 }
+
+/// [`Outcome::Skipped`]'s summary: the store records no usage for the conversation.
+pub const SKIP_NO_USAGE: &str = "no context usage recorded";
+/// [`Outcome::Skipped`]'s summary: no context window is known for the conversation.
+pub const SKIP_NO_WINDOW: &str = "no context window known — give --context-limit N";
+/// [`Outcome::Skipped`]'s summary: updated within the idle window.
+pub const SKIP_ACTIVE: &str = "active within the idle window (--idle 0 includes them)";
 
 pub use crate::util::short_duration;
 

@@ -164,7 +164,11 @@ fn execute(
     let location = store.location();
     let kind = store.kind.name();
     drop(store);
+    // Every row (the JSON report's totals), and the rows of the conversations the run works on:
+    // those skipped by the selection itself are summarized by reason instead.
     let mut totals = Totals::default();
+    let mut work = Totals::default();
+    let mut skips = output::skips::Skips::default();
     // A JSON report streams: rows are written in selection order as soon as every earlier row
     // is done, so memory stays flat however many conversations the run covers.
     let mut json = if args.json {
@@ -177,6 +181,10 @@ fn execute(
     let run = pipeline::run(&location, selector, strategy, opts, now, &mut |e| {
         if let Event::Finished { seq, row } = &e {
             totals += *row;
+            match row.skipped_at_selection {
+                Some(summary) => skips.add(summary, &row.id, &row.status.label()),
+                None => work += *row,
+            }
             progress.suspend(|| report_problems(ui, row));
             if let (Some(j), None) = (json.as_mut(), write_error.as_ref()) {
                 if let Err(err) = j.row(*seq, row) {
@@ -198,7 +206,9 @@ fn execute(
     if let Some(j) = json {
         j.finish(&totals)?;
     }
-    after_run(ui, path, selector, &run.rows, &totals, args)?;
+    work.stopped_by_max_cost = totals.stopped_by_max_cost;
+    work.cost_usd = totals.cost_usd;
+    after_run(ui, path, selector, &run.rows, &work, &skips, args)?;
     Ok(totals)
 }
 
@@ -226,6 +236,7 @@ fn after_run(
     selector: &Selector,
     rows: &[Row],
     totals: &Totals,
+    skips: &output::skips::Skips,
     args: &CompactArgs,
 ) -> std::io::Result<()> {
     // A second, read-only look at the store for names, short IDs and the archive's growth,
@@ -254,7 +265,23 @@ fn after_run(
             .map(|s| output::Ids::new(ui, s))
             .unwrap_or_else(output::Ids::full);
         let names = |id: &str| name_of(id).unwrap_or_default();
-        report_table::render(ui, rows, totals, args.dry_run, &ids, &names)?;
+        // Conversations the selection skipped are rows only with --verbose; else one line per
+        // reason under the totals.
+        let shown: Vec<&Row> = rows
+            .iter()
+            .filter(|r| args.verbose || r.skipped_at_selection.is_none())
+            .collect();
+        let skipped = skips.lines(args.verbose, &ids);
+        let skipped = if args.verbose {
+            // The rows already say why; the per-reason counts are enough.
+            skipped
+                .into_iter()
+                .filter(|l| !l.starts_with("  "))
+                .collect()
+        } else {
+            skipped
+        };
+        report_table::render(ui, &shown, totals, args.dry_run, &ids, &names, &skipped)?;
     }
     if !args.dry_run && totals.compacted > 0 && !ui.quiet {
         growth(ui, after(), rows);
@@ -281,12 +308,16 @@ fn growth(ui: &Ui, store: Option<&Store>, rows: &[Row]) {
     }
 }
 
-/// How many rows the run will report (for the progress bar), from stored metadata only.
+/// How many conversations the run works on (for the progress bar), from stored metadata only:
+/// those selected, and those that cannot be read (failed rows). Conversations the selection
+/// skips are summarized apart, as in the confirmation and the totals.
 fn count_rows(store: &Store, selector: &Selector, now: &Now) -> Option<u64> {
     let mut n = 0u64;
     selector
-        .run(store, now, |_| {
-            n += 1;
+        .run(store, now, |o| {
+            if !matches!(o, Outcome::Skipped { .. }) {
+                n += 1;
+            }
             true
         })
         .ok()?;
@@ -317,9 +348,10 @@ fn confirm(
     }
     let mut n = 0usize;
     let mut shown = Vec::new();
+    let mut skips = output::skips::Skips::default();
     selector.run(store, now, |o| {
-        if let Outcome::Selected { reason, meta } = o {
-            if reason != Reason::Manual {
+        match o {
+            Outcome::Selected { reason, meta } if reason != Reason::Manual => {
                 n += 1;
                 if shown.len() < 10 {
                     shown.push(format!(
@@ -332,6 +364,16 @@ fn confirm(
                     ));
                 }
             }
+            Outcome::Failed { id, error, .. } => {
+                n += 1;
+                if shown.len() < 10 {
+                    shown.push(format!("  {id}  cannot be read: {error}"));
+                }
+            }
+            Outcome::Skipped {
+                meta, why, summary, ..
+            } => skips.add(summary, &meta.id, &why),
+            _ => {}
         }
         true
     })?;
@@ -344,6 +386,7 @@ fn confirm(
             n - shown.len()
         ));
     }
+    shown.extend(skips.lines(args.verbose, &output::Ids::full()));
     Ok(ui.ask(
         &shown,
         &format!(

@@ -6,6 +6,7 @@
 pub mod json;
 pub mod progress;
 pub mod report_table;
+pub mod skips;
 pub mod table;
 
 use std::io::{IsTerminal, Write};

@@ -67,6 +67,10 @@ impl Progress {
     }
 
     fn row(&self, r: &Row) {
+        if r.skipped_at_selection.is_some() {
+            // Not one of the conversations the bar counts (see `count_rows`).
+            return;
+        }
         if r.strategy.is_some()
             && self.in_flight.get() > 0
             && !matches!(r.status, Status::NotStarted(_))

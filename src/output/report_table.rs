@@ -53,18 +53,21 @@ fn status_cell(t: &mut table::Grid, s: &Status) -> (String, Tone) {
     }
 }
 
-/// The before/after table and the totals lines.
+/// The before/after table, the totals lines, and `skipped` (the conversations the selection
+/// skipped, one line per reason).
 pub fn render(
     ui: &Ui,
-    rows: &[Row],
+    rows: &[&Row],
     totals: &Totals,
     dry_run: bool,
     ids: &Ids,
     name: &dyn Fn(&str) -> String,
+    skipped: &[String],
 ) -> std::io::Result<()> {
+    let skipped: String = skipped.iter().map(|l| format!("{l}\n")).collect();
     if rows.is_empty() {
-        ui.status("no conversation matched the selectors");
-        return Ok(());
+        ui.status("no conversation to compact matched the selectors");
+        return super::out(&skipped);
     }
     let mut t = table::Grid::new(&COLUMNS);
     for r in rows {
@@ -72,7 +75,8 @@ pub fn render(
         t.row(cells);
     }
     super::out(&t.render(ui.style()))?;
-    super::out(&totals_lines(ui, totals, dry_run))
+    super::out(&totals_lines(ui, totals, dry_run))?;
+    super::out(&skipped)
 }
 
 /// One conversation's cells, in [`COLUMNS`] order.

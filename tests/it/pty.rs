@@ -48,7 +48,7 @@ pub fn run(mut cmd: Command, cols: u16) -> TtyOut {
     }
 }
 
-fn open(cols: u16) -> (std::fs::File, OwnedFd) {
+pub fn open(cols: u16) -> (std::fs::File, OwnedFd) {
     let mut master = 0;
     let mut slave = 0;
     let ws = libc::winsize {
