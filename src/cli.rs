@@ -330,7 +330,8 @@ pub struct CompactArgs {
     pub target: Option<f64>,
 
     /// Compact even conversations the stall guard protects (compacted fewer than 10 messages
-    /// ago, or whose last compaction saved under 10%)
+    /// ago, or whose last compaction saved under 10%), conversations already at or under the
+    /// target, and compactions that would save less than compact.min_saving
     #[arg(long)]
     pub force: bool,
 

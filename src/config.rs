@@ -67,6 +67,7 @@ struct CompactSection {
     target: Option<f64>,
     stall_min_new_messages: Option<usize>,
     stall_min_saving: Option<f64>,
+    min_saving: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -162,6 +163,9 @@ pub struct Settings {
     pub target: f64,
     /// The stall guard's thresholds (`compact.stall_*`); `--force` turns it off.
     pub stall: StallGuard,
+    /// The least share of its tokens a compaction must save to be written
+    /// (`compact.min_saving`); `--force` turns it off.
+    pub min_saving: f64,
     pub hook_dirs: Vec<PathBuf>,
     #[serde(with = "humantime_serde_compat")]
     pub hook_timeout: Duration,
@@ -539,6 +543,15 @@ impl Layers<'_> {
         if let Some(x) = self.pick("compact.stall_min_saving", f.stall_min_saving, env, None) {
             s.stall.min_saving = x;
         }
+        let env = self.var_num::<f64>("AGENT_DB_MIN_SAVING")?;
+        if let Some(x) = self.pick("compact.min_saving", f.min_saving, env, None) {
+            if !(0.0..1.0).contains(&x) {
+                return Err(Error::Config(format!(
+                    "compact.min_saving / AGENT_DB_MIN_SAVING takes a share from 0 (any saving) to below 1, such as 0.1; got {x}"
+                )));
+            }
+            s.min_saving = x;
+        }
         Ok(())
     }
 
@@ -586,6 +599,7 @@ const KEYS: &[(&str, &str)] = &[
     ("concurrency", "compact.concurrency"),
     ("keep_tokens", "compact.keep_tokens"),
     ("target", "compact.target"),
+    ("min_saving", "compact.min_saving"),
     ("hook_dirs", "hooks.dirs"),
     ("hook_timeout", "hooks.timeout"),
     ("hook_fail_open", "hooks.fail_open"),
@@ -622,6 +636,7 @@ impl Settings {
             keep_tokens: None,
             target: DEFAULT_TARGET,
             stall: StallGuard::default(),
+            min_saving: DEFAULT_MIN_SAVING,
             hook_dirs: Vec::new(),
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
             hook_fail_open: false,
@@ -756,6 +771,10 @@ impl Default for StallGuard {
         }
     }
 }
+
+/// The default `compact.min_saving`: a compaction that saves less than 10% of its tokens is not
+/// written.
+pub const DEFAULT_MIN_SAVING: f64 = 0.1;
 
 /// The default `--target`.
 pub const DEFAULT_TARGET: f64 = 0.4;

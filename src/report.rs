@@ -116,7 +116,8 @@ pub struct Row {
     /// The audit-log id of a committed compaction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compaction_id: Option<i64>,
-    /// Stored context / window before (what the agent last sent).
+    /// Context / window before: (overhead + agent-db's count of the messages) / window, the
+    /// stored figure unless agent-db counts the messages higher (see [`crate::plan::Landing`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub utilization_before: Option<f64>,
     /// Estimated context / window after: (fixed overhead + the new history) / window.

@@ -111,6 +111,8 @@ fn run_options(ui: &Ui, args: &CompactArgs, built: &Built) -> Result<RunOptions,
             target: Some(settings.target),
             summary_reserve: built.strategy.summary_reserve(),
             stall: (!args.force).then_some(settings.stall),
+            skip_under_target: !args.force,
+            min_saving: (!args.force).then_some(settings.min_saving),
         },
         dry_run: args.dry_run,
         // The table needs every row; a JSON report streams them.

@@ -135,17 +135,25 @@ fn totals_lines(ui: &Ui, totals: &Totals, dry_run: bool) -> String {
     } else {
         totals.compacted
     };
+    // The token figures cover the conversations that change; with none, there are none to give.
+    let tokens = if done > 0 {
+        format!(
+            "{sep}tokens {} → {} ({} saved)",
+            table::thousands(totals.tokens_before),
+            table::thousands(totals.tokens_after),
+            totals
+                .saved_pct()
+                .map(|p| format!("{p:.0}%"))
+                .unwrap_or_else(|| "0%".into()),
+        )
+    } else {
+        String::new()
+    };
     let mut text = format!(
-        "TOTAL {} conversation(s): {verb} {done}, skipped {}, failed {}{sep}tokens {} → {} ({} saved){}\n",
+        "TOTAL {} conversation(s): {verb} {done}, skipped {}, failed {}{tokens}{}\n",
         totals.conversations,
         totals.skipped,
         totals.failed,
-        table::thousands(totals.tokens_before),
-        table::thousands(totals.tokens_after),
-        totals
-            .saved_pct()
-            .map(|p| format!("{p:.0}%"))
-            .unwrap_or_else(|| "0%".into()),
         if dry_run {
             format!("{sep}dry run: nothing was written")
         } else {

@@ -133,6 +133,7 @@ pub fn run(
         writer: writer.as_ref().map(Writer::handle),
         details: opts.details.clone(),
         now,
+        min_saving: opts.plan.min_saving,
     });
     let limits = dispatch::Limits {
         concurrency,

@@ -32,6 +32,8 @@ pub(super) struct Context {
     /// Extra facts for the audit row's `details`.
     pub details: serde_json::Value,
     pub now: DateTime<FixedOffset>,
+    /// [`crate::plan::PlanOptions::min_saving`].
+    pub min_saving: Option<f64>,
 }
 
 /// The concurrency slots a conversation holds: `compacting` while its strategy runs (this is
@@ -120,7 +122,7 @@ async fn steps(
             strategy.estimate(&HeadInput::new(p, now))
         })
         .await?;
-        return estimate(&plan, est, row);
+        return estimate(&plan, est, row, ctx.min_saving);
     }
     let (provenance, supplied) = hooks_before(&plan, ctx, row).await?;
     let label = provenance.label(ctx.strategy.as_ref());
@@ -148,6 +150,13 @@ async fn steps(
     };
     let new = new.map_err(strategy_status)?;
     record_after(row, &plan, &new);
+    // A compaction that makes nothing better is not written (nor, in a dry run, planned).
+    if let Some(why) = ctx
+        .min_saving
+        .and_then(|m| crate::plan::too_little_saved(plan.tokens_before(), new.tokens, m))
+    {
+        return Err(unchanged(row, why));
+    }
     if ctx.dry_run {
         return Ok(Status::Planned);
     }
@@ -175,6 +184,7 @@ fn estimate(
     plan: &Plan,
     est: Option<std::result::Result<crate::compact::Estimate, StrategyError>>,
     row: &mut Row,
+    min_saving: Option<f64>,
 ) -> Step<Status> {
     match est {
         Some(Ok(est)) => {
@@ -187,6 +197,11 @@ fn estimate(
             row.tokens_after = Some(after);
             row.utilization_after = plan.landing.map(|l| round3(l.utilization(after)));
             row.cost_usd = est.cost_usd;
+            if let Some(why) = min_saving
+                .and_then(|m| crate::plan::too_little_saved(plan.tokens_before(), after, m))
+            {
+                return Err(unchanged(row, why));
+            }
             Ok(Status::Planned)
         }
         Some(Err(e)) => Err(strategy_status(e)),
@@ -339,6 +354,15 @@ fn record_spend(row: &mut Row, rewrite: &Rewrite) {
             row.llm_tokens = Some((p, c));
         }
     }
+}
+
+/// A conversation left as it was (its reason says what compacting it would have done): the
+/// row's after figures are its before figures.
+fn unchanged(row: &mut Row, why: String) -> Status {
+    row.messages_after = row.messages_before;
+    row.tokens_after = row.tokens_before;
+    row.utilization_after = row.utilization_before;
+    Status::Skipped(why)
 }
 
 /// The figures after compaction on the row.
