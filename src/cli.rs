@@ -29,7 +29,8 @@ The store is --db PATH, else $AGENT_DB_PATH, else --agent's default file, else t
 (when several exist, choose with --agent or --db).
 Exit codes: 0 ok, 1 some conversations failed, 2 usage, 3 config, 4 store unusable,
 5 not found, ambiguous ID prefix or unreadable, 6 store locked, 7 refused (restore, vacuum),
-8 internal error (a bug in agent-db; please report it).",
+8 internal error (a bug in agent-db; please report it), 9 store busy (another process kept its
+write lock; nothing more was written, rerun later).",
         defaults.join("\n")
     )
 }

@@ -68,6 +68,7 @@ struct CompactSection {
     stall_min_new_messages: Option<usize>,
     stall_min_saving: Option<f64>,
     min_saving: Option<f64>,
+    busy_wait: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -166,6 +167,10 @@ pub struct Settings {
     /// The least share of its tokens a compaction must save to be written
     /// (`compact.min_saving`); `--force` turns it off.
     pub min_saving: f64,
+    /// How long a write waits, retrying with backoff, while another process holds the store's
+    /// write lock (`compact.busy_wait`).
+    #[serde(with = "humantime_serde_compat")]
+    pub busy_wait: Duration,
     pub hook_dirs: Vec<PathBuf>,
     #[serde(with = "humantime_serde_compat")]
     pub hook_timeout: Duration,
@@ -552,6 +557,15 @@ impl Layers<'_> {
             }
             s.min_saving = x;
         }
+        let file_wait = f
+            .busy_wait
+            .as_deref()
+            .map(|t| parse_duration("compact.busy_wait", t))
+            .transpose()?;
+        let env = self.var_duration("AGENT_DB_BUSY_WAIT")?;
+        if let Some(d) = self.pick("compact.busy_wait", file_wait, env, None) {
+            s.busy_wait = d;
+        }
         Ok(())
     }
 
@@ -600,6 +614,7 @@ const KEYS: &[(&str, &str)] = &[
     ("keep_tokens", "compact.keep_tokens"),
     ("target", "compact.target"),
     ("min_saving", "compact.min_saving"),
+    ("busy_wait", "compact.busy_wait"),
     ("hook_dirs", "hooks.dirs"),
     ("hook_timeout", "hooks.timeout"),
     ("hook_fail_open", "hooks.fail_open"),
@@ -637,6 +652,7 @@ impl Settings {
             target: DEFAULT_TARGET,
             stall: StallGuard::default(),
             min_saving: DEFAULT_MIN_SAVING,
+            busy_wait: DEFAULT_BUSY_WAIT,
             hook_dirs: Vec::new(),
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
             hook_fail_open: false,
@@ -775,6 +791,9 @@ impl Default for StallGuard {
 /// The default `compact.min_saving`: a compaction that saves less than 10% of its tokens is not
 /// written.
 pub const DEFAULT_MIN_SAVING: f64 = 0.1;
+
+/// The default `compact.busy_wait`.
+pub const DEFAULT_BUSY_WAIT: Duration = Duration::from_secs(30);
 
 /// The default `--target`.
 pub const DEFAULT_TARGET: f64 = 0.4;

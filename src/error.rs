@@ -26,6 +26,9 @@ pub mod exit {
     pub const REFUSED: i32 = 7;
     /// An internal error: a bug in agent-db (for example a panic outside any one conversation).
     pub const INTERNAL: i32 = 8;
+    /// Another process (the agent) kept the store's write lock longer than agent-db waits
+    /// (`compact.busy_wait`): nothing more was written; a rerun is safe.
+    pub const BUSY: i32 = 9;
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -75,6 +78,10 @@ pub enum Error {
     )]
     Locked { path: PathBuf, lock: PathBuf },
 
+    /// Another process held the store's write lock for longer than agent-db waits.
+    #[error("{path}: busy: another process is writing to it")]
+    Busy { path: PathBuf },
+
     #[error("{0}")]
     NotFound(String),
 
@@ -111,6 +118,7 @@ impl Error {
             | Error::Conversation { .. }
             | Error::NotFound(_) => exit::DATA,
             Error::Locked { .. } => exit::LOCKED,
+            Error::Busy { .. } => exit::BUSY,
             Error::Refused(_) => exit::REFUSED,
             Error::Config(_) => exit::CONFIG,
             Error::Usage(_) => exit::USAGE,

@@ -23,6 +23,8 @@ pub enum NotStarted {
     MaxCost { max: f64, spent: f64 },
     /// The store refused a write for a reason no conversation escapes (disk full, read-only).
     StoreUnwritable(String),
+    /// Another process kept the store's write lock longer than agent-db waits.
+    Busy,
 }
 
 impl std::fmt::Display for NotStarted {
@@ -37,6 +39,10 @@ impl std::fmt::Display for NotStarted {
             NotStarted::StoreUnwritable(why) => {
                 write!(f, "not started: the store cannot be written ({why})")
             }
+            NotStarted::Busy => write!(
+                f,
+                "not compacted: another process kept the store's write lock (busy); nothing written"
+            ),
         }
     }
 }

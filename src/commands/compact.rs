@@ -42,8 +42,10 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
     };
     ui.status(&built.why);
     let opts = run_options(ui, args, &built)?;
-    let totals = execute(ui, store, &selector, built.strategy, &opts, now, args)?;
-    Ok(if totals.failed > 0 {
+    let (totals, busy) = execute(ui, store, &selector, built.strategy, &opts, now, args)?;
+    Ok(if busy {
+        exit::BUSY
+    } else if totals.failed > 0 {
         exit::PARTIAL
     } else {
         exit::OK
@@ -122,6 +124,7 @@ fn run_options(ui: &Ui, args: &CompactArgs, built: &Built) -> Result<RunOptions,
         details,
         max_cost: settings.max_cost,
         hooks,
+        busy_wait: settings.busy_wait,
     })
 }
 
@@ -146,7 +149,8 @@ fn hooks(ui: &Ui, settings: &Settings) -> Result<agent_db::hooks::Hooks, Error> 
 }
 
 /// Run the pipeline, reporting each row as it finishes (progress, failures, the JSON report),
-/// then what follows the run. Returns the totals.
+/// then what follows the run. Returns the totals, and whether the store was busy (another
+/// process kept its write lock past `compact.busy_wait`; said once, here).
 fn execute(
     ui: &Ui,
     store: Store,
@@ -155,7 +159,7 @@ fn execute(
     opts: &RunOptions,
     now: Now,
     args: &CompactArgs,
-) -> Result<Totals, super::Failure> {
+) -> Result<(Totals, bool), super::Failure> {
     let total = if ui.stderr_tty && !ui.quiet {
         count_rows(&store, selector, &now)
     } else {
@@ -211,7 +215,21 @@ fn execute(
     work.stopped_by_max_cost = totals.stopped_by_max_cost;
     work.cost_usd = totals.cost_usd;
     after_run(ui, path, selector, &run.rows, &work, &skips, args)?;
-    Ok(totals)
+    if run.busy {
+        let file = path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string());
+        let done = match totals.compacted {
+            0 => "nothing changed".to_string(),
+            n => format!("{n} conversation(s) compacted before that, nothing else changed"),
+        };
+        ui.alert(&format!(
+            "busy: {kind} is writing to {file}; {done}, rerun later (agent-db waited {} for its write lock; compact.busy_wait)",
+            humantime::format_duration(opts.busy_wait)
+        ));
+    }
+    Ok((totals, run.busy))
 }
 
 /// A failed conversation, and an after-compaction hook that failed (the compaction stands).

@@ -3,7 +3,7 @@
 //! flight, failed, and the tokens saved so far.
 
 use agent_db::pipeline::Event;
-use agent_db::report::{Row, Status};
+use agent_db::report::{NotStarted, Row, Status};
 
 use super::table;
 use super::Ui;
@@ -73,7 +73,7 @@ impl Progress {
         }
         if r.strategy.is_some()
             && self.in_flight.get() > 0
-            && !matches!(r.status, Status::NotStarted(_))
+            && !matches!(&r.status, Status::NotStarted(n) if *n != NotStarted::Busy)
         {
             self.in_flight.set(self.in_flight.get() - 1);
         }

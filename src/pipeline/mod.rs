@@ -60,6 +60,9 @@ pub struct RunOptions {
     /// Keep every row for the returned report. Callers that stream rows as they finish (a
     /// JSON report) turn this off so memory stays flat however many conversations run.
     pub collect_rows: bool,
+    /// How long a write waits, retrying with backoff, while another process holds the write
+    /// lock ([`crate::config::Settings::busy_wait`]).
+    pub busy_wait: std::time::Duration,
 }
 
 /// Progress, for the CLI's progress bar.
@@ -83,6 +86,9 @@ pub struct RunReport {
     pub rows: Vec<Row>,
     /// `--max-cost` was reached and later conversations were not started.
     pub stopped_by_max_cost: bool,
+    /// Another process kept the store's write lock longer than `busy_wait`: the writes from
+    /// then on were not made (those rows say so).
+    pub busy: bool,
 }
 
 /// Run the pipeline over the store at `location`. `on_event` sees progress (in completion
@@ -123,7 +129,7 @@ pub fn run(
             .then(|| (strategy.clone(), now)),
     };
     let loader = start_loader(location, selector, &opts.plan, &pool, now, ahead, job_tx);
-    let writer = (!opts.dry_run).then(|| Writer::start(location));
+    let writer = (!opts.dry_run).then(|| Writer::start(location, opts.busy_wait));
     let ctx = Arc::new(task::Context {
         kind: keeper.kind,
         strategy,
@@ -146,7 +152,7 @@ pub fn run(
             1
         },
     };
-    let (rows, stopped) = runtime.block_on(dispatch::drive(
+    let (rows, stopped, busy) = runtime.block_on(dispatch::drive(
         job_rx,
         ctx,
         limits,
@@ -163,6 +169,7 @@ pub fn run(
     Ok(RunReport {
         rows: rows.into_iter().map(|(_, r)| r).collect(),
         stopped_by_max_cost: stopped,
+        busy,
     })
 }
 

@@ -15,7 +15,7 @@ use crate::compact::{HeadInput, Rewrite, Strategy, StrategyError, Summary};
 use crate::error::Error;
 use crate::hooks::{self, Hooks, Verdict};
 use crate::plan::Plan;
-use crate::report::{Row, Status};
+use crate::report::{NotStarted, Row, Status};
 use crate::store::archive::AuditEntry;
 use crate::store::writer::WriterHandle;
 use crate::store::{Compaction, Proposal, StoreKind, Written};
@@ -44,13 +44,13 @@ pub(super) struct Slots {
     pub writing: Arc<Semaphore>,
     /// Set when the store refused a write for a reason no other conversation can escape (disk
     /// full, read-only): the dispatcher then starts nothing more, so nothing more is spent.
-    pub halt: Arc<std::sync::OnceLock<String>>,
+    pub halt: Arc<std::sync::OnceLock<NotStarted>>,
 }
 
 impl Slots {
     /// The strategy is done: take a writing slot and hand the compacting one to the next
     /// conversation.
-    async fn hand_over(self) -> (OwnedSemaphorePermit, Arc<std::sync::OnceLock<String>>) {
+    async fn hand_over(self) -> (OwnedSemaphorePermit, Arc<std::sync::OnceLock<NotStarted>>) {
         let writing = self.writing.acquire_owned().await.expect("semaphore open");
         drop(self.compacting);
         (writing, self.halt)
@@ -482,16 +482,25 @@ fn store_cannot_write(e: &Error) -> bool {
 }
 
 /// Hand the proposal to the writer and wait: the compaction's audit id, or the row's status.
-async fn write(proposal: Proposal, ctx: &Context, halt: &std::sync::OnceLock<String>) -> Step<i64> {
+async fn write(
+    proposal: Proposal,
+    ctx: &Context,
+    halt: &std::sync::OnceLock<NotStarted>,
+) -> Step<i64> {
     let Some(writer) = &ctx.writer else {
         return Err(Status::Failed("the writer stopped".into()));
     };
     match writer.write(proposal).await {
         Ok(Ok(Written::Committed { compaction_id })) => Ok(compaction_id),
         Ok(Ok(Written::Changed(why))) => Err(Status::Skipped(why)),
+        Ok(Err(Error::Busy { .. })) => {
+            // Not this conversation's failure: the run stops writing and says so once.
+            let _ = halt.set(NotStarted::Busy);
+            Err(Status::NotStarted(NotStarted::Busy))
+        }
         Ok(Err(e)) => {
             if store_cannot_write(&e) {
-                let _ = halt.set(e.to_string());
+                let _ = halt.set(NotStarted::StoreUnwritable(e.to_string()));
             }
             Err(Status::Failed(e.to_string()))
         }
