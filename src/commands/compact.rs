@@ -369,25 +369,34 @@ fn confirm(
     let mut n = 0usize;
     let mut shown = Vec::new();
     let mut skips = output::skips::Skips::default();
+    // The IDs as the tables show them (the shortest unique prefix), and each line cut to the
+    // terminal's width.
+    let ids = output::Ids::prefixed(store);
+    let width = output::term_width() as usize;
+    let fit = |head: String, rest: &str| {
+        let room = width.saturating_sub(head.chars().count() + 1).max(10);
+        format!("{head}{}", table::ellipsize(rest, room))
+    };
     selector.run(store, now, |o| {
         match o {
             Outcome::Selected { reason, meta } if reason != Reason::Manual => {
                 n += 1;
                 if shown.len() < 10 {
-                    shown.push(format!(
-                        "  {}  {}  {}",
-                        meta.id,
+                    let head = format!(
+                        "  {}  {}  ",
+                        ids.show(&meta.id),
                         meta.utilization(selector.context_limit)
                             .map(|u| format!("{:>4.0}%", u * 100.0))
                             .unwrap_or_else(|| "    -".into()),
-                        table::ellipsize(meta.name.as_deref().unwrap_or(""), 50)
-                    ));
+                    );
+                    shown.push(fit(head, meta.name.as_deref().unwrap_or("")));
                 }
             }
             Outcome::Failed { id, error, .. } => {
                 n += 1;
                 if shown.len() < 10 {
-                    shown.push(format!("  {id}  cannot be read: {error}"));
+                    let head = format!("  {}  ", ids.show(&id));
+                    shown.push(fit(head, &format!("cannot be read: {error}")));
                 }
             }
             Outcome::Skipped {
@@ -406,7 +415,7 @@ fn confirm(
             n - shown.len()
         ));
     }
-    shown.extend(skips.lines(args.verbose, &output::Ids::full()));
+    shown.extend(skips.lines(args.verbose, &ids));
     Ok(ui.ask(
         &shown,
         &format!(

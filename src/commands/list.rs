@@ -170,6 +170,7 @@ fn table_list(
     let limit = selector.context_limit;
     let ids = output::Ids::new(ui, store);
     let mut t = table::Grid::new(&COLUMNS);
+    t.collapse_constant(&["PROVIDER", "MODEL"]);
     let mut rows = 0usize;
     let mut skipped = output::skips::Skips::default();
     selector.run(store, now, |o| {

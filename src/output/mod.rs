@@ -245,6 +245,16 @@ impl Ids {
         }
     }
 
+    /// The shortest unique prefixes, wherever the text goes (a question on stderr).
+    pub fn prefixed(store: &agent_db::store::Store) -> Ids {
+        Ids {
+            prefixes: store
+                .all_ids()
+                .ok()
+                .map(agent_db::store::prefix::Prefixes::new),
+        }
+    }
+
     /// Full IDs (no store at hand, or piped).
     pub fn full() -> Ids {
         Ids { prefixes: None }

@@ -70,6 +70,7 @@ pub fn render(
         return super::out(&skipped);
     }
     let mut t = table::Grid::new(&COLUMNS);
+    t.collapse_constant(&["FORMAT", "WHY", "STRATEGY"]);
     for r in rows {
         let cells = cells(&mut t, r, ids, name);
         t.row(cells);

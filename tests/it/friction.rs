@@ -605,3 +605,134 @@ fn a_write_lock_released_within_the_wait_is_waited_for() {
         .unwrap();
     assert!(audit >= 1);
 }
+
+#[test]
+fn a_column_with_one_value_collapses_into_a_line_at_80_columns() {
+    // One provider on every row, as in docker-agent and opencode stores.
+    let env = Env::generated(12, 7, &[SynthFormat::Anthropic]);
+    let providers = env.ids("SELECT DISTINCT provider FROM conversations");
+    assert_eq!(providers, ["anthropic"]);
+    let out = tty(&env, &["list"], 80);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(!lines[0].contains("PROVIDER"), "{}", out.stdout);
+    assert!(
+        lines.contains(&"provider: anthropic (all rows)"),
+        "{}",
+        out.stdout
+    );
+    for l in &lines {
+        assert!(l.chars().count() <= 80, "{l:?}");
+    }
+    // The room goes to NAME: wider than the 9 characters it had beside a PROVIDER column.
+    let name_at = lines[0].find("NAME").unwrap();
+    let next = lines[0][name_at + 4..]
+        .find(|c: char| c != ' ')
+        .map(|i| i + name_at + 4)
+        .unwrap();
+    assert!(
+        next - name_at > 12,
+        "NAME is {} wide:\n{}",
+        next - name_at,
+        out.stdout
+    );
+    insta::assert_snapshot!("list_one_provider_80", out.stdout);
+    // Piped, every column stays (scripts read them).
+    let piped = env.cmd().arg("list").output().unwrap();
+    let text = String::from_utf8_lossy(&piped.stdout);
+    assert!(text.lines().next().unwrap().contains("PROVIDER"), "{text}");
+    assert!(!text.contains("(all rows)"));
+}
+
+#[test]
+fn the_confirmation_shows_short_ids_that_fit_80_columns() {
+    let env = Env::generated(12, 7, &[]);
+    let mut c = std_cmd(env.dir.path());
+    c.arg("--db")
+        .arg(&env.db)
+        .args(["compact", "--all-over", "0.01", "--idle", "0"])
+        .env("NO_COLOR", "1");
+    let (screen, code) = full_tty(c, 80, "n\n");
+    assert_eq!(code, 0, "{screen}");
+    let ids = env.ids("SELECT id FROM conversations");
+    let listed: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.starts_with("  …"))
+        .collect();
+    assert!(listed.len() >= 2, "{screen}");
+    for l in &listed {
+        assert!(l.chars().count() <= 80, "{l:?}");
+        let shown = l.split_whitespace().next().unwrap();
+        assert!(
+            shown.len() >= 8 && shown.len() < 36,
+            "a prefix, not the full ID: {l:?}"
+        );
+        assert_eq!(
+            ids.iter().filter(|id| id.starts_with(shown)).count(),
+            1,
+            "{shown} names one conversation"
+        );
+    }
+    // The list and the skip lines (the question itself and the typed answer's echo are left
+    // out: the echo's place on the screen depends on timing).
+    let shown: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.starts_with("  ") || l.contains("skipped"))
+        .collect();
+    insta::assert_snapshot!("confirmation_80", shown.join("\n"));
+}
+
+#[test]
+fn the_progress_line_fits_80_columns_in_whole_words() {
+    let env = Env::generated(40, 11, &[]);
+    let mut c = std_cmd(env.dir.path());
+    c.arg("--db")
+        .arg(&env.db)
+        .args([
+            "compact",
+            "--all-over",
+            "0.01",
+            "--idle",
+            "0",
+            "--keep-tokens",
+            "1500",
+        ])
+        .args(["--yes", "--concurrency", "1", "--jobs", "1"])
+        .env("NO_COLOR", "1");
+    let (screen, code) = full_tty(c, 80, "");
+    assert_eq!(code, 0, "{screen}");
+    // The bar's lines as drawn: between carriage returns and newlines, escape sequences removed.
+    let ansi = |s: &str| {
+        let mut out = String::new();
+        let mut chars = s.chars().peekable();
+        while let Some(ch) = chars.next() {
+            if ch == '\x1b' {
+                if chars.peek() == Some(&'[') {
+                    chars.next();
+                    for c in chars.by_ref() {
+                        if c.is_ascii_alphabetic() {
+                            break;
+                        }
+                    }
+                }
+            } else {
+                out.push(ch);
+            }
+        }
+        out
+    };
+    let bars: Vec<String> = screen
+        .split(['\r', '\n'])
+        .map(ansi)
+        .filter(|l| l.contains(" in flight"))
+        .collect();
+    assert!(!bars.is_empty(), "the bar was drawn:\n{screen:?}");
+    for b in &bars {
+        let b = b.trim_end();
+        assert!(b.chars().count() <= 80, "{b:?}");
+        assert!(
+            b.ends_with("in flight") || b.ends_with("failed") || b.ends_with("tokens saved"),
+            "whole words only: {b:?}"
+        );
+    }
+}
