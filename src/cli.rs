@@ -44,6 +44,10 @@ const EXIT_CODES: &[(i32, &str)] = &[
     (6, "store locked"),
     (7, "refused (restore, vacuum)"),
     (8, "internal error (a bug in agent-db; please report it)"),
+    (
+        9,
+        "store busy (another process kept its write lock; nothing more was written, rerun later)",
+    ),
     (130, "interrupted (Ctrl-C): what was done is reported"),
 ];
 
@@ -427,6 +431,10 @@ pub struct ListArgs {
     #[command(flatten)]
     pub select: SelectArgs,
 
+    /// List each skipped conversation with its reason (by default, one line per reason)
+    #[arg(long, short)]
+    pub verbose: bool,
+
     /// Machine-readable output on stdout (see docs/json-output.md)
     #[arg(long)]
     pub json: bool,
@@ -493,7 +501,8 @@ pub struct CompactArgs {
     pub target: Option<f64>,
 
     /// Compact even conversations the stall guard protects (compacted fewer than 10 messages
-    /// ago, or whose last compaction saved under 10%)
+    /// ago, or whose last compaction saved under 10%), conversations already at or under the
+    /// target, and compactions that would save less than compact.min_saving
     #[arg(long)]
     pub force: bool,
 
@@ -508,6 +517,11 @@ pub struct CompactArgs {
     /// Do not ask for confirmation (agent-db only asks for batch selections on a terminal)
     #[arg(long, short)]
     pub yes: bool,
+
+    /// List each conversation the selection skipped, with its reason (by default, one line per
+    /// reason)
+    #[arg(long, short)]
+    pub verbose: bool,
 
     /// Do not run compaction hooks (see `agent-db hooks`)
     #[arg(long)]

@@ -67,6 +67,8 @@ struct CompactSection {
     target: Option<f64>,
     stall_min_new_messages: Option<usize>,
     stall_min_saving: Option<f64>,
+    min_saving: Option<f64>,
+    busy_wait: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -162,6 +164,13 @@ pub struct Settings {
     pub target: f64,
     /// The stall guard's thresholds (`compact.stall_*`); `--force` turns it off.
     pub stall: StallGuard,
+    /// The least share of its tokens a compaction must save to be written
+    /// (`compact.min_saving`); `--force` turns it off.
+    pub min_saving: f64,
+    /// How long a write waits, retrying with backoff, while another process holds the store's
+    /// write lock (`compact.busy_wait`).
+    #[serde(with = "humantime_serde_compat")]
+    pub busy_wait: Duration,
     pub hook_dirs: Vec<PathBuf>,
     #[serde(with = "humantime_serde_compat")]
     pub hook_timeout: Duration,
@@ -539,6 +548,24 @@ impl Layers<'_> {
         if let Some(x) = self.pick("compact.stall_min_saving", f.stall_min_saving, env, None) {
             s.stall.min_saving = x;
         }
+        let env = self.var_num::<f64>("AGENT_DB_MIN_SAVING")?;
+        if let Some(x) = self.pick("compact.min_saving", f.min_saving, env, None) {
+            if !(0.0..1.0).contains(&x) {
+                return Err(Error::Config(format!(
+                    "compact.min_saving / AGENT_DB_MIN_SAVING takes a share from 0 (any saving) to below 1, such as 0.1; got {x}"
+                )));
+            }
+            s.min_saving = x;
+        }
+        let file_wait = f
+            .busy_wait
+            .as_deref()
+            .map(|t| parse_duration("compact.busy_wait", t))
+            .transpose()?;
+        let env = self.var_duration("AGENT_DB_BUSY_WAIT")?;
+        if let Some(d) = self.pick("compact.busy_wait", file_wait, env, None) {
+            s.busy_wait = d;
+        }
         Ok(())
     }
 
@@ -590,6 +617,8 @@ const KEYS: &[(&str, &str)] = &[
     ("concurrency", "compact.concurrency"),
     ("keep_tokens", "compact.keep_tokens"),
     ("target", "compact.target"),
+    ("min_saving", "compact.min_saving"),
+    ("busy_wait", "compact.busy_wait"),
     ("hook_dirs", "hooks.dirs"),
     ("hook_timeout", "hooks.timeout"),
     ("hook_fail_open", "hooks.fail_open"),
@@ -626,6 +655,8 @@ impl Settings {
             keep_tokens: None,
             target: DEFAULT_TARGET,
             stall: StallGuard::default(),
+            min_saving: DEFAULT_MIN_SAVING,
+            busy_wait: DEFAULT_BUSY_WAIT,
             hook_dirs: Vec::new(),
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
             hook_fail_open: false,
@@ -760,6 +791,13 @@ impl Default for StallGuard {
         }
     }
 }
+
+/// The default `compact.min_saving`: a compaction that saves less than 10% of its tokens is not
+/// written.
+pub const DEFAULT_MIN_SAVING: f64 = 0.1;
+
+/// The default `compact.busy_wait`.
+pub const DEFAULT_BUSY_WAIT: Duration = Duration::from_secs(30);
 
 /// The default `--target`.
 pub const DEFAULT_TARGET: f64 = 0.4;

@@ -29,6 +29,9 @@ pub mod exit {
     /// Interrupted (Ctrl-C, SIGINT): `compact` finished the conversations in flight, started no
     /// more, and reported what was done (128 + SIGINT, as shells report it).
     pub const INTERRUPTED: i32 = 130;
+    /// Another process (the agent) kept the store's write lock longer than agent-db waits
+    /// (`compact.busy_wait`): nothing more was written; a rerun is safe.
+    pub const BUSY: i32 = 9;
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -80,6 +83,10 @@ pub enum Error {
     )]
     Locked { path: PathBuf, lock: PathBuf },
 
+    /// Another process held the store's write lock for longer than agent-db waits.
+    #[error("{path}: busy: another process is writing to it")]
+    Busy { path: PathBuf },
+
     #[error("{0}")]
     NotFound(String),
 
@@ -116,6 +123,7 @@ impl Error {
             | Error::Conversation { .. }
             | Error::NotFound(_) => exit::DATA,
             Error::Locked { .. } => exit::LOCKED,
+            Error::Busy { .. } => exit::BUSY,
             Error::Refused(_) => exit::REFUSED,
             Error::Config(_) => exit::CONFIG,
             Error::Usage(_) => exit::USAGE,

@@ -24,6 +24,12 @@ pub struct PlanOptions {
     pub summary_reserve: usize,
     /// The stall guard ([`StallGuard`]); `None` = off (`--force`).
     pub stall: Option<StallGuard>,
+    /// Leave alone a conversation whose stored utilization is already at or under `target`
+    /// (when the target decides the tail, that is without `keep_tokens`); off with `--force`.
+    pub skip_under_target: bool,
+    /// The least share of its tokens a compaction must save to be written
+    /// (`compact.min_saving`); `None` = any saving (`--force`).
+    pub min_saving: Option<f64>,
 }
 
 pub use crate::config::{StallGuard, DEFAULT_TARGET};
@@ -36,7 +42,10 @@ pub struct Landing {
     /// Stored context minus agent-db's count of the messages (system prompt, tool definitions):
     /// what compaction cannot shrink.
     pub overhead: usize,
-    /// Stored utilization before.
+    /// Utilization before, computed as every estimate after is: (overhead + agent-db's count
+    /// of the messages) / window. It is the stored utilization unless agent-db counts the
+    /// messages higher than the agent's stored context (the overhead is then 0), so before and
+    /// after figures always compare.
     pub before: f64,
 }
 
@@ -45,6 +54,23 @@ impl Landing {
     pub fn utilization(&self, tokens: usize) -> f64 {
         (self.overhead + tokens) as f64 / self.limit as f64
     }
+}
+
+/// Why a compaction from `before` to `after` tokens is not written, when it saves less than
+/// `min_saving` of its tokens.
+pub fn too_little_saved(before: usize, after: usize, min_saving: f64) -> Option<String> {
+    if before == 0 {
+        return None;
+    }
+    let saved = 1.0 - after as f64 / before as f64;
+    (saved < min_saving).then(|| {
+        format!(
+            "not worth it: compacting would save only {:.0}% of its tokens ({before} → {after}), less than \
+             the minimum of {:.0}% (compact.min_saving), so nothing was written; --force compacts it anyway",
+            saved * 100.0,
+            min_saving * 100.0
+        )
+    })
 }
 
 /// A conversation loaded and decoded.
@@ -268,11 +294,14 @@ pub fn plan_loaded(
         _ => opts.context_limit,
     };
     let landing = match (limit, meta.current_context) {
-        (Some(l), Some(current)) if l > 0 => Some(Landing {
-            limit: l,
-            overhead: (current.max(0) as usize).saturating_sub(loaded.total_tokens()),
-            before: current as f64 / l as f64,
-        }),
+        (Some(l), Some(current)) if l > 0 => {
+            let overhead = (current.max(0) as usize).saturating_sub(loaded.total_tokens());
+            Some(Landing {
+                limit: l,
+                overhead,
+                before: (overhead + loaded.total_tokens()) as f64 / l as f64,
+            })
+        }
         _ => None,
     };
     let mut target_note = None;
@@ -296,12 +325,38 @@ pub fn plan_loaded(
         keep_tokens,
         crate::summary::starts_with_summary(&loaded.messages),
     );
+    if let (true, None, Some(target), Some(land)) = (
+        opts.skip_under_target,
+        opts.keep_tokens,
+        opts.target,
+        landing,
+    ) {
+        let small = matches!(&decision, Decision::NoOp(why) if why.starts_with("already small"));
+        if land.before <= target && (small || matches!(decision, Decision::Compact(_))) {
+            decision = Decision::NoOp(format!(
+                "under the target: its context is {:.2} of the window, at or under --target {target}, \
+                 so compacting it would lose detail for room it does not need; a lower --target, or --force, \
+                 compacts it anyway",
+                land.before
+            ));
+        }
+    }
+    if let Decision::NoOp(why) = &mut decision {
+        if why.starts_with("already small") {
+            let hint = if opts.keep_tokens.is_some() {
+                "a smaller --keep-tokens compacts it"
+            } else {
+                "nothing to gain; --keep-tokens N with a smaller N compacts it anyway"
+            };
+            why.push_str(&format!(" ({hint})"));
+        }
+    }
     if let (Decision::NoOp(why), Some(target), Some(land)) = (&mut decision, opts.target, landing) {
         // Only "already small" is about the budget; empty or one-message histories keep their
         // own reason.
         if land.before > target && opts.keep_tokens.is_none() && why.starts_with("already small") {
             *why = format!(
-                "its messages ({} tokens) already fit the kept tail, but the stored context is {:.2} of the window: \
+                "its messages ({} tokens) already fit the kept tail, but the context is {:.2} of the window: \
                  the other {} tokens (system prompt, tool definitions) are overhead compaction cannot shrink, \
                  so --target {target} cannot be reached",
                 loaded.total_tokens(),

@@ -25,6 +25,8 @@ pub enum NotStarted {
     StoreUnwritable(String),
     /// The run was interrupted (Ctrl-C) before this conversation started.
     Interrupted,
+    /// Another process kept the store's write lock longer than agent-db waits.
+    Busy,
 }
 
 impl std::fmt::Display for NotStarted {
@@ -40,6 +42,10 @@ impl std::fmt::Display for NotStarted {
                 write!(f, "not started: the store cannot be written ({why})")
             }
             NotStarted::Interrupted => write!(f, "not started: interrupted (Ctrl-C)"),
+            NotStarted::Busy => write!(
+                f,
+                "not compacted: another process kept the store's write lock (busy); nothing written"
+            ),
         }
     }
 }
@@ -119,7 +125,8 @@ pub struct Row {
     /// The audit-log id of a committed compaction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compaction_id: Option<i64>,
-    /// Stored context / window before (what the agent last sent).
+    /// Context / window before: (overhead + agent-db's count of the messages) / window, the
+    /// stored figure unless agent-db counts the messages higher (see [`crate::plan::Landing`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub utilization_before: Option<f64>,
     /// Estimated context / window after: (fixed overhead + the new history) / window.
@@ -129,6 +136,11 @@ pub struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     pub duration_ms: u64,
+    /// Skipped by the selection itself, before planning: the reason in a few words
+    /// ([`crate::select::Outcome::Skipped`]'s summary). Reports count these apart from the
+    /// conversations the run works on.
+    #[serde(skip)]
+    pub skipped_at_selection: Option<&'static str>,
 }
 
 impl Row {
@@ -157,6 +169,7 @@ impl Row {
             utilization_after: None,
             note: None,
             duration_ms: 0,
+            skipped_at_selection: None,
         }
     }
 

@@ -71,6 +71,9 @@ pub enum Outcome {
         meta: ConversationMeta,
         reason: Reason,
         why: String,
+        /// The reason in a few words, the same for every conversation skipped for it (the CLI
+        /// summarizes skips by it: `116 skipped: no context window known — give --context-limit N`).
+        summary: &'static str,
     },
     /// It could not be evaluated (missing, unreadable stored data).
     Failed {
@@ -148,11 +151,7 @@ impl Selector {
         if let Some(p) = &self.provider {
             let format_name = meta.format().map(|f| f.name()).unwrap_or("");
             if &meta.provider != p && format_name != p {
-                return Outcome::Skipped {
-                    meta,
-                    reason,
-                    why: String::new(),
-                };
+                return not_matched(meta, reason);
             }
         }
         let needs_time =
@@ -195,13 +194,18 @@ impl Selector {
                 Some(u) if u >= ratio => {}
                 Some(_) => return not_matched(meta, reason),
                 None => {
-                    let why = if meta.current_context.is_none() {
-                        unrated.no_usage
+                    let (why, summary) = if meta.current_context.is_none() {
+                        (unrated.no_usage, SKIP_NO_USAGE)
                     } else {
-                        unrated.no_window
-                    }
-                    .to_string();
-                    return Outcome::Skipped { meta, reason, why };
+                        (unrated.no_window, SKIP_NO_WINDOW)
+                    };
+                    let why = why.to_string();
+                    return Outcome::Skipped {
+                        meta,
+                        reason,
+                        why,
+                        summary,
+                    };
                 }
             }
         }
@@ -212,7 +216,12 @@ impl Selector {
                     short_duration(a),
                     humantime::format_duration(idle)
                 );
-                return Outcome::Skipped { meta, reason, why };
+                return Outcome::Skipped {
+                    meta,
+                    reason,
+                    why,
+                    summary: SKIP_ACTIVE,
+                };
             }
         }
         Outcome::Selected { meta, reason }
@@ -387,7 +396,12 @@ fn left_alone(store: &Store, o: Outcome) -> Outcome {
     };
     match store.left_alone(&meta.id) {
         Ok(None) => Outcome::Selected { meta, reason },
-        Ok(Some(why)) => Outcome::Skipped { meta, reason, why },
+        Ok(Some(why)) => Outcome::Skipped {
+            meta,
+            reason,
+            why,
+            summary: SKIP_LEFT_ALONE,
+        },
         Err(e) => Outcome::Failed {
             id: meta.id,
             reason,
@@ -401,8 +415,19 @@ fn not_matched(meta: ConversationMeta, reason: Reason) -> Outcome {
         meta,
         reason,
         why: String::new(),
+        summary: "",
     }
 }
+
+/// [`Outcome::Skipped`]'s summary: the store records no usage for the conversation.
+pub const SKIP_NO_USAGE: &str = "no context usage recorded";
+/// [`Outcome::Skipped`]'s summary: no context window is known for the conversation.
+pub const SKIP_NO_WINDOW: &str = "no context window known — give --context-limit N";
+/// [`Outcome::Skipped`]'s summary: the store's own rules leave it alone ([`left_alone`]).
+pub const SKIP_LEFT_ALONE: &str =
+    "left to the agent (it manages this context itself, or is running a turn in it now)";
+/// [`Outcome::Skipped`]'s summary: updated within the idle window.
+pub const SKIP_ACTIVE: &str = "active within the idle window (--idle 0 includes them)";
 
 pub use crate::util::short_duration;
 

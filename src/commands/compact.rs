@@ -43,8 +43,11 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
     ui.status(&built.why);
     let mut opts = run_options(ui, args, &built)?;
     opts.interrupt = Some(interrupt::install());
-    let (totals, interrupted) = execute(ui, store, &selector, built.strategy, &opts, now, args)?;
-    Ok(if interrupted {
+    let (totals, interrupted, busy) =
+        execute(ui, store, &selector, built.strategy, &opts, now, args)?;
+    Ok(if busy {
+        exit::BUSY
+    } else if interrupted {
         exit::INTERRUPTED
     } else if totals.failed > 0 {
         exit::PARTIAL
@@ -144,6 +147,8 @@ fn run_options(ui: &Ui, args: &CompactArgs, built: &Built) -> Result<RunOptions,
             target: Some(settings.target),
             summary_reserve: built.strategy.summary_reserve(),
             stall: (!args.force).then_some(settings.stall),
+            skip_under_target: !args.force,
+            min_saving: (!args.force).then_some(settings.min_saving),
         },
         dry_run: args.dry_run,
         // The table needs every row; a JSON report streams them.
@@ -154,6 +159,7 @@ fn run_options(ui: &Ui, args: &CompactArgs, built: &Built) -> Result<RunOptions,
         max_cost: settings.max_cost,
         hooks,
         interrupt: None,
+        busy_wait: settings.busy_wait,
     })
 }
 
@@ -178,7 +184,9 @@ fn hooks(ui: &Ui, settings: &Settings) -> Result<agent_db::hooks::Hooks, Error> 
 }
 
 /// Run the pipeline, reporting each row as it finishes (progress, failures, the JSON report),
-/// then what follows the run. Returns the totals and whether the run was interrupted.
+/// then what follows the run. Returns the totals, whether the run was interrupted, and
+/// whether the store was busy (another process kept its write lock past `compact.busy_wait`;
+/// said once, here).
 fn execute(
     ui: &Ui,
     store: Store,
@@ -187,7 +195,7 @@ fn execute(
     opts: &RunOptions,
     now: Now,
     args: &CompactArgs,
-) -> Result<(Totals, bool), super::Failure> {
+) -> Result<(Totals, bool, bool), super::Failure> {
     let total = if ui.stderr_tty && !ui.quiet {
         count_rows(&store, selector, &now)
     } else {
@@ -198,7 +206,11 @@ fn execute(
     let location = store.location();
     let kind = store.kind.name();
     drop(store);
+    // Every row (the JSON report's totals), and the rows of the conversations the run works on:
+    // those skipped by the selection itself are summarized by reason instead.
     let mut totals = Totals::default();
+    let mut work = Totals::default();
+    let mut skips = output::skips::Skips::default();
     // A JSON report streams: rows are written in selection order as soon as every earlier row
     // is done, so memory stays flat however many conversations the run covers.
     let mut json = if args.json {
@@ -211,6 +223,10 @@ fn execute(
     let run = pipeline::run(&location, selector, strategy, opts, now, &mut |e| {
         if let Event::Finished { seq, row } = &e {
             totals += *row;
+            match row.skipped_at_selection {
+                Some(summary) => skips.add(summary, &row.id, &row.status.label()),
+                None => work += *row,
+            }
             progress.suspend(|| report_problems(ui, row));
             if let (Some(j), None) = (json.as_mut(), write_error.as_ref()) {
                 if let Err(err) = j.row(*seq, row) {
@@ -232,7 +248,9 @@ fn execute(
     if let Some(j) = json {
         j.finish(&totals)?;
     }
-    after_run(ui, path, selector, &run.rows, &totals, args)?;
+    work.stopped_by_max_cost = totals.stopped_by_max_cost;
+    work.cost_usd = totals.cost_usd;
+    after_run(ui, path, selector, &run.rows, &work, &skips, args)?;
     if run.interrupted {
         // Never suppressed: the user asked to stop and must see where it stopped.
         let done = if args.dry_run {
@@ -247,7 +265,21 @@ fn execute(
             totals.failed
         ));
     }
-    Ok((totals, run.interrupted))
+    if run.busy {
+        let file = path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string());
+        let done = match totals.compacted {
+            0 => "nothing changed".to_string(),
+            n => format!("{n} conversation(s) compacted before that, nothing else changed"),
+        };
+        ui.alert(&format!(
+            "busy: {kind} is writing to {file}; {done}, rerun later (agent-db waited {} for its write lock; compact.busy_wait)",
+            humantime::format_duration(opts.busy_wait)
+        ));
+    }
+    Ok((totals, run.interrupted, run.busy))
 }
 
 /// A failed conversation, and an after-compaction hook that failed (the compaction stands).
@@ -274,6 +306,7 @@ fn after_run(
     selector: &Selector,
     rows: &[Row],
     totals: &Totals,
+    skips: &output::skips::Skips,
     args: &CompactArgs,
 ) -> std::io::Result<()> {
     // A second, read-only look at the store for names, short IDs and the archive's growth,
@@ -302,7 +335,23 @@ fn after_run(
             .map(|s| output::Ids::new(ui, s))
             .unwrap_or_else(output::Ids::full);
         let names = |id: &str| name_of(id).unwrap_or_default();
-        report_table::render(ui, rows, totals, args.dry_run, &ids, &names)?;
+        // Conversations the selection skipped are rows only with --verbose; else one line per
+        // reason under the totals.
+        let shown: Vec<&Row> = rows
+            .iter()
+            .filter(|r| args.verbose || r.skipped_at_selection.is_none())
+            .collect();
+        let skipped = skips.lines(args.verbose, &ids);
+        let skipped = if args.verbose {
+            // The rows already say why; the per-reason counts are enough.
+            skipped
+                .into_iter()
+                .filter(|l| !l.starts_with("  "))
+                .collect()
+        } else {
+            skipped
+        };
+        report_table::render(ui, &shown, totals, args.dry_run, &ids, &names, &skipped)?;
     }
     if !args.dry_run && totals.compacted > 0 && !ui.quiet {
         growth(ui, after(), rows);
@@ -329,12 +378,16 @@ fn growth(ui: &Ui, store: Option<&Store>, rows: &[Row]) {
     }
 }
 
-/// How many rows the run will report (for the progress bar), from stored metadata only.
+/// How many conversations the run works on (for the progress bar), from stored metadata only:
+/// those selected, and those that cannot be read (failed rows). Conversations the selection
+/// skips are summarized apart, as in the confirmation and the totals.
 fn count_rows(store: &Store, selector: &Selector, now: &Now) -> Option<u64> {
     let mut n = 0u64;
     selector
-        .run(store, now, |_| {
-            n += 1;
+        .run(store, now, |o| {
+            if !matches!(o, Outcome::Skipped { .. }) {
+                n += 1;
+            }
             true
         })
         .ok()?;
@@ -365,21 +418,41 @@ fn confirm(
     }
     let mut n = 0usize;
     let mut shown = Vec::new();
+    let mut skips = output::skips::Skips::default();
+    // The IDs as the tables show them (the shortest unique prefix), and each line cut to the
+    // terminal's width.
+    let ids = output::Ids::prefixed(store);
+    let width = output::term_width() as usize;
+    let fit = |head: String, rest: &str| {
+        let room = width.saturating_sub(head.chars().count() + 1).max(10);
+        format!("{head}{}", table::ellipsize(rest, room))
+    };
     selector.run(store, now, |o| {
-        if let Outcome::Selected { reason, meta } = o {
-            if reason != Reason::Manual {
+        match o {
+            Outcome::Selected { reason, meta } if reason != Reason::Manual => {
                 n += 1;
                 if shown.len() < 10 {
-                    shown.push(format!(
-                        "  {}  {}  {}",
-                        meta.id,
+                    let head = format!(
+                        "  {}  {}  ",
+                        ids.show(&meta.id),
                         meta.utilization(selector.context_limit)
                             .map(|u| format!("{:>4.0}%", u * 100.0))
                             .unwrap_or_else(|| "    -".into()),
-                        table::ellipsize(meta.name.as_deref().unwrap_or(""), 50)
-                    ));
+                    );
+                    shown.push(fit(head, meta.name.as_deref().unwrap_or("")));
                 }
             }
+            Outcome::Failed { id, error, .. } => {
+                n += 1;
+                if shown.len() < 10 {
+                    let head = format!("  {}  ", ids.show(&id));
+                    shown.push(fit(head, &format!("cannot be read: {error}")));
+                }
+            }
+            Outcome::Skipped {
+                meta, why, summary, ..
+            } => skips.add(summary, &meta.id, &why),
+            _ => {}
         }
         true
     })?;
@@ -392,6 +465,7 @@ fn confirm(
             n - shown.len()
         ));
     }
+    shown.extend(skips.lines(args.verbose, &ids));
     Ok(ui.ask(
         &shown,
         &format!(

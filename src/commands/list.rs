@@ -83,7 +83,7 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
     if args.json {
         json_list(store, &selector, &now, &mut failures)?;
     } else {
-        table_list(ui, store, &selector, &now, &mut failures)?;
+        table_list(ui, store, &selector, &now, &mut failures, args.verbose)?;
     }
     for (id, e) in &failures {
         ui.failure(id, e);
@@ -126,7 +126,9 @@ fn json_list(
                 Some(reason.name()),
                 None,
             )),
-            Outcome::Skipped { meta, reason, why } => serde_json::to_string(&json_row(
+            Outcome::Skipped {
+                meta, reason, why, ..
+            } => serde_json::to_string(&json_row(
                 meta,
                 limit,
                 "skipped",
@@ -155,19 +157,22 @@ fn json_list(
     Ok(())
 }
 
-/// The table, then the count and the skipped conversations on stderr.
+/// The table, then the count and the skipped conversations (one line per reason; each one with
+/// `--verbose`) on stderr.
 fn table_list(
     ui: &Ui,
     store: &Store,
     selector: &Selector,
     now: &Now,
     failures: &mut Vec<(String, String)>,
+    verbose: bool,
 ) -> Result<(), super::Failure> {
     let limit = selector.context_limit;
     let ids = output::Ids::new(ui, store);
     let mut t = table::Grid::new(&COLUMNS);
+    t.collapse_constant(&["PROVIDER", "MODEL"]);
     let mut rows = 0usize;
-    let mut skipped = Vec::new();
+    let mut skipped = output::skips::Skips::default();
     selector.run(store, now, |o| {
         match o {
             Outcome::Selected { meta, .. } => {
@@ -177,7 +182,9 @@ fn table_list(
                 }
                 t.row(table_row(&ids, &meta, limit, now));
             }
-            Outcome::Skipped { meta, why, .. } => skipped.push((meta.id, why)),
+            Outcome::Skipped {
+                meta, why, summary, ..
+            } => skipped.add(summary, &meta.id, &why),
             Outcome::Failed { id, error, .. } => failures.push((id, error)),
         }
         true
@@ -189,8 +196,8 @@ fn table_list(
         "{rows} conversation(s) in {}",
         store.path.display()
     ));
-    for (id, why) in &skipped {
-        ui.status(&format!("skipped {id}: {why}"));
+    for line in skipped.lines(verbose, &ids) {
+        ui.status(&line);
     }
     Ok(())
 }

@@ -65,6 +65,11 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
             "\n… {first} earlier message(s) not shown (--last)\n"
         ));
     }
+    // On a terminal, long lines wrap under their own indent instead of at column 0.
+    let width = ui.stdout_tty.then(|| output::term_width() as usize);
+    if let Some(w) = width {
+        s = wrap_indented(&s, w);
+    }
     for (i, (m, t)) in loaded
         .messages
         .iter()
@@ -72,7 +77,11 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         .enumerate()
         .skip(first)
     {
-        s.push_str(&render_message(i, m, *t, exact));
+        let text = render_message(i, m, *t, exact);
+        match width {
+            Some(w) => s.push_str(&wrap_indented(&text, w)),
+            None => s.push_str(&text),
+        }
     }
     output::page(ui, &s, args.no_pager)?;
     Ok(0)
@@ -98,7 +107,103 @@ fn clip(s: &str, max: usize) -> String {
 }
 
 fn indent(s: &str) -> String {
-    s.lines().map(|l| format!("    {l}\n")).collect()
+    indent_by(s, "    ")
+}
+
+fn indent_by(s: &str, pad: &str) -> String {
+    s.lines().map(|l| format!("{pad}{l}\n")).collect()
+}
+
+/// Longest string argument of a tool call shown, in characters.
+const MAX_ARG_CHARS: usize = 800;
+
+/// A tool call's input as the tool received it: the stored JSON decoded, one argument a line
+/// (`command: cargo test -- --nocapture`), strings unescaped and multi-line ones indented under
+/// their name; other values as compact JSON. Input that is not a JSON object is shown decoded
+/// (a string) or as stored.
+fn tool_input(input: &str) -> String {
+    let pad = "      ";
+    match serde_json::from_str::<serde_json::Value>(input) {
+        Ok(serde_json::Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(text) => {
+                    let text = clip(text, MAX_ARG_CHARS);
+                    if text.contains('\n') {
+                        format!("{pad}{k}:\n{}", indent_by(&text, "        "))
+                    } else {
+                        format!("{pad}{k}: {text}\n")
+                    }
+                }
+                other => format!("{pad}{k}: {}\n", clip(&other.to_string(), MAX_ARG_CHARS)),
+            })
+            .collect(),
+        Ok(serde_json::Value::String(text)) => indent_by(&clip(&text, MAX_ARG_CHARS), pad),
+        Ok(serde_json::Value::Null) => String::new(),
+        Ok(other) => indent_by(&clip(&other.to_string(), MAX_ARG_CHARS), pad),
+        Err(_) => indent_by(&clip(input, MAX_ARG_CHARS), pad),
+    }
+}
+
+/// Wrap every line of `text` longer than `width` characters at spaces, continuing under the
+/// line's own indent (two columns further for a `→ `/`← ` marker line); a word longer than a
+/// whole line is cut where the line ends.
+pub fn wrap_indented(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        for piece in wrap_line(line, width) {
+            out.push_str(&piece);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn wrap_line(line: &str, width: usize) -> Vec<String> {
+    if line.chars().count() <= width {
+        return vec![line.to_string()];
+    }
+    let lead = line.chars().take_while(|c| *c == ' ').count();
+    let rest = &line[lead..];
+    let marker = rest.starts_with("→ ") || rest.starts_with("← ");
+    let pad_len = (lead + if marker { 2 } else { 0 }).min(width / 2);
+    let mut lines = Vec::new();
+    let mut cur = " ".repeat(lead.min(width / 2));
+    let mut cur_len = cur.len();
+    let mut empty = true;
+    for word in rest.split(' ') {
+        let mut chars: Vec<char> = word.chars().collect();
+        loop {
+            let sep = usize::from(!empty);
+            if cur_len + sep + chars.len() <= width {
+                if !empty {
+                    cur.push(' ');
+                }
+                cur.extend(chars.iter());
+                cur_len += sep + chars.len();
+                empty = false;
+                break;
+            }
+            if !empty {
+                lines.push(std::mem::replace(&mut cur, " ".repeat(pad_len)));
+                cur_len = pad_len;
+                empty = true;
+                continue;
+            }
+            // Longer than a whole line: fill this one and carry the rest.
+            let room = width - cur_len;
+            cur.extend(chars.drain(..room));
+            lines.push(std::mem::replace(&mut cur, " ".repeat(pad_len)));
+            cur_len = pad_len;
+            if chars.is_empty() {
+                break;
+            }
+        }
+    }
+    if !empty {
+        lines.push(cur);
+    }
+    lines
 }
 
 fn render_message(i: usize, m: &Message, tokens: usize, exact: bool) -> String {
@@ -118,7 +223,8 @@ fn render_message(i: usize, m: &Message, tokens: usize, exact: bool) -> String {
                 }
             }
             Block::ToolCall { id, name, input } => {
-                s.push_str(&format!("    → {name} {} [{id}]\n", clip(input, 400)))
+                s.push_str(&format!("    → {name} [{id}]\n"));
+                s.push_str(&tool_input(input));
             }
             Block::ToolResult {
                 call_id,
@@ -138,4 +244,41 @@ fn render_message(i: usize, m: &Message, tokens: usize, exact: bool) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapped_lines_fit_keep_their_indent_and_every_word() {
+        let line = format!(
+            "    → bash [call_1]\n      command: {} {}\n",
+            "cargo test --workspace --all-features -- --nocapture".repeat(2),
+            "x".repeat(70)
+        );
+        let out = wrap_indented(&line, 40);
+        for l in out.lines() {
+            assert!(l.chars().count() <= 40, "{l:?}\n{out}");
+        }
+        for l in out.lines().skip(2) {
+            assert!(
+                l.starts_with("      ") && !l.starts_with("       "),
+                "{l:?}"
+            );
+        }
+        let words = |s: &str| s.split_whitespace().collect::<String>();
+        assert_eq!(words(&out), words(&line));
+        assert_eq!(wrap_indented("short\n", 40), "short\n");
+    }
+
+    #[test]
+    fn tool_input_is_decoded() {
+        let s = tool_input(r#"{"command":"echo \u0026\u0026 x -\u003e y","n":3,"body":"a\nb"}"#);
+        assert_eq!(
+            s,
+            "      command: echo && x -> y\n      n: 3\n      body:\n        a\n        b\n"
+        );
+        assert_eq!(tool_input("not json {"), "      not json {\n");
+    }
 }

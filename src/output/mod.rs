@@ -6,6 +6,7 @@
 pub mod json;
 pub mod progress;
 pub mod report_table;
+pub mod skips;
 pub mod table;
 
 use std::io::{IsTerminal, Write};
@@ -300,6 +301,16 @@ impl Ids {
                 .stdout_tty
                 .then(|| store.all_ids().ok())
                 .flatten()
+                .map(agent_db::store::prefix::Prefixes::new),
+        }
+    }
+
+    /// The shortest unique prefixes, wherever the text goes (a question on stderr).
+    pub fn prefixed(store: &agent_db::store::Store) -> Ids {
+        Ids {
+            prefixes: store
+                .all_ids()
+                .ok()
                 .map(agent_db::store::prefix::Prefixes::new),
         }
     }

@@ -3,7 +3,7 @@
 //! flight, failed, and the tokens saved so far.
 
 use agent_db::pipeline::Event;
-use agent_db::report::{Row, Status};
+use agent_db::report::{NotStarted, Row, Status};
 
 use super::table;
 use super::Ui;
@@ -11,6 +11,8 @@ use super::Ui;
 /// A progress bar on stderr, only on a terminal and without --quiet.
 pub struct Progress {
     bar: Option<indicatif::ProgressBar>,
+    /// Columns left for the message after the bar, the counts, the elapsed time and the ETA.
+    room: usize,
     saved: std::cell::Cell<usize>,
     failed: std::cell::Cell<usize>,
     in_flight: std::cell::Cell<usize>,
@@ -19,11 +21,19 @@ pub struct Progress {
 impl Progress {
     /// A bar with the total and an ETA when the number of rows is known, else a spinner.
     pub fn new(ui: &Ui, total: Option<u64>) -> Progress {
+        // The fixed part of the line at its widest: `{bar:20} {pos}/{len} · {elapsed}, ETA {eta} · `
+        // (or the spinner's), elapsed and ETA counted at 8 characters each.
+        let digits = total.map_or(6, |n| n.to_string().len());
+        let fixed = match total {
+            Some(_) => 20 + 1 + 2 * digits + 1 + 3 + 8 + 6 + 8 + 3,
+            None => 2 + digits + 8 + 3 + 3 + 8,
+        };
+        let room = (super::term_width() as usize).saturating_sub(fixed + 1);
         let bar = (ui.stderr_tty && !ui.quiet).then(|| {
             let (b, template) = match total {
                 Some(n) => (
                     indicatif::ProgressBar::new(n),
-                    "{bar:20} {pos}/{len} · {elapsed}, ETA {eta} · {wide_msg}",
+                    "{bar:20} {pos}/{len} · {elapsed}, ETA {eta} · {msg}",
                 ),
                 None => (
                     indicatif::ProgressBar::new_spinner(),
@@ -39,6 +49,7 @@ impl Progress {
         });
         Progress {
             bar,
+            room,
             saved: Default::default(),
             failed: Default::default(),
             in_flight: Default::default(),
@@ -57,19 +68,25 @@ impl Progress {
 
     fn redraw(&self) {
         if let Some(bar) = &self.bar {
-            bar.set_message(format!(
-                "{} in flight · {} failed · {} tokens saved",
-                self.in_flight.get(),
-                self.failed.get(),
-                table::thousands(self.saved.get())
+            bar.set_message(fit(
+                &[
+                    format!("{} in flight", self.in_flight.get()),
+                    format!("{} failed", self.failed.get()),
+                    format!("{} tokens saved", table::thousands(self.saved.get())),
+                ],
+                self.room,
             ));
         }
     }
 
     fn row(&self, r: &Row) {
+        if r.skipped_at_selection.is_some() {
+            // Not one of the conversations the bar counts (see `count_rows`).
+            return;
+        }
         if r.strategy.is_some()
             && self.in_flight.get() > 0
-            && !matches!(r.status, Status::NotStarted(_))
+            && !matches!(&r.status, Status::NotStarted(n) if *n != NotStarted::Busy)
         {
             self.in_flight.set(self.in_flight.get() - 1);
         }
@@ -99,5 +116,44 @@ impl Progress {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
+    }
+}
+
+/// The parts joined with ` · `, as many whole parts as fit in `room` characters (never one cut
+/// mid-word).
+fn fit(parts: &[String], room: usize) -> String {
+    let mut out = String::new();
+    for p in parts {
+        let add = if out.is_empty() { 0 } else { 3 } + p.chars().count();
+        if out.chars().count() + add > room {
+            break;
+        }
+        if !out.is_empty() {
+            out.push_str(" · ");
+        }
+        out.push_str(p);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit;
+
+    #[test]
+    fn whole_parts_only() {
+        let parts = [
+            "3 in flight".to_string(),
+            "0 failed".into(),
+            "12,345 tokens saved".into(),
+        ];
+        assert_eq!(
+            fit(&parts, 200),
+            "3 in flight · 0 failed · 12,345 tokens saved"
+        );
+        assert_eq!(fit(&parts, 30), "3 in flight · 0 failed");
+        assert_eq!(fit(&parts, 22), "3 in flight · 0 failed");
+        assert_eq!(fit(&parts, 21), "3 in flight");
+        assert_eq!(fit(&parts, 5), "");
     }
 }

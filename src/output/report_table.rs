@@ -53,26 +53,31 @@ fn status_cell(t: &mut table::Grid, s: &Status) -> (String, Tone) {
     }
 }
 
-/// The before/after table and the totals lines.
+/// The before/after table, the totals lines, and `skipped` (the conversations the selection
+/// skipped, one line per reason).
 pub fn render(
     ui: &Ui,
-    rows: &[Row],
+    rows: &[&Row],
     totals: &Totals,
     dry_run: bool,
     ids: &Ids,
     name: &dyn Fn(&str) -> String,
+    skipped: &[String],
 ) -> std::io::Result<()> {
+    let skipped: String = skipped.iter().map(|l| format!("{l}\n")).collect();
     if rows.is_empty() {
-        ui.status("no conversation matched the selectors");
-        return Ok(());
+        ui.status("no conversation to compact matched the selectors");
+        return super::out(&skipped);
     }
     let mut t = table::Grid::new(&COLUMNS);
+    t.collapse_constant(&["FORMAT", "WHY", "STRATEGY"]);
     for r in rows {
         let cells = cells(&mut t, r, ids, name);
         t.row(cells);
     }
     super::out(&t.render(ui.style()))?;
-    super::out(&totals_lines(ui, totals, dry_run))
+    super::out(&totals_lines(ui, totals, dry_run))?;
+    super::out(&skipped)
 }
 
 /// One conversation's cells, in [`COLUMNS`] order.
@@ -131,17 +136,25 @@ fn totals_lines(ui: &Ui, totals: &Totals, dry_run: bool) -> String {
     } else {
         totals.compacted
     };
+    // The token figures cover the conversations that change; with none, there are none to give.
+    let tokens = if done > 0 {
+        format!(
+            "{sep}tokens {} → {} ({} saved)",
+            table::thousands(totals.tokens_before),
+            table::thousands(totals.tokens_after),
+            totals
+                .saved_pct()
+                .map(|p| format!("{p:.0}%"))
+                .unwrap_or_else(|| "0%".into()),
+        )
+    } else {
+        String::new()
+    };
     let mut text = format!(
-        "TOTAL {} conversation(s): {verb} {done}, skipped {}, failed {}{sep}tokens {} → {} ({} saved){}\n",
+        "TOTAL {} conversation(s): {verb} {done}, skipped {}, failed {}{tokens}{}\n",
         totals.conversations,
         totals.skipped,
         totals.failed,
-        table::thousands(totals.tokens_before),
-        table::thousands(totals.tokens_after),
-        totals
-            .saved_pct()
-            .map(|p| format!("{p:.0}%"))
-            .unwrap_or_else(|| "0%".into()),
         if dry_run {
             format!("{sep}dry run: nothing was written")
         } else {

@@ -58,6 +58,9 @@ pub struct Grid {
     cols: Vec<Col>,
     rows: Vec<Vec<(String, Tone)>>,
     notes: Vec<String>,
+    /// Columns that, on a terminal, collapse into a line under the table when every row holds
+    /// the same value (`provider: anthropic (all rows)`).
+    collapsible: Vec<&'static str>,
 }
 
 /// Shortest width a cut column keeps.
@@ -69,7 +72,52 @@ impl Grid {
             cols: cols.to_vec(),
             rows: Vec::new(),
             notes: Vec::new(),
+            collapsible: Vec::new(),
         }
+    }
+
+    /// On a terminal, show each of these columns as one line under the table instead (`header:
+    /// value (all rows)`) when it holds the same value on every row (two rows or more), so the
+    /// room goes to the columns that differ. Piped output keeps every column.
+    pub fn collapse_constant(&mut self, headers: &[&'static str]) {
+        self.collapsible.extend_from_slice(headers);
+    }
+
+    /// This grid without its collapsible columns that hold one value on every row, and those
+    /// columns' (header, value).
+    fn without_constant(&self) -> Option<(Grid, Vec<(&'static str, String)>)> {
+        if self.rows.len() < 2 {
+            return None;
+        }
+        let constant: Vec<usize> = (0..self.cols.len())
+            .filter(|&i| self.collapsible.contains(&self.cols[i].header))
+            .filter(|&i| {
+                let first = &self.rows[0][i].0;
+                !first.is_empty() && self.rows.iter().all(|r| &r[i].0 == first)
+            })
+            .collect();
+        if constant.is_empty() {
+            return None;
+        }
+        let keep = |i: &usize| !constant.contains(i);
+        let grid = Grid {
+            cols: (0..self.cols.len())
+                .filter(keep)
+                .map(|i| self.cols[i])
+                .collect(),
+            rows: self
+                .rows
+                .iter()
+                .map(|r| (0..r.len()).filter(keep).map(|i| r[i].clone()).collect())
+                .collect(),
+            notes: Vec::new(),
+            collapsible: Vec::new(),
+        };
+        let lines = constant
+            .iter()
+            .map(|&i| (self.cols[i].header, self.rows[0][i].0.clone()))
+            .collect();
+        Some((grid, lines))
     }
 
     pub fn row(&mut self, cells: Vec<(String, Tone)>) {
@@ -88,9 +136,16 @@ impl Grid {
     }
 
     pub fn render(&self, style: Style) -> String {
-        let mut s = match style.width {
-            Some(w) => self.fitted(w as usize, style.color),
-            None => self.plain(style.color),
+        let mut s = match (style.width, self.without_constant()) {
+            (Some(w), Some((grid, same))) => {
+                let mut s = grid.fitted(w as usize, style.color);
+                for (header, value) in same {
+                    s.push_str(&format!("{}: {value} (all rows)\n", header.to_lowercase()));
+                }
+                s
+            }
+            (Some(w), None) => self.fitted(w as usize, style.color),
+            (None, _) => self.plain(style.color),
         };
         for (i, n) in self.notes.iter().enumerate() {
             s.push_str(&format!("[{}] {n}\n", i + 1));

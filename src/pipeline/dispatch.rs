@@ -39,7 +39,7 @@ struct Shared {
     /// Conversations past their strategy, waiting for the single writer: bounded too, so
     /// memory stays bounded even if the writer falls behind.
     writing: Arc<Semaphore>,
-    halt: Arc<OnceLock<String>>,
+    halt: Arc<OnceLock<NotStarted>>,
     /// Row costs of finished conversations (not counted in a dry run).
     spent: Arc<Mutex<f64>>,
     stopped: Arc<AtomicBool>,
@@ -49,22 +49,23 @@ struct Shared {
 }
 
 /// Run the dispatcher and collect the rows (in completion order, with their `seq`), reporting
-/// each to `on_event`. Returns the rows (empty unless `collect`) and whether `--max-cost`
-/// stopped the run.
+/// each to `on_event`. Returns the rows (empty unless `collect`), whether `--max-cost`
+/// stopped the run, and whether the store was busy (another process kept its write lock).
 pub(super) async fn drive(
     jobs: mpsc::Receiver<(usize, Pending)>,
     ctx: Arc<Context>,
     limits: Limits,
     collect: bool,
     on_event: &mut dyn FnMut(Event<'_>),
-) -> (Vec<(usize, Row)>, bool) {
+) -> (Vec<(usize, Row)>, bool, bool) {
     let (msg_tx, mut msg_rx) = mpsc::unbounded_channel::<Msg>();
     let stopped = Arc::new(AtomicBool::new(false));
+    let halt = Arc::new(OnceLock::new());
     let shared = Shared {
         ctx,
         compacting: Arc::new(Semaphore::new(limits.concurrency)),
         writing: Arc::new(Semaphore::new(limits.concurrency)),
-        halt: Arc::new(OnceLock::new()),
+        halt: halt.clone(),
         spent: Arc::new(Mutex::new(0.0)),
         stopped: stopped.clone(),
         max_cost: limits.max_cost,
@@ -85,7 +86,8 @@ pub(super) async fn drive(
         }
     }
     let _ = dispatcher.await;
-    (rows, stopped.load(Ordering::Relaxed))
+    let busy = matches!(halt.get(), Some(NotStarted::Busy));
+    (rows, stopped.load(Ordering::Relaxed), busy)
 }
 
 /// Take places in line as they come and start each conversation as soon as its plan is ready,
@@ -194,7 +196,7 @@ fn not_started(shared: &Shared) -> Option<NotStarted> {
         return Some(NotStarted::Interrupted);
     }
     if let Some(why) = shared.halt.get() {
-        return Some(NotStarted::StoreUnwritable(why.clone()));
+        return Some(why.clone());
     }
     let max = shared.max_cost.filter(|m| so_far >= *m)?;
     shared.stopped.store(true, Ordering::Relaxed);

@@ -65,6 +65,9 @@ pub struct RunOptions {
     /// selected or started (those already queued become not-started rows), and those in flight
     /// finish, each committed or rolled back whole.
     pub interrupt: Option<Arc<AtomicBool>>,
+    /// How long a write waits, retrying with backoff, while another process holds the write
+    /// lock ([`crate::config::Settings::busy_wait`]).
+    pub busy_wait: std::time::Duration,
 }
 
 /// Progress, for the CLI's progress bar.
@@ -91,6 +94,9 @@ pub struct RunReport {
     /// The run was interrupted ([`RunOptions::interrupt`]): later conversations were not
     /// selected or not started.
     pub interrupted: bool,
+    /// Another process kept the store's write lock longer than `busy_wait`: the writes from
+    /// then on were not made (those rows say so).
+    pub busy: bool,
 }
 
 /// Run the pipeline over the store at `location`. `on_event` sees progress (in completion
@@ -140,7 +146,7 @@ pub fn run(
         job_tx,
         opts.interrupt.clone(),
     );
-    let writer = (!opts.dry_run).then(|| Writer::start(location));
+    let writer = (!opts.dry_run).then(|| Writer::start(location, opts.busy_wait));
     let ctx = Arc::new(task::Context {
         kind: keeper.kind,
         strategy,
@@ -150,6 +156,7 @@ pub fn run(
         writer: writer.as_ref().map(Writer::handle),
         details: opts.details.clone(),
         now,
+        min_saving: opts.plan.min_saving,
     });
     let limits = dispatch::Limits {
         concurrency,
@@ -163,7 +170,7 @@ pub fn run(
             1
         },
     };
-    let (rows, stopped) = runtime.block_on(dispatch::drive(
+    let (rows, stopped, busy) = runtime.block_on(dispatch::drive(
         job_rx,
         ctx,
         limits,
@@ -184,6 +191,7 @@ pub fn run(
             .interrupt
             .as_ref()
             .is_some_and(|i| i.load(Ordering::SeqCst)),
+        busy,
     })
 }
 

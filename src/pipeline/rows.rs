@@ -59,12 +59,21 @@ pub(super) type Selected = (ConversationMeta, Reason);
 pub(super) fn selection_row(o: Outcome) -> std::result::Result<Selected, Box<Row>> {
     match o {
         Outcome::Selected { meta, reason } => Ok((meta, reason)),
-        Outcome::Skipped { meta, reason, why } => Err(Box::new(Row::bare(
-            &meta.id,
-            &meta.provider,
-            reason.name(),
-            Status::Skipped(why),
-        ))),
+        Outcome::Skipped {
+            meta,
+            reason,
+            why,
+            summary,
+        } => {
+            let mut row = Row::bare(
+                &meta.id,
+                &meta.provider,
+                reason.name(),
+                Status::Skipped(why),
+            );
+            row.skipped_at_selection = Some(summary);
+            Err(Box::new(row))
+        }
         Outcome::Failed { id, reason, error } => Err(Box::new(Row::bare(
             &id,
             "",

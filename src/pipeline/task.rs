@@ -15,7 +15,7 @@ use crate::compact::{HeadInput, Rewrite, Strategy, StrategyError, Summary};
 use crate::error::Error;
 use crate::hooks::{self, Hooks, Verdict};
 use crate::plan::Plan;
-use crate::report::{Row, Status};
+use crate::report::{NotStarted, Row, Status};
 use crate::store::archive::AuditEntry;
 use crate::store::writer::WriterHandle;
 use crate::store::{Compaction, Proposal, StoreKind, Written};
@@ -32,6 +32,8 @@ pub(super) struct Context {
     /// Extra facts for the audit row's `details`.
     pub details: serde_json::Value,
     pub now: DateTime<FixedOffset>,
+    /// [`crate::plan::PlanOptions::min_saving`].
+    pub min_saving: Option<f64>,
 }
 
 /// The concurrency slots a conversation holds: `compacting` while its strategy runs (this is
@@ -42,13 +44,13 @@ pub(super) struct Slots {
     pub writing: Arc<Semaphore>,
     /// Set when the store refused a write for a reason no other conversation can escape (disk
     /// full, read-only): the dispatcher then starts nothing more, so nothing more is spent.
-    pub halt: Arc<std::sync::OnceLock<String>>,
+    pub halt: Arc<std::sync::OnceLock<NotStarted>>,
 }
 
 impl Slots {
     /// The strategy is done: take a writing slot and hand the compacting one to the next
     /// conversation.
-    async fn hand_over(self) -> (OwnedSemaphorePermit, Arc<std::sync::OnceLock<String>>) {
+    async fn hand_over(self) -> (OwnedSemaphorePermit, Arc<std::sync::OnceLock<NotStarted>>) {
         let writing = self.writing.acquire_owned().await.expect("semaphore open");
         drop(self.compacting);
         (writing, self.halt)
@@ -120,7 +122,7 @@ async fn steps(
             strategy.estimate(&HeadInput::new(p, now))
         })
         .await?;
-        return estimate(&plan, est, row);
+        return estimate(&plan, est, row, ctx.min_saving);
     }
     let (provenance, supplied) = hooks_before(&plan, ctx, row).await?;
     let label = provenance.label(ctx.strategy.as_ref());
@@ -148,6 +150,13 @@ async fn steps(
     };
     let new = new.map_err(strategy_status)?;
     record_after(row, &plan, &new);
+    // A compaction that makes nothing better is not written (nor, in a dry run, planned).
+    if let Some(why) = ctx
+        .min_saving
+        .and_then(|m| crate::plan::too_little_saved(plan.tokens_before(), new.tokens, m))
+    {
+        return Err(unchanged(row, why));
+    }
     if ctx.dry_run {
         return Ok(Status::Planned);
     }
@@ -175,6 +184,7 @@ fn estimate(
     plan: &Plan,
     est: Option<std::result::Result<crate::compact::Estimate, StrategyError>>,
     row: &mut Row,
+    min_saving: Option<f64>,
 ) -> Step<Status> {
     match est {
         Some(Ok(est)) => {
@@ -187,6 +197,11 @@ fn estimate(
             row.tokens_after = Some(after);
             row.utilization_after = plan.landing.map(|l| round3(l.utilization(after)));
             row.cost_usd = est.cost_usd;
+            if let Some(why) = min_saving
+                .and_then(|m| crate::plan::too_little_saved(plan.tokens_before(), after, m))
+            {
+                return Err(unchanged(row, why));
+            }
             Ok(Status::Planned)
         }
         Some(Err(e)) => Err(strategy_status(e)),
@@ -341,6 +356,15 @@ fn record_spend(row: &mut Row, rewrite: &Rewrite) {
     }
 }
 
+/// A conversation left as it was (its reason says what compacting it would have done): the
+/// row's after figures are its before figures.
+fn unchanged(row: &mut Row, why: String) -> Status {
+    row.messages_after = row.messages_before;
+    row.tokens_after = row.tokens_before;
+    row.utilization_after = row.utilization_before;
+    Status::Skipped(why)
+}
+
 /// The figures after compaction on the row.
 fn record_after(row: &mut Row, plan: &Plan, new: &NewHistory) {
     row.messages_after = Some(new.messages);
@@ -458,16 +482,25 @@ fn store_cannot_write(e: &Error) -> bool {
 }
 
 /// Hand the proposal to the writer and wait: the compaction's audit id, or the row's status.
-async fn write(proposal: Proposal, ctx: &Context, halt: &std::sync::OnceLock<String>) -> Step<i64> {
+async fn write(
+    proposal: Proposal,
+    ctx: &Context,
+    halt: &std::sync::OnceLock<NotStarted>,
+) -> Step<i64> {
     let Some(writer) = &ctx.writer else {
         return Err(Status::Failed("the writer stopped".into()));
     };
     match writer.write(proposal).await {
         Ok(Ok(Written::Committed { compaction_id })) => Ok(compaction_id),
         Ok(Ok(Written::Changed(why))) => Err(Status::Skipped(why)),
+        Ok(Err(Error::Busy { .. })) => {
+            // Not this conversation's failure: the run stops writing and says so once.
+            let _ = halt.set(NotStarted::Busy);
+            Err(Status::NotStarted(NotStarted::Busy))
+        }
         Ok(Err(e)) => {
             if store_cannot_write(&e) {
-                let _ = halt.set(e.to_string());
+                let _ = halt.set(NotStarted::StoreUnwritable(e.to_string()));
             }
             Err(Status::Failed(e.to_string()))
         }

@@ -2,8 +2,10 @@
 //! channel and wait on a oneshot for the outcome; it commits each through the shared protocol
 //! ([`super::commit`]) in its own transaction.
 //!
-//! An OS thread, not an async task: rusqlite connections block, and a commit can wait up to the
-//! 5-second busy timeout while the agent holds the write lock. agent-db's own tables are created
+//! An OS thread, not an async task: rusqlite connections block, and a commit waits while the
+//! agent holds the write lock: it is retried with backoff for up to the run's `busy_wait`
+//! ([`retry_busy`]); after that the writer answers every proposal with [`Error::Busy`] at once,
+//! so the run reports the store busy once instead of waiting again for each conversation. agent-db's own tables are created
 //! just before the first commit, so a run that writes nothing leaves the file as it was.
 //!
 //! Checkpoints run beside it: a second thread, on its own connection, copies committed WAL
@@ -16,6 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
@@ -39,15 +42,16 @@ pub struct WriterHandle {
 }
 
 impl Writer {
-    /// Start the writer on the store at `location`.
-    pub fn start(location: &Location) -> Writer {
+    /// Start the writer on the store at `location`; a write waits up to `busy_wait` for
+    /// another process's write lock.
+    pub fn start(location: &Location, busy_wait: Duration) -> Writer {
         let (tx, rx) = mpsc::channel::<Request>();
         let path = location.path.clone();
         let thread = {
             let path = path.clone();
             std::thread::Builder::new()
                 .name("agent-db-write".into())
-                .spawn(move || serve(&path, rx))
+                .spawn(move || serve(&path, rx, busy_wait))
                 .expect("spawn the writer thread")
         };
         Writer {
@@ -177,10 +181,10 @@ fn checkpoint(conn: &Connection) {
 }
 
 /// The writer's loop: one connection, one transaction per proposal.
-fn serve(path: &Path, requests: mpsc::Receiver<Request>) -> Result<()> {
+fn serve(path: &Path, requests: mpsc::Receiver<Request>, busy_wait: Duration) -> Result<()> {
     let mut conn = open(path)?;
     let (ask_checkpoint, checkpoints) = start_checkpoints(path);
-    let served = serve_on(&mut conn, path, requests, &ask_checkpoint);
+    let served = serve_on(&mut conn, path, requests, &ask_checkpoint, busy_wait);
     drop(ask_checkpoint);
     let _ = checkpoints.join();
     served
@@ -191,23 +195,37 @@ fn serve_on(
     path: &Path,
     requests: mpsc::Receiver<Request>,
     ask_checkpoint: &mpsc::Sender<()>,
+    busy_wait: Duration,
 ) -> Result<()> {
     let mut migrated = false;
+    let mut gave_up = false;
     let mut wal = WalGrowth::default();
     for (proposal, reply) in requests {
+        if gave_up {
+            // The store stayed busy for the whole wait: nothing more is written this run.
+            let _ = reply.send(Err(Error::Busy {
+                path: path.to_path_buf(),
+            }));
+            continue;
+        }
         // agent-db's own tables are created just before the first commit, so a run that only
         // skips writes nothing at all.
         if !migrated {
-            if let Err(e) = super::agent_tables::migrate(conn) {
-                let _ = reply.send(Err(Error::Sqlite {
+            let made = retry_busy(conn, path, busy_wait, |c| {
+                super::agent_tables::migrate(c).map_err(|source| Error::Sqlite {
                     path: path.to_path_buf(),
-                    source: e,
-                }));
+                    source,
+                })
+            });
+            if let Err(e) = made {
+                gave_up = matches!(e, Error::Busy { .. });
+                let _ = reply.send(Err(e));
                 continue;
             }
             migrated = true;
         }
-        let outcome = commit_one(conn, path, &proposal);
+        let outcome = retry_busy(conn, path, busy_wait, |c| commit_one(c, path, &proposal));
+        gave_up = matches!(outcome, Err(Error::Busy { .. }));
         if matches!(outcome, Ok(Written::Committed { .. })) {
             match wal.after_commit(WAL_FRAMES.get()) {
                 Checkpoint::None => {}
@@ -220,6 +238,55 @@ fn serve_on(
         let _ = reply.send(outcome);
     }
     Ok(())
+}
+
+/// Whether an error is SQLite's "another connection holds the lock" (`SQLITE_BUSY`,
+/// `SQLITE_LOCKED`).
+fn is_busy(e: &Error) -> bool {
+    use rusqlite::ErrorCode as C;
+    matches!(
+        e,
+        Error::Sqlite {
+            source: rusqlite::Error::SqliteFailure(f, _),
+            ..
+        } if matches!(f.code, C::DatabaseBusy | C::DatabaseLocked)
+    )
+}
+
+/// The busy timeout the write connection keeps between retries (as kodelet's own).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Run `f` (one transaction), retrying while another process holds the write lock: SQLite's own
+/// busy handler waits up to a second at a time, and between attempts agent-db pauses 50 ms,
+/// doubling up to 2 s, until `wait` has passed since the first attempt. Then [`Error::Busy`];
+/// every transaction rolled back, so nothing of it was written.
+fn retry_busy<T>(
+    conn: &mut Connection,
+    path: &Path,
+    wait: Duration,
+    mut f: impl FnMut(&mut Connection) -> Result<T>,
+) -> Result<T> {
+    let deadline = Instant::now() + wait;
+    let mut pause = Duration::from_millis(50);
+    let outcome = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let _ = conn.busy_timeout(left.min(Duration::from_secs(1)));
+        match f(conn) {
+            Err(e) if is_busy(&e) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break Err(Error::Busy {
+                        path: path.to_path_buf(),
+                    });
+                }
+                std::thread::sleep(pause.min(left));
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            other => break other,
+        }
+    };
+    let _ = conn.busy_timeout(BUSY_TIMEOUT);
+    outcome
 }
 
 /// The write connection. As kodelet and docker-agent run their own connections: in WAL mode a

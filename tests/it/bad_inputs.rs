@@ -847,6 +847,9 @@ fn malformed_usage_json() {
         "0",
         "--idle",
         "0",
+        // A fixed tail, so conversations under the default target are planned too.
+        "--keep-tokens",
+        "2000",
         "--json",
     ]);
     let (doc, code) = json(c);

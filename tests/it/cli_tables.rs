@@ -113,6 +113,9 @@ fn compact_dry_run_fits_and_notes_the_reasons() {
         "0",
         "--keep-tokens",
         "3000",
+        // Every row, those the selection skipped included (they are otherwise one line per
+        // reason under the totals).
+        "--verbose",
     ];
     let mut c = env.cmd();
     c.args(args).arg("--json");

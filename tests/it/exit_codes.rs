@@ -154,6 +154,22 @@ fn cases() -> Vec<(&'static str, i32, i32)> {
     )[0]
     .clone();
     let keep = ["--keep-tokens", "500"];
+    {
+        // Another process holds SQLite's write lock for longer than the (shortened) wait.
+        let holder = rusqlite::Connection::open(&env.db).unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        case(
+            "compact while another process holds the store's write lock",
+            9,
+            code(
+                env.cmd()
+                    .args(["compact", "--id", &big, "--yes"])
+                    .args(keep)
+                    .env("AGENT_DB_BUSY_WAIT", "300ms"),
+            ),
+        );
+        holder.execute_batch("ROLLBACK").unwrap();
+    }
     assert_eq!(
         code(
             env.cmd()

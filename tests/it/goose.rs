@@ -1257,6 +1257,7 @@ fn a_session_whose_provider_manages_its_own_context_is_left_alone() {
                 "--yes",
                 "--strategy",
                 "extractive",
+                "--verbose",
                 "--id",
             ])
             .arg(id)
@@ -1264,7 +1265,7 @@ fn a_session_whose_provider_manages_its_own_context_is_left_alone() {
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{preset}: {stdout}");
-        // The session's line says skipped with a note; the note gives the reason.
+        // With --verbose the session's line says skipped with a note; the note gives the reason.
         let line = stdout
             .lines()
             .find(|l| l.starts_with(id.as_str()))

@@ -9,6 +9,7 @@ mod docker_agent;
 mod everyday;
 mod exit_codes;
 mod friction;
+mod friction2;
 mod goose;
 mod goose_loader;
 mod hooks;

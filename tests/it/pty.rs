@@ -82,7 +82,7 @@ pub fn run_stderr_on_tty(mut cmd: Command) -> TtyOut {
     }
 }
 
-fn open(cols: u16) -> (std::fs::File, OwnedFd) {
+pub fn open(cols: u16) -> (std::fs::File, OwnedFd) {
     let mut master = 0;
     let mut slave = 0;
     let ws = libc::winsize {
