@@ -334,6 +334,164 @@ fn sessions_compacted_by_opencode_are_loaded_by_its_rule_and_compacted_again() {
     }
 }
 
+/// The summary opencode now sends for `s` (the assistant right after the compaction question).
+fn sent_summary(o: &O, s: &str) -> String {
+    let sent = load(&o.conn(), s).unwrap();
+    assert_eq!(sent[0].texts, ["What did we do so far?"], "{s}");
+    assert_eq!(sent[1].role, "assistant", "{s}");
+    sent[1].texts.join("\n")
+}
+
+/// The lines of a summary's body that must survive a re-compaction: every non-empty line after
+/// the framing paragraph of an agent-db summary (all of another writer's), up to a withdrawn
+/// section (whose items move).
+fn facts(summary: &str) -> Vec<String> {
+    let body = if summary.starts_with(HEADER) {
+        summary.split_once("\n\n").map_or("", |(_, b)| b)
+    } else {
+        summary
+    };
+    body.lines()
+        .take_while(|l| !l.starts_with("## Withdrawn"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Continue `s` as opencode does after a compaction: a user turn and a finished assistant
+/// reply, each with one text part, after every existing row.
+fn continue_session(o: &O, s: &str, n: usize) {
+    let c = o.conn();
+    let t: i64 = c
+        .query_row(
+            "SELECT MAX(time_created) FROM (SELECT time_created FROM message WHERE session_id = ?1 \
+             UNION ALL SELECT time_created FROM part WHERE session_id = ?1)",
+            [s],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let last: String = c
+        .query_row(
+            "SELECT data FROM message WHERE session_id = ?1 AND json_extract(data, '$.role') = 'user' \
+             ORDER BY time_created DESC, id DESC LIMIT 1",
+            [s],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let user: Value = serde_json::from_str(&last).unwrap();
+    let model = &user["model"];
+    for k in 0..n {
+        let t = t + 1_000 + 10 * k as i64;
+        let (u, a) = (
+            format!("msg_zc{k:02}u{t}{s}"),
+            format!("msg_zc{k:02}a{t}{s}"),
+        );
+        let udata = serde_json::json!({"role": "user", "time": {"created": t}, "agent": "build", "model": model});
+        let adata = serde_json::json!({"role": "assistant", "parentID": u, "mode": "build", "agent": "build",
+            "path": {"cwd": "/w", "root": "/w"}, "cost": 0,
+            "tokens": {"input": 900, "output": 100, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+            "modelID": model["modelID"], "providerID": model["providerID"],
+            "time": {"created": t + 1, "completed": t + 2}, "finish": "stop"});
+        let text = "lorem ipsum dolor sit amet ".repeat(60);
+        for (id, time, data, part) in [
+            (
+                &u,
+                t,
+                udata,
+                format!("Please also check the continuation step {k} of src/cont_{k}.rs."),
+            ),
+            (&a, t + 1, adata, format!("Checked src/cont_{k}.rs: {text}")),
+        ] {
+            c.execute(
+                "INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES (?1, ?2, ?3, ?3, ?4)",
+                rusqlite::params![id, s, time, data.to_string()],
+            )
+            .unwrap();
+            let pd = serde_json::json!({"type": "text", "text": part});
+            c.execute(
+                "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
+                rusqlite::params![format!("prt_zc{k:02}{id}"), id, s, time, pd.to_string()],
+            )
+            .unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_second_compaction_carries_the_first_summarys_facts() {
+    for preset in ["opencode-1.18", "opencode-1.14"] {
+        let o = O::new(preset, 24);
+        let strategy = "extractive";
+        // Sessions opencode compacted itself, and sessions agent-db compacts first.
+        let own = o.strings(
+            "SELECT DISTINCT m.session_id FROM part p JOIN message m ON m.id = p.message_id \
+             WHERE json_extract(p.data, '$.type') = 'compaction' AND json_extract(p.data, '$.tail_start_id') IS NOT NULL",
+        );
+        assert!(preset != "opencode-1.18" || !own.is_empty());
+        let doc = {
+            let mut c = o.cmd();
+            c.args([
+                "compact",
+                "--idle",
+                "0",
+                "--yes",
+                "--json",
+                "--all-over",
+                "0.7",
+                "--strategy",
+                "extractive",
+            ]);
+            json(c).0
+        };
+        let first: BTreeSet<String> = ids_with_status(&doc, "compacted").into_iter().collect();
+        assert!(first.len() >= 3, "{doc:#}");
+        let mut targets: Vec<String> = first.iter().cloned().collect();
+        targets.extend(own.iter().filter(|s| !first.contains(*s)).cloned());
+        let mut earlier = BTreeMap::new();
+        for s in &targets {
+            let summary = sent_summary(&o, s);
+            assert!(first.contains(s) == summary.starts_with(HEADER), "{s}");
+            earlier.insert(s.clone(), facts(&summary));
+            continue_session(&o, s, 6);
+        }
+        let mut c = o.cmd();
+        c.args([
+            "compact",
+            "--idle",
+            "0",
+            "--yes",
+            "--json",
+            "--keep-tokens",
+            "200",
+            "--strategy",
+            strategy,
+        ]);
+        c.args(&targets);
+        let (doc, code) = json(c);
+        assert_eq!(code, 0, "{preset}: {doc:#}");
+        let second: BTreeSet<String> = ids_with_status(&doc, "compacted").into_iter().collect();
+        assert_eq!(
+            second,
+            targets.iter().cloned().collect(),
+            "{preset}: {doc:#}"
+        );
+        for s in &targets {
+            let now = sent_summary(&o, s);
+            assert!(now.starts_with(HEADER), "{preset} {s}");
+            let facts = &earlier[s];
+            assert!(!facts.is_empty(), "{s}");
+            for f in facts {
+                assert!(
+                    now.contains(f.as_str()),
+                    "{preset} {s}: the earlier summary's {f:?} is lost:\n{now}"
+                );
+            }
+        }
+        o.checks();
+    }
+}
+
 #[test]
 fn a_newer_migration_is_refused_with_exit_4() {
     for (preset, sql) in [
@@ -351,6 +509,8 @@ fn a_newer_migration_is_refused_with_exit_4() {
             assert_eq!(out.status.code(), Some(4), "{preset} {args:?}");
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(err.contains("20270101000000_future") && err.contains("newer"), "{err}");
+            // ... and names the newest opencode migration agent-db knows.
+            assert!(err.contains("20260622202450_simplify_session_input"), "{err}");
         }
         assert_eq!(crate::common::files_hash(&o.db), before);
     }
