@@ -45,7 +45,8 @@ struct Args {
     /// Replace an existing file (and its -wal/-shm files).
     #[arg(long)]
     force: bool,
-    /// Which store: kodelet, docker-agent-modern (migrations up to 29, first_kept_entry) or
+    /// Which store: kodelet, docker-agent-modern (migrations up to 29, first_kept_entry),
+    /// docker-agent-current (the current line, migrations up to 38: pending input) or
     /// docker-agent-legacy (migrations up to 19, the sessions.messages column), goose (a fresh
     /// v16 sessions.db), goose-v3, goose-v7, goose-v12 (migrated from v5, leftover thread
     /// tables), goose-v16, goose-v17, goose-v16-migrated (created at v3), opencode (=
@@ -115,12 +116,17 @@ fn run(args: Args) -> Result<(), String> {
         "kodelet" => generate(out, &opts),
         "docker-agent-modern" => generate_docker_agent(out, &opts, Generation::Modern),
         "docker-agent-legacy" => generate_docker_agent(out, &opts, Generation::Legacy),
+        "docker-agent-current" => generate_docker_agent(
+            out,
+            &opts,
+            Generation::Current(agent_db_synth::docker_agent::CURRENT_NEWEST),
+        ),
         other => match (GooseSchema::preset(other), OpencodeEra::preset(other)) {
             (Some(schema), _) => generate_goose(out, &opts, &schema),
             (None, Some(era)) => generate_opencode(out, &opts, era),
             (None, None) => {
                 return Err(format!(
-                    "--store {other:?}: use kodelet, docker-agent-modern, docker-agent-legacy, goose, {}, opencode or {}",
+                    "--store {other:?}: use kodelet, docker-agent-modern, docker-agent-legacy, docker-agent-current, goose, {}, opencode or {}",
                     GooseSchema::PRESETS.join(", "),
                     OpencodeEra::PRESETS.join(", ")
                 ))

@@ -153,6 +153,16 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Find the agents' stores (each agent's default file, and --db) and say, for each, the
+    /// agent, its schema version and whether agent-db supports it
+    #[command(
+        after_help = "Examples:\n  agent-db stores\n  agent-db --db ~/.kodelet/storage.db stores --json\n\nSUPPORT is read-write (compact and restore work), read-only (the file is newer than\nthis agent-db knows: list and show work, nothing is written) or unsupported (DETAIL says why)."
+    )]
+    Stores {
+        /// Machine-readable output on stdout
+        #[arg(long)]
+        json: bool,
+    },
     /// List the compaction hooks found and the events each handles
     #[command(after_help = "Examples:\n  agent-db hooks\n  agent-db hooks --json")]
     Hooks {

@@ -243,7 +243,7 @@ impl Selector {
                     continue;
                 }
                 let o = match store.meta(id) {
-                    Ok(meta) => self.evaluate(meta, now, unrated),
+                    Ok(meta) => left_alone(store, self.evaluate(meta, now, unrated)),
                     Err(e) => Outcome::Failed {
                         id: id.clone(),
                         reason: self.reason(),
@@ -279,7 +279,7 @@ impl Selector {
             }
             match best {
                 Some((_, meta)) => {
-                    emit(self.evaluate(meta, now, unrated), &mut f);
+                    emit(left_alone(store, self.evaluate(meta, now, unrated)), &mut f);
                 }
                 None => {
                     return Err(Error::NotFound(
@@ -294,7 +294,7 @@ impl Selector {
             context_limit: self.context_limit,
         };
         store.scan_prefiltered(prefilter, |meta| {
-            let o = self.evaluate(meta, now, unrated);
+            let o = left_alone(store, self.evaluate(meta, now, unrated));
             emit(o, &mut f)
         })
     }
@@ -347,6 +347,25 @@ pub fn provider_warning(selector: &Selector, store: &Store) -> Result<Option<Str
         "no conversation in this store has provider {wanted:?}; providers present: {shown} \
          (formats anthropic, openai-chat and openai-responses are accepted too)"
     )))
+}
+
+/// A conversation the selectors chose is skipped when the agent itself never compacts it
+/// ([`Store::left_alone`]: a goose session whose provider manages its own context, a kodelet
+/// conversation with a running turn), with the
+/// store's reason; a failure to find out fails that conversation only.
+fn left_alone(store: &Store, o: Outcome) -> Outcome {
+    let Outcome::Selected { meta, reason } = o else {
+        return o;
+    };
+    match store.left_alone(&meta.id) {
+        Ok(None) => Outcome::Selected { meta, reason },
+        Ok(Some(why)) => Outcome::Skipped { meta, reason, why },
+        Err(e) => Outcome::Failed {
+            id: meta.id,
+            reason,
+            error: e.to_string(),
+        },
+    }
 }
 
 fn not_matched(meta: ConversationMeta, reason: Reason) -> Outcome {

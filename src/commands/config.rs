@@ -52,6 +52,41 @@ pub fn discover_hooks(s: &Settings) -> Result<agent_db::hooks::Hooks, Error> {
     )))
 }
 
+/// `agent-db stores`: the stores found, their schema versions and agent-db's support.
+pub fn stores(ui: &Ui, found: &[agent_db::store::Surveyed], as_json: bool) -> CmdResult {
+    if as_json {
+        json::print("stores", serde_json::json!({ "stores": found }))?;
+        return Ok(exit::OK);
+    }
+    if found.is_empty() {
+        ui.status("no store found: no agent's default file exists (give --db PATH)");
+        return Ok(exit::OK);
+    }
+    let mut t = table::new(
+        &[
+            "AGENT",
+            "FILE",
+            "SCHEMA",
+            "NEWEST KNOWN",
+            "SUPPORT",
+            "DETAIL",
+        ],
+        &[],
+    );
+    for s in found {
+        t.add_row(vec![
+            s.agent.unwrap_or("?").to_string(),
+            s.path.display().to_string(),
+            s.schema_version.clone().unwrap_or_else(|| "-".into()),
+            s.newest_known.clone().unwrap_or_else(|| "-".into()),
+            s.support.to_string(),
+            s.detail.clone().unwrap_or_default(),
+        ]);
+    }
+    output::out(&format!("{t}\n"))?;
+    Ok(exit::OK)
+}
+
 pub fn hooks(ui: &Ui, s: &Settings, as_json: bool) -> CmdResult {
     let found = discover_hooks(s)?;
     if as_json {

@@ -94,6 +94,14 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
             config::recipes(ui, &dir, json)
         }
         Command::Hooks { json } => config::hooks(ui, &loaded?, json),
+        Command::Stores { json } => {
+            let explicit = match (&cli.db, choice.config_path.as_deref()) {
+                (Some(p), _) => Some((p.as_path(), "--db")),
+                (None, Some(p)) => Some((p, "[store] path")),
+                _ => None,
+            };
+            config::stores(ui, &store::survey(explicit), json)
+        }
         Command::Completions { shell } => completions(shell),
         Command::Man => man(),
         Command::List(args) => list::run(ui, &open(Access::Read)?, &args),

@@ -58,6 +58,28 @@ pub trait Adapter: Sync + 'static {
     fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>>;
     /// One conversation's history and the store's state of this version.
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation>;
+    /// The file's schema version as the agent numbers it, the newest agent-db knows, and
+    /// whether agent-db writes to it. The default: the schema check alone decides (a file it
+    /// accepts is written).
+    fn schema_status(&self, _conn: &Connection, _path: &Path) -> Result<SchemaStatus> {
+        Ok(SchemaStatus {
+            version: None,
+            newest_known: None,
+            writable: true,
+        })
+    }
+    /// Bring data the agent derives from a conversation (a search index) up to date after a
+    /// restore put the conversation's archived cells back, in the restore's transaction.
+    fn after_restore(&self, _tx: &Connection, _path: &Path, _conversation: &str) -> Result<()> {
+        Ok(())
+    }
+    /// Why agent-db leaves conversation `id` alone, by the agent's own rules or records: the
+    /// agent never compacts it (goose's providers that manage their own context), or the agent
+    /// is working on it now (kodelet's running `chat_turns`). Selection skips it with this
+    /// reason; `None`, the default, for every conversation.
+    fn left_alone(&self, _read: &Read<'_>, _id: &str) -> Result<Option<String>> {
+        Ok(None)
+    }
     /// Why `--all-over` cannot rate a conversation, in this store's words: (no current context
     /// stored, no context window known).
     fn unrated(&self) -> Unrated {
@@ -66,6 +88,17 @@ pub trait Adapter: Sync + 'static {
             no_window: "maxContextWindow is 0 or missing (give --context-limit N)",
         }
     }
+}
+
+/// A file's schema version against what agent-db knows ([`Adapter::schema_status`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SchemaStatus {
+    /// The file's version, as the agent numbers its migrations (`None`: not recorded).
+    pub version: Option<String>,
+    /// The newest version agent-db knows.
+    pub newest_known: Option<String>,
+    /// Whether agent-db writes to the file (compact, restore); a newer file is only read.
+    pub writable: bool,
 }
 
 /// The skip reasons of a conversation `--all-over` cannot rate ([`Adapter::unrated`]).

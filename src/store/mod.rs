@@ -152,6 +152,89 @@ pub fn resolve_store(explicit: Option<&Path>, choice: &StoreChoice) -> Result<Re
     }
 }
 
+/// What `agent-db stores` reports of one file.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Surveyed {
+    /// The agent whose store it is (`None`: not recognized).
+    pub agent: Option<&'static str>,
+    pub path: PathBuf,
+    /// Why agent-db looked here (`kodelet default`, `--db`).
+    pub how: String,
+    /// The file's schema version, as the agent numbers it.
+    pub schema_version: Option<String>,
+    /// The newest schema version of this agent that agent-db knows.
+    pub newest_known: Option<String>,
+    /// `read-write`, `read-only` (newer than agent-db knows: listed and shown, never written)
+    /// or `unsupported` (agent-db does not open it; `detail` says why).
+    pub support: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Each registered agent's default store that exists, and `explicit` (`--db`, with how it was
+/// given), opened read-only: which agent, which schema version, and whether agent-db supports
+/// it. Never writes.
+pub fn survey(explicit: Option<(&Path, &str)>) -> Vec<Surveyed> {
+    let mut candidates: Vec<(PathBuf, String)> = Vec::new();
+    if let Some((p, how)) = explicit {
+        candidates.push((p.to_path_buf(), how.to_string()));
+    }
+    for k in StoreKind::all() {
+        let p = k.default_path();
+        if p.is_file() && !candidates.iter().any(|(c, _)| *c == p) {
+            candidates.push((p, format!("{} default", k.name())));
+        }
+    }
+    candidates
+        .into_iter()
+        .map(|(path, how)| survey_one(path, how))
+        .collect()
+}
+
+fn survey_one(path: PathBuf, how: String) -> Surveyed {
+    let unsupported = |agent, detail: String| Surveyed {
+        agent,
+        path: path.clone(),
+        how: how.clone(),
+        schema_version: None,
+        newest_known: None,
+        support: "unsupported",
+        detail: Some(detail),
+    };
+    let detected = connect(&path, Access::Read).and_then(|conn| {
+        let tables = table_names(&conn, &path)?;
+        Ok((conn, StoreKind::detect(&tables)))
+    });
+    let (conn, kind) = match detected {
+        Ok((conn, Some(kind))) => (conn, kind),
+        Ok((_, None)) => {
+            return unsupported(None, "not a conversation store agent-db knows".into())
+        }
+        Err(e) => return unsupported(None, e.to_string()),
+    };
+    let agent = Some(kind.name());
+    if let Err(e) = kind.adapter().check_schema(&conn, &path) {
+        return unsupported(agent, e.to_string());
+    }
+    match kind.adapter().schema_status(&conn, &path) {
+        Ok(st) => Surveyed {
+            agent,
+            path: path.clone(),
+            how,
+            schema_version: st.version,
+            newest_known: st.newest_known,
+            support: if st.writable {
+                "read-write"
+            } else {
+                "read-only"
+            },
+            detail: (!st.writable)
+                .then(|| "newer than agent-db knows: listed and shown, never written".to_string()),
+        },
+        Err(e) => unsupported(agent, e.to_string()),
+    }
+}
+
 /// Several agents' default stores exist: an error naming them all, with the flags to choose.
 fn ambiguous(found: &[(StoreKind, PathBuf)]) -> Error {
     let count = match found.len() {
@@ -313,6 +396,22 @@ impl Store {
         let tables = table_names(&conn, path)?;
         let kind = StoreKind::detect(&tables).ok_or_else(|| unknown_schema(path, &tables))?;
         kind.adapter().check_schema(&conn, path)?;
+        if access == Access::Write {
+            let status = kind.adapter().schema_status(&conn, path)?;
+            if !status.writable {
+                return Err(Error::SchemaChanged {
+                    path: path.to_path_buf(),
+                    detail: format!(
+                        "{} schema version {} is newer than any agent-db knows (the newest it knows is {}); \
+                         a newer {} wrote this file, so agent-db reads it but will not write to it (upgrade agent-db)",
+                        kind.name(),
+                        status.version.as_deref().unwrap_or("?"),
+                        status.newest_known.as_deref().unwrap_or("?"),
+                        kind.name()
+                    ),
+                });
+            }
+        }
         if access == Access::Write && tables.iter().any(|t| t == "agent_db_migrations") {
             if let Some(detail) = agent_tables::newer(&conn).at(path)? {
                 return Err(Error::SchemaChanged {
@@ -521,6 +620,12 @@ impl Store {
             .adapter()
             .meta(&self.read(), id)?
             .ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })
+    }
+
+    /// Why agent-db leaves conversation `id` alone (the agent never compacts it, or is working
+    /// on it now), or `None` ([`kind::Adapter::left_alone`]).
+    pub fn left_alone(&self, id: &str) -> Result<Option<String>> {
+        self.kind.adapter().left_alone(&self.read(), id)
     }
 
     /// Load one conversation for planning.

@@ -141,6 +141,10 @@ pub fn restore(store: &mut Store, id: i64, force: bool, now: &str) -> Result<Res
         )));
     }
     archive::apply(&tx, id, &archived).at(path)?;
+    store
+        .kind
+        .adapter()
+        .after_restore(&tx, path, &c.conversation_id)?;
     tx.execute(
         "UPDATE agent_db_compactions SET restored_at = ?1 WHERE id = ?2",
         params![now, id],

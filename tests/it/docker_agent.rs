@@ -93,29 +93,73 @@ fn generated(generation: Generation, n: usize, seed: u64) -> Da {
     Da { dir, db }
 }
 
+/// One item of docker-agent's slice: (kind, json, summary, first_kept_entry, held back).
+type SliceItem = (String, Option<String>, Option<String>, i64, bool);
+
+/// Whether `table` has `column`.
+fn has_column(c: &Connection, table: &str, column: &str) -> bool {
+    c.prepare(&format!(
+        "SELECT 1 FROM pragma_table_info('{table}') WHERE name = '{column}'"
+    ))
+    .unwrap()
+    .exists([])
+    .unwrap()
+}
+
 /// What docker-agent sends for a session, rebuilt from the rows as `loadSessionItems` and
-/// `GetMessages` do: (the `Session Summary: ` message, the conversation messages' JSON).
+/// `getMessages` do: (the `Session Summary: ` message, the conversation messages' JSON). The
+/// loader's rules, replayed: the last summary with text starts the history (from its
+/// `first_kept_entry` when `0 < it < the summary's index`, else after it); pending input
+/// (`actor_pending`) and `legacy_run` input (`actor_input_mode`) stay in the slice but are not
+/// sent; each `instruction_context.updates` entry is sent as a user message
+/// (`{"role":"user","content":…}`) just before the item at its position, the entries before the
+/// start being passed over in stored order.
 fn docker_agent_view(da: &Da, session: &str) -> (Option<String>, Vec<String>) {
     let c = da.conn();
-    let has_fke = c
-        .prepare("SELECT 1 FROM pragma_table_info('session_items') WHERE name = 'first_kept_entry'")
-        .unwrap()
-        .exists([])
-        .unwrap();
+    let has_fke = has_column(&c, "session_items", "first_kept_entry");
     let fke = if has_fke {
         "COALESCE(first_kept_entry, 0)"
     } else {
         "0"
     };
+    let pending = if has_column(&c, "session_items", "actor_pending") {
+        "actor_pending"
+    } else {
+        "0"
+    };
+    let mode = if has_column(&c, "session_items", "actor_input_mode") {
+        "actor_input_mode"
+    } else {
+        "''"
+    };
+    let mut updates: Vec<(i64, String)> = Vec::new();
+    if has_column(&c, "sessions", "instruction_context") {
+        let ctx: Option<String> = c
+            .query_row(
+                "SELECT instruction_context FROM sessions WHERE id = ?1",
+                [session],
+                |r| r.get(0),
+            )
+            .unwrap();
+        if let Some(ctx) = ctx.filter(|t| !t.is_empty()) {
+            let v: Value = serde_json::from_str(&ctx).unwrap();
+            for u in v["updates"].as_array().cloned().unwrap_or_default() {
+                updates.push((
+                    u["position"].as_i64().unwrap_or(0),
+                    u["content"].as_str().unwrap_or("").to_string(),
+                ));
+            }
+        }
+    }
     let mut s = c
         .prepare(&format!(
             "SELECT item_type, message_json, summary_text, {fke},
-               subsession_id IS NOT NULL AND EXISTS (SELECT 1 FROM sessions x WHERE x.id = subsession_id)
+               subsession_id IS NOT NULL AND EXISTS (SELECT 1 FROM sessions x WHERE x.id = subsession_id),
+               {pending} <> 0 OR {mode} = 'legacy_run'
              FROM session_items WHERE session_id = ?1 ORDER BY position, id"
         ))
         .unwrap();
-    // (kind, json, summary, first_kept_entry)
-    let mut slice: Vec<(String, Option<String>, Option<String>, i64)> = Vec::new();
+    let mut slice: Vec<SliceItem> = Vec::new();
     let rows = s
         .query_map([session], |r| {
             Ok((
@@ -124,22 +168,23 @@ fn docker_agent_view(da: &Da, session: &str) -> (Option<String>, Vec<String>) {
                 r.get::<_, Option<String>>(2)?,
                 r.get::<_, i64>(3)?,
                 r.get::<_, bool>(4)?,
+                r.get::<_, bool>(5)?,
             ))
         })
         .unwrap();
     for r in rows {
-        let (kind, json, summary, f, sub_ok) = r.unwrap();
+        let (kind, json, summary, f, sub_ok, held) = r.unwrap();
         match kind.as_str() {
             "subsession" if !sub_ok => {}
             "message" | "summary" | "subsession" | "error" | "termination" => {
-                slice.push((kind, json, summary, f))
+                slice.push((kind, json, summary, f, held))
             }
             _ => {}
         }
     }
     let last = slice
         .iter()
-        .rposition(|(k, _, s, _)| k == "summary" && s.as_deref().is_some_and(|t| !t.is_empty()));
+        .rposition(|(k, _, s, ..)| k == "summary" && s.as_deref().is_some_and(|t| !t.is_empty()));
     let mut start = 0;
     let mut summary = None;
     if let Some(l) = last {
@@ -150,11 +195,22 @@ fn docker_agent_view(da: &Da, session: &str) -> (Option<String>, Vec<String>) {
             start = f as usize;
         }
     }
-    let msgs = slice[start..]
+    let mut msgs = Vec::new();
+    let mut u = updates
         .iter()
-        .filter(|(k, ..)| k == "message")
-        .map(|(_, j, ..)| j.clone().unwrap())
-        .collect();
+        .take_while(|(p, _)| *p < start as i64)
+        .count();
+    for i in start..=slice.len() {
+        while u < updates.len() && updates[u].0 == i as i64 {
+            msgs.push(serde_json::json!({"role": "user", "content": updates[u].1}).to_string());
+            u += 1;
+        }
+        if let Some((k, j, _, _, held)) = slice.get(i) {
+            if k == "message" && !held {
+                msgs.push(j.clone().unwrap());
+            }
+        }
+    }
     (summary, msgs)
 }
 
@@ -387,7 +443,7 @@ fn e2e_newer_generation_is_refused_untouched() {
     let Some(da) = e2e() else { return };
     da.conn()
         .execute(
-            "INSERT INTO migrations (id, name, description, applied_at) VALUES (30, '030_future', 'x', '2027-01-01T00:00:00Z')",
+            "INSERT INTO migrations (id, name, description, applied_at) VALUES (39, '039_future', 'x', '2027-01-01T00:00:00Z')",
             [],
         )
         .unwrap();
@@ -400,8 +456,9 @@ fn e2e_newer_generation_is_refused_untouched() {
         assert_eq!(out.status.code(), Some(4), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.contains("migration 30")
-                && err.contains("029_add_root_kind_to_generated_media_manifest"),
+            err.contains("migration 39")
+                && err.contains("newest it knows is 38")
+                && err.contains("038_child_report_outcome"),
             "{err}"
         );
     }
@@ -780,7 +837,7 @@ fn newer_generated_generation_is_refused() {
     let da = generated(Generation::Modern, 3, 2);
     da.conn()
         .execute(
-            "INSERT INTO migrations (id, name, description, applied_at) VALUES (30, '030_something_new', 'x', '2027-01-01T00:00:00Z')",
+            "INSERT INTO migrations (id, name, description, applied_at) VALUES (39, '039_something_new', 'x', '2027-01-01T00:00:00Z')",
             [],
         )
         .unwrap();
@@ -789,7 +846,7 @@ fn newer_generated_generation_is_refused() {
     assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("030_something_new") && err.contains("newest it knows is 29"),
+        err.contains("039_something_new") && err.contains("newest it knows is 38"),
         "{err}"
     );
     assert_eq!(files_hash(&da.db), before);
@@ -950,4 +1007,346 @@ fn prefiltered_listing_keeps_docker_agents_order() {
     for id in [&roots[1], &roots[5], &roots[9]] {
         assert!(got.contains(id), "{id} reported");
     }
+}
+
+// ---- the current line (migrations 30–38) ------------------------------------------------------
+
+/// Every table of the file except SQLite's and agent-db's own, for equality.
+fn snapshot_all(da: &Da) -> Vec<(String, Vec<Vec<String>>)> {
+    da.query(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
+         AND name NOT LIKE 'agent_db_%' ORDER BY name",
+    )
+    .into_iter()
+    .map(|r| (r[0].clone(), da.dump(&r[0])))
+    .collect()
+}
+
+/// JSON texts as values (key order aside).
+fn values(texts: &[String]) -> Vec<Value> {
+    texts
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .collect()
+}
+
+/// The `<system-update>` messages left out (their positions are not moved by a promotion).
+fn without_updates(texts: &[String]) -> Vec<String> {
+    texts
+        .iter()
+        .filter(|t| {
+            let v: Value = serde_json::from_str(t).unwrap();
+            !v["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("<system-update>"))
+        })
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn current_generations_have_their_schema() {
+    for n in [29, 30, 31, 34, 36, 38] {
+        let da = generated(Generation::Current(n), 8, 3);
+        let s = agent_db::store::docker_agent::check_schema(&da.conn(), &da.db).unwrap();
+        assert_eq!(s.max_migration, n);
+        assert!(s.first_kept_entry && s.item_cost && s.item_model && s.instruction_context);
+        assert_eq!(s.actor_pending, n >= 31, "{n}");
+        assert_eq!(s.actor_input_mode, n >= 34, "{n}");
+        check_integrity(&da);
+        assert_eq!(
+            da.one("SELECT name FROM migrations WHERE id = 29"),
+            "029_add_generated_media_blob_table"
+        );
+        assert_eq!(da.one("SELECT MAX(id) FROM migrations"), n.to_string());
+        if n >= 31 {
+            assert_ne!(
+                da.one("SELECT COUNT(*) FROM session_items WHERE actor_pending = 1"),
+                "0"
+            );
+        }
+        if n >= 34 {
+            assert_ne!(
+                da.one("SELECT COUNT(*) FROM session_items WHERE actor_input_mode = 'legacy_run'"),
+                "0"
+            );
+        }
+        assert_ne!(
+            da.one("SELECT COUNT(*) FROM sessions WHERE instruction_context LIKE '%\"updates\"%'"),
+            "0"
+        );
+        let out = da.cmd().arg("list").output().unwrap();
+        assert!(
+            out.status.success(),
+            "{n}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let a = generated(Generation::Current(38), 6, 4);
+    let b = generated(Generation::Current(38), 6, 4);
+    assert_eq!(snapshot_all(&a), snapshot_all(&b), "deterministic");
+}
+
+/// agent-db reads every session of a current file as docker-agent's loader does, replayed here:
+/// pending and `legacy_run` input held back, instruction updates sent at their positions.
+#[test]
+fn current_loader_rules_replayed() {
+    let da = generated(Generation::Current(38), 12, 7);
+    let conn = da.conn();
+    let mut held = 0;
+    let mut updates_sent = 0;
+    for id in da
+        .query("SELECT id FROM sessions WHERE parent_id IS NULL ORDER BY id")
+        .into_iter()
+        .map(|r| r[0].clone())
+    {
+        let (summary, msgs) = docker_agent_view(&da, &id);
+        let loaded = agent_db::store::docker_agent::load(&conn, &da.db, &id).unwrap();
+        let mut got: Vec<Value> = serde_json::from_str(&loaded.raw_messages).unwrap();
+        if let Some(s) = &summary {
+            let first = got.remove(0);
+            let body = s.strip_prefix("Session Summary: ").unwrap();
+            assert!(first["content"].as_str().unwrap().contains(body), "{id}");
+        }
+        assert_eq!(got, values(&msgs), "{id}");
+        held += da
+            .one(&format!(
+                "SELECT COUNT(*) FROM session_items WHERE session_id = '{id}' AND (actor_pending = 1 OR actor_input_mode = 'legacy_run')"
+            ))
+            .parse::<usize>()
+            .unwrap();
+        updates_sent += msgs.len() - without_updates(&msgs).len();
+        // Nothing held back is in what agent-db reads.
+        for m in &got {
+            let c = m["content"].as_str().unwrap_or("");
+            assert!(
+                !c.starts_with("QUEUED-") && !c.starts_with("(legacy run)"),
+                "{id}: {c}"
+            );
+        }
+    }
+    assert!(held >= 4, "{held}");
+    assert!(updates_sent >= 2, "{updates_sent}");
+}
+
+/// Compact and restore at the newest migration: the summary item is what docker-agent's own
+/// compaction appends (the current line's columns left at their defaults), pending input is
+/// never summarized and, promoted as docker-agent promotes it, is sent after the kept tail
+/// verbatim; `restore` gives every table back.
+#[test]
+fn current_compaction_never_summarizes_pending_input_and_restores() {
+    let da = generated(Generation::Current(38), 10, 5);
+    let before = snapshot_all(&da);
+    let items_before = items_by_id(&da);
+    let targets = big_sessions(&da, 14);
+    assert!(targets.len() >= 3, "{targets:?}");
+    let planned: BTreeMap<String, (Option<String>, Vec<String>)> = targets
+        .iter()
+        .map(|t| (t.clone(), docker_agent_view(&da, t)))
+        .collect();
+    let mut args = vec!["--keep-tokens", "1500"];
+    for t in &targets {
+        args.push("--id");
+        args.push(t);
+    }
+    let doc = compact(&da, &args);
+    let targets = ids_with_status(&doc, "compacted");
+    assert!(targets.len() >= 3, "{doc:#}");
+    let items_after = items_by_id(&da);
+    assert_eq!(items_after.len(), items_before.len() + targets.len());
+    for (id, row) in &items_before {
+        assert_eq!(items_after.get(id), Some(row), "item {id} changed");
+    }
+    check_integrity(&da);
+    let mut pending_checked = 0;
+    // Pending inputs that sat before the kept tail's first item.
+    let mut before_cut = 0;
+    for t in &targets {
+        let (summary, tail) = docker_agent_view(&da, t);
+        let summary = summary.unwrap();
+        let old = &planned[t].1;
+        assert_eq!(&tail[..], &old[old.len() - tail.len()..], "{t}");
+        assert!(
+            !summary.contains("QUEUED-"),
+            "{t}: pending input summarized"
+        );
+        assert!(
+            !summary.contains("(legacy run)"),
+            "{t}: legacy_run input summarized"
+        );
+        // The new item: docker-agent's summary insert names only the summary columns, so every
+        // current-line column keeps its default.
+        let new = da.query(&format!(
+            "SELECT cost, model, usage_json, actor_pending, actor_accepted, actor_turn_id, actor_input_mode, \
+               write_id, write_hash, input_origin, sender_id, sender_name, report_outcome, message_json \
+             FROM session_items WHERE session_id = '{t}' ORDER BY position DESC LIMIT 1"
+        ));
+        assert_eq!(
+            new[0],
+            ["0", "agent-db", "", "0", "0", "", "", "", "", "", "", "", "", "NULL"]
+                .map(String::from)
+                .to_vec(),
+            "{t}"
+        );
+        // Promote each pending input as docker-agent does (PromotePendingUserMessage), on a copy:
+        // it must then be sent after the kept tail, byte for byte.
+        let pending = da.query(&format!(
+            "SELECT id, position, message_json FROM session_items WHERE session_id = '{t}' AND actor_pending = 1 ORDER BY position"
+        ));
+        if pending.is_empty() {
+            continue;
+        }
+        let copy_dir = tempfile::tempdir().unwrap();
+        let copy = copy_dir.path().join("session.db");
+        da.conn()
+            .execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
+            .unwrap();
+        let cp = Da {
+            dir: copy_dir,
+            db: copy,
+        };
+        let mut expected = without_updates(&tail);
+        let fke: i64 = da
+            .one(&format!(
+                "SELECT first_kept_entry FROM session_items WHERE session_id = '{t}' ORDER BY position DESC LIMIT 1"
+            ))
+            .parse()
+            .unwrap();
+        for p in &pending {
+            let slice_index: i64 = da
+                .one(&format!(
+                    "SELECT COUNT(*) FROM session_items WHERE session_id = '{t}' AND position < {}",
+                    p[1]
+                ))
+                .parse()
+                .unwrap();
+            if slice_index < fke {
+                before_cut += 1;
+            }
+        }
+        for p in &pending {
+            let c = cp.conn();
+            let (earlier, count): (i64, i64) = c
+                .query_row(
+                    "SELECT (SELECT COUNT(*) FROM session_items WHERE session_id = ?1 AND position < ?2),
+                            (SELECT COUNT(*) FROM session_items WHERE session_id = ?1)",
+                    rusqlite::params![t, p[1].parse::<i64>().unwrap()],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .unwrap();
+            c.execute(
+                "UPDATE session_items SET first_kept_entry = first_kept_entry - 1
+                 WHERE session_id = ?1 AND summary_text IS NOT NULL AND ?2 < first_kept_entry AND first_kept_entry < ?3",
+                rusqlite::params![t, earlier, count],
+            )
+            .unwrap();
+            c.execute(
+                "UPDATE session_items SET actor_pending = 0,
+                   position = (SELECT COALESCE(MAX(position), -1) + 1 FROM session_items WHERE session_id = ?1)
+                 WHERE id = ?2",
+                rusqlite::params![t, p[0].parse::<i64>().unwrap()],
+            )
+            .unwrap();
+            expected.push(p[2].clone());
+        }
+        let (s2, promoted) = docker_agent_view(&cp, t);
+        assert_eq!(s2.as_deref(), Some(summary.as_str()));
+        assert_eq!(without_updates(&promoted), expected, "{t}");
+        pending_checked += 1;
+    }
+    assert!(
+        pending_checked >= 1,
+        "a compacted session held pending input"
+    );
+    assert!(before_cut >= 1, "a pending input sat before the cut");
+    for t in &targets {
+        restore(&da, t);
+    }
+    assert_eq!(snapshot_all(&da), before, "restore gives every table back");
+    check_integrity(&da);
+}
+
+/// Files at migrations between 29 and the newest compact and restore too.
+#[test]
+fn current_intermediate_migrations_compact_and_restore() {
+    for n in [30, 31, 34, 36] {
+        let da = generated(Generation::Current(n), 8, 11);
+        let before = snapshot_all(&da);
+        let targets = big_sessions(&da, 14);
+        let mut args = vec!["--keep-tokens", "1500"];
+        for t in &targets {
+            args.push("--id");
+            args.push(t);
+        }
+        let doc = compact(&da, &args);
+        let done = ids_with_status(&doc, "compacted");
+        assert!(!done.is_empty(), "{n}: {doc:#}");
+        for t in &done {
+            let (summary, _) = docker_agent_view(&da, t);
+            let summary = summary.unwrap();
+            assert!(!summary.contains("QUEUED-") && !summary.contains("(legacy run)"));
+        }
+        check_integrity(&da);
+        for t in &done {
+            restore(&da, t);
+        }
+        assert_eq!(snapshot_all(&da), before, "{n}");
+    }
+}
+
+/// A file one migration newer than the newest known, or with a migration name agent-db does not
+/// know at a known id, is never written: exit 4, the message names the file's migration and the
+/// newest agent-db knows, and the file is untouched.
+#[test]
+fn current_newest_plus_one_is_refused_for_writing() {
+    let da = generated(Generation::Current(38), 4, 2);
+    let id = big_sessions(&da, 6)[0].clone();
+    da.conn()
+        .execute(
+            "INSERT INTO migrations (id, name, description, applied_at) VALUES (39, '039_add_something', 'x', '2027-01-01T00:00:00Z')",
+            [],
+        )
+        .unwrap();
+    let before = files_hash(&da.db);
+    let out = da
+        .cmd()
+        .args(["compact", "--id", &id, "--idle", "0", "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("migration 39")
+            && err.contains("039_add_something")
+            && err.contains("the newest it knows is 38")
+            && err.contains("038_child_report_outcome"),
+        "{err}"
+    );
+    assert_eq!(files_hash(&da.db), before);
+
+    let other = generated(Generation::Current(31), 4, 2);
+    other
+        .conn()
+        .execute(
+            "INSERT INTO migrations (id, name, description, applied_at) VALUES (32, '032_another_line', 'x', '2027-01-01T00:00:00Z')",
+            [],
+        )
+        .unwrap();
+    let before = files_hash(&other.db);
+    let id = big_sessions(&other, 6)[0].clone();
+    let out = other
+        .cmd()
+        .args(["compact", "--id", &id, "--idle", "0", "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("migration 32")
+            && err.contains("032_another_line")
+            && err.contains("not one agent-db knows")
+            && err.contains("the newest it knows is 38"),
+        "{err}"
+    );
+    assert_eq!(files_hash(&other.db), before);
 }

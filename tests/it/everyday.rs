@@ -668,3 +668,93 @@ fn the_config_key_chooses_goose_and_opencode_stores() {
         );
     }
 }
+
+/// `stores` finds every agent's default file and reports each one's schema version against the
+/// newest agent-db knows; a goose file one version newer is reported unsupported, and nothing
+/// is written to any of them.
+#[test]
+fn stores_reports_every_agents_default_file() {
+    use agent_db_synth::docker_agent::{generate_docker_agent, Generation};
+    use agent_db_synth::goose::{generate_goose, GooseSchema};
+    use agent_db_synth::opencode::{generate_opencode, OpencodeEra};
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join(".local/share");
+    let opts = agent_db_synth::SynthOptions {
+        conversations: 2,
+        ..Default::default()
+    };
+    let kodelet = home.path().join(".kodelet");
+    std::fs::create_dir_all(&kodelet).unwrap();
+    agent_db_synth::generate(&kodelet.join("storage.db"), &opts).unwrap();
+    let cagent = home.path().join(".cagent");
+    std::fs::create_dir_all(&cagent).unwrap();
+    generate_docker_agent(&cagent.join("session.db"), &opts, Generation::Modern).unwrap();
+    let goose = data.join("goose/sessions");
+    std::fs::create_dir_all(&goose).unwrap();
+    let goose_db = goose.join("sessions.db");
+    generate_goose(&goose_db, &opts, &GooseSchema::preset("goose").unwrap()).unwrap();
+    let opencode = data.join("opencode");
+    std::fs::create_dir_all(&opencode).unwrap();
+    generate_opencode(
+        &opencode.join("opencode.db"),
+        &opts,
+        OpencodeEra::preset("opencode").unwrap(),
+    )
+    .unwrap();
+    let mut c = with_no_store(home.path());
+    c.args(["stores", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0, "{doc:#}");
+    let rows = doc["stores"].as_array().unwrap();
+    let agents: Vec<&str> = rows.iter().map(|r| r["agent"].as_str().unwrap()).collect();
+    assert_eq!(
+        agents,
+        ["kodelet", "docker-agent", "goose", "opencode"],
+        "{doc:#}"
+    );
+    for r in rows {
+        assert_eq!(r["support"], "read-write", "{r:#}");
+        assert!(
+            r["schema_version"].is_string() && r["newest_known"].is_string(),
+            "{r:#}"
+        );
+        assert!(r["how"].as_str().unwrap().ends_with(" default"), "{r:#}");
+    }
+    // The goose file as a newer goose would leave it.
+    let newest: i64 = rows[2]["newest_known"].as_str().unwrap().parse().unwrap();
+    rusqlite::Connection::open(&goose_db)
+        .unwrap()
+        .execute(
+            "INSERT INTO schema_version(version, applied_at) VALUES (?1, '2026-12-01 00:00:00')",
+            [newest + 1],
+        )
+        .unwrap();
+    let before = crate::common::files_hash(&goose_db);
+    let mut c = with_no_store(home.path());
+    c.args(["stores", "--json"]);
+    let (doc, _) = json(c);
+    let g = &doc["stores"][2];
+    assert_eq!(g["agent"], "goose");
+    assert_eq!(g["support"], "unsupported", "{g:#}");
+    assert!(
+        g["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{}", newest + 1)),
+        "{g:#}"
+    );
+    assert_eq!(crate::common::files_hash(&goose_db), before);
+    let out = with_no_store(home.path()).arg("stores").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in [
+        "AGENT",
+        "SUPPORT",
+        "kodelet",
+        "docker-agent",
+        "goose",
+        "opencode",
+        "unsupported",
+    ] {
+        assert!(text.contains(word), "{word}: {text}");
+    }
+}

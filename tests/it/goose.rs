@@ -17,6 +17,20 @@ use crate::goose_loader::{check_compacted, check_pruned, is_summary, load};
 
 const HEADER: &str = "[agent-db compaction summary]";
 
+/// goose's providers whose `manages_own_context()` is true (aaif-goose: `ClaudeCodeProvider`,
+/// `GeminiCliProvider`, and `AcpProvider` behind every `*_acp.rs` provider), by the names goose
+/// stores in `sessions.provider_name`: goose never compacts their sessions.
+const MANAGED_CONTEXT: &[&str] = &[
+    "claude-code",
+    "gemini-cli",
+    "claude-acp",
+    "codex-acp",
+    "copilot-acp",
+    "amp-acp",
+    "pi-acp",
+    "cursor-acp",
+];
+
 struct G {
     dir: TempDir,
     db: PathBuf,
@@ -83,10 +97,41 @@ impl G {
         out
     }
 
+    /// The sessions over `ratio` that goose itself would compact (see [`G::over_any`]): not
+    /// those whose provider manages its own context.
+    fn over(&self, ratio: f64) -> BTreeSet<String> {
+        let managed = self.managed();
+        self.over_any(ratio)
+            .into_iter()
+            .filter(|id| !managed.contains_key(id))
+            .collect()
+    }
+
+    /// The sessions whose `provider_name` is one of [`MANAGED_CONTEXT`], with it.
+    fn managed(&self) -> BTreeMap<String, String> {
+        let has = !self
+            .strings("SELECT name FROM pragma_table_info('sessions') WHERE name = 'provider_name'")
+            .is_empty();
+        if !has {
+            return BTreeMap::new();
+        }
+        let list: Vec<String> = MANAGED_CONTEXT.iter().map(|p| format!("'{p}'")).collect();
+        self.strings(&format!(
+            "SELECT id || '|' || provider_name FROM sessions WHERE provider_name IN ({})",
+            list.join(", ")
+        ))
+        .into_iter()
+        .map(|r| {
+            let (id, p) = r.split_once('|').unwrap();
+            (id.to_string(), p.to_string())
+        })
+        .collect()
+    }
+
     /// The sessions over `ratio`, by the test's own rule: `total_tokens` over the stored
     /// `context_limit` when positive, else goose's 128,000 (no generated model is in
     /// agent-db's table or config).
-    fn over(&self, ratio: f64) -> BTreeSet<String> {
+    fn over_any(&self, ratio: f64) -> BTreeSet<String> {
         let has_config = !self
             .strings(
                 "SELECT name FROM pragma_table_info('sessions') WHERE name = 'model_config_json'",
@@ -225,11 +270,17 @@ fn a_newer_schema_version_is_refused_with_exit_4() {
         .execute("INSERT INTO schema_version (version) VALUES (18)", [])
         .unwrap();
     let hash = files_hash(&g.db);
-    for args in [&["list"][..], &["compact", "--all-over", "0", "--yes"][..]] {
+    for args in [
+        &["list"][..],
+        &["compact", "--all-over", "0", "--idle", "0", "--dry-run"][..],
+        &["compact", "--all-over", "0", "--idle", "0", "--yes"][..],
+    ] {
         let out = g.cmd().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(4), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
+        // The file's version and the newest agent-db knows.
         assert!(err.contains("goose schema version 18 is newer"), "{err}");
+        assert!(err.contains("the newest it knows is 17"), "{err}");
     }
     assert_eq!(files_hash(&g.db), hash);
 }
@@ -1105,4 +1156,147 @@ fn prune_places_the_notes_it_can_and_leaves_the_rest_visible() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert_eq!(g.dump(), before);
+}
+
+/// Every column of session `id` and of its messages, as SQLite quotes them, in rowid order.
+fn session_image(g: &G, id: &str) -> Vec<String> {
+    let c = g.conn();
+    let mut out = Vec::new();
+    for table in ["sessions", "messages"] {
+        let key = if table == "sessions" {
+            "id"
+        } else {
+            "session_id"
+        };
+        let cols = g.strings(&format!("SELECT name FROM pragma_table_info('{table}')"));
+        let quoted: Vec<String> = cols.iter().map(|c| format!("quote(\"{c}\")")).collect();
+        let sql = format!(
+            "SELECT rowid || ':' || {} FROM {table} WHERE {key} = ?1 ORDER BY rowid",
+            quoted.join(" || ',' || ")
+        );
+        let mut st = c.prepare(&sql).unwrap();
+        let rows = st.query_map([id], |r| r.get::<_, String>(0)).unwrap();
+        out.extend(rows.map(|r| format!("{table} {}", r.unwrap())));
+    }
+    out
+}
+
+/// goose never compacts a session whose provider manages its own context (a CLI or ACP agent
+/// keeps the conversation; `check_if_compaction_needed` answers false): agent-db skips it with
+/// that reason in `list`, the dry run and the compaction report, leaves its rows byte for byte
+/// as they were, and compacts the ordinary session beside it.
+#[test]
+fn a_session_whose_provider_manages_its_own_context_is_left_alone() {
+    let row = |doc: &Value, id: &str| -> Value {
+        doc["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{id} not reported: {doc:#}"))
+            .clone()
+    };
+    for preset in ["goose-v7", "goose-v16", "goose-v17", "goose-v16-migrated"] {
+        let g = G::new(preset, 24);
+        let managed = g.managed();
+        let all_over = g.over_any(0.7);
+        // A managed session --all-over would otherwise select, and an ordinary one.
+        let (id, provider) = managed
+            .iter()
+            .find(|(id, _)| all_over.contains(*id))
+            .unwrap_or_else(|| panic!("{preset}: no managed session over 0.7: {managed:?}"));
+        let normal = g.over(0.7).into_iter().next().expect("an ordinary session");
+        let why = format!(
+            "goose's provider {provider} manages its own context, so goose never compacts this session"
+        );
+        let check_skipped = |doc: &Value, what: &str| {
+            let r = row(doc, id);
+            assert_eq!(r["status"], "skipped", "{preset} {what}: {r}");
+            assert_eq!(r["detail"], why.as_str(), "{preset} {what}: {r}");
+        };
+
+        for args in [
+            &["list", "--json"][..],
+            &["list", "--all-over", "0.7", "--idle", "0", "--json"][..],
+        ] {
+            let (doc, code) = json({
+                let mut c = g.cmd();
+                c.args(args);
+                c
+            });
+            assert_eq!(code, 0, "{preset} {args:?}: {doc:#}");
+            check_skipped(&doc, &format!("{args:?}"));
+            assert_ne!(row(&doc, &normal)["status"], "skipped", "{preset} {args:?}");
+        }
+        let (dry, code) = json({
+            let mut c = g.cmd();
+            c.args([
+                "compact",
+                "--all-over",
+                "0.7",
+                "--idle",
+                "0",
+                "--dry-run",
+                "--json",
+            ]);
+            c
+        });
+        assert_eq!(code, 0, "{preset}: {dry:#}");
+        check_skipped(&dry, "dry run");
+        assert_eq!(row(&dry, &normal)["status"], "planned", "{preset}: {dry:#}");
+
+        let image = session_image(&g, id);
+        let normal_before = session_image(&g, &normal);
+        // Named explicitly, in the human report: a skip, exit 0.
+        let out = g
+            .cmd()
+            .args([
+                "compact",
+                "--idle",
+                "0",
+                "--yes",
+                "--strategy",
+                "extractive",
+                "--id",
+            ])
+            .arg(id)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{preset}: {stdout}");
+        // The session's line says skipped with a note; the note gives the reason.
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(id.as_str()))
+            .unwrap_or_else(|| panic!("{preset}: {stdout}"));
+        let note = line.rsplit_once("skipped ").map(|(_, n)| n.trim());
+        let note = note.unwrap_or_else(|| panic!("{preset}: {line}"));
+        assert!(
+            stdout.lines().any(|l| l == format!("{note} {why}")),
+            "{preset}: {stdout}"
+        );
+        assert_eq!(session_image(&g, id), image, "{preset}");
+        // Beside an ordinary session: that one is compacted, this one is not touched.
+        let doc = compact(
+            &g,
+            &[
+                "--strategy",
+                "extractive",
+                "--id",
+                id.as_str(),
+                "--id",
+                normal.as_str(),
+            ],
+        );
+        check_skipped(&doc, "compact");
+        assert_eq!(
+            row(&doc, &normal)["status"],
+            "compacted",
+            "{preset}: {doc:#}"
+        );
+        assert_eq!(session_image(&g, id), image, "{preset}");
+        assert_ne!(session_image(&g, &normal), normal_before, "{preset}");
+        let l = load(&g.conn(), &normal).unwrap();
+        check_compacted(&l, HEADER).unwrap_or_else(|e| panic!("{preset} {normal}: {e}"));
+    }
 }

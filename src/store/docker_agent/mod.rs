@@ -18,7 +18,7 @@ mod schema;
 mod write;
 
 pub use read::{load, load_session, meta, present_summary, scan, Session};
-pub use schema::{check_schema, Schema, KNOWN_MIGRATIONS, NEWEST_KNOWN};
+pub use schema::{check_schema, is_known, newest_known_name, Schema, KNOWN_MIGRATIONS, NEWEST_KNOWN};
 pub use write::{strip_header, Proposal, INSTRUCTION_LINE};
 
 use std::path::PathBuf;
@@ -27,7 +27,7 @@ use std::sync::Arc;
 use rusqlite::Connection;
 
 use super::commit::Commit;
-use super::kind::{Unrated, Adapter, LoadedState, Read};
+use super::kind::{Adapter, LoadedState, Read, SchemaStatus, Unrated};
 use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 use crate::error::Result;
 
@@ -68,6 +68,17 @@ impl Adapter for DockerAgent {
 
     fn check_schema(&self, conn: &Connection, path: &std::path::Path) -> Result<()> {
         check_schema(conn, path).map(|_| ())
+    }
+
+    /// A file newer than agent-db knows fails the schema check itself (for every command), so
+    /// a file that passes it is written.
+    fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
+        let schema = check_schema(conn, path)?;
+        Ok(SchemaStatus {
+            version: Some(schema.max_migration.to_string()),
+            newest_known: Some(NEWEST_KNOWN.to_string()),
+            writable: true,
+        })
     }
 
     fn default_path_doc(&self) -> &'static str {

@@ -6,7 +6,8 @@
 //!   refuses a file whose `MAX(id)` is above the newest migration it knows, and so does agent-db
 //!   ([`NEWEST_KNOWN`]). What agent-db reads and writes is then decided by the columns
 //!   (`PRAGMA table_info`): the legacy `sessions.messages` JSON (up to migration 19),
-//!   `session_items.first_kept_entry` (21), `cost` (23), `model` and `usage_json` (25).
+//!   `session_items.first_kept_entry` (21), `sessions.instruction_context` (22), `cost` (23),
+//!   `model` and `usage_json` (25), `actor_pending` (31), `actor_input_mode` (34).
 //! - **Sessions.** Only root sessions (`parent_id` empty) are conversations; sub-sessions belong
 //!   to their parent's history and are never listed or compacted on their own.
 //! - **Active history.** Items are read ordered by `position` (then `id`) into the slice
@@ -14,7 +15,10 @@
 //!   `error`, `termination`). The last summary with text is presented as a synthetic first
 //!   user message starting with [`crate::summary::SUMMARY_HEADER`]; the messages after it (or from
 //!   `first_kept_entry` when `0 < first_kept_entry < lastSummaryIndex`) follow with their stored
-//!   bytes. `slots` holds each message's index in the slice (-1 for the synthetic summary).
+//!   bytes, except those docker-agent holds back (pending input, `legacy_run` input), which
+//!   stay in the slice but are not sent. Each `instruction_context.updates` entry is sent as a
+//!   user message before the item at its position, as `getMessages` does. `slots` holds each
+//!   message's index in the slice (-1 for the synthetic summary, [`update_slot`] for an update).
 //! - **Listing** reads `sessions` plus three indexed subqueries per session (message count, the
 //!   model of the latest assistant message, the latest item's `created_at`); it never loads a
 //!   history. Under `--all-over` only the model is needed to judge a session, so the other two
@@ -262,8 +266,9 @@ pub fn meta(
 /// One entry of the slice docker-agent loads.
 #[derive(Debug, Clone)]
 enum Entry {
-    /// A message item: its stored JSON.
-    Message { json: String },
+    /// A message item: its stored JSON; `held` when docker-agent keeps it out of the model's
+    /// history (pending input, or `legacy_run` input).
+    Message { json: String, held: bool },
     /// A summary item (empty text counts as no summary, as in docker-agent).
     Summary { text: String, first_kept_entry: i64 },
     /// A sub-session, error or termination item: in the slice, not sent to the model.
@@ -307,7 +312,8 @@ pub fn present_summary(stored: &str) -> String {
 
 /// Load one root session's active history (see the module doc).
 pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -> Result<Session> {
-    let (input, output, legacy_messages) = read_session_row(conn, path, schema, id)?;
+    let (input, output, legacy_messages, context) = read_session_row(conn, path, schema, id)?;
+    let updates = instruction_updates(context.as_deref(), id)?;
     let items = read_items(conn, path, schema, id)?;
     if items.count == 0
         && legacy_messages
@@ -319,7 +325,7 @@ pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -
             "its history is only in the legacy sessions.messages column (never moved to session_items); agent-db will not touch it",
         ));
     }
-    let (raw, slots) = active_history(&items.slice, id)?;
+    let (raw, slots) = active_history(&items.slice, &updates, id)?;
     let marker = format!(
         "items:{}:{}:{}:{}",
         items.count,
@@ -348,28 +354,91 @@ fn read_session_row(
     path: &Path,
     schema: &Schema,
     id: &str,
-) -> Result<(Option<i64>, Option<i64>, Option<String>)> {
+) -> Result<SessionRow> {
     let legacy = if schema.legacy_messages {
         "s.messages"
+    } else {
+        "NULL"
+    };
+    let context = if schema.instruction_context {
+        "s.instruction_context"
     } else {
         "NULL"
     };
     let head = conn
         .query_row(
             &format!(
-                "SELECT s.parent_id, s.input_tokens, s.output_tokens, {legacy} FROM sessions s WHERE s.id = ?1"
+                "SELECT s.parent_id, s.input_tokens, s.output_tokens, {legacy}, {context} FROM sessions s WHERE s.id = ?1"
             ),
             [id],
-            |r| Ok((lossy(r, 0)?, int(r, 1)?, int(r, 2)?, lossy(r, 3)?)),
+            |r| {
+                Ok((
+                    lossy(r, 0)?,
+                    int(r, 1)?,
+                    int(r, 2)?,
+                    lossy(r, 3)?,
+                    lossy(r, 4)?,
+                ))
+            },
         )
         .optional()
         .at(path)?;
-    let (parent, input, output, legacy_messages) =
+    let (parent, input, output, legacy_messages, context) =
         head.ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })?;
     if let Some(p) = parent.filter(|p| !p.is_empty()) {
         return Err(sub_session_error(id, &p));
     }
-    Ok((input, output, legacy_messages))
+    Ok((input, output, legacy_messages, context))
+}
+
+/// The session row's token columns, legacy `messages` JSON and `instruction_context` JSON.
+type SessionRow = (Option<i64>, Option<i64>, Option<String>, Option<String>);
+
+/// One `instruction_context.updates` entry: a `<system-update>` docker-agent sends as a user
+/// message before the item at `position` (a slice index; `position == len` sends it last).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Update {
+    position: i64,
+    content: String,
+}
+
+/// The `updates` of a session's `instruction_context` (empty or absent: none). docker-agent
+/// refuses to load a session whose JSON does not decode, and so does agent-db.
+fn instruction_updates(context: Option<&str>, id: &str) -> Result<Vec<Update>> {
+    let Some(text) = context.filter(|t| !t.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let bad = |why: String| {
+        Error::conversation(
+            id,
+            format!("sessions.instruction_context does not decode ({why}); docker-agent would not load this session, agent-db will not touch it"),
+        )
+    };
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    let Some(list) = v.get("updates").filter(|u| !u.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let list = list
+        .as_array()
+        .ok_or_else(|| bad("updates is not an array".into()))?;
+    list.iter()
+        .map(|u| {
+            let position = match u.get("position") {
+                None | Some(serde_json::Value::Null) => 0,
+                Some(p) => p
+                    .as_i64()
+                    .ok_or_else(|| bad("an update's position is not an integer".into()))?,
+            };
+            let content = match u.get("content") {
+                None | Some(serde_json::Value::Null) => String::new(),
+                Some(c) => c
+                    .as_str()
+                    .ok_or_else(|| bad("an update's content is not a string".into()))?
+                    .to_string(),
+            };
+            Ok(Update { position, content })
+        })
+        .collect()
 }
 
 /// The session's items as docker-agent loads them.
@@ -390,11 +459,22 @@ fn read_items(conn: &Connection, path: &Path, schema: &Schema, id: &str) -> Resu
     } else {
         "0"
     };
+    let pending = if schema.actor_pending {
+        "COALESCE(i.actor_pending, 0) <> 0"
+    } else {
+        "0"
+    };
+    let legacy_run = if schema.actor_input_mode {
+        "COALESCE(i.actor_input_mode, '') = 'legacy_run'"
+    } else {
+        "0"
+    };
     let mut stmt = conn
         .prepare(&format!(
             "SELECT i.id, i.position, i.item_type, i.message_json, i.subsession_id, i.summary_text, {fke},
                i.subsession_id IS NOT NULL AND i.subsession_id <> ''
-                 AND EXISTS (SELECT 1 FROM sessions x WHERE x.id = i.subsession_id)
+                 AND EXISTS (SELECT 1 FROM sessions x WHERE x.id = i.subsession_id),
+               ({pending}) OR ({legacy_run})
              FROM session_items i WHERE i.session_id = ?1 ORDER BY i.position, i.id"
         ))
         .at(path)?;
@@ -438,7 +518,8 @@ fn entry(r: &Row<'_>, path: &Path, id: &str, row_id: i64) -> Result<Option<Entry
                     ))
                 }
             };
-            Some(Entry::Message { json })
+            let held = r.get::<_, bool>(8).unwrap_or(false);
+            Some(Entry::Message { json, held })
         }
         "summary" => Some(Entry::Summary {
             text: lossy(r, 5).at(path)?.unwrap_or_default(),
@@ -451,10 +532,23 @@ fn entry(r: &Row<'_>, path: &Path, id: &str, row_id: i64) -> Result<Option<Entry
     })
 }
 
-/// The history docker-agent sends from a loaded slice: the last summary as a synthetic first
-/// message, then the messages from `first_kept_entry` (or after the summary), with each
-/// message's slice index (-1 for the summary).
-fn active_history(slice: &[Entry], id: &str) -> Result<(String, Vec<i64>)> {
+/// The slot of an instruction update replayed before the item at slice index `position`
+/// (always below -1; -1 is the synthetic summary).
+pub fn update_slot(position: i64) -> i64 {
+    -2 - position
+}
+
+/// The slice position of an instruction update's slot, or `None` for any other slot.
+pub fn update_position(slot: i64) -> Option<i64> {
+    (slot <= -2).then(|| -2 - slot)
+}
+
+/// The history docker-agent sends from a loaded slice (`getMessages`): the last summary as a
+/// synthetic first message, then from `first_kept_entry` (or after the summary) each
+/// instruction update at its position and each message docker-agent does not hold back
+/// (pending and `legacy_run` input are held). Each entry's slot: the message's slice index, -1
+/// for the summary, [`update_slot`] for an update.
+fn active_history(slice: &[Entry], updates: &[Update], id: &str) -> Result<(String, Vec<i64>)> {
     let last_summary = slice
         .iter()
         .rposition(|e| matches!(e, Entry::Summary { text, .. } if !text.is_empty()));
@@ -479,8 +573,22 @@ fn active_history(slice: &[Entry], id: &str) -> Result<(String, Vec<i64>)> {
             slots.push(-1);
         }
     }
-    for (k, e) in slice.iter().enumerate().skip(start) {
-        if let Entry::Message { json } = e {
+    // docker-agent walks the updates in their stored order: the leading ones before `start`
+    // are passed over, then each is sent when the walk reaches its position.
+    let mut u = 0;
+    while u < updates.len() && updates[u].position < start as i64 {
+        u += 1;
+    }
+    for k in start..=slice.len() {
+        while u < updates.len() && updates[u].position == k as i64 {
+            parts.push(message::user_text_message(
+                Format::DockerAgent,
+                &updates[u].content,
+            ));
+            slots.push(update_slot(k as i64));
+            u += 1;
+        }
+        if let Some(Entry::Message { json, held: false }) = slice.get(k) {
             let raw = RawValue::from_string(json.clone()).map_err(|e| {
                 Error::conversation(
                     id,
@@ -503,6 +611,75 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<Session> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn msg(n: u32, held: bool) -> Entry {
+        Entry::Message {
+            json: format!("{{\"role\":\"user\",\"content\":\"m{n}\"}}"),
+            held,
+        }
+    }
+
+    fn update(position: i64, content: &str) -> Update {
+        Update {
+            position,
+            content: content.into(),
+        }
+    }
+
+    #[test]
+    fn held_input_is_not_sent_and_updates_are_sent_at_their_positions() {
+        // 0 m0, 1 m1 (pending), 2 summary keeping from 1, 3 m3, 4 m4 (legacy_run)
+        let slice = vec![
+            msg(0, false),
+            msg(1, true),
+            Entry::Summary {
+                text: "s".into(),
+                first_kept_entry: 1,
+            },
+            msg(3, false),
+            msg(4, true),
+        ];
+        // An update before the start is passed over; the rest go before their item, the last
+        // one after every item.
+        let updates = vec![
+            update(0, "u0"),
+            update(1, "u1"),
+            update(3, "u3"),
+            update(5, "u5"),
+        ];
+        let (raw, slots) = active_history(&slice, &updates, "x").unwrap();
+        let v: Vec<serde_json::Value> = serde_json::from_str(&raw).unwrap();
+        let contents: Vec<&str> = v.iter().map(|m| m["content"].as_str().unwrap()).collect();
+        assert_eq!(contents[1..], ["u1", "u3", "m3", "u5"]);
+        assert_eq!(slots, vec![-1, update_slot(1), update_slot(3), 3, update_slot(5)]);
+        assert_eq!(update_position(update_slot(3)), Some(3));
+        assert_eq!(update_position(-1), None);
+        assert_eq!(update_position(3), None);
+        // Out of order, as docker-agent walks them: an update behind a later one waits for it.
+        let (raw, _) = active_history(&slice, &[update(3, "a"), update(1, "b")], "x").unwrap();
+        let v: Vec<serde_json::Value> = serde_json::from_str(&raw).unwrap();
+        let contents: Vec<&str> = v.iter().map(|m| m["content"].as_str().unwrap()).collect();
+        assert_eq!(contents[1..], ["a", "m3"]);
+    }
+
+    #[test]
+    fn instruction_context_decodes_or_refuses() {
+        assert!(instruction_updates(None, "x").unwrap().is_empty());
+        assert!(instruction_updates(Some(""), "x").unwrap().is_empty());
+        assert!(instruction_updates(Some("{\"epoch_start\":-1}"), "x")
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            instruction_updates(
+                Some("{\"updates\":[{\"position\":4,\"content\":\"<system-update>\\nx\\n</system-update>\"}]}"),
+                "x"
+            )
+            .unwrap(),
+            vec![update(4, "<system-update>\nx\n</system-update>")]
+        );
+        assert!(instruction_updates(Some("{not json"), "x").is_err());
+        assert!(instruction_updates(Some("{\"updates\":{}}"), "x").is_err());
+    }
 
     #[test]
     fn summaries_are_presented_with_the_header() {

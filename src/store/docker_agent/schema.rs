@@ -7,7 +7,12 @@ use rusqlite::{Connection, OptionalExtension};
 
 use crate::error::{Error, Result, SqlContext};
 
-/// docker-agent's migrations, by id (`pkg/session/migrations.go`, 1–29).
+/// docker-agent's migrations, by id (`pkg/session/migrations.go`). Ids 1–28 are the same in
+/// every line; from 29 on the numbering differs between docker-agent's lines: the
+/// `docker/docker-agent` line has `029_add_root_kind_to_generated_media_manifest` as 29, the
+/// current line (`krissetto/docker-agent@95774d90`, migrations 1–38) inserted
+/// `029_add_generated_media_blob_table` and moved root_kind to 30. Both are listed; a migration
+/// counts as known when its id and name are a pair listed here.
 pub const KNOWN_MIGRATIONS: &[(i64, &str)] = &[
     (1, "001_add_tools_approved_column"),
     (2, "002_add_usage_column"),
@@ -38,10 +43,30 @@ pub const KNOWN_MIGRATIONS: &[(i64, &str)] = &[
     (27, "027_add_session_origin_column"),
     (28, "028_add_generated_media_manifest_table"),
     (29, "029_add_root_kind_to_generated_media_manifest"),
+    (29, "029_add_generated_media_blob_table"),
+    (30, "030_add_root_kind_to_generated_media_manifest"),
+    (31, "031_add_actor_pending_message_columns"),
+    (32, "032_add_subagent_trees_table"),
+    (33, "033_add_session_todos_table"),
+    (34, "034_add_child_coordination"),
+    (35, "035_complete_child_coordination_schema"),
+    (36, "036_add_input_provenance"),
+    (37, "037_session_input_batches"),
+    (38, "038_child_report_outcome"),
 ];
 
 /// The newest docker-agent migration agent-db knows.
-pub const NEWEST_KNOWN: i64 = 29;
+pub const NEWEST_KNOWN: i64 = 38;
+
+/// The newest known migration's name.
+pub fn newest_known_name() -> &'static str {
+    KNOWN_MIGRATIONS[KNOWN_MIGRATIONS.len() - 1].1
+}
+
+/// Whether `(id, name)` is a migration agent-db knows.
+pub fn is_known(id: i64, name: &str) -> bool {
+    KNOWN_MIGRATIONS.iter().any(|(i, n)| *i == id && *n == name)
+}
 
 /// What one docker-agent file has, from its `migrations` rows and its columns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -59,6 +84,14 @@ pub struct Schema {
     pub item_usage_json: bool,
     pub title: bool,
     pub working_dir: bool,
+    /// `session_items.actor_pending` (migration 31): accepted input not yet promoted into the
+    /// transcript; docker-agent's loader leaves it out of the model's history.
+    pub actor_pending: bool,
+    /// `session_items.actor_input_mode` (migration 34): `legacy_run` items are left out too.
+    pub actor_input_mode: bool,
+    /// `sessions.instruction_context` (migration 22): its `updates` are replayed as user
+    /// messages at their item positions.
+    pub instruction_context: bool,
 }
 
 impl Schema {
@@ -84,6 +117,12 @@ impl Schema {
         }
         if self.item_model {
             s.push_str(", item model/usage_json");
+        }
+        if self.actor_pending {
+            s.push_str(", pending input");
+        }
+        if self.actor_input_mode {
+            s.push_str(", input modes");
         }
         s
     }
@@ -145,7 +184,36 @@ pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
                 "docker-agent migration {max_migration} ({name:?}) is newer than any agent-db knows \
                  (the newest it knows is {NEWEST_KNOWN}, {}); a newer docker-agent wrote this file, \
                  so agent-db will not touch it (upgrade agent-db)",
-                KNOWN_MIGRATIONS[KNOWN_MIGRATIONS.len() - 1].1
+                newest_known_name()
+            ),
+        ));
+    }
+    // From 29 on, docker-agent's lines number their migrations differently: a name agent-db
+    // does not know at an id it knows is a schema it has not read.
+    let unknown: Option<(i64, String)> = {
+        let mut stmt = conn
+            .prepare("SELECT id, COALESCE(name, '') FROM migrations WHERE id >= 29 ORDER BY id")
+            .at(path)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .at(path)?;
+        let mut found = None;
+        for row in rows {
+            let (id, name) = row.at(path)?;
+            if !is_known(id, &name) {
+                found = Some((id, name));
+                break;
+            }
+        }
+        found
+    };
+    if let Some((id, name)) = unknown {
+        return Err(changed(
+            path,
+            format!(
+                "docker-agent migration {id} ({name:?}) is not one agent-db knows (the newest it knows is \
+                 {NEWEST_KNOWN}, {}); another docker-agent line wrote this file, so agent-db will not touch it",
+                newest_known_name()
             ),
         ));
     }
@@ -190,5 +258,8 @@ pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
         item_usage_json: has(&i, "usage_json"),
         title: has(&s, "title"),
         working_dir: has(&s, "working_dir"),
+        actor_pending: has(&i, "actor_pending"),
+        actor_input_mode: has(&i, "actor_input_mode"),
+        instruction_context: has(&s, "instruction_context"),
     })
 }

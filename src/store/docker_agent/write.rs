@@ -12,7 +12,10 @@
 //!   for an empty tail: docker-agent then starts after the summary). Older generations cannot
 //!   keep a tail; the planner gives them a zero tail budget, so the summary covers everything.
 //! - `cost` 0, `model` (the summarizer's, else `agent-db`) and `usage_json` `''` where those
-//!   columns exist. `sessions.input_tokens` becomes the estimated new context and
+//!   columns exist; the current line's item columns (migrations 31–38) keep their defaults, as
+//!   docker-agent's own summary insert leaves them. A tail that starts at an instruction update
+//!   starts at the update's position; updates recorded at the first kept position are sent
+//!   with the tail, and the self-check expects them. `sessions.input_tokens` becomes the estimated new context and
 //!   `output_tokens` 0. The legacy `sessions.messages` JSON, where it exists and is in sync, gets
 //!   the `{"summary":…}` element appended (every existing byte kept).
 //! - Nothing is deleted or renumbered; `migrations` is never touched. Archived cells: the
@@ -59,6 +62,8 @@ pub struct Apply {
     position: i64,
     text: String,
     first_kept: i64,
+    /// Where the tail docker-agent will send starts, in the loaded messages.
+    sent_tail: usize,
     /// The legacy `sessions.messages` with the summary appended, when it is written.
     legacy: Option<String>,
     /// The active history before, for the self-check.
@@ -149,7 +154,7 @@ impl Write for Proposal {
                 "changed since read (its items moved); nothing written".into(),
             ));
         }
-        let first_kept = self.first_kept(&schema)?;
+        let first_kept = self.first_kept(&schema, cur.slice_len)?;
         let text = self.summary_text(summary, &cur.raw_messages)?;
         let (new_id, position) = next_item(tx, path, &self.id)?;
         let legacy = schema
@@ -174,6 +179,7 @@ impl Write for Proposal {
                 position,
                 text,
                 first_kept,
+                sent_tail: self.sent_tail_start(first_kept),
                 legacy: legacy.and_then(|l| l.ok()),
                 before: cur.raw_messages,
             },
@@ -203,14 +209,14 @@ impl Write for Proposal {
             )
             .at(path)?;
         }
-        self_check(tx, path, &a.schema, self, &a.before)
+        self_check(tx, path, &a.schema, self, a.sent_tail, &a.before)
     }
 }
 
 impl Proposal {
     /// The slice index of the first kept message (0: an empty tail, docker-agent then starts
     /// after the summary), or why this generation cannot express the kept tail.
-    fn first_kept(&self, schema: &Schema) -> Result<i64> {
+    fn first_kept(&self, schema: &Schema, slice_len: usize) -> Result<i64> {
         if self.tail_start >= self.slots.len() {
             return Ok(0);
         }
@@ -225,13 +231,31 @@ impl Proposal {
             ));
         }
         let slot = self.slots[self.tail_start];
-        if slot <= 0 {
+        // An instruction update is sent before the item at its position: the tail starts there.
+        let first = super::read::update_position(slot).unwrap_or(slot);
+        // docker-agent starts at first_kept_entry only when 0 < it < the summary's index (the
+        // new summary's index is the slice length).
+        if first <= 0 || first >= slice_len as i64 {
             return Err(Error::conversation(
                 &self.id,
-                format!("the kept tail would start at slice index {slot}, which docker-agent cannot express"),
+                format!("the kept tail would start at slice index {first}, which docker-agent cannot express"),
             ));
         }
-        Ok(slot)
+        Ok(first)
+    }
+
+    /// Where the tail docker-agent will send starts, in the loaded messages: instruction updates
+    /// recorded at the first kept position are sent with it, so when the planned tail starts at
+    /// the message there, they (summarized too) are sent again before it.
+    fn sent_tail_start(&self, first_kept: i64) -> usize {
+        let mut start = self.tail_start.min(self.slots.len());
+        if first_kept <= 0 {
+            return start;
+        }
+        while start > 0 && super::read::update_position(self.slots[start - 1]) == Some(first_kept) {
+            start -= 1;
+        }
+        start
     }
 
     /// The summary item's text: agent-db's header removed, the put-back instruction appended.
@@ -379,6 +403,7 @@ fn self_check(
     path: &Path,
     schema: &Schema,
     p: &Proposal,
+    sent_tail: usize,
     before: &str,
 ) -> Result<()> {
     let after = load_session(tx, path, schema, &p.id)?;
@@ -391,7 +416,7 @@ fn self_check(
     let old = message::split_raw(before).map_err(|e| Error::conversation(&p.id, e.to_string()))?;
     let new = message::split_raw(&after.raw_messages)
         .map_err(|e| Error::conversation(&p.id, e.to_string()))?;
-    let tail: Vec<&str> = old[p.tail_start..].iter().map(|r| r.get()).collect();
+    let tail: Vec<&str> = old[sent_tail..].iter().map(|r| r.get()).collect();
     let got: Vec<&str> = new.iter().skip(1).map(|r| r.get()).collect();
     if after.slots.first() != Some(&-1) {
         return fail("docker-agent would not load the new summary");
@@ -405,6 +430,55 @@ fn self_check(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn proposal(slots: Vec<i64>, tail_start: usize) -> Proposal {
+        Proposal {
+            id: "s".into(),
+            version: Version {
+                marker: String::new(),
+                raw_digest: String::new(),
+            },
+            slots,
+            summary: Some("x".into()),
+            tail_start,
+            reinsert: None,
+            context_after: 0,
+            model: None,
+        }
+    }
+
+    fn current() -> Schema {
+        Schema {
+            max_migration: 38,
+            first_kept_entry: true,
+            ..Schema::default()
+        }
+    }
+
+    #[test]
+    fn instruction_updates_start_the_tail_at_their_position() {
+        use super::super::read::update_slot;
+        // summary, m2, update before 4, m4, m5 (slice of 6).
+        let slots = vec![-1, 2, update_slot(4), 4, 5];
+        // The tail starts at the update: first_kept_entry is its position, sent from there.
+        let p = proposal(slots.clone(), 2);
+        assert_eq!(p.first_kept(&current(), 6).unwrap(), 4);
+        assert_eq!(p.sent_tail_start(4), 2);
+        // The tail starts at the message the update precedes: docker-agent sends the update too.
+        let p = proposal(slots.clone(), 3);
+        assert_eq!(p.first_kept(&current(), 6).unwrap(), 4);
+        assert_eq!(p.sent_tail_start(4), 2);
+        // A later message: nothing extra.
+        let p = proposal(slots.clone(), 4);
+        assert_eq!(p.first_kept(&current(), 6).unwrap(), 5);
+        assert_eq!(p.sent_tail_start(5), 4);
+        // An empty tail.
+        let p = proposal(slots, 5);
+        assert_eq!(p.first_kept(&current(), 6).unwrap(), 0);
+        // An update recorded after the last item cannot start a tail docker-agent sends.
+        let p = proposal(vec![-1, 2, update_slot(6)], 2);
+        assert!(p.first_kept(&current(), 6).is_err());
+    }
 
     #[test]
     fn header_is_stripped() {

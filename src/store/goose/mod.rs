@@ -14,7 +14,9 @@ mod read;
 mod schema;
 mod write;
 
-pub use read::{load_session, meta, scan, Row, Session, GOOSE_DEFAULT_LIMIT};
+pub use read::{
+    left_alone, load_session, meta, scan, Row, Session, GOOSE_DEFAULT_LIMIT, MANAGES_OWN_CONTEXT,
+};
 pub use schema::{check_schema, Schema, FIRST_WRITABLE, NEWEST_KNOWN};
 pub use write::Proposal;
 
@@ -24,7 +26,7 @@ use std::sync::Arc;
 use rusqlite::Connection;
 
 use super::commit::Commit;
-use super::kind::{Unrated, Adapter, LoadedState, Read};
+use super::kind::{Adapter, LoadedState, Read, SchemaStatus, Unrated};
 use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 use crate::error::Result;
 
@@ -56,6 +58,17 @@ impl Adapter for Goose {
 
     fn check_schema(&self, conn: &Connection, path: &std::path::Path) -> Result<()> {
         check_schema(conn, path).map(|_| ())
+    }
+
+    /// A file newer than agent-db knows fails the schema check itself (for every command), so
+    /// a file that passes it is written.
+    fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
+        let schema = check_schema(conn, path)?;
+        Ok(SchemaStatus {
+            version: Some(schema.version.to_string()),
+            newest_known: Some(NEWEST_KNOWN.to_string()),
+            writable: true,
+        })
     }
 
     /// `$GOOSE_PATH_ROOT/data/sessions/sessions.db` (an absolute `GOOSE_PATH_ROOT`), else
@@ -105,6 +118,12 @@ impl Adapter for Goose {
 
     fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>> {
         meta(read.conn, read.path, read.limits, id)
+    }
+
+    /// A session whose provider manages its own context (stores.md "goose": which sessions
+    /// agent-db leaves alone).
+    fn left_alone(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        left_alone(read.conn, read.path, id)
     }
 
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {

@@ -217,6 +217,52 @@ pub fn meta(
     }
 }
 
+/// The goose providers whose `manages_own_context()` is true (aaif-goose `main`: the CLI
+/// providers `ClaudeCodeProvider` and `GeminiCliProvider`, and `AcpProvider`, which every
+/// `*-acp` provider is), by the name goose stores in `sessions.provider_name`. goose never
+/// compacts such a session (`check_if_compaction_needed` answers false, tool-pair summarization
+/// is off): the agent behind the provider keeps the conversation, goose only shows it.
+pub const MANAGES_OWN_CONTEXT: &[&str] = &[
+    "claude-code",
+    "gemini-cli",
+    "claude-acp",
+    "codex-acp",
+    "copilot-acp",
+    "amp-acp",
+    "pi-acp",
+    "cursor-acp",
+];
+
+/// Why agent-db leaves session `id` alone: its `provider_name` (v6+) is one of
+/// [`MANAGES_OWN_CONTEXT`]. `None` for any other provider, no provider, no such column or no
+/// such session.
+pub fn left_alone(conn: &Connection, path: &Path, id: &str) -> Result<Option<String>> {
+    let has = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'provider_name')",
+        )
+        .at(path)?
+        .query_row([], |r| r.get::<_, bool>(0))
+        .at(path)?;
+    if !has {
+        return Ok(None);
+    }
+    let provider: Option<String> = conn
+        .prepare_cached("SELECT CAST(provider_name AS TEXT) FROM sessions WHERE id = ?1")
+        .at(path)?
+        .query_row([id], |r| r.get(0))
+        .optional()
+        .at(path)?
+        .flatten();
+    Ok(provider
+        .filter(|p| MANAGES_OWN_CONTEXT.contains(&p.as_str()))
+        .map(|p| {
+            format!(
+                "goose's provider {p} manages its own context, so goose never compacts this session"
+            )
+        }))
+}
+
 /// One stored message row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {

@@ -5,6 +5,7 @@
 //! - `summaries.rs`: kodelet's `ToSummary()` (`message_count`, `first_message`).
 //! - `write.rs`: the typed proposal: the new `raw_messages` and the cells that follow from it.
 
+pub mod history;
 mod quick;
 mod read;
 pub mod summaries;
@@ -24,7 +25,7 @@ use rusqlite::Connection;
 
 use super::archive::{CellValue, Packed};
 use super::commit::Commit;
-use super::kind::{Adapter, LoadedState, Read};
+use super::kind::{Adapter, LoadedState, Read, SchemaStatus};
 use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 use crate::error::{Result, SqlContext};
 
@@ -53,6 +54,34 @@ impl Adapter for Kodelet {
 
     fn default_path_doc(&self) -> &'static str {
         "kodelet: $KODELET_BASE_PATH/storage.db or ~/.kodelet/storage.db"
+    }
+
+    fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
+        let version = read::newest_migration(conn, path)?;
+        Ok(SchemaStatus {
+            version: version.map(|v| v.to_string()),
+            newest_known: Some(read::NEWEST_KNOWN.to_string()),
+            writable: version.is_none_or(|v| v <= read::NEWEST_KNOWN),
+        })
+    }
+
+    fn left_alone(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        if !read::check_schema_again(read.conn, read.path)?.chat_turns {
+            return Ok(None);
+        }
+        Ok(write::turn_running(read.conn, read.path, id)?.then(|| write::TURN_RUNNING.to_string()))
+    }
+
+    fn after_restore(&self, tx: &Connection, path: &std::path::Path, id: &str) -> Result<()> {
+        // The search index describes the display history a restore just changed back: kodelet
+        // re-indexes a conversation without an index state row.
+        if read::check_schema_again(tx, path)?.search_state {
+            tx.prepare_cached("DELETE FROM conversation_search_state WHERE conversation_id = ?1")
+                .at(path)?
+                .execute([id])
+                .at(path)?;
+        }
+        Ok(())
     }
 
     fn default_path(&self) -> PathBuf {
@@ -208,7 +237,13 @@ impl LoadedState for Loaded {
                 &sealed
             }
         };
-        let tool_results = read.and_then(|r| current_tool_results(r, id));
+        // A store whose compaction keeps `tool_results` whole needs nothing prepared.
+        let keeps = read.is_some_and(|r| {
+            read::check_schema_again(r.conn, r.path).is_ok_and(|c| c.keeps_tool_results())
+        });
+        let tool_results = read
+            .filter(|_| !keeps)
+            .and_then(|r| current_tool_results(r, id));
         let tools = tool_results
             .as_ref()
             .and_then(|v| prepare_tools(v, &c.call_ids));
@@ -232,6 +267,8 @@ impl LoadedState for Loaded {
             message_count: summaries::message_count(&c.history),
             first_user_text: summaries::first_user_text(&c.history),
             raw_messages: c.history,
+            tail_start: c.tail_start,
+            summary: c.summary,
             context_after: c.context_after,
             call_ids: c.call_ids,
             pre_image: sealed.packed.clone(),

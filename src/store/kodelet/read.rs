@@ -32,6 +32,8 @@ const CONVERSATION_COLUMNS: &[(&str, &str, bool)] = &[
     ("metadata", "TEXT", true),
     ("tool_results", "TEXT", true),
     ("cwd", "TEXT", false),
+    // kodelet's display archive (migration 20260920120000, see `history.rs`).
+    ("compaction_history", "TEXT", false),
 ];
 const SUMMARY_COLUMNS: &[(&str, &str, bool)] = &[
     ("id", "TEXT", true),
@@ -58,13 +60,46 @@ const INIT_MIGRATIONS: &[(i64, &str)] = &[
     (20260719170000, "create steering_messages"),
 ];
 
-/// Which of the optional columns exist.
+/// The newest kodelet migration agent-db knows (`20260929120000`, the conversation search
+/// index). A file with a newer one was written by a kodelet agent-db has not been checked
+/// against: it is read, never written (docs/stores.md "Schema versions").
+pub const NEWEST_KNOWN: i64 = 20260929120000;
+
+/// Which of the optional columns and tables exist.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Columns {
     pub conversations_cwd: bool,
     pub summaries_provider: bool,
     pub summaries_metadata: bool,
     pub summaries_cwd: bool,
+    /// `conversations.compaction_history` (migration 20260920120000).
+    pub compaction_history: bool,
+    /// `chat_turns` (20260906130000): a turn `accepted` or `running` means kodelet is working on
+    /// the conversation now.
+    pub chat_turns: bool,
+    /// `conversation_artifacts` (20260910120000): image references kodelet's cleanup keeps only
+    /// while a `tool_results` entry names them.
+    pub artifacts: bool,
+    /// `conversation_search_state` (20260929120000): the search index's record of what it
+    /// indexed, per conversation.
+    pub search_state: bool,
+}
+
+impl Columns {
+    /// Whether `tool_results` is kept whole by a compaction: kodelet's own compaction keeps it
+    /// since it archives the display history, and image artifacts live only as long as an entry
+    /// names them (a restore needs them).
+    pub fn keeps_tool_results(&self) -> bool {
+        self.compaction_history || self.artifacts
+    }
+}
+
+/// The highest version in `schema_migrations` (`None`: no rows, or not integers).
+pub fn newest_migration(conn: &Connection, path: &Path) -> Result<Option<i64>> {
+    conn.prepare_cached("SELECT MAX(version) FROM schema_migrations WHERE typeof(version) = 'integer'")
+        .at(path)?
+        .query_row([], |r| r.get::<_, Option<i64>>(0))
+        .at(path)
 }
 
 fn table_columns(conn: &Connection, table: &str, path: &Path) -> Result<Vec<(String, String)>> {
@@ -143,16 +178,29 @@ pub fn check_schema_again(conn: &Connection, path: &Path) -> Result<Columns> {
 }
 
 /// Verify that the columns agent-db reads and writes exist with the meaning it knows. Extra
-/// tables, extra columns and unknown migration versions are fine.
+/// tables and extra columns are fine; a migration newer than [`NEWEST_KNOWN`] is refused by the
+/// write commands only (see the adapter's `schema_status`).
 pub fn check_schema(conn: &Connection, path: &Path) -> Result<Columns> {
     let c = check_table(conn, path, "conversations", CONVERSATION_COLUMNS)?;
     let s = check_table(conn, path, "conversation_summaries", SUMMARY_COLUMNS)?;
     let has = |v: &[String], n: &str| v.iter().any(|x| x == n);
+    let table = |name: &str| -> Result<bool> {
+        conn.prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1")
+            .at(path)?
+            .query_row([name], |_| Ok(()))
+            .optional()
+            .map(|o| o.is_some())
+            .at(path)
+    };
     Ok(Columns {
         conversations_cwd: has(&c, "cwd"),
         summaries_provider: has(&s, "provider"),
         summaries_metadata: has(&s, "metadata"),
         summaries_cwd: has(&s, "cwd"),
+        compaction_history: has(&c, "compaction_history"),
+        chat_turns: table("chat_turns")?,
+        artifacts: table("conversation_artifacts")?,
+        search_state: table("conversation_search_state")?,
     })
 }
 

@@ -50,6 +50,17 @@ pub fn as_text(bytes: &[u8]) -> rusqlite::types::ToSqlOutput<'_> {
 
 /// Steps 1–2 of [`first_message`]: the first user message's text, if there is one.
 pub fn first_user_text(raw_messages: &str) -> Option<String> {
+    first_text(raw_messages, false)
+}
+
+/// Step 2 as the kodelet that added `compaction_history` (migration 20260920120000) takes it,
+/// from the first segment's `rawMessages` when there is one: a user message whose `content` is a
+/// non-empty string counts too (OpenAI chat and Responses items), before the array rule.
+pub fn first_user_text_current(raw_messages: &str) -> Option<String> {
+    first_text(raw_messages, true)
+}
+
+fn first_text(raw_messages: &str, strings: bool) -> Option<String> {
     if raw_messages.is_empty() {
         return None;
     }
@@ -64,6 +75,14 @@ pub fn first_user_text(raw_messages: &str) -> Option<String> {
         let Some(obj) = msg.as_object() else { continue };
         if obj.get("role").and_then(Value::as_str) != Some("user") {
             continue;
+        }
+        if strings {
+            if let Some(t) = obj.get("content").and_then(Value::as_str) {
+                if !t.is_empty() {
+                    text = Some(t);
+                    break;
+                }
+            }
         }
         let Some(first) = obj
             .get("content")
@@ -339,6 +358,15 @@ mod tests {
         // 100 bytes of 2-byte chars stay as they are.
         let fifty = "é".repeat(50);
         assert_eq!(fm(&anthropic_user(&fifty), None), fifty);
+    }
+
+    #[test]
+    fn current_kodelet_takes_string_content_too() {
+        let raw = r#"[{"role":"user","content":""},{"role":"user","content":"How many CPUs?"}]"#;
+        assert_eq!(first_user_text(raw), None);
+        assert_eq!(first_user_text_current(raw).as_deref(), Some("How many CPUs?"));
+        let raw = r#"[{"role":"user","content":[{"type":"text","text":"arr"}]}]"#;
+        assert_eq!(first_user_text_current(raw).as_deref(), Some("arr"));
     }
 
     #[test]

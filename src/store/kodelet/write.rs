@@ -69,7 +69,15 @@ pub struct Proposal {
     /// The post-image hash of `raw_messages` (and of a prepared `tool_results`), made on the
     /// pool ([`hashed_prefix`]).
     pub hashed: HashedPrefix,
+    /// The first loaded message kept verbatim (for `compaction_history`).
+    pub tail_start: usize,
+    /// The summary written at the head (`None`: prune), for the compaction marker.
+    pub summary: Option<String>,
 }
+
+/// The marker text of a prune, which writes no summary.
+const PRUNE_NOTE: &str = "agent-db replaced the outputs of earlier tool calls with placeholders; \
+the original messages are shown above, and `agent-db restore` puts them back.";
 
 /// Replace the number after `"currentContextWindow":` keeping every other byte.
 pub fn splice_current_context(usage: &str, value: usize) -> Option<String> {
@@ -130,6 +138,11 @@ pub struct Current {
     usage: Option<String>,
     tool_results: Option<String>,
     metadata: Option<String>,
+    /// With a `compaction_history` column: the stored `raw_messages` (proven by the version
+    /// check to be the planned one) and the stored history (`Err`: not text kodelet can read).
+    history: Option<(String, std::result::Result<Option<String>, String>)>,
+    /// Whether `usage` is stored as a BLOB (the history is written in the same class).
+    usage_blob: bool,
 }
 
 /// A TEXT cell that is valid UTF-8, else `None`.
@@ -147,10 +160,13 @@ fn read_current(
     path: &Path,
     id: &str,
     tools: bool,
+    with_history: bool,
 ) -> Result<Option<(Version, Current)>> {
-    tx.prepare_cached(
-        "SELECT updated_at, raw_messages, usage, tool_results, metadata FROM conversations WHERE id = ?1",
-    )
+    tx.prepare_cached(if with_history {
+        "SELECT updated_at, raw_messages, usage, tool_results, metadata, compaction_history FROM conversations WHERE id = ?1"
+    } else {
+        "SELECT updated_at, raw_messages, usage, tool_results, metadata FROM conversations WHERE id = ?1"
+    })
     .at(path)?
     .query_row([id], |r| {
             let raw = r.get_ref(1)?;
@@ -178,6 +194,20 @@ fn read_current(
                         utf8_text(r.get_ref(3)?)
                     },
                     metadata: utf8_text(r.get_ref(4)?),
+                    history: if with_history {
+                        Some((
+                            match raw {
+                                ValueRef::Text(b) | ValueRef::Blob(b) => {
+                                    String::from_utf8_lossy(b).into_owned()
+                                }
+                                _ => String::new(),
+                            },
+                            history_text(r.get_ref(5)?),
+                        ))
+                    } else {
+                        None
+                    },
+                    usage_blob: matches!(r.get_ref(2)?, ValueRef::Blob(_)),
                 },
             ))
     })
@@ -185,11 +215,27 @@ fn read_current(
     .at(path)
 }
 
+/// The stored `compaction_history` as kodelet's JSON field reads it (TEXT or BLOB bytes; NULL is
+/// no history), or why kodelet could not load it.
+fn history_text(v: ValueRef<'_>) -> std::result::Result<Option<String>, String> {
+    match v {
+        ValueRef::Null => Ok(None),
+        ValueRef::Text(b) | ValueRef::Blob(b) => std::str::from_utf8(b)
+            .map(|t| Some(t.to_string()))
+            .map_err(|_| "compaction_history is not valid UTF-8".to_string()),
+        other => Err(format!(
+            "compaction_history holds a {} (kodelet cannot load it)",
+            super::sql_type(other)
+        )),
+    }
+}
+
 /// What changes besides `raw_messages`, decided in the transaction.
 struct Changes {
     usage: bool,
     tools: bool,
     meta: bool,
+    history: bool,
     summary_exists: bool,
 }
 
@@ -230,6 +276,7 @@ fn cells_for(p: &Proposal, ch: Changes, cols: super::Columns) -> Vec<Cell> {
         (new_tools, "tool_results"),
         (new_usage, "usage"),
         (new_meta, "metadata"),
+        (ch.history, "compaction_history"),
     ] {
         if changed {
             let packed = match column {
@@ -257,6 +304,9 @@ pub struct Apply {
     usage: Option<String>,
     tool_results: Option<String>,
     metadata: Option<String>,
+    /// The new `compaction_history` (and whether to store it as a BLOB), and the summary row's
+    /// `message_count` and first user text computed from the display history.
+    history: Option<(String, bool, i64, Option<String>)>,
     /// The metadata the summary row's `first_message` is computed with.
     metadata_after: Option<String>,
     summary_exists: bool,
@@ -273,7 +323,14 @@ impl Write for Proposal {
     }
 
     fn read(&self, tx: &Connection, path: &Path) -> Result<Option<(Version, Current)>> {
-        read_current(tx, path, &self.id, self.version.tools_digest.is_some())
+        let cols = super::read::check_schema_again(tx, path)?;
+        read_current(
+            tx,
+            path,
+            &self.id,
+            self.version.tools_digest.is_some(),
+            cols.compaction_history,
+        )
     }
 
     fn stage(&self, tx: &Connection, path: &Path, cur: Current) -> Result<Stage<Apply>> {
@@ -281,12 +338,21 @@ impl Write for Proposal {
             .usage
             .as_deref()
             .and_then(|u| splice_current_context(u, self.context_after));
+        let cols = super::read::check_schema_again(tx, path)?;
+        if cols.chat_turns && turn_running(tx, path, &self.id)? {
+            return Ok(Stage::Changed(TURN_RUNNING.into()));
+        }
         let tool_results = match &self.tools {
+            _ if cols.keeps_tool_results() => None,
             Some(t) => t.filtered.clone(),
             None => cur
                 .tool_results
                 .as_deref()
                 .and_then(|t| filter_tool_results(t, &self.call_ids)),
+        };
+        let history = match &cur.history {
+            Some((loaded, stored)) => Some(self.file_history(loaded, stored, cur.usage_blob)?),
+            None => None,
         };
         let metadata = match self.format {
             Format::OpenAiResponses => cur.metadata.as_deref().and_then(bump_codex_generation),
@@ -300,11 +366,11 @@ impl Write for Proposal {
             .optional()
             .at(path)?
             .is_some();
-        let cols = super::read::check_schema_again(tx, path)?;
         let changes = Changes {
             usage: usage.is_some(),
             tools: tool_results.is_some(),
             meta: metadata.is_some(),
+            history: history.is_some(),
             summary_exists,
         };
         let cells = cells_for(self, changes, cols);
@@ -316,6 +382,7 @@ impl Write for Proposal {
                 usage,
                 tool_results,
                 metadata,
+                history,
                 metadata_after,
                 summary_exists,
                 cols,
@@ -342,18 +409,97 @@ impl Write for Proposal {
             key
         ])
         .at(path)?;
-        let count = self.message_count;
+        let (count, first_text) = match &a.history {
+            Some((json, blob, count, first)) => {
+                let value = match blob {
+                    true => ToSqlOutput::Borrowed(ValueRef::Blob(json.as_bytes())),
+                    false => ToSqlOutput::Borrowed(ValueRef::Text(json.as_bytes())),
+                };
+                tx.prepare_cached("UPDATE conversations SET compaction_history = ?1 WHERE id = ?2")
+                    .at(path)?
+                    .execute(params![value, key])
+                    .at(path)?;
+                (*count, first.as_deref())
+            }
+            None => (self.message_count, self.first_user_text.as_deref()),
+        };
+        if a.cols.search_state {
+            // kodelet's search index is derived from the display history: dropping the
+            // conversation's index state makes kodelet re-index it from the new rows.
+            tx.prepare_cached("DELETE FROM conversation_search_state WHERE conversation_id = ?1")
+                .at(path)?
+                .execute([key])
+                .at(path)?;
+        }
         // kodelet's exact bytes: cut at byte 97, so possibly not valid UTF-8; bound as TEXT.
-        let first = displayed_first(
-            self.first_user_text.as_deref(),
-            a.metadata_after.as_deref(),
-        );
+        let first = displayed_first(first_text, a.metadata_after.as_deref());
         let first = as_text(&first);
         if a.summary_exists {
             update_summary_row(tx, path, key, count, &first, a.cols)
         } else {
             insert_summary_row(tx, path, key, count, &first, a.cols)
         }
+    }
+}
+
+/// Why a conversation with a running kodelet turn is left alone.
+pub(super) const TURN_RUNNING: &str =
+    "kodelet is running a turn in this conversation (chat_turns); try again when it finishes";
+
+/// Whether kodelet has a turn `accepted` or `running` in the conversation (its own liveness
+/// record, `idx_chat_turns_active`).
+pub(super) fn turn_running(tx: &Connection, path: &Path, id: &str) -> Result<bool> {
+    tx.prepare_cached(
+        "SELECT 1 FROM chat_turns WHERE conversation_id = ?1 AND status IN ('accepted', 'running')",
+    )
+    .at(path)?
+    .query_row([id], |_| Ok(()))
+    .optional()
+    .map(|o| o.is_some())
+    .at(path)
+}
+
+impl Proposal {
+    /// The new `compaction_history` (see `history.rs`), whether it is a BLOB, and the summary
+    /// row's `message_count` and first user text as kodelet's `ToSummary` computes them from the
+    /// display history. `loaded` is the stored `raw_messages`, which the version check proved to
+    /// be the one the compaction was planned on.
+    fn file_history(
+        &self,
+        loaded: &str,
+        stored: &std::result::Result<Option<String>, String>,
+        usage_blob: bool,
+    ) -> Result<(String, bool, i64, Option<String>)> {
+        let fail = |why: String| crate::error::Error::conversation(&self.id, why);
+        let stored = stored.as_ref().map_err(|e| fail(e.clone()))?;
+        let old = super::history::parse(stored.as_deref()).map_err(fail)?;
+        let loaded_items = crate::message::split_raw(loaded).map_err(|e| fail(e.to_string()))?;
+        let new_items =
+            crate::message::split_raw(&self.raw_messages).map_err(|e| fail(e.to_string()))?;
+        let created = super::history::go_time_json(&crate::gotime::now());
+        let summary = self.summary.as_deref().unwrap_or(PRUNE_NOTE);
+        let id = super::history::marker_id(&self.id, &created, summary);
+        let marker = super::history::Marker {
+            id: &id,
+            summary,
+            created_at: &created,
+        };
+        let a = super::history::append(
+            old.as_ref(),
+            &loaded_items,
+            self.tail_start,
+            new_items.len(),
+            &marker,
+        )
+        .map_err(fail)?;
+        let visible: i64 = new_items[a.start..]
+            .iter()
+            .map(|m| super::history::count_roles(m.get()))
+            .sum();
+        let first = super::summaries::first_user_text_current(&a.first_segment);
+        // kodelet writes every JSON column the same way; a store whose `usage` is a BLOB gets
+        // its history as a BLOB too.
+        Ok((a.json, usage_blob, visible + a.segment_roles, first))
     }
 }
 

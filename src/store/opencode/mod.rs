@@ -30,7 +30,7 @@ use std::sync::Arc;
 use rusqlite::Connection;
 
 use super::commit::Commit;
-use super::kind::{Unrated, Adapter, LoadedState, Read};
+use super::kind::{Adapter, LoadedState, Read, SchemaStatus, Unrated};
 use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 use crate::error::Result;
 
@@ -73,6 +73,17 @@ impl Adapter for Opencode {
 
     fn check_schema(&self, conn: &Connection, path: &std::path::Path) -> Result<()> {
         check_schema(conn, path).map(|_| ())
+    }
+
+    /// A file newer than agent-db knows fails the schema check itself (for every command), so
+    /// a file that passes it is written.
+    fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
+        let schema = check_schema(conn, path)?;
+        Ok(SchemaStatus {
+            version: Some(schema.newest.clone()),
+            newest_known: Some(NEWEST_KNOWN.to_string()),
+            writable: true,
+        })
     }
 
     fn default_path_doc(&self) -> &'static str {
