@@ -200,7 +200,10 @@ fn only_appended(o: &O, preset: &str, before: &Dump, compacted: &BTreeSet<String
     let msgs = appended(before, &after, "message");
     let parts = appended(before, &after, "part");
     assert_eq!(msgs.len(), 2 * compacted.len(), "{preset}");
-    assert_eq!(parts.len(), 2 * compacted.len(), "{preset}");
+    // The compaction part; the summary's step-start, text and step-finish.
+    assert_eq!(parts.len(), 4 * compacted.len(), "{preset}");
+    let cols = o.strings("SELECT name FROM pragma_table_info('session') ORDER BY cid");
+    let col = |name: &str| cols.iter().position(|c| c == name);
     assert_eq!(after["message"].len(), before["message"].len() + msgs.len());
     for (t, rows) in before {
         match t.as_str() {
@@ -210,16 +213,49 @@ fn only_appended(o: &O, preset: &str, before: &Dump, compacted: &BTreeSet<String
                 }
             }
             "session" => {
-                // Only time_updated of a compacted session moves (id is the first column).
+                // Only time_updated of a compacted session moves, and its token totals grow by
+                // the summary's step-finish tokens, as opencode adds them (id is the first column).
+                let moved = ["time_updated", "tokens_input", "tokens_output"].map(col);
                 for (rowid, r) in rows {
                     let new = &after[t][rowid];
                     let id: String = serde_json::from_str(
                         r[0].trim_start_matches("Text(").trim_end_matches(')'),
                     )
                     .unwrap();
-                    let differ = r.iter().zip(new).filter(|(a, b)| a != b).count();
-                    let want = usize::from(compacted.contains(&id));
-                    assert_eq!(differ, want, "{preset} session {id}");
+                    let differ: Vec<usize> = (0..r.len()).filter(|&i| r[i] != new[i]).collect();
+                    if !compacted.contains(&id) {
+                        assert!(differ.is_empty(), "{preset} session {id}");
+                        continue;
+                    }
+                    assert!(differ.contains(&moved[0].unwrap()), "{preset} session {id}");
+                    assert!(
+                        differ.iter().all(|i| moved.contains(&Some(*i))),
+                        "{preset} session {id}: {differ:?}"
+                    );
+                    let finish: String = c
+                        .query_row(
+                            "SELECT p.data FROM part p WHERE p.session_id = ?1 AND json_extract(p.data, '$.type') = 'step-finish' \
+                             ORDER BY p.time_created DESC, p.id DESC LIMIT 1",
+                            [&id],
+                            |x| x.get(0),
+                        )
+                        .unwrap();
+                    let finish: Value = serde_json::from_str(&finish).unwrap();
+                    let int = |v: &str| -> i64 {
+                        v.trim_start_matches("Integer(")
+                            .trim_end_matches(')')
+                            .parse()
+                            .unwrap_or(0)
+                    };
+                    for (name, key) in [("tokens_input", "input"), ("tokens_output", "output")] {
+                        if let Some(i) = col(name) {
+                            assert_eq!(
+                                int(&new[i]) - int(&r[i]),
+                                finish["tokens"][key].as_i64().unwrap(),
+                                "{preset} session {id} {name}"
+                            );
+                        }
+                    }
                 }
             }
             _ => assert_eq!(rows, &after[t], "{preset} table {t}"),
@@ -245,6 +281,35 @@ fn only_appended(o: &O, preset: &str, before: &Dump, compacted: &BTreeSet<String
         assert_eq!(v["summary"], true, "{preset} {s}");
         assert_eq!(v["finish"], "stop");
         assert_eq!(v["mode"], "compaction");
+        // The figures opencode 1.18.33 writes on its own summary: total = the sum of the parts,
+        // the same tokens on its step-finish part, and the compaction message's `summary`.
+        let t = &v["tokens"];
+        assert!(
+            t["input"].as_i64().unwrap() > 0 && t["output"].as_i64().unwrap() > 0,
+            "{preset} {s}: {t}"
+        );
+        assert_eq!(
+            t["total"].as_i64(),
+            Some(t["input"].as_i64().unwrap() + t["output"].as_i64().unwrap()),
+            "{preset} {s}"
+        );
+        let types = o.strings(&format!(
+            "SELECT json_extract(p.data, '$.type') FROM part p JOIN message m ON m.id = p.message_id \
+             WHERE m.session_id = '{s}' AND m.time_created = {max} ORDER BY p.id"
+        ));
+        assert_eq!(types, ["step-start", "text", "step-finish"], "{preset} {s}");
+        let parent = v["parentID"].as_str().unwrap();
+        let user: String = c
+            .query_row("SELECT data FROM message WHERE id = ?1", [parent], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        let user: Value = serde_json::from_str(&user).unwrap();
+        assert_eq!(
+            user["summary"],
+            serde_json::json!({"diffs": []}),
+            "{preset} {s}"
+        );
         assert_eq!(v["time"]["created"].as_i64(), Some(*max));
         let updated: i64 = c
             .query_row("SELECT time_updated FROM session WHERE id = ?1", [s], |r| {
