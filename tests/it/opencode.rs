@@ -116,7 +116,7 @@ impl O {
                     .map(|x| x.as_i64().unwrap_or(0))
                     .sum()
                 };
-                let limit = model_limit(v["modelID"].as_str()?)?;
+                let limit = usable(v["modelID"].as_str()?)?;
                 (ctx as f64 / limit as f64 >= ratio).then_some(id)
             })
             .collect()
@@ -152,6 +152,26 @@ impl O {
     }
 }
 
+/// The input opencode 1.18.33's `isOverflow` lets a request use, for the generator's models:
+/// models.dev's separate input limit minus min(20,000, max output) where the model has one
+/// (gpt-5: input 272,000, output 128,000), else the window minus max output (claude-*-4-5:
+/// output 64,000; gpt-4o: 16,384; gemini-2.5-pro: 65,536), max output = min(output, 32,000).
+fn usable(model: &str) -> Option<i64> {
+    let window = model_limit(model)?;
+    let (input, output) = match model {
+        "gpt-5" => (Some(272_000), 128_000),
+        "claude-opus-4-5" | "claude-haiku-4-5" => (None, 64_000),
+        "gpt-4o" => (None, 16_384),
+        "gemini-2.5-pro" => (None, 65_536),
+        _ => return None,
+    };
+    let max_out = i64::min(output, 32_000);
+    Some(match input {
+        Some(i) => i - max_out.min(20_000),
+        None => window - max_out,
+    })
+}
+
 fn compact(o: &O, args: &[&str]) -> Value {
     let mut c = o.cmd();
     c.args(["compact", "--idle", "0", "--yes", "--json"])
@@ -177,7 +197,63 @@ fn list_all_over_selects_exactly_the_sessions_over_the_ratio() {
         assert!(want.len() >= 4, "{preset}: only {} over 0.7", want.len());
         assert!(want.len() < 20, "{preset}: {} over 0.7", want.len());
         assert_eq!(got, want, "{preset}");
+        // At 1.0: exactly the sessions opencode's overflow rule would compact, among them
+        // models with a separate input limit (gpt-5) and without (claude).
+        let (doc, code) = json({
+            let mut c = o.cmd();
+            c.args(["list", "--all-over", "1", "--idle", "0", "--json"]);
+            c
+        });
+        assert_eq!(code, 0, "{preset}");
+        let got: BTreeSet<String> = ids_with_status(&doc, "selected").into_iter().collect();
+        assert_eq!(got, o.over(1.0), "{preset}");
     }
+}
+
+#[test]
+fn all_over_one_is_opencodes_overflow_rule_with_and_without_an_input_limit() {
+    let o = O::new("opencode-1.18", 4);
+    let c = o.conn();
+    // Two sessions on gpt-5 (input limit 272,000: overflow at 252,000 of its 400,000 window),
+    // two on claude-opus-4-5 (no input limit: overflow at 168,000 of 200,000); one of each
+    // just under, one at the limit.
+    let ids = o.sessions();
+    let cases = [
+        (&ids[0], "gpt-5", 251_999, false),
+        (&ids[1], "gpt-5", 252_000, true),
+        (&ids[2], "claude-opus-4-5", 167_999, false),
+        (&ids[3], "claude-opus-4-5", 168_000, true),
+    ];
+    for (s, model, total, _) in &cases {
+        let t: i64 = c
+            .query_row("SELECT MAX(time_created) + 1000 FROM message", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        let data = serde_json::json!({"role": "assistant", "parentID": "msg_x", "mode": "build",
+            "agent": "build", "path": {"cwd": "/w", "root": "/w"}, "cost": 0,
+            "tokens": {"total": total, "input": total - 100, "output": 100, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+            "modelID": model, "providerID": "p", "time": {"created": t, "completed": t + 1}, "finish": "stop"});
+        c.execute(
+            "INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES (?1, ?2, ?3, ?3, ?4)",
+            rusqlite::params![format!("msg_zz{s}"), s, t, data.to_string()],
+        )
+        .unwrap();
+    }
+    let (doc, code) = json({
+        let mut c = o.cmd();
+        c.args(["list", "--all-over", "1", "--idle", "0", "--json"]);
+        c
+    });
+    assert_eq!(code, 0, "{doc:#}");
+    let got: BTreeSet<String> = ids_with_status(&doc, "selected").into_iter().collect();
+    let want: BTreeSet<String> = cases
+        .iter()
+        .filter(|c| c.3)
+        .map(|c| c.0.to_string())
+        .collect();
+    assert_eq!(got, want, "{doc:#}");
+    assert_eq!(o.over(1.0), want);
 }
 
 /// The rows of `message` and `part` that exist now and did not before, by table.
