@@ -501,7 +501,8 @@ fn facts(summary: &str) -> Vec<String> {
 }
 
 /// Continue `s` as opencode does after a compaction: a user turn and a finished assistant
-/// reply, each with one text part, after every existing row.
+/// reply, each with one text part, after every existing row; the session's `time_updated`
+/// follows (opencode touches it).
 fn continue_session(o: &O, s: &str, n: usize) {
     let c = o.conn();
     let t: i64 = c
@@ -556,6 +557,11 @@ fn continue_session(o: &O, s: &str, n: usize) {
             )
             .unwrap();
         }
+        c.execute(
+            "UPDATE session SET time_updated = ?1 WHERE id = ?2",
+            rusqlite::params![t + 2, s],
+        )
+        .unwrap();
     }
 }
 
@@ -631,6 +637,59 @@ fn a_second_compaction_carries_the_first_summarys_facts() {
         }
         o.checks();
     }
+}
+
+#[test]
+fn restore_after_opencode_went_on_needs_force_and_keeps_what_opencode_wrote() {
+    let o = O::new("opencode-1.18", 24);
+    let before = o.loads();
+    let doc = compact(&o, &["--all-over", "0.7", "--strategy", "extractive"]);
+    let s = ids_with_status(&doc, "compacted")[0].clone();
+    // opencode continues the session after the compaction.
+    continue_session(&o, &s, 2);
+    let added: Vec<String> = o.strings(&format!(
+        "SELECT id FROM message WHERE session_id = '{s}' AND id LIKE 'msg_zc%' ORDER BY time_created, id"
+    ));
+    assert_eq!(added.len(), 4);
+    // history says what restore does: it needs --force.
+    let out = o.cmd().args(["history", &s]).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("changed since"), "{table}");
+    assert!(!table.contains("restorable"), "{table}");
+    let out = o.cmd().args(["restore", &s]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = o.cmd().args(["restore", &s, "--force"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Nothing opencode wrote is lost: it loads the original history, then the later turns.
+    let c = o.conn();
+    let now = load(&c, &s).unwrap();
+    let was = before[&s].as_ref().unwrap();
+    assert_eq!(&now[..was.len()], &was[..], "{s}");
+    let later: Vec<&str> = now[was.len()..].iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(later, added.iter().map(String::as_str).collect::<Vec<_>>());
+    // (The load above proves agent-db's compaction rows are gone: opencode would stop there.)
+    // The session is as new as its newest message.
+    let (updated, newest): (i64, i64) = c
+        .query_row(
+            "SELECT time_updated, (SELECT MAX(time_created) FROM message WHERE session_id = ?1) FROM session WHERE id = ?1",
+            [&s],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(
+        updated >= newest,
+        "{s}: time_updated {updated} < newest message {newest}"
+    );
+    o.checks();
 }
 
 #[test]
