@@ -129,14 +129,12 @@ impl Plan {
     /// Index of the latest real user instruction (not a summary agent-db put first).
     pub fn latest_instruction(&self) -> Option<usize> {
         let messages = &self.loaded.messages;
+        let prior = crate::summary::prior_summary_len(messages);
         messages
             .iter()
             .enumerate()
             .rev()
-            .find(|(i, m)| {
-                m.is_user_instruction()
-                    && !(*i == 0 && crate::summary::starts_with_summary(messages))
-            })
+            .find(|(i, m)| m.is_user_instruction() && *i >= prior)
             .map(|(i, _)| i)
     }
 
@@ -150,13 +148,9 @@ impl Plan {
         let Some(split) = self.split().cloned() else {
             return;
         };
-        let keep = [
-            split.prior_summary.then_some(0),
-            split.reinsert,
-            self.latest_instruction(),
-        ];
+        let keep = [split.reinsert, self.latest_instruction()];
         for (i, m) in self.loaded.messages[..split.cut].iter_mut().enumerate() {
-            if !keep.contains(&Some(i)) {
+            if i >= split.prior_len && !keep.contains(&Some(i)) {
                 release(m);
             }
         }
@@ -320,10 +314,10 @@ pub fn plan_loaded(
         .zip(&loaded.tokens)
         .map(|(m, t)| View::of(m, *t))
         .collect();
-    let mut decision = split::split(
+    let mut decision = split::split_after(
         &views,
         keep_tokens,
-        crate::summary::starts_with_summary(&loaded.messages),
+        crate::summary::prior_summary_len(&loaded.messages),
     );
     if let (true, None, Some(target), Some(land)) = (
         opts.skip_under_target,

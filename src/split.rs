@@ -49,8 +49,11 @@ pub struct Split {
     pub cut: usize,
     /// Index (in the head) of the latest user instruction, put back after the summary.
     pub reinsert: Option<usize>,
-    /// The history starts with an earlier summary (index 0), carried forward.
+    /// The history starts with an earlier summary, carried forward.
     pub prior_summary: bool,
+    /// How many leading messages that summary takes (1, or 2 for opencode's compaction request
+    /// and summary reply; 0 without one). The cut never falls inside them.
+    pub prior_len: usize,
     pub head_tokens: usize,
     pub tail_tokens: usize,
 }
@@ -121,6 +124,12 @@ fn answers_itself(v: &View) -> bool {
 /// Decide the split for `views` with a tail budget of `keep_tokens`; `prior_summary` says the
 /// first message is an earlier agent-db summary.
 pub fn split(views: &[View], keep_tokens: usize, prior_summary: bool) -> Decision {
+    split_after(views, keep_tokens, usize::from(prior_summary))
+}
+
+/// [`split`] for a history whose first `prior_len` messages are an earlier summary.
+pub fn split_after(views: &[View], keep_tokens: usize, prior_len: usize) -> Decision {
+    let prior_summary = prior_len > 0;
     let n = views.len();
     if n == 0 {
         return Decision::NoOp("empty conversation".into());
@@ -140,9 +149,10 @@ pub fn split(views: &[View], keep_tokens: usize, prior_summary: bool) -> Decisio
         ));
     }
     let ok = valid_cuts(views);
-    let cut = (1..=n)
+    let first = prior_len.max(1);
+    let cut = (first..=n)
         .find(|&c| ok[c] && suffix[c] <= keep_tokens)
-        .or_else(|| (1..=n).rev().find(|&c| ok[c]));
+        .or_else(|| (first..=n).rev().find(|&c| ok[c]));
     let Some(cut) = cut else {
         return Decision::NoOp(
             "no place to cut without separating a tool call from its result".into(),
@@ -152,11 +162,11 @@ pub fn split(views: &[View], keep_tokens: usize, prior_summary: bool) -> Decisio
         .iter()
         .enumerate()
         .rev()
-        .find(|(i, v)| v.instruction && !(prior_summary && *i == 0))
+        .find(|(i, v)| v.instruction && *i >= prior_len)
         .map(|(i, _)| i);
     let reinsert = latest.filter(|&l| l < cut);
     let summarizable = (0..cut)
-        .filter(|&i| Some(i) != reinsert && !(prior_summary && i == 0))
+        .filter(|&i| Some(i) != reinsert && i >= prior_len)
         .count();
     if summarizable == 0 {
         return Decision::NoOp("nothing to compact: the history before the kept tail is only the latest instruction or an earlier summary".into());
@@ -165,6 +175,7 @@ pub fn split(views: &[View], keep_tokens: usize, prior_summary: bool) -> Decisio
         cut,
         reinsert,
         prior_summary,
+        prior_len,
         head_tokens: suffix[0] - suffix[cut],
         tail_tokens: suffix[cut],
     })
@@ -239,6 +250,31 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_two_message_earlier_summary_is_never_cut_and_never_the_instruction() {
+        // opencode's compaction question (a user text) and the summary reply, then two turns.
+        let v = vec![
+            user(5),
+            asst(500, &[]),
+            user(5),
+            asst(500, &[]),
+            user(5),
+            asst(500, &[]),
+        ];
+        match split_after(&v, 0, 2) {
+            Decision::Compact(s) => {
+                assert!(s.cut >= 2, "{s:?}");
+                assert_eq!(s.prior_len, 2);
+                assert!(s.prior_summary);
+                assert_ne!(s.reinsert, Some(0));
+            }
+            d => panic!("{d:?}"),
+        }
+        // Only the summary before the latest instruction: nothing to compact.
+        let v = vec![user(5), asst(500, &[]), user(500)];
+        assert!(matches!(split_after(&v, 0, 2), Decision::NoOp(_)));
     }
 
     #[test]

@@ -12,11 +12,34 @@ pub fn is_summary_text(text: &str) -> bool {
     text.trim_start().starts_with(SUMMARY_HEADER)
 }
 
-/// Whether the first message is an earlier agent-db summary.
+/// Whether the history starts with an earlier summary (see [`prior_summary_len`]).
 pub fn starts_with_summary(messages: &[Message]) -> bool {
-    messages
-        .first()
-        .is_some_and(|m| m.role == Role::User && is_summary_text(&m.text()))
+    prior_summary_len(messages) > 0
+}
+
+/// How many leading messages form an earlier summary, where the store's own replay puts it:
+/// 1 for an agent-db summary as the first user message (kodelet, docker-agent, goose); 2 for
+/// opencode's recorded compaction (its compaction request, then the finished `summary`
+/// assistant holding the text, whoever wrote it: agent-db or opencode itself); else 0. The
+/// summary's text is the last of them.
+pub fn prior_summary_len(messages: &[Message]) -> usize {
+    match messages {
+        [first, ..] if first.role == Role::User && is_summary_text(&first.text()) => 1,
+        [first, second, ..] if crate::message::opencode::is_summary_pair(first, second) => 2,
+        _ => 0,
+    }
+}
+
+/// The body of the earlier summary the history starts with: an agent-db summary without its
+/// framing paragraph, a summary another writer made (opencode's own compaction) whole.
+pub fn prior_summary_text(messages: &[Message]) -> Option<String> {
+    let n = prior_summary_len(messages);
+    let text = messages.get(n.checked_sub(1)?)?.text();
+    Some(if is_summary_text(&text) {
+        summary_body(&text)
+    } else {
+        text.trim().to_string()
+    })
 }
 
 /// The body of an earlier summary: the text after its framing paragraph.

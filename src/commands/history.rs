@@ -69,6 +69,9 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
         let state = match (&c.restored_at, &c.archive_pruned_at) {
             (Some(at), _) => (format!("restored {}", output::ago(&now, at)), Tone::Dim),
             (None, Some(_)) => ("archive pruned".into(), Tone::Warn),
+            // What `restore` would do: without --force it refuses a compaction whose
+            // conversation changed after it (the agent or a later compaction wrote to it).
+            _ if restore::needs_force(store, c.id)? => ("changed since".into(), Tone::Warn),
             _ => ("restorable".into(), Tone::Good),
         };
         let name = store

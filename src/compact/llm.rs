@@ -222,7 +222,7 @@ impl Llm {
         rules: &[String],
     ) -> Result<Vec<String>, StrategyError> {
         let messages: Vec<&Message> = match &input.prior_summary {
-            Some(_) => input.head.iter().skip(1).collect(),
+            Some(_) => input.head.iter().skip(input.prior_len.max(1)).collect(),
             None => input.head.iter().collect(),
         };
         let prior_room = self.prior_room(input);

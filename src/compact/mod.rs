@@ -44,10 +44,13 @@ pub struct Summary {
 /// Everything a summarizer may look at.
 pub struct HeadInput<'a> {
     pub plan: &'a Plan,
-    /// The messages to summarize. When `prior_summary` is set, the first one is that summary.
+    /// The messages to summarize. When `prior_summary` is set, the first `prior_len` are that
+    /// summary.
     pub head: &'a [Message],
     /// The body of an earlier agent-db summary at the start of the head (rule (d)).
     pub prior_summary: Option<String>,
+    /// How many leading messages of `head` the earlier summary takes (0 without one).
+    pub prior_len: usize,
     /// The latest real user instruction (kept verbatim after the summary or in the tail).
     pub latest_instruction: Option<&'a Message>,
     pub head_tokens: usize,
@@ -60,12 +63,12 @@ impl<'a> HeadInput<'a> {
         let prior_summary = plan
             .split()
             .filter(|s| s.prior_summary)
-            .and_then(|_| head.first())
-            .map(|m| summary_body(&m.text()));
+            .and_then(|_| crate::summary::prior_summary_text(head));
         let latest_instruction = plan.latest_instruction().map(|i| &plan.loaded.messages[i]);
         HeadInput {
             plan,
             head,
+            prior_len: plan.split().map_or(0, |s| s.prior_len),
             prior_summary,
             latest_instruction,
             head_tokens: plan.split().map(|s| s.head_tokens).unwrap_or(0),

@@ -119,6 +119,29 @@ pub fn is_completed_summary(info: &Value) -> bool {
         && info.get("error").is_none_or(Value::is_null)
 }
 
+/// Whether `first` and `second` are what opencode loads for a recorded compaction: a user
+/// message holding a `compaction` part, then the finished summary assistant answering it
+/// (`parentID`), whose text is the summary (`filterCompacted` and the reorder put this pair at
+/// the start of the loaded history).
+pub fn is_summary_pair(first: &Message, second: &Message) -> bool {
+    if first.role != Role::User || second.role != Role::Assistant {
+        return false;
+    }
+    let (Ok(a), Ok(b)) = (split_envelope(&first.raw), split_envelope(&second.raw)) else {
+        return false;
+    };
+    let has_compaction = a.parts.iter().any(|p| {
+        serde_json::from_str::<Value>(p.data.get())
+            .is_ok_and(|v| str_field(&v, "type") == Some("compaction"))
+    });
+    let Ok(info) = serde_json::from_str::<Value>(b.info.get()) else {
+        return false;
+    };
+    // agent-db's own new rows carry no ids yet; stored ones are linked by `parentID`.
+    let linked = a.id.is_empty() || str_field(&info, "parentID") == Some(a.id.as_str());
+    has_compaction && is_completed_summary(&info) && linked
+}
+
 /// Whether opencode skips this assistant message (it has an error, and is not an abort that
 /// produced content).
 fn skipped_for_error(info: &Value, parts: &[Value]) -> bool {

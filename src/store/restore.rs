@@ -66,6 +66,29 @@ pub fn history(store: &Store, conversation: Option<&str>) -> Result<Vec<Compacti
     rows.collect::<std::result::Result<_, _>>().at(path)
 }
 
+/// Whether restoring compaction `id` needs `--force`: the archived cells no longer hold what
+/// it wrote (a later compaction or the agent changed them), the check `restore` makes.
+pub fn needs_force(store: &Store, id: i64) -> Result<bool> {
+    let (conn, path) = (&store.conn, store.path.as_path());
+    let archived = archive::load(conn, id).at(path)?;
+    if archived.is_empty() {
+        return Ok(false);
+    }
+    let cells: Vec<_> = archived.into_iter().map(|a| a.cell).collect();
+    let post: Option<String> = conn
+        .query_row(
+            "SELECT post_image_sha256 FROM agent_db_compactions WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .at(path)?;
+    Ok(post.is_some_and(|p| {
+        archive::image_hash(conn, &cells)
+            .map(|h| h != p)
+            .unwrap_or(false)
+    }))
+}
+
 /// One audit row.
 pub fn get(store: &Store, id: i64) -> Result<Option<Compaction>> {
     let (conn, path) = (&store.conn, store.path.as_path());

@@ -116,7 +116,7 @@ impl O {
                     .map(|x| x.as_i64().unwrap_or(0))
                     .sum()
                 };
-                let limit = model_limit(v["modelID"].as_str()?)?;
+                let limit = usable(v["modelID"].as_str()?)?;
                 (ctx as f64 / limit as f64 >= ratio).then_some(id)
             })
             .collect()
@@ -152,6 +152,26 @@ impl O {
     }
 }
 
+/// The input opencode 1.18.33's `isOverflow` lets a request use, for the generator's models:
+/// models.dev's separate input limit minus min(20,000, max output) where the model has one
+/// (gpt-5: input 272,000, output 128,000), else the window minus max output (claude-*-4-5:
+/// output 64,000; gpt-4o: 16,384; gemini-2.5-pro: 65,536), max output = min(output, 32,000).
+fn usable(model: &str) -> Option<i64> {
+    let window = model_limit(model)?;
+    let (input, output) = match model {
+        "gpt-5" => (Some(272_000), 128_000),
+        "claude-opus-4-5" | "claude-haiku-4-5" => (None, 64_000),
+        "gpt-4o" => (None, 16_384),
+        "gemini-2.5-pro" => (None, 65_536),
+        _ => return None,
+    };
+    let max_out = i64::min(output, 32_000);
+    Some(match input {
+        Some(i) => i - max_out.min(20_000),
+        None => window - max_out,
+    })
+}
+
 fn compact(o: &O, args: &[&str]) -> Value {
     let mut c = o.cmd();
     c.args(["compact", "--idle", "0", "--yes", "--json"])
@@ -177,7 +197,63 @@ fn list_all_over_selects_exactly_the_sessions_over_the_ratio() {
         assert!(want.len() >= 4, "{preset}: only {} over 0.7", want.len());
         assert!(want.len() < 20, "{preset}: {} over 0.7", want.len());
         assert_eq!(got, want, "{preset}");
+        // At 1.0: exactly the sessions opencode's overflow rule would compact, among them
+        // models with a separate input limit (gpt-5) and without (claude).
+        let (doc, code) = json({
+            let mut c = o.cmd();
+            c.args(["list", "--all-over", "1", "--idle", "0", "--json"]);
+            c
+        });
+        assert_eq!(code, 0, "{preset}");
+        let got: BTreeSet<String> = ids_with_status(&doc, "selected").into_iter().collect();
+        assert_eq!(got, o.over(1.0), "{preset}");
     }
+}
+
+#[test]
+fn all_over_one_is_opencodes_overflow_rule_with_and_without_an_input_limit() {
+    let o = O::new("opencode-1.18", 4);
+    let c = o.conn();
+    // Two sessions on gpt-5 (input limit 272,000: overflow at 252,000 of its 400,000 window),
+    // two on claude-opus-4-5 (no input limit: overflow at 168,000 of 200,000); one of each
+    // just under, one at the limit.
+    let ids = o.sessions();
+    let cases = [
+        (&ids[0], "gpt-5", 251_999, false),
+        (&ids[1], "gpt-5", 252_000, true),
+        (&ids[2], "claude-opus-4-5", 167_999, false),
+        (&ids[3], "claude-opus-4-5", 168_000, true),
+    ];
+    for (s, model, total, _) in &cases {
+        let t: i64 = c
+            .query_row("SELECT MAX(time_created) + 1000 FROM message", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        let data = serde_json::json!({"role": "assistant", "parentID": "msg_x", "mode": "build",
+            "agent": "build", "path": {"cwd": "/w", "root": "/w"}, "cost": 0,
+            "tokens": {"total": total, "input": total - 100, "output": 100, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+            "modelID": model, "providerID": "p", "time": {"created": t, "completed": t + 1}, "finish": "stop"});
+        c.execute(
+            "INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES (?1, ?2, ?3, ?3, ?4)",
+            rusqlite::params![format!("msg_zz{s}"), s, t, data.to_string()],
+        )
+        .unwrap();
+    }
+    let (doc, code) = json({
+        let mut c = o.cmd();
+        c.args(["list", "--all-over", "1", "--idle", "0", "--json"]);
+        c
+    });
+    assert_eq!(code, 0, "{doc:#}");
+    let got: BTreeSet<String> = ids_with_status(&doc, "selected").into_iter().collect();
+    let want: BTreeSet<String> = cases
+        .iter()
+        .filter(|c| c.3)
+        .map(|c| c.0.to_string())
+        .collect();
+    assert_eq!(got, want, "{doc:#}");
+    assert_eq!(o.over(1.0), want);
 }
 
 /// The rows of `message` and `part` that exist now and did not before, by table.
@@ -200,7 +276,10 @@ fn only_appended(o: &O, preset: &str, before: &Dump, compacted: &BTreeSet<String
     let msgs = appended(before, &after, "message");
     let parts = appended(before, &after, "part");
     assert_eq!(msgs.len(), 2 * compacted.len(), "{preset}");
-    assert_eq!(parts.len(), 2 * compacted.len(), "{preset}");
+    // The compaction part; the summary's step-start, text and step-finish.
+    assert_eq!(parts.len(), 4 * compacted.len(), "{preset}");
+    let cols = o.strings("SELECT name FROM pragma_table_info('session') ORDER BY cid");
+    let col = |name: &str| cols.iter().position(|c| c == name);
     assert_eq!(after["message"].len(), before["message"].len() + msgs.len());
     for (t, rows) in before {
         match t.as_str() {
@@ -210,16 +289,49 @@ fn only_appended(o: &O, preset: &str, before: &Dump, compacted: &BTreeSet<String
                 }
             }
             "session" => {
-                // Only time_updated of a compacted session moves (id is the first column).
+                // Only time_updated of a compacted session moves, and its token totals grow by
+                // the summary's step-finish tokens, as opencode adds them (id is the first column).
+                let moved = ["time_updated", "tokens_input", "tokens_output"].map(col);
                 for (rowid, r) in rows {
                     let new = &after[t][rowid];
                     let id: String = serde_json::from_str(
                         r[0].trim_start_matches("Text(").trim_end_matches(')'),
                     )
                     .unwrap();
-                    let differ = r.iter().zip(new).filter(|(a, b)| a != b).count();
-                    let want = usize::from(compacted.contains(&id));
-                    assert_eq!(differ, want, "{preset} session {id}");
+                    let differ: Vec<usize> = (0..r.len()).filter(|&i| r[i] != new[i]).collect();
+                    if !compacted.contains(&id) {
+                        assert!(differ.is_empty(), "{preset} session {id}");
+                        continue;
+                    }
+                    assert!(differ.contains(&moved[0].unwrap()), "{preset} session {id}");
+                    assert!(
+                        differ.iter().all(|i| moved.contains(&Some(*i))),
+                        "{preset} session {id}: {differ:?}"
+                    );
+                    let finish: String = c
+                        .query_row(
+                            "SELECT p.data FROM part p WHERE p.session_id = ?1 AND json_extract(p.data, '$.type') = 'step-finish' \
+                             ORDER BY p.time_created DESC, p.id DESC LIMIT 1",
+                            [&id],
+                            |x| x.get(0),
+                        )
+                        .unwrap();
+                    let finish: Value = serde_json::from_str(&finish).unwrap();
+                    let int = |v: &str| -> i64 {
+                        v.trim_start_matches("Integer(")
+                            .trim_end_matches(')')
+                            .parse()
+                            .unwrap_or(0)
+                    };
+                    for (name, key) in [("tokens_input", "input"), ("tokens_output", "output")] {
+                        if let Some(i) = col(name) {
+                            assert_eq!(
+                                int(&new[i]) - int(&r[i]),
+                                finish["tokens"][key].as_i64().unwrap(),
+                                "{preset} session {id} {name}"
+                            );
+                        }
+                    }
                 }
             }
             _ => assert_eq!(rows, &after[t], "{preset} table {t}"),
@@ -245,6 +357,35 @@ fn only_appended(o: &O, preset: &str, before: &Dump, compacted: &BTreeSet<String
         assert_eq!(v["summary"], true, "{preset} {s}");
         assert_eq!(v["finish"], "stop");
         assert_eq!(v["mode"], "compaction");
+        // The figures opencode 1.18.33 writes on its own summary: total = the sum of the parts,
+        // the same tokens on its step-finish part, and the compaction message's `summary`.
+        let t = &v["tokens"];
+        assert!(
+            t["input"].as_i64().unwrap() > 0 && t["output"].as_i64().unwrap() > 0,
+            "{preset} {s}: {t}"
+        );
+        assert_eq!(
+            t["total"].as_i64(),
+            Some(t["input"].as_i64().unwrap() + t["output"].as_i64().unwrap()),
+            "{preset} {s}"
+        );
+        let types = o.strings(&format!(
+            "SELECT json_extract(p.data, '$.type') FROM part p JOIN message m ON m.id = p.message_id \
+             WHERE m.session_id = '{s}' AND m.time_created = {max} ORDER BY p.id"
+        ));
+        assert_eq!(types, ["step-start", "text", "step-finish"], "{preset} {s}");
+        let parent = v["parentID"].as_str().unwrap();
+        let user: String = c
+            .query_row("SELECT data FROM message WHERE id = ?1", [parent], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        let user: Value = serde_json::from_str(&user).unwrap();
+        assert_eq!(
+            user["summary"],
+            serde_json::json!({"diffs": []}),
+            "{preset} {s}"
+        );
         assert_eq!(v["time"]["created"].as_i64(), Some(*max));
         let updated: i64 = c
             .query_row("SELECT time_updated FROM session WHERE id = ?1", [s], |r| {
@@ -334,6 +475,223 @@ fn sessions_compacted_by_opencode_are_loaded_by_its_rule_and_compacted_again() {
     }
 }
 
+/// The summary opencode now sends for `s` (the assistant right after the compaction question).
+fn sent_summary(o: &O, s: &str) -> String {
+    let sent = load(&o.conn(), s).unwrap();
+    assert_eq!(sent[0].texts, ["What did we do so far?"], "{s}");
+    assert_eq!(sent[1].role, "assistant", "{s}");
+    sent[1].texts.join("\n")
+}
+
+/// The lines of a summary's body that must survive a re-compaction: every non-empty line after
+/// the framing paragraph of an agent-db summary (all of another writer's), up to a withdrawn
+/// section (whose items move).
+fn facts(summary: &str) -> Vec<String> {
+    let body = if summary.starts_with(HEADER) {
+        summary.split_once("\n\n").map_or("", |(_, b)| b)
+    } else {
+        summary
+    };
+    body.lines()
+        .take_while(|l| !l.starts_with("## Withdrawn"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Continue `s` as opencode does after a compaction: a user turn and a finished assistant
+/// reply, each with one text part, after every existing row; the session's `time_updated`
+/// follows (opencode touches it).
+fn continue_session(o: &O, s: &str, n: usize) {
+    let c = o.conn();
+    let t: i64 = c
+        .query_row(
+            "SELECT MAX(time_created) FROM (SELECT time_created FROM message WHERE session_id = ?1 \
+             UNION ALL SELECT time_created FROM part WHERE session_id = ?1)",
+            [s],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let last: String = c
+        .query_row(
+            "SELECT data FROM message WHERE session_id = ?1 AND json_extract(data, '$.role') = 'user' \
+             ORDER BY time_created DESC, id DESC LIMIT 1",
+            [s],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let user: Value = serde_json::from_str(&last).unwrap();
+    let model = &user["model"];
+    for k in 0..n {
+        let t = t + 1_000 + 10 * k as i64;
+        let (u, a) = (
+            format!("msg_zc{k:02}u{t}{s}"),
+            format!("msg_zc{k:02}a{t}{s}"),
+        );
+        let udata = serde_json::json!({"role": "user", "time": {"created": t}, "agent": "build", "model": model});
+        let adata = serde_json::json!({"role": "assistant", "parentID": u, "mode": "build", "agent": "build",
+            "path": {"cwd": "/w", "root": "/w"}, "cost": 0,
+            "tokens": {"input": 900, "output": 100, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+            "modelID": model["modelID"], "providerID": model["providerID"],
+            "time": {"created": t + 1, "completed": t + 2}, "finish": "stop"});
+        let text = "lorem ipsum dolor sit amet ".repeat(60);
+        for (id, time, data, part) in [
+            (
+                &u,
+                t,
+                udata,
+                format!("Please also check the continuation step {k} of src/cont_{k}.rs."),
+            ),
+            (&a, t + 1, adata, format!("Checked src/cont_{k}.rs: {text}")),
+        ] {
+            c.execute(
+                "INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES (?1, ?2, ?3, ?3, ?4)",
+                rusqlite::params![id, s, time, data.to_string()],
+            )
+            .unwrap();
+            let pd = serde_json::json!({"type": "text", "text": part});
+            c.execute(
+                "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
+                rusqlite::params![format!("prt_zc{k:02}{id}"), id, s, time, pd.to_string()],
+            )
+            .unwrap();
+        }
+        c.execute(
+            "UPDATE session SET time_updated = ?1 WHERE id = ?2",
+            rusqlite::params![t + 2, s],
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn a_second_compaction_carries_the_first_summarys_facts() {
+    for preset in ["opencode-1.18", "opencode-1.14"] {
+        let o = O::new(preset, 24);
+        let strategy = "extractive";
+        // Sessions opencode compacted itself, and sessions agent-db compacts first.
+        let own = o.strings(
+            "SELECT DISTINCT m.session_id FROM part p JOIN message m ON m.id = p.message_id \
+             WHERE json_extract(p.data, '$.type') = 'compaction' AND json_extract(p.data, '$.tail_start_id') IS NOT NULL",
+        );
+        assert!(preset != "opencode-1.18" || !own.is_empty());
+        let doc = {
+            let mut c = o.cmd();
+            c.args([
+                "compact",
+                "--idle",
+                "0",
+                "--yes",
+                "--json",
+                "--all-over",
+                "0.7",
+                "--strategy",
+                "extractive",
+            ]);
+            json(c).0
+        };
+        let first: BTreeSet<String> = ids_with_status(&doc, "compacted").into_iter().collect();
+        assert!(first.len() >= 3, "{doc:#}");
+        let mut targets: Vec<String> = first.iter().cloned().collect();
+        targets.extend(own.iter().filter(|s| !first.contains(*s)).cloned());
+        let mut earlier = BTreeMap::new();
+        for s in &targets {
+            let summary = sent_summary(&o, s);
+            assert!(first.contains(s) == summary.starts_with(HEADER), "{s}");
+            earlier.insert(s.clone(), facts(&summary));
+            continue_session(&o, s, 6);
+        }
+        let mut c = o.cmd();
+        c.args([
+            "compact",
+            "--idle",
+            "0",
+            "--yes",
+            "--json",
+            "--keep-tokens",
+            "200",
+            "--strategy",
+            strategy,
+        ]);
+        c.args(&targets);
+        let (doc, code) = json(c);
+        assert_eq!(code, 0, "{preset}: {doc:#}");
+        let second: BTreeSet<String> = ids_with_status(&doc, "compacted").into_iter().collect();
+        assert_eq!(
+            second,
+            targets.iter().cloned().collect(),
+            "{preset}: {doc:#}"
+        );
+        for s in &targets {
+            let now = sent_summary(&o, s);
+            assert!(now.starts_with(HEADER), "{preset} {s}");
+            let facts = &earlier[s];
+            assert!(!facts.is_empty(), "{s}");
+            for f in facts {
+                assert!(
+                    now.contains(f.as_str()),
+                    "{preset} {s}: the earlier summary's {f:?} is lost:\n{now}"
+                );
+            }
+        }
+        o.checks();
+    }
+}
+
+#[test]
+fn restore_after_opencode_went_on_needs_force_and_keeps_what_opencode_wrote() {
+    let o = O::new("opencode-1.18", 24);
+    let before = o.loads();
+    let doc = compact(&o, &["--all-over", "0.7", "--strategy", "extractive"]);
+    let s = ids_with_status(&doc, "compacted")[0].clone();
+    // opencode continues the session after the compaction.
+    continue_session(&o, &s, 2);
+    let added: Vec<String> = o.strings(&format!(
+        "SELECT id FROM message WHERE session_id = '{s}' AND id LIKE 'msg_zc%' ORDER BY time_created, id"
+    ));
+    assert_eq!(added.len(), 4);
+    // history says what restore does: it needs --force.
+    let out = o.cmd().args(["history", &s]).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("changed since"), "{table}");
+    assert!(!table.contains("restorable"), "{table}");
+    let out = o.cmd().args(["restore", &s]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = o.cmd().args(["restore", &s, "--force"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Nothing opencode wrote is lost: it loads the original history, then the later turns.
+    let c = o.conn();
+    let now = load(&c, &s).unwrap();
+    let was = before[&s].as_ref().unwrap();
+    assert_eq!(&now[..was.len()], &was[..], "{s}");
+    let later: Vec<&str> = now[was.len()..].iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(later, added.iter().map(String::as_str).collect::<Vec<_>>());
+    // (The load above proves agent-db's compaction rows are gone: opencode would stop there.)
+    // The session is as new as its newest message.
+    let (updated, newest): (i64, i64) = c
+        .query_row(
+            "SELECT time_updated, (SELECT MAX(time_created) FROM message WHERE session_id = ?1) FROM session WHERE id = ?1",
+            [&s],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(
+        updated >= newest,
+        "{s}: time_updated {updated} < newest message {newest}"
+    );
+    o.checks();
+}
+
 #[test]
 fn a_newer_migration_is_refused_with_exit_4() {
     for (preset, sql) in [
@@ -351,6 +709,8 @@ fn a_newer_migration_is_refused_with_exit_4() {
             assert_eq!(out.status.code(), Some(4), "{preset} {args:?}");
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(err.contains("20270101000000_future") && err.contains("newer"), "{err}");
+            // ... and names the newest opencode migration agent-db knows.
+            assert!(err.contains("20260622202450_simplify_session_input"), "{err}");
         }
         assert_eq!(crate::common::files_hash(&o.db), before);
     }

@@ -327,7 +327,8 @@ fn gather(
     later: &[Message],
     cues: Cues,
 ) -> Facts {
-    let skip = usize::from(prior.is_some() || head.first().is_some_and(is_summary_message));
+    // The earlier summary's messages (one, or opencode's request and reply) are the prior.
+    let skip = crate::summary::prior_summary_len(head).max(usize::from(prior.is_some()));
     let body = &head[skip.min(head.len())..];
     let mut f = Facts {
         stats: Stats::new(body, skip),
@@ -380,10 +381,6 @@ fn gather(
     f.withdrawals = supersede::resolve(&f.stmts, &f.stats, cues);
     label_withdrawals(&mut f, prior_items);
     f
-}
-
-fn is_summary_message(m: &Message) -> bool {
-    m.role == Role::User && is_summary_text(&m.text())
 }
 
 fn user_turn(f: &mut Facts, text: String, latest: bool, at: usize) {

@@ -143,6 +143,21 @@ impl Adapter for Opencode {
         ))
     }
 
+    /// A restore removes the compaction's rows and puts `session.time_updated` back; when
+    /// opencode wrote later messages (`restore --force`), they stay, and the session's
+    /// `time_updated` is raised to the newest of them, as opencode's own writes keep it.
+    fn after_restore(&self, tx: &Connection, path: &std::path::Path, id: &str) -> Result<()> {
+        use crate::error::SqlContext;
+        tx.execute(
+            "UPDATE session SET time_updated = MAX(time_updated, \
+             COALESCE((SELECT MAX(time_created) FROM message WHERE session_id = ?1), time_updated)) \
+             WHERE id = ?1",
+            [id],
+        )
+        .at(path)?;
+        Ok(())
+    }
+
     fn unrated(&self) -> Unrated {
         Unrated {
             no_usage: "no finished assistant message with token counts in this session",

@@ -120,10 +120,17 @@ fn usage_meta(
 ) -> rusqlite::Result<ConversationMeta> {
     let (model, current) = usage(r)?;
     let model = model.or_else(|| session_model(lossy(r, 16).ok().flatten().as_deref()));
+    // The window is the input opencode's overflow rule allows (`isOverflow`), so a
+    // utilization of 1.0 is where opencode compacts.
     let max_context = match &model {
         Some(m) => *windows
             .entry(m.clone())
-            .or_insert_with(|| limits.of(m)),
+            .or_insert_with(|| {
+                limits
+                    .of(m)
+                    .map(|w| crate::models::usable_input(m, w))
+                    .filter(|u| *u > 0)
+            }),
         None => None,
     };
     Ok(ConversationMeta {

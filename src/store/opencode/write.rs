@@ -59,6 +59,22 @@ pub struct NewRow {
     data: String,
 }
 
+/// The token figures of agent-db's summary message: `input` the summarized messages, `output`
+/// the summary (no model was necessarily called; these are agent-db's o200k estimates).
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    input: i64,
+    output: i64,
+}
+
+impl Usage {
+    /// opencode's `tokens` object (`total` = input + output + reasoning + cache).
+    fn tokens(self) -> Value {
+        json!({"total": self.input + self.output, "input": self.input, "output": self.output,
+            "reasoning": 0, "cache": {"write": 0, "read": 0}})
+    }
+}
+
 /// What the apply step writes.
 pub enum Apply {
     Append {
@@ -66,6 +82,9 @@ pub enum Apply {
         time_updated: i64,
         /// The ids opencode must load afterwards.
         expect: Vec<String>,
+        /// Added to `session.tokens_input` / `tokens_output` when the file has them (opencode
+        /// adds every `step-finish` part's tokens).
+        totals: Option<Usage>,
     },
     Prune {
         parts: Vec<(String, String)>,
@@ -108,9 +127,18 @@ impl Write for Proposal {
                 rows,
                 time_updated,
                 expect,
+                totals,
             } => {
                 for r in &rows {
                     insert(tx, path, &self.id, r)?;
+                }
+                if let Some(u) = totals {
+                    tx.execute(
+                        "UPDATE session SET tokens_input = COALESCE(tokens_input, 0) + ?1, \
+                         tokens_output = COALESCE(tokens_output, 0) + ?2 WHERE id = ?3",
+                        params![u.input, u.output, self.id],
+                    )
+                    .at(path)?;
                 }
                 tx.execute(
                     "UPDATE session SET time_updated = ?1 WHERE id = ?2",
@@ -207,7 +235,11 @@ impl Proposal {
             );
         }
         let tail = (k < n).then(|| cur.loaded[k].id.clone());
-        let rows = self.new_rows(cur, &text, tail.as_deref());
+        let usage = Usage {
+            input: self.head_tokens(cur, k)?,
+            output: crate::tokens::count_text(&text) as i64,
+        };
+        let rows = self.new_rows(cur, &text, tail.as_deref(), usage);
         let mut expect = vec![rows[0].id.clone(), rows[2].id.clone()];
         expect.extend(cur.loaded[k..].iter().map(|m| m.id.clone()));
         let mut cells: Vec<Cell> = rows
@@ -216,6 +248,11 @@ impl Proposal {
             .map(|r| Cell::inserted_row(r.table, "id", r.id.clone()))
             .collect();
         cells.push(Cell::new("session", "id", self.id.clone(), "time_updated"));
+        let totals = cur.schema.session_has("tokens_input") && cur.schema.session_has("tokens_output");
+        if totals {
+            cells.push(Cell::new("session", "id", self.id.clone(), "tokens_input"));
+            cells.push(Cell::new("session", "id", self.id.clone(), "tokens_output"));
+        }
         let details = json!({
             "schema": cur.schema.describe(),
             "compaction_message": rows[0].id,
@@ -223,7 +260,7 @@ impl Proposal {
             "inserted_rows": rows.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
             "tail_start_id": tail,
             "kept_messages": n - k,
-            "event_log": "not written: opencode's loader does not read it",
+            "summary_tokens": {"input": usage.input, "output": usage.output},
         });
         let time_updated = rows[2].time + 1;
         Ok(Stage::Ready(Staged {
@@ -234,12 +271,28 @@ impl Proposal {
                 rows,
                 time_updated,
                 expect,
+                totals: totals.then_some(usage),
             },
         }))
     }
 
-    /// The compaction user message, its part, the summary assistant and its text part.
-    fn new_rows(&self, cur: &Session, text: &str, tail: Option<&str>) -> Vec<NewRow> {
+    /// agent-db's estimate of what the summarized messages (loaded `[0, k)`) take, the input a
+    /// summarizer reads.
+    fn head_tokens(&self, cur: &Session, k: usize) -> Result<i64> {
+        let parts = message::split_raw(&cur.raw_messages)
+            .map_err(|e| Error::conversation(&self.id, e.to_string()))?;
+        let mut n = 0usize;
+        for raw in parts.into_iter().take(k) {
+            let m = message::decode(Format::Opencode, raw)
+                .map_err(|e| Error::conversation(&self.id, e))?;
+            n += crate::tokens::message_tokens(Format::Opencode, &m);
+        }
+        Ok(n as i64)
+    }
+
+    /// The compaction user message and its part, then the summary assistant and its parts
+    /// (step-start, the text, step-finish), as opencode 1.18 writes its own compaction.
+    fn new_rows(&self, cur: &Session, text: &str, tail: Option<&str>, usage: Usage) -> Vec<NewRow> {
         let t = now_ms().max(cur.max_time + 1);
         let seed = |n: usize| format!("{}\0{}\0{n}\0agent-db", self.id, self.version);
         let user_id = ids::ascending("msg", t, 1, &seed(0));
@@ -255,7 +308,8 @@ impl Proposal {
                    "modelID": a.and_then(|a| str_field(a, "modelID")).unwrap_or("")})
         });
         let user = json!({"role": "user", "time": {"created": t},
-            "agent": agent.unwrap_or_else(|| json!("build")), "model": model});
+            "agent": agent.unwrap_or_else(|| json!("build")), "model": model,
+            "summary": {"diffs": []}});
         let mut compaction = json!({"type": "compaction", "auto": false});
         if let Some(tail) = tail {
             compaction["tail_start_id"] = json!(tail);
@@ -265,10 +319,12 @@ impl Proposal {
             .unwrap_or_else(|| json!({"cwd": cur.directory, "root": "/"}));
         let asst = json!({"role": "assistant", "parentID": user_id, "mode": "compaction",
             "agent": "compaction", "summary": true, "path": path, "cost": 0,
-            "tokens": {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+            "tokens": usage.tokens(),
             "modelID": model["modelID"], "providerID": model["providerID"],
             "time": {"created": t + 1, "completed": t + 2}, "finish": "stop"});
         let text_part = json!({"type": "text", "text": text, "time": {"start": t + 1, "end": t + 2}});
+        let step_finish =
+            json!({"reason": "stop", "type": "step-finish", "tokens": usage.tokens(), "cost": 0});
         let row = |table, id: String, message_id: Option<&str>, time, v: &Value| NewRow {
             table,
             id,
@@ -280,7 +336,9 @@ impl Proposal {
             row("message", user_id.clone(), None, t, &user),
             row("part", ids::ascending("prt", t, 1, &seed(1)), Some(&user_id), t, &compaction),
             row("message", asst_id.clone(), None, t + 1, &asst),
-            row("part", ids::ascending("prt", t + 1, 1, &seed(3)), Some(&asst_id), t + 1, &text_part),
+            row("part", ids::ascending("prt", t + 1, 1, &seed(3)), Some(&asst_id), t + 1, &json!({"type": "step-start"})),
+            row("part", ids::ascending("prt", t + 1, 2, &seed(4)), Some(&asst_id), t + 1, &text_part),
+            row("part", ids::ascending("prt", t + 2, 1, &seed(5)), Some(&asst_id), t + 2, &step_finish),
         ]
     }
 
