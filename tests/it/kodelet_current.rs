@@ -227,6 +227,38 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// Conversation `id`'s row in a [`cells`] map (its first column is the id).
+fn row_of<'a>(m: &'a BTreeMap<i64, Vec<(String, String)>>, id: &str) -> &'a [(String, String)] {
+    let want = format!("t{}", hex(id.as_bytes()));
+    m.values().find(|r| r[0].1 == want).expect("row of the id")
+}
+
+/// A conversation's stored `raw_messages` and `compaction_history`.
+fn stored(c: &Connection, id: &str) -> (String, Option<String>) {
+    c.query_row(
+        "SELECT raw_messages, compaction_history FROM conversations WHERE id = ?1",
+        [id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .unwrap()
+}
+
+/// `agent-db restore ID` (with `--force`), which must succeed.
+fn restore(env: &Env, id: &str, force: bool) {
+    let mut cmd = env.cmd();
+    cmd.args(["restore", id]);
+    if force {
+        cmd.arg("--force");
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// kodelet's artifact cleanup sweep (`pkg/artifacts/lifecycle.go`), replayed with a cutoff after
 /// every artifact: a reference is released unless a `tool_results` entry of its conversation
 /// names it; an artifact without references is deleted.
@@ -347,13 +379,7 @@ fn newest_schema_compacts_into_kodelets_display_archive_and_restores_exactly() {
     let before_display: BTreeMap<String, Vec<Value>> = ids
         .iter()
         .map(|id| {
-            let (raw, h): (String, Option<String>) = c
-                .query_row(
-                    "SELECT raw_messages, compaction_history FROM conversations WHERE id = ?1",
-                    [id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .unwrap();
+            let (raw, h) = stored(&c, id);
             (id.clone(), display(&raw, h.as_deref()))
         })
         .collect();
@@ -425,13 +451,7 @@ fn newest_schema_compacts_into_kodelets_display_archive_and_restores_exactly() {
         };
         assert_eq!(first, want_first, "{id}: first_message");
         // tool_results is kept whole, as kodelet's own compaction keeps it.
-        let before_tools = before_conv
-            .values()
-            .find(|row| {
-                row.iter()
-                    .any(|(n, v)| n == "id" && *v == format!("t{}", hex(id.as_bytes())))
-            })
-            .unwrap()
+        let before_tools = row_of(&before_conv, id)
             .iter()
             .find(|(n, _)| n == "tool_results")
             .unwrap()
@@ -462,13 +482,7 @@ fn newest_schema_compacts_into_kodelets_display_archive_and_restores_exactly() {
 
     // Restore everything: byte-identical, storage classes included; re-indexed again.
     for id in &compacted {
-        let out = env.cmd().args(["restore", id]).output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        restore(&env, id, false);
     }
     let c = env.conn();
     assert_eq!(cells(&c, "conversations"), before_conv);
@@ -537,12 +551,7 @@ fn a_running_turn_is_left_alone() {
                 .contains("running a turn"),
             "{row:#}"
         );
-        let key = before
-            .iter()
-            .find(|(_, r)| r[0].1 == format!("t{}", hex(id.as_bytes())))
-            .unwrap()
-            .0;
-        assert_eq!(before[key], after[key], "{id} changed");
+        assert_eq!(row_of(&before, id), row_of(&after, id), "{id} changed");
     }
     assert!(
         ids_with_status(&doc, "compacted").contains(&ids[2]),
@@ -707,14 +716,8 @@ fn a_second_compaction_after_the_conversation_went_on_keeps_the_whole_display() 
     let mut displays = BTreeMap::new();
     for id in &first {
         continue_conversation(&c, id, 12);
-        let (raw, h): (String, String) = c
-            .query_row(
-                "SELECT raw_messages, compaction_history FROM conversations WHERE id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .unwrap();
-        displays.insert(id.clone(), display(&raw, Some(&h)));
+        let (raw, h) = stored(&c, id);
+        displays.insert(id.clone(), display(&raw, h.as_deref()));
     }
     drop(c);
     let (doc, code) = compact(&env);
@@ -723,13 +726,8 @@ fn a_second_compaction_after_the_conversation_went_on_keeps_the_whole_display() 
     assert!(!second.is_empty(), "{doc:#}");
     let c = env.conn();
     for id in &second {
-        let (raw, h): (String, String) = c
-            .query_row(
-                "SELECT raw_messages, compaction_history FROM conversations WHERE id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .unwrap();
+        let (raw, h) = stored(&c, id);
+        let h = h.expect("a compaction history");
         assert_eq!(display(&raw, Some(&h)), displays[id], "{id}");
         let hv: Value = serde_json::from_str(&h).unwrap();
         let n = hv["segments"].as_array().unwrap().len();
@@ -744,30 +742,18 @@ fn a_second_compaction_after_the_conversation_went_on_keeps_the_whole_display() 
     // Undo both (newest first), then the agent's own continuation is what differs.
     for id in &second {
         for _ in 0..2 {
-            let out = env.cmd().args(["restore", id, "--force"]).output().unwrap();
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            restore(&env, id, true);
         }
     }
     let c = env.conn();
     let now_conv = cells(&c, "conversations");
     let now_sum = cells(&c, "conversation_summaries");
     for id in &second {
-        let key = |m: &BTreeMap<i64, Vec<(String, String)>>| {
-            m.values()
-                .find(|r| r[0].1 == format!("t{}", hex(id.as_bytes())))
-                .unwrap()
-                .clone()
-        };
         // Every cell is the original's but `updated_at`, which the agent's continuation moved
         // and agent-db never writes.
         for (now, orig) in [
-            (key(&now_conv), key(&original_conv)),
-            (key(&now_sum), key(&original_sum)),
+            (row_of(&now_conv, id), row_of(&original_conv, id)),
+            (row_of(&now_sum, id), row_of(&original_sum, id)),
         ] {
             for ((name, a), (_, b)) in now.iter().zip(orig.iter()) {
                 if name != "updated_at" {
