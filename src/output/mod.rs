@@ -4,6 +4,7 @@
 //! through this layer.
 
 pub mod json;
+mod notes;
 pub mod progress;
 pub mod report_table;
 pub mod skips;

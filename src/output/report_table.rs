@@ -1,5 +1,5 @@
 //! The before/after table of `compact` (one row per conversation, skip and failure reasons as
-//! numbered notes) and its totals lines.
+//! numbered notes, one per distinct sentence) and its totals lines.
 
 use agent_db::report::{Row, Status, Totals};
 
@@ -35,11 +35,13 @@ fn utilization(t: &mut table::Grid, r: &Row) -> String {
         Some(n) => format!(" [{}]", t.note(n)),
         None => String::new(),
     };
-    match (r.utilization_before, r.utilization_after) {
-        (Some(b), Some(a)) => format!("{} → {}{mark}", table::percent(b), table::percent(a)),
+    let figures = match (r.utilization_before, r.utilization_after) {
+        (Some(b), Some(a)) => format!("{} → {}", table::percent(b), table::percent(a)),
         (Some(b), None) => table::percent(b),
         _ => String::new(),
-    }
+    };
+    // Every row counted in a note shows its mark.
+    format!("{figures}{mark}").trim_start().to_string()
 }
 
 /// The status cell: a word, with a numbered note holding a skip or failure reason.
@@ -71,6 +73,7 @@ pub fn render(
     }
     let mut t = table::Grid::new(&COLUMNS);
     t.collapse_constant(&["FORMAT", "WHY", "STRATEGY"]);
+    t.subject("conversations");
     for r in rows {
         let cells = cells(&mut t, r, ids, name);
         t.row(cells);

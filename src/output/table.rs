@@ -2,8 +2,9 @@
 //! low-priority columns dropped when even the cut table does not fit; drawn by comfy-table),
 //! plain aligned columns without box drawing when piped. IDs are never cut: callers pass the
 //! shortest unique prefix on a terminal and the full ID otherwise. Long reasons go to numbered
-//! notes under the table.
+//! notes under the table ([`Notes`]).
 
+use super::notes::Notes;
 use comfy_table::{
     Attribute, Cell, CellAlignment, Color, ColumnConstraint, ContentArrangement, Row, Table,
 };
@@ -57,7 +58,9 @@ pub struct Style {
 pub struct Grid {
     cols: Vec<Col>,
     rows: Vec<Vec<(String, Tone)>>,
-    notes: Vec<String>,
+    notes: Notes,
+    /// What the rows are, for a note shared by several (`58 conversations: …`).
+    subject: &'static str,
     /// Columns that, on a terminal, collapse into a line under the table when every row holds
     /// the same value (`provider: anthropic (all rows)`).
     collapsible: Vec<&'static str>,
@@ -71,7 +74,8 @@ impl Grid {
         Grid {
             cols: cols.to_vec(),
             rows: Vec::new(),
-            notes: Vec::new(),
+            notes: Notes::default(),
+            subject: "rows",
             collapsible: Vec::new(),
         }
     }
@@ -110,7 +114,8 @@ impl Grid {
                 .iter()
                 .map(|r| (0..r.len()).filter(keep).map(|i| r[i].clone()).collect())
                 .collect(),
-            notes: Vec::new(),
+            notes: Notes::default(),
+            subject: self.subject,
             collapsible: Vec::new(),
         };
         let lines = constant
@@ -124,15 +129,15 @@ impl Grid {
         self.rows.push(cells);
     }
 
-    /// The number of the note holding `text` (shared by identical texts), 1-based.
+    /// What a row is, in a note several rows share (`58 conversations: …`); `rows` unless set.
+    pub fn subject(&mut self, subject: &'static str) {
+        self.subject = subject;
+    }
+
+    /// The number of the note for `text`, 1-based: texts that are the same sentence, numbers
+    /// aside, share one (see [`Notes`]).
     pub fn note(&mut self, text: &str) -> usize {
-        match self.notes.iter().position(|n| n == text) {
-            Some(i) => i + 1,
-            None => {
-                self.notes.push(text.to_string());
-                self.notes.len()
-            }
-        }
+        self.notes.add(text)
     }
 
     pub fn render(&self, style: Style) -> String {
@@ -147,9 +152,7 @@ impl Grid {
             (Some(w), None) => self.fitted(w as usize, style.color),
             (None, _) => self.plain(style.color),
         };
-        for (i, n) in self.notes.iter().enumerate() {
-            s.push_str(&format!("[{}] {n}\n", i + 1));
-        }
+        s.push_str(&self.notes.render(self.subject, style.width));
         s
     }
 
@@ -513,7 +516,7 @@ mod tests {
         // Numbers are right-aligned: both end at the same column.
         let end = |l: &str, pat: &str| l.find(pat).unwrap() + pat.len();
         assert_eq!(end(lines[1], "12,345"), end(lines[2], " 7"));
-        assert_eq!(lines[3], "[1] a long reason");
+        assert_eq!(lines[3], "[1] 2 rows: a long reason");
         assert!(!s.contains('\x1b'));
         let colored = grid().render(Style {
             width: None,

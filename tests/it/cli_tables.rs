@@ -196,3 +196,118 @@ fn stats_fit_and_pipe() {
     let (env, _) = compacted();
     three_ways(&env, &["stats"], &[], "stats", false);
 }
+
+/// A dry run of a store of 63 conversations: reasons that are the same sentence share one note
+/// (`[N] K conversations: …`, the numbers that differ as ranges), every note wrapped at 80
+/// columns under a hanging indent. Checked against the JSON report: every skipped row points at
+/// a note whose sentence is its reason's, and there are as many notes as distinct sentences.
+#[test]
+fn compact_dry_run_groups_the_notes_of_many_conversations() {
+    let env = Env::generated(63, 11, &[]);
+    let args = [
+        "compact",
+        "--dry-run",
+        "--all-over",
+        "0.01",
+        "--idle",
+        "0",
+        "--target",
+        "0.02",
+        "--verbose",
+    ];
+    let out = tty(&env, &args, 80);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for line in out.stdout.lines() {
+        assert!(line.chars().count() <= 80, "wider than 80:\n{line}");
+    }
+    insta::assert_snapshot!("compact_dry_run_63_80", redact(&env, &out.stdout));
+
+    // The oracle: the reasons of the JSON report, grouped by their sentence with the digits
+    // blanked out.
+    let mut c = env.cmd();
+    c.args(args).arg("--json");
+    let (doc, _) = crate::common::json(c);
+    let rows = doc["conversations"].as_array().unwrap();
+    let mut reasons: Vec<(String, &str, String)> = Vec::new(); // (id, kind, text)
+    for r in rows {
+        let id = r["id"].as_str().unwrap().to_string();
+        if let Some(d) = r["detail"].as_str() {
+            reasons.push((id.clone(), "status", d.to_string()));
+        }
+        if let Some(n) = r["note"].as_str() {
+            reasons.push((id, "note", n.to_string()));
+        }
+    }
+    let sentences: Vec<String> = reasons.iter().map(|r| blank_digits(&r.2)).collect();
+    let distinct: std::collections::BTreeSet<&String> = sentences.iter().collect();
+    assert!(
+        reasons.len() >= 40 && distinct.len() <= 6,
+        "the fixture gives many rows few sentences: {} reasons, {distinct:?}",
+        reasons.len()
+    );
+
+    // Piped, each note is one line: `[N] K conversations: sentence` (K > 1) or `[N] sentence`.
+    let (piped_out, _) = piped(&env, &args);
+    let notes: Vec<&str> = piped_out.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(
+        notes.len(),
+        distinct.len(),
+        "one note per sentence:\n{piped_out}"
+    );
+    for (id, kind, text) in &reasons {
+        let line = piped_out
+            .lines()
+            .find(|l| l.starts_with(id.as_str()))
+            .unwrap();
+        // The row's marks in order: the USE column's note comes before the STATUS one.
+        let marks: Vec<&str> = line
+            .split('[')
+            .skip(1)
+            .map(|t| t.split(']').next().unwrap())
+            .collect();
+        let mark = match (*kind, marks.len()) {
+            ("note", _) => marks[0],
+            (_, n) => marks[n - 1],
+        };
+        let note = notes
+            .iter()
+            .find(|n| n.starts_with(&format!("[{mark}] ")))
+            .unwrap_or_else(|| panic!("note {mark} of {id}:\n{piped_out}"));
+        let body = &note[mark.len() + 3..];
+        let same = reasons
+            .iter()
+            .filter(|r| blank_digits(&r.2) == blank_digits(text))
+            .count();
+        let sentence = if same > 1 {
+            let head = format!("{same} conversations: ");
+            assert!(body.starts_with(&head), "{id}: {head:?} in {note}");
+            &body[head.len()..]
+        } else {
+            body
+        };
+        assert_eq!(
+            blank_digits(&sentence.replace('–', "")),
+            blank_digits(text),
+            "{id}'s note {mark} is its reason's sentence"
+        );
+        if same == 1 {
+            assert_eq!(sentence, text, "a reason of its own is its note as it is");
+        }
+    }
+}
+
+/// `s` with each run of digits (and the `,` / `.` inside a number) turned into one `#`.
+fn blank_digits(s: &str) -> String {
+    let mut out = String::new();
+    let mut in_number = false;
+    for c in s.chars() {
+        let part = c.is_ascii_digit() || (in_number && (c == ',' || c == '.'));
+        if part && !in_number {
+            out.push('#');
+        } else if !part {
+            out.push(c);
+        }
+        in_number = part;
+    }
+    out
+}
