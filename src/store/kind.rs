@@ -70,7 +70,15 @@ pub trait Adapter: Sync + 'static {
     }
     /// Bring data the agent derives from a conversation (a search index) up to date after a
     /// restore put the conversation's archived cells back, in the restore's transaction.
-    fn after_restore(&self, _tx: &Connection, _path: &Path, _conversation: &str) -> Result<()> {
+    /// `changed`: the agent wrote to the conversation after the compaction (a `--force`d
+    /// restore over later changes); otherwise the store is back to its pre-image.
+    fn after_restore(
+        &self,
+        _tx: &Connection,
+        _path: &Path,
+        _conversation: &str,
+        _changed: bool,
+    ) -> Result<()> {
         Ok(())
     }
     /// Why agent-db leaves conversation `id` alone, by the agent's own rules or records: the

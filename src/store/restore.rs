@@ -156,7 +156,8 @@ pub fn restore(store: &mut Store, id: i64, force: bool, now: &str) -> Result<Res
             |r| r.get(0),
         )
         .at(path)?;
-    if !force && archive::image_hash(&tx, &cells).at(path)? != post {
+    let changed = archive::image_hash(&tx, &cells).at(path)? != post;
+    if !force && changed {
         return Ok(refuse(format!(
             "conversation {} changed after this compaction (a later compaction or the agent wrote to it); \
              restore later compactions first, or pass --force to overwrite the later changes",
@@ -167,7 +168,7 @@ pub fn restore(store: &mut Store, id: i64, force: bool, now: &str) -> Result<Res
     store
         .kind
         .adapter()
-        .after_restore(&tx, path, &c.conversation_id)?;
+        .after_restore(&tx, path, &c.conversation_id, changed)?;
     tx.execute(
         "UPDATE agent_db_compactions SET restored_at = ?1 WHERE id = ?2",
         params![now, id],

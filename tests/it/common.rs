@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use agent_db_synth::{self as synth, SynthFormat, SynthOptions};
@@ -76,22 +77,70 @@ impl Env {
     }
 }
 
+/// Every row of `table` (ordered by its first column), each cell as [`cell`] shows it: never
+/// panics, whatever a cell holds.
 pub fn dump(c: &Connection, table: &str) -> Vec<Vec<String>> {
-    let mut s = c
-        .prepare(&format!("SELECT * FROM \"{table}\" ORDER BY 1"))
-        .expect("prepare");
+    query_cells(c, &format!("SELECT * FROM \"{table}\" ORDER BY 1"))
+}
+
+/// Every row `sql` returns, each cell as [`cell`] shows it.
+pub fn query_cells(c: &Connection, sql: &str) -> Vec<Vec<String>> {
+    let mut s = c.prepare(sql).expect("prepare");
     let n = s.column_count();
     let rows = s
         .query_map([], |r| {
             (0..n)
-                .map(|i| {
-                    let v: rusqlite::types::Value = r.get(i)?;
-                    Ok(format!("{v:?}"))
-                })
+                .map(|i| r.get_ref(i).map(cell))
                 .collect::<rusqlite::Result<Vec<_>>>()
         })
         .expect("query");
     rows.map(|r| r.expect("row")).collect()
+}
+
+/// Every table of the store (`sqlite_sequence` and agent-db's own `agent_db_*` tables
+/// included), every row in rowid order with its rowid first, every cell as [`cell`] shows it:
+/// two dumps are equal only when every cell holds the same bytes with the same storage class.
+pub fn dump_all(c: &Connection) -> BTreeMap<String, Vec<Vec<String>>> {
+    let tables: Vec<String> = query_cells(
+        c,
+        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
+    )
+    .into_iter()
+    .map(|r| r[0].clone())
+    .collect();
+    tables
+        .into_iter()
+        .map(|t| {
+            let name = t
+                .strip_prefix("Text(\"")
+                .and_then(|t| t.strip_suffix("\")"))
+                .expect("a table name is text")
+                .to_string();
+            let rows = query_cells(
+                c,
+                &format!("SELECT rowid, * FROM \"{name}\" ORDER BY rowid"),
+            );
+            (name, rows)
+        })
+        .collect()
+}
+
+/// One cell with its storage class, byte-exact and never panicking: `Null`, `Integer(7)`,
+/// `Real(0.5)` (the shortest text that reads back as the same double), `Text("…")` for valid
+/// UTF-8, `InvalidText(x'c328')` for text that is not, `Blob(x'00ff')`.
+pub fn cell(v: rusqlite::types::ValueRef<'_>) -> String {
+    use rusqlite::types::ValueRef;
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    match v {
+        ValueRef::Null => "Null".into(),
+        ValueRef::Integer(i) => format!("Integer({i})"),
+        ValueRef::Real(f) => format!("Real({f:?})"),
+        ValueRef::Text(t) => match std::str::from_utf8(t) {
+            Ok(s) => format!("Text({s:?})"),
+            Err(_) => format!("InvalidText(x'{}')", hex(t)),
+        },
+        ValueRef::Blob(b) => format!("Blob(x'{}')", hex(b)),
+    }
 }
 
 /// `agent-db` with a clean environment (no store variables, HOME in `home`).

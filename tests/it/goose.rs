@@ -82,7 +82,7 @@ impl G {
             let rows = st
                 .query_map([], |r| {
                     (0..n)
-                        .map(|i| Ok(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?)))
+                        .map(|i| r.get_ref(i).map(crate::common::cell))
                         .collect::<rusqlite::Result<Vec<_>>>()
                 })
                 .unwrap();
@@ -706,7 +706,7 @@ fn session_rows(g: &G, id: &str) -> Vec<String> {
     let rows = st
         .query_map([id], |r| {
             (0..8)
-                .map(|i| Ok(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?)))
+                .map(|i| r.get_ref(i).map(crate::common::cell))
                 .collect::<rusqlite::Result<Vec<_>>>()
         })
         .unwrap();

@@ -17,6 +17,7 @@ mod json_snapshots;
 mod kodelet_current;
 mod layers;
 mod llm;
+mod odd_classes;
 mod odd_values;
 mod opencode;
 mod opencode_loader;

@@ -70,7 +70,7 @@ impl O {
             let rows = st
                 .query_map([], |r| {
                     let cells = (1..n)
-                        .map(|i| Ok(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?)))
+                        .map(|i| r.get_ref(i).map(crate::common::cell))
                         .collect::<rusqlite::Result<Vec<_>>>()?;
                     Ok((r.get::<_, i64>(0)?, cells))
                 })

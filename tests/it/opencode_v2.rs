@@ -65,7 +65,7 @@ impl O {
             let rows = st
                 .query_map([], |r| {
                     (0..n)
-                        .map(|i| Ok(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?)))
+                        .map(|i| r.get_ref(i).map(crate::common::cell))
                         .collect::<rusqlite::Result<Vec<_>>>()
                 })
                 .unwrap();

@@ -250,7 +250,7 @@ pub fn left_alone(conn: &Connection, path: &Path, id: &str) -> Result<Option<Str
     let provider: Option<String> = conn
         .prepare_cached("SELECT CAST(provider_name AS TEXT) FROM sessions WHERE id = ?1")
         .at(path)?
-        .query_row([id], |r| r.get(0))
+        .query_row([id], |r| lossy(r, 0))
         .optional()
         .at(path)?
         .flatten();
@@ -346,7 +346,8 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
         .query_row(
             "SELECT CAST(updated_at AS TEXT), CAST(total_tokens AS TEXT) FROM sessions WHERE id = ?1",
             [id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            // Read leniently: a cell that is not UTF-8 is the session's oddity, not a failure.
+            |r| Ok((lossy(r, 0)?, lossy(r, 1)?)),
         )
         .optional()
         .at(path)?;

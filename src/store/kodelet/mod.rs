@@ -72,7 +72,13 @@ impl Adapter for Kodelet {
         Ok(write::turn_running(read.conn, read.path, id)?.then(|| write::TURN_RUNNING.to_string()))
     }
 
-    fn after_restore(&self, tx: &Connection, path: &std::path::Path, id: &str) -> Result<()> {
+    fn after_restore(
+        &self,
+        tx: &Connection,
+        path: &std::path::Path,
+        id: &str,
+        _changed: bool,
+    ) -> Result<()> {
         // The search index describes the display history a restore just changed back: kodelet
         // re-indexes a conversation without an index state row.
         if read::check_schema_again(tx, path)?.search_state {

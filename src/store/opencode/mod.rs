@@ -145,9 +145,19 @@ impl Adapter for Opencode {
 
     /// A restore removes the compaction's rows and puts `session.time_updated` back; when
     /// opencode wrote later messages (`restore --force`), they stay, and the session's
-    /// `time_updated` is raised to the newest of them, as opencode's own writes keep it.
-    fn after_restore(&self, tx: &Connection, path: &std::path::Path, id: &str) -> Result<()> {
+    /// `time_updated` is raised to the newest of them, as opencode's own writes keep it. A
+    /// restore of an unchanged session leaves every cell as archived, whatever it holds.
+    fn after_restore(
+        &self,
+        tx: &Connection,
+        path: &std::path::Path,
+        id: &str,
+        changed: bool,
+    ) -> Result<()> {
         use crate::error::SqlContext;
+        if !changed {
+            return Ok(());
+        }
         tx.execute(
             "UPDATE session SET time_updated = MAX(time_updated, \
              COALESCE((SELECT MAX(time_created) FROM message WHERE session_id = ?1), time_updated)) \
