@@ -15,6 +15,7 @@ mod goose_loader;
 mod hooks;
 mod json_snapshots;
 mod kodelet_current;
+mod kodelet_load;
 mod layers;
 mod llm;
 mod odd_classes;
