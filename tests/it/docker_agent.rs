@@ -45,13 +45,17 @@ impl Da {
             .query_map([], |r| {
                 (0..n)
                     .map(|i| {
-                        let v: rusqlite::types::Value = r.get(i)?;
-                        Ok(match v {
-                            rusqlite::types::Value::Text(t) => t,
-                            rusqlite::types::Value::Null => "NULL".into(),
-                            rusqlite::types::Value::Integer(i) => i.to_string(),
-                            rusqlite::types::Value::Real(f) => f.to_string(),
-                            rusqlite::types::Value::Blob(b) => format!("{b:?}"),
+                        use rusqlite::types::ValueRef;
+                        Ok(match r.get_ref(i)? {
+                            ValueRef::Text(t) => match std::str::from_utf8(t) {
+                                Ok(t) => t.to_string(),
+                                // Never a panic: text that is not UTF-8 shows its class and bytes.
+                                Err(_) => crate::common::cell(ValueRef::Text(t)),
+                            },
+                            ValueRef::Null => "NULL".into(),
+                            ValueRef::Integer(i) => i.to_string(),
+                            ValueRef::Real(f) => f.to_string(),
+                            ValueRef::Blob(b) => format!("{b:?}"),
                         })
                     })
                     .collect::<rusqlite::Result<Vec<_>>>()
