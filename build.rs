@@ -1,12 +1,14 @@
 //! Compiles the o200k_base vocabulary into a compact table the binary embeds
-//! (`$OUT_DIR/o200k.bin`), so counting tokens does not load `bpe-openai`'s full encoder (about
-//! 70 MB of automata and maps built at first use; see docs/architecture.md, "Token counting").
+//! (`$OUT_DIR/o200k.bin`), so counting tokens loads nothing at run time (see
+//! docs/architecture.md, "Token counting").
 //!
-//! The vocabulary comes from `bpe-openai` (a build dependency here; the same crate the tests use
-//! as the oracle), whose token ids are tiktoken's ranks. Layout, all little-endian `u32`:
-//! `n` (tokens), `slots` (index size, a power of two), `starts[n + 1]` (byte offset of each
-//! token in `bytes`), `index[slots]` (open addressing, linear probing by
-//! `vocab_hash::hash(token) & (slots - 1)`, holding `rank + 1`, 0 for empty), then `bytes`.
+//! The vocabulary is data in the repository, `src/tokens/o200k.tokens`: for each rank in
+//! order (tiktoken's ranks), one length byte and the token's bytes. `tests/it/tokens_vocab.rs`
+//! holds it to `bpe-openai`'s vocabulary token for token, so the build needs no tokenizer crate.
+//! Layout of the table, all little-endian `u32`: `n` (tokens), `slots` (index size, a power of
+//! two), `starts[n + 1]` (byte offset of each token in `bytes`), `index[slots]` (open
+//! addressing, linear probing by `vocab_hash::hash(token) & (slots - 1)`, holding `rank + 1`, 0
+//! for empty), then `bytes`.
 
 #[path = "src/tokens/vocab_hash.rs"]
 mod vocab_hash;
@@ -16,15 +18,21 @@ use std::io::Write;
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=src/tokens/vocab_hash.rs");
-    let bpe = &bpe_openai::o200k_base().bpe;
-    let n = bpe.num_tokens();
-    let mut bytes = Vec::new();
-    let mut starts = Vec::with_capacity(n + 1);
-    starts.push(0u32);
-    for rank in 0..n {
-        bytes.extend_from_slice(bpe.token_bytes(rank as u32));
+    println!("cargo::rerun-if-changed=src/tokens/o200k.tokens");
+    let data = std::fs::read("src/tokens/o200k.tokens").expect("read src/tokens/o200k.tokens");
+    let mut bytes = Vec::with_capacity(data.len());
+    let mut starts = vec![0u32];
+    let mut at = 0;
+    while at < data.len() {
+        let len = data[at] as usize;
+        let token = data
+            .get(at + 1..at + 1 + len)
+            .expect("src/tokens/o200k.tokens ends inside a token");
+        bytes.extend_from_slice(token);
         starts.push(u32::try_from(bytes.len()).expect("vocabulary under 4 GB"));
+        at += 1 + len;
     }
+    let n = starts.len() - 1;
     // Load factor at most 0.5: short probe sequences.
     let slots = (2 * n).next_power_of_two();
     let mask = slots - 1;

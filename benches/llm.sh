@@ -92,11 +92,11 @@ result concurrency "$CONCURRENCY"
 
 # ---------------------------------------------------------------------------------------------
 log "build (release)"
-cargo build --release --bin agent-db --example gen_store --example llm_mock_server
+cargo build --release --bin agent-db --bin gen_store --example llm_mock_server
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 # The target dir may be shared with concurrent builds: benchmark private copies.
-for b in agent-db examples/gen_store examples/llm_mock_server; do
+for b in agent-db gen_store examples/llm_mock_server; do
   cp "$TARGET_DIR/release/$b" "$OUT/bin/$(basename "$b")"
 done
 ADB="$OUT/bin/agent-db"

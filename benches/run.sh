@@ -35,7 +35,7 @@
 #   BENCH_OC_SCALE=0.1          gen_store --scale of the opencode.db (10k = about 0.9 GB)
 #   BENCH_SEED=1                gen_store --seed
 #   BENCH_REUSE=0               1: keep stores generated earlier with the same parameters and
-#                               the same generator sources (fixtures/synth, examples/gen_store.rs)
+#                               the same generator sources (fixtures/synth, fixtures/synth/src/bin/gen_store.rs)
 #   BENCH_LIST_RUNS=10          timed warm runs per P1 command (hyperfine, two passes ABBA)
 #   BENCH_COLD_RUNS=3           timed cold runs per P1 command
 #   BENCH_TOKEN_RUNS=3          interleaved runs of each tokenizer
@@ -98,7 +98,7 @@ cargo build --release --examples --bins
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps |
   py 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 # The target dir may be shared with concurrent builds: benchmark private copies.
-for b in agent-db examples/gen_store examples/count_tokens examples/llm_mock_server; do
+for b in agent-db gen_store examples/count_tokens examples/llm_mock_server; do
   cp "$TARGET_DIR/release/$b" "$OUT/bin/$(basename "$b")"
 done
 ADB="$OUT/bin/agent-db"
@@ -121,10 +121,10 @@ result machine.git "$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git d
 # unchanged (the binary's hash would change with any edit to the library).
 # Only the sources that write kodelet and docker-agent stores count (another store's generator,
 # or lib.rs gaining a `mod` line for one, does not invalidate these stores).
-GEN_SRC=$(ls fixtures/synth/src/*.rs | grep -v -e goose -e opencode | xargs cat examples/gen_store.rs |
+GEN_SRC=$(ls fixtures/synth/src/*.rs | grep -v -e goose -e opencode | xargs cat fixtures/synth/src/bin/gen_store.rs |
   grep -v -E '^(pub )?mod [a-z_]+;$' | sha1sum | cut -c1-12)
-GEN_SRC_GOOSE=$(cat fixtures/synth/src/goose*.rs examples/gen_store.rs | sha1sum | cut -c1-12)
-GEN_SRC_OPENCODE=$(cat fixtures/synth/src/opencode*.rs examples/gen_store.rs | sha1sum | cut -c1-12)
+GEN_SRC_GOOSE=$(cat fixtures/synth/src/goose*.rs fixtures/synth/src/bin/gen_store.rs | sha1sum | cut -c1-12)
+GEN_SRC_OPENCODE=$(cat fixtures/synth/src/opencode*.rs fixtures/synth/src/bin/gen_store.rs | sha1sum | cut -c1-12)
 # store KIND N SCALE -> path (generates unless reusable)
 store() {
   local kind=$1 n=$2 scale=$3 s stamp want

@@ -36,4 +36,5 @@ mod split_props;
 mod target;
 mod tokens_golden;
 mod tokens_props;
+mod tokens_vocab;
 mod write_path;
