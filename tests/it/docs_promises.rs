@@ -110,7 +110,7 @@ fn help_flags(args: &[&str]) -> BTreeMap<String, Option<String>> {
     let mut flags: BTreeMap<String, Option<String>> = BTreeMap::new();
     let mut current: Option<String> = None;
     let mut desc = String::new();
-    let mut finish = |name: &Option<String>, desc: &str, flags: &mut BTreeMap<_, _>| {
+    let finish = |name: &Option<String>, desc: &str, flags: &mut BTreeMap<_, _>| {
         if let Some(n) = name {
             let default = desc.split("[default: ").nth(1).map(|d| {
                 d.split([';', ']'])
@@ -199,7 +199,9 @@ fn every_flag_and_default_in_usage_md_is_the_binarys() {
                 .iter()
                 .find(|(_, cells)| long_flags(&cells[0]).contains(flag));
             let Some((header, cells)) = row else {
-                problems.push(format!("`{sub} --{flag}` is not documented in docs/usage.md"));
+                problems.push(format!(
+                    "`{sub} --{flag}` is not documented in docs/usage.md"
+                ));
                 continue;
             };
             if let Some(default) = default {
@@ -234,7 +236,7 @@ fn every_flag_and_default_in_usage_md_is_the_binarys() {
     let top = help_flags(&[]);
     for (_, cells) in &global {
         for flag in long_flags(&cells[0]) {
-            if !top.contains_key(&flag) {
+            if !top.contains_key(&flag) && flag != "help" && flag != "version" {
                 problems.push(format!("global option `--{flag}` does not exist"));
             }
         }
@@ -262,11 +264,17 @@ fn the_exit_code_table_is_the_binarys() {
         let t = line.trim();
         if let Some(rest) = t.strip_prefix("pub const ") {
             if let Some((name, value)) = rest.split_once(": i32 = ") {
-                constants.insert((value.trim_end_matches(';').parse().unwrap(), name.to_string()));
+                constants.insert((
+                    value.trim_end_matches(';').parse().unwrap(),
+                    name.to_string(),
+                ));
             }
         }
     }
-    assert_eq!(documented, constants, "docs/usage.md exit codes vs src/error.rs");
+    assert_eq!(
+        documented, constants,
+        "docs/usage.md exit codes vs src/error.rs"
+    );
     // The man page the binary prints lists the same codes.
     let home = tempfile::tempdir().expect("tempdir");
     let out = crate::common::bare_cmd(home.path())
@@ -274,7 +282,10 @@ fn the_exit_code_table_is_the_binarys() {
         .output()
         .expect("man");
     let man = String::from_utf8(out.stdout).unwrap();
-    let exit = man.split(".SH \"EXIT STATUS\"").nth(1).expect("EXIT STATUS");
+    let exit = man
+        .split(".SH \"EXIT STATUS\"")
+        .nth(1)
+        .expect("EXIT STATUS");
     let exit = exit.split(".SH").next().unwrap();
     let man_codes: BTreeSet<i32> = exit
         .lines()
@@ -315,12 +326,24 @@ fn example_paths(secs: &BTreeMap<String, String>, heading: &str) -> BTreeSet<Str
     let mut out = BTreeSet::new();
     for block in body.split("```json").skip(1) {
         let text = block.split("```").next().unwrap();
-        // Examples may elide with `…`; those are not JSON and are skipped.
-        if let Ok(v) = serde_json::from_str::<Value>(text) {
-            key_paths(&v, "", &mut out);
+        // Examples may elide array items with `…`.
+        let text = text
+            .replace("… ,", "")
+            .replace("…,", "")
+            .replace(", …", "")
+            .replace('…', "");
+        // One document, or several (one per line, as excerpts of a report).
+        for v in serde_json::Deserializer::from_str(&text).into_iter::<Value>() {
+            match v {
+                Ok(v) => key_paths(&v, "", &mut out),
+                Err(e) => panic!("`## {heading}`: an example is not JSON ({e}):\n{text}"),
+            }
         }
     }
-    assert!(!out.is_empty(), "`## {heading}` has no parseable JSON example");
+    assert!(
+        !out.is_empty(),
+        "`## {heading}` has no parseable JSON example"
+    );
     out
 }
 
@@ -341,7 +364,9 @@ fn json_examples_show_every_field_the_binary_writes() {
         let mut actual = BTreeSet::new();
         key_paths(v, "", &mut actual);
         for p in actual.difference(&documented) {
-            problems.push(format!("`{heading}`: the binary writes `{p}`, the example lacks it"));
+            problems.push(format!(
+                "`{heading}`: the binary writes `{p}`, the example lacks it"
+            ));
         }
     };
     check("list --json", &run(&["list", "--all-over", "0.3"], &[0, 1]));
@@ -392,7 +417,14 @@ fn docs_and_sources_cite_nothing_outside_the_repository() {
     // Paths of files a reader of this repository does not have: the notes the project was
     // researched from, sibling directories, one machine's absolute paths, and "§" sections of
     // such notes.
-    let outside = ["../shared", "shared/", "/work/", "field-notes", "§", "/root/"];
+    let outside = [
+        "../shared",
+        "shared/",
+        "/work/",
+        "field-notes",
+        "§",
+        "/root/",
+    ];
     let mut files = pages();
     rust_sources(&root().join("src"), &mut files);
     let mut problems = Vec::new();
@@ -440,9 +472,32 @@ fn documented_exit_codes_for_ratios_and_an_empty_follow() {
     for (args, hint) in [
         (&["compact", "--all-over", "70", "--dry-run"][..], "0.7"),
         (&["list", "--all-over", "70"][..], "0.7"),
-        (&["compact", "--all-over", "0.7", "--target", "40", "--dry-run"][..], "0.4"),
-        (&["compact", "--all-over", "0.7", "--target", "0", "--dry-run"][..], "at most 1"),
-        (&["compact", "--all-over", "0.7", "--target", "1.5", "--dry-run"][..], "at most 1"),
+        (
+            &[
+                "compact",
+                "--all-over",
+                "0.7",
+                "--target",
+                "40",
+                "--dry-run",
+            ][..],
+            "0.4",
+        ),
+        (
+            &["compact", "--all-over", "0.7", "--target", "0", "--dry-run"][..],
+            "at most 1",
+        ),
+        (
+            &[
+                "compact",
+                "--all-over",
+                "0.7",
+                "--target",
+                "1.5",
+                "--dry-run",
+            ][..],
+            "at most 1",
+        ),
     ] {
         let out = env.cmd().args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -450,7 +505,10 @@ fn documented_exit_codes_for_ratios_and_an_empty_follow() {
         assert!(err.contains(hint), "{args:?}: {err}");
     }
     let empty = Env::empty();
-    for args in [&["compact", "--follow", "--dry-run"][..], &["list", "--follow"][..]] {
+    for args in [
+        &["compact", "--follow", "--dry-run"][..],
+        &["list", "--follow"][..],
+    ] {
         let out = empty.cmd().args(args).output().unwrap();
         assert_eq!(
             out.status.code(),
