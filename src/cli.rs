@@ -143,6 +143,30 @@ pub fn parse_seconds_or_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// `--target`: a utilization ratio greater than 0 and at most 1 (`0.4` or `40%`). Out of range
+/// is a usage error (exit 2), like `--all-over`'s, with the likely meaning as a hint.
+fn parse_target(s: &str) -> Result<f64, String> {
+    let r = parse_ratio(s)?;
+    if r > 0.0 && r <= 1.0 {
+        return Ok(r);
+    }
+    let guess = if (2.0..=9.0).contains(&r) && r.fract() == 0.0 {
+        Some(r / 10.0)
+    } else if (10.0..=100.0).contains(&r) {
+        Some(r / 100.0)
+    } else {
+        None
+    };
+    Err(match guess {
+        Some(g) => format!(
+            "a utilization ratio greater than 0 and at most 1 is expected\nhint: did you mean --target {}? (--target {}% works too)",
+            (g * 1000.0).round() / 1000.0,
+            (g * 1000.0).round() / 10.0
+        ),
+        None => "a utilization ratio greater than 0 and at most 1 is expected, such as 0.4 or 40%".to_string(),
+    })
+}
+
 /// A count that must be at least 1 (`--concurrency`).
 fn parse_at_least_one(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
@@ -497,7 +521,7 @@ pub struct CompactArgs {
     /// Land each conversation at or under this estimated utilization: the kept tail is what the
     /// window allows after the fixed overhead (system prompt, tools) and the summary
     /// [default: 0.4 (40%); config compact.target]
-    #[arg(long, value_name = "RATIO", value_parser = parse_ratio)]
+    #[arg(long, value_name = "RATIO", value_parser = parse_target)]
     pub target: Option<f64>,
 
     /// Compact even conversations the stall guard protects (compacted fewer than 10 messages

@@ -1,5 +1,5 @@
-//! Unit tests of the opencode codec on rows quoted from /work/notes/opencode.md (real rows
-//! that opencode 1.18.34 wrote, §4.2–§5.2).
+//! Unit tests of the opencode codec on real rows that opencode 1.18.34
+//! wrote.
 
 use super::*;
 

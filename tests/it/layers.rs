@@ -140,3 +140,56 @@ fn the_cycle_check_sees_a_cycle() {
         ["plan", "store", "util"].map(String::from).into()
     );
 }
+
+/// docs/architecture.md's `layers` block: each line a layer, top first.
+fn documented_layers() -> Vec<Vec<String>> {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"),
+    )
+    .unwrap();
+    let block = doc
+        .split("```layers\n")
+        .nth(1)
+        .expect("docs/architecture.md has a ```layers block")
+        .split("```")
+        .next()
+        .unwrap();
+    block
+        .lines()
+        .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// The import direction docs/architecture.md states is the one the code has: every
+/// `crate::` import goes from a layer to a layer below it, and every library module is placed.
+#[test]
+fn imports_follow_the_layers_architecture_md_states() {
+    let layers = documented_layers();
+    let rank: BTreeMap<String, usize> = layers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| l.iter().map(move |m| (m.clone(), i)))
+        .collect();
+    let g = edges();
+    let mut problems = Vec::new();
+    for (from, tos) in &g {
+        let Some(rf) = rank.get(from) else {
+            problems.push(format!("`{from}` is not in docs/architecture.md's layers"));
+            continue;
+        };
+        for to in tos {
+            match rank.get(to) {
+                None => problems.push(format!("`{to}` is not in docs/architecture.md's layers")),
+                Some(rt) if rt <= rf => problems.push(format!(
+                    "`{from}` imports `{to}`, which architecture.md places {}",
+                    if rt == rf { "beside it" } else { "above it" }
+                )),
+                _ => {}
+            }
+        }
+    }
+    problems.sort();
+    problems.dedup();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

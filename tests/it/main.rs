@@ -6,6 +6,7 @@ mod cli_tables;
 mod common;
 mod crash;
 mod docker_agent;
+mod docs_promises;
 mod everyday;
 mod exit_codes;
 mod friction;

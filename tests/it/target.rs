@@ -203,18 +203,24 @@ fn the_same_batch_twice_compacts_nothing_the_second_time() {
 }
 
 #[test]
-fn a_bad_target_is_a_configuration_error_with_the_range() {
+fn a_bad_target_flag_is_a_usage_error_and_a_bad_setting_a_configuration_error() {
     let (env, _) = store();
+    let args = [
+        "compact",
+        "--all-over",
+        "0.7",
+        "--target",
+        "40",
+        "--dry-run",
+    ];
+    let out = env.cmd().args(args).output().unwrap();
+    // An out-of-range ratio flag is a usage error, as for --all-over 70.
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean --target 0.4?"));
     let out = env
         .cmd()
-        .args([
-            "compact",
-            "--all-over",
-            "0.7",
-            "--target",
-            "40",
-            "--dry-run",
-        ])
+        .args(["compact", "--all-over", "0.7", "--dry-run"])
+        .env("AGENT_DB_TARGET", "40")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3));

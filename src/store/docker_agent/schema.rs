@@ -1,5 +1,5 @@
 //! docker-agent's schema generations: the migrations agent-db knows, and what a file has
-//! (stores.md §2.2–2.3). Detection only reads.
+//! (docs/stores.md). Detection only reads.
 
 use std::path::Path;
 
