@@ -1,5 +1,5 @@
-//! Unit tests of the opencode codec on rows quoted from /work/notes/opencode.md (real rows
-//! that opencode 1.18.34 wrote, §4.2–§5.2).
+//! Unit tests of the opencode codec on rows of the shape the released opencode
+//! 1.18.34 writes (messages, parts and its own compaction; docs/stores.md, "opencode").
 
 use super::*;
 

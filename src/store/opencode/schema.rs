@@ -1,7 +1,7 @@
 //! opencode's schema: the migrations it records (`migration` since the Effect-era runner,
-//! `__drizzle_migrations` before; notes §2.1), refused when one is newer than the newest
+//! `__drizzle_migrations` before), refused when one is newer than the newest
 //! agent-db knows, and the columns present (addressed by name: an upgraded file has a different
-//! `session` column order from a fresh one, and older files lack the totals columns; §2.3).
+//! `session` column order from a fresh one, and older files lack the totals columns).
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -10,10 +10,10 @@ use rusqlite::Connection;
 
 use crate::error::{Error, Result, SqlContext};
 
-/// The newest opencode migration agent-db knows (opencode 1.18.34, notes §2.2 #38).
+/// The newest opencode migration agent-db knows (the newest the released opencode 1.18.34 records).
 pub const NEWEST_KNOWN: &str = "20260622202450_simplify_session_input";
 /// The migration that added the event log (#10); stores older than it were written by an
-/// opencode whose loader ignores `tail_start_id` (notes §5.3, §8 question 2).
+/// opencode whose loader ignores `tail_start_id` (1.2.27 and other files from before this migration).
 pub const EVENTS_MIGRATION: &str = "20260323234822_events";
 
 const SESSION_REQUIRED: &[&str] = &["id", "title", "directory", "time_created", "time_updated"];
