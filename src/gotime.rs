@@ -1,5 +1,5 @@
 //! Timestamps as kodelet stores them: Go `time.Time.String()` text, and the other forms the Go
-//! SQLite driver accepts on read (docs/stores.md, kodelet).
+//! SQLite driver accepts on read (docs/stores.md, "Timestamps").
 //!
 //! Parsing never panics: an unparseable value is an error the caller attaches to the
 //! conversation it came from. Formatting produces exactly the `time.Time.String()` layout

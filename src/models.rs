@@ -21,8 +21,8 @@ const CONTEXT_LIMITS: &[(&str, i64)] = &[
     ("o4-mini", 200_000),
     ("gemini-2", 1_048_576),
     ("gemini-1.5", 1_048_576),
-    // opencode's bundled models.dev snapshot (opencode 1.18.34;
-    // Appendix A), for models the entries above do not cover.
+    // opencode's bundled models.dev snapshot (the models.dev snapshot bundled in the
+    // released opencode 1.18.34), for models the entries above do not cover.
     ("claude-opus-4-7", 1_000_000),
     ("claude-opus-4-8", 1_000_000),
     ("claude-opus-5", 1_000_000),

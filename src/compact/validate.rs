@@ -1,4 +1,4 @@
-//! Checks on a new history before it is written (provider rules; docs/stores.md, kodelet):
+//! Checks on a new history before it is written (the providers' rules; docs/stores.md, "kodelet"):
 //! it is not empty, starts with a real user message, every tool result follows its call, no
 //! call is left unanswered at the end, and for Anthropic every tool_use is answered in the
 //! very next message. Anthropic merges consecutive same-role turns and OpenAI allows them, so

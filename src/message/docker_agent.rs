@@ -1,5 +1,5 @@
 //! docker-agent (cagent) messages: `json.Marshal(chat.Message)` as stored in
-//! `session_items.message_json` (docs/stores.md, docker-agent).
+//! `session_items.message_json` (docs/stores.md, "docker-agent").
 //!
 //! Keys read: `role`, `content`, `multi_content` (`text`, `image_url`, `file`, `document` parts),
 //! `reasoning_content`, `tool_calls[{id,type,function{name,arguments}}]`, `tool_call_id`,

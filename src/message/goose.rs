@@ -1,5 +1,6 @@
 //! goose messages: one `messages` row of goose's `sessions.db` (role, `content_json`,
-//! `metadata_json`; docs/stores.md, goose).
+//! `metadata_json`; docs/stores.md, "goose"; goose's `MessageMetadata`,
+//! `crates/goose-provider-types/src/conversation/message.rs@8d844eec`).
 //!
 //! A goose message is three columns, not one JSON value, so agent-db carries it as an
 //! *envelope*: `{"role":…,"content":<content_json bytes>,"metadata":<metadata_json bytes|null>}`.

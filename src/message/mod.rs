@@ -1,6 +1,6 @@
 //! The provider-neutral message model, and the codecs for each live kodelet `raw_messages`
-//! format (docs/stores.md, kodelet), for docker-agent's `chat.Message` (docs/stores.md, docker-agent) and for goose's
-//! `messages` rows (stores.md "goose").
+//! format, for docker-agent's `chat.Message` and for goose's
+//! `messages` rows (docs/stores.md has each store's format).
 //!
 //! Every decoded [`Message`] keeps its original JSON bytes (`raw`). A message agent-db does not
 //! change is written back from those bytes, so it stays byte-identical; only new messages (a
@@ -242,7 +242,7 @@ pub fn decode(format: Format, raw: &RawValue) -> Result<Message, String> {
 }
 
 /// Build a new user message holding `text`, in the format's own shape (the shape kodelet's own
-/// `SwapContext` writes, docs/stores.md; for goose the `agent_only` summary goose stores).
+/// `SwapContext` writes (docs/stores.md, "kodelet"); for goose the `agent_only` summary goose stores).
 pub fn user_text_message(format: Format, text: &str) -> Box<RawValue> {
     let json = match format {
         Format::Goose => return goose::summary_message(text),
@@ -261,7 +261,7 @@ pub fn user_text_message(format: Format, text: &str) -> Box<RawValue> {
 }
 
 /// The messages that carry a summary at the head of the new history: the summary itself, and
-/// for goose the assistant continuation goose always stores after it (stores.md "goose"); for
+/// for goose the assistant continuation goose always stores after it (docs/stores.md, "goose"); for
 /// opencode the compaction user message and the summary assistant opencode loads.
 pub fn summary_messages(format: Format, text: &str) -> Vec<Box<RawValue>> {
     if format == Format::Opencode {
@@ -289,7 +289,7 @@ pub fn prune_message(
         Format::OpenAiResponses => responses::prune(&mut value, placeholder),
         Format::DockerAgent => docker_agent::prune(&mut value, placeholder, elide_images),
         Format::Goose => goose::prune(&mut value, placeholder, elide_images),
-        // opencode's prune keeps the output and marks the part cleared .
+        // opencode's prune keeps the output and marks the part cleared (`SessionCompaction.prune`).
         Format::Opencode => opencode::prune(&mut value),
     };
     changed.then(|| match format {

@@ -1,12 +1,12 @@
 //! opencode messages: one `message` row of opencode's `opencode.db` and its `part` rows
-//! (docs/stores.md, opencode).
+//! (docs/stores.md, "opencode"; `src/session/message-v2.ts@007a9409`).
 //!
 //! An opencode message is a row whose `data` holds the message info (role, model, tokens…) and
 //! several `part` rows whose `data` holds each part (text, tool, step-finish…). agent-db carries
 //! it as an *envelope*: `{"id":…,"info":<message.data bytes>,"parts":[{"id":…,"data":<part.data
 //! bytes>},…]}`. The stored `data` bytes sit in the envelope verbatim.
 //!
-//! Decoding follows opencode's `toModelMessages` (packages/opencode/src/session/message-v2.ts): user `text` parts unless
+//! Decoding follows opencode's `toModelMessages` (`src/session/message-v2.ts@007a9409`): user `text` parts unless
 //! `ignored` (empty text dropped), `file` parts other than `text/plain` and directories, a
 //! `compaction` part as the text "What did we do so far?", a `subtask` part as "The following
 //! tool was executed by the user"; assistant `text`, `reasoning`, and each `tool` part as a call
@@ -111,7 +111,7 @@ pub fn summary_messages(text: &str) -> Vec<Box<RawValue>> {
     ]
 }
 
-/// Whether an assistant info is a finished, error-free compaction summary.
+/// Whether an assistant info is a finished, error-free compaction summary (as opencode's `filterCompacted` tests it).
 pub fn is_completed_summary(info: &Value) -> bool {
     str_field(info, "role") == Some("assistant")
         && info.get("summary") == Some(&Value::Bool(true))
@@ -289,7 +289,7 @@ fn tool_blocks(p: &Value, out: &mut Vec<Block>) {
 }
 
 /// Whether a tool part is one opencode's prune may clear: completed, not `skill`, not cleared
-/// yet.
+/// yet (as opencode's `SessionCompaction.prune` chooses).
 pub fn prunable(part: &Value) -> bool {
     let state = &part["state"];
     str_field(part, "type") == Some("tool")

@@ -1,5 +1,5 @@
-//! Unit tests of the opencode codec on real rows that opencode 1.18.34
-//! wrote.
+//! Unit tests of the opencode codec on rows of the shape the released opencode
+//! 1.18.34 writes (messages, parts and its own compaction; docs/stores.md, "opencode").
 
 use super::*;
 

@@ -2,7 +2,7 @@
 //! `metadata.api_mode` do not say it (an unknown provider string, unreadable metadata, an OpenAI
 //! row without `api_mode`).
 //!
-//! Each element rules formats in or out by keys only one format uses (docs/stores.md, kodelet):
+//! Each element rules formats in or out by keys only one format uses (docs/stores.md, "kodelet"):
 //!
 //! - OpenAI Responses items have a top-level `type` (`message`, `function_call`, …) and, for
 //!   messages, a string `content`; no other format has a top-level `type`.

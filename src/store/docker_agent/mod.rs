@@ -1,4 +1,4 @@
-//! docker-agent's (cagent's) `session.db` (docs/stores.md): append-only. A compaction appends one
+//! docker-agent's (cagent's) `session.db` (docs/stores.md, "docker-agent"): append-only. A compaction appends one
 //! summary item and points at the kept tail; nothing is rewritten.
 //!
 //! - `schema.rs`: generation detection. docker-agent records its migrations by name in

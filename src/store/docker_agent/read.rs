@@ -1,4 +1,4 @@
-//! Reading docker-agent's (cagent's) `session.db` (docs/stores.md, docker-agent): the listing scan, and loading
+//! Reading docker-agent's (cagent's) `session.db` (docs/stores.md, "docker-agent"): the listing scan, and loading
 //! the history docker-agent would send. Generations are in `schema.rs`, the write side in
 //! `write.rs`.
 //!

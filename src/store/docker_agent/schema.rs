@@ -1,5 +1,5 @@
 //! docker-agent's schema generations: the migrations agent-db knows, and what a file has
-//! (docs/stores.md). Detection only reads.
+//! (`pkg/session/migrations.go@95774d90` and `@7e0e60f0`). Detection only reads.
 
 use std::path::Path;
 

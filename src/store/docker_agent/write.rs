@@ -1,5 +1,5 @@
 //! docker-agent's proposal: a compaction written into `session.db` the way docker-agent itself
-//! does (docs/stores.md, docker-agent), append-only. The shared protocol (`store/commit.rs`) runs it in one
+//! does (`PersistCompaction` in `pkg/session/store.go@95774d90`), append-only. The shared protocol (`store/commit.rs`) runs it in one
 //! `BEGIN IMMEDIATE` transaction with the audit row and the archived pre-image.
 //!
 //! - Re-load the session inside the transaction and compare the version token; a change means a

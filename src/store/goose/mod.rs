@@ -1,4 +1,4 @@
-//! goose's `sessions.db` (stores.md "goose"): flags and inserts. A compaction hides the
+//! goose's `sessions.db` (docs/stores.md, "goose"): flags and inserts. A compaction hides the
 //! summarized rows from the agent (`metadata_json.agentVisible=false`, nothing else changed),
 //! inserts goose's agent-only summary and continuation, and keeps the tail's rows untouched.
 //!
@@ -120,7 +120,7 @@ impl Adapter for Goose {
         meta(read.conn, read.path, read.limits, id)
     }
 
-    /// A session whose provider manages its own context (stores.md "goose": which sessions
+    /// A session whose provider manages its own context (docs/stores.md, "goose": which sessions
     /// agent-db leaves alone).
     fn left_alone(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
         left_alone(read.conn, read.path, id)

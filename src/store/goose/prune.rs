@@ -1,5 +1,5 @@
-//! goose's prune write, modelled on goose's own tool-pair summarization (docs/stores.md,
-//! goose): the pruned head says, message by message, which rows the agent
+//! goose's prune write, modelled on goose's own tool-pair summarization (docs/stores.md, "goose";
+//! `crates/goose/src/context_mgmt/mod.rs@8d844eec`): the pruned head says, message by message, which rows the agent
 //! stops seeing and which agent-only rows take their place; this module turns that into row
 //! edits that goose's `ORDER BY created_timestamp, id` reads back in the same order.
 //!

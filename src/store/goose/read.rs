@@ -1,7 +1,7 @@
 //! Listing and loading goose sessions. Listing reads the cheap `sessions` columns only (never
 //! `content_json`); loading reads a session's rows in goose's order (`ORDER BY
 //! created_timestamp, id`, user and assistant rows only) and keeps the agent-visible ones, each
-//! as a codec envelope (stores.md "goose").
+//! as a codec envelope (docs/stores.md, "goose").
 
 use std::path::Path;
 

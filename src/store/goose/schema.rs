@@ -1,6 +1,6 @@
 //! goose's schema: the version in `schema_version`, refused above the newest agent-db knows,
 //! and the columns present (everything is addressed by name: migrated files append columns and
-//! several are conditional; stores.md "goose").
+//! several are conditional; docs/stores.md, "goose").
 
 use std::collections::HashSet;
 use std::path::Path;

@@ -1,5 +1,5 @@
 //! goose's proposal: a compaction written the way goose's own compaction leaves a session
-//! (stores.md "goose"), in the shared protocol's one `BEGIN IMMEDIATE` transaction.
+//! (docs/stores.md, "goose"), in the shared protocol's one `BEGIN IMMEDIATE` transaction.
 //!
 //! - The session is loaded again inside the transaction and its version compared.
 //! - Every summarized (head) row stays where it is; only the `agentVisible` key of its

@@ -1,4 +1,4 @@
-//! kodelet's `storage.db` (docs/stores.md, kodelet): one row per conversation, rewritten in place.
+//! kodelet's `storage.db` (docs/stores.md, "kodelet"): one row per conversation, rewritten in place.
 //!
 //! - `read.rs`: schema check, `init`, the streaming listing scan and loading one conversation.
 //! - `quick.rs`: `--all-over`'s prefilter on the stored `usage` bytes, without decoding them.

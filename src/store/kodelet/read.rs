@@ -1,4 +1,4 @@
-//! Reading kodelet's `storage.db` (docs/stores.md, kodelet): schema check, `init`, the streaming listing
+//! Reading kodelet's `storage.db` (docs/stores.md, "kodelet"): schema check, `init`, the streaming listing
 //! scan and loading one conversation. The write side lives in `write.rs`.
 //!
 //! The listing reads `conversation_summaries`, as kodelet's own `conversation list` does

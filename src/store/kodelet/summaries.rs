@@ -1,4 +1,4 @@
-//! kodelet's `ConversationRecord.ToSummary()` (docs/stores.md, kodelet), reproduced exactly, so a row of
+//! kodelet's `ConversationRecord.ToSummary()` (`pkg/types/conversations/conversation.go@e089fb8f`), reproduced exactly, so a row of
 //! `conversation_summaries` written by agent-db is the row kodelet would have written.
 //!
 //! Both functions are pure and never fail: kodelet ignores parse errors here, and so do we.

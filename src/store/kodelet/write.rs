@@ -1,4 +1,4 @@
-//! kodelet's proposal (docs/stores.md, kodelet): the new `raw_messages` and what follows from it in
+//! kodelet's proposal (docs/stores.md, "kodelet"): the new `raw_messages` and what follows from it in
 //! `conversations` and `conversation_summaries`. The shared protocol (`store/commit.rs`) runs
 //! it in one transaction with the version check, the audit row and the archived pre-image.
 //!

@@ -1,4 +1,4 @@
-//! opencode's identifiers (opencode `id/id.ts` `Identifier.create`): `prefix_`, then
+//! opencode's identifiers (`Identifier.create`, `src/id/id.ts@0ae6794d`): `prefix_`, then
 //! 12 hex digits (the low 48 bits of `ms * 4096 + counter`, bitwise-inverted for descending
 //! ids), then 14 base62 characters. opencode draws the 14 characters at random; agent-db
 //! derives them from a hash of what it writes, so a run is reproducible and ids never collide

@@ -1,4 +1,4 @@
-//! opencode's `opencode.db` (docs/stores.md, opencode): append-only. A
+//! opencode's `opencode.db` (docs/stores.md, "opencode"): append-only. A
 //! compaction appends what opencode's own compaction appends (a user message with a
 //! `compaction` part naming the first kept message, then a finished `summary` assistant), so
 //! opencode's `filterCompacted` loads the summary and the kept tail; `prune` marks old tool

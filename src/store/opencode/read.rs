@@ -3,7 +3,7 @@
 //! Listing reads the `session` row and, per session, only the newest finished assistant
 //! message's `data` (on the `message(session_id, time_created, id)` index, newest first, one
 //! row), never a part. Loading reads a session's messages in opencode's order (`time_created`,
-//! then `id`) and their parts (`message_id`, `id`), replays opencode's
+//! then `id`, as `MessageV2.page` reads them) and their parts (`message_id`, `id`), replays opencode's
 //! `filterCompacted` (only what opencode would send: back to the latest completed compaction,
 //! or to its `tail_start_id`) and the reorder that puts the compaction and its summary before
 //! the kept tail, and turns each message into a codec envelope.
@@ -30,7 +30,7 @@ pub fn rfc3339_ms(ms: i64) -> String {
         .unwrap_or_else(|| ms.to_string())
 }
 
-/// The newest finished assistant message of the session (opencode's `finished`):
+/// The newest finished assistant message of the session (opencode's `finished`, as its overflow check reads it):
 /// newest first on `message(session_id, time_created, id)`, one row.
 const LAST_FINISHED: &str = "(SELECT m.data FROM message m WHERE m.session_id = s.id AND json_valid(m.data) \
      AND m.data ->> '$.role' = 'assistant' AND m.data ->> '$.finish' IS NOT NULL \
@@ -326,7 +326,7 @@ fn read_messages(conn: &Connection, path: &Path, id: &str) -> Result<Vec<RowData
     Ok(out)
 }
 
-/// opencode's `filterCompacted` over the chronological rows, newest first,
+/// opencode's `filterCompacted` (`src/session/message-v2.ts@007a9409`) over the chronological rows, newest first,
 /// parsing only the rows it walks; then reversed to chronological order.
 fn filter_compacted(session: &str, rows: Vec<RowData>, parts: &mut Parts) -> Result<Vec<Msg>> {
     let mut out = Vec::new();
@@ -374,7 +374,7 @@ fn filter_compacted(session: &str, rows: Vec<RowData>, parts: &mut Parts) -> Res
     Ok(out)
 }
 
-/// The reorder after `filterCompacted`: the latest compaction with a tail
+/// The reorder after `filterCompacted` (opencode's replay order): the latest compaction with a tail
 /// and its summary first, then the kept tail, then what came after the summary.
 pub fn reorder(msgs: Vec<Msg>) -> Vec<Msg> {
     let w = msgs.iter().rposition(|m| {

@@ -10,10 +10,10 @@ use rusqlite::Connection;
 
 use crate::error::{Error, Result, SqlContext};
 
-/// The newest opencode migration agent-db knows (opencode 1.18.34).
+/// The newest opencode migration agent-db knows (the newest the released opencode 1.18.34 records).
 pub const NEWEST_KNOWN: &str = "20260622202450_simplify_session_input";
 /// The migration that added the event log (#10); stores older than it were written by an
-/// opencode whose loader ignores `tail_start_id`.
+/// opencode whose loader ignores `tail_start_id` (1.2.27 and other files from before this migration).
 pub const EVENTS_MIGRATION: &str = "20260323234822_events";
 
 const SESSION_REQUIRED: &[&str] = &["id", "title", "directory", "time_created", "time_updated"];

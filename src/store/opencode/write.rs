@@ -1,13 +1,13 @@
 //! opencode's proposal, in the shared protocol's one `BEGIN IMMEDIATE` transaction
-//! (stores.md "opencode").
+//! (docs/stores.md, "opencode").
 //!
-//! A summary is written the way opencode records its own compaction (and its loader reads it
-//! back): nothing is deleted or rewritten; two messages are appended.
+//! A summary is written the way opencode records its own compaction (`SessionCompaction.process`, released
+//! opencode 1.18.33; its loader replays what agent-db writes, `tests/it/real_opencode.rs`): nothing is deleted or rewritten; two messages are appended.
 //! - A user message (agent and model of the session's latest user message) with one
 //!   `compaction` part `{"type":"compaction","auto":false,"tail_start_id":<first kept>}`.
 //! - The summary assistant: `parentID` = that user message, `mode`/`agent` `"compaction"`,
 //!   `summary:true`, `finish:"stop"`, zero cost and tokens, with one `text` part holding the
-//!   summary. No `step-finish` part, so the session totals do not change.
+//!   summary. No `step-finish` part, so the session totals do not change (opencode sums them over `step-finish` parts).
 //! - Ids from opencode's algorithm (`ids.rs`); `time_created` after every existing message and
 //!   part of the session, so opencode's `(time_created, id)` order puts them last.
 //! - `session.time_updated` = the summary's completion time, as opencode's `touch` would.
@@ -16,10 +16,10 @@
 //!   keeps whole turns); otherwise (further back, on a store whose opencode ignores
 //!   `tail_start_id` (before the events migration), or where no tail can be expressed) the
 //!   instruction is appended to the summary text verbatim, as the docker-agent store does.
-//! - The event log is not written: opencode's loader does not read it.
+//! - The event log is not written: opencode's loader does not read it (`MessageV2.page` reads `message` and `part` only).
 //!
 //! `prune` marks each cleared tool part `state.time.compacted` (its output kept) and bumps the
-//! part's `time_updated`, as opencode's own prune.
+//! part's `time_updated`, as opencode's own prune (`SessionCompaction.prune`).
 //!
 //! Archived: the inserted rows (parts before messages) and every changed cell. Before
 //! committing, the session is loaded again as opencode would load it.
