@@ -210,6 +210,11 @@ impl Corpus {
         Corpus::of_text(&out)
     }
 
+    /// The normalized text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// Whether the artifact appears (see the module docs for the rule).
     pub fn contains(&self, a: &Artifact) -> bool {
         if a.kind.verbatim() {
