@@ -38,7 +38,7 @@ const HISTORY_COLUMNS: [table::Col; 10] = [
     table::col("STRATEGY", Kind::Fixed, 3),
     table::col("COUNTED MSGS", Kind::Fixed, 4),
     table::col("COUNTED TOKENS", Kind::Fixed, 5),
-    table::col("RETAINED", Kind::Fixed, 8),
+    table::col("KEPT", Kind::Fixed, 8),
     table::col("STATE", Kind::Fixed, 9),
 ];
 
@@ -96,7 +96,7 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
             table::c(
                 c.retention
                     .as_ref()
-                    .map_or_else(|| "unknown".into(), |r| r.brief()),
+                    .map_or_else(|| "unknown".into(), |r| format!("{:.0}%", r.score * 100.0)),
             ),
             state,
         ]);

@@ -6,8 +6,8 @@
 //! extractive summarizer (no code or word list is shared), so the score can judge that
 //! summarizer as well as a model's summary or a hook's.
 //!
-//! What is extracted (from text blocks, tool-call inputs and tool results; JSON inputs are read
-//! as their string values):
+//! What is extracted (from text blocks and tool-call inputs, read as their string values; errors
+//! also from tool results):
 //! - `path`: a word with a `/` between two name characters, or a `name.ext` file name whose
 //!   extension is 1–5 letters or digits after a letter (URLs excluded);
 //! - `command`: the `command`/`cmd` input of a shell tool call (`bash`, `shell`, `exec`, …),
@@ -388,7 +388,7 @@ pub fn extract(span: &[Message]) -> Artifacts {
                 Block::ToolResult {
                     content, is_error, ..
                 } => {
-                    x.paths_urls(content);
+                    // Paths in a result (listings, search hits) were seen, not touched.
                     x.errors(content, *is_error);
                 }
                 _ => {}

@@ -41,7 +41,7 @@ fn planted() -> String {
     let mut m = vec![json!({"role": "user", "content": first_message()})];
     for (i, (p, c)) in paths().iter().zip(commands()).enumerate() {
         let id = format!("call_{i}");
-        m.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",
+        m.push(json!({"role": "assistant", "content": format!("Editing {p} next."), "tool_calls": [{"id": id, "type": "function",
             "function": {"name": "bash", "arguments": json!({"command": c}).to_string()}}]}));
         m.push(json!({"role": "tool", "tool_call_id": id, "content": format!("ok: checked {p}")}));
         m.push(json!({"role": "assistant", "content": filler(i, 300)}));
@@ -252,5 +252,5 @@ fn a_model_summary_without_paths_or_commands_lands_with_all_of_them_in_its_ledge
     assert_eq!(hist["compactions"][0]["retention"], row["retention"]);
     let o = env.cmd().args(["history"]).output().unwrap();
     let table = String::from_utf8_lossy(&o.stdout);
-    assert!(table.contains("RETAINED"), "{table}");
+    assert!(table.contains("KEPT"), "{table}");
 }
