@@ -6,6 +6,14 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use agent_db::select::{parse_duration, parse_ratio, Selector};
+
+/// `--min-retention`: a ratio from 0 to 1 inclusive (out of range is a usage error).
+fn parse_retention(s: &str) -> std::result::Result<f64, String> {
+    match parse_ratio(s)? {
+        v if (0.0..=1.0).contains(&v) => Ok(v),
+        v => Err(format!("expected a retention from 0 to 1, got {v}")),
+    }
+}
 use agent_db::store::StoreKind;
 
 /// The top-level examples: (command line, what it does).
@@ -523,6 +531,13 @@ pub struct CompactArgs {
     /// [default: 0.4 (40%); config compact.target]
     #[arg(long, value_name = "RATIO", value_parser = parse_target)]
     pub target: Option<f64>,
+
+    /// Do not write a compaction whose retention score (the share of the summarized span's
+    /// paths, commands, errors, identifiers, URLs, rules, to-dos and latest instruction found in
+    /// the result) is under R, from 0 to 1; the conversation is skipped with the reason
+    /// [default: off]
+    #[arg(long, value_name = "R", value_parser = parse_retention)]
+    pub min_retention: Option<f64>,
 
     /// Compact even conversations the stall guard protects (compacted fewer than 10 messages
     /// ago, or whose last compaction saved under 10%), conversations already at or under the

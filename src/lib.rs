@@ -20,6 +20,7 @@ pub mod plan;
 pub mod provider;
 pub mod recipe;
 pub mod report;
+pub mod retention;
 pub mod select;
 pub mod split;
 pub mod store;

@@ -100,6 +100,8 @@ pub struct Plan {
     pub landing: Option<Landing>,
     /// Why `--target` cannot be reached, when it cannot (the overhead alone is above it).
     pub target_note: Option<String>,
+    /// The head's artifacts ([`crate::retention::extract`]), kept when the head is released.
+    pub artifacts: Option<crate::retention::Artifacts>,
 }
 
 impl Plan {
@@ -148,6 +150,8 @@ impl Plan {
         let Some(split) = self.split().cloned() else {
             return;
         };
+        // The retention score is judged against what the head held.
+        self.artifacts = Some(crate::retention::extract(self.head()));
         let keep = [split.reinsert, self.latest_instruction()];
         for (i, m) in self.loaded.messages[..split.cut].iter_mut().enumerate() {
             if i >= split.prior_len && !keep.contains(&Some(i)) {
@@ -367,6 +371,7 @@ pub fn plan_loaded(
         decision,
         landing,
         target_note,
+        artifacts: None,
     })
 }
 

@@ -132,6 +132,9 @@ pub struct Row {
     /// Estimated context / window after: (fixed overhead + the new history) / window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub utilization_after: Option<f64>,
+    /// What the result keeps of the summarized span's artifacts ([`crate::retention`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention: Option<crate::retention::Retention>,
     /// Why `--target` could not be reached, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -167,6 +170,7 @@ impl Row {
             compaction_id: None,
             utilization_before: None,
             utilization_after: None,
+            retention: None,
             note: None,
             duration_ms: 0,
             skipped_at_selection: None,

@@ -29,7 +29,7 @@ fn resolve_conversation(store: &Store, input: &str) -> Result<String, Error> {
     }
 }
 
-const HISTORY_COLUMNS: [table::Col; 9] = [
+const HISTORY_COLUMNS: [table::Col; 10] = [
     table::col("#", Kind::Num, 0),
     table::col("CONVERSATION", Kind::Fixed, 0),
     table::col("NAME", Kind::Cut, 6),
@@ -38,6 +38,7 @@ const HISTORY_COLUMNS: [table::Col; 9] = [
     table::col("STRATEGY", Kind::Fixed, 3),
     table::col("COUNTED MSGS", Kind::Fixed, 4),
     table::col("COUNTED TOKENS", Kind::Fixed, 5),
+    table::col("KEPT", Kind::Fixed, 8),
     table::col("STATE", Kind::Fixed, 9),
 ];
 
@@ -92,6 +93,11 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
                 table::thousands(c.tokens_before.max(0) as usize),
                 table::thousands(c.tokens_after.max(0) as usize)
             )),
+            table::c(
+                c.retention
+                    .as_ref()
+                    .map_or_else(|| "unknown".into(), |r| format!("{:.0}%", r.score * 100.0)),
+            ),
             state,
         ]);
     }

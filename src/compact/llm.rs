@@ -437,7 +437,7 @@ impl Strategy for Llm {
             });
             last_answer = Some(done.text);
         }
-        let body = last_answer.or(prior).unwrap_or_default();
+        let body = with_ledger(input, last_answer.or(prior).unwrap_or_default());
         Ok(Rewrite::Summary(Summary {
             text: frame(input, &body),
             model: Some(model),
@@ -447,6 +447,28 @@ impl Strategy for Llm {
                 .price
                 .map(|p| cost(&p, prompt_tokens, completion_tokens)),
         }))
+    }
+}
+
+/// The most characters the artifact ledger takes (about 2,000 tokens); it is part of the summary,
+/// so its tokens count against the target like the rest.
+pub const LEDGER_MAX_CHARS: usize = 8000;
+
+/// The model's summary with the artifact ledger appended: the summarized span's paths, commands
+/// (with their last status), open to-dos and user rules that neither the summary nor the kept
+/// tail holds, verbatim ([`crate::retention::ledger`]).
+fn with_ledger(input: &HeadInput<'_>, body: String) -> String {
+    use crate::retention::{extract, ledger, Corpus};
+    let arts = match &input.plan.artifacts {
+        Some(a) => a.clone(),
+        None => extract(input.head),
+    };
+    let mut seen = Corpus::of_messages(input.plan.tail()).text().to_string();
+    seen.push('\n');
+    seen.push_str(&body);
+    match ledger(&arts, &Corpus::of_text(&seen), LEDGER_MAX_CHARS) {
+        Some(l) => format!("{}\n\n{l}", body.trim_end()),
+        None => body,
     }
 }
 

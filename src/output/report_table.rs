@@ -14,7 +14,7 @@ fn arrow(a: Option<usize>, b: Option<usize>) -> String {
     }
 }
 
-const COLUMNS: [table::Col; 11] = [
+const COLUMNS: [table::Col; 12] = [
     table::col("ID", Kind::Fixed, 0),
     table::col("NAME", Kind::Cut, 7),
     table::col("FORMAT", Kind::Fixed, 3),
@@ -24,6 +24,7 @@ const COLUMNS: [table::Col; 11] = [
     table::col("COUNTED TOKENS", Kind::Fixed, 8),
     table::col("SAVED", Kind::Num, 6),
     table::col("USE", Kind::Fixed, 7),
+    table::col("KEPT", Kind::Num, 6),
     table::col("STRATEGY", Kind::Fixed, 4),
     table::col("STATUS", Kind::Fixed, 9),
 ];
@@ -120,6 +121,12 @@ fn cells(
                 .unwrap_or_default(),
         ),
         table::c(util),
+        table::c(
+            r.retention
+                .as_ref()
+                .map(|k| format!("{:.0}%", k.score * 100.0))
+                .unwrap_or_default(),
+        ),
         table::c(r.strategy.clone().unwrap_or_default()),
         status,
     ]

@@ -56,6 +56,9 @@ pub struct RunOptions {
     pub details: serde_json::Value,
     /// Stop starting new conversations once the summarizer spend reaches this (USD).
     pub max_cost: Option<f64>,
+    /// Leave a conversation unwritten when its retention score is under this
+    /// ([`crate::retention`]).
+    pub min_retention: Option<f64>,
     /// Hooks to run (none in a dry run).
     pub hooks: Option<Arc<Hooks>>,
     /// Keep every row for the returned report. Callers that stream rows as they finish (a
@@ -157,6 +160,7 @@ pub fn run(
         details: opts.details.clone(),
         now,
         min_saving: opts.plan.min_saving,
+        min_retention: opts.min_retention,
     });
     let limits = dispatch::Limits {
         concurrency,

@@ -34,6 +34,8 @@ pub(super) struct Context {
     pub now: DateTime<FixedOffset>,
     /// [`crate::plan::PlanOptions::min_saving`].
     pub min_saving: Option<f64>,
+    /// [`super::RunOptions::min_retention`].
+    pub min_retention: Option<f64>,
 }
 
 /// The concurrency slots a conversation holds: `compacting` while its strategy runs (this is
@@ -150,6 +152,20 @@ async fn steps(
     };
     let new = new.map_err(strategy_status)?;
     record_after(row, &plan, &new);
+    let kept = retention_of(&plan, &new);
+    let floor = ctx.min_retention.filter(|m| kept.score < *m);
+    row.retention = Some(kept);
+    if let Some(min) = floor {
+        let score = row.retention.as_ref().map_or(0.0, |r| r.score);
+        return Err(unchanged(
+            row,
+            format!(
+                "retention {:.1}% is under --min-retention {:.1}%; nothing written",
+                score * 100.0,
+                min * 100.0
+            ),
+        ));
+    }
     // A compaction that makes nothing better is not written (nor, in a dry run, planned).
     if let Some(why) = ctx
         .min_saving
@@ -365,6 +381,17 @@ fn unchanged(row: &mut Row, why: String) -> Status {
     Status::Skipped(why)
 }
 
+/// How much of the summarized span's artifacts the new history keeps: the artifacts are those
+/// the plan kept when it released the head, or read from the head now.
+fn retention_of(plan: &Plan, new: &NewHistory) -> crate::retention::Retention {
+    use crate::retention::{extract, score_artifacts, Corpus};
+    let arts = match &plan.artifacts {
+        Some(a) => a.clone(),
+        None => extract(plan.head()),
+    };
+    score_artifacts(&arts, &Corpus::of_json(&new.raw_messages))
+}
+
 /// The figures after compaction on the row.
 fn record_after(row: &mut Row, plan: &Plan, new: &NewHistory) {
     row.messages_after = Some(new.messages);
@@ -445,6 +472,10 @@ fn describe(
         tokens_before: plan.tokens_before() as i64,
         tokens_after: new.tokens as i64,
         summary_sha256,
+        retention: row
+            .retention
+            .as_ref()
+            .and_then(|r| serde_json::to_string(r).ok()),
         details: audit_details(plan, provenance, rewrite, row, &ctx.details),
     };
     let compaction = Compaction {

@@ -17,6 +17,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
         "archive_packed",
         include_str!("../../migrations/0002_archive_packed.sql"),
     ),
+    (
+        3,
+        "compaction_retention",
+        include_str!("../../migrations/0003_compaction_retention.sql"),
+    ),
 ];
 
 const TRACKING: &str = "CREATE TABLE IF NOT EXISTS agent_db_migrations (

@@ -489,6 +489,8 @@ pub struct AuditEntry {
     pub tokens_before: i64,
     pub tokens_after: i64,
     pub summary_sha256: String,
+    /// The retention score ([`crate::retention::Retention`]) as JSON; `None` is unknown.
+    pub retention: Option<String>,
     /// Free-form details (hooks, cost, recipe), JSON.
     pub details: serde_json::Value,
 }
@@ -498,8 +500,8 @@ pub fn insert_audit(conn: &Connection, e: &AuditEntry, now: &str) -> rusqlite::R
     conn.prepare_cached(
         "INSERT INTO agent_db_compactions(conversation_id, store_kind, compacted_at, reason, strategy, model,
            messages_before, messages_after, tokens_before, tokens_after, summary_sha256, post_image_sha256,
-           agent_db_version, details)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, '', ?12, ?13)",
+           agent_db_version, details, retention)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, '', ?12, ?13, ?14)",
     )?
     .execute(params![
             e.conversation_id,
@@ -515,6 +517,7 @@ pub fn insert_audit(conn: &Connection, e: &AuditEntry, now: &str) -> rusqlite::R
             e.summary_sha256,
             crate::VERSION,
             e.details.to_string(),
+            e.retention,
         ])?;
     Ok(conn.last_insert_rowid())
 }

@@ -26,6 +26,9 @@ pub struct Compaction {
     pub details: serde_json::Value,
     pub restored_at: Option<String>,
     pub archive_pruned_at: Option<String>,
+    /// The retention score recorded with the compaction; `None` (unknown) for rows written
+    /// before agent-db scored compactions.
+    pub retention: Option<crate::retention::Retention>,
 }
 
 const COLUMNS: &str = "id, conversation_id, store_kind, compacted_at, reason, strategy, model, messages_before,
@@ -49,6 +52,12 @@ fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Compaction> {
         details: serde_json::from_str(&r.get::<_, String>(13)?).unwrap_or_default(),
         restored_at: r.get(14)?,
         archive_pruned_at: r.get(15)?,
+        // Only the history query selects it (a store not yet migrated has no such column).
+        retention: r
+            .get::<_, Option<String>>(16)
+            .ok()
+            .flatten()
+            .and_then(|s| serde_json::from_str(&s).ok()),
     })
 }
 
@@ -58,8 +67,13 @@ pub fn history(store: &Store, conversation: Option<&str>) -> Result<Vec<Compacti
     if !super::agent_tables::present(conn).at(path)? {
         return Ok(Vec::new());
     }
+    // Tables an older agent-db made (read without migrating) have no retention column.
+    let scored = conn
+        .prepare("SELECT retention FROM agent_db_compactions LIMIT 0")
+        .is_ok();
+    let retention = if scored { "retention" } else { "NULL" };
     let sql = format!(
-        "SELECT {COLUMNS} FROM agent_db_compactions WHERE (?1 IS NULL OR conversation_id = ?1) ORDER BY id"
+        "SELECT {COLUMNS}, {retention} FROM agent_db_compactions WHERE (?1 IS NULL OR conversation_id = ?1) ORDER BY id"
     );
     let mut stmt = conn.prepare(&sql).at(path)?;
     let rows = stmt.query_map([conversation], from_row).at(path)?;

@@ -299,9 +299,12 @@ fn the_exit_code_table_is_the_binarys() {
 fn key_paths(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
     match v {
         Value::Object(m) => {
+            // A map keyed by data (the retention score's kinds) is one shape: `by_kind.*`.
+            let by_data = prefix.ends_with("by_kind");
             for (k, v) in m {
+                let k = if by_data { "*".to_string() } else { k.clone() };
                 let p = if prefix.is_empty() {
-                    k.clone()
+                    k
                 } else {
                     format!("{prefix}.{k}")
                 };

@@ -1199,9 +1199,12 @@ fn recompaction_extends_the_earlier_summary() {
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
     let second = prompt(kind, &reqs[1]);
-    assert_eq!(
-        prior_summary(&second.user),
-        Some("PASS-0-SUMMARY-BODY with facts")
+    // The earlier summary is the model's answer (then the artifact ledger agent-db appends).
+    assert!(
+        prior_summary(&second.user)
+            .is_some_and(|p| p.starts_with("PASS-0-SUMMARY-BODY with facts")),
+        "{:?}",
+        prior_summary(&second.user)
     );
     assert!(
         !transcript(&second.user).contains("PASS-0-SUMMARY-BODY"),

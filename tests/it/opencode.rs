@@ -956,6 +956,7 @@ fn audit(id: &str) -> agent_db::store::archive::AuditEntry {
         tokens_before: 0,
         tokens_after: 0,
         summary_sha256: String::new(),
+        retention: None,
         details: serde_json::json!({}),
     }
 }

@@ -570,6 +570,7 @@ fn proposal_for_the_largest(env: &Env) -> (String, agent_db::store::Proposal) {
         tokens_before: 0,
         tokens_after: 0,
         summary_sha256: String::new(),
+        retention: None,
         details: serde_json::json!({}),
     };
     let proposal = p.loaded.row.propose(compaction, audit, Some(&store));

@@ -1,0 +1,652 @@
+//! The retention score: which artifacts a continuation depends on survive a compaction.
+//!
+//! [`extract`] reads the summarized span (the head) and lists its artifacts by [`Kind`]; [`score`]
+//! counts how many of them still appear in the result (the summary plus the kept tail, or the
+//! pruned head plus the tail). The rules are deliberately simple and independent of the
+//! extractive summarizer (no code or word list is shared), so the score can judge that
+//! summarizer as well as a model's summary or a hook's.
+//!
+//! What is extracted (from text blocks and tool-call inputs, read as their string values; errors
+//! also from tool results):
+//! - `path`: a word with a `/` between two name characters, or a `name.ext` file name whose
+//!   extension is 1–5 letters or digits after a letter (URLs excluded);
+//! - `command`: the `command`/`cmd` input of a shell tool call (`bash`, `shell`, `exec`, …),
+//!   its first line;
+//! - `error`: the first line of a failed tool result, and any line that starts with `error`,
+//!   `fatal`, `panicked`, `failed` or `traceback` (case-insensitive), at most 160 characters;
+//! - `identifier`: a word the user wrote with `_`, `::`, an inner capital or a digit after a
+//!   letter (`max_retries`, `HttpClient`, `v2`), and numbers of 3 or more digits;
+//! - `url`: `http://` or `https://` up to the next space;
+//! - `rule`: a sentence of a user instruction with `always`, `never`, `don't`, `do not`, `must`,
+//!   `make sure`, `avoid` or `prefer`;
+//! - `todo`: the items of a todo tool call (`todo_write`, `todowrite`, `todo`, …) that are not
+//!   completed or cancelled, and user lines starting with `TODO`;
+//! - `latest`: the latest user instruction in the span.
+//!
+//! How a match is decided: the result's text is its text blocks, tool-call names and inputs and
+//! tool results, with every run of whitespace made one space. A `path`, `command`, `url` or
+//! `identifier` matches when it occurs verbatim (whitespace-normalized, case-sensitive) in that
+//! text. An `error`, `rule`, `todo` or `latest` matches when at least 80% of its words (letters
+//! and digits, lowercased, 3 characters or more) occur among the result's words.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{Block, Message, Role};
+
+/// What an artifact is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Path,
+    Command,
+    Error,
+    Identifier,
+    Url,
+    Rule,
+    Todo,
+    Latest,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 8] = [
+        Kind::Path,
+        Kind::Command,
+        Kind::Error,
+        Kind::Identifier,
+        Kind::Url,
+        Kind::Rule,
+        Kind::Todo,
+        Kind::Latest,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Path => "path",
+            Kind::Command => "command",
+            Kind::Error => "error",
+            Kind::Identifier => "identifier",
+            Kind::Url => "url",
+            Kind::Rule => "rule",
+            Kind::Todo => "todo",
+            Kind::Latest => "latest",
+        }
+    }
+
+    /// Whether it matches verbatim (else by words).
+    fn verbatim(self) -> bool {
+        matches!(
+            self,
+            Kind::Path | Kind::Command | Kind::Url | Kind::Identifier
+        )
+    }
+}
+
+/// One artifact of the summarized span.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    pub kind: Kind,
+    pub text: String,
+    /// For a command: `ok` or `failed`, from its tool result, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub status: Option<String>,
+}
+
+/// The artifacts of a span, deduplicated, in order of first appearance.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Artifacts(pub Vec<Artifact>);
+
+/// Kept and total artifacts of one kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Count {
+    pub kept: usize,
+    pub total: usize,
+}
+
+/// The retention of one compaction.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Retention {
+    /// Kept artifacts / all artifacts (1.0 when the span had none).
+    pub score: f64,
+    /// Per kind, only the kinds the span had.
+    pub by_kind: BTreeMap<Kind, Count>,
+    /// The artifacts the result lost (at most [`MAX_LOST`]).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub lost: Vec<Artifact>,
+}
+
+/// How many lost artifacts a [`Retention`] lists.
+pub const MAX_LOST: usize = 20;
+
+impl Retention {
+    /// The score of one kind, if the span had any.
+    pub fn kind_score(&self, k: Kind) -> Option<f64> {
+        self.by_kind
+            .get(&k)
+            .filter(|c| c.total > 0)
+            .map(|c| c.kept as f64 / c.total as f64)
+    }
+
+    /// Short form for tables: `92% (path 10/10, rule 0/1)`: the kinds below 100% only.
+    pub fn brief(&self) -> String {
+        let low: Vec<String> = self
+            .by_kind
+            .iter()
+            .filter(|(_, c)| c.kept < c.total)
+            .map(|(k, c)| format!("{} {}/{}", k.name(), c.kept, c.total))
+            .collect();
+        let pct = format!("{:.0}%", self.score * 100.0);
+        if low.is_empty() {
+            pct
+        } else {
+            format!("{pct} ({})", low.join(", "))
+        }
+    }
+}
+
+/// The retention of `result` (what the agent will load: the summary plus the kept tail, or the
+/// pruned head plus the tail) with respect to `summarized` (the span the compaction replaced).
+pub fn score(summarized: &[Message], result: &[Message]) -> Retention {
+    score_artifacts(&extract(summarized), &Corpus::of_messages(result))
+}
+
+/// [`score`] with the artifacts already extracted and the result as a [`Corpus`].
+pub fn score_artifacts(arts: &Artifacts, result: &Corpus) -> Retention {
+    let mut r = Retention::default();
+    let (mut kept, mut total) = (0usize, 0usize);
+    for a in &arts.0 {
+        let c = r.by_kind.entry(a.kind).or_default();
+        c.total += 1;
+        total += 1;
+        if result.contains(a) {
+            c.kept += 1;
+            kept += 1;
+        } else if r.lost.len() < MAX_LOST {
+            r.lost.push(a.clone());
+        }
+    }
+    r.score = if total == 0 {
+        1.0
+    } else {
+        kept as f64 / total as f64
+    };
+    r
+}
+
+/// The text a result is matched against.
+pub struct Corpus {
+    text: String,
+    words: HashSet<String>,
+}
+
+impl Corpus {
+    /// From decoded messages.
+    pub fn of_messages(messages: &[Message]) -> Corpus {
+        let mut text = String::new();
+        for m in messages {
+            for piece in message_pieces(m) {
+                text.push_str(&piece);
+                text.push('\n');
+            }
+        }
+        Corpus::of_text(&text)
+    }
+
+    /// From any text (a store's raw JSON is read as its string values).
+    pub fn of_text(text: &str) -> Corpus {
+        let text = squash(text);
+        let words = words(&text).collect();
+        Corpus { text, words }
+    }
+
+    /// From a serialized history (a JSON array or JSON lines): its string values.
+    pub fn of_json(raw: &str) -> Corpus {
+        let mut out = String::new();
+        match serde_json::from_str::<serde_json::Value>(raw) {
+            Ok(v) => strings_of(&v, &mut out),
+            Err(_) => out.push_str(raw),
+        }
+        Corpus::of_text(&out)
+    }
+
+    /// The normalized text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the artifact appears (see the module docs for the rule).
+    pub fn contains(&self, a: &Artifact) -> bool {
+        if a.kind.verbatim() {
+            return self.text.contains(&squash(&a.text));
+        }
+        let ws: Vec<String> = words(&a.text).collect();
+        if ws.is_empty() {
+            return self.text.contains(&squash(&a.text));
+        }
+        let hit = ws.iter().filter(|w| self.words.contains(*w)).count();
+        hit * 5 >= ws.len() * 4
+    }
+}
+
+fn squash(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn words(s: &str) -> impl Iterator<Item = String> + '_ {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 3)
+        .map(str::to_lowercase)
+}
+
+fn strings_of(v: &serde_json::Value, out: &mut String) {
+    match v {
+        serde_json::Value::String(s) => {
+            // A string that is itself JSON (tool arguments, stored envelopes) is read too.
+            let t = s.trim_start();
+            if t.starts_with('{') || t.starts_with('[') {
+                if let Ok(inner) = serde_json::from_str::<serde_json::Value>(s) {
+                    strings_of(&inner, out);
+                    return;
+                }
+            }
+            out.push_str(s);
+            out.push('\n');
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| strings_of(x, out)),
+        serde_json::Value::Object(o) => o.values().for_each(|x| strings_of(x, out)),
+        _ => {}
+    }
+}
+
+/// The text pieces of a message: text blocks, tool-call names and inputs (as string values),
+/// tool results.
+fn message_pieces(m: &Message) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in &m.blocks {
+        match b {
+            Block::Text { text } => out.push(text.clone()),
+            Block::ToolCall { name, input, .. } => {
+                out.push(name.clone());
+                out.push(json_strings(input));
+            }
+            Block::ToolResult { content, .. } => out.push(content.clone()),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn json_strings(input: &str) -> String {
+    let mut s = String::new();
+    match serde_json::from_str::<serde_json::Value>(input) {
+        Ok(v) => strings_of(&v, &mut s),
+        Err(_) => s.push_str(input),
+    }
+    s
+}
+
+const SHELL_TOOLS: &[&str] = &[
+    "bash",
+    "shell",
+    "exec",
+    "run",
+    "run_command",
+    "run_shell_command",
+    "execute",
+    "execute_command",
+    "terminal",
+    "developer__shell",
+    "command",
+];
+
+fn is_shell_tool(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    SHELL_TOOLS.contains(&n.as_str()) || n.ends_with("__shell") || n.ends_with("_bash")
+}
+
+fn is_todo_tool(name: &str) -> bool {
+    let n = name.to_ascii_lowercase().replace(['_', '-'], "");
+    n.contains("todo")
+}
+
+const RULE_MARKERS: &[&str] = &[
+    "always ",
+    "never ",
+    "don't ",
+    "do not ",
+    "must ",
+    "make sure",
+    "avoid ",
+    "prefer ",
+];
+
+const ERROR_STARTS: &[&str] = &["error", "fatal", "panicked", "failed", "traceback"];
+
+const MAX_LINE: usize = 160;
+
+fn clip(s: &str) -> String {
+    let s = s.trim();
+    match s.char_indices().nth(MAX_LINE) {
+        Some((i, _)) => s[..i].to_string(),
+        None => s.to_string(),
+    }
+}
+
+/// The artifacts of the summarized span (see the module docs for what each kind is).
+pub fn extract(span: &[Message]) -> Artifacts {
+    let mut x = Extractor::default();
+    // Command statuses from their results.
+    let mut results: std::collections::HashMap<&str, bool> = Default::default();
+    for m in span {
+        for b in &m.blocks {
+            if let Block::ToolResult {
+                call_id, is_error, ..
+            } = b
+            {
+                results.insert(call_id.as_str(), *is_error);
+            }
+        }
+    }
+    let latest = span.iter().rposition(|m| m.is_user_instruction());
+    for (i, m) in span.iter().enumerate() {
+        let user = m.is_user_instruction();
+        for b in &m.blocks {
+            match b {
+                Block::Text { text } => {
+                    x.paths_urls(text);
+                    x.errors(text, false);
+                    if user && !crate::summary::is_summary_text(text) {
+                        x.user_text(text);
+                    }
+                }
+                Block::ToolCall { id, name, input } => {
+                    let v = serde_json::from_str::<serde_json::Value>(input).ok();
+                    let strs = json_strings(input);
+                    x.paths_urls(&strs);
+                    if is_shell_tool(name) {
+                        let cmd = v.as_ref().and_then(|v| {
+                            ["command", "cmd", "script"]
+                                .iter()
+                                .find_map(|k| v.get(k).and_then(|c| c.as_str()))
+                                .map(str::to_string)
+                        });
+                        if let Some(c) = cmd.as_deref().and_then(|c| c.lines().next()) {
+                            let status =
+                                results
+                                    .get(id.as_str())
+                                    .map(|e| if *e { "failed" } else { "ok" });
+                            x.push_status(Kind::Command, &clip(c), status);
+                        }
+                    }
+                    if is_todo_tool(name) {
+                        if let Some(v) = &v {
+                            x.todos(v);
+                        }
+                    }
+                }
+                Block::ToolResult {
+                    content, is_error, ..
+                } => {
+                    // Paths in a result (listings, search hits) were seen, not touched.
+                    x.errors(content, *is_error);
+                }
+                _ => {}
+            }
+        }
+        if Some(i) == latest && m.role == Role::User {
+            let t = m.text();
+            if !t.trim().is_empty() && !crate::summary::is_summary_text(&t) {
+                x.push(Kind::Latest, &clip(&t));
+            }
+        }
+    }
+    Artifacts(x.out)
+}
+
+#[derive(Default)]
+struct Extractor {
+    out: Vec<Artifact>,
+    seen: HashSet<(Kind, String)>,
+}
+
+impl Extractor {
+    fn push(&mut self, kind: Kind, text: &str) {
+        self.push_status(kind, text, None)
+    }
+
+    fn push_status(&mut self, kind: Kind, text: &str, status: Option<&str>) {
+        let status = status.map(str::to_string);
+        let text = text.trim();
+        if text.is_empty() {
+            return;
+        }
+        if self.seen.insert((kind, text.to_string())) {
+            self.out.push(Artifact {
+                kind,
+                text: text.to_string(),
+                status,
+            });
+        } else if status.is_some() {
+            // The last status of a command wins.
+            if let Some(a) = self
+                .out
+                .iter_mut()
+                .find(|a| a.kind == kind && a.text == text)
+            {
+                a.status = status;
+            }
+        }
+    }
+
+    fn paths_urls(&mut self, text: &str) {
+        for raw in text.split(|c: char| c.is_whitespace() || "\"'`()<>[]{},;|".contains(c)) {
+            if raw.starts_with("http://") || raw.starts_with("https://") {
+                let u = raw.trim_end_matches(['.', ':', '!', '?']);
+                if u.len() > "https://".len() {
+                    self.push(Kind::Url, u);
+                }
+                continue;
+            }
+            let w = strip_position(raw.trim_end_matches(['.', ':', '!', '?']));
+            if is_path(w) {
+                self.push(Kind::Path, w);
+            }
+        }
+    }
+
+    fn errors(&mut self, text: &str, failed: bool) {
+        let mut first = failed;
+        for line in text.lines() {
+            let l = line.trim();
+            if l.is_empty() {
+                continue;
+            }
+            let low = l.to_lowercase();
+            if first || ERROR_STARTS.iter().any(|s| low.starts_with(s)) {
+                self.push(Kind::Error, &clip(l));
+            }
+            first = false;
+        }
+    }
+
+    fn user_text(&mut self, text: &str) {
+        for raw in text.split(|c: char| c.is_whitespace() || "\"'`()<>[]{},;".contains(c)) {
+            let w = raw.trim_end_matches(['.', ':', '!', '?']);
+            if w.starts_with("http") || is_path(w) {
+                continue;
+            }
+            if is_identifier(w) || is_number(w) {
+                self.push(Kind::Identifier, w);
+            }
+        }
+        for line in text.lines() {
+            let l = line.trim_start_matches(['-', '*', ' ']).trim();
+            if l.starts_with("TODO") {
+                self.push(Kind::Todo, &clip(l));
+            }
+        }
+        for sentence in sentences(text) {
+            let low = format!("{} ", sentence.to_lowercase());
+            if RULE_MARKERS
+                .iter()
+                .any(|m| low.starts_with(m) || low.contains(&format!(" {m}")))
+            {
+                self.push(Kind::Rule, &clip(sentence));
+            }
+        }
+    }
+
+    fn todos(&mut self, v: &serde_json::Value) {
+        let items = ["todos", "items", "tasks"]
+            .iter()
+            .find_map(|k| v.get(k).and_then(|t| t.as_array()));
+        let Some(items) = items else { return };
+        for it in items {
+            let status = it
+                .get("status")
+                .and_then(|s| s.as_str())
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            if matches!(
+                status.as_str(),
+                "completed" | "done" | "cancelled" | "canceled"
+            ) {
+                continue;
+            }
+            let text = ["content", "description", "text", "title"]
+                .iter()
+                .find_map(|k| it.get(k).and_then(|s| s.as_str()));
+            if let Some(t) = text {
+                self.push(Kind::Todo, &clip(t));
+            }
+        }
+    }
+}
+
+fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    text.split(['\n', '.', '!', '?', ';'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// `src/a.rs:42:9` -> `src/a.rs` (a compiler's position suffix is not part of the path).
+fn strip_position(w: &str) -> &str {
+    let mut w = w;
+    while let Some((head, tail)) = w.rsplit_once(':') {
+        if tail.is_empty() || !tail.chars().all(|c| c.is_ascii_digit()) {
+            break;
+        }
+        w = head;
+    }
+    w
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_alphanumeric() || "_-.~".contains(c)
+}
+
+fn is_path(w: &str) -> bool {
+    if w.len() < 3 || w.contains("://") || !w.chars().all(|c| is_name_char(c) || c == '/') {
+        return false;
+    }
+    let segs: Vec<&str> = w.split('/').filter(|s| !s.is_empty()).collect();
+    let slash = w.contains('/')
+        && (segs.len() >= 2 || (w.starts_with('/') && segs.len() == 1))
+        && segs.iter().any(|s| s.chars().any(char::is_alphabetic));
+    if slash {
+        return true;
+    }
+    // name.ext
+    match w.rsplit_once('.') {
+        Some((stem, ext)) => {
+            !stem.is_empty()
+                && !w.contains('/')
+                && (1..=5).contains(&ext.len())
+                && stem.len() + ext.len() >= 3
+                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                && ext.chars().any(|c| c.is_ascii_alphabetic())
+                && stem.chars().any(char::is_alphabetic)
+                && stem.chars().last().is_some_and(|c| c.is_alphanumeric())
+                && !stem.contains("..")
+        }
+        None => false,
+    }
+}
+
+fn is_identifier(w: &str) -> bool {
+    if w.len() < 2
+        || !w
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == ':')
+    {
+        return false;
+    }
+    if !w
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
+    {
+        return false;
+    }
+    let inner_cap = w.chars().skip(1).any(char::is_uppercase) && w.chars().any(char::is_lowercase);
+    let digit_after_letter = w
+        .chars()
+        .zip(w.chars().skip(1))
+        .any(|(a, b)| a.is_alphabetic() && b.is_ascii_digit());
+    (w.contains('_') && w.chars().any(char::is_alphabetic))
+        || w.contains("::")
+        || inner_cap
+        || digit_after_letter
+}
+
+fn is_number(w: &str) -> bool {
+    let digits = w.chars().filter(char::is_ascii_digit).count();
+    digits >= 3 && w.chars().all(|c| c.is_ascii_digit() || ".,:-".contains(c))
+}
+
+/// A deterministic ledger of the artifacts `result` lacks: paths, commands (with their last
+/// status), open to-dos and the user's rules, verbatim, at most `max_chars` characters (whole
+/// lines only). `None` when nothing is missing. Appended to a model-written summary so those
+/// kinds survive whatever the model wrote.
+pub fn ledger(arts: &Artifacts, result: &Corpus, max_chars: usize) -> Option<String> {
+    const HEAD: &str = "Artifact ledger (verbatim, from the summarized history):";
+    let sections = [
+        (Kind::Rule, "User rules:"),
+        (Kind::Todo, "Open to-dos:"),
+        (Kind::Path, "Paths touched:"),
+        (Kind::Command, "Commands run (last status):"),
+    ];
+    let mut out = String::from(HEAD);
+    let mut any = false;
+    for (kind, title) in sections {
+        let missing: Vec<&Artifact> = arts
+            .0
+            .iter()
+            .filter(|a| a.kind == kind && !result.contains(a))
+            .collect();
+        if missing.is_empty() {
+            continue;
+        }
+        let title_line = format!("\n{title}");
+        if out.len() + title_line.len() > max_chars {
+            break;
+        }
+        out.push_str(&title_line);
+        for a in missing {
+            let line = match (kind, a.status.as_deref()) {
+                (Kind::Command, Some(s)) => format!("\n- {} [{s}]", a.text),
+                _ => format!("\n- {}", a.text),
+            };
+            if out.len() + line.len() > max_chars {
+                break;
+            }
+            out.push_str(&line);
+            any = true;
+        }
+    }
+    any.then_some(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,221 @@
+use super::*;
+use serde_json::value::RawValue;
+
+fn msg(role: Role, blocks: Vec<Block>) -> Message {
+    Message {
+        role,
+        blocks,
+        raw: RawValue::from_string("null".into()).unwrap(),
+    }
+}
+
+fn user(t: &str) -> Message {
+    msg(Role::User, vec![Block::Text { text: t.into() }])
+}
+
+fn assistant(t: &str) -> Message {
+    msg(Role::Assistant, vec![Block::Text { text: t.into() }])
+}
+
+fn call(id: &str, name: &str, input: serde_json::Value) -> Message {
+    msg(
+        Role::Assistant,
+        vec![Block::ToolCall {
+            id: id.into(),
+            name: name.into(),
+            input: input.to_string(),
+        }],
+    )
+}
+
+fn result(id: &str, content: &str, is_error: bool) -> Message {
+    msg(
+        Role::Tool,
+        vec![Block::ToolResult {
+            call_id: id.into(),
+            content: content.into(),
+            is_error,
+            images: vec![],
+        }],
+    )
+}
+
+fn texts(a: &Artifacts, k: Kind) -> Vec<&str> {
+    a.0.iter()
+        .filter(|x| x.kind == k)
+        .map(|x| x.text.as_str())
+        .collect()
+}
+
+fn span() -> Vec<Message> {
+    vec![
+        user("Fix the flaky test in src/store/lock.rs. Always run cargo fmt before committing. The limit is max_retries = 250, see https://example.com/issue/7."),
+        call("c1", "bash", serde_json::json!({"command": "cargo test --lib lock::\necho done"})),
+        result("c1", "error[E0308]: mismatched types\n  --> src/store/lock.rs:42:9", true),
+        call("c2", "todo_write", serde_json::json!({"todos": [
+            {"content": "Add a regression test for the busy lock", "status": "pending"},
+            {"content": "Read the old code", "status": "completed"}]})),
+        call("c3", "bash", serde_json::json!({"command": "cargo test --lib lock::"})),
+        result("c3", "test result: ok. 3 passed", false),
+        assistant("Changed Cargo.toml and README.md."),
+        user("Now update the changelog for HttpClient"),
+    ]
+}
+
+#[test]
+fn extracts_each_kind() {
+    let a = extract(&span());
+    assert_eq!(
+        texts(&a, Kind::Path),
+        ["src/store/lock.rs", "Cargo.toml", "README.md"]
+    );
+    assert_eq!(texts(&a, Kind::Url), ["https://example.com/issue/7"]);
+    assert_eq!(texts(&a, Kind::Command), ["cargo test --lib lock::"]);
+    // The last result of the same command decides its status.
+    assert_eq!(
+        a.0.iter()
+            .find(|x| x.kind == Kind::Command)
+            .unwrap()
+            .status
+            .as_deref(),
+        Some("ok")
+    );
+    assert_eq!(texts(&a, Kind::Error), ["error[E0308]: mismatched types"]);
+    assert_eq!(
+        texts(&a, Kind::Identifier),
+        ["max_retries", "250", "HttpClient"]
+    );
+    assert_eq!(
+        texts(&a, Kind::Rule),
+        ["Always run cargo fmt before committing"]
+    );
+    assert_eq!(
+        texts(&a, Kind::Todo),
+        ["Add a regression test for the busy lock"]
+    );
+    assert_eq!(
+        texts(&a, Kind::Latest),
+        ["Now update the changelog for HttpClient"]
+    );
+}
+
+#[test]
+fn everything_kept_scores_one_and_nothing_kept_scores_zero() {
+    let s = span();
+    let r = score(&s, &s);
+    assert_eq!(r.score, 1.0);
+    assert!(r.lost.is_empty());
+    let r = score(&s, &[user("[agent-db compaction summary]\n\nWe worked.")]);
+    assert_eq!(r.score, 0.0);
+    assert_eq!(r.kind_score(Kind::Path), Some(0.0));
+    assert_eq!(r.kind_score(Kind::Url), Some(0.0));
+    assert_eq!(
+        r.by_kind.values().map(|c| c.total).sum::<usize>(),
+        extract(&s).0.len()
+    );
+}
+
+#[test]
+fn empty_span_scores_one() {
+    let r = score(&[], &[user("x")]);
+    assert_eq!((r.score, r.by_kind.len()), (1.0, 0));
+}
+
+#[test]
+fn verbatim_kinds_need_the_exact_text_prose_kinds_need_80_percent_of_words() {
+    let c = Corpus::of_text("we touched src/store/LOCK.rs and   ran cargo  test --lib lock::");
+    let path = |t: &str| Artifact {
+        kind: Kind::Path,
+        text: t.into(),
+        status: None,
+    };
+    assert!(!c.contains(&path("src/store/lock.rs")), "case-sensitive");
+    assert!(
+        c.contains(&Artifact {
+            kind: Kind::Command,
+            text: "cargo test --lib lock::".into(),
+            status: None
+        }),
+        "whitespace-normalized"
+    );
+    let rule = |t: &str| Artifact {
+        kind: Kind::Rule,
+        text: t.into(),
+        status: None,
+    };
+    let c = Corpus::of_text("Rule: ALWAYS run cargo fmt, before each commit");
+    // always, run, cargo, fmt, before, committing: 5 of 6 words present (83%).
+    assert!(c.contains(&rule("Always run cargo fmt before committing")));
+    // never, push, main, branch, without, review: 0 of 6.
+    assert!(!c.contains(&rule("Never push to the main branch without review")));
+}
+
+#[test]
+fn the_score_counts_per_kind_and_lists_what_was_lost() {
+    let s = span();
+    let summary = user("[agent-db compaction summary]\n\nEdited src/store/lock.rs, Cargo.toml, README.md and src/store/lock.rs:42:9. Always run cargo fmt before committing.");
+    let r = score(&s, &[summary]);
+    assert_eq!(r.by_kind[&Kind::Path], Count { kept: 3, total: 3 });
+    assert_eq!(r.by_kind[&Kind::Rule], Count { kept: 1, total: 1 });
+    assert_eq!(r.by_kind[&Kind::Command], Count { kept: 0, total: 1 });
+    assert!(r.lost.iter().any(|a| a.kind == Kind::Todo));
+    assert!(r.brief().contains("command 0/1"), "{}", r.brief());
+}
+
+#[test]
+fn prose_numbers_and_versions_are_not_paths() {
+    for w in ["1.5", "e.g", "and", "v1.2.3", "...", "i.e"] {
+        assert!(!is_path(w), "{w}");
+    }
+    for w in [
+        "/tmp",
+        "a/b",
+        "./x.rs",
+        "~/notes.md",
+        "main.go",
+        "src/lib.rs",
+    ] {
+        assert!(is_path(w), "{w}");
+    }
+    assert_eq!(strip_position("src/lib.rs:10:2"), "src/lib.rs");
+}
+
+#[test]
+fn the_ledger_lists_what_the_result_lacks_within_its_budget_and_then_everything_counts() {
+    let s = span();
+    let arts = extract(&s);
+    let summary = "We fixed a test.";
+    let l = ledger(&arts, &Corpus::of_text(summary), 4000).expect("missing artifacts");
+    assert!(l.contains("- cargo test --lib lock:: [ok]"), "{l}");
+    assert!(
+        l.contains("- Add a regression test for the busy lock"),
+        "{l}"
+    );
+    let full = format!("{summary}\n\n{l}");
+    let r = score_artifacts(&arts, &Corpus::of_text(&full));
+    for k in [Kind::Path, Kind::Command, Kind::Todo, Kind::Rule] {
+        assert_eq!(r.kind_score(k), Some(1.0), "{k:?}: {l}");
+    }
+    // Nothing missing, no ledger; a tight budget keeps whole lines under it.
+    assert_eq!(ledger(&arts, &Corpus::of_text(&full), 4000), None);
+    let small = ledger(&arts, &Corpus::of_text(summary), 120).unwrap();
+    assert!(small.len() <= 120, "{}", small.len());
+}
+
+#[test]
+fn json_history_is_read_as_its_strings() {
+    let raw = serde_json::json!([{"role":"user","content":"see src/a.rs"},
+        {"role":"assistant","tool_calls":[{"function":{"name":"bash","arguments":"{\"command\":\"make   all\"}"}}]}])
+    .to_string();
+    let c = Corpus::of_json(&raw);
+    assert!(c.contains(&Artifact {
+        kind: Kind::Path,
+        text: "src/a.rs".into(),
+        status: None
+    }));
+    assert!(c.contains(&Artifact {
+        kind: Kind::Command,
+        text: "make all".into(),
+        status: None
+    }));
+}

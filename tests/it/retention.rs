@@ -1,0 +1,256 @@
+//! The retention score end to end: the real binary on a conversation this test plants (its own
+//! SQL), the report's and the audit row's score, `history`, the `--min-retention` floor (a
+//! hook-supplied summary that loses the user's rule is refused, byte for byte), and the artifact
+//! ledger after a model summary that drops every path and command (a real HTTP server on
+//! 127.0.0.1).
+
+use std::os::unix::fs::PermissionsExt;
+
+use agent_db_synth::SynthFormat;
+use serde_json::{json, Value};
+
+use crate::common::{Env, MiniLlm};
+
+const RULE: &str = "Never push to the main branch without review.";
+const N: usize = 8;
+
+fn paths() -> Vec<String> {
+    (0..N).map(|i| format!("src/planted/mod_{i}.rs")).collect()
+}
+
+fn commands() -> Vec<String> {
+    (0..N)
+        .map(|i| format!("cargo test -p planted_crate_{i}"))
+        .collect()
+}
+
+fn filler(seed: usize, words: usize) -> String {
+    (0..words)
+        .map(|w| format!("word{}", (w * 7 + seed) % 97))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn first_message() -> String {
+    format!("Refactor the loader. {RULE} Start with src/planted/entry.rs please.")
+}
+
+/// A Chat Completions history: the planted head (the user's rule, shell calls on planted
+/// paths), then a long tail of plain prose.
+fn planted() -> String {
+    let mut m = vec![json!({"role": "user", "content": first_message()})];
+    for (i, (p, c)) in paths().iter().zip(commands()).enumerate() {
+        let id = format!("call_{i}");
+        m.push(json!({"role": "assistant", "content": format!("Editing {p} next."), "tool_calls": [{"id": id, "type": "function",
+            "function": {"name": "bash", "arguments": json!({"command": c}).to_string()}}]}));
+        m.push(json!({"role": "tool", "tool_call_id": id, "content": format!("ok: checked {p}")}));
+        m.push(json!({"role": "assistant", "content": filler(i, 300)}));
+    }
+    for i in 0..8 {
+        m.push(json!({"role": "user", "content": format!("Continue with step {i}.")}));
+        m.push(json!({"role": "assistant", "content": filler(100 + i, 300)}));
+    }
+    serde_json::to_string(&m).unwrap()
+}
+
+/// A generated store with one conversation, its history replaced by [`planted`].
+fn env() -> (Env, String) {
+    let env = Env::generated(1, 3, &[SynthFormat::OpenAiChat]);
+    let id = env.ids("SELECT id FROM conversations")[0].clone();
+    env.conn()
+        .execute(
+            "UPDATE conversations SET raw_messages = ?1 WHERE id = ?2",
+            [planted(), id.clone()],
+        )
+        .unwrap();
+    (env, id)
+}
+
+fn raw_messages(env: &Env, id: &str) -> String {
+    env.conn()
+        .query_row(
+            "SELECT raw_messages FROM conversations WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+fn run(mut c: assert_cmd::Command) -> (Value, i32, String) {
+    let o = c.output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    let doc = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    (doc, o.status.code().unwrap_or(-1), stderr)
+}
+
+fn compact(env: &Env, id: &str, extra: &[&str]) -> (Value, i32, String) {
+    let mut c = env.cmd();
+    c.current_dir(env.dir.path())
+        .args([
+            "compact",
+            id,
+            "--keep-tokens",
+            "2000",
+            "--force",
+            "--yes",
+            "--json",
+        ])
+        .args(extra);
+    run(c)
+}
+
+/// A `before_compaction` hook in the project that supplies `summary`.
+fn summary_hook(env: &Env, summary: &str) {
+    let dir = env.dir.path().join(".agent-db").join("hooks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let answer = json!({ "summary": summary })
+        .to_string()
+        .replace('\'', "'\\''");
+    let script = format!(
+        "#!/bin/sh\ncase \"$1\" in\nhook)\n  printf '%s\\n' before_compaction\n  ;;\nrun)\n  cat >/dev/null\n  printf '%s\\n' '{answer}'\n  ;;\n*)\n  exit 1\n  ;;\nesac\n"
+    );
+    let p = dir.join("summarizer");
+    std::fs::write(&p, script).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Every planted path and command, but not the user's first message (its rule).
+fn summary_without_rule() -> String {
+    format!(
+        "Touched src/planted/entry.rs {}. Ran {}.",
+        paths().join(" "),
+        commands().join("; ")
+    )
+}
+
+fn audit_retention(env: &Env) -> Vec<Option<String>> {
+    let c = env.conn();
+    let mut s = c
+        .prepare("SELECT retention FROM agent_db_compactions ORDER BY id")
+        .unwrap();
+    let rows = s.query_map([], |r| r.get(0)).unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+#[test]
+fn min_retention_refuses_a_summary_that_loses_the_users_rule_and_writes_nothing() {
+    let (env, id) = env();
+    summary_hook(&env, &summary_without_rule());
+    let before = env.files_hash();
+    let (doc, code, err) = compact(
+        &env,
+        &id,
+        &["--strategy", "extractive", "--min-retention", "0.95"],
+    );
+    let row = &doc["conversations"][0];
+    assert_eq!(row["status"], "skipped", "{doc:#}\n{err}");
+    let detail = row["detail"].as_str().unwrap();
+    assert!(detail.contains("--min-retention 95.0%"), "{detail}");
+    assert_eq!(
+        row["retention"]["by_kind"]["rule"],
+        json!({"kept": 0, "total": 1})
+    );
+    assert_eq!(
+        row["retention"]["by_kind"]["path"],
+        json!({"kept": 9, "total": 9})
+    );
+    assert!(row["retention"]["score"].as_f64().unwrap() < 0.95);
+    assert!(row["retention"]["lost"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a["text"] == RULE.trim_end_matches('.')));
+    assert_eq!(code, 0, "a skip is not an error: {err}");
+    assert_eq!(env.files_hash(), before, "nothing written");
+    assert_eq!(raw_messages(&env, &id), planted());
+
+    // The same summary with the user's words in it lands, and its score is stored.
+    summary_hook(
+        &env,
+        &format!("{} {}", first_message(), summary_without_rule()),
+    );
+    let (doc, code, err) = compact(
+        &env,
+        &id,
+        &["--strategy", "extractive", "--min-retention", "0.95"],
+    );
+    assert_eq!(
+        doc["conversations"][0]["status"], "compacted",
+        "{doc:#}\n{err}"
+    );
+    assert_eq!(code, 0);
+    let stored = audit_retention(&env);
+    assert_eq!(stored.len(), 1);
+    let r: Value = serde_json::from_str(stored[0].as_deref().expect("a score")).unwrap();
+    assert_eq!(r["by_kind"]["rule"], json!({"kept": 1, "total": 1}));
+    assert_eq!(r["score"], doc["conversations"][0]["retention"]["score"]);
+}
+
+#[test]
+fn min_retention_out_of_range_is_a_usage_error() {
+    let (env, id) = env();
+    for bad in ["1.5", "-0.1", "x"] {
+        let (_, code, err) = compact(&env, &id, &["--min-retention", bad]);
+        assert_eq!(code, 2, "{bad}: {err}");
+    }
+}
+
+#[test]
+fn a_model_summary_without_paths_or_commands_lands_with_all_of_them_in_its_ledger() {
+    let (env, id) = env();
+    let llm = MiniLlm::start();
+    let mut c = env.cmd();
+    c.current_dir(env.dir.path())
+        .env("AGENT_DB_API_KEY", "x")
+        .args([
+            "compact",
+            &id,
+            "--keep-tokens",
+            "2000",
+            "--force",
+            "--yes",
+            "--json",
+        ])
+        .args([
+            "--strategy",
+            "llm",
+            "--llm-provider",
+            "openai",
+            "--model",
+            "test-model",
+        ])
+        .args(["--base-url", &llm.base_url()]);
+    let (doc, code, err) = run(c);
+    assert_eq!(code, 0, "{doc:#}\n{err}");
+    assert!(llm.requests() > 0, "the model was asked");
+    let row = &doc["conversations"][0];
+    assert_eq!(row["status"], "compacted", "{doc:#}");
+    // The model's answer names no path and no command; the stored history has all of them.
+    let raw = raw_messages(&env, &id);
+    assert!(raw.contains("The user asked for a refactor; it is done."));
+    let planted: Vec<String> = paths().into_iter().chain(commands()).collect();
+    let found = planted.iter().filter(|p| raw.contains(p.as_str())).count();
+    assert!(
+        found * 100 >= planted.len() * 99,
+        "{found} of {}: {raw}",
+        planted.len()
+    );
+    assert!(
+        raw.contains(RULE.trim_end_matches('.')),
+        "the user's rule is in the ledger"
+    );
+    for k in ["path", "command", "rule"] {
+        let c = &row["retention"]["by_kind"][k];
+        assert_eq!(c["kept"], c["total"], "{k}: {row:#}");
+    }
+
+    // `history` shows the stored score, as JSON and in its table.
+    let mut h = env.cmd();
+    h.args(["history", "--json"]);
+    let (hist, code, err) = run(h);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(hist["compactions"][0]["retention"], row["retention"]);
+    let o = env.cmd().args(["history"]).output().unwrap();
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("KEPT"), "{table}");
+}
