@@ -18,6 +18,7 @@ pub mod lock;
 pub mod prefix;
 pub mod preflight;
 pub mod restore;
+mod schema_util;
 pub mod stats;
 pub mod vacuum;
 pub mod writer;

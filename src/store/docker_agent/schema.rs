@@ -5,7 +5,8 @@ use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension};
 
-use crate::error::{Error, Result, SqlContext};
+use crate::error::{Result, SqlContext};
+use crate::store::schema_util::changed;
 
 /// docker-agent's migrations, by id (`pkg/session/migrations.go`). Ids 1–28 are the same in
 /// every line; from 29 on the numbering differs between docker-agent's lines: the
@@ -148,20 +149,8 @@ const ITEM_REQUIRED: &[&str] = &[
 ];
 
 fn columns(conn: &Connection, table: &str, path: &Path) -> Result<Vec<String>> {
-    let mut stmt = conn
-        .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
-        .at(path)?;
-    let rows = stmt.query_map([], |r| r.get::<_, String>(0)).at(path)?;
-    let mut out: Vec<String> = rows.collect::<std::result::Result<_, _>>().at(path)?;
-    out.iter_mut().for_each(|c| c.make_ascii_lowercase());
-    Ok(out)
-}
-
-fn changed(path: &Path, detail: String) -> Error {
-    Error::SchemaChanged {
-        path: path.to_path_buf(),
-        detail,
-    }
+    let names = super::super::schema_util::columns(conn, table, path)?;
+    Ok(names.into_iter().map(|c| c.to_ascii_lowercase()).collect())
 }
 
 /// Work out the generation, refusing files written by a docker-agent newer than agent-db knows

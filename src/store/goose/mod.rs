@@ -64,11 +64,7 @@ impl Adapter for Goose {
     /// a file that passes it is written.
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
         let schema = check_schema(conn, path)?;
-        Ok(SchemaStatus {
-            version: Some(schema.version.to_string()),
-            newest_known: Some(NEWEST_KNOWN.to_string()),
-            writable: true,
-        })
+        Ok(SchemaStatus::checked(schema.version.to_string(), NEWEST_KNOWN))
     }
 
     /// `$GOOSE_PATH_ROOT/data/sessions/sessions.db` (an absolute `GOOSE_PATH_ROOT`), else

@@ -7,7 +7,8 @@ use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension};
 
-use crate::error::{Error, Result, SqlContext};
+use crate::error::{Result, SqlContext};
+use crate::store::schema_util::{changed, columns};
 
 /// The newest goose schema version agent-db knows (aaif-goose `017176d0`).
 pub const NEWEST_KNOWN: i64 = 17;
@@ -47,21 +48,6 @@ impl Schema {
     /// Whether agent-db can write a compaction (the visibility flags exist).
     pub fn writable(&self) -> bool {
         self.version >= FIRST_WRITABLE && self.message_has("metadata_json")
-    }
-}
-
-fn columns(conn: &Connection, table: &str, path: &Path) -> Result<HashSet<String>> {
-    let mut st = conn
-        .prepare("SELECT name FROM pragma_table_info(?1)")
-        .at(path)?;
-    let rows = st.query_map([table], |r| r.get::<_, String>(0)).at(path)?;
-    rows.collect::<std::result::Result<_, _>>().at(path)
-}
-
-fn changed(path: &Path, detail: String) -> Error {
-    Error::SchemaChanged {
-        path: path.to_path_buf(),
-        detail,
     }
 }
 

@@ -79,11 +79,7 @@ impl Adapter for Opencode {
     /// a file that passes it is written.
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
         let schema = check_schema(conn, path)?;
-        Ok(SchemaStatus {
-            version: Some(schema.newest.clone()),
-            newest_known: Some(NEWEST_KNOWN.to_string()),
-            writable: true,
-        })
+        Ok(SchemaStatus::checked(schema.newest.clone(), NEWEST_KNOWN))
     }
 
     fn default_path_doc(&self) -> &'static str {

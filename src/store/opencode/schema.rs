@@ -8,7 +8,8 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
-use crate::error::{Error, Result, SqlContext};
+use crate::error::{Result, SqlContext};
+use crate::store::schema_util::{changed, columns};
 
 /// The newest opencode migration agent-db knows (the newest the released opencode 1.18.34 records).
 pub const NEWEST_KNOWN: &str = "20260622202450_simplify_session_input";
@@ -63,21 +64,6 @@ impl Schema {
             Era::Effect => "effect",
         };
         format!("{era} era, newest migration {}", self.newest)
-    }
-}
-
-fn columns(conn: &Connection, table: &str, path: &Path) -> Result<HashSet<String>> {
-    let mut st = conn
-        .prepare("SELECT name FROM pragma_table_info(?1)")
-        .at(path)?;
-    let rows = st.query_map([table], |r| r.get::<_, String>(0)).at(path)?;
-    rows.collect::<std::result::Result<_, _>>().at(path)
-}
-
-fn changed(path: &Path, detail: String) -> Error {
-    Error::SchemaChanged {
-        path: path.to_path_buf(),
-        detail,
     }
 }
 

@@ -8,7 +8,8 @@ use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension};
 
-use crate::error::{Error, Result, SqlContext};
+use crate::error::{Result, SqlContext};
+use crate::store::schema_util::{changed, columns};
 
 /// The migration that introduced the 2.x tables.
 pub const FIRST: &str = "20260804233008_loose_psylocke";
@@ -55,13 +56,6 @@ impl Schema {
     }
 }
 
-fn changed(path: &Path, detail: String) -> Error {
-    Error::SchemaChanged {
-        path: path.to_path_buf(),
-        detail,
-    }
-}
-
 /// The 14-digit prefix of a migration id.
 fn stamp(id: &str) -> Option<&str> {
     let s = id.get(..14)?;
@@ -75,14 +69,6 @@ fn strings(conn: &Connection, path: &Path, sql: &str) -> Result<Vec<String>> {
         .at(path)?;
     let all: Vec<Option<String>> = rows.collect::<std::result::Result<_, _>>().at(path)?;
     Ok(all.into_iter().flatten().collect())
-}
-
-fn columns(conn: &Connection, table: &str, path: &Path) -> Result<HashSet<String>> {
-    let mut st = conn
-        .prepare("SELECT name FROM pragma_table_info(?1)")
-        .at(path)?;
-    let rows = st.query_map([table], |r| r.get::<_, String>(0)).at(path)?;
-    rows.collect::<std::result::Result<_, _>>().at(path)
 }
 
 /// Read and check the schema (again inside every write transaction). A newer migration is
