@@ -143,10 +143,9 @@ fn the_cycle_check_sees_a_cycle() {
 
 /// docs/architecture.md's `layers` block: each line a layer, top first.
 fn documented_layers() -> Vec<Vec<String>> {
-    let doc = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"),
-    )
-    .unwrap();
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .unwrap();
     let block = doc
         .split("```layers\n")
         .nth(1)
