@@ -521,3 +521,20 @@ fn documented_exit_codes_for_ratios_and_an_empty_follow() {
         );
     }
 }
+
+/// docs/ is read, not skimmed: every page by task, each fact said once, under 120,000
+/// characters in all.
+#[test]
+fn docs_stay_under_120k_characters() {
+    let mut total = 0;
+    let mut sizes = Vec::new();
+    for e in std::fs::read_dir(root().join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            let n = std::fs::read_to_string(&p).unwrap().chars().count();
+            sizes.push(format!("{}: {n}", p.file_name().unwrap().to_string_lossy()));
+            total += n;
+        }
+    }
+    assert!(total < 120_000, "docs/ holds {total} characters: {sizes:?}");
+}
