@@ -458,7 +458,7 @@ impl Store {
 }
 
 /// What listing and selection know of a conversation, read without touching its messages.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ConversationMeta {
     pub id: String,
     /// The conversation's name (kodelet's `summary` column).
