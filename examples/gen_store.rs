@@ -18,7 +18,7 @@ use std::time::Instant;
 use agent_db_synth::docker_agent::{generate_docker_agent, Generation};
 use agent_db_synth::goose::{generate_goose, GooseSchema};
 use agent_db_synth::opencode::{generate_opencode, OpencodeEra};
-use agent_db_synth::{generate, SynthFormat, SynthOptions};
+use agent_db_synth::{generate_selected, SynthFormat, SynthOptions};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
@@ -45,6 +45,10 @@ struct Args {
     /// Replace an existing file (and its -wal/-shm files).
     #[arg(long)]
     force: bool,
+    /// kodelet only: the share (0–1) of rated conversations at or over 0.7 of their window
+    /// (the `--all-over 0.7` selected fraction); default: as the messages' sizes give it.
+    #[arg(long)]
+    over_share: Option<f64>,
     /// Which store: kodelet, docker-agent-modern (migrations up to 29, first_kept_entry),
     /// docker-agent-current (the current line, migrations up to 38: pending input) or
     /// docker-agent-legacy (migrations up to 19, the sessions.messages column), goose (a fresh
@@ -113,7 +117,7 @@ fn run(args: Args) -> Result<(), String> {
     }
     let started = Instant::now();
     let stats = match args.store.as_str() {
-        "kodelet" => generate(out, &opts),
+        "kodelet" => generate_selected(out, &opts, args.over_share),
         "docker-agent-modern" => generate_docker_agent(out, &opts, Generation::Modern),
         "docker-agent-legacy" => generate_docker_agent(out, &opts, Generation::Legacy),
         "docker-agent-current" => generate_docker_agent(
