@@ -1,14 +1,14 @@
 #!/bin/sh
 # Retention per strategy (benches/quality.sh): generates a store of each agent's layout with
-# examples/gen_store, then runs `agent-db compact --dry-run --json` with prune and extractive on
+# gen_store (the synth crate), then runs `agent-db compact --dry-run --json` with prune and extractive on
 # every conversation and prints the mean retention score and the per-kind kept/total. Rerunnable;
 # writes only under a temp directory. Usage: benches/quality.sh [CONVERSATIONS]
 set -eu
 N=${1:-40}
 cd "$(dirname "$0")/.."
-cargo build -q --example gen_store --bin agent-db
+cargo build -q --bin gen_store --bin agent-db
 BIN=target/debug/agent-db
-GEN=target/debug/examples/gen_store
+GEN=target/debug/gen_store
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$GEN" --conversations "$N" --seed 1 --out "$T/kodelet.db" >/dev/null

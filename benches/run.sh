@@ -26,9 +26,12 @@
 #   BENCH_SCALE=1               gen_store --scale of the kodelet stores (1 = realistic rows:
 #                               tens to hundreds of KB per conversation; 10k = 2.3 GB)
 #   BENCH_DA_SCALE=0.25         the same for the docker-agent stores (10k = 0.5 GB)
-#   BENCH_LARGE_SCALE=0.1       the scale of stores above 10,000 conversations, both kinds: at
-#                               scale 1 a 100k kodelet store is 22 GB, and the generator holds
-#                               it all in its WAL before checkpointing (about 45 GB at peak)
+#   BENCH_LARGE_SCALE=0.1       the scale of stores above 10,000 conversations, both kinds (at
+#                               scale 1 a 100k kodelet store is about 22 GB; the generator
+#                               commits every 1,000 conversations, so its WAL stays small)
+#   BENCH_OVER_SHARE=           kodelet stores only: gen_store --over-share, the share of rated
+#                               conversations at or over 0.7 (e.g. 0.01, 0.33, 0.9); empty: as
+#                               the messages' sizes give it (about 5%)
 #   BENCH_GOOSE_SIZE=10000      sessions of the P1 goose store (schema v17)
 #   BENCH_GOOSE_SCALE=0.1       its gen_store --scale (10k = about 0.26 GB)
 #   BENCH_OC_SIZE=10000         sessions of the P1 opencode.db
@@ -59,6 +62,7 @@ SIZES=(${BENCH_SIZES:-10000 100000})
 SCALE=${BENCH_SCALE:-1}
 DA_SCALE=${BENCH_DA_SCALE:-0.25}
 LARGE_SCALE=${BENCH_LARGE_SCALE:-0.1}
+OVER_SHARE=${BENCH_OVER_SHARE:-}
 SEED=${BENCH_SEED:-1}
 REUSE=${BENCH_REUSE:-0}
 LIST_RUNS=${BENCH_LIST_RUNS:-10}
@@ -128,12 +132,14 @@ GEN_SRC_OPENCODE=$(cat fixtures/synth/src/opencode*.rs fixtures/synth/src/bin/ge
 # store KIND N SCALE -> path (generates unless reusable)
 store() {
   local kind=$1 n=$2 scale=$3 s stamp want
-  s="$OUT/stores/$kind-$n-s$scale-seed$SEED.db"
+  local over=()
+  [[ $kind == kodelet && -n $OVER_SHARE ]] && over=(--over-share "$OVER_SHARE")
+  s="$OUT/stores/$kind-$n-s$scale-seed$SEED${OVER_SHARE:+-over$OVER_SHARE}.db"
   stamp="$s.params"
   local src=$GEN_SRC
   [[ $kind == goose* ]] && src=$GEN_SRC_GOOSE
   [[ $kind == opencode* ]] && src=$GEN_SRC_OPENCODE
-  want="kind=$kind conversations=$n seed=$SEED scale=$scale now=$NOW gen_src=$src"
+  want="kind=$kind conversations=$n seed=$SEED scale=$scale now=$NOW ${over[*]} gen_src=$src"
   if [[ "$REUSE" == 1 && -f "$s" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     echo "reusing $s" >&2
   else
@@ -141,7 +147,7 @@ store() {
     local t0 t1
     t0=$(date +%s.%N)
     "$GEN" --store "$kind" --conversations "$n" --seed "$SEED" --scale "$scale" --now "$NOW" \
-      --out "$s" --force 2>"$s.gen.log" || { cat "$s.gen.log" >&2; die "gen_store failed"; }
+      "${over[@]}" --out "$s" --force 2>"$s.gen.log" || { cat "$s.gen.log" >&2; die "gen_store failed"; }
     t1=$(date +%s.%N)
     cat "$s.gen.log" >&2
     py "print(f'{$t1-$t0:.1f}')" >"$s.gen_s"

@@ -191,7 +191,7 @@ impl Selector {
                 };
             }
             match meta.utilization(self.context_limit) {
-                Some(u) if u >= ratio => {}
+                Some(u) if crate::store::over_threshold(u, ratio) => {}
                 Some(_) => return not_matched(meta, reason),
                 None => {
                     let (why, summary) = if meta.current_context.is_none() {
@@ -437,4 +437,66 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
         return Ok(Duration::ZERO);
     }
     humantime::parse_duration(s.trim()).map_err(|e| format!("{e} (examples: 30d, 12h, 10m, 0)"))
+}
+
+#[cfg(test)]
+mod threshold_tests {
+    use super::*;
+    use crate::store::Prefilter;
+    use proptest::prelude::*;
+
+    fn meta(current: Option<i64>, max: Option<i64>, problem: bool) -> ConversationMeta {
+        ConversationMeta {
+            id: "c".into(),
+            name: None,
+            provider: "anthropic".into(),
+            api_mode: None,
+            model: None,
+            message_count: None,
+            current_context: current,
+            max_context: max,
+            input_tokens: None,
+            output_tokens: None,
+            cwd: None,
+            created_at: "2026-01-01T00:00:00Z".into(),
+            updated_at: "2026-01-01T00:00:00Z".into(),
+            problem: problem.then(|| "bad usage".to_string()),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// The scans' prefilter drops exactly the conversations `--all-over` silently does not
+        /// match, and a row it keeps is selected exactly when its utilization, worked out here
+        /// from the two numbers, is at or over the ratio.
+        #[test]
+        fn prefilter_is_the_selections_rule(
+            current in prop::option::of(prop_oneof![Just(0i64), Just(140_000), 0i64..2_000_000]),
+            max in prop::option::of(prop_oneof![Just(0i64), Just(-5), Just(200_000), 1i64..2_000_000]),
+            limit in prop::option::of(prop_oneof![Just(0i64), Just(200_000), 1i64..2_000_000]),
+            ratio in prop_oneof![Just(0.0), Just(0.7), Just(1.0), 0.0f64..1.5],
+            problem in prop::bool::weighted(0.1),
+        ) {
+            let m = meta(current, max, problem);
+            let sel = Selector {
+                all_over: Some(ratio),
+                idle: Some(Duration::ZERO),
+                context_limit: limit,
+                ..Selector::default()
+            };
+            let now = crate::gotime::parse("2026-02-01T00:00:00Z").unwrap();
+            let unrated = Unrated { no_usage: "no usage", no_window: "no window" };
+            let outcome = sel.evaluate(m.clone(), &now, unrated);
+            let dropped = matches!(&outcome, Outcome::Skipped { why, .. } if why.is_empty());
+            let p = Prefilter { all_over: Some(ratio), context_limit: limit };
+            prop_assert_eq!(p.keeps(&m), !dropped);
+            // The oracle: the ratio of the two stored numbers, the window falling back to a
+            // positive --context-limit.
+            let window = max.filter(|m| *m > 0).or(limit.filter(|l| *l > 0));
+            if let (false, Some(c), Some(w)) = (problem, current, window) {
+                let selected = matches!(outcome, Outcome::Selected { .. });
+                prop_assert_eq!(selected, (c as f64) / (w as f64) >= ratio);
+            }
+        }
+    }
 }

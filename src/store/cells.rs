@@ -1,8 +1,14 @@
 //! Reading listing columns leniently, the same way for every store: a bad cell is reported on
 //! its conversation's row instead of failing the whole listing.
 
-use rusqlite::types::ValueRef;
-use rusqlite::Row;
+use std::path::Path;
+
+use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+use rusqlite::{Connection, Row};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::{Error, Result, SqlContext};
 
 /// A text column read leniently: invalid UTF-8 (which a Go writer can store) becomes U+FFFD;
 /// BLOBs are read the same way and numbers become their text.
@@ -67,39 +73,175 @@ impl SortKey {
     }
 }
 
-/// Rows a prefiltered scan keeps, put into a listing order in memory: newest first by a stored
-/// value, ties in rowid order (SQLite's `ORDER BY value DESC, rowid`). Bounded, so memory stays
-/// flat: past [`NewestFirst::CAP`] rows the scan is told to fall back to SQLite's order.
+/// Rows a prefiltered scan keeps, put into a listing order: newest first by a stored value, ties
+/// in rowid order (SQLite's `ORDER BY value DESC, rowid`). Up to [`NewestFirst::CAP`] rows are
+/// sorted in memory; past that every row goes to a private temporary database and SQLite's
+/// sorter orders them (it spills to disk), so memory stays flat and the store is still read in
+/// one sequential pass whatever share of it is kept.
 pub(crate) struct NewestFirst<T> {
     rows: Vec<(SortKey, i64, T)>,
+    spill: Option<Connection>,
+    cap: usize,
 }
 
-impl<T> NewestFirst<T> {
-    /// At most this many rows are held (well under 1 KB each).
+impl<T: Serialize + DeserializeOwned> NewestFirst<T> {
+    /// At most this many rows are held in memory (well under 1 KB each).
     pub(crate) const CAP: usize = 20_000;
 
     pub(crate) fn new() -> NewestFirst<T> {
-        NewestFirst { rows: Vec::new() }
+        Self::with_cap(Self::CAP)
     }
 
-    /// Hold one row; `false` (nothing held) when the cap is reached.
-    pub(crate) fn push(&mut self, key: SortKey, rowid: i64, row: T) -> bool {
-        if self.rows.len() == Self::CAP {
-            return false;
+    fn with_cap(cap: usize) -> NewestFirst<T> {
+        NewestFirst {
+            rows: Vec::new(),
+            spill: None,
+            cap,
         }
-        self.rows.push((key, rowid, row));
-        true
     }
 
-    /// The rows in listing order, with their keys.
-    pub(crate) fn sorted(mut self) -> Vec<(SortKey, T)> {
-        self.rows
-            .sort_by(|a, b| newest_first((&a.0, a.1), (&b.0, b.1)));
-        self.rows.into_iter().map(|(k, _, t)| (k, t)).collect()
+    /// Hold one row (in memory, or in the spill past the cap).
+    pub(crate) fn push(&mut self, path: &Path, key: SortKey, rowid: i64, row: T) -> Result<()> {
+        if self.spill.is_none() && self.rows.len() < self.cap {
+            self.rows.push((key, rowid, row));
+            return Ok(());
+        }
+        if self.spill.is_none() {
+            // An empty name: a private on-disk database, deleted when closed.
+            let conn = Connection::open("").at(path)?;
+            conn.execute_batch(
+                "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;
+                 CREATE TABLE kept (k, r INTEGER NOT NULL, t TEXT NOT NULL); BEGIN;",
+            )
+            .at(path)?;
+            for (k, r, t) in std::mem::take(&mut self.rows) {
+                spill_row(&conn, path, &k, r, &t)?;
+            }
+            self.spill = Some(conn);
+        }
+        let conn = self.spill.as_ref().expect("spill opened above");
+        spill_row(conn, path, &key, rowid, &row)
     }
+
+    /// Hand `f` a puller of the rows in listing order, with their keys.
+    pub(crate) fn with_sorted<R>(
+        mut self,
+        path: &Path,
+        f: impl FnOnce(&mut dyn FnMut() -> Result<Option<(SortKey, T)>>) -> Result<R>,
+    ) -> Result<R> {
+        let Some(conn) = self.spill.take() else {
+            self.rows
+                .sort_by(|a, b| newest_first((&a.0, a.1), (&b.0, b.1)));
+            let mut it = self.rows.into_iter().map(|(k, _, t)| (k, t));
+            return f(&mut || Ok(it.next()));
+        };
+        let mut stmt = conn
+            .prepare("SELECT k, t FROM kept ORDER BY k DESC, r")
+            .at(path)?;
+        let mut rows = stmt.query([]).at(path)?;
+        f(&mut || match rows.next().at(path)? {
+            Some(r) => {
+                let key = SortKey::of(r.get_ref(0).at(path)?);
+                let json: String = r.get(1).at(path)?;
+                let t = serde_json::from_str(&json)
+                    .map_err(|e| Error::Internal(format!("spilled listing row: {e}")))?;
+                Ok(Some((key, t)))
+            }
+            None => Ok(None),
+        })
+    }
+
+    /// The rows in listing order, without their keys.
+    pub(crate) fn each(self, path: &Path, mut f: impl FnMut(T) -> Result<bool>) -> Result<()> {
+        self.with_sorted(path, |next| {
+            while let Some((_, t)) = next()? {
+                if !f(t)? {
+                    break;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+fn spill_row<T: Serialize>(
+    conn: &Connection,
+    path: &Path,
+    k: &SortKey,
+    r: i64,
+    t: &T,
+) -> Result<()> {
+    let key = match k {
+        SortKey::Null => ToSqlOutput::Owned(Value::Null),
+        SortKey::Number(n) => ToSqlOutput::Owned(Value::Real(*n)),
+        SortKey::Text(b) => ToSqlOutput::Borrowed(ValueRef::Text(b)),
+        SortKey::Blob(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
+    };
+    let json = serde_json::to_string(t)
+        .map_err(|e| Error::Internal(format!("spilled listing row: {e}")))?;
+    conn.prepare_cached("INSERT INTO kept (k, r, t) VALUES (?1, ?2, ?3)")
+        .at(path)?
+        .execute(rusqlite::params![key, r, json])
+        .at(path)?;
+    Ok(())
 }
 
 /// The listing order of two (stored value, rowid) pairs: newest first, ties in rowid order.
 pub(crate) fn newest_first(a: (&SortKey, i64), b: (&SortKey, i64)) -> std::cmp::Ordering {
     b.0.cmp(a.0).then(a.1.cmp(&b.1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            (-3i64..3).prop_map(Value::Integer),
+            prop_oneof![Just(0.5f64), Just(-1.0), Just(2.0)].prop_map(Value::Real),
+            prop::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(0xff)], 0..3)
+                .prop_map(|b| Value::Text(String::from_utf8_lossy(&b).into_owned())),
+            prop::collection::vec(0u8..3, 0..3).prop_map(Value::Blob),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// In memory or spilled, the order is SQLite's own `ORDER BY k DESC, rowid` on a table
+        /// the test writes itself.
+        #[test]
+        fn newest_first_is_sqlites_order(
+            keys in prop::collection::vec(value(), 0..40),
+            cap in 0usize..45,
+        ) {
+            let path = Path::new("test");
+            let db = Connection::open_in_memory().unwrap();
+            db.execute_batch("CREATE TABLE t (k)").unwrap();
+            let mut kept = NewestFirst::with_cap(cap);
+            for k in &keys {
+                db.execute("INSERT INTO t (k) VALUES (?1)", [k]).unwrap();
+                let rowid = db.last_insert_rowid();
+                let key = db
+                    .query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| Ok(SortKey::of(r.get_ref(0)?)))
+                    .unwrap();
+                kept.push(path, key, rowid, rowid).unwrap();
+            }
+            let want: Vec<i64> = db
+                .prepare("SELECT rowid FROM t ORDER BY k DESC, rowid")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            let mut got = Vec::new();
+            kept.each(path, |r| {
+                got.push(r);
+                Ok(true)
+            })
+            .unwrap();
+            prop_assert_eq!(got, want);
+        }
+    }
 }

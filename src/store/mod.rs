@@ -459,7 +459,7 @@ impl Store {
 }
 
 /// What listing and selection know of a conversation, read without touching its messages.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ConversationMeta {
     pub id: String,
     /// The conversation's name (kodelet's `summary` column).
@@ -551,12 +551,7 @@ impl ConversationMeta {
     /// Stored utilization `current / max`; with `context_limit` the limit replaces a missing or
     /// zero `maxContextWindow`.
     pub fn utilization(&self, context_limit: Option<i64>) -> Option<f64> {
-        let current = self.current_context?;
-        let max = match self.max_context {
-            Some(m) if m > 0 => m,
-            _ => context_limit.filter(|l| *l > 0)?,
-        };
-        Some(current as f64 / max as f64)
+        utilization(self.current_context, self.max_context, context_limit)
     }
 
     /// The wire format, or why it cannot be compacted.
@@ -569,6 +564,29 @@ impl ConversationMeta {
         crate::gotime::parse(&self.updated_at)
             .map_err(|e| Error::conversation(&self.id, format!("updated_at: {e}")))
     }
+}
+
+/// A stored context over its window (`max`, or `context_limit` when `max` is missing or not
+/// positive); `None` when either is unknown. The one definition of utilization: the listing,
+/// the selection and every store's prefilter compute it here.
+pub fn utilization(
+    current: Option<i64>,
+    max: Option<i64>,
+    context_limit: Option<i64>,
+) -> Option<f64> {
+    let current = current?;
+    let max = match max {
+        Some(m) if m > 0 => m,
+        _ => context_limit.filter(|l| *l > 0)?,
+    };
+    Some(current as f64 / max as f64)
+}
+
+/// `--all-over RATIO`'s rule, written once: a utilization at or over the ratio is selected.
+/// [`crate::select::Selector`], [`Prefilter::keeps`] and the stores' quick prefilters all apply
+/// it through this function.
+pub fn over_threshold(utilization: f64, ratio: f64) -> bool {
+    utilization >= ratio
 }
 
 /// What the selection can tell a scan in advance: rows it would drop silently may be left out
@@ -589,7 +607,9 @@ impl Prefilter {
         let Some(ratio) = self.all_over else {
             return true;
         };
-        m.problem.is_some() || m.utilization(self.context_limit).is_none_or(|u| u >= ratio)
+        m.problem.is_some()
+            || m.utilization(self.context_limit)
+                .is_none_or(|u| over_threshold(u, ratio))
     }
 }
 

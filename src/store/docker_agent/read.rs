@@ -139,7 +139,7 @@ const ROOTS_ORDERED: &str =
 
 /// Stream every root session's metadata, newest `created_at` first (docker-agent's own order),
 /// ties in rowid order; `f` returns `false` to stop. With a prefilter, the sessions are read in
-/// the table's order and only the kept ones are sorted (in memory, up to [`NewestFirst::CAP`]), and the
+/// the table's order and only the kept ones are sorted ([`NewestFirst`], flat memory), and the
 /// message count and the latest item time (the costly parts of a row) are read only for them;
 /// the others are left out.
 pub fn scan(
@@ -178,33 +178,11 @@ pub fn scan(
         }
         Ok(())
     };
-    if let Some(kept) = kept_unordered(conn, path, &schema, limits, &prefilter, &mut complete)? {
-        for meta in kept {
-            if !f(meta) {
-                break;
-            }
-        }
-        return Ok(());
-    }
-    // Too many kept to sort in memory: SQLite's order, streamed.
-    let mut stmt = conn
-        .prepare(&list_sql(&schema, ROOTS_ORDERED, true))
-        .at(path)?;
-    let mut rows = stmt.query([]).at(path)?;
-    while let Some(r) = rows.next().at(path)? {
-        let (mut meta, _) = meta_from_row(r, limits).at(path)?;
-        if prefilter.keeps(&meta) {
-            complete(&r.get(0).at(path)?, &mut meta)?;
-            if !f(meta) {
-                break;
-            }
-        }
-    }
-    Ok(())
+    kept_unordered(conn, path, &schema, limits, &prefilter, &mut complete)?.each(path, |meta| Ok(f(meta)))
 }
 
 /// The sessions the prefilter keeps, each completed by `complete` as it is read, read in the
-/// table's order and sorted in memory; `None` when more than [`NewestFirst::CAP`] are kept.
+/// table's order in one pass whatever share is kept, to be sorted by [`NewestFirst`].
 /// Every kept session is completed before the first is handed on (even when the caller then
 /// stops early, as `--limit` does): the scan has to read every session to sort them anyway, and
 /// completing each while its pages are cached costs less than half as much as afterwards.
@@ -215,7 +193,7 @@ fn kept_unordered(
     limits: &ContextLimits,
     prefilter: &Prefilter,
     complete: &mut dyn FnMut(&Value, &mut ConversationMeta) -> Result<()>,
-) -> Result<Option<Vec<ConversationMeta>>> {
+) -> Result<NewestFirst<ConversationMeta>> {
     let mut stmt = conn.prepare(&list_sql(schema, ROOTS, true)).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     let mut kept = NewestFirst::new();
@@ -227,11 +205,9 @@ fn kept_unordered(
         complete(&r.get(0).at(path)?, &mut meta)?;
         // Newest first by created_at, ties in rowid order.
         let key = SortKey::of(r.get_ref(2).at(path)?);
-        if !kept.push(key, r.get(10).at(path)?, meta) {
-            return Ok(None);
-        }
+        kept.push(path, key, r.get(10).at(path)?, meta)?;
     }
-    Ok(Some(kept.sorted().into_iter().map(|(_, k)| k).collect()))
+    Ok(kept)
 }
 
 fn sub_session_error(id: &str, parent: &str) -> Error {

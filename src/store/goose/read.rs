@@ -136,7 +136,7 @@ const COUNT_SQL: &str = "SELECT COUNT(*) FROM messages WHERE session_id = ?1";
 /// Stream every session's metadata, most recently updated first (goose's own order), ties in
 /// rowid order. With a prefilter, sessions are judged on `total_tokens` and
 /// `model_config_json` alone, read in the table's order, and only the kept ones are decoded,
-/// counted and sorted (in memory, up to [`NewestFirst::CAP`]).
+/// counted and sorted ([`NewestFirst`]: in memory, spilled to SQLite's sorter past a bound).
 pub fn scan(
     conn: &Connection,
     path: &Path,
@@ -151,14 +151,7 @@ pub fn scan(
         Ok(f(meta))
     };
     if prefilter.all_over.is_some() {
-        if let Some(sorted) = kept_sorted(conn, path, &schema, limits, &prefilter)? {
-            for meta in sorted {
-                if !emit(meta)? {
-                    break;
-                }
-            }
-            return Ok(());
-        }
+        return kept_sorted(conn, path, &schema, limits, &prefilter)?.each(path, emit);
     }
     let sql = list_sql(&schema, "ORDER BY s.updated_at DESC, s.rowid");
     let mut stmt = conn.prepare(&sql).at(path)?;
@@ -171,15 +164,15 @@ pub fn scan(
     Ok(())
 }
 
-/// The sessions the prefilter keeps, read in the table's order and sorted as goose lists them;
-/// `None` when more than [`NewestFirst::CAP`] are kept.
+/// The sessions the prefilter keeps, read in the table's order in one pass whatever share is
+/// kept, to be sorted as goose lists them.
 fn kept_sorted(
     conn: &Connection,
     path: &Path,
     schema: &Schema,
     limits: &ContextLimits,
     prefilter: &Prefilter,
-) -> Result<Option<Vec<ConversationMeta>>> {
+) -> Result<NewestFirst<ConversationMeta>> {
     let mut stmt = conn.prepare(&list_sql(schema, "")).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     let mut out = NewestFirst::new();
@@ -188,11 +181,9 @@ fn kept_sorted(
             continue;
         }
         let key = SortKey::of(r.get_ref(5).at(path)?);
-        if !out.push(key, r.get(10).at(path)?, meta_from_row(r, limits).at(path)?) {
-            return Ok(None);
-        }
+        out.push(path, key, r.get(10).at(path)?, meta_from_row(r, limits).at(path)?)?;
     }
-    Ok(Some(out.sorted().into_iter().map(|(_, m)| m).collect()))
+    Ok(out)
 }
 
 /// One session's metadata, or `None`.

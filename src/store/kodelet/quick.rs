@@ -28,17 +28,11 @@ pub(super) fn rejects(prefilter: &Prefilter, bytes: &[u8]) -> bool {
     let Some([current, max, ..]) = window(bytes) else {
         return false;
     };
-    let Some(current) = current else {
-        return false;
-    };
-    let max = match max {
-        Some(m) if m > 0 => m,
-        _ => match prefilter.context_limit.filter(|l| *l > 0) {
-            Some(l) => l,
-            None => return false,
-        },
-    };
-    (current as f64 / max as f64) < ratio
+    // The shared definitions: a rejection here is the selection's own "not matched".
+    match crate::store::utilization(current, max, prefilter.context_limit) {
+        Some(u) => !crate::store::over_threshold(u, ratio),
+        None => false,
+    }
 }
 
 /// The four decoded fields of a flat JSON object, or `None` when not sure serde agrees.

@@ -462,15 +462,15 @@ fn passes(prefilter: &Prefilter, usage: Option<String>) -> bool {
     prefilter.keeps(&m)
 }
 
-/// The summary rows the prefilter keeps, in listing order, read in one sequential pass; `None`
-/// when more than [`NewestFirst::CAP`] are kept (the listing then walks
-/// `idx_summaries_updated_at` instead, so memory stays flat).
+/// The summary rows the prefilter keeps, read in one sequential pass whatever share is kept
+/// (never in `idx_summaries_updated_at`'s order, which reads the table one page per row), to be
+/// put in listing order by [`NewestFirst`].
 fn prefiltered_rows(
     conn: &Connection,
     path: &Path,
     cols: &Columns,
     prefilter: &Prefilter,
-) -> Result<Option<Vec<(SortKey, ConversationMeta)>>> {
+) -> Result<NewestFirst<ConversationMeta>> {
     let mut own = conn
         .prepare("SELECT provider, usage, created_at FROM conversations WHERE id = ?1")
         .at(path)?;
@@ -526,11 +526,9 @@ fn prefiltered_rows(
             r.get(7).ok(),
         );
         m.cwd = lossy(r, 8).at(path)?;
-        if !kept.push(SortKey::of(r.get_ref(4).at(path)?), r.get(9).at(path)?, m) {
-            return Ok(None);
-        }
+        kept.push(path, SortKey::of(r.get_ref(4).at(path)?), r.get(9).at(path)?, m)?;
     }
-    Ok(Some(kept.sorted()))
+    Ok(kept)
 }
 
 fn exists(conn: &Connection, path: &Path, id: ValueRef<'_>) -> Result<bool> {
@@ -562,13 +560,9 @@ pub fn scan(
         return Ok(());
     }
     let fallback = fallback_rows(conn, path)?;
-    let sorted = match prefilter.all_over {
-        Some(_) => prefiltered_rows(conn, path, &cols, &prefilter)?,
-        None => None,
-    };
-    if let Some(sorted) = sorted {
-        let mut it = sorted.into_iter();
-        return merge(conn, path, &cols, fallback, &mut || Ok(it.next()), f);
+    if prefilter.all_over.is_some() {
+        let kept = prefiltered_rows(conn, path, &cols, &prefilter)?;
+        return kept.with_sorted(path, |next| merge(conn, path, &cols, fallback, next, f));
     }
     let sql = format!("{}{ORDER_BY_INDEX}", with_columns(SUMMARY_LIST_SQL, &cols));
     let mut stmt = conn.prepare(&sql).at(path)?;
