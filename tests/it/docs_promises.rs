@@ -538,3 +538,60 @@ fn docs_stay_under_120k_characters() {
     }
     assert!(total < 120_000, "docs/ holds {total} characters: {sizes:?}");
 }
+
+/// Every `agent-db <command> …` line in README.md and docs/ code blocks uses only flags that
+/// command (or the top level) takes.
+#[test]
+fn example_command_lines_use_real_flags() {
+    let top = help_flags(&[]);
+    let mut helps: BTreeMap<String, BTreeMap<String, Option<String>>> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let mut fenced = false;
+        for line in text.lines() {
+            if line.starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            if !fenced {
+                continue;
+            }
+            let code = line
+                .split(" #")
+                .next()
+                .unwrap()
+                .trim()
+                .trim_start_matches("$ ");
+            let Some(rest) = code.strip_prefix("agent-db ") else {
+                continue;
+            };
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            // The first word that is not a global option (or its value) is the command.
+            let mut i = 0;
+            while i < words.len() && words[i].starts_with('-') {
+                let takes_value = ["--db", "--agent", "--config", "--color"].contains(&words[i]);
+                i += if takes_value { 2 } else { 1 };
+            }
+            let Some(sub) = words.get(i) else { continue };
+            if !SUBCOMMANDS.contains(sub) {
+                continue;
+            }
+            let help = helps
+                .entry(sub.to_string())
+                .or_insert_with(|| help_flags(&[sub]));
+            for w in &words {
+                if let Some(flag) = w.strip_prefix("--") {
+                    let flag = flag.split('=').next().unwrap();
+                    if !help.contains_key(flag) && !top.contains_key(flag) && flag != "help" {
+                        problems.push(format!(
+                            "{}: `{code}`: `{sub}` takes no `--{flag}`",
+                            page.strip_prefix(root()).unwrap().display()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
