@@ -131,7 +131,7 @@ impl Plan {
     /// Index of the latest real user instruction (not a summary agent-db put first).
     pub fn latest_instruction(&self) -> Option<usize> {
         let messages = &self.loaded.messages;
-        let prior = crate::summary::prior_summary_len(messages);
+        let prior = crate::summary::prior_summary_len(self.loaded.format, messages);
         messages
             .iter()
             .enumerate()
@@ -193,7 +193,7 @@ pub fn format_of(row: &StoredConversation, meta: &ConversationMeta) -> Result<Fo
     let stated = meta.format();
     let unstated = match &stated {
         Err(_) => meta.provider != "google",
-        Ok(Format::OpenAiChat) => meta.api_mode.as_deref().is_none_or(str::is_empty),
+        Ok(f) if *f == message::OPENAI_CHAT => meta.api_mode.as_deref().is_none_or(str::is_empty),
         Ok(_) => false,
     };
     if unstated {
@@ -321,7 +321,7 @@ pub fn plan_loaded(
     let mut decision = split::split_after(
         &views,
         keep_tokens,
-        crate::summary::prior_summary_len(&loaded.messages),
+        crate::summary::prior_summary_len(loaded.format, &loaded.messages),
     );
     if let (true, None, Some(target), Some(land)) = (
         opts.skip_under_target,

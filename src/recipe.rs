@@ -190,7 +190,7 @@ mod tests {
     }
 
     #[test]
-    fn kodelet_style_recipe_and_unknown_handler() {
+    fn hook_recipe_and_unknown_handler() {
         let text = "---\nname: mine\ndescription: d\nallowed_tools: [bash, file_read]\nmax_summary_tokens: 900\nhooks:\n  turn_end:\n    handler: swap_context\n    once: true\n---\nSummarize it.\n";
         let r = parse(text, "x", "test").unwrap();
         assert_eq!(

@@ -369,7 +369,7 @@ pub fn provider_warning(selector: &Selector, store: &Store) -> Result<Option<Str
     let present = store.providers()?;
     let matches = present.iter().any(|p| {
         p == wanted
-            || crate::message::Format::detect(p, None).is_ok_and(|f| f.name() == wanted)
+            || crate::message::detect(p, None).is_ok_and(|f| f.name() == wanted)
             || (p == "openai" && wanted == "openai-responses")
     });
     if matches {

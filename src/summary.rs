@@ -2,7 +2,9 @@
 //! of its own because stores (reading a stored summary), planning (an earlier summary at the
 //! head) and the strategies (writing one) all need it, and none of them should import the others.
 
-use crate::message::{Message, Role};
+#[cfg(doc)]
+use crate::message::Codec;
+use crate::message::{Format, Message, Role};
 
 /// The framing line every agent-db summary starts with (used to recognize earlier summaries).
 pub const SUMMARY_HEADER: &str = "[agent-db compaction summary]";
@@ -13,27 +15,27 @@ pub fn is_summary_text(text: &str) -> bool {
 }
 
 /// Whether the history starts with an earlier summary (see [`prior_summary_len`]).
-pub fn starts_with_summary(messages: &[Message]) -> bool {
-    prior_summary_len(messages) > 0
+pub fn starts_with_summary(format: Format, messages: &[Message]) -> bool {
+    prior_summary_len(format, messages) > 0
 }
 
 /// How many leading messages form an earlier summary, where the store's own replay puts it:
-/// 1 for an agent-db summary as the first user message (kodelet, docker-agent, goose); 2 for
-/// opencode's recorded compaction (its compaction request, then the finished `summary`
-/// assistant holding the text, whoever wrote it: agent-db or opencode itself); else 0. The
+/// 1 for an agent-db summary as the first user message; 2 for
+/// a compaction the agent recorded as a request and a reply ([`Codec::summary_pair`], e.g.
+/// opencode's, whoever wrote it: agent-db or the agent itself); else 0. The
 /// summary's text is the last of them.
-pub fn prior_summary_len(messages: &[Message]) -> usize {
+pub fn prior_summary_len(format: Format, messages: &[Message]) -> usize {
     match messages {
         [first, ..] if first.role == Role::User && is_summary_text(&first.text()) => 1,
-        [first, second, ..] if crate::message::opencode::is_summary_pair(first, second) => 2,
+        [first, second, ..] if format.summary_pair(first, second) => 2,
         _ => 0,
     }
 }
 
 /// The body of the earlier summary the history starts with: an agent-db summary without its
 /// framing paragraph, a summary another writer made (opencode's own compaction) whole.
-pub fn prior_summary_text(messages: &[Message]) -> Option<String> {
-    let n = prior_summary_len(messages);
+pub fn prior_summary_text(format: Format, messages: &[Message]) -> Option<String> {
+    let n = prior_summary_len(format, messages);
     let text = messages.get(n.checked_sub(1)?)?.text();
     Some(if is_summary_text(&text) {
         summary_body(&text)

@@ -499,9 +499,9 @@ struct Built {
 
 fn build(i: usize) -> Built {
     let format = [
-        Format::Anthropic,
-        Format::OpenAiChat,
-        Format::OpenAiResponses,
+        agent_db::message::ANTHROPIC,
+        agent_db::message::OPENAI_CHAT,
+        agent_db::message::OPENAI_RESPONSES,
     ][i % 3];
     let mut rng = Rng::new(1000 + i as u64);
     let k = format!("{}{}", word(&mut rng), i);

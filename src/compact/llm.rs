@@ -243,14 +243,14 @@ impl Llm {
 
     /// The CPU-bound part of a rewrite: the standing rules and the transcript's chunks.
     fn work(&self, input: &HeadInput<'_>) -> Result<Work, StrategyError> {
-        let rules = super::extractive::standing_rules(input.head);
+        let rules = super::extractive::standing_rules(input.plan.loaded.format, input.head);
         let chunks = self.chunks(input, &rules)?;
         Ok(Work { rules, chunks })
     }
 
     /// What a dry run expects, without calling the model.
     pub fn expect(&self, input: &HeadInput<'_>) -> Result<Estimate, StrategyError> {
-        let rules = super::extractive::standing_rules(input.head);
+        let rules = super::extractive::standing_rules(input.plan.loaded.format, input.head);
         let chunks = self.chunks(input, &rules)?;
         let summary = (self.max_summary_tokens as usize / 2)
             .min(input.head_tokens / 4)

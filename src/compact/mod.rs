@@ -63,7 +63,7 @@ impl<'a> HeadInput<'a> {
         let prior_summary = plan
             .split()
             .filter(|s| s.prior_summary)
-            .and_then(|_| crate::summary::prior_summary_text(head));
+            .and_then(|_| crate::summary::prior_summary_text(plan.loaded.format, head));
         let latest_instruction = plan.latest_instruction().map(|i| &plan.loaded.messages[i]);
         HeadInput {
             plan,

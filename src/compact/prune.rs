@@ -4,7 +4,7 @@
 //!
 //! goose keeps its rows and hides them instead (its own tool-pair summarization): each complete
 //! tool pair in the head is hidden from the agent as a whole, and one agent-only note in its
-//! place names each call, its arguments and the size of its result ([`goose_pairs`]).
+//! place names each call, its arguments and the size of its result ([`pair_prunes`]).
 
 use std::collections::HashMap;
 
@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use serde_json::value::RawValue;
 
 use super::{HeadInput, Rewrite, Strategy, StrategyError};
-use crate::message::{goose, prune_message, Block, Format, Message};
+use crate::message::{prune_message, Block, Format, Message};
 use crate::util::human_bytes;
 
 /// The text every prune placeholder starts with; results already pruned are left alone.
@@ -44,9 +44,9 @@ impl Strategy for Prune {
         let mut changed = 0usize;
         let mut out = Vec::with_capacity(input.head.len());
         let keep_verbatim = input.plan.split().and_then(|s| s.reinsert);
-        let goose = goose_pairs(format, input.head, keep_verbatim);
+        let pairs = pair_prunes(format, input.head, keep_verbatim);
         for (i, m) in input.head.iter().enumerate() {
-            if let Some(raw) = goose.get(&i) {
+            if let Some(raw) = pairs.get(&i) {
                 changed += 1;
                 out.push(raw.clone());
                 continue;
@@ -113,19 +113,17 @@ impl Strategy for Prune {
     }
 }
 
-/// goose's prune of a head: for every complete tool pair ([`goose::tool_pairs`]), the request
-/// and response messages hidden from the agent, the last response replaced by one agent-only
+/// The prune of a head by tool pairs, for formats that prune that way
+/// ([`Codec::tool_pairs`](crate::message::Codec::tool_pairs)): for every complete pair, the
+/// request and response messages hidden from the agent, the last response replaced by one
 /// note with a line per call. Keyed by head index; empty for other formats.
-fn goose_pairs(
+fn pair_prunes(
     format: Format,
     head: &[Message],
     keep: Option<usize>,
 ) -> HashMap<usize, Box<RawValue>> {
     let mut out = HashMap::new();
-    if format != Format::Goose {
-        return out;
-    }
-    for pair in goose::tool_pairs(head, keep) {
+    for pair in format.tool_pairs(head, keep) {
         let results: HashMap<&str, (usize, bool)> = pair
             .responses
             .iter()
@@ -147,12 +145,12 @@ fn goose_pairs(
                 pair_line(name, input, size, error)
             })
             .collect();
-        out.insert(pair.request, goose::hidden(&head[pair.request]));
+        out.insert(pair.request, format.hidden(&head[pair.request]));
         let (last, rest) = pair.responses.split_last().expect("a pair has a response");
         for &r in rest {
-            out.insert(r, goose::hidden(&head[r]));
+            out.insert(r, format.hidden(&head[r]));
         }
-        out.insert(*last, goose::pair_note(&lines.join("\n")));
+        out.insert(*last, format.pair_note(&lines.join("\n")));
     }
     out
 }

@@ -16,8 +16,8 @@ pub fn validate(format: Format, messages: &[Message]) -> Result<(), String> {
     let mut called: HashSet<&str> = HashSet::new();
     let mut answered: HashSet<&str> = HashSet::new();
     for (i, m) in messages.iter().enumerate() {
-        // An opencode tool part is its call and its result in one message.
-        let own: HashSet<&str> = if format == Format::Opencode {
+        // A format whose tool part is its call and its result in one message.
+        let own: HashSet<&str> = if format.answers_itself() {
             m.tool_calls().map(|(id, _, _)| id).collect()
         } else {
             HashSet::new()
@@ -33,7 +33,7 @@ pub fn validate(format: Format, messages: &[Message]) -> Result<(), String> {
         for (id, _, _) in m.tool_calls() {
             called.insert(id);
         }
-        if format == Format::Anthropic && m.role == Role::Assistant && m.has_tool_calls() {
+        if format.answers_next() && m.role == Role::Assistant && m.has_tool_calls() {
             if let Some(next) = messages.get(i + 1) {
                 let results: HashSet<&str> = next.tool_result_ids().collect();
                 if let Some((id, _, _)) = m.tool_calls().find(|(id, _, _)| !results.contains(id)) {

@@ -123,3 +123,32 @@ pub fn prune(v: &mut Value, placeholder: &dyn Fn(&str) -> String, elide_images: 
     }
     changed
 }
+
+/// kodelet's `provider=anthropic` format: `[]anthropic.MessageParam`.
+pub struct Anthropic;
+
+impl super::Codec for Anthropic {
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+    fn anthropic_tokens(&self) -> bool {
+        true
+    }
+    fn decode(&self, raw: &RawValue) -> Result<Message, String> {
+        decode(raw)
+    }
+    fn user_text_message(&self, text: &str) -> Box<RawValue> {
+        super::to_raw(&serde_json::json!({"content":[{"text": text, "type":"text"}],"role":"user"}))
+    }
+    fn prune_value(
+        &self,
+        value: &mut Value,
+        placeholder: &dyn Fn(&str) -> String,
+        elide_images: bool,
+    ) -> bool {
+        prune(value, placeholder, elide_images)
+    }
+    fn answers_next(&self) -> bool {
+        true
+    }
+}

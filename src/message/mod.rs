@@ -1,6 +1,6 @@
-//! The provider-neutral message model, and the codecs for each live kodelet `raw_messages`
-//! format, for docker-agent's `chat.Message` and for goose's
-//! `messages` rows (docs/stores.md has each store's format).
+//! The provider-neutral message model, the [`Codec`] trait, and the codecs for kodelet's three
+//! live `raw_messages` formats. Every other store's codec lives in its folder under
+//! `src/store/`, handed out by its adapter.
 //!
 //! Every decoded [`Message`] keeps its original JSON bytes (`raw`). A message agent-db does not
 //! change is written back from those bytes, so it stays byte-identical; only new messages (a
@@ -8,77 +8,41 @@
 //! Nothing here touches SQLite or the terminal.
 
 pub mod anthropic;
-pub mod docker_agent;
-pub mod goose;
+pub mod codec;
 pub mod image;
 pub mod openai_chat;
-pub mod opencode;
 pub mod responses;
 pub mod shape;
 
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+pub use codec::Codec;
 pub use image::ImageInfo;
 
-/// The wire format of a conversation's `raw_messages`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Format {
-    /// `provider=anthropic`: `[]anthropic.MessageParam`.
-    Anthropic,
-    /// `provider=openai`, `api_mode` `chat_completions` or absent.
-    OpenAiChat,
-    /// `provider=openai` with `api_mode=responses`, or legacy `provider=openai-responses`.
-    OpenAiResponses,
-    /// docker-agent's `chat.Message` JSON (`session_items.message_json`), any model.
-    DockerAgent,
-    /// goose's `messages` row (role, `content_json`, `metadata_json`) as an envelope
-    /// ([`goose`]), any model.
-    Goose,
-    /// opencode's `message` row and its `part` rows as an envelope ([`opencode`]), any model.
-    Opencode,
-}
+/// The wire format of a conversation's messages: the codec that reads and writes them.
+pub type Format = &'static dyn Codec;
 
-impl Format {
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Anthropic => "anthropic",
-            Format::OpenAiChat => "openai-chat",
-            Format::OpenAiResponses => "openai-responses",
-            Format::DockerAgent => "docker-agent",
-            Format::Goose => "goose",
-            Format::Opencode => "opencode",
-        }
-    }
+/// kodelet's `provider=anthropic` format.
+pub const ANTHROPIC: Format = &anthropic::Anthropic;
+/// kodelet's `provider=openai` format, `api_mode` `chat_completions` or absent.
+pub const OPENAI_CHAT: Format = &openai_chat::OpenAiChat;
+/// kodelet's `provider=openai` with `api_mode=responses`, or legacy `provider=openai-responses`.
+pub const OPENAI_RESPONSES: Format = &responses::OpenAiResponses;
 
-    /// Decide the format from the stored `provider` and `metadata.api_mode`; `Err` says why the
-    /// conversation cannot be compacted.
-    pub fn detect(provider: &str, api_mode: Option<&str>) -> Result<Format, String> {
-        match (provider, api_mode) {
-            ("anthropic", _) => Ok(Format::Anthropic),
-            ("openai", Some("responses")) | ("openai-responses", _) => Ok(Format::OpenAiResponses),
-            ("openai", None | Some("chat_completions") | Some("")) => Ok(Format::OpenAiChat),
-            ("docker-agent", _) => Ok(Format::DockerAgent),
-            ("goose", _) => Ok(Format::Goose),
-            ("opencode", _) => Ok(Format::Opencode),
-            ("openai", Some(other)) => Err(format!("unsupported openai api_mode {other:?}")),
-            ("google", _) => Err(
-                "provider google is unsupported: kodelet removed it (2026-04) and no longer loads these rows"
-                    .into(),
-            ),
-            (other, _) => Err(format!("unknown provider {other:?}")),
-        }
-    }
-
-    /// Whether token counts for this format are exact (o200k_base) or estimated.
-    pub fn tokens_exact(self) -> bool {
-        // docker-agent and goose sessions may run any model, so their counts are o200k_base
-        // estimates.
-        !matches!(
-            self,
-            Format::Anthropic | Format::DockerAgent | Format::Goose | Format::Opencode
-        )
+/// kodelet's format from its stored `provider` and `metadata.api_mode`; `Err` says why the
+/// conversation cannot be compacted.
+pub fn detect(provider: &str, api_mode: Option<&str>) -> Result<Format, String> {
+    match (provider, api_mode) {
+        ("anthropic", _) => Ok(ANTHROPIC),
+        ("openai", Some("responses")) | ("openai-responses", _) => Ok(OPENAI_RESPONSES),
+        ("openai", None | Some("chat_completions") | Some("")) => Ok(OPENAI_CHAT),
+        ("openai", Some(other)) => Err(format!("unsupported openai api_mode {other:?}")),
+        ("google", _) => Err(
+            "provider google is unsupported: the agent removed it (2026-04) and no longer loads these rows"
+                .into(),
+        ),
+        (other, _) => Err(format!("unknown provider {other:?}")),
     }
 }
 
@@ -218,10 +182,10 @@ pub fn decode_all(format: Format, raw_messages: &str) -> Result<Vec<Message>, De
     parts
         .into_iter()
         .enumerate()
-        // A goose row hidden from the agent (prune) is not part of what the model is sent.
-        .filter(|(_, raw)| format != Format::Goose || goose::agent_visible(raw))
+        // A message hidden from the agent (goose's prune) is not part of what the model is sent.
+        .filter(|(_, raw)| format.agent_visible(raw))
         .map(|(i, raw)| {
-            decode(format, raw).map_err(|detail| DecodeError {
+            format.decode(raw).map_err(|detail| DecodeError {
                 index: Some(i),
                 detail,
             })
@@ -231,47 +195,19 @@ pub fn decode_all(format: Format, raw_messages: &str) -> Result<Vec<Message>, De
 
 /// Decode one message.
 pub fn decode(format: Format, raw: &RawValue) -> Result<Message, String> {
-    match format {
-        Format::Anthropic => anthropic::decode(raw),
-        Format::OpenAiChat => openai_chat::decode(raw),
-        Format::OpenAiResponses => responses::decode(raw),
-        Format::DockerAgent => docker_agent::decode(raw),
-        Format::Goose => goose::decode(raw),
-        Format::Opencode => opencode::decode(raw),
-    }
+    format.decode(raw)
 }
 
 /// Build a new user message holding `text`, in the format's own shape (the shape kodelet's own
 /// `SwapContext` writes (docs/stores.md, "kodelet"); for goose the `agent_only` summary goose stores).
 pub fn user_text_message(format: Format, text: &str) -> Box<RawValue> {
-    let json = match format {
-        Format::Goose => return goose::summary_message(text),
-        Format::Opencode => return opencode::user_text_message(text),
-        Format::Anthropic => {
-            serde_json::json!({"content":[{"text": text, "type":"text"}],"role":"user"})
-        }
-        Format::OpenAiChat | Format::DockerAgent => {
-            serde_json::json!({"role":"user","content": text})
-        }
-        Format::OpenAiResponses => {
-            serde_json::json!({"type":"message","role":"user","content": text})
-        }
-    };
-    to_raw(&json)
+    format.user_text_message(text)
 }
 
-/// The messages that carry a summary at the head of the new history: the summary itself, and
-/// for goose the assistant continuation goose always stores after it (docs/stores.md, "goose"); for
-/// opencode the compaction user message and the summary assistant opencode loads.
+/// The messages that carry a summary at the head of the new history (see
+/// [`Codec::summary_messages`]).
 pub fn summary_messages(format: Format, text: &str) -> Vec<Box<RawValue>> {
-    if format == Format::Opencode {
-        return opencode::summary_messages(text);
-    }
-    let mut out = vec![user_text_message(format, text)];
-    if format == Format::Goose {
-        out.push(goose::continuation_message());
-    }
-    out
+    format.summary_messages(text)
 }
 
 /// Rewrite a message so that the content of its tool results (and, with `elide_images`, its
@@ -283,20 +219,9 @@ pub fn prune_message(
     elide_images: bool,
 ) -> Option<Box<RawValue>> {
     let mut value: serde_json::Value = serde_json::from_str(message.raw.get()).ok()?;
-    let changed = match format {
-        Format::Anthropic => anthropic::prune(&mut value, placeholder, elide_images),
-        Format::OpenAiChat => openai_chat::prune(&mut value, placeholder, elide_images),
-        Format::OpenAiResponses => responses::prune(&mut value, placeholder),
-        Format::DockerAgent => docker_agent::prune(&mut value, placeholder, elide_images),
-        Format::Goose => goose::prune(&mut value, placeholder, elide_images),
-        // opencode's prune keeps the output and marks the part cleared (`SessionCompaction.prune`).
-        Format::Opencode => opencode::prune(&mut value),
-    };
-    changed.then(|| match format {
-        Format::Goose => goose::to_raw(&value),
-        Format::Opencode => opencode::raw_of(&value),
-        _ => to_raw(&value),
-    })
+    format
+        .prune_value(&mut value, placeholder, elide_images)
+        .then(|| format.encode(&value))
 }
 
 /// Assemble messages into a `raw_messages` value (Go's compact `json.Marshal` layout).
@@ -354,28 +279,13 @@ mod tests {
 
     #[test]
     fn detect_formats() {
-        assert_eq!(Format::detect("anthropic", None), Ok(Format::Anthropic));
-        assert_eq!(Format::detect("openai", None), Ok(Format::OpenAiChat));
-        assert_eq!(
-            Format::detect("openai", Some("chat_completions")),
-            Ok(Format::OpenAiChat)
-        );
-        assert_eq!(
-            Format::detect("openai", Some("responses")),
-            Ok(Format::OpenAiResponses)
-        );
-        assert_eq!(
-            Format::detect("openai-responses", None),
-            Ok(Format::OpenAiResponses)
-        );
-        assert!(Format::detect("google", None)
-            .unwrap_err()
-            .contains("google"));
-        assert_eq!(
-            Format::detect("docker-agent", None),
-            Ok(Format::DockerAgent)
-        );
-        assert!(Format::detect("mistral", None)
+        assert_eq!(detect("anthropic", None), Ok(ANTHROPIC));
+        assert_eq!(detect("openai", None), Ok(OPENAI_CHAT));
+        assert_eq!(detect("openai", Some("chat_completions")), Ok(OPENAI_CHAT));
+        assert_eq!(detect("openai", Some("responses")), Ok(OPENAI_RESPONSES));
+        assert_eq!(detect("openai-responses", None), Ok(OPENAI_RESPONSES));
+        assert!(detect("google", None).unwrap_err().contains("google"));
+        assert!(detect("mistral", None)
             .unwrap_err()
             .contains("unknown provider"));
     }

@@ -121,3 +121,29 @@ pub(crate) fn elide_image_parts(parts: &mut [Value]) -> bool {
     }
     changed
 }
+
+/// kodelet's `provider=openai` chat-completions format.
+pub struct OpenAiChat;
+
+impl super::Codec for OpenAiChat {
+    fn name(&self) -> &'static str {
+        "openai-chat"
+    }
+    fn tokens_exact(&self) -> bool {
+        true
+    }
+    fn decode(&self, raw: &RawValue) -> Result<Message, String> {
+        decode(raw)
+    }
+    fn user_text_message(&self, text: &str) -> Box<RawValue> {
+        super::to_raw(&serde_json::json!({"role":"user","content": text}))
+    }
+    fn prune_value(
+        &self,
+        value: &mut Value,
+        placeholder: &dyn Fn(&str) -> String,
+        elide_images: bool,
+    ) -> bool {
+        prune(value, placeholder, elide_images)
+    }
+}

@@ -93,3 +93,29 @@ pub fn prune(v: &mut Value, placeholder: &dyn Fn(&str) -> String) -> bool {
     }
     false
 }
+
+/// kodelet's OpenAI Responses format (`api_mode=responses`, or legacy `openai-responses`).
+pub struct OpenAiResponses;
+
+impl super::Codec for OpenAiResponses {
+    fn name(&self) -> &'static str {
+        "openai-responses"
+    }
+    fn tokens_exact(&self) -> bool {
+        true
+    }
+    fn decode(&self, raw: &RawValue) -> Result<Message, String> {
+        decode(raw)
+    }
+    fn user_text_message(&self, text: &str) -> Box<RawValue> {
+        super::to_raw(&serde_json::json!({"type":"message","role":"user","content": text}))
+    }
+    fn prune_value(
+        &self,
+        value: &mut Value,
+        placeholder: &dyn Fn(&str) -> String,
+        _elide_images: bool,
+    ) -> bool {
+        prune(value, placeholder)
+    }
+}

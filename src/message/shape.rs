@@ -17,7 +17,7 @@
 
 use serde_json::{Map, Value};
 
-use super::Format;
+use super::{Format, ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES};
 
 const RESPONSES_TYPES: &[&str] = &[
     "message",
@@ -60,9 +60,9 @@ impl Allowed {
 
 fn only(f: Format) -> Allowed {
     Allowed {
-        anthropic: f == Format::Anthropic,
-        chat: f == Format::OpenAiChat,
-        responses: f == Format::OpenAiResponses,
+        anthropic: f == ANTHROPIC,
+        chat: f == OPENAI_CHAT,
+        responses: f == OPENAI_RESPONSES,
     }
 }
 
@@ -78,9 +78,9 @@ fn either_anthropic_or_chat() -> Allowed {
 fn block(b: &Value) -> Allowed {
     match b.get("type").and_then(Value::as_str) {
         Some("text") => either_anthropic_or_chat(),
-        Some("image_url") => only(Format::OpenAiChat),
+        Some("image_url") => only(OPENAI_CHAT),
         Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking" | "image") => {
-            only(Format::Anthropic)
+            only(ANTHROPIC)
         }
         _ => Allowed::NONE,
     }
@@ -89,22 +89,22 @@ fn block(b: &Value) -> Allowed {
 fn element(m: &Map<String, Value>) -> Allowed {
     if let Some(t) = m.get("type") {
         return match t.as_str() {
-            Some(t) if RESPONSES_TYPES.contains(&t) => only(Format::OpenAiResponses),
+            Some(t) if RESPONSES_TYPES.contains(&t) => only(OPENAI_RESPONSES),
             _ => Allowed::NONE,
         };
     }
     if m.contains_key("tool_calls") || m.contains_key("tool_call_id") {
-        return only(Format::OpenAiChat);
+        return only(OPENAI_CHAT);
     }
     let role = m.get("role").and_then(Value::as_str);
     let by_role = match role {
         Some("user" | "assistant") => either_anthropic_or_chat(),
-        Some("tool" | "system") => only(Format::OpenAiChat),
+        Some("tool" | "system") => only(OPENAI_CHAT),
         _ => return Allowed::NONE,
     };
     let by_content = match m.get("content") {
-        None | Some(Value::Null) => only(Format::OpenAiChat),
-        Some(Value::String(_)) => only(Format::OpenAiChat),
+        None | Some(Value::Null) => only(OPENAI_CHAT),
+        Some(Value::String(_)) => only(OPENAI_CHAT),
         Some(Value::Array(blocks)) => blocks
             .iter()
             .map(block)
@@ -124,9 +124,9 @@ pub fn detect(raw_messages: &str) -> Option<Format> {
         .map(|e| e.as_object().map(element).unwrap_or(Allowed::NONE))
         .fold(Allowed::ALL, Allowed::and);
     match (all.anthropic, all.chat, all.responses) {
-        (true, false, false) => Some(Format::Anthropic),
-        (false, true, false) => Some(Format::OpenAiChat),
-        (false, false, true) => Some(Format::OpenAiResponses),
+        (true, false, false) => Some(ANTHROPIC),
+        (false, true, false) => Some(OPENAI_CHAT),
+        (false, false, true) => Some(OPENAI_RESPONSES),
         _ => None,
     }
 }
@@ -140,14 +140,14 @@ mod tests {
         let anthropic = r#"[{"content":[{"text":"ls","type":"text"}],"role":"user"},
             {"content":[{"id":"t1","input":{},"name":"bash","type":"tool_use"}],"role":"assistant"},
             {"content":[{"tool_use_id":"t1","content":[],"type":"tool_result"}],"role":"user"}]"#;
-        assert_eq!(detect(anthropic), Some(Format::Anthropic));
+        assert_eq!(detect(anthropic), Some(ANTHROPIC));
         let chat = r#"[{"role":"user","content":"How many CPUs?"},
             {"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"bash","arguments":"{}"}}]},
             {"role":"tool","content":"24","tool_call_id":"c"}]"#;
-        assert_eq!(detect(chat), Some(Format::OpenAiChat));
+        assert_eq!(detect(chat), Some(OPENAI_CHAT));
         let responses = r#"[{"type":"message","role":"user","content":"Hello"},
             {"type":"function_call","call_id":"x","name":"bash","arguments":"{}"}]"#;
-        assert_eq!(detect(responses), Some(Format::OpenAiResponses));
+        assert_eq!(detect(responses), Some(OPENAI_RESPONSES));
     }
 
     #[test]

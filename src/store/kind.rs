@@ -43,6 +43,9 @@ pub trait Adapter: Sync + 'static {
     fn id_column(&self) -> (&'static str, &'static str);
     /// Whether the store can hold a rewritten head (the `prune` strategy), or only append.
     fn rewrites_history(&self) -> bool;
+    /// The codecs of the store's message formats (kodelet's provider formats; one for the
+    /// other stores). Its metas carry the one a conversation uses.
+    fn codecs(&self) -> &'static [crate::message::Format];
     /// Whether a compaction of this file can keep a tail verbatim.
     fn keeps_tail(&self, read: &Read<'_>) -> Result<bool>;
     /// The distinct providers of the store's conversations, sorted.
@@ -214,6 +217,16 @@ impl StoreKind {
     /// Why `--all-over` cannot rate a conversation of this kind.
     pub fn unrated(self) -> Unrated {
         self.0.unrated()
+    }
+
+    /// The codecs of this kind's message formats.
+    pub fn codecs(self) -> &'static [crate::message::Format] {
+        self.0.codecs()
+    }
+
+    /// Every registered codec, of every kind (a codec shared by two kinds appears twice).
+    pub fn all_codecs() -> impl Iterator<Item = crate::message::Format> {
+        KINDS.iter().flat_map(|k| k.codecs().iter().copied())
     }
 
     pub(crate) fn adapter(self) -> &'static dyn Adapter {

@@ -465,6 +465,10 @@ pub struct ConversationMeta {
     /// The conversation's name (kodelet's `summary` column).
     pub name: Option<String>,
     pub provider: String,
+    /// The codec of a store with one message format, handed out by its adapter; `None` where
+    /// the format follows `provider` and `api_mode` (kodelet).
+    #[serde(skip)]
+    pub codec: Option<crate::message::Format>,
     pub api_mode: Option<String>,
     pub model: Option<String>,
     pub message_count: Option<i64>,
@@ -534,6 +538,7 @@ impl ConversationMeta {
             id,
             name,
             provider,
+            codec: None,
             api_mode: meta.api_mode,
             model: meta.model,
             message_count,
@@ -556,7 +561,10 @@ impl ConversationMeta {
 
     /// The wire format, or why it cannot be compacted.
     pub fn format(&self) -> Result<crate::message::Format, String> {
-        crate::message::Format::detect(&self.provider, self.api_mode.as_deref())
+        match self.codec {
+            Some(codec) => Ok(codec),
+            None => crate::message::detect(&self.provider, self.api_mode.as_deref()),
+        }
     }
 
     /// Parsed `updated_at`, or an error naming this conversation.

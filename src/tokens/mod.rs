@@ -57,9 +57,12 @@ pub fn count_text(text: &str) -> usize {
 pub fn message_tokens(format: Format, m: &Message) -> usize {
     let mut text = 0usize;
     let mut images = 0usize;
-    let image_cost = |i: &crate::message::ImageInfo| match format {
-        Format::Anthropic => i.anthropic_tokens(),
-        _ => i.openai_tokens(),
+    let image_cost = |i: &crate::message::ImageInfo| {
+        if format.anthropic_tokens() {
+            i.anthropic_tokens()
+        } else {
+            i.openai_tokens()
+        }
     };
     for b in &m.blocks {
         match b {
@@ -78,9 +81,10 @@ pub fn message_tokens(format: Format, m: &Message) -> usize {
             Block::Opaque { bytes, .. } => text += bytes.div_ceil(4),
         }
     }
-    let text = match format {
-        Format::Anthropic => (text as f64 * ANTHROPIC_FACTOR).ceil() as usize,
-        _ => text,
+    let text = if format.anthropic_tokens() {
+        (text as f64 * ANTHROPIC_FACTOR).ceil() as usize
+    } else {
+        text
     };
     text + images + MESSAGE_OVERHEAD
 }
@@ -116,7 +120,13 @@ mod tests {
         )
         .unwrap();
         let m = crate::message::openai_chat::decode(&raw).unwrap();
-        assert_eq!(message_tokens(Format::OpenAiChat, &m), 2 + MESSAGE_OVERHEAD);
-        assert_eq!(message_tokens(Format::Anthropic, &m), 3 + MESSAGE_OVERHEAD);
+        assert_eq!(
+            message_tokens(crate::message::OPENAI_CHAT, &m),
+            2 + MESSAGE_OVERHEAD
+        );
+        assert_eq!(
+            message_tokens(crate::message::ANTHROPIC, &m),
+            3 + MESSAGE_OVERHEAD
+        );
     }
 }

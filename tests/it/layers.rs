@@ -191,4 +191,78 @@ fn imports_follow_the_layers_architecture_md_states() {
     problems.sort();
     problems.dedup();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+/// The store kinds' names as they appear in code: kind names, module and type names.
+const STORE_WORDS: &[&str] = &[
+    "kodelet",
+    "docker_agent",
+    "docker-agent",
+    "dockeragent",
+    "goose",
+    "opencode",
+];
+
+/// Where library code outside `src/store/` names a store kind: every line of a library file
+/// (test code included) that is not a comment line and contains one of [`STORE_WORDS`]
+/// (case-insensitive: identifiers, string literals, type names). Comment lines (`//`, `///`,
+/// `//!`) are left out, as is the binary's side ([`BINARY_SIDE`]: its help examples name
+/// agents as examples).
+fn store_names_outside_store() -> Vec<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut hits = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let top = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let top = top.trim_end_matches(".rs");
+        if top == "store" || BINARY_SIDE.contains(&top) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        hits.extend(
+            code_lines_naming_stores(&text)
+                .into_iter()
+                .map(|(n, l)| format!("src/{}:{n}: {l}", rel.display())),
+        );
+    }
+    hits
+}
+
+/// The (1-based number, text) of each non-comment line of `text` naming a store kind.
+fn code_lines_naming_stores(text: &str) -> Vec<(usize, String)> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .filter(|(_, l)| {
+            let lower = l.to_ascii_lowercase();
+            STORE_WORDS.iter().any(|w| lower.contains(w))
+        })
+        .map(|(i, l)| (i + 1, l.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn library_code_outside_store_names_no_store_kind() {
+    let hits = store_names_outside_store();
+    assert!(
+        hits.is_empty(),
+        "{} places:\n{}",
+        hits.len(),
+        hits.join("\n")
+    );
+}
+
+#[test]
+fn the_store_name_count_sees_names_in_code_not_in_comments() {
+    let text = "/// goose rows\nuse crate::store::goose::codec;\nlet f = Format::DockerAgent;\n// opencode\nlet s = \"kodelet\";\nlet x = 1;";
+    let lines: Vec<usize> = code_lines_naming_stores(text)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(lines, [2, 3, 5]);
 }

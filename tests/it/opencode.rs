@@ -933,7 +933,7 @@ fn default_path_follows_opencode_db_and_xdg() {
 fn neutral(raw: &str, keep: usize) -> agent_db::store::Compaction {
     let n = agent_db::message::split_raw(raw).unwrap().len();
     agent_db::store::Compaction {
-        format: agent_db::message::Format::Opencode,
+        format: &agent_db::store::opencode::codec::CODEC,
         history: raw.to_string(),
         summary: Some(format!("{HEADER}\nthe work so far")),
         tail_start: n - keep,

@@ -77,27 +77,23 @@ impl Conv {
 
     pub fn id(&mut self) -> String {
         self.next_id += 1;
-        match self.format {
-            Format::Goose | Format::Opencode => {
-                unimplemented!("convgen builds kodelet formats only")
-            }
-            Format::Anthropic => format!("toolu_01{:08x}", self.next_id * 7919),
-            Format::OpenAiChat | Format::DockerAgent => {
+        match self.format.name() {
+            "anthropic" => format!("toolu_01{:08x}", self.next_id * 7919),
+            "openai-chat" => {
                 format!("call_{:08x}", self.next_id * 104_729)
             }
-            Format::OpenAiResponses => format!("call_r{:06}", self.next_id),
+            "openai-responses" => format!("call_r{:06}", self.next_id),
+            other => unimplemented!("convgen builds kodelet formats only, not {other}"),
         }
     }
 
     pub fn user(&mut self, text: &str) {
         self.chars += text.len();
-        self.msgs.push(match self.format {
-            Format::Goose | Format::Opencode => {
-                unimplemented!("convgen builds kodelet formats only")
-            }
-            Format::Anthropic => json!({"content":[{"text":text,"type":"text"}],"role":"user"}),
-            Format::OpenAiChat | Format::DockerAgent => json!({"role":"user","content":text}),
-            Format::OpenAiResponses => json!({"type":"message","role":"user","content":text}),
+        self.msgs.push(match self.format.name() {
+            "anthropic" => json!({"content":[{"text":text,"type":"text"}],"role":"user"}),
+            "openai-chat" => json!({"role":"user","content":text}),
+            "openai-responses" => json!({"type":"message","role":"user","content":text}),
+            other => unimplemented!("convgen builds kodelet formats only, not {other}"),
         });
     }
 
@@ -112,12 +108,9 @@ impl Conv {
         for (_, _, input) in calls {
             self.chars += input.to_string().len();
         }
-        match self.format {
-            Format::Goose | Format::Opencode => {
-                unimplemented!("convgen builds kodelet formats only")
-            }
-            Format::Anthropic => self.assistant_anthropic(thinking, text, calls),
-            Format::OpenAiChat | Format::DockerAgent => {
+        match self.format.name() {
+            "anthropic" => self.assistant_anthropic(thinking, text, calls),
+            "openai-chat" => {
                 let mut m = json!({"role":"assistant"});
                 if !text.is_empty() {
                     m["content"] = json!(text);
@@ -136,7 +129,7 @@ impl Conv {
                 }
                 self.msgs.push(m);
             }
-            Format::OpenAiResponses => {
+            "openai-responses" => {
                 if let Some(t) = thinking {
                     self.msgs
                         .push(json!({"type":"reasoning","role":"assistant","content":t}));
@@ -149,6 +142,7 @@ impl Conv {
                     self.msgs.push(json!({"type":"function_call","call_id":id,"name":name,"arguments":input.to_string()}));
                 }
             }
+            other => unimplemented!("convgen builds kodelet formats only, not {other}"),
         }
     }
 
@@ -177,11 +171,8 @@ impl Conv {
         for (_, c, _) in results {
             self.chars += c.len();
         }
-        match self.format {
-            Format::Goose | Format::Opencode => {
-                unimplemented!("convgen builds kodelet formats only")
-            }
-            Format::Anthropic => {
+        match self.format.name() {
+            "anthropic" => {
                 let content: Vec<Value> = results
                     .iter()
                     .map(|(id, c, e)| {
@@ -190,18 +181,19 @@ impl Conv {
                     .collect();
                 self.msgs.push(json!({"content":content,"role":"user"}));
             }
-            Format::OpenAiChat | Format::DockerAgent => {
+            "openai-chat" => {
                 for (id, c, _) in results {
                     self.msgs
                         .push(json!({"role":"tool","content":c,"tool_call_id":id}));
                 }
             }
-            Format::OpenAiResponses => {
+            "openai-responses" => {
                 for (id, c, _) in results {
                     self.msgs
                         .push(json!({"type":"function_call_output","call_id":id,"output":c}));
                 }
             }
+            other => unimplemented!("convgen builds kodelet formats only, not {other}"),
         }
     }
 
@@ -269,17 +261,17 @@ pub fn word(rng: &mut Rng) -> String {
 /// Plan one generated conversation (stored as conversation `id`, named `name`) with a fixed
 /// tail budget.
 pub fn plan_of(id: &str, name: &str, format: Format, raw: String, keep_tokens: usize) -> Plan {
-    let (provider, metadata) = match format {
-        Format::Goose | Format::Opencode => unimplemented!("convgen builds kodelet formats only"),
-        Format::Anthropic => ("anthropic", None),
-        Format::OpenAiChat | Format::DockerAgent => (
+    let (provider, metadata) = match format.name() {
+        "anthropic" => ("anthropic", None),
+        "openai-chat" => (
             "openai",
             Some(r#"{"api_mode":"chat_completions","model":"gpt-4.1"}"#.to_string()),
         ),
-        Format::OpenAiResponses => (
+        "openai-responses" => (
             "openai",
             Some(r#"{"api_mode":"responses","model":"gpt-5"}"#.to_string()),
         ),
+        other => unimplemented!("convgen builds kodelet formats only, not {other}"),
     };
     let at = "2026-10-28 14:02:11.482913 +0100 CET".to_string();
     let usage = r#"{"currentContextWindow":150000,"maxContextWindow":200000}"#.to_string();

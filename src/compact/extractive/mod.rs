@@ -128,6 +128,7 @@ pub fn summarize_with(input: &HeadInput<'_>, options: Options) -> String {
         on: options.prose_cues,
     };
     let facts = gather(
+        input.plan.loaded.format,
         input.head,
         prior.as_ref(),
         input.latest_instruction,
@@ -285,8 +286,8 @@ const RULE_CHARS: usize = 400;
 /// name something distinctive (a path, identifier, command, number or name) and that no later
 /// user turn took back (the latest [`MAX_RULES`], each short). The LLM strategy names them as
 /// things to preserve.
-pub fn standing_rules(messages: &[Message]) -> Vec<String> {
-    let f = gather(messages, None, None, &[], Cues { on: true });
+pub fn standing_rules(format: crate::message::Format, messages: &[Message]) -> Vec<String> {
+    let f = gather(format, messages, None, None, &[], Cues { on: true });
     let superseded: HashSet<usize> = f
         .withdrawals
         .iter()
@@ -321,14 +322,16 @@ fn statement_entities(s: &str, stats: &Stats) -> Option<Vec<entities::Entity>> {
 /// The facts of `head`. The user turns of `later` (the kept tail) are read only for what they
 /// take back: a withdrawal there still withdraws what the summary would say.
 fn gather(
+    format: crate::message::Format,
     head: &[Message],
     prior: Option<&Prior>,
     latest: Option<&Message>,
     later: &[Message],
     cues: Cues,
 ) -> Facts {
-    // The earlier summary's messages (one, or opencode's request and reply) are the prior.
-    let skip = crate::summary::prior_summary_len(head).max(usize::from(prior.is_some()));
+    // The earlier summary's messages (one, or a request and reply the agent recorded) are
+    // the prior.
+    let skip = crate::summary::prior_summary_len(format, head).max(usize::from(prior.is_some()));
     let body = &head[skip.min(head.len())..];
     let mut f = Facts {
         stats: Stats::new(body, skip),

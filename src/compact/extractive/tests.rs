@@ -37,13 +37,11 @@ impl Conv {
         }
     }
     fn user(&mut self, text: &str) -> &mut Self {
-        self.msgs.push(match self.format {
-            Format::Goose | Format::Opencode => {
-                unimplemented!("these helpers build kodelet formats only")
-            }
-            Format::Anthropic => json!({"content":[{"text":text,"type":"text"}],"role":"user"}),
-            Format::OpenAiChat | Format::DockerAgent => json!({"role":"user","content":text}),
-            Format::OpenAiResponses => json!({"type":"message","role":"user","content":text}),
+        self.msgs.push(match self.format.name() {
+            "anthropic" => json!({"content":[{"text":text,"type":"text"}],"role":"user"}),
+            "openai-chat" => json!({"role":"user","content":text}),
+            "openai-responses" => json!({"type":"message","role":"user","content":text}),
+            other => unimplemented!("these helpers build the Anthropic, OpenAI chat and Responses formats only, not {other}"),
         });
         self
     }
@@ -54,11 +52,8 @@ impl Conv {
         text: &str,
         calls: &[(&str, &str, Value)],
     ) -> &mut Self {
-        match self.format {
-            Format::Goose | Format::Opencode => {
-                unimplemented!("these helpers build kodelet formats only")
-            }
-            Format::Anthropic => {
+        match self.format.name() {
+            "anthropic" => {
                 let mut content = Vec::new();
                 if let Some(t) = thinking {
                     content.push(json!({"signature":"sig","thinking":t,"type":"thinking"}));
@@ -72,7 +67,7 @@ impl Conv {
                 self.msgs
                     .push(json!({"content":content,"role":"assistant"}));
             }
-            Format::OpenAiChat | Format::DockerAgent => {
+            "openai-chat" => {
                 let mut m = json!({"role":"assistant"});
                 if !text.is_empty() {
                     m["content"] = json!(text);
@@ -92,7 +87,7 @@ impl Conv {
                 }
                 self.msgs.push(m);
             }
-            Format::OpenAiResponses => {
+            "openai-responses" => {
                 if let Some(t) = thinking {
                     self.msgs
                         .push(json!({"type":"reasoning","role":"assistant","content":t}));
@@ -105,16 +100,14 @@ impl Conv {
                     self.msgs.push(json!({"type":"function_call","call_id":id,"name":name,"arguments":input.to_string()}));
                 }
             }
+            other => unimplemented!("these helpers build the Anthropic, OpenAI chat and Responses formats only, not {other}"),
         }
         self
     }
     /// Results (id, content, is_error) of the previous turn's calls.
     fn results(&mut self, results: &[(&str, &str, bool)]) -> &mut Self {
-        match self.format {
-            Format::Goose | Format::Opencode => {
-                unimplemented!("these helpers build kodelet formats only")
-            }
-            Format::Anthropic => {
+        match self.format.name() {
+            "anthropic" => {
                 let content: Vec<Value> = results
                     .iter()
                     .map(|(id, c, e)| {
@@ -123,18 +116,19 @@ impl Conv {
                     .collect();
                 self.msgs.push(json!({"content":content,"role":"user"}));
             }
-            Format::OpenAiChat | Format::DockerAgent => {
+            "openai-chat" => {
                 for (id, c, _) in results {
                     self.msgs
                         .push(json!({"role":"tool","content":c,"tool_call_id":id}));
                 }
             }
-            Format::OpenAiResponses => {
+            "openai-responses" => {
                 for (id, c, _) in results {
                     self.msgs
                         .push(json!({"type":"function_call_output","call_id":id,"output":c}));
                 }
             }
+            other => unimplemented!("these helpers build the Anthropic, OpenAI chat and Responses formats only, not {other}"),
         }
         self
     }
@@ -142,16 +136,14 @@ impl Conv {
         serde_json::to_string(&self.msgs).unwrap()
     }
     fn plan(&self, keep_tokens: usize) -> Plan {
-        let (provider, metadata) = match self.format {
-            Format::Goose | Format::Opencode => {
-                unimplemented!("these helpers build kodelet formats only")
-            }
-            Format::Anthropic => ("anthropic", None),
-            Format::OpenAiChat | Format::DockerAgent => (
+        let (provider, metadata) = match self.format.name() {
+            "anthropic" => ("anthropic", None),
+            "openai-chat" => (
                 "openai",
                 Some(r#"{"api_mode":"chat_completions"}"#.to_string()),
             ),
-            Format::OpenAiResponses => ("openai", Some(r#"{"api_mode":"responses"}"#.to_string())),
+            "openai-responses" => ("openai", Some(r#"{"api_mode":"responses"}"#.to_string())),
+            other => unimplemented!("these helpers build the Anthropic, OpenAI chat and Responses formats only, not {other}"),
         };
         let created = "2026-10-30 10:00:00.000000000 +0000 UTC".to_string();
         let usage = r#"{"currentContextWindow":1000,"maxContextWindow":200000}"#.to_string();
@@ -367,7 +359,7 @@ fn session(format: Format) -> Conv {
 
 #[test]
 fn header_and_framing_are_exact() {
-    let plan = session(Format::Anthropic).plan(300);
+    let plan = session(crate::message::ANTHROPIC).plan(300);
     let s = summary_of(&plan);
     let split = plan.split().unwrap();
     let expected = format!(
@@ -387,9 +379,9 @@ fn header_and_framing_are_exact() {
 #[test]
 fn sections_are_populated_from_a_realistic_head() {
     for format in [
-        Format::Anthropic,
-        Format::OpenAiChat,
-        Format::OpenAiResponses,
+        crate::message::ANTHROPIC,
+        crate::message::OPENAI_CHAT,
+        crate::message::OPENAI_RESPONSES,
     ] {
         let plan = session(format).plan(300);
         let s = summary_of(&plan);
@@ -455,9 +447,9 @@ fn sections_are_populated_from_a_realistic_head() {
 #[test]
 fn formats_give_the_same_sections() {
     let bodies: Vec<String> = [
-        Format::Anthropic,
-        Format::OpenAiChat,
-        Format::OpenAiResponses,
+        crate::message::ANTHROPIC,
+        crate::message::OPENAI_CHAT,
+        crate::message::OPENAI_RESPONSES,
     ]
     .into_iter()
     .map(|f| summary_body(&summary_of(&session(f).plan(300))))
@@ -469,17 +461,17 @@ fn formats_give_the_same_sections() {
 
 #[test]
 fn deterministic() {
-    let plan = session(Format::OpenAiResponses).plan(300);
+    let plan = session(crate::message::OPENAI_RESPONSES).plan(300);
     let a = summary_of(&plan);
     let b = summary_of(&plan.clone());
-    let c = summary_of(&session(Format::OpenAiResponses).plan(300));
+    let c = summary_of(&session(crate::message::OPENAI_RESPONSES).plan(300));
     assert_eq!(a, b);
     assert_eq!(a, c);
 }
 
 #[test]
 fn huge_head_is_bounded_and_middle_turns_shrink_first() {
-    let mut c = Conv::new(Format::Anthropic);
+    let mut c = Conv::new(crate::message::ANTHROPIC);
     c.user("Refactor the whole billing service. Money values stay in integer cents. Card numbers never go to the logs.");
     for i in 0..400 {
         let path = format!("services/billing/src/module_{i}/handler_{}.rs", i * 7 % 13);
@@ -539,7 +531,7 @@ fn huge_head_is_bounded_and_middle_turns_shrink_first() {
     assert!(section(&s, "Files touched").lines().count() <= CAP_FILES + 2);
     assert!(section(&s, "Commands run").lines().count() <= CAP_COMMANDS + 2);
     // Summarizing a small head stays within its budget (plus the parts never cut).
-    let small = session(Format::OpenAiChat).plan(300);
+    let small = session(crate::message::OPENAI_CHAT).plan(300);
     let ss = summary_of(&small);
     let head = small.split().unwrap().head_tokens;
     assert!(
@@ -558,9 +550,9 @@ fn realistic_heads_are_compressed_at_least_five_times() {
         "fine by me",
     ];
     for (k, format) in [
-        Format::Anthropic,
-        Format::OpenAiChat,
-        Format::OpenAiResponses,
+        crate::message::ANTHROPIC,
+        crate::message::OPENAI_CHAT,
+        crate::message::OPENAI_RESPONSES,
     ]
     .into_iter()
     .enumerate()
@@ -582,7 +574,7 @@ fn realistic_heads_are_compressed_at_least_five_times() {
 
 #[test]
 fn latest_instruction_in_the_head_is_noted() {
-    let mut c = Conv::new(Format::Anthropic);
+    let mut c = Conv::new(crate::message::ANTHROPIC);
     c.user("Investigate why the nightly export job times out.");
     for i in 0..30 {
         let id = format!("t{i}");
@@ -638,7 +630,7 @@ fn images_show_as_placeholders() {
     png.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
     use base64::Engine;
     let data = base64::engine::general_purpose::STANDARD.encode(&png);
-    let mut c = Conv::new(Format::Anthropic);
+    let mut c = Conv::new(crate::message::ANTHROPIC);
     c.msgs.push(json!({"role":"user","content":[
         {"type":"text","text":"The login button is misaligned, see screenshot."},
         {"type":"image","source":{"type":"base64","media_type":"image/png","data":data}}
@@ -659,7 +651,7 @@ fn images_show_as_placeholders() {
 
 #[test]
 fn tool_output_is_compressed_to_its_signal() {
-    let mut c = Conv::new(Format::OpenAiChat);
+    let mut c = Conv::new(crate::message::OPENAI_CHAT);
     c.user("Make the ledger tests pass.");
     let log: String = (0..80)
         .map(|i| format!("=== RUN   TestLedger{i}\n--- PASS: TestLedger{i} (0.00s)\n"))
@@ -746,7 +738,7 @@ const EVERYDAY: &[(&str, &str)] = &[
 #[test]
 fn everyday_phrasings_survive() {
     for (k, (phrase, key)) in EVERYDAY.iter().enumerate() {
-        for format in [Format::Anthropic, Format::OpenAiResponses] {
+        for format in [crate::message::ANTHROPIC, crate::message::OPENAI_RESPONSES] {
             // The phrase sits among other turns, at a varying depth.
             let mut turns = vec![
                 "sounds good",
@@ -825,7 +817,7 @@ fn withdrawal_conversation(format: Format, earlier: &str, later: &str, seed: usi
 #[test]
 fn withdrawn_statements_never_read_as_live() {
     for (k, (earlier, later, gone, live_key)) in WITHDRAWALS.iter().enumerate() {
-        for format in [Format::Anthropic, Format::OpenAiChat] {
+        for format in [crate::message::ANTHROPIC, crate::message::OPENAI_CHAT] {
             let plan = withdrawal_conversation(format, earlier, later, k).plan(400);
             let s = summary_of(&plan);
             let (live, withdrawn) = split_withdrawn(&s);
@@ -855,7 +847,7 @@ fn withdrawn_statements_never_read_as_live() {
 fn a_thing_the_agent_already_used_can_still_be_withdrawn() {
     // The agent added the crate and used it in many tool calls before the user changed course.
     let mut c = conversation(
-        Format::OpenAiChat,
+        crate::message::OPENAI_CHAT,
         &["Use the ibis-json crate for the parser."],
         5,
     );
@@ -887,7 +879,7 @@ fn a_thing_the_agent_already_used_can_still_be_withdrawn() {
 fn a_withdrawal_in_the_kept_tail_still_withdraws() {
     // The statement is summarized; the message taking it back stays verbatim in the tail.
     let mut c = conversation(
-        Format::Anthropic,
+        crate::message::ANTHROPIC,
         &["Please route the exports through kestrel-relay."],
         4,
     );
@@ -915,7 +907,7 @@ fn a_short_turn_takes_back_the_turn_before() {
         "scratch that, leave it",
         "what about the flaky search test?",
     ];
-    let s = summary_of(&conversation(Format::Anthropic, &turns, 3).plan(400));
+    let s = summary_of(&conversation(crate::message::ANTHROPIC, &turns, 3).plan(400));
     let (live, withdrawn) = split_withdrawn(&s);
     assert!(!live.contains("conf/heron.yaml"), "{s}");
     assert!(withdrawn.contains("conf/heron.yaml"), "{s}");
@@ -930,7 +922,7 @@ fn a_thread_follows_the_latest_word() {
         "drop the heron_index, writes are too slow with it",
         "again, forget heron_index",
     ];
-    let s = summary_of(&conversation(Format::Anthropic, &turns, 1).plan(400));
+    let s = summary_of(&conversation(crate::message::ANTHROPIC, &turns, 1).plan(400));
     let (live, withdrawn) = split_withdrawn(&s);
     assert!(!live.contains("heron_index"), "{s}");
     assert!(withdrawn.contains("drop the heron_index"), "{s}");
@@ -940,7 +932,7 @@ fn a_thread_follows_the_latest_word() {
         "drop the heron_index, writes are too slow with it",
         "please add heron_index back, the reads matter more",
     ];
-    let s = summary_of(&conversation(Format::Anthropic, &turns, 2).plan(400));
+    let s = summary_of(&conversation(crate::message::ANTHROPIC, &turns, 2).plan(400));
     let (live, withdrawn) = split_withdrawn(&s);
     assert!(live.contains("please add heron_index back"), "{s}");
     assert!(withdrawn.contains("drop the heron_index"), "{s}");
@@ -948,7 +940,7 @@ fn a_thread_follows_the_latest_word() {
 
 #[test]
 fn the_user_can_reject_the_assistants_plan() {
-    let mut c = Conv::new(Format::OpenAiChat);
+    let mut c = Conv::new(crate::message::OPENAI_CHAT);
     c.user("The cache in src/search/cache.rs thrashes; find a better eviction scheme.");
     busy(&mut c, 4, 1);
     c.assistant(
@@ -983,7 +975,7 @@ fn restating_a_rule_keeps_it_live() {
         ),
     ];
     for (k, (a, b, key)) in pairs.iter().enumerate() {
-        let s = summary_of(&withdrawal_conversation(Format::Anthropic, a, b, k).plan(400));
+        let s = summary_of(&withdrawal_conversation(crate::message::ANTHROPIC, a, b, k).plan(400));
         let (live, _) = split_withdrawn(&s);
         assert!(live.contains(key), "{key:?} lost:\n{s}");
         assert!(!s.contains("## Withdrawn"), "{s}");
@@ -994,7 +986,7 @@ fn restating_a_rule_keeps_it_live() {
 fn the_sessions_topic_is_never_withdrawn() {
     // The project's name is in many messages: a negative remark about one aspect of it does not
     // take the project back.
-    let mut c = Conv::new(Format::Anthropic);
+    let mut c = Conv::new(crate::message::ANTHROPIC);
     c.user("We are moving the curlew-billing exporter to the event bus.");
     for k in 0..4 {
         busy(&mut c, 3, k);
@@ -1017,13 +1009,13 @@ fn the_sessions_topic_is_never_withdrawn() {
 fn earlier_withdrawals_are_carried_forward_and_still_masked() {
     // First compaction: a withdrawal in the head.
     let (earlier, later, gone, _) = WITHDRAWALS[0];
-    let first = withdrawal_conversation(Format::OpenAiChat, earlier, later, 0);
+    let first = withdrawal_conversation(crate::message::OPENAI_CHAT, earlier, later, 0);
     let plan = first.plan(400);
     let s1 = summary_of(&plan);
     assert!(s1.contains("[W1] = `kestrel-relay`"), "{s1}");
     // Re-compaction: the summary heads the history, followed by more work that mentions the
     // withdrawn subject in passing, and a new withdrawal.
-    let mut c = Conv::new(Format::OpenAiChat);
+    let mut c = Conv::new(crate::message::OPENAI_CHAT);
     c.user(&s1);
     c.assistant(
         None,
@@ -1056,7 +1048,7 @@ fn earlier_withdrawals_are_carried_forward_and_still_masked() {
 fn a_models_withdrawn_section_is_merged_too() {
     let body = "## User requests and instructions\nThe user wants the scheduler on tokio.\n\n## Withdrawn or superseded\nThe user first asked for async-std, then dropped it for tokio.\n\n## Where we stopped\nTimer wheel.";
     let earlier = format!("{SUMMARY_HEADER}\nThis session continues an earlier conversation. agent-db replaced 9 earlier messages (about 9000 tokens) with this summary, written by a model on 2026-10-01; everything after it is verbatim. Read it as your own notes of what happened so far.\n\n{body}\n");
-    let mut c = Conv::new(Format::Anthropic);
+    let mut c = Conv::new(crate::message::ANTHROPIC);
     c.user(&earlier);
     busy(&mut c, 4, 1);
     c.user("Use the egret-timer crate for the wheel.");
@@ -1083,7 +1075,7 @@ fn prior_summary_is_carried_forward() {
     let earlier = format!(
         "{SUMMARY_HEADER}\nThis session continues an earlier conversation. agent-db replaced 40 earlier messages (about 50000 tokens) with this summary on 2026-10-01; everything after it is verbatim. Read it as your own notes of what happened so far.\n\n{body}\n"
     );
-    let mut c = Conv::new(Format::OpenAiChat);
+    let mut c = Conv::new(crate::message::OPENAI_CHAT);
     c.user(&earlier);
     c.assistant(
         None,
@@ -1121,8 +1113,8 @@ fn prior_summary_is_carried_forward() {
 #[test]
 fn standing_rules_are_the_users_named_statements_that_still_stand() {
     let (earlier, later, gone, _) = WITHDRAWALS[2];
-    let plan = withdrawal_conversation(Format::Anthropic, earlier, later, 2).plan(400);
-    let rules = standing_rules(plan.head());
+    let plan = withdrawal_conversation(crate::message::ANTHROPIC, earlier, later, 2).plan(400);
+    let rules = standing_rules(plan.loaded.format, plan.head());
     assert!(rules.iter().any(|r| r.contains("src/export/")), "{rules:?}");
     assert!(rules.iter().all(|r| !r.contains(gone)), "{rules:?}");
     assert!(
@@ -1260,7 +1252,9 @@ const TAKEN_BACK: &[(&str, &str, &str)] = &[
 #[test]
 fn withdrawal_phrasings() {
     for (k, (a, b, key)) in TAKEN_BACK.iter().enumerate() {
-        let s = summary_of(&withdrawal_conversation(Format::OpenAiResponses, a, b, k).plan(400));
+        let s = summary_of(
+            &withdrawal_conversation(crate::message::OPENAI_RESPONSES, a, b, k).plan(400),
+        );
         let (live, withdrawn) = split_withdrawn(&s);
         assert!(!live.contains(key), "{a:?} -> {b:?}: {key:?} is live:\n{s}");
         assert!(
@@ -1297,7 +1291,7 @@ fn a_request_never_acted_upon_and_brought_up_again_is_dropped() {
         ),
     ];
     for (k, (earlier, later, key)) in cases.iter().enumerate() {
-        let plan = withdrawal_conversation(Format::Anthropic, earlier, later, k).plan(400);
+        let plan = withdrawal_conversation(crate::message::ANTHROPIC, earlier, later, k).plan(400);
         for cues in [true, false] {
             let s = summary_with_cues(&plan, cues);
             let (live, withdrawn) = split_withdrawn(&s);
@@ -1306,7 +1300,7 @@ fn a_request_never_acted_upon_and_brought_up_again_is_dropped() {
         }
     }
     // The assistant's plan, set aside by the user the same way.
-    let mut c = conversation(Format::OpenAiChat, &[], 3);
+    let mut c = conversation(crate::message::OPENAI_CHAT, &[], 3);
     c.assistant(
         None,
         "Next I'll put a grebe_cache layer in front of the reader.",
@@ -1341,7 +1335,7 @@ fn asking_restating_or_working_on_it_is_not_dropping() {
         ),
     ];
     for (k, (a, b, key)) in pairs.iter().enumerate() {
-        let plan = withdrawal_conversation(Format::OpenAiResponses, a, b, k).plan(400);
+        let plan = withdrawal_conversation(crate::message::OPENAI_RESPONSES, a, b, k).plan(400);
         for cues in [true, false] {
             let s = summary_with_cues(&plan, cues);
             let (live, _) = split_withdrawn(&s);
@@ -1350,7 +1344,7 @@ fn asking_restating_or_working_on_it_is_not_dropping() {
         }
     }
     // The latest word, with no work after it yet: the agent has not had the chance to act.
-    let mut c = Conv::new(Format::Anthropic);
+    let mut c = Conv::new(crate::message::ANTHROPIC);
     c.user("Please wire the puffin_metrics exporter into the scheduler.");
     busy(&mut c, 8, 2);
     c.user("puffin_metrics should report per tenant, by the way");
@@ -1365,7 +1359,7 @@ fn asking_restating_or_working_on_it_is_not_dropping() {
     }
     // The agent works on it (tool calls name it), then the user comments on it.
     let mut c = conversation(
-        Format::Anthropic,
+        crate::message::ANTHROPIC,
         &["Use the ibis-json crate for the parser."],
         5,
     );
@@ -1393,7 +1387,7 @@ fn asking_restating_or_working_on_it_is_not_dropping() {
 #[test]
 fn the_cue_switch_turns_off_the_cue_words() {
     let mut c = conversation(
-        Format::OpenAiChat,
+        crate::message::OPENAI_CHAT,
         &["Use the ibis-json crate for the parser."],
         5,
     );
@@ -1419,7 +1413,7 @@ fn the_cue_switch_turns_off_the_cue_words() {
 #[test]
 fn a_pasted_wall_of_text_is_not_a_statement() {
     let filler: Vec<String> = (0..8000).map(|i| format!("w{i}")).collect();
-    let mut c = Conv::new(Format::OpenAiChat);
+    let mut c = Conv::new(crate::message::OPENAI_CHAT);
     c.user(&format!("HUGE-START {} HUGE-END", filler.join(" ")));
     busy(&mut c, 10, 1);
     c.user("Thanks. Keep scripts/deploy_prod.sh untouched.");
@@ -1438,7 +1432,7 @@ fn a_pasted_wall_of_text_is_not_a_statement() {
     );
     assert!(s.contains("HUGE-START"), "{s}");
     assert!(s.contains("scripts/deploy_prod.sh untouched"), "{s}");
-    let rules = standing_rules(plan.head());
+    let rules = standing_rules(plan.loaded.format, plan.head());
     assert!(rules.iter().all(|r| r.chars().count() <= 400), "{rules:?}");
     assert!(
         rules.iter().any(|r| r.contains("scripts/deploy_prod.sh")),
@@ -1551,7 +1545,7 @@ fn a_withdrawal_can_refer_back_by_description() {
         ),
     ];
     for (k, (steps, gone, live)) in cases.iter().enumerate() {
-        for format in [Format::Anthropic, Format::OpenAiChat] {
+        for format in [crate::message::ANTHROPIC, crate::message::OPENAI_CHAT] {
             let s = summary_of(&scripted(format, steps, k));
             assert_final_state(&s, &[gone], &[live], gone);
         }
@@ -1567,7 +1561,7 @@ fn a_new_option_of_the_same_kind_replaces_the_old_one() {
         Work,
         User("hmm, use the kiln_queue instead"),
     ];
-    let s = summary_of(&scripted(Format::OpenAiResponses, &steps, 2));
+    let s = summary_of(&scripted(crate::message::OPENAI_RESPONSES, &steps, 2));
     assert_final_state(&s, &["fennel_queue"], &["kiln_queue"], "replace");
 }
 
@@ -1589,7 +1583,7 @@ fn a_withdrawal_can_come_as_a_question_or_aside() {
     ];
     for (k, (a, b, key)) in cases.iter().enumerate() {
         let steps = [User(a), Work, User(b)];
-        let s = summary_of(&scripted(Format::Anthropic, &steps, k));
+        let s = summary_of(&scripted(crate::message::ANTHROPIC, &steps, k));
         assert_final_state(&s, &[key], &[], b);
     }
 }
@@ -1606,7 +1600,7 @@ fn the_assistant_can_take_back_with_the_users_consent_or_its_own_plan() {
         UserOnly("yep, go ahead"),
         Work,
     ];
-    let s = summary_of(&scripted(Format::OpenAiChat, &offer, 1));
+    let s = summary_of(&scripted(crate::message::OPENAI_CHAT, &offer, 1));
     assert_final_state(&s, &["pelican_shim"], &[], "offer accepted");
 
     let refused = [
@@ -1616,7 +1610,7 @@ fn the_assistant_can_take_back_with_the_users_consent_or_its_own_plan() {
         UserOnly("no, keep it, the retries are too slow"),
         Work,
     ];
-    let s = summary_of(&scripted(Format::OpenAiChat, &refused, 1));
+    let s = summary_of(&scripted(crate::message::OPENAI_CHAT, &refused, 1));
     let (live, _) = split_withdrawn(&s);
     assert!(live.contains("pelican_shim"), "offer refused:\n{s}");
 
@@ -1627,7 +1621,7 @@ fn the_assistant_can_take_back_with_the_users_consent_or_its_own_plan() {
         UserOnly("ok"),
         Work,
     ];
-    let s = summary_of(&scripted(Format::Anthropic, &done, 2));
+    let s = summary_of(&scripted(crate::message::ANTHROPIC, &done, 2));
     assert_final_state(&s, &["pelican_shim"], &[], "dropped, no objection");
 
     let objected = [
@@ -1637,7 +1631,7 @@ fn the_assistant_can_take_back_with_the_users_consent_or_its_own_plan() {
         UserOnly("wait, we still want pelican_shim, the router retries are too slow"),
         Work,
     ];
-    let s = summary_of(&scripted(Format::Anthropic, &objected, 2));
+    let s = summary_of(&scripted(crate::message::ANTHROPIC, &objected, 2));
     let (live, _) = split_withdrawn(&s);
     assert!(live.contains("pelican_shim"), "objected:\n{s}");
 
@@ -1647,7 +1641,7 @@ fn the_assistant_can_take_back_with_the_users_consent_or_its_own_plan() {
         Said("On reflection I'm dropping quill_cache: the lookups are already O(1), so plain HashMap reads it is."),
         Work,
     ];
-    let s = summary_of(&scripted(Format::Anthropic, &own, 3));
+    let s = summary_of(&scripted(crate::message::ANTHROPIC, &own, 3));
     assert_final_state(&s, &["quill_cache"], &["HashMap"], "own plan");
 }
 
@@ -1695,7 +1689,7 @@ fn insisting_or_reinstating_keeps_it_live() {
         ),
     ];
     for (k, (steps, key)) in cases.iter().enumerate() {
-        let s = summary_of(&scripted(Format::OpenAiResponses, steps, k));
+        let s = summary_of(&scripted(crate::message::OPENAI_RESPONSES, steps, k));
         let (live, _) = split_withdrawn(&s);
         assert!(live.contains(key), "{key:?} lost:\n{s}");
     }
@@ -1710,7 +1704,7 @@ fn a_path_can_be_taken_back_by_its_file_name() {
         Work,
         User("forget pool_tuner.rs, it's getting deleted next sprint"),
     ];
-    let s = summary_of(&scripted(Format::Anthropic, &steps, 4));
+    let s = summary_of(&scripted(crate::message::ANTHROPIC, &steps, 4));
     assert_final_state(&s, &["src/net/pool_tuner.rs"], &[], "basename");
 }
 
@@ -1731,14 +1725,14 @@ fn struck_out_in_markdown_is_withdrawn() {
     ];
     for (k, (a, b)) in cases.iter().enumerate() {
         let steps = [User(a), Work, User(b), Work];
-        let s = summary_of(&scripted(Format::Anthropic, &steps, k));
+        let s = summary_of(&scripted(crate::message::ANTHROPIC, &steps, k));
         assert_final_state(&s, &["gannet_probe"], &[], b);
     }
     let home = [
         User("Keep the config in ~/.config/gannet/ as before."),
         Work,
     ];
-    let s = summary_of(&scripted(Format::Anthropic, &home, 3));
+    let s = summary_of(&scripted(crate::message::ANTHROPIC, &home, 3));
     let (live, _) = split_withdrawn(&s);
     assert!(live.contains("~/.config/gannet/"), "{s}");
 }
@@ -1757,7 +1751,7 @@ fn the_assistant_reversing_a_request_takes_it_back() {
         UserOnly("what does sparrow_gc do?"),
         Work,
     ];
-    let s = summary_of(&scripted(Format::OpenAiChat, &reversed, 4));
+    let s = summary_of(&scripted(crate::message::OPENAI_CHAT, &reversed, 4));
     assert_final_state(&s, &["merlin_fallback"], &[], "reversed");
 
     let objected = [
@@ -1767,7 +1761,7 @@ fn the_assistant_reversing_a_request_takes_it_back() {
         UserOnly("no, please add merlin_fallback, the retries are not enough"),
         Work,
     ];
-    let s = summary_of(&scripted(Format::OpenAiChat, &objected, 4));
+    let s = summary_of(&scripted(crate::message::OPENAI_CHAT, &objected, 4));
     let (live, _) = split_withdrawn(&s);
     assert!(live.contains("merlin_fallback"), "objected:\n{s}");
 
@@ -1777,7 +1771,7 @@ fn the_assistant_reversing_a_request_takes_it_back() {
         Said("On second thought I won't touch kestrel_vendor at all, understood."),
         Work,
     ];
-    let s = summary_of(&scripted(Format::Anthropic, &agreed, 5));
+    let s = summary_of(&scripted(crate::message::ANTHROPIC, &agreed, 5));
     let (live, _) = split_withdrawn(&s);
     assert!(
         live.contains("kestrel_vendor"),
@@ -1798,7 +1792,7 @@ fn a_change_of_mind_negated_in_a_later_clause_takes_the_request_back() {
         UserOnly("fine"),
         Work,
     ];
-    let s = summary_of(&scripted(Format::OpenAiChat, &steps, 4));
+    let s = summary_of(&scripted(crate::message::OPENAI_CHAT, &steps, 4));
     assert_final_state(
         &s,
         &["heron_shadow_flag"],
@@ -1817,13 +1811,13 @@ fn a_take_back_of_its_own_action_is_no_withdrawal() {
         User("Read your comparison. I think the osprey_queue wins, since ops already runs it. Anyway, go ahead when ready, no need to wait for me."),
         Work,
     ];
-    let s = summary_of(&scripted(Format::Anthropic, &own, 4));
+    let s = summary_of(&scripted(crate::message::ANTHROPIC, &own, 4));
     assert_final_state(&s, &[], &["osprey_queue"], "own action");
 
     let back = [
         User("Also add the osprey_queue metrics exporter to the worker. Hmm, no need to do that."),
         Work,
     ];
-    let s = summary_of(&scripted(Format::Anthropic, &back, 4));
+    let s = summary_of(&scripted(crate::message::ANTHROPIC, &back, 4));
     assert_final_state(&s, &["osprey_queue"], &[], "refers back");
 }

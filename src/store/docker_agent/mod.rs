@@ -13,6 +13,7 @@
 //! docker-agent does not store a context limit: a session's window comes from the model table
 //! and the `[context_limits]` given to the store ([`crate::models::ContextLimits`]).
 
+pub mod codec;
 mod read;
 mod schema;
 mod write;
@@ -31,7 +32,8 @@ use super::kind::{Adapter, LoadedState, Read, SchemaStatus, Unrated};
 use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 use crate::error::Result;
 
-/// The provider name agent-db gives docker-agent sessions (`Format::detect` maps it).
+/// The provider name agent-db gives docker-agent sessions (shown in listings; the
+/// adapter hands out its codec).
 pub const PROVIDER: &str = "docker-agent";
 
 /// The docker-agent store kind.
@@ -87,6 +89,10 @@ impl Adapter for DockerAgent {
 
     fn id_column(&self) -> (&'static str, &'static str) {
         ("sessions", "id")
+    }
+
+    fn codecs(&self) -> &'static [crate::message::Format] {
+        &[&codec::CODEC]
     }
 
     fn rewrites_history(&self) -> bool {

@@ -33,7 +33,7 @@ use serde_json::value::RawValue;
 use super::schema::{check_schema, Schema};
 use super::{Version, PROVIDER};
 use crate::error::{Error, Result, SqlContext};
-use crate::message::{self, Format};
+use crate::message::{self};
 use crate::models::ContextLimits;
 use crate::store::cells::{int, lossy, NewestFirst, SortKey};
 use crate::store::{ConversationMeta, Prefilter};
@@ -117,6 +117,7 @@ fn meta_from_row(
         id,
         name: lossy(r, 1)?.filter(|t| !t.is_empty()),
         provider: PROVIDER.to_string(),
+        codec: Some(&super::codec::CODEC),
         api_mode: None,
         max_context: model.as_deref().and_then(|m| limits.of(m)),
         model,
@@ -543,7 +544,7 @@ fn active_history(slice: &[Entry], updates: &[Update], id: &str) -> Result<(Stri
     if let Some(l) = last_summary {
         if let Entry::Summary { text, .. } = &slice[l] {
             parts.push(message::user_text_message(
-                Format::DockerAgent,
+                &super::codec::CODEC,
                 &present_summary(text),
             ));
             slots.push(-1);
@@ -558,7 +559,7 @@ fn active_history(slice: &[Entry], updates: &[Update], id: &str) -> Result<(Stri
     for k in start..=slice.len() {
         while u < updates.len() && updates[u].position == k as i64 {
             parts.push(message::user_text_message(
-                Format::DockerAgent,
+                &super::codec::CODEC,
                 &updates[u].content,
             ));
             slots.push(update_slot(k as i64));

@@ -33,7 +33,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{check_schema, load_session, Schema, Session, Version};
 use crate::error::{Error, Result, SqlContext};
-use crate::message::{self, go_escape, Block, Format};
+use crate::message::{self, go_escape, Block};
 use crate::store::archive::Cell;
 use crate::store::commit::{Stage, Staged, Write};
 
@@ -85,7 +85,7 @@ pub fn strip_header(summary: &str) -> String {
 /// The text of the instruction the split put back, as the summary will carry it.
 fn instruction_text(raw_messages: &str, index: usize) -> Option<String> {
     let parts = message::split_raw(raw_messages).ok()?;
-    let m = message::decode(Format::DockerAgent, parts.get(index)?).ok()?;
+    let m = message::decode(&super::codec::CODEC, parts.get(index)?).ok()?;
     let images = m
         .blocks
         .iter()

@@ -9,6 +9,7 @@
 //! A session's context window is `model_config_json.context_limit` when stored and positive,
 //! else the `[context_limits]`/built-in table for its model, else goose's own 128,000.
 
+pub mod codec;
 mod prune;
 mod read;
 mod schema;
@@ -30,7 +31,8 @@ use super::kind::{Adapter, LoadedState, Read, SchemaStatus, Unrated};
 use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 use crate::error::Result;
 
-/// The provider name agent-db gives goose sessions (`Format::detect` maps it).
+/// The provider name agent-db gives goose sessions (shown in listings; the
+/// adapter hands out its codec).
 pub const PROVIDER: &str = "goose";
 
 /// The goose store kind.
@@ -91,6 +93,10 @@ impl Adapter for Goose {
 
     /// A pruned head is stored the way goose stores its own tool-pair summaries: rows hidden
     /// from the agent and agent-only notes inserted, nothing deleted.
+    fn codecs(&self) -> &'static [crate::message::Format] {
+        &[&codec::CODEC]
+    }
+
     fn rewrites_history(&self) -> bool {
         true
     }

@@ -19,7 +19,8 @@ use serde_json::value::RawValue;
 
 use super::read::{Row, Session};
 use crate::error::{Error, Result};
-use crate::message::{self, goose as codec, Format};
+use super::codec;
+use crate::message;
 
 /// What happens to one loaded row.
 #[derive(Debug, Clone, PartialEq)]
@@ -154,8 +155,8 @@ fn place(rows: &[Row], g: usize) -> (i64, Option<String>) {
 /// Tokens a run left as it was adds to the context the pruned history was counted at.
 fn left_tokens(run: &std::ops::Range<usize>, rows: &[Row], changes: &[Change]) -> usize {
     let count = |raw: Option<Box<RawValue>>| {
-        raw.and_then(|r| message::decode(Format::Goose, &r).ok())
-            .map_or(0, |m| crate::tokens::message_tokens(Format::Goose, &m))
+        raw.and_then(|r| message::decode(&codec::CODEC, &r).ok())
+            .map_or(0, |m| crate::tokens::message_tokens(&codec::CODEC, &m))
     };
     run.clone()
         .map(|k| {

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use super::schema::{check_schema, Schema};
 use super::PROVIDER;
 use crate::error::{Error, Result, SqlContext};
-use crate::message::goose as codec;
+use super::codec;
 use crate::models::ContextLimits;
 use crate::store::cells::{int, lossy, NewestFirst, SortKey};
 use crate::store::{ConversationMeta, Prefilter};
@@ -114,6 +114,7 @@ fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<Con
         id: lossy(r, 0)?.unwrap_or_default(),
         name,
         provider: PROVIDER.to_string(),
+        codec: Some(&super::codec::CODEC),
         api_mode: None,
         model,
         message_count: None,

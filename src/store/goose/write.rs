@@ -3,7 +3,7 @@
 //!
 //! - The session is loaded again inside the transaction and its version compared.
 //! - Every summarized (head) row stays where it is; only the `agentVisible` key of its
-//!   `metadata_json` becomes false (`message::goose::hide_from_agent`).
+//!   `metadata_json` becomes false (`codec::hide_from_agent`).
 //! - Inserted: the summary (role `user`, one text item, `agent_only`), goose's continuation
 //!   (role `assistant`, `agent_only`) and, when the split put the latest instruction back, an
 //!   `agent_only` copy of it (its `content_json` copied by SQLite), with fresh `msg_<uuid>`
@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 use super::read::{load_session, Row, Session};
 use super::schema::Schema;
 use crate::error::{Error, Result, SqlContext};
-use crate::message::goose as codec;
+use super::codec;
 use crate::store::archive::Cell;
 use crate::store::commit::{Stage, Staged, Write};
 

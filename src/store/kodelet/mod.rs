@@ -101,6 +101,10 @@ impl Adapter for Kodelet {
         ("conversations", "id")
     }
 
+    fn codecs(&self) -> &'static [crate::message::Format] {
+        &[crate::message::ANTHROPIC, crate::message::OPENAI_CHAT, crate::message::OPENAI_RESPONSES]
+    }
+
     fn rewrites_history(&self) -> bool {
         true
     }

@@ -354,9 +354,10 @@ impl Write for Proposal {
             Some((loaded, stored)) => Some(self.file_history(loaded, stored, cur.usage_blob)?),
             None => None,
         };
-        let metadata = match self.format {
-            Format::OpenAiResponses => cur.metadata.as_deref().and_then(bump_codex_generation),
-            _ => None,
+        let metadata = if *self.format == *crate::message::OPENAI_RESPONSES {
+            cur.metadata.as_deref().and_then(bump_codex_generation)
+        } else {
+            None
         };
         let metadata_after = metadata.clone().or_else(|| cur.metadata.clone());
         let summary_exists = tx

@@ -14,6 +14,8 @@
 //! built-in table (opencode stores no window; `--context-limit` stands in when neither knows
 //! the model).
 
+pub mod codec;
+mod limits;
 mod ids;
 mod read;
 mod schema;
@@ -34,7 +36,8 @@ use super::kind::{Adapter, LoadedState, Read, SchemaStatus, Unrated};
 use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 use crate::error::Result;
 
-/// The provider name agent-db gives opencode sessions (`Format::detect` maps it).
+/// The provider name agent-db gives opencode sessions (shown in listings; the
+/// adapter hands out its codec).
 pub const PROVIDER: &str = "opencode";
 
 /// The opencode store kind.
@@ -101,6 +104,10 @@ impl Adapter for Opencode {
     }
 
     /// opencode's prune marks tool outputs cleared in place, so `prune` is available.
+    fn codecs(&self) -> &'static [crate::message::Format] {
+        &[&codec::CODEC]
+    }
+
     fn rewrites_history(&self) -> bool {
         true
     }

@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::schema::{check_schema, Schema};
 use super::PROVIDER;
 use crate::error::{Error, Result, SqlContext};
-use crate::message::opencode as codec;
+use super::codec;
 use crate::message::str_field;
 use crate::models::ContextLimits;
 use crate::store::cells::{int, lossy};
@@ -128,7 +128,7 @@ fn usage_meta(
             .or_insert_with(|| {
                 limits
                     .of(m)
-                    .map(|w| crate::models::usable_input(m, w))
+                    .map(|w| super::limits::usable_input(m, w))
                     .filter(|u| *u > 0)
             }),
         None => None,
@@ -137,6 +137,7 @@ fn usage_meta(
         id: String::new(),
         name: None,
         provider: String::new(),
+        codec: Some(&super::codec::CODEC),
         api_mode: None,
         max_context,
         model,

@@ -32,7 +32,8 @@ use serde_json::{json, Value};
 use super::ids;
 use super::read::{load_session, Msg, Session};
 use crate::error::{Error, Result, SqlContext};
-use crate::message::{self, opencode as codec, str_field, Format};
+use super::codec;
+use crate::message::{self, str_field};
 use crate::store::archive::Cell;
 use crate::store::commit::{Stage, Staged, Write};
 
@@ -207,7 +208,7 @@ impl Proposal {
         let raw = parts.get(i).ok_or_else(|| {
             Error::conversation(&self.id, format!("message {i} (the latest instruction) is not loaded"))
         })?;
-        let m = message::decode(Format::Opencode, raw)
+        let m = message::decode(&crate::store::opencode::codec::CODEC, raw)
             .map_err(|e| Error::conversation(&self.id, e))?;
         Ok(m.text())
     }
@@ -283,9 +284,9 @@ impl Proposal {
             .map_err(|e| Error::conversation(&self.id, e.to_string()))?;
         let mut n = 0usize;
         for raw in parts.into_iter().take(k) {
-            let m = message::decode(Format::Opencode, raw)
+            let m = message::decode(&crate::store::opencode::codec::CODEC, raw)
                 .map_err(|e| Error::conversation(&self.id, e))?;
-            n += crate::tokens::message_tokens(Format::Opencode, &m);
+            n += crate::tokens::message_tokens(&crate::store::opencode::codec::CODEC, &m);
         }
         Ok(n as i64)
     }

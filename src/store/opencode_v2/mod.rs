@@ -83,6 +83,10 @@ impl Adapter for OpencodeV2 {
     }
 
     /// 2.x storage is append-only here: no prune.
+    fn codecs(&self) -> &'static [crate::message::Format] {
+        &[&super::opencode::codec::CODEC]
+    }
+
     fn rewrites_history(&self) -> bool {
         false
     }

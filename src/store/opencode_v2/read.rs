@@ -91,6 +91,7 @@ fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<Con
         id: lossy(r, 0)?.unwrap_or_default(),
         name: lossy(r, 1)?.filter(|t| !t.is_empty()),
         provider: PROVIDER.to_string(),
+        codec: Some(&crate::store::opencode::codec::CODEC),
         api_mode: None,
         model,
         message_count: int(r, 10)?,

@@ -18,7 +18,7 @@ use serde_json::json;
 use super::read::{load_session, Session};
 use super::schema::check_writable;
 use crate::error::{Error, Result, SqlContext};
-use crate::message::{self, Block, Format, Role};
+use crate::message::{self, Block, Role};
 use crate::store::archive::Cell;
 use crate::store::commit::{Stage, Staged, Write};
 
@@ -55,7 +55,7 @@ pub fn render_recent(
     let mut items: Vec<String> = Vec::new();
     for i in picks {
         let Some(raw) = raws.get(i) else { continue };
-        let m = message::decode(Format::Opencode, raw)?;
+        let m = message::decode(&crate::store::opencode::codec::CODEC, raw)?;
         match m.role {
             Role::User if !m.has_tool_results() => items.push(format!("[User]: {}", m.text())),
             Role::Assistant => {

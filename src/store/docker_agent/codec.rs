@@ -12,7 +12,7 @@
 
 use serde_json::{value::RawValue, Value};
 
-use super::{str_field, Block, ImageInfo, Message, Role};
+use crate::message::{str_field, Block, ImageInfo, Message, Role};
 
 pub fn decode(raw: &RawValue) -> Result<Message, String> {
     let v: Value = serde_json::from_str(raw.get()).map_err(|e| format!("invalid JSON ({e})"))?;
@@ -122,8 +122,34 @@ pub fn prune(v: &mut Value, placeholder: &dyn Fn(&str) -> String, elide_images: 
         return true;
     }
     match v.get_mut("multi_content") {
-        Some(Value::Array(parts)) if elide_images => super::openai_chat::elide_image_parts(parts),
+        Some(Value::Array(parts)) if elide_images => crate::message::openai_chat::elide_image_parts(parts),
         _ => false,
+    }
+}
+
+/// docker-agent's codec: `chat.Message` JSON (`session_items.message_json`), any model.
+pub struct DockerAgent;
+
+/// The codec the docker-agent adapter hands out.
+pub const CODEC: DockerAgent = DockerAgent;
+
+impl crate::message::Codec for DockerAgent {
+    fn name(&self) -> &'static str {
+        "docker-agent"
+    }
+    fn decode(&self, raw: &RawValue) -> Result<Message, String> {
+        decode(raw)
+    }
+    fn user_text_message(&self, text: &str) -> Box<RawValue> {
+        crate::message::to_raw(&serde_json::json!({"role":"user","content": text}))
+    }
+    fn prune_value(
+        &self,
+        value: &mut Value,
+        placeholder: &dyn Fn(&str) -> String,
+        elide_images: bool,
+    ) -> bool {
+        prune(value, placeholder, elide_images)
     }
 }
 

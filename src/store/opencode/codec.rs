@@ -20,7 +20,7 @@
 use serde::Deserialize;
 use serde_json::{json, value::RawValue, Value};
 
-use super::{str_field, value_text, Block, Message, Role};
+use crate::message::{str_field, value_text, Block, Message, Role};
 
 /// What opencode sends the model for a `compaction` part.
 pub const COMPACTION_TEXT: &str = "What did we do so far?";
@@ -349,6 +349,46 @@ pub fn raw_of(v: &Value) -> Box<RawValue> {
     to_raw(v)
 }
 
+/// opencode's codec: a `message` row and its `part` rows as an envelope, any model.
+pub struct Opencode;
+
+/// The codec the opencode adapters hand out.
+pub const CODEC: Opencode = Opencode;
+
+impl crate::message::Codec for Opencode {
+    fn name(&self) -> &'static str {
+        "opencode"
+    }
+    fn decode(&self, raw: &RawValue) -> Result<Message, String> {
+        decode(raw)
+    }
+    fn user_text_message(&self, text: &str) -> Box<RawValue> {
+        user_text_message(text)
+    }
+    fn summary_messages(&self, text: &str) -> Vec<Box<RawValue>> {
+        summary_messages(text)
+    }
+    // opencode's prune keeps the output and marks the part cleared.
+    fn prune_value(
+        &self,
+        value: &mut Value,
+        _placeholder: &dyn Fn(&str) -> String,
+        _elide_images: bool,
+    ) -> bool {
+        prune(value)
+    }
+    fn encode(&self, value: &Value) -> Box<RawValue> {
+        raw_of(value)
+    }
+    fn summary_pair(&self, first: &Message, second: &Message) -> bool {
+        is_summary_pair(first, second)
+    }
+    // A tool part is its call and its result in one message.
+    fn answers_itself(&self) -> bool {
+        true
+    }
+}
+
 #[cfg(test)]
-#[path = "opencode_tests.rs"]
+#[path = "codec_tests.rs"]
 mod tests;

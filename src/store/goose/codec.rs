@@ -23,7 +23,8 @@
 use serde::Deserialize;
 use serde_json::{value::RawValue, Map, Value};
 
-use super::{str_field, Block, ImageInfo, Message, Role};
+use crate::message::{str_field, Block, ImageInfo, Message, Role};
+pub use crate::message::codec::ToolPair;
 
 /// goose's `MessageMetadata::agent_only()` (`userVisible:false, agentVisible:true`).
 pub const AGENT_ONLY: &str = r#"{"userVisible":false,"agentVisible":true}"#;
@@ -419,17 +420,6 @@ fn image_placeholder(item: &Value) -> Value {
     serde_json::json!({"type": "text", "text": info.placeholder()})
 }
 
-/// One tool pair of a history, goose's unit of tool-pair summarization
-/// (`context_mgmt/mod.rs` at goose `8d844eec`): an assistant message with tool requests and the
-/// user messages right after it that hold nothing but the responses to exactly those requests.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolPair {
-    /// Index of the assistant message with the requests.
-    pub request: usize,
-    /// Indices of the response messages, in order (one in practice).
-    pub responses: Vec<usize>,
-}
-
 /// The complete tool pairs among `messages` (an agent-visible history), none touching
 /// `keep` (the latest instruction the split keeps). A request answered only in part, a
 /// response message that also holds text, or responses spread past another message are not
@@ -473,7 +463,7 @@ pub fn tool_pairs(messages: &[Message], keep: Option<usize>) -> Vec<ToolPair> {
 }
 
 /// The message's envelope with `agentVisible` false and everything else kept: the store hides
-/// the row (`hide_from_agent`), and [`decode_all`](super::decode_all) leaves it out.
+/// the row (`hide_from_agent`), and [`decode_all`](crate::message::decode_all) leaves it out.
 pub fn hidden(m: &Message) -> Box<RawValue> {
     let env = split_envelope(&m.raw).expect("decoded goose messages are envelopes");
     let meta = hide_from_agent(env.metadata.map(|r| r.get()).filter(|r| *r != "null"));
@@ -498,6 +488,51 @@ pub fn to_raw(v: &Value) -> Box<RawValue> {
         .expect("serializer output is valid JSON")
 }
 
+/// goose's codec: a `messages` row (role, `content_json`, `metadata_json`) as an envelope,
+/// any model.
+pub struct Goose;
+
+/// The codec the goose adapter hands out.
+pub const CODEC: Goose = Goose;
+
+impl crate::message::Codec for Goose {
+    fn name(&self) -> &'static str {
+        "goose"
+    }
+    fn decode(&self, raw: &RawValue) -> Result<Message, String> {
+        decode(raw)
+    }
+    fn agent_visible(&self, raw: &RawValue) -> bool {
+        agent_visible(raw)
+    }
+    fn user_text_message(&self, text: &str) -> Box<RawValue> {
+        summary_message(text)
+    }
+    fn summary_messages(&self, text: &str) -> Vec<Box<RawValue>> {
+        vec![summary_message(text), continuation_message()]
+    }
+    fn prune_value(
+        &self,
+        value: &mut Value,
+        placeholder: &dyn Fn(&str) -> String,
+        elide_images: bool,
+    ) -> bool {
+        prune(value, placeholder, elide_images)
+    }
+    fn encode(&self, value: &Value) -> Box<RawValue> {
+        to_raw(value)
+    }
+    fn tool_pairs(&self, messages: &[Message], keep: Option<usize>) -> Vec<ToolPair> {
+        tool_pairs(messages, keep)
+    }
+    fn hidden(&self, message: &Message) -> Box<RawValue> {
+        hidden(message)
+    }
+    fn pair_note(&self, text: &str) -> Box<RawValue> {
+        pair_note(text)
+    }
+}
+
 #[cfg(test)]
-#[path = "goose_tests.rs"]
+#[path = "codec_tests.rs"]
 mod tests;

@@ -304,7 +304,7 @@ fn summary_and_continuation_are_goose_shaped() {
     assert!(CONTINUATION.starts_with("Your context was compacted at the user's request."));
     let m = decode(&s).unwrap();
     assert!(m.is_user_instruction());
-    let both = crate::message::summary_messages(crate::message::Format::Goose, "x");
+    let both = crate::message::summary_messages(&CODEC, "x");
     assert_eq!(both.len(), 2);
 }
 
@@ -313,7 +313,7 @@ fn prune_replaces_results_and_marks_agent_only() {
     let env = envelope("user", U2, None).unwrap();
     let m = decode(&env).unwrap();
     let out = crate::message::prune_message(
-        crate::message::Format::Goose,
+        &CODEC,
         &m,
         &|id| format!("[pruned {id}]"),
         false,
@@ -334,7 +334,7 @@ fn prune_replaces_results_and_marks_agent_only() {
     for (role, c) in [("user", U1), ("assistant", A1)] {
         let m = decode(&envelope(role, c, None).unwrap()).unwrap();
         assert!(crate::message::prune_message(
-            crate::message::Format::Goose,
+            &CODEC,
             &m,
             &|_| String::new(),
             true
@@ -350,7 +350,7 @@ fn prune_replaces_results_and_marks_agent_only() {
     .unwrap();
     let m = decode(&img).unwrap();
     let out =
-        crate::message::prune_message(crate::message::Format::Goose, &m, &|_| String::new(), true)
+        crate::message::prune_message(&CODEC, &m, &|_| String::new(), true)
             .unwrap();
     assert!(split_envelope(&out)
         .unwrap()
@@ -405,6 +405,6 @@ fn tool_pairs_are_complete_requests_with_their_response_only_messages() {
     let note = pair_note("[agent-db pruned a call to x {}: 0 B of output]");
     assert!(agent_visible(&note));
     let joined = crate::message::join_raw([hid.as_ref(), note.as_ref()]);
-    let decoded = crate::message::decode_all(crate::message::Format::Goose, &joined).unwrap();
+    let decoded = crate::message::decode_all(&CODEC, &joined).unwrap();
     assert_eq!(decoded.len(), 1, "the hidden message is not decoded");
 }
