@@ -450,6 +450,7 @@ mod threshold_tests {
             id: "c".into(),
             name: None,
             provider: "anthropic".into(),
+            codec: None,
             api_mode: None,
             model: None,
             message_count: None,

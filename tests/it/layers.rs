@@ -191,6 +191,8 @@ fn imports_follow_the_layers_architecture_md_states() {
     problems.sort();
     problems.dedup();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 /// The store kinds' names as they appear in code: kind names, module and type names.
 const STORE_WORDS: &[&str] = &[
     "kodelet",
