@@ -93,9 +93,9 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
             let path = cli.db.ok_or_else(|| {
                 Error::Usage("init needs --db PATH (the new store's file)".into())
             })?;
-            store::kodelet::init_store(&path)?;
+            let kind = store::init_store(&path)?;
             ui.status(&format!(
-                "created an empty kodelet-layout store at {}",
+                "created an empty {kind}-layout store at {}",
                 path.display()
             ));
             Ok(0)

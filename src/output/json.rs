@@ -157,7 +157,7 @@ mod tests {
         let mut buf = Vec::new();
         let head = [(
             "store",
-            serde_json::json!({"path": "/a \"b\"", "kind": "kodelet"}),
+            serde_json::json!({"path": "/a \"b\"", "kind": "an-agent"}),
         )];
         let mut s = Stream::start(&mut buf, "list", &head, "conversations", layout).unwrap();
         for i in items {
@@ -172,11 +172,11 @@ mod tests {
     fn streams_are_the_documented_bytes() {
         assert_eq!(
             streamed(Layout::Compact, &["1", "2"]),
-            "{\"version\":1,\"command\":\"list\",\"store\":{\"path\":\"/a \\\"b\\\"\",\"kind\":\"kodelet\"},\"conversations\":[1,2],\"totals\":{\"n\":2}}\n"
+            "{\"version\":1,\"command\":\"list\",\"store\":{\"path\":\"/a \\\"b\\\"\",\"kind\":\"an-agent\"},\"conversations\":[1,2],\"totals\":{\"n\":2}}\n"
         );
         assert_eq!(
             streamed(Layout::Lines, &["1", "2"]),
-            "{\"version\":1,\"command\":\"list\",\"store\":{\"path\":\"/a \\\"b\\\"\",\"kind\":\"kodelet\"},\"conversations\":[\n1,\n2\n],\"totals\":{\"n\":2}}\n"
+            "{\"version\":1,\"command\":\"list\",\"store\":{\"path\":\"/a \\\"b\\\"\",\"kind\":\"an-agent\"},\"conversations\":[\n1,\n2\n],\"totals\":{\"n\":2}}\n"
         );
         assert!(streamed(Layout::Lines, &[]).contains("\"conversations\":[\n],"));
         let v: Value = serde_json::from_str(&streamed(Layout::Lines, &["{}"])).unwrap();

@@ -45,6 +45,13 @@ use crate::error::{Error, Result, SqlContext};
 pub use crate::models::ContextLimits;
 pub use kind::StoreKind;
 
+/// `agent-db init`: a new, empty store at `path` in the layout agent-db's demos and tests use
+/// (kodelet's); returns that agent's name. The binary names no store kind itself.
+pub fn init_store(path: &Path) -> Result<&'static str> {
+    kodelet::init_store(path)?;
+    Ok(kodelet::KIND.name())
+}
+
 /// Whether a command only reads or also writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {

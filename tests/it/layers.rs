@@ -206,8 +206,9 @@ const STORE_WORDS: &[&str] = &[
 /// Where library code outside `src/store/` names a store kind: every line of a library file
 /// (test code included) that is not a comment line and contains one of [`STORE_WORDS`]
 /// (case-insensitive: identifiers, string literals, type names). Comment lines (`//`, `///`,
-/// `//!`) are left out, as is the binary's side ([`BINARY_SIDE`]: its help examples name
-/// agents as examples).
+/// `//!`) are left out, and so is `cli.rs`, whose `--help` examples name agents the way the
+/// docs do (`agent-db --agent docker-agent stats`); the rest of the binary (`main.rs`,
+/// `commands/`, `output/`) is counted.
 fn store_names_outside_store() -> Vec<String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
@@ -222,7 +223,7 @@ fn store_names_outside_store() -> Vec<String> {
             .as_os_str()
             .to_string_lossy();
         let top = top.trim_end_matches(".rs");
-        if top == "store" || BINARY_SIDE.contains(&top) {
+        if top == "store" || top == "cli" {
             continue;
         }
         let text = std::fs::read_to_string(&f).unwrap();
