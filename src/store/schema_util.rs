@@ -1,14 +1,16 @@
-//! Schema-check helpers every store folder shares: a table's column names, the
-//! "schema changed" error, and the status of a file whose schema check is all there is to say.
+//! Helpers every store folder shares: a table's column names, the "schema changed" error, the
+//! status of a file whose schema check is all there is to say, and one conversation's listing
+//! row read by id with its message count.
 
 use std::collections::HashSet;
 use std::path::Path;
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Error, Result, SqlContext};
 
 use super::kind::SchemaStatus;
+use super::ConversationMeta;
 
 /// The column names of `table`, as the file spells them (empty when the table is missing).
 pub(crate) fn columns(conn: &Connection, table: &str, path: &Path) -> Result<HashSet<String>> {
@@ -37,6 +39,23 @@ impl SchemaStatus {
             writable: true,
         }
     }
+}
+
+/// One conversation's listing row: `sql` selects it with the id bound as `?1`, `row` turns it
+/// into its meta, and `count_sql` (the id as `?1` too) gives its `message_count`.
+pub(crate) fn meta_with_count(
+    conn: &Connection,
+    path: &Path,
+    sql: &str,
+    count_sql: &str,
+    id: &str,
+    row: impl FnOnce(&Row<'_>) -> rusqlite::Result<ConversationMeta>,
+) -> Result<Option<ConversationMeta>> {
+    let Some(mut m) = conn.query_row(sql, [id], row).optional().at(path)? else {
+        return Ok(None);
+    };
+    m.message_count = Some(conn.query_row(count_sql, [id], |c| c.get(0)).at(path)?);
+    Ok(Some(m))
 }
 
 #[cfg(test)]

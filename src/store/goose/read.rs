@@ -14,6 +14,7 @@ use crate::error::{Error, Result, SqlContext};
 use super::codec;
 use crate::models::ContextLimits;
 use crate::store::cells::{int, lossy, NewestFirst, SortKey};
+use crate::store::schema_util::meta_with_count;
 use crate::store::{ConversationMeta, Prefilter};
 
 /// goose's `DEFAULT_CONTEXT_LIMIT`, used when nothing else names a session's window.
@@ -196,17 +197,7 @@ pub fn meta(
 ) -> Result<Option<ConversationMeta>> {
     let schema = check_schema(conn, path)?;
     let sql = list_sql(&schema, "WHERE s.id = ?1");
-    let found = conn
-        .query_row(&sql, [id], |r| meta_from_row(r, limits))
-        .optional()
-        .at(path)?;
-    match found {
-        Some(mut m) => {
-            m.message_count = Some(conn.query_row(COUNT_SQL, [id], |c| c.get(0)).at(path)?);
-            Ok(Some(m))
-        }
-        None => Ok(None),
-    }
+    meta_with_count(conn, path, &sql, COUNT_SQL, id, |r| meta_from_row(r, limits))
 }
 
 /// The goose providers whose `manages_own_context()` is true (aaif-goose `main`: the CLI

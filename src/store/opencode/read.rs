@@ -21,6 +21,7 @@ use super::codec;
 use crate::message::str_field;
 use crate::models::ContextLimits;
 use crate::store::cells::{int, lossy};
+use crate::store::schema_util::meta_with_count;
 use crate::store::{ConversationMeta, Prefilter};
 
 /// Epoch milliseconds as RFC 3339 (UTC, milliseconds).
@@ -214,17 +215,7 @@ pub fn meta(
 ) -> Result<Option<ConversationMeta>> {
     let schema = check_schema(conn, path)?;
     let sql = list_sql(&schema, "WHERE s.id = ?1", "");
-    let found = conn
-        .query_row(&sql, [id], |r| meta_from_row(r, limits))
-        .optional()
-        .at(path)?;
-    match found {
-        Some(mut m) => {
-            m.message_count = Some(conn.query_row(COUNT_SQL, [id], |c| c.get(0)).at(path)?);
-            Ok(Some(m))
-        }
-        None => Ok(None),
-    }
+    meta_with_count(conn, path, &sql, COUNT_SQL, id, |r| meta_from_row(r, limits))
 }
 
 /// One stored message as loaded.
