@@ -535,7 +535,7 @@ pub struct CompactArgs {
     /// Do not write a compaction whose retention score (the share of the summarized span's
     /// paths, commands, errors, identifiers, URLs, rules, to-dos and latest instruction found in
     /// the result) is under R, from 0 to 1; the conversation is skipped with the reason
-    /// [default: off]
+    /// [default: off; 0.8 with the llm strategy; config compact.min_retention]
     #[arg(long, value_name = "R", value_parser = parse_retention)]
     pub min_retention: Option<f64>,
 
