@@ -539,6 +539,12 @@ pub struct CompactArgs {
     #[arg(long, value_name = "R", value_parser = parse_retention)]
     pub min_retention: Option<f64>,
 
+    /// When a result is under the retention floor, try the next strategy (llm, then
+    /// extractive, then prune; prune is passed over on append-only stores) and write the first
+    /// that reaches it; the row names the strategy that landed and why
+    #[arg(long)]
+    pub fallback: bool,
+
     /// Compact even conversations the stall guard protects (compacted fewer than 10 messages
     /// ago, or whose last compaction saved under 10%), conversations already at or under the
     /// target, and compactions that would save less than compact.min_saving
