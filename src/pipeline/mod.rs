@@ -59,6 +59,9 @@ pub struct RunOptions {
     /// Leave a conversation unwritten when its retention score is under this
     /// ([`crate::retention`]).
     pub min_retention: Option<f64>,
+    /// `min_retention` is the strategy's default (none was set): it does not hold for a
+    /// summary a hook supplied, which carries no artifact ledger.
+    pub min_retention_is_default: bool,
     /// Under `min_retention`, try the next strategy ([`crate::compact::build::fallbacks`]);
     /// the first that reaches it is written.
     pub fallback: bool,
@@ -166,6 +169,7 @@ pub fn run(
         now,
         min_saving: opts.plan.min_saving,
         min_retention: opts.min_retention,
+        min_retention_is_default: opts.min_retention_is_default,
         fallbacks: if opts.fallback && opts.min_retention.is_some() {
             crate::compact::build::fallbacks(strategy_name.as_str())
         } else {

@@ -36,6 +36,8 @@ pub(super) struct Context {
     pub min_saving: Option<f64>,
     /// [`super::RunOptions::min_retention`].
     pub min_retention: Option<f64>,
+    /// [`super::RunOptions::min_retention_is_default`].
+    pub min_retention_is_default: bool,
     /// `--fallback`: the strategies tried, in order, when the result is under `min_retention`.
     pub fallbacks: Vec<Arc<dyn Strategy>>,
 }
@@ -155,7 +157,10 @@ async fn steps(
     let new = new.map_err(strategy_status)?;
     record_after(row, &plan, &new);
     let kept = retention_of(&plan, &new);
-    let floor = ctx.min_retention.filter(|m| kept.score < *m);
+    let floor = ctx
+        .min_retention
+        .filter(|_| !(ctx.min_retention_is_default && matches!(provenance, Provenance::Hook(_))))
+        .filter(|m| kept.score < *m);
     let score = kept.score;
     row.retention = Some(kept);
     let (plan, rewrite, new, landed) = match floor {
