@@ -408,3 +408,66 @@ fn fallback_lands_extractive_when_the_model_summary_is_under_the_floor_and_resto
     assert!(out.contains("extractive ["), "{out}");
     assert!(out.contains("fell back: llm: retention "), "{out}");
 }
+
+#[test]
+fn min_retention_from_the_environment_or_file_out_of_range_is_a_config_error() {
+    let (env, id) = env();
+    let before = env.files_hash();
+    let mut c = env.cmd();
+    c.current_dir(env.dir.path())
+        .env("AGENT_DB_MIN_RETENTION", "1.5")
+        .args([
+            "compact",
+            &id,
+            "--strategy",
+            "extractive",
+            "--yes",
+            "--json",
+        ]);
+    let (_, code, err) = run(c);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("compact.min_retention"), "{err}");
+    let cfg = env.dir.path().join("c.toml");
+    std::fs::write(&cfg, "[compact]\nmin_retention = -1\n").unwrap();
+    let mut c = env.cmd();
+    c.current_dir(env.dir.path())
+        .arg("--config")
+        .arg(&cfg)
+        .args([
+            "compact",
+            &id,
+            "--strategy",
+            "extractive",
+            "--yes",
+            "--json",
+        ]);
+    let (_, code, err) = run(c);
+    assert_eq!(code, 3, "{err}");
+    assert_eq!(env.files_hash(), before, "nothing written");
+
+    // In range, the file's floor holds for extractive too, and the environment beats it.
+    std::fs::write(&cfg, "[compact]\nmin_retention = 1\n").unwrap();
+    summary_hook(&env, &summary_without_rule());
+    let mut c = env.cmd();
+    c.current_dir(env.dir.path())
+        .arg("--config")
+        .arg(&cfg)
+        .args(["compact", &id, "--keep-tokens", "2000", "--force"])
+        .args(["--strategy", "extractive", "--yes", "--json"]);
+    let (doc, code, err) = run(c);
+    assert_eq!(code, 0, "{err}");
+    let detail = doc["conversations"][0]["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(detail.contains("--min-retention 100.0%"), "{doc:#}");
+    let mut c = env.cmd();
+    c.current_dir(env.dir.path())
+        .arg("--config")
+        .arg(&cfg)
+        .env("AGENT_DB_MIN_RETENTION", "0.5")
+        .args(["compact", &id, "--keep-tokens", "2000", "--force"])
+        .args(["--strategy", "extractive", "--yes", "--json"]);
+    let (doc, code, err) = run(c);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["conversations"][0]["status"], "compacted", "{doc:#}");
+}
