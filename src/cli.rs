@@ -535,9 +535,15 @@ pub struct CompactArgs {
     /// Do not write a compaction whose retention score (the share of the summarized span's
     /// paths, commands, errors, identifiers, URLs, rules, to-dos and latest instruction found in
     /// the result) is under R, from 0 to 1; the conversation is skipped with the reason
-    /// [default: off]
+    /// [default: off; 0.8 with the llm strategy; config compact.min_retention]
     #[arg(long, value_name = "R", value_parser = parse_retention)]
     pub min_retention: Option<f64>,
+
+    /// When a result is under the retention floor, try the next strategy (llm, then
+    /// extractive, then prune; prune is passed over on append-only stores) and write the first
+    /// that reaches it; the row names the strategy that landed and why
+    #[arg(long)]
+    pub fallback: bool,
 
     /// Compact even conversations the stall guard protects (compacted fewer than 10 messages
     /// ago, or whose last compaction saved under 10%), conversations already at or under the

@@ -68,6 +68,7 @@ struct CompactSection {
     stall_min_new_messages: Option<usize>,
     stall_min_saving: Option<f64>,
     min_saving: Option<f64>,
+    min_retention: Option<f64>,
     busy_wait: Option<String>,
 }
 
@@ -103,6 +104,7 @@ pub struct Overrides {
     pub hook_timeout: Option<Duration>,
     pub target: Option<f64>,
     pub keep_tokens: Option<usize>,
+    pub min_retention: Option<f64>,
 }
 
 /// The layer a setting's value came from, in order of precedence (a later one wins).
@@ -167,6 +169,10 @@ pub struct Settings {
     /// The least share of its tokens a compaction must save to be written
     /// (`compact.min_saving`); `--force` turns it off.
     pub min_saving: f64,
+    /// The least retention score a compaction must reach to be written
+    /// (`compact.min_retention`); `None`: not set, so the strategy's default applies
+    /// ([`DEFAULT_LLM_MIN_RETENTION`] for `llm`, off otherwise).
+    pub min_retention: Option<f64>,
     /// How long a write waits, retrying with backoff, while another process holds the store's
     /// write lock (`compact.busy_wait`).
     #[serde(with = "humantime_serde_compat")]
@@ -557,6 +563,20 @@ impl Layers<'_> {
             }
             s.min_saving = x;
         }
+        let env = self.var_num::<f64>("AGENT_DB_MIN_RETENTION")?;
+        if let Some(x) = self.pick(
+            "compact.min_retention",
+            f.min_retention,
+            env,
+            o.min_retention,
+        ) {
+            if !(0.0..=1.0).contains(&x) {
+                return Err(Error::Config(format!(
+                    "compact.min_retention / AGENT_DB_MIN_RETENTION takes a retention score from 0 to 1, such as 0.9; got {x}"
+                )));
+            }
+            s.min_retention = Some(x);
+        }
         let file_wait = f
             .busy_wait
             .as_deref()
@@ -618,6 +638,7 @@ const KEYS: &[(&str, &str)] = &[
     ("keep_tokens", "compact.keep_tokens"),
     ("target", "compact.target"),
     ("min_saving", "compact.min_saving"),
+    ("min_retention", "compact.min_retention"),
     ("busy_wait", "compact.busy_wait"),
     ("hook_dirs", "hooks.dirs"),
     ("hook_timeout", "hooks.timeout"),
@@ -656,6 +677,7 @@ impl Settings {
             target: DEFAULT_TARGET,
             stall: StallGuard::default(),
             min_saving: DEFAULT_MIN_SAVING,
+            min_retention: None,
             busy_wait: DEFAULT_BUSY_WAIT,
             hook_dirs: Vec::new(),
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
@@ -667,6 +689,13 @@ impl Settings {
             sources: BTreeMap::new(),
             config_dir,
         }
+    }
+
+    /// The retention floor for `strategy` (its name): the one set, else
+    /// [`DEFAULT_LLM_MIN_RETENTION`] for `llm`, else none.
+    pub fn min_retention_for(&self, strategy: &str) -> Option<f64> {
+        self.min_retention
+            .or((strategy == "llm").then_some(DEFAULT_LLM_MIN_RETENTION))
     }
 
     /// The layer `key` (`llm.model`, `compact.keep_tokens`, …) came from.
@@ -796,6 +825,12 @@ impl Default for StallGuard {
 /// written.
 pub const DEFAULT_MIN_SAVING: f64 = 0.1;
 
+/// The retention floor of the `llm` strategy when none is set (`compact.min_retention`,
+/// `--min-retention`). Its summaries carry the artifact ledger (paths, commands, to-dos, rules),
+/// but errors, identifiers and URLs are the model's to keep and the ledger is bounded: ordinary
+/// model summaries score 0.86-1.0 in the tests, so 0.9 would refuse about one in five of them.
+pub const DEFAULT_LLM_MIN_RETENTION: f64 = 0.8;
+
 /// The default `compact.busy_wait`.
 pub const DEFAULT_BUSY_WAIT: Duration = Duration::from_secs(30);
 
@@ -914,6 +949,62 @@ mod tests {
             (Some("flag-model"), 333, Some(444))
         );
         assert_eq!(s.source("compact.keep_tokens"), Source::Flag);
+    }
+
+    #[test]
+    fn min_retention_layers_and_the_llm_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "[compact]\nmin_retention = 0.7\n").unwrap();
+        let file = Overrides {
+            config: Some(f.clone()),
+            ..Default::default()
+        };
+        // Nothing set: llm gets the documented floor, the others none.
+        let s = load_with(&Overrides::default(), &env_of(&[])).unwrap();
+        assert_eq!(s.min_retention, None);
+        assert_eq!(s.min_retention_for("llm"), Some(0.8));
+        assert_eq!(s.min_retention_for("extractive"), None);
+        assert_eq!(s.min_retention_for("prune"), None);
+        // The file, then the environment, then the flag win; a set floor holds for every strategy.
+        let s = load_with(&file, &env_of(&[])).unwrap();
+        assert_eq!(
+            (s.min_retention_for("llm"), s.min_retention_for("prune")),
+            (Some(0.7), Some(0.7))
+        );
+        assert_eq!(s.source("compact.min_retention"), Source::ConfigFile);
+        let s = load_with(&file, &env_of(&[("AGENT_DB_MIN_RETENTION", "0.8")])).unwrap();
+        assert_eq!(s.min_retention, Some(0.8));
+        assert_eq!(s.source("compact.min_retention"), Source::Environment);
+        let flag = Overrides {
+            min_retention: Some(0.0),
+            ..file
+        };
+        let s = load_with(&flag, &env_of(&[("AGENT_DB_MIN_RETENTION", "0.8")])).unwrap();
+        assert_eq!(s.min_retention_for("llm"), Some(0.0));
+        assert_eq!(s.source("compact.min_retention"), Source::Flag);
+        // Out of range in the environment or the file is a config error.
+        for bad in ["1.5", "-0.1"] {
+            let e = load_with(
+                &Overrides::default(),
+                &env_of(&[("AGENT_DB_MIN_RETENTION", bad)]),
+            )
+            .unwrap_err();
+            assert!(
+                matches!(&e, Error::Config(m) if m.contains("compact.min_retention")),
+                "{e}"
+            );
+        }
+        std::fs::write(&f, "[compact]\nmin_retention = 2\n").unwrap();
+        let e = load_with(
+            &Overrides {
+                config: Some(f),
+                ..Default::default()
+            },
+            &env_of(&[]),
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::Config(_)), "{e}");
     }
 
     #[test]

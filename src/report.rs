@@ -91,6 +91,13 @@ impl Serialize for Status {
 }
 
 /// One conversation's line in the report.
+/// A strategy `--fallback` left: its name and why (`retention 62% < 80%`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Fallback {
+    pub from: String,
+    pub reason: String,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     pub id: String,
@@ -135,6 +142,10 @@ pub struct Row {
     /// What the result keeps of the summarized span's artifacts ([`crate::retention`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retention: Option<crate::retention::Retention>,
+    /// With `--fallback`: the strategy that fell under the retention floor, and why; `strategy`
+    /// is then the one that landed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Fallback>,
     /// Why `--target` could not be reached, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -171,6 +182,7 @@ impl Row {
             utilization_before: None,
             utilization_after: None,
             retention: None,
+            fallback: None,
             note: None,
             duration_ms: 0,
             skipped_at_selection: None,

@@ -34,6 +34,7 @@ pub fn overrides(config: Option<PathBuf>, args: Option<&CompactArgs>) -> Overrid
         o.hook_timeout = a.hook_timeout;
         o.target = a.target;
         o.keep_tokens = a.keep_tokens;
+        o.min_retention = a.min_retention;
     }
     o
 }

@@ -37,6 +37,19 @@ pub struct Built {
     pub settings: Settings,
 }
 
+/// The strategies `--fallback` tries, in order, after `strategy` (its name) falls under the
+/// retention floor: llm → extractive → prune; extractive → prune; prune has none.
+pub fn fallbacks(strategy: &str) -> Vec<Arc<dyn Strategy>> {
+    let prune: Arc<dyn Strategy> = Arc::new(Prune {
+        elide_images: false,
+    });
+    match strategy {
+        "llm" => vec![Arc::new(Extractive), prune],
+        "extractive" => vec![prune],
+        _ => Vec::new(),
+    }
+}
+
 /// Whether an LLM can be used: a provider is configured, and it has a key or is a local server.
 pub fn llm_ready(s: &Settings) -> std::result::Result<(), String> {
     let Some(kind) = s.llm_provider else {

@@ -45,6 +45,15 @@ fn utilization(t: &mut table::Grid, r: &Row) -> String {
     format!("{figures}{mark}").trim_start().to_string()
 }
 
+/// The strategy, with a numbered note when `--fallback` landed it in place of another.
+fn strategy_cell(t: &mut table::Grid, r: &Row) -> String {
+    let name = r.strategy.clone().unwrap_or_default();
+    match &r.fallback {
+        Some(f) => format!("{name} [{}]", t.note(&format!("fell back: {}", f.reason))),
+        None => name,
+    }
+}
+
 /// The status cell: a word, with a numbered note holding a skip or failure reason.
 fn status_cell(t: &mut table::Grid, s: &Status) -> (String, Tone) {
     match s {
@@ -127,7 +136,7 @@ fn cells(
                 .map(|k| format!("{:.0}%", k.score * 100.0))
                 .unwrap_or_default(),
         ),
-        table::c(r.strategy.clone().unwrap_or_default()),
+        table::c(strategy_cell(t, r)),
         status,
     ]
 }

@@ -59,6 +59,12 @@ pub struct RunOptions {
     /// Leave a conversation unwritten when its retention score is under this
     /// ([`crate::retention`]).
     pub min_retention: Option<f64>,
+    /// `min_retention` is the strategy's default (none was set): it does not hold for a
+    /// summary a hook supplied, which carries no artifact ledger.
+    pub min_retention_is_default: bool,
+    /// Under `min_retention`, try the next strategy ([`crate::compact::build::fallbacks`]);
+    /// the first that reaches it is written.
+    pub fallback: bool,
     /// Hooks to run (none in a dry run).
     pub hooks: Option<Arc<Hooks>>,
     /// Keep every row for the returned report. Callers that stream rows as they finish (a
@@ -118,6 +124,7 @@ pub fn run(
     // removes the -wal/-shm files again (the loader's and the pool's connections, opened
     // after it, are read-only and could not), so a dry run leaves the files as they were.
     let keeper = location.open(Access::Read)?;
+    let strategy_name = strategy.name().to_string();
     let concurrency = opts.concurrency.max(1);
     let runtime = runtime(concurrency, !opts.dry_run && !strategy.offline(), location)?;
     let threads = planning_threads(opts.jobs);
@@ -138,6 +145,7 @@ pub fn run(
         seal: !opts.dry_run,
         prepare: (!opts.dry_run && !strategy.offline() && hooks.is_none())
             .then(|| (strategy.clone(), now)),
+        release_head: !opts.fallback,
     };
     let loader = start_loader(
         location,
@@ -161,6 +169,12 @@ pub fn run(
         now,
         min_saving: opts.plan.min_saving,
         min_retention: opts.min_retention,
+        min_retention_is_default: opts.min_retention_is_default,
+        fallbacks: if opts.fallback && opts.min_retention.is_some() {
+            crate::compact::build::fallbacks(strategy_name.as_str())
+        } else {
+            Vec::new()
+        },
     });
     let limits = dispatch::Limits {
         concurrency,

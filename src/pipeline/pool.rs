@@ -130,6 +130,8 @@ pub(super) struct Ahead {
     /// head) while the conversation waits for a `--concurrency` slot, so a slot that frees is
     /// refilled at once. Only when no hook may supply the summary or read the messages.
     pub prepare: Option<(Arc<dyn Strategy>, DateTime<FixedOffset>)>,
+    /// Release the head once prepared (not when `--fallback` may run another strategy on it).
+    pub release_head: bool,
 }
 
 /// Queue the planning of one selected conversation on the pool; its job arrives on the
@@ -214,7 +216,7 @@ fn plan_job(
         }
         let early = ahead.prepare.as_ref().map(|(strategy, now)| {
             let r = strategy.prepare(&HeadInput::new(&p, *now));
-            if matches!(r, Ok(Some(_))) {
+            if ahead.release_head && matches!(r, Ok(Some(_))) {
                 p.release_head();
             }
             r

@@ -36,6 +36,10 @@ pub(super) struct Context {
     pub min_saving: Option<f64>,
     /// [`super::RunOptions::min_retention`].
     pub min_retention: Option<f64>,
+    /// [`super::RunOptions::min_retention_is_default`].
+    pub min_retention_is_default: bool,
+    /// `--fallback`: the strategies tried, in order, when the result is under `min_retention`.
+    pub fallbacks: Vec<Arc<dyn Strategy>>,
 }
 
 /// The concurrency slots a conversation holds: `compacting` while its strategy runs (this is
@@ -153,19 +157,36 @@ async fn steps(
     let new = new.map_err(strategy_status)?;
     record_after(row, &plan, &new);
     let kept = retention_of(&plan, &new);
-    let floor = ctx.min_retention.filter(|m| kept.score < *m);
+    let floor = ctx
+        .min_retention
+        .filter(|_| !(ctx.min_retention_is_default && matches!(provenance, Provenance::Hook(_))))
+        .filter(|m| kept.score < *m);
+    let score = kept.score;
     row.retention = Some(kept);
-    if let Some(min) = floor {
-        let score = row.retention.as_ref().map_or(0.0, |r| r.score);
-        return Err(unchanged(
-            row,
-            format!(
-                "retention {:.1}% is under --min-retention {:.1}%; nothing written",
-                score * 100.0,
-                min * 100.0
-            ),
-        ));
-    }
+    let (plan, rewrite, new, landed) = match floor {
+        None => (plan, rewrite, new, ctx.strategy.clone()),
+        Some(min) if ctx.fallbacks.is_empty() => {
+            return Err(unchanged(
+                row,
+                format!(
+                    "retention {:.1}% is under --min-retention {:.1}%; nothing written",
+                    score * 100.0,
+                    min * 100.0
+                ),
+            ));
+        }
+        Some(min) => {
+            let (plan, rewrite, new, landed) =
+                fall_back(plan, ctx, min, (&label, under(score, min)), row).await?;
+            (plan, rewrite, new, landed)
+        }
+    };
+    let provenance = if Arc::ptr_eq(&landed, &ctx.strategy) {
+        provenance
+    } else {
+        Provenance::Strategy
+    };
+    let label = provenance.label(landed.as_ref());
     // A compaction that makes nothing better is not written (nor, in a dry run, planned).
     if let Some(why) = ctx
         .min_saving
@@ -180,7 +201,7 @@ async fn steps(
         Rewrite::Summary(s) => Some(s.text.clone()),
         Rewrite::PrunedHead(_) => None,
     };
-    let (audit, compaction) = describe(&plan, &provenance, &rewrite, new, row, ctx);
+    let (audit, compaction) = describe(&plan, &provenance, &rewrite, new, row, ctx, &landed);
     // The store's proposal is made on the pool: it may encode and compress (kodelet packs the
     // pre-image), work the one writer thread should not do.
     let (plan, proposal) = on_pool_with_store(ctx, plan, move |p, store| {
@@ -193,6 +214,76 @@ async fn steps(
     row.compaction_id = Some(compaction_id);
     hooks_after(&plan, ctx, row, &label, summary.as_deref(), compaction_id).await;
     Ok(Status::Compacted)
+}
+
+/// `retention 62.0% < 80.0%`.
+fn under(score: f64, min: f64) -> String {
+    format!("retention {:.1}% < {:.1}%", score * 100.0, min * 100.0)
+}
+
+type Landed = (Plan, Rewrite, NewHistory, Arc<dyn Strategy>);
+
+/// `--fallback`: `from`'s result was under the floor `min` (`first` says by how much); try
+/// the next strategies in order on the same head, each scored, and hand back the first that
+/// reaches `min` (the row then names it and says why). None does: the conversation is skipped
+/// with every step's reason. A strategy the store refuses (prune on an append-only store) is
+/// passed over.
+async fn fall_back(
+    mut plan: Plan,
+    ctx: &Context,
+    min: f64,
+    (from, first): (&str, String),
+    row: &mut Row,
+) -> Step<Landed> {
+    let mut steps = vec![format!("{from}: {first}")];
+    for s in &ctx.fallbacks {
+        if s.rewrites_head() && !ctx.kind.rewrites_history() {
+            steps.push(format!(
+                "{}: not available for {} stores",
+                s.name(),
+                ctx.kind.name()
+            ));
+            continue;
+        }
+        let handle = tokio::runtime::Handle::current();
+        let (strategy, now) = (s.clone(), ctx.now);
+        let (p, out) = on_pool(ctx, plan, move |p| {
+            let input = HeadInput::new(p, now);
+            let r = handle.block_on(rewrite_head(strategy.as_ref(), &input, &p.meta.id));
+            drop(input);
+            r.and_then(|rw| {
+                let new = swap::build(p, &rw)?;
+                let kept = retention_of(p, &new);
+                Ok((rw, new, kept))
+            })
+        })
+        .await?;
+        plan = p;
+        match out {
+            Ok((rw, new, kept)) if kept.score >= min => {
+                row.fallback = Some(crate::report::Fallback {
+                    from: from.to_string(),
+                    reason: steps.join("; "),
+                });
+                row.strategy = Some(s.name().to_string());
+                record_after(row, &plan, &new);
+                row.retention = Some(kept);
+                return Ok((plan, rw, new, s.clone()));
+            }
+            Ok((_, _, kept)) => steps.push(format!("{}: {}", s.name(), under(kept.score, min))),
+            Err(StrategyError::Skip(why) | StrategyError::Fail(why)) => {
+                steps.push(format!("{}: {why}", s.name()))
+            }
+        }
+    }
+    Err(unchanged(
+        row,
+        format!(
+            "no strategy reaches --min-retention {:.1}% ({}); nothing written",
+            min * 100.0,
+            steps.join("; ")
+        ),
+    ))
 }
 
 /// A dry run of a strategy that calls a model: its estimate (made on the pool), and no call.
@@ -416,6 +507,15 @@ fn audit_details(
         obj.remove("recipe");
         obj.remove("instructions_sha256");
     }
+    if let Some(f) = &row.fallback {
+        // Another strategy landed: the configured one's recipe was not what wrote the head.
+        obj.remove("recipe");
+        obj.remove("instructions_sha256");
+        obj.insert(
+            "fallback".into(),
+            serde_json::to_value(f).unwrap_or_default(),
+        );
+    }
     if let Rewrite::Summary(sm) = rewrite {
         if let Some(c) = sm.cost_usd {
             obj.insert("cost_usd".into(), c.into());
@@ -448,6 +548,7 @@ fn describe(
     new: NewHistory,
     row: &Row,
     ctx: &Context,
+    landed: &Arc<dyn Strategy>,
 ) -> (AuditEntry, Compaction) {
     let (summary_sha256, model) = match (rewrite, provenance) {
         // A hook's summary was written by no model, whatever the configured strategy.
@@ -456,7 +557,7 @@ fn describe(
             crate::util::sha256_hex(&s.text),
             s.model
                 .clone()
-                .or_else(|| ctx.strategy.model().map(str::to_string)),
+                .or_else(|| landed.model().map(str::to_string)),
         ),
         (Rewrite::PrunedHead(_), _) => (String::new(), None),
     };
@@ -465,7 +566,7 @@ fn describe(
         conversation_id: plan.meta.id.clone(),
         store_kind: ctx.kind.name().into(),
         reason: plan.reason.name().into(),
-        strategy: provenance.label(ctx.strategy.as_ref()),
+        strategy: provenance.label(landed.as_ref()),
         model: model.clone(),
         messages_before: plan.loaded.messages.len() as i64,
         messages_after: new.messages as i64,

@@ -1354,3 +1354,48 @@ fn current_newest_plus_one_is_refused_for_writing() {
     );
     assert_eq!(files_hash(&other.db), before);
 }
+
+/// `--fallback` on an append-only store: prune (which rewrites messages in place) is passed
+/// over and said so; a conversation extractive leaves under the floor is not written.
+#[test]
+fn fallback_passes_over_prune_on_an_append_only_store() {
+    let da = generated(Generation::Modern, 8, 3);
+    let before = files_hash(&da.db);
+    let doc = compact(
+        &da,
+        &[
+            "--all-over",
+            "0",
+            "--keep-tokens",
+            "2000",
+            "--force",
+            "--strategy",
+            "extractive",
+            "--min-retention",
+            "1",
+            "--fallback",
+        ],
+    );
+    let rows = doc["conversations"].as_array().unwrap();
+    let mut refused = 0;
+    for r in rows {
+        if r["status"] == "compacted" {
+            assert_eq!(r["retention"]["score"], 1.0, "{r:#}");
+            continue;
+        }
+        let detail = r["detail"].as_str().unwrap_or_default();
+        if detail.starts_with("no strategy reaches --min-retention 100.0%") {
+            assert!(detail.contains("extractive: retention "), "{detail}");
+            assert!(
+                detail.contains("prune: not available for docker-agent stores"),
+                "{detail}"
+            );
+            assert!(r.get("fallback").is_none(), "{r:#}");
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "some conversation is under the floor: {doc:#}");
+    if ids_with_status(&doc, "compacted").is_empty() {
+        assert_eq!(files_hash(&da.db), before, "nothing written");
+    }
+}

@@ -1241,6 +1241,10 @@ fn concurrency_bounds_requests_in_flight() {
             "0",
             "--keep-tokens",
             "2000",
+            // A one-word summary: the llm default floor would refuse the conversations whose
+            // span holds mostly errors; concurrency is what is tested here.
+            "--min-retention",
+            "0",
         ])
         .args([
             "--summary-context",

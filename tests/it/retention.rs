@@ -2,7 +2,8 @@
 //! SQL), the report's and the audit row's score, `history`, the `--min-retention` floor (a
 //! hook-supplied summary that loses the user's rule is refused, byte for byte), and the artifact
 //! ledger after a model summary that drops every path and command (a real HTTP server on
-//! 127.0.0.1).
+//! 127.0.0.1), and `--fallback` landing the next strategy when the model's result is under the
+//! floor.
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -253,4 +254,220 @@ fn a_model_summary_without_paths_or_commands_lands_with_all_of_them_in_its_ledge
     let o = env.cmd().args(["history"]).output().unwrap();
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(table.contains("KEPT"), "{table}");
+}
+
+/// [`planted`] with long tool outputs and a second user message in the head: two URLs,
+/// identifiers and a number the model's answer drops and the artifact ledger does not carry (it
+/// keeps paths, commands, to-dos and rules).
+fn planted_with_references() -> String {
+    let mut m: Vec<Value> = serde_json::from_str(&planted()).unwrap();
+    // Long tool outputs, which prune replaces by placeholders.
+    for (i, t) in m.iter_mut().filter(|t| t["role"] == "tool").enumerate() {
+        let text = format!(
+            "{}\n{}",
+            t["content"].as_str().unwrap(),
+            filler(200 + i, 600)
+        );
+        t["content"] = text.into();
+    }
+    m.insert(
+        1,
+        json!({"role": "user", "content": "Read https://example.test/spec/4711 and https://example.test/notes/815 first; LoaderV2, parse_config_v3, FooCache::evict and retry_budget_ms stay as they are (ticket 90210)."}),
+    );
+    serde_json::to_string(&m).unwrap()
+}
+
+fn llm_compact(env: &Env, id: &str, llm: &MiniLlm, extra: &[&str]) -> (Value, i32, String) {
+    let base = llm.base_url();
+    let mut args = vec![
+        "--strategy",
+        "llm",
+        "--llm-provider",
+        "openai",
+        "--model",
+        "test-model",
+        "--base-url",
+        &base,
+    ];
+    args.extend_from_slice(extra);
+    let mut c = env.cmd();
+    c.current_dir(env.dir.path())
+        .env("AGENT_DB_API_KEY", "x")
+        .args([
+            "compact",
+            id,
+            "--keep-tokens",
+            "2000",
+            "--force",
+            "--yes",
+            "--json",
+        ])
+        .args(&args);
+    run(c)
+}
+
+#[test]
+fn fallback_lands_extractive_when_the_model_summary_is_under_the_floor_and_restore_undoes_it() {
+    let (env, id) = env();
+    let original = planted_with_references();
+    env.conn()
+        .execute(
+            "UPDATE conversations SET raw_messages = ?1 WHERE id = ?2",
+            [original.clone(), id.clone()],
+        )
+        .unwrap();
+    let llm = MiniLlm::start();
+    let before = env.files_hash();
+
+    // Without --fallback: the model's summary (its ledger keeps the rule, paths and commands,
+    // not the URLs and identifiers) is under the floor, and nothing is written.
+    let (doc, code, err) = llm_compact(&env, &id, &llm, &["--min-retention", "0.95"]);
+    let row = &doc["conversations"][0];
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(row["status"], "skipped", "{doc:#}\n{err}");
+    assert_eq!(row["strategy"], "llm");
+    assert!(row.get("fallback").is_none(), "{row:#}");
+    assert_eq!(row["retention"]["by_kind"]["url"]["kept"], 0, "{row:#}");
+    assert_eq!(env.files_hash(), before, "nothing written");
+
+    // The same with no floor set: the llm default (0.8) refuses it too.
+    let (doc, _, err) = llm_compact(&env, &id, &llm, &[]);
+    let row = &doc["conversations"][0];
+    assert_eq!(row["status"], "skipped", "{doc:#}\n{err}");
+    assert!(
+        row["detail"]
+            .as_str()
+            .unwrap()
+            .contains("--min-retention 80.0%"),
+        "{row:#}"
+    );
+    assert_eq!(env.files_hash(), before, "nothing written");
+
+    // With --fallback: extractive keeps the user's words and lands; the row says why.
+    let asked = llm.requests();
+    let (doc, code, err) = llm_compact(&env, &id, &llm, &["--min-retention", "0.95", "--fallback"]);
+    assert_eq!(code, 0, "{err}");
+    let row = &doc["conversations"][0];
+    assert_eq!(row["status"], "compacted", "{doc:#}\n{err}");
+    assert!(llm.requests() > asked, "the model was asked first");
+    assert_eq!(row["strategy"], "extractive");
+    assert_eq!(row["fallback"]["from"], "llm");
+    let reason = row["fallback"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("llm: retention ") && reason.ends_with("< 95.0%"),
+        "{reason}"
+    );
+    assert!(row["retention"]["score"].as_f64().unwrap() >= 0.95);
+    // What was written, read with the test's own SQL: the extractive head, not the model's.
+    let raw = raw_messages(&env, &id);
+    assert_ne!(raw, original);
+    assert!(!raw.contains("The user asked for a refactor; it is done."));
+    for s in [
+        "https://example.test/spec/4711",
+        "https://example.test/notes/815",
+        "LoaderV2",
+        "parse_config_v3",
+        RULE.trim_end_matches('.'),
+    ] {
+        assert!(raw.contains(s), "{s} is kept: {raw}");
+    }
+    let (strategy, details): (String, String) = env
+        .conn()
+        .query_row(
+            "SELECT strategy, details FROM agent_db_compactions",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(strategy, "extractive");
+    let details: Value = serde_json::from_str(&details).unwrap();
+    assert_eq!(details["fallback"], row["fallback"]);
+
+    // Restore gives the original history back, byte for byte.
+    let o = env
+        .cmd()
+        .args(["restore", "--all-since", "1h"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(raw_messages(&env, &id), original);
+
+    // The table names the strategy that landed, with a note saying why.
+    let o = env
+        .cmd()
+        .current_dir(env.dir.path())
+        .env("AGENT_DB_API_KEY", "x")
+        .args(["compact", &id, "--keep-tokens", "2000", "--force", "--yes"])
+        .args(["--strategy", "llm", "--llm-provider", "openai"])
+        .args(["--model", "test-model", "--base-url", &llm.base_url()])
+        .args(["--min-retention", "0.95", "--fallback"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("extractive ["), "{out}");
+    assert!(out.contains("fell back: llm: retention "), "{out}");
+}
+
+#[test]
+fn min_retention_from_the_environment_or_file_out_of_range_is_a_config_error() {
+    let (env, id) = env();
+    let before = env.files_hash();
+    let mut c = env.cmd();
+    c.current_dir(env.dir.path())
+        .env("AGENT_DB_MIN_RETENTION", "1.5")
+        .args([
+            "compact",
+            &id,
+            "--strategy",
+            "extractive",
+            "--yes",
+            "--json",
+        ]);
+    let (_, code, err) = run(c);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("compact.min_retention"), "{err}");
+    let cfg = env.dir.path().join("c.toml");
+    std::fs::write(&cfg, "[compact]\nmin_retention = -1\n").unwrap();
+    let mut c = env.cmd();
+    c.current_dir(env.dir.path())
+        .arg("--config")
+        .arg(&cfg)
+        .args([
+            "compact",
+            &id,
+            "--strategy",
+            "extractive",
+            "--yes",
+            "--json",
+        ]);
+    let (_, code, err) = run(c);
+    assert_eq!(code, 3, "{err}");
+    assert_eq!(env.files_hash(), before, "nothing written");
+
+    // In range, the file's floor holds for extractive too, and the environment beats it.
+    std::fs::write(&cfg, "[compact]\nmin_retention = 1\n").unwrap();
+    summary_hook(&env, &summary_without_rule());
+    let mut c = env.cmd();
+    c.current_dir(env.dir.path())
+        .arg("--config")
+        .arg(&cfg)
+        .args(["compact", &id, "--keep-tokens", "2000", "--force"])
+        .args(["--strategy", "extractive", "--yes", "--json"]);
+    let (doc, code, err) = run(c);
+    assert_eq!(code, 0, "{err}");
+    let detail = doc["conversations"][0]["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(detail.contains("--min-retention 100.0%"), "{doc:#}");
+    let mut c = env.cmd();
+    c.current_dir(env.dir.path())
+        .arg("--config")
+        .arg(&cfg)
+        .env("AGENT_DB_MIN_RETENTION", "0.5")
+        .args(["compact", &id, "--keep-tokens", "2000", "--force"])
+        .args(["--strategy", "extractive", "--yes", "--json"]);
+    let (doc, code, err) = run(c);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["conversations"][0]["status"], "compacted", "{doc:#}");
 }

@@ -163,6 +163,7 @@ output_per_mtok = 2
         ("compact.concurrency", "AGENT_DB_CONCURRENCY", "2"),
         ("compact.keep_tokens", "AGENT_DB_KEEP_TOKENS", "800"),
         ("compact.target", "AGENT_DB_TARGET", "0.25"),
+        ("compact.min_retention", "AGENT_DB_MIN_RETENTION", "0.5"),
         (
             "compact.stall_min_new_messages",
             "AGENT_DB_STALL_MIN_NEW_MESSAGES",
