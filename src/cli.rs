@@ -158,14 +158,7 @@ fn parse_target(s: &str) -> Result<f64, String> {
     if r > 0.0 && r <= 1.0 {
         return Ok(r);
     }
-    let guess = if (2.0..=9.0).contains(&r) && r.fract() == 0.0 {
-        Some(r / 10.0)
-    } else if (10.0..=100.0).contains(&r) {
-        Some(r / 100.0)
-    } else {
-        None
-    };
-    Err(match guess {
+    Err(match agent_db::select::ratio_guess(r) {
         Some(g) => format!(
             "a utilization ratio greater than 0 and at most 1 is expected\nhint: did you mean --target {}? (--target {}% works too)",
             (g * 1000.0).round() / 1000.0,

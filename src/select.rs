@@ -323,15 +323,7 @@ pub fn check_ratio(flag: &str, r: f64) -> Result<()> {
     if (0.0..=1.0).contains(&r) {
         return Ok(());
     }
-    let whole = r.fract() == 0.0;
-    let guess = if whole && (2.0..=9.0).contains(&r) {
-        Some(r / 10.0)
-    } else if (10.0..=100.0).contains(&r) {
-        Some(r / 100.0)
-    } else {
-        None
-    };
-    let hint = match guess {
+    let hint = match ratio_guess(r) {
         Some(g) => format!(
             "did you mean {flag} {}? ({flag} {}% works too)",
             (g * 1000.0).round() / 1000.0,
@@ -344,6 +336,17 @@ pub fn check_ratio(flag: &str, r: f64) -> Result<()> {
     Err(Error::Usage(format!(
         "{flag} takes a utilization ratio from 0 to 1, such as 0.7; got {r}\nhint: {hint}"
     )))
+}
+
+/// What an out-of-range ratio probably meant: tenths (`7` for 0.7) or a percentage (`70`).
+pub fn ratio_guess(r: f64) -> Option<f64> {
+    if r.fract() == 0.0 && (2.0..=9.0).contains(&r) {
+        Some(r / 10.0)
+    } else if (10.0..=100.0).contains(&r) {
+        Some(r / 100.0)
+    } else {
+        None
+    }
 }
 
 /// Parse a utilization ratio for the CLI: a number (`0.7`) or a percentage (`70%`, which is
