@@ -50,7 +50,7 @@ const EXIT_CODES: &[(i32, &str)] = &[
     (4, "store unusable"),
     (5, "not found, ambiguous ID prefix or unreadable"),
     (6, "store locked"),
-    (7, "refused (restore, vacuum)"),
+    (7, "refused (restore, vacuum, an aborted --edit)"),
     (8, "internal error (a bug in agent-db; please report it)"),
     (
         9,
@@ -315,6 +315,12 @@ pub enum Command {
         after_help = "Examples:\n  agent-db compact --follow --dry-run\n  agent-db compact 3f2a91c0\n  agent-db compact --all-over 0.7 --older-than 1d --yes --quiet      (cron)\n  agent-db compact --all-over 0.8 --strategy prune --dry-run --json"
     )]
     Compact(Box<CompactArgs>),
+    /// Write the compactions of a plan made by `compact --plan-out`, refusing any conversation
+    /// changed since
+    #[command(
+        after_help = "Examples:\n  agent-db compact --all-over 0.7 --plan-out plan.json\n  agent-db apply plan.json"
+    )]
+    Apply(ApplyArgs),
     /// Show the audit log of compactions (all, or one conversation's)
     #[command(after_help = "Examples:\n  agent-db history\n  agent-db history 3f2a91c0 --json")]
     History(HistoryArgs),
@@ -498,6 +504,17 @@ pub enum StrategyArg {
 }
 
 #[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// The plan file (`compact --plan-out`); its store unless --db names one
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Machine-readable report on stdout (see docs/json-output.md)
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct CompactArgs {
     /// Conversation IDs or unique prefixes (same as --id)
     #[arg(value_name = "ID")]
@@ -513,6 +530,17 @@ pub struct CompactArgs {
     /// Machine-readable report on stdout (see docs/json-output.md)
     #[arg(long)]
     pub json: bool,
+
+    /// Open the one selected conversation's proposed summary in $VISUAL or $EDITOR (else vi)
+    /// first; saving writes it, an empty file or a failing editor writes nothing (exit 7).
+    /// Terminal only
+    #[arg(long, conflicts_with_all = ["dry_run", "json", "plan_out"])]
+    pub edit: bool,
+
+    /// Write every proposal (summary, kept range, retention) to FILE as a plan, and nothing to
+    /// the store; `agent-db apply FILE` writes it
+    #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
+    pub plan_out: Option<PathBuf>,
 
     /// Tokens of recent history to keep verbatim, instead of what --target allows [0 keeps only
     /// the latest instruction]

@@ -24,13 +24,27 @@ use crate::output::{self, report_table, table, Ui};
 type Now = chrono::DateTime<chrono::FixedOffset>;
 
 pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> CmdResult {
+    if args.edit {
+        super::apply::check_terminal(ui)?;
+    }
     let selector = selection(ui, &store, args)?;
     if args.elide_images && args.strategy != Some(StrategyArg::Prune) {
         return Err(Error::Usage("--elide-images goes with --strategy prune".into()).into());
     }
+    let review = args.edit || args.plan_out.is_some();
+    if review && args.strategy == Some(StrategyArg::Prune) {
+        return Err(Error::Usage(
+            "--strategy prune writes no summary to review; --edit and --plan-out go with llm or extractive"
+                .into(),
+        )
+        .into());
+    }
     let built = build::build(settings, choice(args))?;
     let now = gotime::now();
-    let _lock = if args.dry_run {
+    if args.edit {
+        super::apply::check_one(&store, &selector, &now)?;
+    }
+    let _lock = if args.dry_run || review {
         None
     } else {
         // Ask before taking the lock, so a prompt left open never blocks a cron run.
@@ -43,9 +57,35 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
     ui.status(&built.why);
     let mut opts = run_options(ui, args, &built)?;
     opts.interrupt = Some(interrupt::install());
-    let (totals, interrupted, busy) =
-        execute(ui, store, &selector, built.strategy, &opts, now, args)?;
-    Ok(if busy {
+    if args.edit {
+        let strategy = built.strategy;
+        return super::apply::edit(ui, store, &mut opts, settings, &now, |opts, location| {
+            Ok(pipeline::run(&location, &selector, strategy, opts, now, &mut |_| {})?.rows)
+        });
+    }
+    if let Some(file) = &args.plan_out {
+        let (path, kind) = (store.path.clone(), store.kind.name());
+        return super::apply::plan_out(ui, file, (&path, kind), &mut opts, &now, |opts| {
+            let (totals, interrupted, busy) =
+                execute(ui, store, &selector, built.strategy, opts, now, args, true)?;
+            Ok(exit_code(&totals, interrupted, busy))
+        });
+    }
+    let (totals, interrupted, busy) = execute(
+        ui,
+        store,
+        &selector,
+        built.strategy,
+        &opts,
+        now,
+        args,
+        args.dry_run,
+    )?;
+    Ok(exit_code(&totals, interrupted, busy))
+}
+
+fn exit_code(totals: &Totals, interrupted: bool, busy: bool) -> i32 {
+    if busy {
         exit::BUSY
     } else if interrupted {
         exit::INTERRUPTED
@@ -53,7 +93,7 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         exit::PARTIAL
     } else {
         exit::OK
-    })
+    }
 }
 
 /// Ctrl-C during a run: the first SIGINT sets the run's interrupt flag (the conversations in
@@ -163,6 +203,7 @@ fn run_options(ui: &Ui, args: &CompactArgs, built: &Built) -> Result<RunOptions,
         hooks,
         interrupt: None,
         busy_wait: settings.busy_wait,
+        proposals: None,
     })
 }
 
@@ -189,7 +230,8 @@ fn hooks(ui: &Ui, settings: &Settings) -> Result<agent_db::hooks::Hooks, Error> 
 /// Run the pipeline, reporting each row as it finishes (progress, failures, the JSON report),
 /// then what follows the run. Returns the totals, whether the run was interrupted, and
 /// whether the store was busy (another process kept its write lock past `compact.busy_wait`;
-/// said once, here).
+/// said once, here). `dry`: nothing is written (a dry run, or proposals for a plan).
+#[allow(clippy::too_many_arguments)]
 fn execute(
     ui: &Ui,
     store: Store,
@@ -198,6 +240,7 @@ fn execute(
     opts: &RunOptions,
     now: Now,
     args: &CompactArgs,
+    dry: bool,
 ) -> Result<(Totals, bool, bool), super::Failure> {
     let total = if ui.stderr_tty && !ui.quiet {
         count_rows(&store, selector, &now)
@@ -217,7 +260,7 @@ fn execute(
     // A JSON report streams: rows are written in selection order as soon as every earlier row
     // is done, so memory stays flat however many conversations the run covers.
     let mut json = if args.json {
-        Some(CompactReport::start(path, kind, args.dry_run)?)
+        Some(CompactReport::start(path, kind, dry)?)
     } else {
         None
     };
@@ -241,7 +284,7 @@ fn execute(
     })?;
     progress.finish();
     totals.stopped_by_max_cost = run.stopped_by_max_cost;
-    if !args.dry_run {
+    if !dry {
         // The strategy's meter also counts what failed conversations were billed.
         totals.cost_usd = totals.cost_usd.max(meter.spent_usd());
     }
@@ -253,10 +296,10 @@ fn execute(
     }
     work.stopped_by_max_cost = totals.stopped_by_max_cost;
     work.cost_usd = totals.cost_usd;
-    after_run(ui, path, selector, &run.rows, &work, &skips, args)?;
+    after_run(ui, path, selector, &run.rows, &work, &skips, args, dry)?;
     if run.interrupted {
         // Never suppressed: the user asked to stop and must see where it stopped.
-        let done = if args.dry_run {
+        let done = if dry {
             totals.planned
         } else {
             totals.compacted
@@ -264,7 +307,7 @@ fn execute(
         ui.alert(&format!(
             "interrupted (Ctrl-C): {} {done}, failed {}, and the rest not started\n\
              hint: every finished conversation is complete (see `agent-db history`); rerun the same command to go on",
-            if args.dry_run { "planned" } else { "compacted" },
+            if dry { "planned" } else { "compacted" },
             totals.failed
         ));
     }
@@ -311,6 +354,7 @@ fn after_run(
     totals: &Totals,
     skips: &output::skips::Skips,
     args: &CompactArgs,
+    dry: bool,
 ) -> std::io::Result<()> {
     // A second, read-only look at the store for names, short IDs and the archive's growth,
     // opened only when something will be shown (`--json --quiet` from cron shows nothing).
@@ -332,7 +376,7 @@ fn after_run(
             ));
         }
     }
-    if !args.json && (!ui.quiet || args.dry_run) {
+    if !args.json && (!ui.quiet || dry) {
         // -q on a real run: nothing on stdout; failures are already on stderr.
         let ids = after()
             .map(|s| output::Ids::new(ui, s))
@@ -354,9 +398,9 @@ fn after_run(
         } else {
             skipped
         };
-        report_table::render(ui, &shown, totals, args.dry_run, &ids, &names, &skipped)?;
+        report_table::render(ui, &shown, totals, dry, &ids, &names, &skipped)?;
     }
-    if !args.dry_run && totals.compacted > 0 && !ui.quiet {
+    if !dry && totals.compacted > 0 && !ui.quiet {
         growth(ui, after(), rows);
         ui.status(&format!(
             "undo with: agent-db --db {} restore ID   (or: restore --all-since 1h); see `agent-db history`",

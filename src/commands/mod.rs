@@ -1,5 +1,6 @@
 //! One module per subcommand. Each returns the process exit code, or a [`Failure`].
 
+mod apply;
 mod compact;
 mod config;
 mod history;
@@ -120,8 +121,17 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
         Command::Show(args) => show::run(ui, &open(Access::Read)?, &args),
         Command::Stats(args) => stats::run(ui, &open(Access::Read)?, &args),
         Command::Vacuum(args) => history::vacuum(ui, open(Access::Read)?, args.json),
+        Command::Apply(args) => {
+            // The plan is read and its store checked before the store is opened to write.
+            let plan = apply::read_plan(&args.file)?;
+            let db = apply::store_for(&plan, &args.file, db.as_deref())?;
+            let settings = loaded?;
+            let store = open_store(Some(&db), &choice, Access::Write)?;
+            check_agent(&store, choice.agent_flag, db_from_env)?;
+            apply::run(ui, store, plan, &args, &settings)
+        }
         Command::Compact(args) => {
-            let access = if args.dry_run {
+            let access = if args.dry_run || args.plan_out.is_some() {
                 Access::Read
             } else {
                 Access::Write

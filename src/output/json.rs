@@ -122,11 +122,21 @@ pub struct CompactReport {
 
 impl CompactReport {
     pub fn start(path: &std::path::Path, kind: &str, dry_run: bool) -> std::io::Result<Self> {
+        Self::start_as("compact", path, kind, dry_run)
+    }
+
+    /// The same document for another command (`apply`).
+    pub fn start_as(
+        command: &str,
+        path: &std::path::Path,
+        kind: &str,
+        dry_run: bool,
+    ) -> std::io::Result<Self> {
         let out = std::io::BufWriter::new(std::io::stdout());
         let store = serde_json::json!({"path": path.display().to_string(), "kind": kind});
         let head = [("dry_run", Value::Bool(dry_run)), ("store", store)];
         Ok(CompactReport {
-            stream: Stream::start(out, "compact", &head, "conversations", Layout::Lines)?,
+            stream: Stream::start(out, command, &head, "conversations", Layout::Lines)?,
             next: 1,
             pending: BTreeMap::new(),
         })

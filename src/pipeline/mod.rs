@@ -21,10 +21,15 @@
 
 mod dispatch;
 mod pool;
+mod review;
 mod rows;
 mod task;
 
 pub use pool::planning_threads;
+pub use review::{
+    apply as apply_plan, fingerprint, parse_plan, ApplyOptions, ApplyReport, PlanFile, PlanStore,
+    Proposed, Sink, PLAN_VERSION,
+};
 pub use rows::plan_row;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,6 +82,10 @@ pub struct RunOptions {
     /// How long a write waits, retrying with backoff, while another process holds the write
     /// lock ([`crate::config::Settings::busy_wait`]).
     pub busy_wait: std::time::Duration,
+    /// Propose only (`compact --plan-out`, `--edit`): run everything a compaction runs (the
+    /// selection, the `before_compaction` hooks, the strategy, the retention floor) and put each
+    /// result here instead of writing it; the store is opened read-only.
+    pub proposals: Option<Sink>,
 }
 
 /// Progress, for the CLI's progress bar.
@@ -127,6 +136,7 @@ pub fn run(
     let strategy_name = strategy.name().to_string();
     let concurrency = opts.concurrency.max(1);
     let runtime = runtime(concurrency, !opts.dry_run && !strategy.offline(), location)?;
+    let writes = !opts.dry_run && opts.proposals.is_none();
     let threads = planning_threads(opts.jobs);
     let (pool, workers) = Pool::start(location, threads);
     // Conversations selected and not yet started: planned (or being planned) ahead, queued in
@@ -142,7 +152,7 @@ pub fn run(
         .clone()
         .filter(|h| !h.is_empty() && !opts.dry_run);
     let ahead = pool::Ahead {
-        seal: !opts.dry_run,
+        seal: writes,
         prepare: (!opts.dry_run && !strategy.offline() && hooks.is_none())
             .then(|| (strategy.clone(), now)),
         release_head: !opts.fallback,
@@ -157,7 +167,7 @@ pub fn run(
         job_tx,
         opts.interrupt.clone(),
     );
-    let writer = (!opts.dry_run).then(|| Writer::start(location, opts.busy_wait));
+    let writer = writes.then(|| Writer::start(location, opts.busy_wait));
     let ctx = Arc::new(task::Context {
         kind: keeper.kind,
         strategy,
@@ -170,6 +180,7 @@ pub fn run(
         min_saving: opts.plan.min_saving,
         min_retention: opts.min_retention,
         min_retention_is_default: opts.min_retention_is_default,
+        proposals: opts.proposals.clone(),
         fallbacks: if opts.fallback && opts.min_retention.is_some() {
             crate::compact::build::fallbacks(strategy_name.as_str())
         } else {

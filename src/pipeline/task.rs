@@ -40,6 +40,8 @@ pub(super) struct Context {
     pub min_retention_is_default: bool,
     /// `--fallback`: the strategies tried, in order, when the result is under `min_retention`.
     pub fallbacks: Vec<Arc<dyn Strategy>>,
+    /// [`super::RunOptions::proposals`]: capture each result there instead of writing it.
+    pub proposals: Option<super::review::Sink>,
 }
 
 /// The concurrency slots a conversation holds: `compacting` while its strategy runs (this is
@@ -193,6 +195,9 @@ async fn steps(
         .and_then(|m| crate::plan::too_little_saved(plan.tokens_before(), new.tokens, m))
     {
         return Err(unchanged(row, why));
+    }
+    if let Some(sink) = &ctx.proposals {
+        return super::review::capture(sink, &plan, &rewrite, &new, row, &label, landed.as_ref());
     }
     if ctx.dry_run {
         return Ok(Status::Planned);
@@ -474,7 +479,7 @@ fn unchanged(row: &mut Row, why: String) -> Status {
 
 /// How much of the summarized span's artifacts the new history keeps: the artifacts are those
 /// the plan kept when it released the head, or read from the head now.
-fn retention_of(plan: &Plan, new: &NewHistory) -> crate::retention::Retention {
+pub(super) fn retention_of(plan: &Plan, new: &NewHistory) -> crate::retention::Retention {
     use crate::retention::{extract, score_artifacts, Corpus};
     let arts = match &plan.artifacts {
         Some(a) => a.clone(),
@@ -484,7 +489,7 @@ fn retention_of(plan: &Plan, new: &NewHistory) -> crate::retention::Retention {
 }
 
 /// The figures after compaction on the row.
-fn record_after(row: &mut Row, plan: &Plan, new: &NewHistory) {
+pub(super) fn record_after(row: &mut Row, plan: &Plan, new: &NewHistory) {
     row.messages_after = Some(new.messages);
     row.tokens_after = Some(new.tokens);
     row.utilization_after = plan.landing.map(|l| round3(l.utilization(new.tokens)));
@@ -561,7 +566,6 @@ fn describe(
         ),
         (Rewrite::PrunedHead(_), _) => (String::new(), None),
     };
-    let split = plan.split().expect("compacted conversations have a split");
     let audit = AuditEntry {
         conversation_id: plan.meta.id.clone(),
         store_kind: ctx.kind.name().into(),
@@ -579,7 +583,18 @@ fn describe(
             .and_then(|r| serde_json::to_string(r).ok()),
         details: audit_details(plan, provenance, rewrite, row, &ctx.details),
     };
-    let compaction = Compaction {
+    (audit, compaction_of(plan, rewrite, new, model))
+}
+
+/// The store-neutral compaction of `plan` into `new` (what the store's proposal is made from).
+pub(super) fn compaction_of(
+    plan: &Plan,
+    rewrite: &Rewrite,
+    new: NewHistory,
+    model: Option<String>,
+) -> Compaction {
+    let split = plan.split().expect("compacted conversations have a split");
+    Compaction {
         format: plan.loaded.format,
         summary: match rewrite {
             Rewrite::Summary(s) => Some(s.text.clone()),
@@ -592,8 +607,7 @@ fn describe(
         history: new.raw_messages,
         call_ids: new.call_ids,
         model,
-    };
-    (audit, compaction)
+    }
 }
 
 /// Whether a write error means the store cannot take any write (so the run should stop starting

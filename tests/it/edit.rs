@@ -1,0 +1,1 @@
+//! `compact ID --edit` on a real pseudo-terminal.
