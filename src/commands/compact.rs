@@ -346,6 +346,7 @@ fn report_problems(ui: &Ui, row: &Row) {
 
 /// What follows a run: `--follow`'s pick, the table (not with `--json`, nor with `-q` on a
 /// real run), the store's growth and the undo hint.
+#[allow(clippy::too_many_arguments)]
 fn after_run(
     ui: &Ui,
     path: &std::path::Path,

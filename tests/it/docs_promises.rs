@@ -149,8 +149,9 @@ fn help_flags(args: &[&str]) -> BTreeMap<String, Option<String>> {
     flags
 }
 
-const SUBCOMMANDS: [&str; 15] = [
+const SUBCOMMANDS: [&str; 16] = [
     "init",
+    "apply",
     "list",
     "show",
     "compact",
