@@ -71,6 +71,13 @@ pub fn run(
         ))
         .into());
     }
+    if plan.conversations.is_empty() && !args.json {
+        ui.status(&format!(
+            "plan {} has no proposals; nothing written",
+            args.file.display()
+        ));
+        return Ok(exit::OK);
+    }
     let _lock = lock::acquire(&store.path)?;
     let details = serde_json::json!({
         "review": "plan",
@@ -86,11 +93,7 @@ pub fn run(
     } else {
         None
     };
-    let (ids, path, kind) = (
-        crate::output::Ids::new(ui, &store),
-        store.path.clone(),
-        store.kind.name(),
-    );
+    let (ids, path) = (crate::output::Ids::new(ui, &store), store.path.clone());
     let location = store.location();
     drop(store);
     let mut seq = 0;
@@ -117,7 +120,7 @@ pub fn run(
     if let Some(e) = write_error {
         return Err(e.into());
     }
-    finish(ui, &report.rows, json, &ids, report.busy, (&path, kind))
+    finish(ui, &report.rows, json, &ids, report.busy, &path)
 }
 
 /// The report of an apply (or an edit's write), and its exit code: 1 when any proposal was not
@@ -128,7 +131,7 @@ fn finish(
     json: Option<CompactReport>,
     ids: &crate::output::Ids,
     busy: bool,
-    (path, kind): (&Path, &str),
+    path: &Path,
 ) -> CmdResult {
     let mut totals = Totals::default();
     for r in rows {
@@ -138,7 +141,15 @@ fn finish(
         Some(j) => j.finish(&totals)?,
         None if !ui.quiet => {
             let shown: Vec<&Row> = rows.iter().collect();
-            report_table::render(ui, &shown, &totals, false, ids, &|_| String::new(), &[])?;
+            let store = Store::open(path, agent_db::store::Access::Read).ok();
+            let name = |id: &str| {
+                store
+                    .as_ref()
+                    .and_then(|s| s.meta(id).ok())
+                    .and_then(|m| m.name)
+                    .unwrap_or_default()
+            };
+            report_table::render(ui, &shown, &totals, false, ids, &name, &[])?;
         }
         None => {}
     }
@@ -151,7 +162,7 @@ fn finish(
     }
     if totals.compacted > 0 && !ui.quiet {
         ui.status(&format!(
-            "undo with: agent-db --db {} restore ID; see `agent-db history` ({kind})",
+            "undo with: agent-db --db {} restore ID; see `agent-db history`",
             path.display()
         ));
     }
@@ -300,7 +311,7 @@ pub fn edit(
     let rows = propose(opts, location.clone())?;
     let Some(mut proposed) = taken(sink).pop() else {
         // Nothing to review: the row says why (skipped or failed), as a compact would.
-        return finish(ui, &rows, None, &ids, false, (&path, kind)).map(|code| {
+        return finish(ui, &rows, None, &ids, false, &path).map(|code| {
             if rows.iter().any(|r| matches!(r.status, Status::Failed(_))) {
                 code
             } else {
@@ -350,7 +361,7 @@ pub fn edit(
             }
         },
     )?;
-    finish(ui, &report.rows, None, &ids, report.busy, (&path, kind))
+    finish(ui, &report.rows, None, &ids, report.busy, &path)
 }
 
 /// A private directory for the file the editor opens (mode 0700), removed when dropped.

@@ -352,6 +352,16 @@ fn a_bad_plan_is_refused_and_nothing_is_written() {
         hash,
         "an empty summary wrote to the store"
     );
+    // prune writes no summary to review: a usage error, no plan file.
+    let f6 = env.dir.path().join("prune.json");
+    let out = env
+        .cmd()
+        .args(["compact", &ids[0], "--strategy", "prune", "--plan-out"])
+        .arg(&f6)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!f6.exists());
 }
 
 /// docker-agent's real session (a copy of the shared fixture): plan, edit, apply, restore.
@@ -446,4 +456,74 @@ fn docker_agent_real_session_plan_apply_and_a_live_writer() {
     );
     assert_eq!(dump_items(), items0);
     assert_eq!(dump_sessions(), sessions0);
+}
+
+/// The llm strategy against a loopback model server: the plan holds the model's summary (one
+/// request), and apply writes exactly that summary without calling the model again.
+#[test]
+fn an_llm_plan_is_applied_without_calling_the_model_again() {
+    let env = Env::generated(6, 34, &[]);
+    let ids = two_ids(&env);
+    let server = crate::common::MiniLlm::start();
+    let hash = env.files_hash();
+    let file = env.dir.path().join("plan.json");
+    let out = env
+        .cmd()
+        .args(["compact", &ids[0], "--keep-tokens", "300", "--force"])
+        .args([
+            "--strategy",
+            "llm",
+            "--llm-provider",
+            "openai",
+            "--model",
+            "m",
+        ])
+        .args(["--min-retention", "0"])
+        .arg("--base-url")
+        .arg(server.base_url())
+        .env("AGENT_DB_API_KEY", "sk-plan-test")
+        .arg("--plan-out")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(env.files_hash(), hash);
+    assert_eq!(server.requests(), 1);
+    let plan = read_plan(&file);
+    let p = &plan["conversations"][0];
+    assert_eq!(p["strategy"], "llm");
+    let summary = p["summary"].as_str().unwrap().to_string();
+    assert!(
+        summary.contains("The user asked for a refactor"),
+        "{summary}"
+    );
+
+    // No provider configured now: apply needs none.
+    let (doc, code) = apply_json(env.cmd(), &file);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(server.requests(), 1, "apply called the model");
+    let raw = one(
+        &env.conn(),
+        "SELECT raw_messages FROM conversations WHERE id = ?1",
+        &ids[0],
+    );
+    let msgs: Vec<Value> = serde_json::from_str(&raw).unwrap();
+    assert!(texts(&msgs[0]).contains(&summary));
+    let (sha, strategy, edited): (String, String, i64) = env
+        .conn()
+        .query_row(
+            "SELECT summary_sha256, strategy, json_extract(details, '$.edited') FROM agent_db_compactions",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (sha, strategy.as_str(), edited),
+        (sha256(&summary), "llm", 0)
+    );
 }
