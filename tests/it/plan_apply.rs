@@ -527,3 +527,64 @@ fn an_llm_plan_is_applied_without_calling_the_model_again() {
         (sha256(&summary), "llm", 0)
     );
 }
+
+/// A plan applied unedited lands exactly where a plain compact of the same selection lands:
+/// every conversation row byte for byte, the same summaries in the audit log.
+#[test]
+fn an_unedited_plan_lands_as_a_plain_compact_does() {
+    let env = Env::generated(10, 35, &[]);
+    let other = env.dir.path().join("direct.db");
+    std::fs::copy(&env.db, &other).unwrap();
+    let sel = [
+        "--all-over",
+        "0.01",
+        "--idle",
+        "0",
+        "--force",
+        "--strategy",
+        "extractive",
+        "--keep-tokens",
+        "400",
+        "--yes",
+    ];
+    let out = bare_cmd(env.dir.path())
+        .arg("--db")
+        .arg(&other)
+        .arg("compact")
+        .args(sel)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let file = env.dir.path().join("plan.json");
+    let out = env
+        .cmd()
+        .arg("compact")
+        .args(sel)
+        .arg("--plan-out")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let (doc, code) = apply_json(env.cmd(), &file);
+    assert_eq!(code, 0, "{doc:#}");
+    let direct = Connection::open(&other).unwrap();
+    let n = count(&direct, "SELECT COUNT(*) FROM agent_db_compactions");
+    assert!(n >= 2, "the selection compacts several: {n}");
+    assert_eq!(
+        doc["conversations"].as_array().unwrap().len() as i64,
+        n,
+        "{doc:#}"
+    );
+    assert_eq!(
+        crate::common::dump(&direct, "conversations"),
+        env.dump("conversations")
+    );
+    let sums = |c: &Connection| {
+        crate::common::query_cells(
+            c,
+            "SELECT conversation_id, summary_sha256, messages_after, tokens_after
+             FROM agent_db_compactions ORDER BY conversation_id",
+        )
+    };
+    assert_eq!(sums(&direct), sums(&env.conn()));
+}
