@@ -190,6 +190,7 @@ pub fn apply(
         } else {
             apply_one(&store, p, opts, &handle, &runtime)
         };
+        row.strategy.get_or_insert_with(|| p.strategy.clone());
         busy |= matches!(row.status, Status::NotStarted(NotStarted::Busy));
         row.duration_ms = started.elapsed().as_millis() as u64;
         on_row(&row);
