@@ -588,3 +588,91 @@ fn an_unedited_plan_lands_as_a_plain_compact_does() {
     };
     assert_eq!(sums(&direct), sums(&env.conn()));
 }
+
+/// goose and opencode (generated stores, append-only histories): the plan leaves the files
+/// alone, each edited summary lands in the store's own rows, and restore gives every table back.
+#[test]
+fn goose_and_opencode_plans_apply_and_restore() {
+    use agent_db_synth::goose::{generate_goose, GooseSchema};
+    use agent_db_synth::opencode::{generate_opencode, OpencodeEra};
+    let opts = agent_db_synth::SynthOptions {
+        conversations: 5,
+        seed: 36,
+        ..Default::default()
+    };
+    // (store, where a summary's text is stored: table, session column, text column)
+    for kind in ["goose", "opencode"] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join(format!("{kind}.db"));
+        let (table, text) = if kind == "goose" {
+            generate_goose(&db, &opts, &GooseSchema::preset("goose").unwrap()).unwrap();
+            ("messages", "content_json")
+        } else {
+            generate_opencode(&db, &opts, OpencodeEra::preset("opencode").unwrap()).unwrap();
+            ("part", "data")
+        };
+        let cmd = || {
+            let mut c = bare_cmd(dir.path());
+            c.arg("--db").arg(&db);
+            c
+        };
+        let tables = |c: &Connection| {
+            let mut all = crate::common::dump_all(c);
+            all.retain(|t, _| !t.starts_with("agent_db_") && t != "sqlite_sequence");
+            all
+        };
+        let before = tables(&Connection::open(&db).unwrap());
+        let hash = files_hash(&db);
+        let file = dir.path().join("plan.json");
+        let out = cmd()
+            .args(["compact", "--all-over", "0.01", "--idle", "0", "--force"])
+            .args(["--strategy", "extractive", "--keep-tokens", "400"])
+            .arg("--plan-out")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{kind}");
+        assert_eq!(
+            files_hash(&db),
+            hash,
+            "{kind}: --plan-out changed the files"
+        );
+        let mut plan = read_plan(&file);
+        assert_eq!(plan["store"]["kind"], kind);
+        let ids: Vec<String> = plan["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_string())
+            .collect();
+        assert!(ids.len() >= 2, "{kind}: {plan:#}");
+        for (i, id) in ids.iter().enumerate() {
+            plan["conversations"][i]["summary"] =
+                format!("Reviewed summary PLAN-MARKER-{i} for {id}").into();
+        }
+        write_plan(&file, &plan);
+        let (doc, code) = apply_json(cmd(), &file);
+        assert_eq!(code, 0, "{kind}: {doc:#}");
+        let c = Connection::open(&db).unwrap();
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(row(&doc, id)["status"], "compacted", "{kind}");
+            let sql = format!(
+                "SELECT COUNT(*) FROM {table} WHERE session_id = ?1 AND instr({text}, 'PLAN-MARKER-{i} ') > 0"
+            );
+            let n: i64 = c.query_row(&sql, [id], |r| r.get(0)).unwrap();
+            assert_eq!(n, 1, "{kind} {id}: the summary is one row of {table}");
+        }
+        drop(c);
+        let out = cmd()
+            .args(["restore", "--all-since", "1h"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{kind}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(tables(&Connection::open(&db).unwrap()), before, "{kind}");
+    }
+}
