@@ -466,3 +466,75 @@ fn a_pruned_archive_summarizes_the_earlier_summary_and_says_so() {
         .expect("the numbers line");
     assert!(summary_text(&env, &id).contains(line.trim()), "{line}");
 }
+
+/// A store whose histories agent-db does not read back from its archive yet (goose: it only
+/// appends, and keeps no pre-image of the history) re-compacts from the earlier summary, and
+/// every such row and audit row says so.
+#[test]
+fn a_store_that_does_not_read_its_originals_back_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sessions.db");
+    let opts = agent_db_synth::SynthOptions {
+        conversations: 12,
+        seed: 5,
+        scale: 1.0,
+        ..agent_db_synth::SynthOptions::default()
+    };
+    let schema = agent_db_synth::goose::GooseSchema::preset("goose-v16").unwrap();
+    agent_db_synth::goose::generate_goose(&db, &opts, &schema).unwrap();
+    let pass = |keep: &str| {
+        let mut c = crate::common::bare_cmd(dir.path());
+        c.arg("--db").arg(&db).args([
+            "compact",
+            "--all-over",
+            "0",
+            "--idle",
+            "0",
+            "--keep-tokens",
+            keep,
+            "--force",
+            "--yes",
+            "--json",
+            "--strategy",
+            "extractive",
+        ]);
+        let (doc, _, err) = run(c);
+        assert!(doc.is_object(), "{err}");
+        doc["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["status"] == "compacted")
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let first = pass("2000");
+    assert!(first.iter().all(|r| r.get("note").is_none()), "{first:#?}");
+    let before: Vec<&Value> = first.iter().map(|r| &r["id"]).collect();
+    let again: Vec<Value> = pass("300")
+        .into_iter()
+        .filter(|r| before.contains(&&r["id"]))
+        .collect();
+    assert!(!again.is_empty(), "nothing compacted twice");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    for r in &again {
+        let note = r["note"].as_str().unwrap_or_default();
+        assert!(
+            note.contains("summarized from the earlier summary")
+                && note.contains("does not read goose histories back"),
+            "{r:#}"
+        );
+        let details: String = conn
+            .query_row(
+                "SELECT details FROM agent_db_compactions WHERE id = ?1",
+                [r["compaction_id"].as_i64().unwrap()],
+                |row| row.get(0),
+            )
+            .unwrap();
+        let details: Value = serde_json::from_str(&details).unwrap();
+        assert_eq!(
+            details["resummary"]["from"], "earlier summary",
+            "{details:#}"
+        );
+    }
+}
