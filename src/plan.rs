@@ -102,6 +102,22 @@ pub struct Plan {
     pub target_note: Option<String>,
     /// The head's artifacts ([`crate::retention::extract`]), kept when the head is released.
     pub artifacts: Option<crate::retention::Artifacts>,
+    /// For a conversation agent-db compacted before: what its new summary is written from.
+    pub resummary: Option<Resummary>,
+}
+
+/// What the summary of a re-compaction is written from ([`originals`]).
+#[derive(Debug, Clone)]
+pub enum Resummary {
+    /// The original messages before the new kept tail, read back from the archive of every
+    /// earlier compaction plus what came after them, and their tokens.
+    Originals {
+        head: Vec<Message>,
+        head_tokens: usize,
+        compactions: usize,
+    },
+    /// The originals cannot be read back (why): the earlier summary is summarized again.
+    CarriedSummary(String),
 }
 
 impl Plan {
@@ -120,6 +136,15 @@ impl Plan {
     pub fn head(&self) -> &[Message] {
         let cut = self.split().map(|s| s.cut).unwrap_or(0);
         &self.loaded.messages[..cut]
+    }
+
+    /// What the summary is written from: the original messages before the kept tail when this
+    /// is a re-compaction whose originals the archive holds, else the head.
+    pub fn summarized(&self) -> &[Message] {
+        match &self.resummary {
+            Some(Resummary::Originals { head, .. }) => head,
+            _ => self.head(),
+        }
     }
 
     /// The tail: messages kept verbatim.
@@ -150,8 +175,12 @@ impl Plan {
         let Some(split) = self.split().cloned() else {
             return;
         };
-        // The retention score is judged against what the head held.
-        self.artifacts = Some(crate::retention::extract(self.head()));
+        // The retention score is judged against what the head held (the originals, for a
+        // re-compaction that reads them).
+        self.artifacts = Some(crate::retention::extract(self.summarized()));
+        if let Some(Resummary::Originals { head, .. }) = &mut self.resummary {
+            head.iter_mut().for_each(release);
+        }
         let keep = [split.reinsert, self.latest_instruction()];
         for (i, m) in self.loaded.messages[..split.cut].iter_mut().enumerate() {
             if i >= split.prior_len && !keep.contains(&Some(i)) {
@@ -166,6 +195,9 @@ impl Plan {
     /// by the threads that allocated it.
     pub fn release_messages(&mut self) {
         self.loaded.messages.iter_mut().for_each(release);
+        if let Some(Resummary::Originals { head, .. }) = &mut self.resummary {
+            head.iter_mut().for_each(release);
+        }
     }
 
     /// Tokens after compaction, given the summary's token count.
@@ -248,7 +280,101 @@ pub fn plan(
             }
         }
     }
+    if plan.split().is_some_and(|s| s.prior_summary) {
+        plan.resummary = originals(store, &plan);
+    }
     Ok(plan)
+}
+
+/// For a conversation whose history starts with an earlier summary: what its new summary is
+/// written from. When agent-db made that summary, the originals are rebuilt from the archive:
+/// the first compaction's pre-image, then from each later pre-image the messages after the part
+/// the compaction before it wrote (its summary, the instruction it put back, its kept tail),
+/// then the messages after the newest compaction's part of the current history, up to the new
+/// kept tail. A pre-image that does not start with agent-db's summary (the agent replaced the
+/// history in between, e.g. with its own compaction) starts the originals over. `None`: agent-db
+/// never compacted it (the earlier summary is another writer's).
+pub fn originals(store: &Store, plan: &Plan) -> Option<Resummary> {
+    use crate::store::originals::Originals;
+    let split = plan.split()?;
+    let found = match store.originals(&plan.meta.id) {
+        Ok(Originals::None) => return None,
+        Ok(Originals::Unavailable(why)) => return Some(Resummary::CarriedSummary(why)),
+        Err(e) => return Some(Resummary::CarriedSummary(e.to_string())),
+        Ok(Originals::Found {
+            pre_images,
+            written_last,
+        }) => (pre_images, written_last),
+    };
+    let format = plan.loaded.format;
+    let rebuilt = rebuild(format, &found.0, found.1, &plan.loaded.messages, split.cut);
+    Some(match rebuilt {
+        Ok(head) => Resummary::Originals {
+            head_tokens: head.iter().map(|m| tokens::message_tokens(format, m)).sum(),
+            head,
+            compactions: found.0.len(),
+        },
+        Err(why) => Resummary::CarriedSummary(why),
+    })
+}
+
+/// The originals before the new kept tail (see [`originals`]); `current` is the history now,
+/// `cut` its first kept message.
+fn rebuild(
+    format: Format,
+    pre_images: &[crate::store::originals::PreImage],
+    written_last: usize,
+    current: &[Message],
+    cut: usize,
+) -> std::result::Result<Vec<Message>, String> {
+    let ours = |m: &[Message]| {
+        m.first().is_some_and(|f| {
+            f.role == message::Role::User && crate::summary::is_summary_text(&f.text())
+        })
+    };
+    let mut originals: Vec<Message> = Vec::new();
+    for p in pre_images {
+        let messages = message::decode_all(format, &p.history).map_err(|e| {
+            format!(
+                "the archive of compaction {} does not decode as {}: {e}",
+                p.compaction_id,
+                format.name()
+            )
+        })?;
+        if p.written_before == 0 || !ours(&messages) {
+            originals = messages;
+        } else if messages.len() < p.written_before {
+            return Err(format!(
+                "the archive of compaction {} is shorter than what the compaction before it wrote",
+                p.compaction_id
+            ));
+        } else {
+            originals.extend(messages.into_iter().skip(p.written_before));
+        }
+    }
+    if !ours(current) || current.len() < written_last {
+        return Err("the history no longer starts with what agent-db last wrote".into());
+    }
+    if cut >= written_last {
+        originals.extend(current[written_last..cut].iter().cloned());
+    } else {
+        // The new tail starts inside the tail kept last time: those messages are the
+        // originals' last ones.
+        let back = written_last - cut;
+        let start = originals.len().checked_sub(back).filter(|_| cut > 0);
+        let same = start.is_some_and(|s| {
+            originals[s..]
+                .iter()
+                .zip(&current[cut..written_last])
+                // Decoded, not byte for byte: the agent may save its history re-encoded.
+                .all(|(a, b)| a.role == b.role && a.blocks == b.blocks)
+        });
+        if !same {
+            return Err("the kept tail does not match the archived history".into());
+        }
+        originals.truncate(start.unwrap_or(0));
+    }
+    Ok(originals)
 }
 
 /// The stall guard's verdict on a conversation agent-db last compacted as `last`.
@@ -372,6 +498,7 @@ pub fn plan_loaded(
         landing,
         target_note,
         artifacts: None,
+        resummary: None,
     })
 }
 
@@ -397,5 +524,97 @@ pub fn tail_for_target(
         (split::default_keep_tokens(Some(land.limit)), Some(note))
     } else {
         (goal - fixed, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::originals::PreImage;
+
+    const SUMMARY: &str = "[agent-db compaction summary]\nframing\n\nbody";
+
+    /// A Chat Completions history of these contents (`S` is an agent-db summary; a name
+    /// starting with `u` is a user message, else an assistant one).
+    fn history(names: &[&str]) -> String {
+        let m: Vec<serde_json::Value> = names
+            .iter()
+            .map(|n| match *n {
+                "S" => serde_json::json!({"role": "user", "content": SUMMARY}),
+                n if n.starts_with('u') => serde_json::json!({"role": "user", "content": n}),
+                n => serde_json::json!({"role": "assistant", "content": n}),
+            })
+            .collect();
+        serde_json::to_string(&m).unwrap()
+    }
+
+    fn messages(names: &[&str]) -> Vec<Message> {
+        message::decode_all(message::OPENAI_CHAT, &history(names)).unwrap()
+    }
+
+    fn texts(m: &[Message]) -> Vec<String> {
+        m.iter().map(Message::text).collect()
+    }
+
+    fn pre(id: i64, names: &[&str], written_before: usize) -> PreImage {
+        PreImage {
+            compaction_id: id,
+            history: history(names),
+            written_before,
+        }
+    }
+
+    /// Two compactions: the first kept `a5`, the second `a7`; the history now grew by `u8 a9`.
+    fn chain() -> Vec<PreImage> {
+        vec![
+            pre(1, &["u0", "a1", "u2", "a3", "u4", "a5"], 0),
+            pre(2, &["S", "a5", "u6", "a7"], 2),
+        ]
+    }
+
+    #[test]
+    fn the_originals_are_the_first_pre_image_and_what_came_after_each_compaction() {
+        let now = messages(&["S", "a7", "u8", "a9"]);
+        let head = rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 3).unwrap();
+        assert_eq!(
+            texts(&head),
+            ["u0", "a1", "u2", "a3", "u4", "a5", "u6", "a7", "u8"]
+        );
+    }
+
+    #[test]
+    fn a_new_tail_reaching_into_the_last_kept_tail_ends_the_originals_before_it() {
+        let now = messages(&["S", "a7", "u8", "a9"]);
+        let head = rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 1).unwrap();
+        assert_eq!(texts(&head), ["u0", "a1", "u2", "a3", "u4", "a5", "u6"]);
+        // The kept tail no longer matches the archive: no originals, and why.
+        let changed = messages(&["S", "a7-edited", "u8", "a9"]);
+        let e = rebuild(message::OPENAI_CHAT, &chain(), 2, &changed, 1).unwrap_err();
+        assert!(e.contains("does not match"), "{e}");
+    }
+
+    #[test]
+    fn a_pre_image_without_agent_db_summary_starts_the_originals_over() {
+        // Between the compactions the agent replaced the history (its own compaction).
+        let chain = vec![
+            pre(1, &["u0", "a1", "u2", "a3"], 0),
+            pre(2, &["uAgentSummary", "a3", "u6", "a7"], 2),
+        ];
+        let now = messages(&["S", "a7", "u8", "a9"]);
+        let head = rebuild(message::OPENAI_CHAT, &chain, 2, &now, 2).unwrap();
+        assert_eq!(texts(&head), ["uAgentSummary", "a3", "u6", "a7"]);
+    }
+
+    #[test]
+    fn a_history_that_does_not_start_with_the_last_summary_has_no_originals() {
+        let now = messages(&["u0", "a7", "u8", "a9"]);
+        assert!(rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 3).is_err());
+        let bad = vec![PreImage {
+            compaction_id: 1,
+            history: "not json".into(),
+            written_before: 0,
+        }];
+        let e = rebuild(message::OPENAI_CHAT, &bad, 2, &messages(&["S", "a1"]), 2).unwrap_err();
+        assert!(e.contains("compaction 1"), "{e}");
     }
 }

@@ -59,12 +59,27 @@ pub struct HeadInput<'a> {
 
 impl<'a> HeadInput<'a> {
     pub fn new(plan: &'a Plan, now: DateTime<FixedOffset>) -> HeadInput<'a> {
+        let latest_instruction = plan.latest_instruction().map(|i| &plan.loaded.messages[i]);
+        if let Some(crate::plan::Resummary::Originals {
+            head, head_tokens, ..
+        }) = &plan.resummary
+        {
+            // A re-compaction summarizes the original messages, not its earlier summary.
+            return HeadInput {
+                plan,
+                head,
+                prior_summary: None,
+                prior_len: 0,
+                latest_instruction,
+                head_tokens: *head_tokens,
+                now,
+            };
+        }
         let head = plan.head();
         let prior_summary = plan
             .split()
             .filter(|s| s.prior_summary)
             .and_then(|_| crate::summary::prior_summary_text(plan.loaded.format, head));
-        let latest_instruction = plan.latest_instruction().map(|i| &plan.loaded.messages[i]);
         HeadInput {
             plan,
             head,

@@ -35,17 +35,20 @@ impl Strategy for Prune {
 
     async fn rewrite(&self, input: &HeadInput<'_>) -> Result<Rewrite, StrategyError> {
         let format = input.plan.loaded.format;
+        // Pruning rewrites the head's own messages in place (a re-compaction's originals are
+        // for summaries).
+        let head = input.plan.head();
         let mut tool_names: HashMap<&str, &str> = HashMap::new();
-        for m in input.head {
+        for m in head {
             for (id, name, _) in m.tool_calls() {
                 tool_names.insert(id, name);
             }
         }
         let mut changed = 0usize;
-        let mut out = Vec::with_capacity(input.head.len());
+        let mut out = Vec::with_capacity(head.len());
         let keep_verbatim = input.plan.split().and_then(|s| s.reinsert);
-        let pairs = pair_prunes(format, input.head, keep_verbatim);
-        for (i, m) in input.head.iter().enumerate() {
+        let pairs = pair_prunes(format, head, keep_verbatim);
+        for (i, m) in head.iter().enumerate() {
             if let Some(raw) = pairs.get(&i) {
                 changed += 1;
                 out.push(raw.clone());

@@ -261,7 +261,7 @@ fn apply_one(
         }
     };
     record_after(&mut row, &plan, &new);
-    row.retention = Some(retention_of(&plan, &new));
+    row.retention = Some(retention_of(&plan, &new, false));
     let edited = crate::util::sha256_hex(&p.summary) != p.summary_sha256;
     let mut details = opts.details.clone();
     if let Some(obj) = details.as_object_mut() {

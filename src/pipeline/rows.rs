@@ -38,6 +38,13 @@ pub fn plan_row(p: &Plan) -> Row {
     row.tokens_before = Some(p.tokens_before());
     row.utilization_before = p.landing.map(|l| round3(l.before));
     row.note = p.target_note.clone();
+    if let Some(crate::plan::Resummary::CarriedSummary(why)) = &p.resummary {
+        let fell_back = format!("summarized from the earlier summary, not the originals: {why}");
+        row.note = Some(match row.note.take() {
+            Some(n) => format!("{n}; {fell_back}"),
+            None => fell_back,
+        });
+    }
     match &p.decision {
         Decision::Compact(s) => {
             let reinsert = usize::from(s.reinsert.is_some());

@@ -158,7 +158,7 @@ async fn steps(
     };
     let new = new.map_err(strategy_status)?;
     record_after(row, &plan, &new);
-    let kept = retention_of(&plan, &new);
+    let kept = retention_of(&plan, &new, matches!(rewrite, Rewrite::PrunedHead(_)));
     let floor = ctx
         .min_retention
         .filter(|_| !(ctx.min_retention_is_default && matches!(provenance, Provenance::Hook(_))))
@@ -258,7 +258,7 @@ async fn fall_back(
             drop(input);
             r.and_then(|rw| {
                 let new = swap::build(p, &rw)?;
-                let kept = retention_of(p, &new);
+                let kept = retention_of(p, &new, matches!(rw, Rewrite::PrunedHead(_)));
                 Ok((rw, new, kept))
             })
         })
@@ -478,12 +478,19 @@ fn unchanged(row: &mut Row, why: String) -> Status {
 }
 
 /// How much of the summarized span's artifacts the new history keeps: the artifacts are those
-/// the plan kept when it released the head, or read from the head now.
-pub(super) fn retention_of(plan: &Plan, new: &NewHistory) -> crate::retention::Retention {
+/// the plan kept when it released the head, or read now from what was summarized (for a
+/// re-compaction that reads them, the originals since the conversation began) or, for a
+/// strategy that rewrites the head in place, from the head.
+pub(super) fn retention_of(
+    plan: &Plan,
+    new: &NewHistory,
+    rewrites_head: bool,
+) -> crate::retention::Retention {
     use crate::retention::{extract, score_artifacts, Corpus};
     let arts = match &plan.artifacts {
+        _ if rewrites_head => extract(plan.head()),
         Some(a) => a.clone(),
-        None => extract(plan.head()),
+        None => extract(plan.summarized()),
     };
     score_artifacts(&arts, &Corpus::of_json(&new.raw_messages))
 }
@@ -536,6 +543,9 @@ fn audit_details(
             serde_json::to_value(&row.hooks).unwrap_or_default(),
         );
     }
+    if let (Provenance::Strategy, Some(r)) = (provenance, resummary_detail(plan, rewrite)) {
+        obj.insert("resummary".into(), r);
+    }
     obj.insert("format".into(), plan.loaded.format.name().into());
     obj.insert("keep_tokens".into(), plan.keep_tokens.into());
     obj.insert(
@@ -543,6 +553,25 @@ fn audit_details(
         plan.loaded.format.tokens_exact().into(),
     );
     details
+}
+
+/// What a re-compaction's summary was written from, for the audit row: the originals (and how
+/// many earlier compactions they span) or the earlier summary (and why).
+fn resummary_detail(plan: &Plan, rewrite: &Rewrite) -> Option<serde_json::Value> {
+    use crate::plan::Resummary;
+    if !matches!(rewrite, Rewrite::Summary(_)) {
+        return None;
+    }
+    Some(match plan.resummary.as_ref()? {
+        Resummary::Originals {
+            head, compactions, ..
+        } => serde_json::json!({
+            "from": "originals", "compactions": compactions, "messages": head.len()
+        }),
+        Resummary::CarriedSummary(why) => {
+            serde_json::json!({ "from": "earlier summary", "why": why })
+        }
+    })
 }
 
 /// The audit row and the store-neutral compaction the store's proposal is made from.

@@ -424,6 +424,40 @@ pub fn load(conn: &Connection, compaction_id: i64) -> rusqlite::Result<Vec<Archi
     rows.collect()
 }
 
+/// The archived value of one cell of compaction `compaction_id` (unpacked, with its storage
+/// class), or `None` when the compaction archived no such cell or its archive was pruned.
+pub fn archived_value(
+    conn: &Connection,
+    compaction_id: i64,
+    table: &str,
+    column: &str,
+) -> rusqlite::Result<Option<CellValue>> {
+    let packed: bool = conn.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('agent_db_archive') WHERE name = 'packed'",
+        [],
+        |r| r.get(0),
+    )?;
+    let sql = if packed {
+        "SELECT value, encoding, packed FROM agent_db_archive
+         WHERE compaction_id = ?1 AND table_name = ?2 AND column_name = ?3 ORDER BY seq LIMIT 1"
+    } else {
+        "SELECT value, NULL, NULL FROM agent_db_archive
+         WHERE compaction_id = ?1 AND table_name = ?2 AND column_name = ?3 ORDER BY seq LIMIT 1"
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(params![compaction_id, table, column])?;
+    let Some(r) = rows.next()? else {
+        return Ok(None);
+    };
+    match r.get::<_, Option<String>>(1)? {
+        Some(encoding) => {
+            let bytes: Vec<u8> = r.get(2)?;
+            unpack(&encoding, &bytes).map(Some)
+        }
+        None => Ok(Some(CellValue::from_ref(r.get_ref(0)?))),
+    }
+}
+
 /// Write archived values back (inserted rows are deleted). SQLite copies each value from the
 /// archive itself, so the cell gets back its exact bytes and storage class; a packed value is
 /// decompressed and bound with the storage class it was archived with.

@@ -91,6 +91,23 @@ pub trait Adapter: Sync + 'static {
     fn left_alone(&self, _read: &Read<'_>, _id: &str) -> Result<Option<String>> {
         Ok(None)
     }
+    /// The history compaction `compaction_id` of conversation `id` archived (its pre-image of
+    /// what the agent sent), as a JSON array of the store's message JSON, for a re-compaction
+    /// that summarizes the originals ([`super::originals`]). `None`, the default: the store does
+    /// not read its history back from the archive (the re-compaction then summarizes the
+    /// earlier summary and says so).
+    fn archived_history(
+        &self,
+        _read: &Read<'_>,
+        _id: &str,
+        _compaction_id: i64,
+    ) -> Result<Option<String>> {
+        Ok(None)
+    }
+    /// Whether [`Adapter::archived_history`] reads anything back for this store kind.
+    fn reads_archived_history(&self) -> bool {
+        false
+    }
     /// Why `--all-over` cannot rate a conversation, in this store's words: (no current context
     /// stored, no context window known).
     fn unrated(&self) -> Unrated {

@@ -15,6 +15,7 @@ mod cells;
 pub mod commit;
 pub mod kind;
 pub mod lock;
+pub mod originals;
 pub mod prefix;
 pub mod preflight;
 pub mod restore;

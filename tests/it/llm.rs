@@ -1162,7 +1162,7 @@ fn oversized_message_is_cut_middle_out() {
 /// Compacting a compacted conversation again sends the earlier summary as the prior summary, not
 /// as transcript.
 #[test]
-fn recompaction_extends_the_earlier_summary() {
+fn recompaction_summarizes_the_originals_or_a_pruned_archives_earlier_summary() {
     let kind = ProviderKind::OpenAi;
     let env = Env::generated(20, 3, &[]);
     let mut all = planned(&env, 2000);
@@ -1195,23 +1195,43 @@ fn recompaction_extends_the_earlier_summary() {
         );
     };
     pass("12000");
-    pass("1000");
+    // The archive holds the originals: the second summary is written from them, not from the
+    // first summary.
+    pass("6000");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
-    let second = prompt(kind, &reqs[1]);
+    let (first, second) = (prompt(kind, &reqs[0]), prompt(kind, &reqs[1]));
+    assert_eq!(prior_summary(&second.user), None);
+    assert!(!transcript(&second.user).contains("PASS-0-SUMMARY-BODY"));
+    let start: String = transcript(&first.user).chars().take(300).collect();
+    assert!(
+        transcript(&second.user).starts_with(&start),
+        "the second transcript starts with the original messages"
+    );
+    // With the archive pruned, the earlier summary is what is summarized again.
+    let pruned = run(cmd(&env).env("AGENT_DB_NOW", "2026-11-02T12:00:00Z").args([
+        "prune-archive",
+        "--older-than",
+        "1h",
+        "--yes",
+    ]));
+    assert_eq!(pruned.code, 0, "{}", pruned.stderr);
+    pass("1000");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    let third = prompt(kind, &reqs[2]);
     // The earlier summary is the model's answer (then the artifact ledger agent-db appends).
     assert!(
-        prior_summary(&second.user)
-            .is_some_and(|p| p.starts_with("PASS-0-SUMMARY-BODY with facts")),
+        prior_summary(&third.user).is_some_and(|p| p.starts_with("PASS-1-SUMMARY-BODY with facts")),
         "{:?}",
-        prior_summary(&second.user)
+        prior_summary(&third.user)
     );
     assert!(
-        !transcript(&second.user).contains("PASS-0-SUMMARY-BODY"),
+        !transcript(&third.user).contains("PASS-1-SUMMARY-BODY"),
         "the earlier summary is not repeated as transcript"
     );
     let raw = raw_messages(&env, &conv.id);
-    assert!(raw.contains("PASS-1-SUMMARY-BODY") && !raw.contains("PASS-0-SUMMARY-BODY"));
+    assert!(raw.contains("PASS-2-SUMMARY-BODY") && !raw.contains("PASS-1-SUMMARY-BODY"));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ mod pty;
 mod read_side;
 mod real_opencode;
 mod release_head;
+mod resummary;
 mod retention;
 mod roundtrip;
 mod selectors;

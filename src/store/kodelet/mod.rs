@@ -144,6 +144,26 @@ impl Adapter for Kodelet {
         meta(read.conn, read.path, id)
     }
 
+    fn reads_archived_history(&self) -> bool {
+        true
+    }
+
+    fn archived_history(
+        &self,
+        read: &Read<'_>,
+        _id: &str,
+        compaction_id: i64,
+    ) -> Result<Option<String>> {
+        // The compaction rewrote `raw_messages` in place; its pre-image is the history it read.
+        let value =
+            super::archive::archived_value(read.conn, compaction_id, "conversations", "raw_messages")
+                .at(read.path)?;
+        Ok(match value {
+            Some(CellValue::Text(b) | CellValue::Blob(b)) => String::from_utf8(b).ok(),
+            _ => None,
+        })
+    }
+
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let row = load(read.conn, read.path, id)?;
         Ok(conversation(
