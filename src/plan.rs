@@ -128,6 +128,15 @@ impl Plan {
         &self.loaded.messages[cut..]
     }
 
+    /// The artifacts the retention score judges the result by: the head's
+    /// ([`crate::retention::extract`]) and the conversation's open to-dos the store keeps
+    /// outside the history.
+    pub fn head_artifacts(&self) -> crate::retention::Artifacts {
+        let mut a = crate::retention::extract(self.head());
+        a.add_native_todos(&self.loaded.row.native_todos);
+        a
+    }
+
     /// Index of the latest real user instruction (not a summary agent-db put first).
     pub fn latest_instruction(&self) -> Option<usize> {
         let messages = &self.loaded.messages;
@@ -151,7 +160,7 @@ impl Plan {
             return;
         };
         // The retention score is judged against what the head held.
-        self.artifacts = Some(crate::retention::extract(self.head()));
+        self.artifacts = Some(self.head_artifacts());
         let keep = [split.reinsert, self.latest_instruction()];
         for (i, m) in self.loaded.messages[..split.cut].iter_mut().enumerate() {
             if i >= split.prior_len && !keep.contains(&Some(i)) {

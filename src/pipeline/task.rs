@@ -475,10 +475,10 @@ fn unchanged(row: &mut Row, why: String) -> Status {
 /// How much of the summarized span's artifacts the new history keeps: the artifacts are those
 /// the plan kept when it released the head, or read from the head now.
 fn retention_of(plan: &Plan, new: &NewHistory) -> crate::retention::Retention {
-    use crate::retention::{extract, score_artifacts, Corpus};
+    use crate::retention::{score_artifacts, Corpus};
     let arts = match &plan.artifacts {
         Some(a) => a.clone(),
-        None => extract(plan.head()),
+        None => plan.head_artifacts(),
     };
     score_artifacts(&arts, &Corpus::of_json(&new.raw_messages))
 }

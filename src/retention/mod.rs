@@ -642,6 +642,15 @@ fn todo_items(items: &[serde_json::Value]) -> Vec<(String, bool)> {
         .collect()
 }
 
+/// The open items (`- [ ] item`) of a markdown checklist, in order.
+pub fn open_checklist_items(content: &str) -> Vec<String> {
+    checklist(content)
+        .into_iter()
+        .filter(|(_, open)| *open)
+        .map(|(t, _)| t)
+        .collect()
+}
+
 /// The items of a markdown checklist: `- [ ] item` open, `- [x] item` done.
 fn checklist(content: &str) -> Vec<(String, bool)> {
     content

@@ -223,7 +223,7 @@ fn json_history_is_read_as_its_strings() {
 /// docker-agent's todo tools (`create_todo`, `create_todos`, `update_todos`): the items the calls
 /// create are to-dos until a result's `all_todos` says they are completed.
 #[test]
-fn docker_agent_todo_calls_and_their_results() {
+fn create_and_update_todo_calls_and_their_results() {
     let span = vec![
         user("Port the parser."),
         call(
@@ -294,11 +294,11 @@ fn whole_list_todo_calls_replace_the_previous_list() {
     assert_eq!(
         texts(&a, Kind::Todo),
         ["Write the changelog"],
-        "the kodelet list replaced goose's checklist (one whole list at a time)"
+        "the second kind of list replaced the checklist (one whole list at a time)"
     );
-    let goose_only = extract(&span[..3]);
+    let checklist_only = extract(&span[..3]);
     assert_eq!(
-        texts(&goose_only, Kind::Todo),
+        texts(&checklist_only, Kind::Todo),
         ["Pin the toolchain", "Update CI image"]
     );
 }
