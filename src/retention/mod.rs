@@ -755,14 +755,16 @@ fn is_number(w: &str) -> bool {
 /// A deterministic ledger of the artifacts `result` lacks: paths, commands (with their last
 /// status), open to-dos and the user's rules, verbatim, at most `max_chars` characters (whole
 /// lines only). `None` when nothing is missing. Appended to a model-written summary so those
-/// kinds survive whatever the model wrote.
+/// kinds survive whatever the model wrote. Paths come last (a long session touches hundreds):
+/// when the bound is reached, paths are what is left out, never a rule, to-do or command that
+/// fits.
 pub fn ledger(arts: &Artifacts, result: &Corpus, max_chars: usize) -> Option<String> {
     const HEAD: &str = "Artifact ledger (verbatim, from the summarized history):";
     let sections = [
         (Kind::Rule, "User rules:"),
         (Kind::Todo, "Open to-dos:"),
-        (Kind::Path, "Paths touched:"),
         (Kind::Command, "Commands run (last status):"),
+        (Kind::Path, "Paths touched:"),
     ];
     let mut out = String::from(HEAD);
     let mut any = false;
@@ -786,7 +788,8 @@ pub fn ledger(arts: &Artifacts, result: &Corpus, max_chars: usize) -> Option<Str
                 _ => format!("\n- {}", a.text),
             };
             if out.len() + line.len() > max_chars {
-                break;
+                // A shorter line after it may still fit.
+                continue;
             }
             out.push_str(&line);
             any = true;

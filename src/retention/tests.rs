@@ -318,3 +318,34 @@ fn native_todos_are_added_once_after_the_spans() {
     assert!(todo_is_open("in-progress") && todo_is_open("pending") && todo_is_open("in_progress"));
     assert!(!todo_is_open("Completed") && !todo_is_open("canceled") && !todo_is_open("cancelled"));
 }
+
+/// A session that touched more paths than the ledger's bound holds still gets every command,
+/// to-do and rule into it; the paths fill what is left, whole lines only.
+#[test]
+fn a_full_ledger_leaves_out_paths_not_commands() {
+    let mut span = vec![user("Always keep the changelog current. Sweep the tree.")];
+    for i in 0..400 {
+        span.push(call(
+            &format!("p{i}"),
+            "read_file",
+            serde_json::json!({"path": format!("src/generated/module_{i:03}/handlers.rs")}),
+        ));
+    }
+    for i in 0..20 {
+        span.push(call(
+            &format!("c{i}"),
+            "bash",
+            serde_json::json!({"command": format!("cargo test -p sweep_{i}")}),
+        ));
+    }
+    span.push(call("t", "todo_write", serde_json::json!({"todos": [{"content": "Sweep the remaining fixtures", "status": "pending"}]})));
+    let arts = extract(&span);
+    let l = ledger(&arts, &Corpus::of_text("Done."), 8000).unwrap();
+    assert!(l.len() <= 8000);
+    let r = score_artifacts(&arts, &Corpus::of_text(&l));
+    for k in [Kind::Command, Kind::Todo, Kind::Rule] {
+        assert_eq!(r.kind_score(k), Some(1.0), "{k:?}");
+    }
+    let paths = r.by_kind[&Kind::Path];
+    assert!(paths.kept > 150 && paths.kept < paths.total, "{paths:?}");
+}
