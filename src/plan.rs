@@ -153,6 +153,21 @@ impl Plan {
         &self.loaded.messages[cut..]
     }
 
+    /// The artifacts the retention score judges the result by: those of what was summarized
+    /// ([`Self::summarized`]) and the conversation's open to-dos the store keeps outside the
+    /// history.
+    pub fn summarized_artifacts(&self) -> crate::retention::Artifacts {
+        self.artifacts_of(self.summarized())
+    }
+
+    /// The artifacts of `span` ([`crate::retention::extract`]) and the conversation's open
+    /// to-dos the store keeps outside the history.
+    pub fn artifacts_of(&self, span: &[Message]) -> crate::retention::Artifacts {
+        let mut a = crate::retention::extract(span);
+        a.add_native_todos(&self.loaded.row.native_todos);
+        a
+    }
+
     /// Index of the latest real user instruction (not a summary agent-db put first).
     pub fn latest_instruction(&self) -> Option<usize> {
         let messages = &self.loaded.messages;
@@ -177,7 +192,7 @@ impl Plan {
         };
         // The retention score is judged against what the head held (the originals, for a
         // re-compaction that reads them).
-        self.artifacts = Some(crate::retention::extract(self.summarized()));
+        self.artifacts = Some(self.summarized_artifacts());
         if let Some(Resummary::Originals { head, .. }) = &mut self.resummary {
             head.iter_mut().for_each(release);
         }

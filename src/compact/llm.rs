@@ -461,7 +461,11 @@ fn with_ledger(input: &HeadInput<'_>, body: String) -> String {
     use crate::retention::{extract, ledger, Corpus};
     let arts = match &input.plan.artifacts {
         Some(a) => a.clone(),
-        None => extract(input.head),
+        None => {
+            let mut a = extract(input.head);
+            a.add_native_todos(&input.plan.loaded.row.native_todos);
+            a
+        }
     };
     let mut seen = Corpus::of_messages(input.plan.tail()).text().to_string();
     seen.push('\n');

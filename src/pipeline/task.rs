@@ -486,11 +486,11 @@ pub(super) fn retention_of(
     new: &NewHistory,
     rewrites_head: bool,
 ) -> crate::retention::Retention {
-    use crate::retention::{extract, score_artifacts, Corpus};
+    use crate::retention::{score_artifacts, Corpus};
     let arts = match &plan.artifacts {
-        _ if rewrites_head => extract(plan.head()),
+        _ if rewrites_head => plan.artifacts_of(plan.head()),
         Some(a) => a.clone(),
-        None => extract(plan.summarized()),
+        None => plan.summarized_artifacts(),
     };
     score_artifacts(&arts, &Corpus::of_json(&new.raw_messages))
 }

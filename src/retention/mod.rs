@@ -19,8 +19,12 @@
 //! - `url`: `http://` or `https://` up to the next space;
 //! - `rule`: a sentence of a user instruction with `always`, `never`, `don't`, `do not`, `must`,
 //!   `make sure`, `avoid` or `prefer`;
-//! - `todo`: the items of a todo tool call (`todo_write`, `todowrite`, `todo`, …) that are not
-//!   completed or cancelled, and user lines starting with `TODO`;
+//! - `todo`: the open items (not completed, done or cancelled) of a todo tool call (`todo_write`,
+//!   `todowrite`, `create_todos`, …: a `todos`/`items`/`tasks` list, a `description` or
+//!   `descriptions`, or a `content` checklist whose `- [ ]` lines are open), where a later call
+//!   or a todo tool's result listing `all_todos`/`todos` closes or replaces earlier items; user
+//!   lines starting with `TODO`; and the conversation's open to-dos that the store keeps outside
+//!   the history ([`Artifacts::add_native_todos`]);
 //! - `latest`: the latest user instruction in the span.
 //!
 //! How a match is decided: the result's text is its text blocks, tool-call names and inputs and
@@ -96,6 +100,39 @@ pub struct Artifact {
 /// The artifacts of a span, deduplicated, in order of first appearance.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Artifacts(pub Vec<Artifact>);
+
+impl Artifacts {
+    /// Add the conversation's open to-dos as the store keeps them outside the history (the
+    /// agent's own to-do table), as `todo` artifacts, after those of the span; a text the span
+    /// already lists as a to-do is not added twice.
+    pub fn add_native_todos(&mut self, todos: &[String]) {
+        for t in todos {
+            let text = clip(t);
+            if text.is_empty()
+                || self
+                    .0
+                    .iter()
+                    .any(|a| a.kind == Kind::Todo && a.text == text)
+            {
+                continue;
+            }
+            self.0.push(Artifact {
+                kind: Kind::Todo,
+                text,
+                status: None,
+            });
+        }
+    }
+}
+
+/// Whether a to-do status (of a todo tool or a store's to-do table) is still open: anything but
+/// completed, done or cancelled.
+pub fn todo_is_open(status: &str) -> bool {
+    !matches!(
+        status.trim().to_ascii_lowercase().as_str(),
+        "completed" | "complete" | "done" | "cancelled" | "canceled"
+    )
+}
 
 /// Kept and total artifacts of one kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -349,6 +386,7 @@ pub fn extract(span: &[Message]) -> Artifacts {
         }
     }
     let latest = span.iter().rposition(|m| m.is_user_instruction());
+    let mut todo_calls: HashSet<&str> = HashSet::new();
     for (i, m) in span.iter().enumerate() {
         let user = m.is_user_instruction();
         for b in &m.blocks {
@@ -383,13 +421,20 @@ pub fn extract(span: &[Message]) -> Artifacts {
                         if let Some(v) = &v {
                             x.todos(v);
                         }
+                        todo_calls.insert(id.as_str());
                     }
                 }
                 Block::ToolResult {
-                    content, is_error, ..
+                    call_id,
+                    content,
+                    is_error,
+                    ..
                 } => {
                     // Paths in a result (listings, search hits) were seen, not touched.
                     x.errors(content, *is_error);
+                    if !*is_error && todo_calls.contains(call_id.as_str()) {
+                        x.todo_state(content);
+                    }
                 }
                 _ => {}
             }
@@ -408,6 +453,8 @@ pub fn extract(span: &[Message]) -> Artifacts {
 struct Extractor {
     out: Vec<Artifact>,
     seen: HashSet<(Kind, String)>,
+    /// The open items of the last whole to-do list a todo tool call wrote.
+    list: Vec<String>,
 }
 
 impl Extractor {
@@ -497,31 +544,131 @@ impl Extractor {
         }
     }
 
+    /// A todo tool call's input: a whole list (`todos`, `items`, `tasks`: it replaces the list
+    /// an earlier call wrote), one item (`description`), new items (`descriptions`), or a
+    /// checklist (`content`, `- [ ] item` open, `- [x] item` done: a whole list too).
     fn todos(&mut self, v: &serde_json::Value) {
-        let items = ["todos", "items", "tasks"]
+        let list = ["todos", "items", "tasks"]
             .iter()
             .find_map(|k| v.get(k).and_then(|t| t.as_array()));
-        let Some(items) = items else { return };
-        for it in items {
-            let status = it
-                .get("status")
-                .and_then(|s| s.as_str())
-                .unwrap_or("")
-                .to_ascii_lowercase();
-            if matches!(
-                status.as_str(),
-                "completed" | "done" | "cancelled" | "canceled"
-            ) {
-                continue;
+        if let Some(items) = list {
+            let listed = todo_items(items);
+            self.replace_list(listed);
+            return;
+        }
+        if let Some(c) = v.get("content").and_then(|c| c.as_str()) {
+            let listed = checklist(c);
+            if !listed.is_empty() {
+                self.replace_list(listed);
             }
-            let text = ["content", "description", "text", "title"]
-                .iter()
-                .find_map(|k| it.get(k).and_then(|s| s.as_str()));
-            if let Some(t) = text {
-                self.push(Kind::Todo, &clip(t));
+            return;
+        }
+        let mut new: Vec<&str> = Vec::new();
+        if let Some(d) = v.get("description").and_then(|d| d.as_str()) {
+            new.push(d);
+        }
+        if let Some(ds) = v.get("descriptions").and_then(|d| d.as_array()) {
+            new.extend(ds.iter().filter_map(|d| d.as_str()));
+        }
+        for d in new {
+            self.push(Kind::Todo, &clip(d));
+        }
+    }
+
+    /// A todo tool's result that states the whole list (`all_todos`, or `todos` of a listing):
+    /// its closed items close the to-dos earlier calls opened, its open items are added.
+    fn todo_state(&mut self, content: &str) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(content.trim()) else {
+            return;
+        };
+        let Some(items) = ["all_todos", "todos"]
+            .iter()
+            .find_map(|k| v.get(k).and_then(|t| t.as_array()))
+        else {
+            return;
+        };
+        for (text, open) in todo_items(items) {
+            if open {
+                self.push(Kind::Todo, &text);
+            } else {
+                self.close_todo(&text);
             }
         }
     }
+
+    /// A whole list replaces the items the previous whole list opened: those it no longer
+    /// lists as open are closed.
+    fn replace_list(&mut self, listed: Vec<(String, bool)>) {
+        let open: HashSet<&str> = listed
+            .iter()
+            .filter(|(_, o)| *o)
+            .map(|(t, _)| t.as_str())
+            .collect();
+        for old in std::mem::take(&mut self.list) {
+            if !open.contains(old.as_str()) {
+                self.close_todo(&old);
+            }
+        }
+        for (text, o) in &listed {
+            if *o {
+                self.push(Kind::Todo, text);
+                self.list.push(text.clone());
+            } else {
+                self.close_todo(text);
+            }
+        }
+    }
+
+    fn close_todo(&mut self, text: &str) {
+        if self.seen.remove(&(Kind::Todo, text.to_string())) {
+            self.out
+                .retain(|a| !(a.kind == Kind::Todo && a.text == text));
+        }
+    }
+}
+
+/// The items of a todo list: `(text, open)`.
+fn todo_items(items: &[serde_json::Value]) -> Vec<(String, bool)> {
+    items
+        .iter()
+        .filter_map(|it| {
+            let status = it.get("status").and_then(|s| s.as_str()).unwrap_or("");
+            let text = ["content", "description", "text", "title"]
+                .iter()
+                .find_map(|k| it.get(k).and_then(|s| s.as_str()))?;
+            let text = clip(text);
+            (!text.is_empty()).then(|| (text, todo_is_open(status)))
+        })
+        .collect()
+}
+
+/// The open items (`- [ ] item`) of a markdown checklist, in order.
+pub fn open_checklist_items(content: &str) -> Vec<String> {
+    checklist(content)
+        .into_iter()
+        .filter(|(_, open)| *open)
+        .map(|(t, _)| t)
+        .collect()
+}
+
+/// The items of a markdown checklist: `- [ ] item` open, `- [x] item` done.
+fn checklist(content: &str) -> Vec<(String, bool)> {
+    content
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start().strip_prefix(['-', '*'])?.trim_start();
+            let (mark, rest) = l.strip_prefix('[')?.split_once(']')?;
+            let text = clip(rest);
+            if text.is_empty() {
+                return None;
+            }
+            match mark.trim() {
+                "" => Some((text, true)),
+                "x" | "X" => Some((text, false)),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 fn sentences(text: &str) -> impl Iterator<Item = &str> {
@@ -608,14 +755,16 @@ fn is_number(w: &str) -> bool {
 /// A deterministic ledger of the artifacts `result` lacks: paths, commands (with their last
 /// status), open to-dos and the user's rules, verbatim, at most `max_chars` characters (whole
 /// lines only). `None` when nothing is missing. Appended to a model-written summary so those
-/// kinds survive whatever the model wrote.
+/// kinds survive whatever the model wrote. Paths come last (a long session touches hundreds):
+/// when the bound is reached, paths are what is left out, never a rule, to-do or command that
+/// fits.
 pub fn ledger(arts: &Artifacts, result: &Corpus, max_chars: usize) -> Option<String> {
     const HEAD: &str = "Artifact ledger (verbatim, from the summarized history):";
     let sections = [
         (Kind::Rule, "User rules:"),
         (Kind::Todo, "Open to-dos:"),
-        (Kind::Path, "Paths touched:"),
         (Kind::Command, "Commands run (last status):"),
+        (Kind::Path, "Paths touched:"),
     ];
     let mut out = String::from(HEAD);
     let mut any = false;
@@ -639,7 +788,8 @@ pub fn ledger(arts: &Artifacts, result: &Corpus, max_chars: usize) -> Option<Str
                 _ => format!("\n- {}", a.text),
             };
             if out.len() + line.len() > max_chars {
-                break;
+                // A shorter line after it may still fit.
+                continue;
             }
             out.push_str(&line);
             any = true;

@@ -219,3 +219,133 @@ fn json_history_is_read_as_its_strings() {
         status: None
     }));
 }
+
+/// docker-agent's todo tools (`create_todo`, `create_todos`, `update_todos`): the items the calls
+/// create are to-dos until a result's `all_todos` says they are completed.
+#[test]
+fn create_and_update_todo_calls_and_their_results() {
+    let span = vec![
+        user("Port the parser."),
+        call(
+            "t1",
+            "create_todos",
+            serde_json::json!({"descriptions": ["Port the lexer", "Port the grammar tables"]}),
+        ),
+        result(
+            "t1",
+            r#"{"created":[],"all_todos":[{"id":"todo_1","description":"Port the lexer","status":"pending"},{"id":"todo_2","description":"Port the grammar tables","status":"pending"}]}"#,
+            false,
+        ),
+        call(
+            "t2",
+            "create_todo",
+            serde_json::json!({"description": "Benchmark the port"}),
+        ),
+        call(
+            "t3",
+            "update_todos",
+            serde_json::json!({"updates": [{"id": "todo_1", "status": "completed"}]}),
+        ),
+        result(
+            "t3",
+            r#"{"updated":[{"id":"todo_1","status":"completed"}],"all_todos":[{"id":"todo_1","description":"Port the lexer","status":"completed"},{"id":"todo_2","description":"Port the grammar tables","status":"in-progress"},{"id":"todo_3","description":"Benchmark the port","status":"pending"}]}"#,
+            false,
+        ),
+    ];
+    let a = extract(&span);
+    assert_eq!(
+        texts(&a, Kind::Todo),
+        ["Port the grammar tables", "Benchmark the port"]
+    );
+}
+
+/// goose's `todo__todo_write` takes a markdown checklist that replaces the previous one; kodelet's
+/// `todo_write` a whole list: an item a later call checks or drops is no longer open.
+#[test]
+fn whole_list_todo_calls_replace_the_previous_list() {
+    let span = vec![
+        user("Tidy the build."),
+        call(
+            "g1",
+            "todo__todo_write",
+            serde_json::json!({"content": "- [ ] Drop the vendored zlib\n- [ ] Pin the toolchain\n  - [ ] Update CI image\n- [x] Read the old Makefile"}),
+        ),
+        call(
+            "g2",
+            "todo__todo_write",
+            serde_json::json!({"content": "- [x] Drop the vendored zlib\n- [ ] Pin the toolchain\n  - [ ] Update CI image"}),
+        ),
+        call(
+            "k1",
+            "todo_write",
+            serde_json::json!({"todos": [
+            {"content": "Rename the crate", "status": "in_progress", "priority": "high"},
+            {"content": "Write the changelog", "status": "pending", "priority": "low"}]}),
+        ),
+        call(
+            "k2",
+            "todo_write",
+            serde_json::json!({"todos": [
+            {"content": "Rename the crate", "status": "completed", "priority": "high"},
+            {"content": "Write the changelog", "status": "pending", "priority": "low"}]}),
+        ),
+    ];
+    let a = extract(&span);
+    assert_eq!(
+        texts(&a, Kind::Todo),
+        ["Write the changelog"],
+        "the second kind of list replaced the checklist (one whole list at a time)"
+    );
+    let checklist_only = extract(&span[..3]);
+    assert_eq!(
+        texts(&checklist_only, Kind::Todo),
+        ["Pin the toolchain", "Update CI image"]
+    );
+}
+
+#[test]
+fn native_todos_are_added_once_after_the_spans() {
+    let mut a = extract(&span());
+    a.add_native_todos(&[
+        "Add a regression test for the busy lock".into(),
+        "  Ship the fix  ".into(),
+        String::new(),
+    ]);
+    assert_eq!(
+        texts(&a, Kind::Todo),
+        ["Add a regression test for the busy lock", "Ship the fix"]
+    );
+    assert!(todo_is_open("in-progress") && todo_is_open("pending") && todo_is_open("in_progress"));
+    assert!(!todo_is_open("Completed") && !todo_is_open("canceled") && !todo_is_open("cancelled"));
+}
+
+/// A session that touched more paths than the ledger's bound holds still gets every command,
+/// to-do and rule into it; the paths fill what is left, whole lines only.
+#[test]
+fn a_full_ledger_leaves_out_paths_not_commands() {
+    let mut span = vec![user("Always keep the changelog current. Sweep the tree.")];
+    for i in 0..400 {
+        span.push(call(
+            &format!("p{i}"),
+            "read_file",
+            serde_json::json!({"path": format!("src/generated/module_{i:03}/handlers.rs")}),
+        ));
+    }
+    for i in 0..20 {
+        span.push(call(
+            &format!("c{i}"),
+            "bash",
+            serde_json::json!({"command": format!("cargo test -p sweep_{i}")}),
+        ));
+    }
+    span.push(call("t", "todo_write", serde_json::json!({"todos": [{"content": "Sweep the remaining fixtures", "status": "pending"}]})));
+    let arts = extract(&span);
+    let l = ledger(&arts, &Corpus::of_text("Done."), 8000).unwrap();
+    assert!(l.len() <= 8000);
+    let r = score_artifacts(&arts, &Corpus::of_text(&l));
+    for k in [Kind::Command, Kind::Todo, Kind::Rule] {
+        assert_eq!(r.kind_score(k), Some(1.0), "{k:?}");
+    }
+    let paths = r.by_kind[&Kind::Path];
+    assert!(paths.kept > 150 && paths.kept < paths.total, "{paths:?}");
+}

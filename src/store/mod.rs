@@ -705,6 +705,10 @@ pub struct StoredConversation {
     /// The history the agent currently sends, as a JSON array of the store's message JSON
     /// (empty once [`StoredConversation::seal`] replaced it).
     pub raw_messages: String,
+    /// The conversation's open to-dos as the agent keeps them outside its history (its own
+    /// to-do table), in the agent's order; empty when the store keeps none. The retention score
+    /// counts them as to-dos of the summarized span ([`crate::retention::Artifacts::add_native_todos`]).
+    pub native_todos: Vec<String>,
     state: Arc<dyn kind::LoadedState>,
     sealed: Option<kind::Sealed>,
 }
@@ -719,9 +723,16 @@ impl StoredConversation {
         StoredConversation {
             id: id.into(),
             raw_messages,
+            native_todos: Vec::new(),
             state,
             sealed: None,
         }
+    }
+
+    /// With the open to-dos the store keeps outside the history.
+    pub(crate) fn with_native_todos(mut self, todos: Vec<String>) -> Self {
+        self.native_todos = todos;
+        self
     }
 
     /// A kodelet conversation whose version is its `updated_at` marker and the hash of its

@@ -471,3 +471,124 @@ fn min_retention_from_the_environment_or_file_out_of_range_is_a_config_error() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["conversations"][0]["status"], "compacted", "{doc:#}");
 }
+
+/// The retention of one compaction is the same, kind by kind, on every output path: the dry
+/// run's JSON and table, the compaction's JSON, the audit row (the test's SQL), `history --json`
+/// and `history`'s table; for every strategy (prune, extractive, llm against a model on
+/// 127.0.0.1, a hook's summary). The totals are what [`planted_with_references`] holds (9 paths: the 8 planted and
+/// `src/planted/entry.rs`; 8 commands; 1 rule), the score is kept/total over the kinds, and
+/// each strategy keeps what it is defined to keep.
+#[test]
+fn every_output_path_carries_the_same_retention_by_kind_for_every_strategy() {
+    let llm = MiniLlm::start();
+    let base = llm.base_url();
+    for strategy in ["prune", "extractive", "llm", "hook"] {
+        let (env, id) = env();
+        // Long tool outputs, so that prune has something to replace.
+        env.conn()
+            .execute(
+                "UPDATE conversations SET raw_messages = ?1 WHERE id = ?2",
+                [planted_with_references(), id.clone()],
+            )
+            .unwrap();
+        let args: Vec<&str> = match strategy {
+            "llm" => vec![
+                "--strategy",
+                "llm",
+                "--llm-provider",
+                "openai",
+                "--model",
+                "test-model",
+                "--base-url",
+                &base,
+                "--min-retention",
+                "0",
+            ],
+            "hook" => {
+                summary_hook(&env, &summary_without_rule());
+                vec!["--strategy", "extractive"]
+            }
+            s => vec!["--strategy", s],
+        };
+        let pct = |r: &Value| format!("{:.0}%", r["score"].as_f64().unwrap() * 100.0);
+        let mut dry_args = args.clone();
+        dry_args.push("--dry-run");
+        let (dry, code, err) = compact(&env, &id, &dry_args);
+        assert_eq!(code, 0, "{strategy}: {err}");
+        let mut c = env.cmd();
+        c.env("AGENT_DB_API_KEY", "x")
+            .current_dir(env.dir.path())
+            .args(["compact", &id, "--keep-tokens", "2000", "--force", "--yes"])
+            .args(&dry_args);
+        let dry_table = String::from_utf8(c.output().unwrap().stdout).unwrap();
+
+        let (doc, code, err) = {
+            let mut c = env.cmd();
+            c.current_dir(env.dir.path())
+                .env("AGENT_DB_API_KEY", "x")
+                .args([
+                    "compact",
+                    &id,
+                    "--keep-tokens",
+                    "2000",
+                    "--force",
+                    "--yes",
+                    "--json",
+                ])
+                .args(&args);
+            run(c)
+        };
+        assert_eq!(code, 0, "{strategy}: {err}");
+        let row = &doc["conversations"][0];
+        assert_eq!(row["status"], "compacted", "{strategy}: {doc:#}");
+        let r = &row["retention"];
+        let by = r["by_kind"].as_object().unwrap();
+        assert_eq!(by["path"]["total"], 9, "{strategy}: {r:#}");
+        assert_eq!(by["command"]["total"], 8, "{strategy}: {r:#}");
+        assert_eq!(by["rule"]["total"], 1, "{strategy}: {r:#}");
+        let (kept, total) = by.values().fold((0, 0), |(k, t), c| {
+            (
+                k + c["kept"].as_u64().unwrap(),
+                t + c["total"].as_u64().unwrap(),
+            )
+        });
+        assert!((r["score"].as_f64().unwrap() - kept as f64 / total as f64).abs() < 1e-9);
+        let all = |k: &str| by[k]["kept"] == by[k]["total"];
+        match strategy {
+            // Prune replaces tool results only; the ledger keeps paths, commands and rules.
+            "prune" | "llm" => assert!(all("path") && all("command") && all("rule"), "{r:#}"),
+            "extractive" => assert!(all("rule"), "{r:#}"),
+            _ => {
+                assert!(all("path") && all("command"), "{r:#}");
+                assert_eq!(
+                    by["rule"]["kept"], 0,
+                    "the hook's summary lost the rule: {r:#}"
+                );
+            }
+        }
+        // The dry run (exact for offline strategies; a model's summary is only estimated, and a
+        // dry run runs no hook).
+        if strategy == "prune" || strategy == "extractive" {
+            assert_eq!(
+                &dry["conversations"][0]["retention"], r,
+                "{strategy}: dry run"
+            );
+            assert!(dry_table.contains(&pct(r)), "{strategy}: {dry_table}");
+        }
+        // The audit row, read with the test's SQL, and history's JSON and table.
+        let stored: Value =
+            serde_json::from_str(audit_retention(&env)[0].as_deref().unwrap()).unwrap();
+        assert_eq!(&stored, r, "{strategy}: audit row");
+        let mut h = env.cmd();
+        h.args(["history", "--json"]);
+        let (hist, code, err) = run(h);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(
+            &hist["compactions"][0]["retention"], r,
+            "{strategy}: history"
+        );
+        let o = env.cmd().args(["history"]).output().unwrap();
+        let table = String::from_utf8_lossy(&o.stdout);
+        assert!(table.contains(&pct(r)), "{strategy}: {table}");
+    }
+}

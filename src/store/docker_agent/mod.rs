@@ -122,15 +122,15 @@ impl Adapter for DockerAgent {
 
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load(read.conn, read.path, id)?;
+        let todos = read::open_todos(read.conn, read.path, id)?;
         let state = Loaded {
             version: s.version,
             slots: s.slots,
         };
-        Ok(StoredConversation::with_state(
-            s.id,
-            s.raw_messages,
-            Arc::new(state),
-        ))
+        Ok(
+            StoredConversation::with_state(s.id, s.raw_messages, Arc::new(state))
+                .with_native_todos(todos),
+        )
     }
 
     fn unrated(&self) -> Unrated {

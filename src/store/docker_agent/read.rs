@@ -579,6 +579,46 @@ fn active_history(slice: &[Entry], updates: &[Update], id: &str) -> Result<(Stri
     Ok((message::join_raw(parts.iter().map(|p| p.as_ref())), slots))
 }
 
+/// The session's open to-dos from `session_todos` (migration 33, `033_add_session_todos_table`:
+/// `todos` is the JSON list `[{"id","description","status"}]` docker-agent's todo tools keep,
+/// status `pending`, `in-progress` or `completed`), in their order; none when the file has no
+/// such table or row, or the row is not that JSON (docker-agent would not load it either).
+pub fn open_todos(conn: &Connection, path: &Path, id: &str) -> Result<Vec<String>> {
+    let has_table: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'session_todos')",
+            [],
+            |r| r.get(0),
+        )
+        .at(path)?;
+    if !has_table {
+        return Ok(Vec::new());
+    }
+    let todos: Option<String> = conn
+        .query_row(
+            "SELECT CAST(todos AS TEXT) FROM session_todos WHERE session_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .optional()
+        .at(path)?
+        .flatten();
+    let Some(items) = todos
+        .and_then(|t| serde_json::from_str::<Vec<serde_json::Value>>(&t).ok())
+    else {
+        return Ok(Vec::new());
+    };
+    Ok(items
+        .iter()
+        .filter(|t| {
+            crate::retention::todo_is_open(t.get("status").and_then(|s| s.as_str()).unwrap_or(""))
+        })
+        .filter_map(|t| t.get("description").and_then(|d| d.as_str()))
+        .filter(|d| !d.trim().is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
 /// Load one root session's active history as docker-agent would (see the module doc).
 pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<Session> {
     let schema = check_schema(conn, path)?;

@@ -130,15 +130,15 @@ impl Adapter for Goose {
 
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load_session(read.conn, read.path, id)?;
+        let todos = read::open_todos(read.conn, read.path, id)?;
         let state = Loaded {
             version: s.version,
             rows: s.rows,
         };
-        Ok(StoredConversation::with_state(
-            id,
-            s.raw_messages,
-            Arc::new(state),
-        ))
+        Ok(
+            StoredConversation::with_state(id, s.raw_messages, Arc::new(state))
+                .with_native_todos(todos),
+        )
     }
 
     fn unrated(&self) -> Unrated {

@@ -323,6 +323,35 @@ fn read_rows(
 
 /// Load a session: the agent-visible rows as goose would send them, or an error naming the
 /// row goose could not load.
+/// The session's open to-dos: the `- [ ] item` lines of the checklist goose's todo extension
+/// keeps in `sessions.extension_data` under `todo.v0` (`{"content": "…"}`, the text its
+/// `todo_write` tool last wrote); none when the column, the key or such lines are missing.
+pub fn open_todos(conn: &Connection, path: &Path, id: &str) -> Result<Vec<String>> {
+    if !crate::store::schema_util::columns(conn, "sessions", path)?.contains("extension_data") {
+        return Ok(Vec::new());
+    }
+    let data: Option<String> = conn
+        .query_row(
+            "SELECT CAST(extension_data AS TEXT) FROM sessions WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .optional()
+        .at(path)?
+        .flatten();
+    let content = data
+        .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
+        .and_then(|v| {
+            v.get("todo.v0")
+                .and_then(|t| t.get("content"))
+                .and_then(|c| c.as_str())
+                .map(str::to_string)
+        });
+    Ok(content
+        .map(|c| crate::retention::open_checklist_items(&c))
+        .unwrap_or_default())
+}
+
 pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session> {
     let schema = check_schema(conn, path)?;
     let session: Option<(Option<String>, Option<String>)> = conn

@@ -135,15 +135,15 @@ impl Adapter for Opencode {
 
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load_session(read.conn, read.path, id)?;
+        let todos = read::open_todos(read.conn, read.path, id)?;
         let state = Loaded {
             version: s.version,
             ids: s.loaded.into_iter().map(|m| m.id).collect(),
         };
-        Ok(StoredConversation::with_state(
-            id,
-            s.raw_messages,
-            Arc::new(state),
-        ))
+        Ok(
+            StoredConversation::with_state(id, s.raw_messages, Arc::new(state))
+                .with_native_todos(todos),
+        )
     }
 
     /// A restore removes the compaction's rows and puts `session.time_updated` back; when

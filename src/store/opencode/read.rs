@@ -410,6 +410,41 @@ fn session_row(conn: &Connection, path: &Path, id: &str) -> Result<(String, Stri
 }
 
 /// Load a session: what opencode would send, or an error naming the row opencode could not load.
+/// The session's open to-dos from opencode's `todo` table (`session_id`, `content`, `status`:
+/// `pending`, `in_progress`, `completed` or `cancelled`, `priority`, `position`), by position;
+/// none when the file has no such table.
+pub fn open_todos(conn: &Connection, path: &Path, id: &str) -> Result<Vec<String>> {
+    let cols = crate::store::schema_util::columns(conn, "todo", path)?;
+    if !["session_id", "content", "status", "position"]
+        .iter()
+        .all(|c| cols.contains(*c))
+    {
+        return Ok(Vec::new());
+    }
+    let mut st = conn
+        .prepare(
+            "SELECT CAST(content AS TEXT), CAST(status AS TEXT) FROM todo \
+             WHERE session_id = ?1 ORDER BY position",
+        )
+        .at(path)?;
+    let rows = st
+        .query_map([id], |r| {
+            Ok((r.get::<_, Option<String>>(0)?, r.get::<_, Option<String>>(1)?))
+        })
+        .at(path)?;
+    let mut out = Vec::new();
+    for row in rows {
+        if let (Some(content), status) = row.at(path)? {
+            if !content.trim().is_empty()
+                && crate::retention::todo_is_open(status.as_deref().unwrap_or(""))
+            {
+                out.push(content);
+            }
+        }
+    }
+    Ok(out)
+}
+
 pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session> {
     let schema = check_schema(conn, path)?;
     let (directory, updated) = session_row(conn, path, id)?;
