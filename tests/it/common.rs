@@ -21,12 +21,18 @@ pub struct Env {
 impl Env {
     /// A store generated with `n` conversations in `formats` (empty = all three).
     pub fn generated(n: usize, seed: u64, formats: &[SynthFormat]) -> Env {
+        Env::generated_at(n, seed, formats, 1.0)
+    }
+
+    /// [`Env::generated`] with the generator's message sizes times `scale`.
+    pub fn generated_at(n: usize, seed: u64, formats: &[SynthFormat], scale: f64) -> Env {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("storage.db");
         let opts = SynthOptions {
             conversations: n,
             seed,
             formats: formats.to_vec(),
+            scale,
             ..SynthOptions::default()
         };
         synth::generate(&db, &opts).expect("generate store");

@@ -103,7 +103,7 @@ fn store(kind: Kind) -> (TempDir, PathBuf) {
     let opts = |seed| SynthOptions {
         conversations: 10,
         seed,
-        scale: 0.5,
+        scale: 0.2,
         ..SynthOptions::default()
     };
     let db = match kind {

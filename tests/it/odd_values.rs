@@ -212,11 +212,16 @@ fn plant(db: &Path, table: &str, column: &str, key: (&str, &SqlValue), v: &Odd) 
 // The acceptance batch and the regression.
 
 fn kodelet_store(n: usize, seed: u64) -> (tempfile::TempDir, PathBuf) {
+    kodelet_store_scaled(n, seed, 1.0)
+}
+
+fn kodelet_store_scaled(n: usize, seed: u64, scale: f64) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("storage.db");
     let opts = SynthOptions {
         conversations: n,
         seed,
+        scale,
         ..SynthOptions::default()
     };
     synth::generate(&db, &opts).expect("generate");
@@ -468,13 +473,16 @@ fn base(kind: Kind) -> &'static (tempfile::TempDir, PathBuf) {
     static K: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     static D: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     match kind {
-        Kind::Kodelet => K.get_or_init(|| kodelet_store(6, 4242)),
+        // A quarter of the default message sizes: the cases are about odd cells, not volume,
+        // and each runs about ten commands on a copy.
+        Kind::Kodelet => K.get_or_init(|| kodelet_store_scaled(6, 4242, 0.25)),
         Kind::DockerAgent => D.get_or_init(|| {
             let dir = tempfile::tempdir().unwrap();
             let db = dir.path().join("session.db");
             let opts = SynthOptions {
                 conversations: 6,
                 seed: 4242,
+                scale: 0.25,
                 ..SynthOptions::default()
             };
             generate_docker_agent(&db, &opts, Generation::Modern).expect("generate");
