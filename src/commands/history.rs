@@ -80,6 +80,10 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
             .ok()
             .and_then(|m| m.name)
             .unwrap_or_default();
+        let kept = c.retention.as_ref().map_or_else(
+            || "unknown".into(),
+            |r| crate::output::report_table::kept_cell(&mut t, r),
+        );
         t.row(vec![
             table::c(c.id.to_string()),
             table::c(ids.show(&c.conversation_id)),
@@ -93,11 +97,7 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
                 table::thousands(c.tokens_before.max(0) as usize),
                 table::thousands(c.tokens_after.max(0) as usize)
             )),
-            table::c(
-                c.retention
-                    .as_ref()
-                    .map_or_else(|| "unknown".into(), |r| format!("{:.0}%", r.score * 100.0)),
-            ),
+            table::c(kept),
             state,
         ]);
     }

@@ -45,6 +45,15 @@ fn utilization(t: &mut table::Grid, r: &Row) -> String {
     format!("{figures}{mark}").trim_start().to_string()
 }
 
+/// The retention score, with a numbered note giving kept/total of each kind not kept in full.
+pub fn kept_cell(t: &mut table::Grid, k: &agent_db::retention::Retention) -> String {
+    let pct = format!("{:.0}%", k.score * 100.0);
+    match k.partial_kinds() {
+        Some(low) => format!("{pct} [{}]", t.note(&format!("kept {low}"))),
+        None => pct,
+    }
+}
+
 /// The strategy, with a numbered note when `--fallback` landed it in place of another.
 fn strategy_cell(t: &mut table::Grid, r: &Row) -> String {
     let name = r.strategy.clone().unwrap_or_default();
@@ -133,7 +142,7 @@ fn cells(
         table::c(
             r.retention
                 .as_ref()
-                .map(|k| format!("{:.0}%", k.score * 100.0))
+                .map(|k| kept_cell(t, k))
                 .unwrap_or_default(),
         ),
         table::c(strategy_cell(t, r)),

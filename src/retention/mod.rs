@@ -167,18 +167,23 @@ impl Retention {
 
     /// Short form for tables: `92% (path 10/10, rule 0/1)`: the kinds below 100% only.
     pub fn brief(&self) -> String {
+        let pct = format!("{:.0}%", self.score * 100.0);
+        match self.partial_kinds() {
+            Some(low) => format!("{pct} ({low})"),
+            None => pct,
+        }
+    }
+
+    /// The kinds not kept in full, kept/total each (`path 3/12, error 0/2`); `None` when every
+    /// artifact was kept.
+    pub fn partial_kinds(&self) -> Option<String> {
         let low: Vec<String> = self
             .by_kind
             .iter()
             .filter(|(_, c)| c.kept < c.total)
             .map(|(k, c)| format!("{} {}/{}", k.name(), c.kept, c.total))
             .collect();
-        let pct = format!("{:.0}%", self.score * 100.0);
-        if low.is_empty() {
-            pct
-        } else {
-            format!("{pct} ({})", low.join(", "))
-        }
+        (!low.is_empty()).then(|| low.join(", "))
     }
 }
 
