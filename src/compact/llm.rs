@@ -346,7 +346,7 @@ impl Strategy for Llm {
     }
 
     fn summary_reserve(&self) -> usize {
-        self.max_summary_tokens as usize
+        self.max_summary_tokens as usize + LEDGER_RESERVE_TOKENS
     }
 
     fn offline(&self) -> bool {
@@ -453,6 +453,10 @@ impl Strategy for Llm {
 /// The most characters the artifact ledger takes (about 2,000 tokens); it is part of the summary,
 /// so its tokens count against the target like the rest.
 pub const LEDGER_MAX_CHARS: usize = 8000;
+
+/// The room the plan keeps for the ledger next to the model's summary: its most characters at
+/// three characters a token (paths and commands count more tokens per character than prose).
+pub const LEDGER_RESERVE_TOKENS: usize = LEDGER_MAX_CHARS / 3;
 
 /// The model's summary with the artifact ledger appended: the summarized span's paths, commands
 /// (with their last status), open to-dos and user rules that neither the summary nor the kept
