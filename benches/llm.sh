@@ -38,6 +38,8 @@
 #                                 send ~45 requests instead of ~325.
 #   BENCH_LLM_SLOW_LATENCY_MS=2000  latency of the diagnostic slow-server run (0 skips it)
 #   BENCH_LLM_PERF=0              1: per-thread CPU profile of the L = 0 run (needs perf)
+#   BENCH_LLM_PROFILE=release     cargo profile of the binaries (profiling: the same code with
+#                                 symbols, for perf)
 # Needs: cargo, python3, /usr/bin/time (GNU time), curl (or python3 for HTTP), perf (optional).
 set -euo pipefail
 
@@ -58,6 +60,7 @@ KEEP_TOKENS=${BENCH_LLM_KEEP_TOKENS:-20000}
 KEEP_ARGS=()
 [[ -n "$KEEP_TOKENS" && "$KEEP_TOKENS" != default ]] && KEEP_ARGS=(--keep-tokens "$KEEP_TOKENS")
 PERF=${BENCH_LLM_PERF:-0}
+PROFILE=${BENCH_LLM_PROFILE:-release}
 NOW=2026-11-01T12:00:00Z
 RESULTS="$OUT/results.txt"
 
@@ -91,13 +94,13 @@ result latency_ms "$LATENCY"
 result concurrency "$CONCURRENCY"
 
 # ---------------------------------------------------------------------------------------------
-log "build (release)"
-cargo build --release --bin agent-db --bin gen_store --example llm_mock_server
+log "build ($PROFILE)"
+cargo build --profile "$PROFILE" --bin agent-db --bin gen_store --example llm_mock_server
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 # The target dir may be shared with concurrent builds: benchmark private copies.
 for b in agent-db gen_store examples/llm_mock_server; do
-  cp "$TARGET_DIR/release/$b" "$OUT/bin/$(basename "$b")"
+  cp "$TARGET_DIR/$PROFILE/$b" "$OUT/bin/$(basename "$b")"
 done
 ADB="$OUT/bin/agent-db"
 GEN="$OUT/bin/gen_store"
@@ -155,9 +158,10 @@ run_compact() {
   wait "$mock_pid" || true
   MOCK_PID=
   [[ $rc == 0 ]] || die "$label: agent-db exited $rc (see $raw.time, $raw.json)"
-  python3 - "$label" "$latency" "$CONCURRENCY" "$t0" "$t1" "$raw" "$(nproc)" <<'PY' | tee -a "$RESULTS.jsonl"
+  python3 - "$label" "$latency" "$CONCURRENCY" "$t0" "$t1" "$raw" "$(nproc)" "$(stat -c %s "$STORE")" <<'PY' | tee -a "$RESULTS.jsonl"
 import json, math, re, sys
 label, latency, conc, t0, t1, raw, cores = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], int(sys.argv[7])
+store_mb = int(sys.argv[8]) / 1e6
 stats = json.load(open(raw + ".stats"))
 doc = json.load(open(raw + ".json"))
 tot = doc["totals"]
@@ -193,6 +197,8 @@ out = {
     "wave_bound_s": round(wave, 3) if wave else None,
     "ratio_to_wave_bound": round(wall / wave, 2) if wave else None,
     "cpu_s": round(cpu, 2) if cpu is not None else None,
+    # CPU per MB of the input store (user + sys).
+    "cpu_ms_per_mb": round(cpu * 1000 / store_mb, 2) if cpu is not None else None,
     "cpu_utilization_of_cores": round(cpu / wall / cores, 2) if cpu is not None and wall > 0 else None,
     "peak_rss_kb": int(tv["Maximum resident set size (kbytes)"]) if "Maximum resident set size (kbytes)" in tv else None,
 }

@@ -1,8 +1,9 @@
 //! Building the new history: the summary as one user message in the conversation's own format
 //! (for goose followed by the assistant continuation goose stores after its own summaries),
 //! the latest instruction when the split puts it back, then the kept tail, every kept message
-//! byte-identical. The result is decoded again (a round trip through the codec), validated,
-//! and must be smaller than before.
+//! byte-identical. What comes before the kept tail is decoded again (a round trip through the
+//! codec; the kept messages are the planned ones, already decoded from these same bytes), the
+//! whole is validated, and it must be smaller than before.
 
 use std::collections::HashSet;
 
@@ -54,14 +55,34 @@ pub fn build(plan: &Plan, rewrite: &Rewrite) -> Result<NewHistory, StrategyError
             None
         }
     };
-    parts.extend(plan.tail().iter().map(|m| m.raw.clone()));
-    let raw_messages = message::join_raw(parts.iter().map(|p| p.as_ref()));
-    // Round trip: what we write must decode with the same codec kodelet's loader mirrors.
-    let decoded: Vec<Message> = message::decode_all(format, &raw_messages)
-        .map_err(|e| StrategyError::Fail(format!("the new history does not decode: {e}")))?;
+    let tail = plan.tail();
+    let raw_messages = message::join_raw(
+        parts
+            .iter()
+            .map(|p| p.as_ref())
+            .chain(tail.iter().map(|m| m.raw.as_ref())),
+    );
+    // Round trip: what we write must decode with the same codec kodelet's loader mirrors. The
+    // kept tail's bytes are the planned messages' own, so their decoding is reused (decoding is
+    // a function of a message's bytes); what comes before them is decoded here, with the same
+    // rule as a whole history's (a message hidden from the agent is not part of it).
+    let mut head = Vec::with_capacity(parts.len());
+    for (i, raw) in parts.iter().enumerate() {
+        if format.agent_visible(raw) {
+            let m = message::decode(format, raw).map_err(|detail| {
+                let e = message::DecodeError {
+                    index: Some(i),
+                    detail,
+                };
+                StrategyError::Fail(format!("the new history does not decode: {e}"))
+            })?;
+            head.push(m);
+        }
+    }
+    let decoded: Vec<&Message> = head.iter().chain(tail).collect();
     validate(format, &decoded)
         .map_err(|e| StrategyError::Fail(format!("invalid new history: {e}")))?;
-    let new_tokens = new_history_tokens(plan, &decoded);
+    let new_tokens = new_history_tokens(plan, &head);
     let before = plan.tokens_before();
     if new_tokens >= before {
         return Err(StrategyError::Skip(format!(
@@ -81,29 +102,22 @@ pub fn build(plan: &Plan, rewrite: &Rewrite) -> Result<NewHistory, StrategyError
     })
 }
 
-/// Tokens of the decoded new history. The kept tail's messages are the planned ones, byte for
-/// byte, so their counts from planning are reused when the decoded tail is exactly the kept
-/// messages (same number, same bytes); only what comes before it (the summary, a re-inserted
-/// instruction, a pruned head) is counted. Otherwise everything is counted.
-fn new_history_tokens(plan: &Plan, decoded: &[Message]) -> usize {
+/// Tokens of the new history: those of `head` (what comes before the kept tail: the summary, a
+/// re-inserted instruction, a pruned head) counted, and the kept tail's counts from planning
+/// (its messages are the planned ones, byte for byte).
+fn new_history_tokens(plan: &Plan, head: &[Message]) -> usize {
     let format = plan.loaded.format;
     let tail = plan.tail();
     let cut = plan.loaded.messages.len() - tail.len();
-    let Some(prefix) = decoded.len().checked_sub(tail.len()) else {
-        return tokens::history_tokens(format, decoded);
+    let tail_tokens = match plan.loaded.tokens.get(cut..) {
+        Some(counted) if counted.len() == tail.len() => counted.iter().sum::<usize>(),
+        _ => tokens::history_tokens(format, tail),
     };
-    let same = decoded[prefix..]
-        .iter()
-        .zip(tail)
-        .all(|(d, t)| d.raw.get() == t.raw.get());
-    match (same, plan.loaded.tokens.get(cut..)) {
-        (true, Some(counted)) if counted.len() == tail.len() => {
-            let n =
-                tokens::history_tokens(format, &decoded[..prefix]) + counted.iter().sum::<usize>();
-            // Every compaction of the test suite (all stores, all formats) checks the reuse.
-            debug_assert_eq!(n, tokens::history_tokens(format, decoded));
-            n
-        }
-        _ => tokens::history_tokens(format, decoded),
-    }
+    let n = tokens::history_tokens(format, head) + tail_tokens;
+    // Every compaction of the test suite (all stores, all formats) checks the reuse.
+    debug_assert_eq!(
+        n,
+        tokens::history_tokens(format, head) + tokens::history_tokens(format, tail)
+    );
+    n
 }

@@ -8,14 +8,14 @@ use std::collections::HashSet;
 
 use crate::message::{Format, Message, Role};
 
-pub fn validate(format: Format, messages: &[Message]) -> Result<(), String> {
-    let first = messages.first().ok_or("the new history is empty")?;
+pub fn validate(format: Format, messages: &[&Message]) -> Result<(), String> {
+    let first = *messages.first().ok_or("the new history is empty")?;
     if first.role != Role::User || first.has_tool_results() {
         return Err("the new history does not start with a user message".into());
     }
     let mut called: HashSet<&str> = HashSet::new();
     let mut answered: HashSet<&str> = HashSet::new();
-    for (i, m) in messages.iter().enumerate() {
+    for (i, &m) in messages.iter().enumerate() {
         // A format whose tool part is its call and its result in one message.
         let own: HashSet<&str> = if format.answers_itself() {
             m.tool_calls().map(|(id, _, _)| id).collect()

@@ -219,7 +219,9 @@ pub fn score_artifacts(arts: &Artifacts, result: &Corpus) -> Retention {
 /// The text a result is matched against.
 pub struct Corpus {
     text: String,
-    words: HashSet<String>,
+    /// Its words, built on the first [`Corpus::contains`] that needs them (a corpus read only
+    /// for its text never builds them). Fx: SipHash was most of the cost of building them.
+    words: std::sync::OnceLock<rustc_hash::FxHashSet<String>>,
 }
 
 impl Corpus {
@@ -237,9 +239,10 @@ impl Corpus {
 
     /// From any text (a store's raw JSON is read as its string values).
     pub fn of_text(text: &str) -> Corpus {
-        let text = squash(text);
-        let words = words(&text).collect();
-        Corpus { text, words }
+        Corpus {
+            text: squash(text),
+            words: std::sync::OnceLock::new(),
+        }
     }
 
     /// From a serialized history (a JSON array or JSON lines): its string values.
@@ -266,7 +269,8 @@ impl Corpus {
         if ws.is_empty() {
             return self.text.contains(&squash(&a.text));
         }
-        let hit = ws.iter().filter(|w| self.words.contains(*w)).count();
+        let all = self.words.get_or_init(|| words(&self.text).collect());
+        let hit = ws.iter().filter(|w| all.contains(*w)).count();
         hit * 5 >= ws.len() * 4
     }
 }

@@ -8,6 +8,7 @@
 //! an entity are about the same thing, which is how withdrawals are tied to what they withdraw.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -36,6 +37,10 @@ pub(super) struct Stats {
     later_tool_text: String,
     /// Indexes (in the conversation) of the messages that call a tool, in order.
     calls_at: Vec<usize>,
+    /// Answers of [`Stats::in_tools`] and [`Stats::entity_df`] so far, by lowercase text: each
+    /// scans whole texts, and the same entities are asked about again and again.
+    in_tools_memo: RefCell<FxHashMap<String, bool>>,
+    entity_df_memo: RefCell<FxHashMap<String, u32>>,
 }
 
 /// `w.to_lowercase()`, borrowed when that changes nothing (the common case: no uppercase).
@@ -84,12 +89,14 @@ impl Stats {
                     }
                     seen.insert(lw);
                 }
-                let lower = text.to_ascii_lowercase();
+                // Lowercased in place, without a copy of its own.
+                let start = all.len();
+                all.push_str(text);
+                all[start..].make_ascii_lowercase();
                 if tool {
-                    st.tool_text.push_str(&lower);
+                    st.tool_text.push_str(&all[start..]);
                     st.tool_text.push('\n');
                 }
-                all.push_str(&lower);
                 all.push('\n');
             }
             st.lower_texts.push(all);
@@ -109,6 +116,8 @@ impl Stats {
     /// message `first`): what the agent did later counts for [`Stats::in_tools`] and
     /// [`Stats::calls_after`], not for word counts.
     pub fn add_later(&mut self, later: &[Message], first: usize) {
+        // What is in tools changes: nothing remembered stands.
+        self.in_tools_memo.get_mut().clear();
         for (k, m) in later.iter().enumerate() {
             for b in &m.blocks {
                 let text = match b {
@@ -144,13 +153,26 @@ impl Stats {
     /// Whether `text` (any case) occurs in a tool call or result, in the head or after it.
     pub fn in_tools(&self, text: &str) -> bool {
         let t = text.to_ascii_lowercase();
-        !t.is_empty() && (self.tool_text.contains(&t) || self.later_tool_text.contains(&t))
+        if t.is_empty() {
+            return false;
+        }
+        if let Some(&hit) = self.in_tools_memo.borrow().get(&t) {
+            return hit;
+        }
+        let hit = self.tool_text.contains(&t) || self.later_tool_text.contains(&t);
+        self.in_tools_memo.borrow_mut().insert(t, hit);
+        hit
     }
 
     /// How many messages mention an entity (its text, in any case, anywhere).
     pub fn entity_df(&self, e: &Entity) -> u32 {
         let k = e.text.to_ascii_lowercase();
-        self.lower_texts.iter().filter(|t| t.contains(&k)).count() as u32
+        if let Some(&n) = self.entity_df_memo.borrow().get(&k) {
+            return n;
+        }
+        let n = self.lower_texts.iter().filter(|t| t.contains(&k)).count() as u32;
+        self.entity_df_memo.borrow_mut().insert(k, n);
+        n
     }
 
     fn is_rare_word(&self, lower: &str) -> bool {

@@ -1821,3 +1821,38 @@ fn a_take_back_of_its_own_action_is_no_withdrawal() {
     let s = summary_of(&scripted(crate::message::ANTHROPIC, &back, 4));
     assert_final_state(&s, &["osprey_queue"], &[], "refers back");
 }
+
+#[test]
+fn stats_remembered_answers_follow_the_kept_tail() {
+    // in_tools and entity_df remember their answers by text; adding the kept tail's tool I/O
+    // afterwards must not leave a stale "not in tools". The expected figures are read off the
+    // messages below.
+    let dec = |j: Value| {
+        let raw = serde_json::value::RawValue::from_string(j.to_string()).unwrap();
+        crate::message::openai_chat::decode(&raw).unwrap()
+    };
+    let call = |id: &str, cmd: &str| {
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",
+            "function": {"name": "shell", "arguments": json!({"cmd": cmd}).to_string()}}]})
+    };
+    let head = vec![
+        dec(json!({"role": "user", "content": "Use the Redis cache at cache/redis.conf"})),
+        dec(call("c1", "cat cache/redis.conf")),
+        dec(json!({"role": "tool", "tool_call_id": "c1", "content": "port 6379"})),
+    ];
+    let later = vec![dec(call("c2", "grep maxmemory redis.conf"))];
+    let mut stats = entities::Stats::new(&head, 0);
+    assert!(stats.in_tools("cache/REDIS.conf"));
+    assert!(!stats.in_tools("MaxMemory"));
+    assert!(!stats.in_tools("maxmemory"));
+    stats.add_later(&later, head.len());
+    assert!(stats.in_tools("MaxMemory"));
+    assert!(stats.in_tools("maxmemory"));
+    assert!(!stats.in_tools("6380"));
+    // The user's message and the first call name the file; the result does not.
+    let file = entities::Entity::new("cache/redis.conf", entities::Kind::Code);
+    assert_eq!(stats.entity_df(&file), 2);
+    assert_eq!(stats.entity_df(&file), 2);
+    let port = entities::Entity::new("6379", entities::Kind::Code);
+    assert_eq!(stats.entity_df(&port), 1);
+}
