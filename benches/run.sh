@@ -333,6 +333,24 @@ SQL
 # message_session_time_created_id_idx, one row), its context (tokens.total, else input +
 # output + cache; a summary's output), over the window of its modelID by agent-db's table;
 # unknown model or no finished assistant = reported as skipped, so in the set.
+# The window agent-db rates an opencode session against is the input opencode's overflow rule
+# allows (src/store/opencode/limits.rs, read here): a separate input limit less min(20,000, the
+# output cap), else the window less the output cap (the output limit, at most 32,000); 0 or less
+# = unknown.
+USABLE_CASE=$(py '
+import re
+src = open("src/store/opencode/limits.rs").read().split("#[cfg(test)]")[0]
+rows = re.findall(r"\(\"([^\"]+)\", (None|Some\(([0-9_]+)\)), ([0-9_]+)\)", src)
+rows.sort(key=lambda r: -len(r[0]))
+def cap(o):
+    o = min(int(o.replace("_", "")), 32000)
+    return o or 32000
+arms = []
+for p, _, inp, out in rows:
+    c = cap(out)
+    v = f"{int(inp.replace(chr(95), str())) - min(c, 20000)}" if inp else f"lim - {c}"
+    arms.append(f"WHEN m LIKE \x27{p}%\x27 THEN {v}")
+print("CASE " + " ".join(arms) + " ELSE lim - 32000 END")')
 cat >"$OUT/sql/floor-opencode.sql" <<SQL
 WITH r AS MATERIALIZED (
   SELECT s.id AS id,
@@ -348,7 +366,8 @@ x AS MATERIALIZED (
          ELSE IFNULL(d ->> '\$.tokens.input', 0) + IFNULL(d ->> '\$.tokens.output', 0)
             + IFNULL(d ->> '\$.tokens.cache.read', 0) + IFNULL(d ->> '\$.tokens.cache.write', 0) END AS cur
   FROM r)
-SELECT id FROM (SELECT id, cur, $LIMIT_CASE AS lim FROM x)
+SELECT id FROM (SELECT id, cur, CASE WHEN lim > 0 THEN NULLIF(MAX($USABLE_CASE, 0), 0) END AS lim
+  FROM (SELECT id, m, cur, $LIMIT_CASE AS lim FROM x))
 WHERE lim IS NULL OR cur IS NULL OR CAST(cur AS REAL) / lim >= $THRESHOLD;
 SQL
 
