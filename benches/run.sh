@@ -6,10 +6,11 @@
 #       returns the same id set (the "floor", written here: kodelet's reads
 #       conversation_summaries alone, docker-agent's reads sessions and the latest assistant
 #       message of each, goose's reads sessions alone, opencode's the newest finished assistant
-#       message of each session), warm page cache and after evicting the store's pages, on
-#       kodelet and docker-agent stores of every size in BENCH_SIZES, a goose store of
-#       BENCH_GOOSE_SIZE sessions and an opencode.db of BENCH_OC_SIZE sessions. The id sets are
-#       checked to be equal.
+#       message of each session), warm page cache and after evicting the store's pages. A grid:
+#       every agent in BENCH_P1_AGENTS × every selected fraction in BENCH_P1_FRACTIONS, each on
+#       its own BENCH_P1_N-conversation store of the heavy-user shape (gen_store --shape
+#       heavy-user --over-share F), generated, measured and deleted one at a time. The id sets
+#       are checked to be equal.
 #   P2  benches/llm.sh: the LLM batch (1,000 conversations, 200 ms mock latency,
 #       --concurrency 32, default tail) against its latency floor N × L / C, with the most
 #       requests in flight and the peak RSS.
@@ -18,24 +19,18 @@
 #   P4  the offline (extractive) batch over the 1,000-conversation store with --jobs 1 and
 #       --jobs 2.
 #   RSS peak RSS of `compact --all-over 0.7 --idle 0 --dry-run --json` (and of `list`) on every
-#       kodelet store size: flat in the store's size.
+#       kodelet P1 store.
 #
 # Everything goes under bench-out/ (gitignored): stores, SQL, raw outputs, the tiktoken venv and
 # results.txt (key=value lines). Knobs (environment):
-#   BENCH_SIZES="10000 100000"  P1 store sizes (conversations)
-#   BENCH_SCALE=1               gen_store --scale of the kodelet stores (1 = realistic rows:
-#                               tens to hundreds of KB per conversation; 10k = 2.3 GB)
-#   BENCH_DA_SCALE=0.25         the same for the docker-agent stores (10k = 0.5 GB)
-#   BENCH_LARGE_SCALE=0.1       the scale of stores above 10,000 conversations, both kinds (at
-#                               scale 1 a 100k kodelet store is about 22 GB; the generator
-#                               commits every 1,000 conversations, so its WAL stays small)
-#   BENCH_OVER_SHARE=           kodelet stores only: gen_store --over-share, the share of rated
-#                               conversations at or over 0.7 (e.g. 0.01, 0.33, 0.9); empty: as
-#                               the messages' sizes give it (about 5%)
-#   BENCH_GOOSE_SIZE=10000      sessions of the P1 goose store (schema v17)
-#   BENCH_GOOSE_SCALE=0.1       its gen_store --scale (10k = about 0.26 GB)
-#   BENCH_OC_SIZE=10000         sessions of the P1 opencode.db
-#   BENCH_OC_SCALE=0.1          gen_store --scale of the opencode.db (10k = about 0.9 GB)
+#   BENCH_P1_N=100000           conversations of every P1 store
+#   BENCH_P1_AGENTS="kodelet docker-agent goose opencode"
+#   BENCH_P1_FRACTIONS="0.01 0.33 0.9"   gen_store --over-share of the P1 stores
+#   BENCH_P1_SHAPE=heavy-user   gen_store --shape of the P1 stores (default: the generator's mix
+#                               at the store's --scale; see docs/benchmarks.md, Stores)
+#   BENCH_KEEP_STORES=0         1: keep the P1 stores after measuring (about 3-5 GB each at 100k)
+#   BENCH_ONLY_P1=0             1: the P1 grid (with its RSS checks) and nothing else
+#   BENCH_NO_BUILD=0            1 (with BENCH_ONLY_P1=1): no build; the binaries in bench-out/bin
 #   BENCH_SEED=1                gen_store --seed
 #   BENCH_REUSE=0               1: keep stores generated earlier with the same parameters and
 #                               the same generator sources (fixtures/synth, fixtures/synth/src/bin/gen_store.rs)
@@ -50,7 +45,7 @@
 #                               --target 0.4 most of the store already fits and only ~49 of 1,000
 #                               conversations would be compacted; with it, ~325)
 #   BENCH_SKIP_LLM=0            1: skip P2
-#   BENCH_ONLY_STORES=0         1: generate (or reuse) the stores and stop
+#   (the P1 stores are generated inside the grid, one at a time)
 # Needs: cargo, sqlite3, python3 (venv + pip reaching PyPI once, for tiktoken), GNU time
 # (/usr/bin/time), hyperfine (optional; a bash loop is used without it), curl.
 set -euo pipefail
@@ -58,11 +53,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$(pwd)
 OUT="$ROOT/bench-out"
-SIZES=(${BENCH_SIZES:-10000 100000})
-SCALE=${BENCH_SCALE:-1}
-DA_SCALE=${BENCH_DA_SCALE:-0.25}
-LARGE_SCALE=${BENCH_LARGE_SCALE:-0.1}
-OVER_SHARE=${BENCH_OVER_SHARE:-}
+P1_N=${BENCH_P1_N:-100000}
+P1_AGENTS=(${BENCH_P1_AGENTS:-kodelet docker-agent goose opencode})
+P1_FRACTIONS=(${BENCH_P1_FRACTIONS:-0.01 0.33 0.9})
+P1_SHAPE=${BENCH_P1_SHAPE:-heavy-user}
+KEEP_STORES=${BENCH_KEEP_STORES:-0}
+ONLY_P1=${BENCH_ONLY_P1:-0}
 SEED=${BENCH_SEED:-1}
 REUSE=${BENCH_REUSE:-0}
 LIST_RUNS=${BENCH_LIST_RUNS:-10}
@@ -72,10 +68,6 @@ P4_RUNS=${BENCH_P4_RUNS:-5}
 P4_PERF=${BENCH_P4_PERF:-0}
 SKIP_LLM=${BENCH_SKIP_LLM:-0}
 P4_KEEP=${BENCH_P4_KEEP_TOKENS:-20000}
-GOOSE_SIZE=${BENCH_GOOSE_SIZE:-10000}
-GOOSE_SCALE=${BENCH_GOOSE_SCALE:-0.1}
-OC_N=${BENCH_OC_SIZE:-10000}
-OC_SCALE=${BENCH_OC_SCALE:-0.1}
 THRESHOLD=0.7
 NOW=2026-11-01T12:00:00Z
 RESULTS="$OUT/results.txt"
@@ -98,11 +90,20 @@ result started_at "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
 # ---------------------------------------------------------------------------------------------
 log "build (release)"
-cargo build --release --examples --bins
+BINS=(agent-db gen_store)
+if [[ "${BENCH_NO_BUILD:-0}" == 1 ]]; then # the binaries an earlier run copied to bench-out/bin
+  BINS=()
+  [[ "$ONLY_P1" == 1 ]] || die "BENCH_NO_BUILD=1 needs BENCH_ONLY_P1=1"
+elif [[ "$ONLY_P1" == 1 ]]; then
+  cargo build --release --bins
+else
+  cargo build --release --examples --bins
+  BINS+=(examples/count_tokens examples/llm_mock_server)
+fi
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps |
   py 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 # The target dir may be shared with concurrent builds: benchmark private copies.
-for b in agent-db gen_store examples/count_tokens examples/llm_mock_server; do
+for b in ${BINS[@]+"${BINS[@]}"}; do
   cp "$TARGET_DIR/release/$b" "$OUT/bin/$(basename "$b")"
 done
 ADB="$OUT/bin/agent-db"
@@ -129,25 +130,27 @@ GEN_SRC=$(ls fixtures/synth/src/*.rs | grep -v -e goose -e opencode | xargs cat 
   grep -v -E '^(pub )?mod [a-z_]+;$' | sha1sum | cut -c1-12)
 GEN_SRC_GOOSE=$(cat fixtures/synth/src/goose*.rs fixtures/synth/src/bin/gen_store.rs | sha1sum | cut -c1-12)
 GEN_SRC_OPENCODE=$(cat fixtures/synth/src/opencode*.rs fixtures/synth/src/bin/gen_store.rs | sha1sum | cut -c1-12)
-# store KIND N SCALE -> path (generates unless reusable)
+# store KIND N SCALE [OVER [SHAPE]] -> path (generates unless reusable); SCALE "-": the shape's own
 store() {
-  local kind=$1 n=$2 scale=$3 s stamp want
-  local over=()
-  [[ $kind == kodelet && -n $OVER_SHARE ]] && over=(--over-share "$OVER_SHARE")
-  s="$OUT/stores/$kind-$n-s$scale-seed$SEED${OVER_SHARE:+-over$OVER_SHARE}.db"
+  local kind=$1 n=$2 scale=$3 over_share=${4:-} shape=${5:-default} s stamp want
+  local args=(--shape "$shape")
+  [[ $scale != - ]] && args+=(--scale "$scale")
+  [[ -n $over_share ]] && args+=(--over-share "$over_share")
+  s="$OUT/stores/$kind-$n-s$scale-seed$SEED${over_share:+-over$over_share}${shape/#default/}.db"
   stamp="$s.params"
   local src=$GEN_SRC
   [[ $kind == goose* ]] && src=$GEN_SRC_GOOSE
   [[ $kind == opencode* ]] && src=$GEN_SRC_OPENCODE
-  want="kind=$kind conversations=$n seed=$SEED scale=$scale now=$NOW ${over[*]} gen_src=$src"
+  want="kind=$kind conversations=$n seed=$SEED now=$NOW ${args[*]} gen_src=$src"
   if [[ "$REUSE" == 1 && -f "$s" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     echo "reusing $s" >&2
   else
     rm -f "$stamp"
     local t0 t1
     t0=$(date +%s.%N)
-    "$GEN" --store "$kind" --conversations "$n" --seed "$SEED" --scale "$scale" --now "$NOW" \
-      "${over[@]}" --out "$s" --force 2>"$s.gen.log" || { cat "$s.gen.log" >&2; die "gen_store failed"; }
+    /usr/bin/time -f '%e s wall, %U s user, %S s sys, %M KB peak RSS' \
+      "$GEN" --store "$kind" --conversations "$n" --seed "$SEED" --now "$NOW" \
+      "${args[@]}" --out "$s" --force 2>"$s.gen.log" || { cat "$s.gen.log" >&2; die "gen_store failed"; }
     t1=$(date +%s.%N)
     cat "$s.gen.log" >&2
     py "print(f'{$t1-$t0:.1f}')" >"$s.gen_s"
@@ -156,29 +159,14 @@ store() {
   echo "$s"
 }
 file_mb() { py 'import os, sys; print(f"{sum(os.path.getsize(p) for p in sys.argv[1:] if os.path.exists(p)) / 1e6:.1f}")' "$1" "$1-wal"; }
+drop_store() { ((KEEP_STORES)) || rm -f "$1" "$1-wal" "$1-shm" "$1.params" "$1.agent-db.lock"; }
 
-log "stores (kodelet scale $SCALE, docker-agent scale $DA_SCALE, above 10k scale $LARGE_SCALE, seed $SEED)"
-declare -A STORE
-for n in "${SIZES[@]}"; do
-  for kind in kodelet docker-agent-modern; do
-    sc=$SCALE
-    [[ $kind == kodelet ]] || sc=$DA_SCALE
-    ((n > 10000)) && sc=$LARGE_SCALE
-    s=$(store "$kind" "$n" "$sc")
-    k=${kind%-modern}
-    STORE[$k.$n]=$s
-    result "store.$k.$n.path" "$s"
-    result "store.$k.$n.scale" "$sc"
-    result "store.$k.$n.file_mb" "$(file_mb "$s")"
-    result "store.$k.$n.gen_s" "$(cat "$s.gen_s" 2>/dev/null || echo nan)"
-    result "store.$k.$n.gen_log" "$(cat "$s.gen.log" 2>/dev/null | tail -1)"
-  done
-done
-BATCH=$(store kodelet 1000 1)
-result store.batch.path "$BATCH"
-result store.batch.file_mb "$(file_mb "$BATCH")"
-result store.batch.gen_log "$(tail -1 "$BATCH.gen.log" 2>/dev/null)"
-[[ "${BENCH_ONLY_STORES:-0}" == 1 ]] && { log "stores ready (BENCH_ONLY_STORES=1)"; exit 0; }
+if [[ "$ONLY_P1" != 1 ]]; then
+  BATCH=$(store kodelet 1000 1)
+  result store.batch.path "$BATCH"
+  result store.batch.file_mb "$(file_mb "$BATCH")"
+  result store.batch.gen_log "$(tail -1 "$BATCH.gen.log" 2>/dev/null)"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # P1 floors: the cheapest sqlite3 query returning the id set `list --all-over 0.7 --idle 0`
@@ -288,8 +276,8 @@ peak_rss_kb() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# p1 KIND N STORE: P1 on one store against $OUT/sql/floor-KIND.sql: the id sets compared, then
-# warm and cold timings of both, as p1.KIND.N.* results.
+# p1 KIND F STORE: P1 on one store (selected fraction F) against $OUT/sql/floor-KIND.sql: the id
+# sets compared, then warm and cold timings of both, as p1.KIND.F.* results.
 p1() {
   local kind=$1 n=$2 s=$3 k="p1.$1.$2" l m mean mn r c
   local list_cmd="$ADB --db $s list --all-over $THRESHOLD --idle 0 --json"
@@ -329,14 +317,7 @@ print(len(ids), sum(r["status"] == "selected" for r in a), len(floor), int(sorte
   result "$k.cold.ratio_cpu" "$(ratio "$(cpu agent-db)" "$(cpu floor)")"
 }
 
-log "P1. list --all-over $THRESHOLD vs the sqlite3 floor"
-for kind in kodelet docker-agent; do
-  for n in "${SIZES[@]}"; do
-    p1 "$kind" "$n" "${STORE[$kind.$n]}"
-  done
-done
-
-# goose: a GOOSE_SIZE-session sessions.db (the newest schema agent-db knows). Utilization is
+# goose: a sessions.db of the newest schema agent-db knows (v17). Utilization is
 # total_tokens over model_config_json's context_limit when positive, else the model's window by
 # agent-db's table (longest matching prefix), else goose's 128,000; a NULL total_tokens is
 # reported as skipped, so in the set. Every session is listed. One pass over sessions, no
@@ -348,20 +329,28 @@ SELECT id FROM sessions WHERE total_tokens IS NULL OR total_tokens >= $THRESHOLD
   (SELECT $LIMIT_CASE FROM (SELECT lower(model_config_json ->> '\$.model_name') AS m)),
   128000);
 SQL
-GOOSE_STORE=$(store goose-v17 "$GOOSE_SIZE" "$GOOSE_SCALE")
-result "store.goose.$GOOSE_SIZE.path" "$GOOSE_STORE"
-result "store.goose.$GOOSE_SIZE.scale" "$GOOSE_SCALE"
-result "store.goose.$GOOSE_SIZE.file_mb" "$(file_mb "$GOOSE_STORE")"
-p1 goose "$GOOSE_SIZE" "$GOOSE_STORE"
-
-# ---------------------------------------------------------------------------------------------
-# >>> P1 opencode (self-contained): a BENCH_OC_SIZE-session opencode.db (gen_store --store
-# opencode, scale BENCH_OC_SCALE) vs the cheapest sqlite3 query returning the same id set: per
-# session the newest finished assistant message (newest first on
+# opencode: per session the newest finished assistant message (newest first on
 # message_session_time_created_id_idx, one row), its context (tokens.total, else input +
 # output + cache; a summary's output), over the window of its modelID by agent-db's table;
 # unknown model or no finished assistant = reported as skipped, so in the set.
-log "P1. opencode: list --all-over $THRESHOLD vs the sqlite3 floor ($OC_N sessions, scale $OC_SCALE)"
+# The window agent-db rates an opencode session against is the input opencode's overflow rule
+# allows (src/store/opencode/limits.rs, read here): a separate input limit less min(20,000, the
+# output cap), else the window less the output cap (the output limit, at most 32,000); 0 or less
+# = unknown.
+USABLE_CASE=$(py '
+import re
+src = open("src/store/opencode/limits.rs").read().split("#[cfg(test)]")[0]
+rows = re.findall(r"\(\"([^\"]+)\", (None|Some\(([0-9_]+)\)), ([0-9_]+)\)", src)
+rows.sort(key=lambda r: -len(r[0]))
+def cap(o):
+    o = min(int(o.replace("_", "")), 32000)
+    return o or 32000
+arms = []
+for p, _, inp, out in rows:
+    c = cap(out)
+    v = f"{int(inp.replace(chr(95), str())) - min(c, 20000)}" if inp else f"lim - {c}"
+    arms.append(f"WHEN m LIKE \x27{p}%\x27 THEN {v}")
+print("CASE " + " ".join(arms) + " ELSE lim - 32000 END")')
 cat >"$OUT/sql/floor-opencode.sql" <<SQL
 WITH r AS MATERIALIZED (
   SELECT s.id AS id,
@@ -377,30 +366,41 @@ x AS MATERIALIZED (
          ELSE IFNULL(d ->> '\$.tokens.input', 0) + IFNULL(d ->> '\$.tokens.output', 0)
             + IFNULL(d ->> '\$.tokens.cache.read', 0) + IFNULL(d ->> '\$.tokens.cache.write', 0) END AS cur
   FROM r)
-SELECT id FROM (SELECT id, cur, $LIMIT_CASE AS lim FROM x)
+SELECT id FROM (SELECT id, cur, CASE WHEN lim > 0 THEN NULLIF(MAX($USABLE_CASE, 0), 0) END AS lim
+  FROM (SELECT id, m, cur, $LIMIT_CASE AS lim FROM x))
 WHERE lim IS NULL OR cur IS NULL OR CAST(cur AS REAL) / lim >= $THRESHOLD;
 SQL
-oc_store=$(store opencode "$OC_N" "$OC_SCALE")
-result "store.opencode.$OC_N.path" "$oc_store"
-result "store.opencode.$OC_N.scale" "$OC_SCALE"
-result "store.opencode.$OC_N.file_mb" "$(file_mb "$oc_store")"
-result "store.opencode.$OC_N.gen_s" "$(cat "$oc_store.gen_s" 2>/dev/null || echo nan)"
-p1 opencode "$OC_N" "$oc_store"
-# <<< P1 opencode
 
-# ---------------------------------------------------------------------------------------------
-log "RSS: list and compact --dry-run on every kodelet store size"
-for n in "${SIZES[@]}"; do
-  s=${STORE[kodelet.$n]}
-  result "rss.kodelet.$n.list_kb" "$(peak_rss_kb "$ADB" --db "$s" list --all-over "$THRESHOLD" --idle 0 --json)"
-  t0=$(date +%s.%N)
-  result "rss.kodelet.$n.dry_run_kb" "$(RSS_STDOUT="$OUT/raw/dry-$n.json" peak_rss_kb \
-    "$ADB" --db "$s" compact --all-over "$THRESHOLD" --idle 0 --dry-run --json)"
-  t1=$(date +%s.%N)
-  result "rss.kodelet.$n.dry_run_s" "$(py "print(f'{$t1-$t0:.2f}')")"
-  result "rss.kodelet.$n.dry_run_planned" "$(py 'import json,sys; print(json.load(open(sys.argv[1]))["totals"]["planned"])' "$OUT/raw/dry-$n.json")"
+# The grid: one store per agent and fraction, generated, measured (P1, and RSS on kodelet's),
+# then deleted, so at most one P1 store is on disk at a time.
+log "P1. list --all-over $THRESHOLD vs the sqlite3 floor: ${P1_AGENTS[*]} x ${P1_FRACTIONS[*]}, $P1_N conversations, shape $P1_SHAPE"
+for agent in "${P1_AGENTS[@]}"; do
+  case $agent in
+    kodelet) gkind=kodelet ;;
+    docker-agent) gkind=docker-agent-modern ;;
+    goose) gkind=goose-v17 ;;
+    opencode) gkind=opencode ;;
+    *) die "BENCH_P1_AGENTS: unknown agent $agent (kodelet, docker-agent, goose, opencode)" ;;
+  esac
+  for f in "${P1_FRACTIONS[@]}"; do
+    cell="$agent.$f"
+    s=$(store "$gkind" "$P1_N" - "$f" "$P1_SHAPE")
+    result "store.$cell.path" "$s"
+    result "store.$cell.file_mb" "$(file_mb "$s")"
+    result "store.$cell.gen_s" "$(cat "$s.gen_s" 2>/dev/null || echo nan)"
+    result "store.$cell.gen_log" "$(tr '\n' ' ' <"$s.gen.log" 2>/dev/null)"
+    p1 "$agent" "$f" "$s"
+    if [[ $agent == kodelet ]]; then
+      result "rss.kodelet.$f.list_kb" "$(peak_rss_kb "$ADB" --db "$s" list --all-over "$THRESHOLD" --idle 0 --json)"
+      result "rss.kodelet.$f.dry_run_kb" "$(RSS_STDOUT="$OUT/raw/dry-$f.json" peak_rss_kb \
+        "$ADB" --db "$s" compact --all-over "$THRESHOLD" --idle 0 --dry-run --json)"
+      result "rss.kodelet.$f.dry_run_planned" "$(py 'import json,sys; print(json.load(open(sys.argv[1]))["totals"]["planned"])' "$OUT/raw/dry-$f.json")"
+    fi
+    drop_store "$s"
+  done
 done
 
+if [[ "$ONLY_P1" != 1 ]]; then # P2, P3 and P4 (not indented)
 # ---------------------------------------------------------------------------------------------
 if [[ "$SKIP_LLM" != 1 ]]; then
   log "P2. LLM batch vs its latency floor (benches/llm.sh)"
@@ -528,6 +528,8 @@ for k, v in json.load(open(sys.argv[1])).items():
   fi
 fi
 
+fi # ONLY_P1
+
 result machine.loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
 result finished_at "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
@@ -536,22 +538,24 @@ log "summary (bench-out/results.txt has every figure)"
 get() { awk -F= -v k="$1" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$RESULTS"; }
 {
   printf 'figure\tmeasured\tbaseline\tratio\tgoal\n'
-  P1_RUNS=()
-  for kind in kodelet docker-agent; do
-    for n in "${SIZES[@]}"; do P1_RUNS+=("$kind $n"); done
-  done
-  P1_RUNS+=("goose $GOOSE_SIZE" "opencode $OC_N")
-  for run in "${P1_RUNS[@]}"; do
-    read -r kind n <<<"$run"
-    k="p1.$kind.$n"
-    for c in warm cold; do
-      printf 'P1 %s %s %s wall s (same ids=%s, %s rows)\t%s\t%s\t%s\t<=1.3\n' "$kind" "$n" "$c" \
-        "$(get "$k.same_id_set")" "$(get "$k.rows.agent_db")" \
-        "$(get "$k.$c.agent-db.median_s")" "$(get "$k.$c.floor.median_s")" "$(get "$k.$c.ratio_wall")"
-      printf 'P1 %s %s %s CPU s\t%s\t%s\t%s\t<=1.3\n' "$kind" "$n" "$c" \
-        "$(get "$k.$c.agent-db.cpu_s")" "$(get "$k.$c.floor.cpu_s")" "$(get "$k.$c.ratio_cpu")"
+  for agent in "${P1_AGENTS[@]}"; do
+    for f in "${P1_FRACTIONS[@]}"; do
+      k="p1.$agent.$f"
+      for c in warm cold; do
+        printf 'P1 %s %s%% selected %s wall s (same ids=%s, %s rows)\t%s\t%s\t%s\t<=1.2\n' "$agent" \
+          "$(py "print(round($f * 100))")" "$c" "$(get "$k.same_id_set")" "$(get "$k.rows.agent_db")" \
+          "$(get "$k.$c.agent-db.median_s")" "$(get "$k.$c.floor.median_s")" "$(get "$k.$c.ratio_wall")"
+        printf 'P1 %s %s%% selected %s CPU s\t%s\t%s\t%s\t<=1.2\n' "$agent" "$(py "print(round($f * 100))")" "$c" \
+          "$(get "$k.$c.agent-db.cpu_s")" "$(get "$k.$c.floor.cpu_s")" "$(get "$k.$c.ratio_cpu")"
+      done
     done
   done
+  if [[ " ${P1_AGENTS[*]} " == *" kodelet "* ]]; then
+    for f in "${P1_FRACTIONS[@]}"; do
+      printf 'RSS KB compact --dry-run, kodelet %s%% selected\t%s\t-\t-\t<=102400\n' "$(py "print(round($f * 100))")" "$(get "rss.kodelet.$f.dry_run_kb")"
+    done
+  fi
+  [[ "$ONLY_P1" == 1 ]] && exit 0
   if [[ "$SKIP_LLM" != 1 ]]; then
     printf 'P2 LLM batch wall / (N*L/C) (N=%s, max in flight %s)\t-\t-\t%s\t<=1.15\n' \
       "$(get p2.requests)" "$(get p2.run1.max_in_flight)" "$(get p2.ratio_median)"
@@ -560,7 +564,4 @@ get() { awk -F= -v k="$1" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$RESULTS"
   printf 'P3 tokens MB/s agent-db/tiktoken (identical totals=%s)\t%s\t%s\t%s\t>=1.5\n' \
     "$(get p3.totals_identical)" "$rs_mbs" "$py_mbs" "$(get p3.ratio)"
   printf 'P4 extractive batch s, jobs 1 / jobs 2\t%s\t%s\t%s\t>=1.6\n' "$j2" "$j1" "$(get p4.speedup)"
-  for n in "${SIZES[@]}"; do
-    printf 'RSS KB compact --dry-run, kodelet %s\t%s\t-\t-\t<=102400\n' "$n" "$(get "rss.kodelet.$n.dry_run_kb")"
-  done
 } | column -t -s $'\t'
