@@ -308,8 +308,14 @@ impl Selector {
             all_over: self.all_over,
             context_limit: self.context_limit,
         };
+        // What the store's own rules leave alone, read once for the batch where the store can.
+        let now_left_alone = store.left_alone_now()?;
         store.scan_prefiltered(prefilter, |meta| {
-            let o = left_alone(store, self.evaluate(meta, now, unrated));
+            let o = self.evaluate(meta, now, unrated);
+            let o = match &now_left_alone {
+                Some(known) => left_alone_in(known, o),
+                None => left_alone(store, o),
+            };
             emit(o, &mut f)
         })
     }
@@ -410,6 +416,22 @@ fn left_alone(store: &Store, o: Outcome) -> Outcome {
             reason,
             error: e.to_string(),
         },
+    }
+}
+
+/// [`left_alone`] from the reasons [`Store::left_alone_now`] read for the whole batch.
+fn left_alone_in(known: &std::collections::HashMap<String, String>, o: Outcome) -> Outcome {
+    match o {
+        Outcome::Selected { meta, reason } => match known.get(&meta.id) {
+            Some(why) => Outcome::Skipped {
+                meta,
+                reason,
+                why: why.clone(),
+                summary: SKIP_LEFT_ALONE,
+            },
+            None => Outcome::Selected { meta, reason },
+        },
+        o => o,
     }
 }
 

@@ -91,6 +91,15 @@ pub trait Adapter: Sync + 'static {
     fn left_alone(&self, _read: &Read<'_>, _id: &str) -> Result<Option<String>> {
         Ok(None)
     }
+    /// Every conversation [`Adapter::left_alone`] would name right now, with its reason, read at
+    /// once for a whole batch selection (so a listing asks nothing per row); `None`, the
+    /// default, when the store answers only one conversation at a time.
+    fn left_alone_now(
+        &self,
+        _read: &Read<'_>,
+    ) -> Result<Option<std::collections::HashMap<String, String>>> {
+        Ok(None)
+    }
     /// The history compaction `compaction_id` of conversation `id` archived (its pre-image of
     /// what the agent sent), as a JSON array of the store's message JSON, for a re-compaction
     /// that summarizes the originals ([`super::originals`]). `None`, the default: the store does

@@ -666,6 +666,12 @@ impl Store {
         self.kind.adapter().left_alone(&self.read(), id)
     }
 
+    /// Every conversation [`Store::left_alone`] would name now, with its reason, when the store
+    /// can tell them at once ([`kind::Adapter::left_alone_now`]).
+    pub fn left_alone_now(&self) -> Result<Option<std::collections::HashMap<String, String>>> {
+        self.kind.adapter().left_alone_now(&self.read())
+    }
+
     /// Load one conversation for planning.
     pub fn load(&self, id: &str) -> Result<StoredConversation> {
         self.kind.adapter().load(&self.read(), id)

@@ -72,6 +72,22 @@ impl Adapter for Kodelet {
         Ok(write::turn_running(read.conn, read.path, id)?.then(|| write::TURN_RUNNING.to_string()))
     }
 
+    /// The conversations with a turn `accepted` or `running`, read once.
+    fn left_alone_now(
+        &self,
+        read: &Read<'_>,
+    ) -> Result<Option<std::collections::HashMap<String, String>>> {
+        if !read::check_schema_again(read.conn, read.path)?.chat_turns {
+            return Ok(Some(Default::default()));
+        }
+        let ids = write::running_turns(read.conn, read.path)?;
+        Ok(Some(
+            ids.into_iter()
+                .map(|id| (id, write::TURN_RUNNING.to_string()))
+                .collect(),
+        ))
+    }
+
     fn after_restore(
         &self,
         tx: &Connection,

@@ -460,6 +460,18 @@ pub(super) fn turn_running(tx: &Connection, path: &Path, id: &str) -> Result<boo
     .at(path)
 }
 
+/// The conversations with a turn `accepted` or `running` in `chat_turns` (see [`turn_running`]).
+pub(super) fn running_turns(conn: &Connection, path: &Path) -> Result<Vec<String>> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT DISTINCT conversation_id FROM chat_turns \
+             WHERE status IN ('accepted', 'running') AND typeof(conversation_id) = 'text'",
+        )
+        .at(path)?;
+    let rows = stmt.query_map([], |r| r.get::<_, String>(0)).at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
 impl Proposal {
     /// The new `compaction_history` (see `history.rs`), whether it is a BLOB, and the summary
     /// row's `message_count` and first user text as kodelet's `ToSummary` computes them from the
