@@ -512,6 +512,10 @@ pub struct ApplyArgs {
     /// Machine-readable report on stdout (see docs/json-output.md)
     #[arg(long)]
     pub json: bool,
+
+    /// Do not run the after_compaction hooks on what is written
+    #[arg(long)]
+    pub no_hooks: bool,
 }
 
 #[derive(Debug, Args)]

@@ -78,6 +78,11 @@ pub fn run(
         ));
         return Ok(exit::OK);
     }
+    let hooks = if args.no_hooks {
+        None
+    } else {
+        Some(std::sync::Arc::new(super::compact::hooks(ui, settings)?))
+    };
     let _lock = lock::acquire(&store.path)?;
     let details = serde_json::json!({
         "review": "plan",
@@ -104,6 +109,7 @@ pub fn run(
         &ApplyOptions {
             busy_wait: settings.busy_wait,
             details,
+            hooks,
         },
         &mut |row| {
             seq += 1;
@@ -354,6 +360,7 @@ pub fn edit(
         &ApplyOptions {
             busy_wait: settings.busy_wait,
             details: serde_json::json!({"review": "edit"}),
+            hooks: opts.hooks.clone(),
         },
         &mut |row| {
             if let Status::Failed(why) = &row.status {

@@ -208,7 +208,7 @@ fn run_options(ui: &Ui, args: &CompactArgs, built: &Built) -> Result<RunOptions,
 }
 
 /// The run's hooks, announced.
-fn hooks(ui: &Ui, settings: &Settings) -> Result<agent_db::hooks::Hooks, Error> {
+pub(super) fn hooks(ui: &Ui, settings: &Settings) -> Result<agent_db::hooks::Hooks, Error> {
     let found = super::config::discover_hooks(settings)?;
     for i in &found.ignored {
         ui.status(&format!("hook ignored: {}: {}", i.path.display(), i.why));

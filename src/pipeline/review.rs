@@ -131,6 +131,9 @@ pub struct ApplyOptions {
     pub busy_wait: Duration,
     /// Facts for the audit row's `details` (where the plan came from).
     pub details: serde_json::Value,
+    /// The `after_compaction` hooks, run on each written compaction (the `before_compaction`
+    /// ones ran when the plan was made).
+    pub hooks: Option<Arc<crate::hooks::Hooks>>,
 }
 
 /// The outcome of applying a plan.
@@ -294,6 +297,19 @@ fn apply_one(
     row.status = match runtime.block_on(writer.write(proposal)) {
         Ok(Ok(Written::Committed { compaction_id })) => {
             row.compaction_id = Some(compaction_id);
+            if let Some(h) = &opts.hooks {
+                let facts = crate::hooks::AfterFacts {
+                    strategy: &p.strategy,
+                    summary: Some(&p.summary),
+                    messages_after: row.messages_after.unwrap_or(0),
+                    tokens_after: row.tokens_after.unwrap_or(0),
+                    compaction_id,
+                    cost_usd: row.cost_usd,
+                };
+                let payload = crate::hooks::after_payload(&plan, store.kind.name(), &facts);
+                let records = runtime.block_on(h.after(&payload, plan.meta.cwd.as_deref()));
+                row.hooks.extend(records);
+            }
             Status::Compacted
         }
         Ok(Ok(Written::Changed(why))) => Status::Skipped(why),

@@ -700,6 +700,79 @@ fn the_first_summary_in_discovery_order_wins() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+fn a_plan_runs_before_hooks_when_made_and_after_hooks_when_applied() {
+    let (env, ids) = store(31, 1);
+    let id = ids[0].as_str();
+    let before_file = env.dir.path().join("before.json");
+    let after_file = env.dir.path().join("after.json");
+    hook(
+        &project_hooks(&env),
+        "10-before",
+        &[BEFORE],
+        &format!("  cat > {}", q(&before_file)),
+    );
+    hook(
+        &project_hooks(&env),
+        "20-after",
+        &[AFTER],
+        &format!("  cat > {}", q(&after_file)),
+    );
+    let plan = env.dir.path().join("plan.json");
+    let out = compact(&env, &[id], &["--plan-out", plan.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        before_file.exists(),
+        "the before hook ran when the plan was made"
+    );
+    assert!(
+        !after_file.exists(),
+        "nothing was written, so no after hook ran"
+    );
+    assert!(audit(&env).is_empty(), "--plan-out writes nothing");
+
+    // The user edits the summary in the plan; apply writes it and the after hook sees it.
+    let mut p: Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let edited = "[agent-db compaction summary]\nEdited by hand: keep PLAN-HOOK-7731 in mind.";
+    p["conversations"][0]["summary"] = edited.into();
+    std::fs::write(&plan, serde_json::to_string(&p).unwrap()).unwrap();
+    let mut c = agent(&env);
+    c.args(["apply", plan.to_str().unwrap(), "--json"]);
+    let out = run(c);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let r = row(&out.doc, id);
+    assert_eq!(r["status"], "compacted", "{r:#}");
+    assert_eq!(r["hooks"], json!([rec("20-after", AFTER, "ok", None)]));
+    let a = audit(&env);
+    assert_eq!(a.len(), 1);
+    let (_, after) = read_json(&after_file);
+    assert_eq!(after["event"], AFTER);
+    assert_eq!(after["conversation_id"], id);
+    assert_eq!(after["compaction_id"], a[0]["id"]);
+    assert_eq!(after["summary"], edited);
+    assert_eq!(after["messages_after"], r["messages_after"]);
+
+    // --no-hooks: a second plan applied without running them.
+    std::fs::remove_file(&after_file).unwrap();
+    let restored = agent(&env)
+        .args(["restore", id, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(restored.status.code(), Some(0));
+    let out = compact(
+        &env,
+        &[id],
+        &["--plan-out", plan.to_str().unwrap(), "--force"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut c = agent(&env);
+    c.args(["apply", plan.to_str().unwrap(), "--json", "--no-hooks"]);
+    let out = run(c);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(row(&out.doc, id)["status"], "compacted");
+    assert!(!after_file.exists(), "--no-hooks ran no after hook");
+}
+
+#[test]
 fn the_after_hook_gets_the_stored_usage_and_the_audit_id() {
     let (env, ids) = store(29, 1);
     let id = ids[0].as_str();
