@@ -287,14 +287,23 @@ pub struct MiniLlm {
 
 impl MiniLlm {
     pub fn start() -> MiniLlm {
+        MiniLlm::answering(|_| "## Summary\nThe user asked for a refactor; it is done.".into())
+    }
+
+    /// A server whose answer to each request is `answer` of the request body (JSON).
+    pub fn answering(
+        answer: impl Fn(&serde_json::Value) -> String + Send + Sync + 'static,
+    ) -> MiniLlm {
         use std::io::{BufRead, BufReader, Read, Write};
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let port = l.local_addr().unwrap().port();
         let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = seen.clone();
+        let answer = std::sync::Arc::new(answer);
         std::thread::spawn(move || {
             for s in l.incoming().flatten() {
                 counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let answer = answer.clone();
                 std::thread::spawn(move || {
                     let mut r = BufReader::new(s.try_clone().unwrap());
                     let mut len = 0usize;
@@ -313,10 +322,11 @@ impl MiniLlm {
                     }
                     let mut body = vec![0; len];
                     let _ = r.read_exact(&mut body);
+                    let req = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
                     let answer = serde_json::json!({
                         "id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
                         "choices": [{"index": 0, "finish_reason": "stop",
-                            "message": {"role": "assistant", "content": "## Summary\nThe user asked for a refactor; it is done."}}],
+                            "message": {"role": "assistant", "content": answer(&req)}}],
                         "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
                     })
                     .to_string();

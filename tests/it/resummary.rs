@@ -9,8 +9,6 @@
 //! originals, each restore gives back the state before its compaction byte for byte, and a
 //! pruned archive makes the re-compaction summarize the earlier summary and say so.
 
-use std::io::{BufRead, BufReader, Read, Write};
-
 use agent_db::tokens::count_text;
 use agent_db_synth::SynthFormat;
 use serde_json::{json, Value};
@@ -313,54 +311,18 @@ fn echo(prompt: &str) -> String {
 /// An OpenAI-compatible chat-completions server on 127.0.0.1 answering with [`echo`] of the
 /// request's user message.
 fn echo_server() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-    let port = l.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                let mut len = 0usize;
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let l = line.trim_end().to_ascii_lowercase();
-                    if l.is_empty() {
-                        break;
-                    }
-                    if let Some(v) = l.strip_prefix("content-length:") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                let mut body = vec![0; len];
-                let _ = r.read_exact(&mut body);
-                let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                let prompt = req["messages"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|m| m["role"] == "user")
-                    .filter_map(|m| m["content"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                let answer = json!({
-                    "id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": echo(&prompt)}}],
-                    "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
-                })
-                .to_string();
-                let mut s = s;
-                let _ = write!(
-                    s,
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-                    answer.len()
-                );
-            });
-        }
+    let server = crate::common::MiniLlm::answering(|req| {
+        let prompt = req["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["content"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        echo(&prompt)
     });
-    format!("http://127.0.0.1:{port}/v1")
+    server.base_url()
 }
 
 fn llm_args(base_url: &str) -> Vec<String> {
