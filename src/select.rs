@@ -258,7 +258,9 @@ impl Selector {
                     continue;
                 }
                 let o = match store.meta(&id) {
-                    Ok(meta) => left_alone(store, self.evaluate(meta, now, unrated)),
+                    Ok(meta) => {
+                        left_alone(self.evaluate(meta, now, unrated), |id| store.left_alone(id))
+                    }
                     Err(e) => Outcome::Failed {
                         id,
                         reason: self.reason(),
@@ -294,7 +296,8 @@ impl Selector {
             }
             match best {
                 Some((_, meta)) => {
-                    emit(left_alone(store, self.evaluate(meta, now, unrated)), &mut f);
+                    let o = self.evaluate(meta, now, unrated);
+                    emit(left_alone(o, |id| store.left_alone(id)), &mut f);
                 }
                 None => {
                     return Err(Error::NotFound(
@@ -311,11 +314,13 @@ impl Selector {
         // What the store's own rules leave alone, read once for the batch where the store can.
         let now_left_alone = store.left_alone_now()?;
         store.scan_prefiltered(prefilter, |meta| {
-            let o = self.evaluate(meta, now, unrated);
-            let o = match &now_left_alone {
-                Some(known) => left_alone_in(known, o),
-                None => left_alone(store, o),
-            };
+            let o = left_alone(
+                self.evaluate(meta, now, unrated),
+                |id| match &now_left_alone {
+                    Some(known) => Ok(known.get(id).cloned()),
+                    None => store.left_alone(id),
+                },
+            );
             emit(o, &mut f)
         })
     }
@@ -399,11 +404,11 @@ pub fn provider_warning(selector: &Selector, store: &Store) -> Result<Option<Str
 /// ([`Store::left_alone`]: a goose session whose provider manages its own context, a kodelet
 /// conversation with a running turn), with the
 /// store's reason; a failure to find out fails that conversation only.
-fn left_alone(store: &Store, o: Outcome) -> Outcome {
+fn left_alone(o: Outcome, why: impl FnOnce(&str) -> Result<Option<String>>) -> Outcome {
     let Outcome::Selected { meta, reason } = o else {
         return o;
     };
-    match store.left_alone(&meta.id) {
+    match why(&meta.id) {
         Ok(None) => Outcome::Selected { meta, reason },
         Ok(Some(why)) => Outcome::Skipped {
             meta,
@@ -416,22 +421,6 @@ fn left_alone(store: &Store, o: Outcome) -> Outcome {
             reason,
             error: e.to_string(),
         },
-    }
-}
-
-/// [`left_alone`] from the reasons [`Store::left_alone_now`] read for the whole batch.
-fn left_alone_in(known: &std::collections::HashMap<String, String>, o: Outcome) -> Outcome {
-    match o {
-        Outcome::Selected { meta, reason } => match known.get(&meta.id) {
-            Some(why) => Outcome::Skipped {
-                meta,
-                reason,
-                why: why.clone(),
-                summary: SKIP_LEFT_ALONE,
-            },
-            None => Outcome::Selected { meta, reason },
-        },
-        o => o,
     }
 }
 
