@@ -516,6 +516,11 @@ pub struct ApplyArgs {
     /// Do not run the after_compaction hooks on what is written
     #[arg(long)]
     pub no_hooks: bool,
+
+    /// Skip a proposal whose retention score, computed again on what would be written (an
+    /// edited summary may have dropped artifacts), is under R, from 0 to 1 [default: off]
+    #[arg(long, value_name = "R", value_parser = parse_retention)]
+    pub min_retention: Option<f64>,
 }
 
 #[derive(Debug, Args)]

@@ -110,6 +110,7 @@ pub fn run(
             busy_wait: settings.busy_wait,
             details,
             hooks,
+            min_retention: args.min_retention,
         },
         &mut |row| {
             seq += 1;
@@ -361,6 +362,11 @@ pub fn edit(
             busy_wait: settings.busy_wait,
             details: serde_json::json!({"review": "edit"}),
             hooks: opts.hooks.clone(),
+            // A floor the user set holds for the edited summary too; the strategy's default
+            // does not (the edit is the user's own judgement).
+            min_retention: opts
+                .min_retention
+                .filter(|_| !opts.min_retention_is_default),
         },
         &mut |row| {
             if let Status::Failed(why) = &row.status {

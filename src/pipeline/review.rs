@@ -134,6 +134,8 @@ pub struct ApplyOptions {
     /// The `after_compaction` hooks, run on each written compaction (the `before_compaction`
     /// ones ran when the plan was made).
     pub hooks: Option<Arc<crate::hooks::Hooks>>,
+    /// `apply --min-retention`: a proposal scoring under it is skipped, nothing written.
+    pub min_retention: Option<f64>,
 }
 
 /// The outcome of applying a plan.
@@ -264,7 +266,20 @@ fn apply_one(
         }
     };
     record_after(&mut row, &plan, &new);
-    row.retention = Some(retention_of(&plan, &new, false));
+    let kept = retention_of(&plan, &new, false);
+    let score = kept.score;
+    row.retention = Some(kept);
+    if let Some(min) = opts.min_retention.filter(|m| score < *m) {
+        row.status = Status::Skipped(format!(
+            "retention {:.1}% is under --min-retention {:.1}%; nothing written",
+            score * 100.0,
+            min * 100.0
+        ));
+        row.messages_after = row.messages_before;
+        row.tokens_after = row.tokens_before;
+        row.utilization_after = row.utilization_before;
+        return row;
+    }
     let edited = crate::util::sha256_hex(&p.summary) != p.summary_sha256;
     let mut details = opts.details.clone();
     if let Some(obj) = details.as_object_mut() {

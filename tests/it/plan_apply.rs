@@ -268,6 +268,54 @@ fn kodelet_a_conversation_changed_since_the_plan_is_refused() {
     assert_eq!(n, 0);
 }
 
+/// `apply --min-retention R`: a summary edited down to nothing the span held scores under the
+/// plan's own proposal and is skipped with nothing written; the proposal as made lands at that
+/// floor.
+#[test]
+fn apply_min_retention_skips_an_edited_summary_that_lost_the_artifacts() {
+    let env = Env::generated(6, 33, &[]);
+    let ids = two_ids(&env);
+    let file = env.dir.path().join("plan.json");
+    let (code, err) = plan_out(env.cmd(), &[&ids[0]], &file);
+    assert_eq!(code, 0, "{err}");
+    let mut plan = read_plan(&file);
+    let proposed = plan["conversations"][0]["summary"].clone();
+    let floor = plan["conversations"][0]["retention"]["score"]
+        .as_f64()
+        .unwrap();
+    assert!(floor > 0.0, "the proposal keeps something: {plan:#}");
+    plan["conversations"][0]["summary"] = "Reviewed by hand.".into();
+    write_plan(&file, &plan);
+    let hash = env.files_hash();
+
+    let mut cmd = env.cmd();
+    cmd.args(["apply", "--json", "--min-retention", &format!("{floor}")])
+        .arg(&file);
+    let (doc, code) = json(cmd);
+    assert_eq!(code, 1, "{doc:#}");
+    let r = row(&doc, &ids[0]);
+    assert_eq!(r["status"], "skipped", "{r:#}");
+    assert!(r["retention"]["score"].as_f64().unwrap() < floor, "{r:#}");
+    let detail = r["detail"].as_str().unwrap();
+    assert!(detail.contains("under --min-retention"), "{detail}");
+    assert_eq!(
+        env.files_hash(),
+        hash,
+        "a skipped proposal wrote to the store"
+    );
+
+    plan["conversations"][0]["summary"] = proposed;
+    write_plan(&file, &plan);
+    let mut cmd = env.cmd();
+    cmd.args(["apply", "--json", "--min-retention", &format!("{floor}")])
+        .arg(&file);
+    let (doc, code) = json(cmd);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(row(&doc, &ids[0])["status"], "compacted", "{doc:#}");
+    let c = env.conn();
+    assert_eq!(count(&c, "SELECT COUNT(*) FROM agent_db_compactions"), 1);
+}
+
 #[test]
 fn a_bad_plan_is_refused_and_nothing_is_written() {
     let env = Env::generated(6, 33, &[]);
