@@ -4,7 +4,8 @@
 //! opencode talks to [`ChatServer`], a streaming OpenAI-compatible server on 127.0.0.1 that
 //! records every request: what the model is sent is the oracle. The sessions' history is built
 //! through `opencode serve` (one process, many turns); every continuation after a compaction or
-//! a restore is a real `opencode run --session ID`, whose exit code must be 0.
+//! a restore is a turn sent to a new `opencode serve` started on the file agent-db wrote, which
+//! must answer it with success.
 //!
 //! Hermetic: HOME, the XDG directories and the project are temp dirs, the environment is
 //! cleared, models.dev is not fetched (`OPENCODE_DISABLE_MODELS_FETCH`), and the only provider
@@ -163,43 +164,22 @@ impl Opencode {
         c
     }
 
-    /// `opencode run --session ID TEXT`: its exit code must be 0; returns the one agent request
-    /// (a request with tools: not a title) the model server got for it.
-    fn run_session(&self, id: &str, text: &str) -> Value {
+    /// One more user turn of session `id` through a running `opencode serve` (which loaded the
+    /// session from the file when it started): returns the one agent request (a request with
+    /// tools: not a title) the model server got for it.
+    fn continue_session(&self, s: &Serve, id: &str, text: &str) -> Value {
         let before = self.server.count();
-        let out = self.dir.path().join("run.out");
-        let err = self.dir.path().join("run.err");
-        let mut c = self.command();
-        c.args(["run", "--session", id, text])
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&out).expect("out"))
-            .stderr(std::fs::File::create(&err).expect("err"));
-        let mut child = c.spawn().expect("spawn opencode run");
-        let status = wait_or_kill(&mut child, Duration::from_secs(120), "opencode run");
-        let say = || {
-            format!(
-                "stdout: {}\nstderr: {}",
-                std::fs::read_to_string(&out).unwrap_or_default(),
-                std::fs::read_to_string(&err).unwrap_or_default()
-            )
-        };
-        assert_eq!(
-            status.code(),
-            Some(0),
-            "opencode run --session {id} failed\n{}",
-            say()
+        self.http(
+            s,
+            &format!("/session/{id}/message"),
+            json!({"parts": [{"type": "text", "text": text}]}),
         );
         let new: Vec<Recorded> = self.server.requests()[before..]
             .iter()
             .filter(|r| is_agent_request(&r.body))
             .cloned()
             .collect();
-        assert_eq!(
-            new.len(),
-            1,
-            "one agent request for one text turn\n{}",
-            say()
-        );
+        assert_eq!(new.len(), 1, "one agent request for one text turn of {id}");
         new[0].body.clone()
     }
 
@@ -399,21 +379,6 @@ impl Drop for Serve {
     }
 }
 
-fn wait_or_kill(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            return s;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// An agent turn's request (opencode sends its tools); title and summary requests have none.
 fn is_agent_request(body: &Value) -> bool {
     body["tools"].as_array().is_some_and(|t| !t.is_empty())
@@ -608,6 +573,10 @@ fn assert_pruned(sent: &[Value], original: &[Value], prompt: &str) {
     }
 }
 
+/// Three sessions built through `opencode serve`, compacted by agent-db (extractive, prune, and
+/// one compacted twice), continued by opencode, restored and continued again. Each continuation
+/// is a fresh `opencode serve` over the file agent-db wrote (one process for every session it
+/// continues: opencode's start-up is most of this test's time).
 #[test]
 fn real_opencode_continues_sessions_agent_db_compacted_and_restored() {
     let Some(bin) = opencode_bin() else { return };
@@ -616,30 +585,65 @@ fn real_opencode_continues_sessions_agent_db_compacted_and_restored() {
     let serve = o.serve();
     let ext = o.session(&serve, &turns(&o, "E", 8, false));
     let pru = o.session(&serve, &turns(&o, "P", 4, true));
+    let rec = o.session(&serve, &turns(&o, "R", 8, false));
     o.stop(serve);
     eprintln!("sessions built in {:?}", t0.elapsed());
 
     // What the model was sent last, plus the answer: each session's whole history.
     let ext_orig = o.history_sent("MKE8");
     let pru_orig = o.history_sent("MKP4");
+    let rec_orig = o.history_sent("MKR8");
 
-    // Extractive: summary + kept tail, nothing of the head.
-    o.compact(&ext, &["--strategy", "extractive", "--keep-tokens", "300"]);
+    // Extractive: summary + kept tail, nothing of the head. Prune: the head's tool outputs
+    // cleared, the tail's kept.
+    let extractive = ["--strategy", "extractive", "--keep-tokens", "300"];
+    o.compact(&ext, &extractive);
+    o.compact(&rec, &extractive);
+    o.compact(&pru, &["--strategy", "prune", "--keep-tokens", "300"]);
     let (summary, tail) = compaction_rows(&o.conn(), &ext);
     assert!(tail.is_some(), "agent-db kept a tail (tail_start_id)");
-    let sent = history(&o.run_session(&ext, "Next step MKE9 please."));
+    let (first_summary, _) = compaction_rows(&o.conn(), &rec);
+    let serve = o.serve();
+    let sent = history(&o.continue_session(&serve, &ext, "Next step MKE9 please."));
     assert_summary_and_tail(&sent, &ext_orig, &summary, "MKE9");
-
-    // Prune: the head's tool outputs cleared, the tail's kept.
-    o.compact(&pru, &["--strategy", "prune", "--keep-tokens", "300"]);
-    let sent = history(&o.run_session(&pru, "Next step MKP5 please."));
+    let sent = history(&o.continue_session(&serve, &pru, "Next step MKP5 please."));
     assert_pruned(&sent, &pru_orig, "MKP5");
+    let sent = history(&o.continue_session(&serve, &rec, "Next step MKR9 please."));
+    assert_summary_and_tail(&sent, &rec_orig, &first_summary, "MKR9");
+    o.stop(serve);
+
+    // A second compaction keeps what the first summary held: the markers of its head that the
+    // first summary kept are still sent after the second.
+    let head_markers: Vec<String> = (1..=8)
+        .map(|i| format!("MKR{i}"))
+        .filter(|k| !sent[2..].iter().any(|m| markers(&all_text(m)).contains(k)))
+        .collect();
+    let kept_by_summary = markers_in(&first_summary, &head_markers);
+    assert!(
+        !kept_by_summary.is_empty(),
+        "the first summary keeps some of its head's markers {head_markers:?}:\n{first_summary}"
+    );
+    // --force: the stall guard would skip a session compacted this recently.
+    o.compact(&rec, &[&extractive[..], &["--force"]].concat());
+    let (second_summary, _) = compaction_rows(&o.conn(), &rec);
+    assert_ne!(first_summary, second_summary);
 
     // Restore: the next request carries the whole original history again (followed by the
     // turn opencode added after the compaction, which `restore --force` keeps).
+    o.restore(&ext);
+    o.restore(&pru);
+    let serve = o.serve();
+    let sent = history(&o.continue_session(&serve, &rec, "Next step MKR10 please."));
+    let all: String = sent.iter().map(all_text).collect::<Vec<_>>().join("\n");
+    let still = markers_in(&all, &kept_by_summary);
+    assert_eq!(
+        still,
+        kept_by_summary,
+        "after the second compaction the model must still be sent what the first summary kept\nsent:\n{}\nsecond summary:\n{second_summary}",
+        show(&sent)
+    );
     for (id, orig, next) in [(&ext, &ext_orig, "MKE10"), (&pru, &pru_orig, "MKP6")] {
-        o.restore(id);
-        let sent = history(&o.run_session(id, &format!("Next step {next} please.")));
+        let sent = history(&o.continue_session(&serve, id, &format!("Next step {next} please.")));
         assert!(
             sent.len() > orig.len() && sent[..orig.len()] == orig[..],
             "after restore the original history is sent again\nsent:\n{}\noriginal:\n{}",
@@ -648,6 +652,7 @@ fn real_opencode_continues_sessions_agent_db_compacted_and_restored() {
         );
         assert!(content_text(sent.last().unwrap()).contains(next));
     }
+    o.stop(serve);
     eprintln!("real opencode test done in {:?}", t0.elapsed());
 }
 
@@ -659,55 +664,6 @@ fn markers_in(text: &str, candidates: &[String]) -> Vec<String> {
         .filter(|k| found.contains(k))
         .cloned()
         .collect()
-}
-
-#[test]
-fn real_opencode_second_compaction_keeps_the_first_summary_facts() {
-    let Some(bin) = opencode_bin() else { return };
-    let o = Opencode::new(bin);
-    let serve = o.serve();
-    let id = o.session(&serve, &turns(&o, "R", 8, false));
-    o.stop(serve);
-    let original = o.history_sent("MKR8");
-
-    o.compact(&id, &["--strategy", "extractive", "--keep-tokens", "300"]);
-    let (first_summary, _) = compaction_rows(&o.conn(), &id);
-    let sent = history(&o.run_session(&id, "Next step MKR9 please."));
-    assert_summary_and_tail(&sent, &original, &first_summary, "MKR9");
-    // The facts only the first summary holds: markers of its head that the summary kept.
-    let head_markers: Vec<String> = (1..=8)
-        .map(|i| format!("MKR{i}"))
-        .filter(|k| !sent[2..].iter().any(|m| markers(&all_text(m)).contains(k)))
-        .collect();
-    let kept_by_summary = markers_in(&first_summary, &head_markers);
-    assert!(
-        !kept_by_summary.is_empty(),
-        "the first summary keeps some of its head's markers {head_markers:?}:\n{first_summary}"
-    );
-
-    // Compact the continued session again (--force: the stall guard would skip a session
-    // compacted this recently), and continue it.
-    o.compact(
-        &id,
-        &[
-            "--strategy",
-            "extractive",
-            "--keep-tokens",
-            "300",
-            "--force",
-        ],
-    );
-    let (second_summary, _) = compaction_rows(&o.conn(), &id);
-    assert_ne!(first_summary, second_summary);
-    let sent = history(&o.run_session(&id, "Next step MKR10 please."));
-    let all: String = sent.iter().map(all_text).collect::<Vec<_>>().join("\n");
-    let still = markers_in(&all, &kept_by_summary);
-    assert_eq!(
-        still,
-        kept_by_summary,
-        "after the second compaction the model must still be sent what the first summary kept\nsent:\n{}\nsecond summary:\n{second_summary}",
-        show(&sent)
-    );
 }
 
 /// A session's row figures and its event count, read with the test's own SQL.
