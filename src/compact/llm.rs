@@ -437,7 +437,11 @@ impl Strategy for Llm {
             });
             last_answer = Some(done.text);
         }
-        let body = with_ledger(input, last_answer.or(prior).unwrap_or_default());
+        let body = with_ledger(
+            input,
+            last_answer.or(prior).unwrap_or_default(),
+            self.summary_reserve(),
+        );
         Ok(Rewrite::Summary(Summary {
             text: frame(input, &body),
             model: Some(model),
@@ -450,8 +454,9 @@ impl Strategy for Llm {
     }
 }
 
-/// The most characters the artifact ledger takes (about 2,000 tokens); it is part of the summary,
-/// so its tokens count against the target like the rest.
+/// The characters the artifact ledger may always take (about 2,700 tokens); it also takes the
+/// room the model's answer left of `llm.max_summary_tokens` ([`with_ledger`]). It is part of the
+/// summary, so its tokens count against the target like the rest.
 pub const LEDGER_MAX_CHARS: usize = 8000;
 
 /// The room the plan keeps for the ledger next to the model's summary: its most characters at
@@ -460,8 +465,10 @@ pub const LEDGER_RESERVE_TOKENS: usize = LEDGER_MAX_CHARS / 3;
 
 /// The model's summary with the artifact ledger appended: the summarized span's paths, commands
 /// (with their last status), open to-dos and user rules that neither the summary nor the kept
-/// tail holds, verbatim ([`crate::retention::ledger`]).
-fn with_ledger(input: &HeadInput<'_>, body: String) -> String {
+/// tail holds, verbatim ([`crate::retention::ledger`]). The answer and the ledger together stay
+/// within `reserve` tokens (the room the plan kept for them) at three characters a token: the
+/// ledger takes [`LEDGER_MAX_CHARS`], or more when the answer is shorter than its limit.
+fn with_ledger(input: &HeadInput<'_>, body: String, reserve: usize) -> String {
     use crate::retention::{extract, ledger, Corpus};
     let arts = match &input.plan.artifacts {
         Some(a) => a.clone(),
@@ -474,7 +481,8 @@ fn with_ledger(input: &HeadInput<'_>, body: String) -> String {
     let mut seen = Corpus::of_messages(input.plan.tail()).text().to_string();
     seen.push('\n');
     seen.push_str(&body);
-    match ledger(&arts, &Corpus::of_text(&seen), LEDGER_MAX_CHARS) {
+    let room = (reserve.saturating_sub(count_text(&body)) * 3).max(LEDGER_MAX_CHARS);
+    match ledger(&arts, &Corpus::of_text(&seen), room) {
         Some(l) => format!("{}\n\n{l}", body.trim_end()),
         None => body,
     }

@@ -775,36 +775,65 @@ pub fn ledger(arts: &Artifacts, result: &Corpus, max_chars: usize) -> Option<Str
         (Kind::Command, "Commands run (last status):"),
         (Kind::Path, "Paths touched:"),
     ];
-    let mut out = String::from(HEAD);
-    let mut any = false;
+    // Every section's lines first; when they do not all fit, whole lines are left out (the
+    // last sections' first) and a closing line says how many.
+    let mut wanted: Vec<(String, Vec<String>)> = Vec::new();
     for (kind, title) in sections {
-        let missing: Vec<&Artifact> = arts
+        let lines: Vec<String> = arts
             .0
             .iter()
             .filter(|a| a.kind == kind && !result.contains(a))
-            .collect();
-        if missing.is_empty() {
-            continue;
-        }
-        let title_line = format!("\n{title}");
-        if out.len() + title_line.len() > max_chars {
-            break;
-        }
-        out.push_str(&title_line);
-        for a in missing {
-            let line = match (kind, a.status.as_deref()) {
+            .map(|a| match (kind, a.status.as_deref()) {
                 (Kind::Command, Some(s)) => format!("\n- {} [{s}]", a.text),
                 _ => format!("\n- {}", a.text),
-            };
-            if out.len() + line.len() > max_chars {
+            })
+            .collect();
+        if !lines.is_empty() {
+            wanted.push((format!("\n{title}"), lines));
+        }
+    }
+    if wanted.is_empty() {
+        return None;
+    }
+    let whole: usize = HEAD.len()
+        + wanted
+            .iter()
+            .map(|(t, ls)| t.len() + ls.iter().map(String::len).sum::<usize>())
+            .sum::<usize>();
+    let lines: usize = wanted.iter().map(|(_, ls)| ls.len()).sum();
+    let budget = if whole <= max_chars {
+        max_chars
+    } else {
+        // Room for the closing line.
+        max_chars.saturating_sub(left_out_line(lines).len())
+    };
+    let mut out = String::from(HEAD);
+    let (mut any, mut left_out) = (false, 0usize);
+    for (title, lines) in wanted {
+        if out.len() + title.len() > budget {
+            left_out += lines.len();
+            continue;
+        }
+        out.push_str(&title);
+        for line in lines {
+            if out.len() + line.len() > budget {
                 // A shorter line after it may still fit.
+                left_out += 1;
                 continue;
             }
             out.push_str(&line);
             any = true;
         }
     }
+    if left_out > 0 {
+        out.push_str(&left_out_line(left_out));
+    }
     any.then_some(out)
+}
+
+/// The ledger's closing line when `n` lines did not fit.
+fn left_out_line(n: usize) -> String {
+    format!("\n({n} more not listed: over the ledger's size)")
 }
 
 #[cfg(test)]

@@ -198,8 +198,9 @@ fn the_ledger_lists_what_the_result_lacks_within_its_budget_and_then_everything_
     }
     // Nothing missing, no ledger; a tight budget keeps whole lines under it.
     assert_eq!(ledger(&arts, &Corpus::of_text(&full), 4000), None);
-    let small = ledger(&arts, &Corpus::of_text(summary), 120).unwrap();
-    assert!(small.len() <= 120, "{}", small.len());
+    let small = ledger(&arts, &Corpus::of_text(summary), 200).unwrap();
+    assert!(small.len() <= 200, "{}", small.len());
+    assert!(small.ends_with("over the ledger's size)"), "{small}");
 }
 
 #[test]
@@ -348,4 +349,24 @@ fn a_full_ledger_leaves_out_paths_not_commands() {
     }
     let paths = r.by_kind[&Kind::Path];
     assert!(paths.kept > 150 && paths.kept < paths.total, "{paths:?}");
+    // It says how many it left out: the paths not in it, counted here on the span itself.
+    let listed = (0..400)
+        .filter(|i| l.contains(&format!("- src/generated/module_{i:03}/handlers.rs\n")))
+        .count();
+    assert!(
+        l.ends_with(&format!(
+            "\n({} more not listed: over the ledger's size)",
+            400 - listed
+        )),
+        "{}",
+        &l[l.len() - 120..]
+    );
+    // With room for all of them (a short model answer leaves the ledger more), every path is
+    // listed and nothing is said to be left out.
+    let all = ledger(&arts, &Corpus::of_text("Done."), 40_000).unwrap();
+    assert!(all.len() <= 40_000 && !all.contains("more not listed"));
+    assert_eq!(
+        score_artifacts(&arts, &Corpus::of_text(&all)).kind_score(Kind::Path),
+        Some(1.0)
+    );
 }

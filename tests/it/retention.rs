@@ -256,6 +256,93 @@ fn a_model_summary_without_paths_or_commands_lands_with_all_of_them_in_its_ledge
     assert!(table.contains("KEPT"), "{table}");
 }
 
+/// A head that read 400 files, then a tail of prose: more paths than the ledger's fixed 8,000
+/// characters hold.
+fn many_paths() -> (String, Vec<String>) {
+    let paths: Vec<String> = (0..400)
+        .map(|i| format!("src/sweep/module_{i:03}/handlers.rs"))
+        .collect();
+    let mut m =
+        vec![json!({"role": "user", "content": "Sweep every handler module for the old API."})];
+    for (i, p) in paths.iter().enumerate() {
+        let id = format!("call_{i}");
+        m.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",
+            "function": {"name": "read_file", "arguments": json!({"path": p}).to_string()}}]}));
+        m.push(json!({"role": "tool", "tool_call_id": id, "content": "fn handle() {}"}));
+    }
+    for i in 0..8 {
+        m.push(json!({"role": "user", "content": format!("Continue with step {i}.")}));
+        m.push(json!({"role": "assistant", "content": filler(100 + i, 300)}));
+    }
+    (serde_json::to_string(&m).unwrap(), paths)
+}
+
+/// A short model answer leaves the ledger the rest of the summary's room: all 400 paths fit
+/// with the default `--max-summary-tokens`; with a smaller one the ledger stops within the room
+/// and says how many it left out. The summary stays within the room either way (at three
+/// characters a token, the rule the plan reserves by).
+#[test]
+fn the_ledger_takes_the_room_a_short_answer_leaves_and_says_what_did_not_fit() {
+    let (env, id) = env();
+    let (history, paths) = many_paths();
+    let llm = MiniLlm::start();
+    for (max_summary, all_fit) in [(None, true), (Some(1000usize), false)] {
+        env.conn()
+            .execute(
+                "UPDATE conversations SET raw_messages = ?1 WHERE id = ?2",
+                [history.clone(), id.clone()],
+            )
+            .unwrap();
+        let max = max_summary.map(|m| m.to_string());
+        let mut extra: Vec<&str> = Vec::new();
+        if let Some(m) = &max {
+            // Under the llm strategy's default floor (0.8) this one would not be written.
+            extra.extend(["--max-summary-tokens", m, "--min-retention", "0"]);
+        }
+        let (doc, code, err) = llm_compact(&env, &id, &llm, &extra);
+        assert_eq!(code, 0, "{doc:#}\n{err}");
+        assert_eq!(doc["conversations"][0]["status"], "compacted", "{doc:#}");
+        let raw = raw_messages(&env, &id);
+        let msgs: Vec<Value> = serde_json::from_str(&raw).unwrap();
+        let summary = msgs[0]["content"]
+            .as_str()
+            .expect("the summary message")
+            .to_string();
+        let listed = paths
+            .iter()
+            .filter(|p| summary.contains(p.as_str()))
+            .count();
+        let room_chars = 3 * (max_summary.unwrap_or(4096) + 2666);
+        assert!(
+            summary.len() <= room_chars + 1000,
+            "{} chars",
+            summary.len()
+        );
+        if all_fit {
+            assert_eq!(listed, 400, "{summary}");
+            assert!(!summary.contains("more not listed"));
+        } else {
+            assert!(listed > 100 && listed < 400, "{listed}");
+            assert!(
+                summary.contains(&format!(
+                    "({} more not listed: over the ledger's size)",
+                    400 - listed
+                )),
+                "{}",
+                &summary[summary.len() - 200..]
+            );
+        }
+        // Back to the original history for the next round.
+        let out = env.cmd().args(["restore", &id]).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// [`planted`] with long tool outputs and a second user message in the head: two URLs,
 /// identifiers and a number the model's answer drops and the artifact ledger does not carry (it
 /// keeps paths, commands, to-dos and rules).
