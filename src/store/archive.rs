@@ -458,6 +458,74 @@ pub fn archived_value(
     }
 }
 
+/// The keys of the rows of `table` compaction `compaction_id` inserted (its `*` markers).
+pub fn inserted_keys(
+    conn: &Connection,
+    compaction_id: i64,
+    table: &str,
+) -> rusqlite::Result<Vec<CellValue>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT row_key FROM agent_db_archive
+         WHERE compaction_id = ?1 AND table_name = ?2 AND column_name = '*' ORDER BY seq",
+    )?;
+    let rows = stmt.query_map(params![compaction_id, table], |r| {
+        Ok(CellValue::from_ref(r.get_ref(0)?))
+    })?;
+    rows.collect()
+}
+
+/// Each cell of `table`.`column` as it was before compaction `compaction_id` of conversation
+/// `conversation`, where that compaction or a later unrestored one of the conversation archived
+/// it: the value the earliest of them archived (unpacked), by row key ([`key_text`]). A cell
+/// missing here has its current value since then, as far as agent-db's writes go.
+pub fn values_before(
+    conn: &Connection,
+    conversation: &str,
+    compaction_id: i64,
+    table: &str,
+    column: &str,
+) -> rusqlite::Result<std::collections::HashMap<String, CellValue>> {
+    let packed: bool = conn.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('agent_db_archive') WHERE name = 'packed'",
+        [],
+        |r| r.get(0),
+    )?;
+    let cols = if packed {
+        "a.encoding, a.packed"
+    } else {
+        "NULL, NULL"
+    };
+    let mut stmt = conn.prepare(&format!(
+        "SELECT a.row_key, a.value, {cols} FROM agent_db_archive a
+         JOIN agent_db_compactions c ON c.id = a.compaction_id
+         WHERE a.compaction_id >= ?1 AND c.conversation_id = ?2 AND c.restored_at IS NULL
+           AND a.table_name = ?3 AND a.column_name = ?4
+         ORDER BY a.compaction_id DESC, a.seq DESC"
+    ))?;
+    let mut rows = stmt.query(params![compaction_id, conversation, table, column])?;
+    // Newest first, so the earliest compaction's value of a cell comes last and wins.
+    let mut out = std::collections::HashMap::new();
+    while let Some(r) = rows.next()? {
+        let key = key_text(&CellValue::from_ref(r.get_ref(0)?));
+        let value = match r.get::<_, Option<String>>(2)? {
+            Some(encoding) => unpack(&encoding, &r.get::<_, Vec<u8>>(3)?)?,
+            None => CellValue::from_ref(r.get_ref(1)?),
+        };
+        out.insert(key, value);
+    }
+    Ok(out)
+}
+
+/// A row key as text (an integer in decimal, text as is), for looking archived cells up.
+pub fn key_text(key: &CellValue) -> String {
+    match key {
+        CellValue::Integer(i) => i.to_string(),
+        CellValue::Real(f) => f.to_string(),
+        CellValue::Text(b) | CellValue::Blob(b) => String::from_utf8_lossy(b).into_owned(),
+        CellValue::Null => String::new(),
+    }
+}
+
 /// Write archived values back (inserted rows are deleted). SQLite copies each value from the
 /// archive itself, so the cell gets back its exact bytes and storage class; a packed value is
 /// decompressed and bound with the storage class it was archived with.
