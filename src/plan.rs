@@ -342,11 +342,10 @@ fn rebuild(
     current: &[Message],
     cut: usize,
 ) -> std::result::Result<Vec<Message>, String> {
-    // Starts with agent-db's summary, where the store's replay puts it (first, or the reply of
-    // a compaction pair).
     let ours = |m: &[Message]| {
-        let n = crate::summary::prior_summary_len(format, m);
-        n > 0 && crate::summary::is_summary_text(&m[n - 1].text())
+        m.first().is_some_and(|f| {
+            f.role == message::Role::User && crate::summary::is_summary_text(&f.text())
+        })
     };
     let mut originals: Vec<Message> = Vec::new();
     for p in pre_images {

@@ -17,7 +17,6 @@
 pub mod codec;
 mod limits;
 mod ids;
-mod originals;
 mod read;
 mod schema;
 mod write;
@@ -170,20 +169,6 @@ impl Adapter for Opencode {
         )
         .at(path)?;
         Ok(())
-    }
-
-    fn reads_archived_history(&self) -> bool {
-        true
-    }
-
-    /// Rebuilt from the live rows and the archived cells (`originals.rs`).
-    fn archived_history(
-        &self,
-        read: &Read<'_>,
-        id: &str,
-        compaction_id: i64,
-    ) -> Result<Option<String>> {
-        originals::history_before(read.conn, read.path, id, compaction_id)
     }
 
     fn unrated(&self) -> Unrated {

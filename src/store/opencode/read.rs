@@ -267,9 +267,9 @@ pub struct Session {
 }
 
 /// A stored message row before its data is parsed.
-pub(super) struct RowData {
-    pub(super) id: String,
-    pub(super) time_created: i64,
+struct RowData {
+    id: String,
+    time_created: i64,
     data: String,
 }
 
@@ -280,7 +280,7 @@ fn bad(id: &str, what: String) -> Error {
 type Parts = HashMap<String, Vec<(String, String)>>;
 
 /// The session's parts by message, and (count, newest time_created, newest time_updated).
-pub(super) fn read_parts(conn: &Connection, path: &Path, id: &str) -> Result<(Parts, (i64, i64, i64))> {
+fn read_parts(conn: &Connection, path: &Path, id: &str) -> Result<(Parts, (i64, i64, i64))> {
     let mut st = conn
         .prepare(
             "SELECT p.message_id, p.id, p.data, p.time_created, p.time_updated FROM part p \
@@ -302,7 +302,7 @@ pub(super) fn read_parts(conn: &Connection, path: &Path, id: &str) -> Result<(Pa
     Ok((out, (n, created, updated)))
 }
 
-pub(super) fn read_messages(conn: &Connection, path: &Path, id: &str) -> Result<Vec<RowData>> {
+fn read_messages(conn: &Connection, path: &Path, id: &str) -> Result<Vec<RowData>> {
     let mut st = conn
         .prepare("SELECT id, time_created, data FROM message WHERE session_id = ?1 ORDER BY time_created, id")
         .at(path)?;
@@ -320,7 +320,7 @@ pub(super) fn read_messages(conn: &Connection, path: &Path, id: &str) -> Result<
 
 /// opencode's `filterCompacted` (`src/session/message-v2.ts@007a9409`) over the chronological rows, newest first,
 /// parsing only the rows it walks; then reversed to chronological order.
-pub(super) fn filter_compacted(session: &str, rows: Vec<RowData>, parts: &mut Parts) -> Result<Vec<Msg>> {
+fn filter_compacted(session: &str, rows: Vec<RowData>, parts: &mut Parts) -> Result<Vec<Msg>> {
     let mut out = Vec::new();
     let mut completed: HashSet<String> = HashSet::new();
     let mut retain: Option<String> = None;
