@@ -251,7 +251,7 @@ fn audit_details(s: &dyn Subject, compaction: i64) -> Value {
 fn agent_tables(c: &rusqlite::Connection, no_sequence: bool) -> Vec<Vec<Vec<String>>> {
     crate::common::dump_all(c)
         .into_iter()
-        .filter(|(t, _)| !t.starts_with("agent_db_") && !(no_sequence && t == "sqlite_sequence"))
+        .filter(|(t, _)| !(t.starts_with("agent_db_") || no_sequence && t == "sqlite_sequence"))
         .map(|(t, rows)| {
             let rows: Vec<Vec<String>> = rows
                 .into_iter()
