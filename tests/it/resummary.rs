@@ -553,7 +553,7 @@ fn generated_goose_sessions_re_compact_from_their_originals() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("sessions.db");
     let opts = agent_db_synth::SynthOptions {
-        conversations: 12,
+        conversations: 6,
         seed: 5,
         scale: 1.0,
         ..agent_db_synth::SynthOptions::default()
@@ -981,7 +981,7 @@ impl Subject for Agent {
 /// Five extractive re-compactions of one growing session (as for kodelet, on a smaller one),
 /// then the pruned-archive fallback.
 fn extractive_in(kind: Kind, template: &std::path::Path) {
-    let a = agent(kind, template, 80);
+    let a = agent(kind, template, 60);
     let (kept, summaries) = five_compactions(&a, &extractive());
     let tokens: Vec<usize> = summaries.iter().map(|s| count_text(s)).collect();
     eprintln!("summary tokens {tokens:?}");
