@@ -659,6 +659,41 @@ mod tests {
         );
     }
 
+    /// A cell's value before compaction `c` of a conversation is what the earliest of `c` and
+    /// its later unrestored compactions archived; earlier ones, restored ones and other
+    /// conversations' do not count. Inserted rows are the `*` markers.
+    #[test]
+    fn values_before_a_compaction_are_the_earliest_archived_since() {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE agent_db_compactions (id INTEGER PRIMARY KEY, conversation_id TEXT, restored_at TEXT);
+             CREATE TABLE agent_db_archive (compaction_id INTEGER, seq INTEGER, table_name TEXT,
+               key_column TEXT, row_key BLOB, column_name TEXT, value BLOB, encoding TEXT, packed BLOB);
+             INSERT INTO agent_db_compactions VALUES (1, 'a', NULL), (2, 'a', NULL), (3, 'a', '2026-01-01'), (4, 'b', NULL);
+             INSERT INTO agent_db_archive VALUES
+               (1, 1, 'messages', 'id', 10, 'metadata_json', 'v1', NULL, NULL),
+               (2, 1, 'messages', 'id', 10, 'metadata_json', 'v2', NULL, NULL),
+               (2, 2, 'messages', 'id', 11, 'metadata_json', 'w2', NULL, NULL),
+               (2, 3, 'messages', 'id', 20, '*', NULL, NULL, NULL),
+               (3, 1, 'messages', 'id', 12, 'metadata_json', 'x3', NULL, NULL),
+               (4, 1, 'messages', 'id', 10, 'metadata_json', 'other', NULL, NULL);",
+        )
+        .unwrap();
+        let text = |v: &str| CellValue::Text(v.as_bytes().to_vec());
+        let got = values_before(&c, "a", 1, "messages", "metadata_json").unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got["10"], text("v1"));
+        assert_eq!(got["11"], text("w2"));
+        let got = values_before(&c, "a", 2, "messages", "metadata_json").unwrap();
+        assert_eq!(got["10"], text("v2"));
+        assert!(!got.contains_key("12"), "{got:?}");
+        assert_eq!(
+            inserted_keys(&c, 2, "messages").unwrap(),
+            [CellValue::Integer(20)]
+        );
+        assert!(inserted_keys(&c, 1, "messages").unwrap().is_empty());
+    }
+
     proptest! {
         /// Any bytes, TEXT or BLOB, come back from the packed form as they went in, storage
         /// class included (the restore's half of the packed archive).
