@@ -458,6 +458,74 @@ pub fn archived_value(
     }
 }
 
+/// The keys of the rows of `table` compaction `compaction_id` inserted (its `*` markers).
+pub fn inserted_keys(
+    conn: &Connection,
+    compaction_id: i64,
+    table: &str,
+) -> rusqlite::Result<Vec<CellValue>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT row_key FROM agent_db_archive
+         WHERE compaction_id = ?1 AND table_name = ?2 AND column_name = '*' ORDER BY seq",
+    )?;
+    let rows = stmt.query_map(params![compaction_id, table], |r| {
+        Ok(CellValue::from_ref(r.get_ref(0)?))
+    })?;
+    rows.collect()
+}
+
+/// Each cell of `table`.`column` as it was before compaction `compaction_id` of conversation
+/// `conversation`, where that compaction or a later unrestored one of the conversation archived
+/// it: the value the earliest of them archived (unpacked), by row key ([`key_text`]). A cell
+/// missing here has its current value since then, as far as agent-db's writes go.
+pub fn values_before(
+    conn: &Connection,
+    conversation: &str,
+    compaction_id: i64,
+    table: &str,
+    column: &str,
+) -> rusqlite::Result<std::collections::HashMap<String, CellValue>> {
+    let packed: bool = conn.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('agent_db_archive') WHERE name = 'packed'",
+        [],
+        |r| r.get(0),
+    )?;
+    let cols = if packed {
+        "a.encoding, a.packed"
+    } else {
+        "NULL, NULL"
+    };
+    let mut stmt = conn.prepare(&format!(
+        "SELECT a.row_key, a.value, {cols} FROM agent_db_archive a
+         JOIN agent_db_compactions c ON c.id = a.compaction_id
+         WHERE a.compaction_id >= ?1 AND c.conversation_id = ?2 AND c.restored_at IS NULL
+           AND a.table_name = ?3 AND a.column_name = ?4
+         ORDER BY a.compaction_id DESC, a.seq DESC"
+    ))?;
+    let mut rows = stmt.query(params![compaction_id, conversation, table, column])?;
+    // Newest first, so the earliest compaction's value of a cell comes last and wins.
+    let mut out = std::collections::HashMap::new();
+    while let Some(r) = rows.next()? {
+        let key = key_text(&CellValue::from_ref(r.get_ref(0)?));
+        let value = match r.get::<_, Option<String>>(2)? {
+            Some(encoding) => unpack(&encoding, &r.get::<_, Vec<u8>>(3)?)?,
+            None => CellValue::from_ref(r.get_ref(1)?),
+        };
+        out.insert(key, value);
+    }
+    Ok(out)
+}
+
+/// A row key as text (an integer in decimal, text as is), for looking archived cells up.
+pub fn key_text(key: &CellValue) -> String {
+    match key {
+        CellValue::Integer(i) => i.to_string(),
+        CellValue::Real(f) => f.to_string(),
+        CellValue::Text(b) | CellValue::Blob(b) => String::from_utf8_lossy(b).into_owned(),
+        CellValue::Null => String::new(),
+    }
+}
+
 /// Write archived values back (inserted rows are deleted). SQLite copies each value from the
 /// archive itself, so the cell gets back its exact bytes and storage class; a packed value is
 /// decompressed and bound with the storage class it was archived with.
@@ -589,6 +657,41 @@ mod tests {
             p.zstd.capacity(),
             p.zstd.len()
         );
+    }
+
+    /// A cell's value before compaction `c` of a conversation is what the earliest of `c` and
+    /// its later unrestored compactions archived; earlier ones, restored ones and other
+    /// conversations' do not count. Inserted rows are the `*` markers.
+    #[test]
+    fn values_before_a_compaction_are_the_earliest_archived_since() {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE agent_db_compactions (id INTEGER PRIMARY KEY, conversation_id TEXT, restored_at TEXT);
+             CREATE TABLE agent_db_archive (compaction_id INTEGER, seq INTEGER, table_name TEXT,
+               key_column TEXT, row_key BLOB, column_name TEXT, value BLOB, encoding TEXT, packed BLOB);
+             INSERT INTO agent_db_compactions VALUES (1, 'a', NULL), (2, 'a', NULL), (3, 'a', '2026-01-01'), (4, 'b', NULL);
+             INSERT INTO agent_db_archive VALUES
+               (1, 1, 'messages', 'id', 10, 'metadata_json', 'v1', NULL, NULL),
+               (2, 1, 'messages', 'id', 10, 'metadata_json', 'v2', NULL, NULL),
+               (2, 2, 'messages', 'id', 11, 'metadata_json', 'w2', NULL, NULL),
+               (2, 3, 'messages', 'id', 20, '*', NULL, NULL, NULL),
+               (3, 1, 'messages', 'id', 12, 'metadata_json', 'x3', NULL, NULL),
+               (4, 1, 'messages', 'id', 10, 'metadata_json', 'other', NULL, NULL);",
+        )
+        .unwrap();
+        let text = |v: &str| CellValue::Text(v.as_bytes().to_vec());
+        let got = values_before(&c, "a", 1, "messages", "metadata_json").unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got["10"], text("v1"));
+        assert_eq!(got["11"], text("w2"));
+        let got = values_before(&c, "a", 2, "messages", "metadata_json").unwrap();
+        assert_eq!(got["10"], text("v2"));
+        assert!(!got.contains_key("12"), "{got:?}");
+        assert_eq!(
+            inserted_keys(&c, 2, "messages").unwrap(),
+            [CellValue::Integer(20)]
+        );
+        assert!(inserted_keys(&c, 1, "messages").unwrap().is_empty());
     }
 
     proptest! {

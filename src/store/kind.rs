@@ -100,11 +100,12 @@ pub trait Adapter: Sync + 'static {
     ) -> Result<Option<std::collections::HashMap<String, String>>> {
         Ok(None)
     }
-    /// The history compaction `compaction_id` of conversation `id` archived (its pre-image of
-    /// what the agent sent), as a JSON array of the store's message JSON, for a re-compaction
-    /// that summarizes the originals ([`super::originals`]). `None`, the default: the store does
-    /// not read its history back from the archive (the re-compaction then summarizes the
-    /// earlier summary and says so).
+    /// The history the agent loaded right before compaction `compaction_id` of conversation
+    /// `id` (kodelet: the archived pre-image; docker-agent, goose: the live rows ordered before
+    /// the compaction's first inserted row, with the cells the archive holds as they were then),
+    /// as a JSON array of the store's message JSON, for a re-compaction that summarizes
+    /// the originals ([`super::originals`]). `None`, the default, or when it cannot be read
+    /// back: the re-compaction summarizes the earlier summary and says so.
     fn archived_history(
         &self,
         _read: &Read<'_>,

@@ -1,11 +1,12 @@
 //! The original history of a conversation agent-db compacted before, read back from the
 //! archive, so a re-compaction can summarize the originals instead of its own earlier summary.
 //!
-//! Every unrestored compaction of the conversation archived its pre-image: the first one the
-//! history as it was, each later one [earlier summary, kept tail, new messages]. This module
-//! hands those pre-images over in order, with how many leading messages of each the compaction
-//! before it wrote (so the caller skips them); the store kind decides where its pre-image of the
-//! history lives ([`super::kind::Adapter::archived_history`]). Decoding is the caller's (the
+//! Every unrestored compaction of the conversation has a pre-image, the history the agent
+//! loaded before it: the first one's the history as it was, each later one's [earlier summary,
+//! kept tail, new messages]. This module hands those pre-images over in order, with how many
+//! leading messages of each the compaction before it wrote (so the caller skips them); the store
+//! kind rebuilds each from its archive and live rows
+//! ([`super::kind::Adapter::archived_history`]). Decoding is the caller's (the
 //! store's message codec, through [`crate::message`]).
 
 use rusqlite::params;

@@ -14,6 +14,7 @@
 //! and the `[context_limits]` given to the store ([`crate::models::ContextLimits`]).
 
 pub mod codec;
+mod originals;
 mod read;
 mod schema;
 mod write;
@@ -131,6 +132,20 @@ impl Adapter for DockerAgent {
             StoredConversation::with_state(s.id, s.raw_messages, Arc::new(state))
                 .with_native_todos(todos),
         )
+    }
+
+    fn reads_archived_history(&self) -> bool {
+        true
+    }
+
+    /// Rebuilt from the live rows and the archived cells (`originals.rs`).
+    fn archived_history(
+        &self,
+        read: &Read<'_>,
+        id: &str,
+        compaction_id: i64,
+    ) -> Result<Option<String>> {
+        originals::history_before(read.conn, read.path, id, compaction_id)
     }
 
     fn unrated(&self) -> Unrated {

@@ -242,7 +242,7 @@ pub fn meta(
 
 /// One entry of the slice docker-agent loads.
 #[derive(Debug, Clone)]
-enum Entry {
+pub(super) enum Entry {
     /// A message item: its stored JSON; `held` when docker-agent keeps it out of the model's
     /// history (pending input, or `legacy_run` input).
     Message { json: String, held: bool },
@@ -326,7 +326,7 @@ pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -
 
 /// The session's row: its token columns and the legacy `messages` JSON. A missing session is
 /// `ConversationNotFound`; a sub-session is an error naming its parent.
-fn read_session_row(
+pub(super) fn read_session_row(
     conn: &Connection,
     path: &Path,
     schema: &Schema,
@@ -374,14 +374,14 @@ type SessionRow = (Option<i64>, Option<i64>, Option<String>, Option<String>);
 /// One `instruction_context.updates` entry: a `<system-update>` docker-agent sends as a user
 /// message before the item at `position` (a slice index; `position == len` sends it last).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Update {
+pub(super) struct Update {
     position: i64,
     content: String,
 }
 
 /// The `updates` of a session's `instruction_context` (empty or absent: none). docker-agent
 /// refuses to load a session whose JSON does not decode, and so does agent-db.
-fn instruction_updates(context: Option<&str>, id: &str) -> Result<Vec<Update>> {
+pub(super) fn instruction_updates(context: Option<&str>, id: &str) -> Result<Vec<Update>> {
     let Some(text) = context.filter(|t| !t.is_empty()) else {
         return Ok(Vec::new());
     };
@@ -419,9 +419,11 @@ fn instruction_updates(context: Option<&str>, id: &str) -> Result<Vec<Update>> {
 }
 
 /// The session's items as docker-agent loads them.
-struct Items {
+pub(super) struct Items {
     /// The loaded slice, in order.
-    slice: Vec<Entry>,
+    pub(super) slice: Vec<Entry>,
+    /// Each slice entry's row id.
+    pub(super) ids: Vec<i64>,
     /// Rows in `session_items` for the session.
     count: i64,
     /// The largest item id.
@@ -430,7 +432,7 @@ struct Items {
 
 /// Read the session's items ordered by `position` (then `id`) into the slice docker-agent
 /// loads.
-fn read_items(conn: &Connection, path: &Path, schema: &Schema, id: &str) -> Result<Items> {
+pub(super) fn read_items(conn: &Connection, path: &Path, schema: &Schema, id: &str) -> Result<Items> {
     let fke = if schema.first_kept_entry {
         "COALESCE(first_kept_entry, 0)"
     } else {
@@ -458,6 +460,7 @@ fn read_items(conn: &Connection, path: &Path, schema: &Schema, id: &str) -> Resu
     let mut rows = stmt.query([id]).at(path)?;
     let mut items = Items {
         slice: Vec::new(),
+        ids: Vec::new(),
         count: 0,
         max_id: 0,
     };
@@ -467,6 +470,7 @@ fn read_items(conn: &Connection, path: &Path, schema: &Schema, id: &str) -> Resu
         items.max_id = items.max_id.max(row_id);
         if let Some(e) = entry(r, path, id, row_id)? {
             items.slice.push(e);
+            items.ids.push(row_id);
         }
     }
     Ok(items)
@@ -525,7 +529,7 @@ pub fn update_position(slot: i64) -> Option<i64> {
 /// instruction update at its position and each message docker-agent does not hold back
 /// (pending and `legacy_run` input are held). Each entry's slot: the message's slice index, -1
 /// for the summary, [`update_slot`] for an update.
-fn active_history(slice: &[Entry], updates: &[Update], id: &str) -> Result<(String, Vec<i64>)> {
+pub(super) fn active_history(slice: &[Entry], updates: &[Update], id: &str) -> Result<(String, Vec<i64>)> {
     let last_summary = slice
         .iter()
         .rposition(|e| matches!(e, Entry::Summary { text, .. } if !text.is_empty()));

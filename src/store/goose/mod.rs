@@ -10,6 +10,7 @@
 //! else the `[context_limits]`/built-in table for its model, else goose's own 128,000.
 
 pub mod codec;
+mod originals;
 mod prune;
 mod read;
 mod schema;
@@ -139,6 +140,20 @@ impl Adapter for Goose {
             StoredConversation::with_state(id, s.raw_messages, Arc::new(state))
                 .with_native_todos(todos),
         )
+    }
+
+    fn reads_archived_history(&self) -> bool {
+        true
+    }
+
+    /// Rebuilt from the live rows and the archived cells (`originals.rs`).
+    fn archived_history(
+        &self,
+        read: &Read<'_>,
+        id: &str,
+        compaction_id: i64,
+    ) -> Result<Option<String>> {
+        originals::history_before(read.conn, read.path, id, compaction_id)
     }
 
     fn unrated(&self) -> Unrated {

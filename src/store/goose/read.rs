@@ -269,7 +269,7 @@ pub struct Session {
     pub schema: Schema,
 }
 
-fn read_rows(
+pub(super) fn read_rows(
     conn: &Connection,
     path: &Path,
     schema: &Schema,
