@@ -197,11 +197,12 @@ pub fn score(summarized: &[Message], result: &[Message]) -> Retention {
 pub fn score_artifacts(arts: &Artifacts, result: &Corpus) -> Retention {
     let mut r = Retention::default();
     let (mut kept, mut total) = (0usize, 0usize);
-    for a in &arts.0 {
+    let found = result.contains_each(&arts.0);
+    for (a, found) in arts.0.iter().zip(found) {
         let c = r.by_kind.entry(a.kind).or_default();
         c.total += 1;
         total += 1;
-        if result.contains(a) {
+        if found {
             c.kept += 1;
             kept += 1;
         } else if r.lost.len() < MAX_LOST {
@@ -262,17 +263,93 @@ impl Corpus {
 
     /// Whether the artifact appears (see the module docs for the rule).
     pub fn contains(&self, a: &Artifact) -> bool {
-        if a.kind.verbatim() {
-            return self.text.contains(&squash(&a.text));
+        match match_rule(a) {
+            Match::Verbatim(p) => self.text.contains(&p),
+            Match::Words(ws) => self.has_words(&ws),
         }
-        let ws: Vec<String> = words(&a.text).collect();
-        if ws.is_empty() {
-            return self.text.contains(&squash(&a.text));
+    }
+
+    /// [`Corpus::contains`] of each of `arts`, in order: the verbatim ones found in one pass
+    /// over the text (Aho-Corasick over all of them) instead of one search each.
+    pub fn contains_each<'a>(&self, arts: impl IntoIterator<Item = &'a Artifact>) -> Vec<bool> {
+        let mut out = Vec::new();
+        // Distinct non-empty patterns, and the artifacts waiting on each.
+        let mut patterns: Vec<String> = Vec::new();
+        let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
+        let mut waiting: Vec<Vec<usize>> = Vec::new();
+        for (i, a) in arts.into_iter().enumerate() {
+            out.push(false);
+            match match_rule(a) {
+                Match::Verbatim(p) if p.is_empty() => out[i] = true,
+                Match::Verbatim(p) => {
+                    let k = *index.entry(p).or_insert_with_key(|p| {
+                        patterns.push(p.clone());
+                        waiting.push(Vec::new());
+                        patterns.len() - 1
+                    });
+                    waiting[k].push(i);
+                }
+                Match::Words(ws) => out[i] = self.has_words(&ws),
+            }
         }
+        if patterns.is_empty() {
+            return out;
+        }
+        let mut found = vec![false; patterns.len()];
+        match aho_corasick::AhoCorasick::new(&patterns) {
+            Ok(ac) => {
+                let mut left = patterns.len();
+                for m in ac.find_overlapping_iter(&self.text) {
+                    let k = m.pattern().as_usize();
+                    if !found[k] {
+                        found[k] = true;
+                        left -= 1;
+                        if left == 0 {
+                            break;
+                        }
+                    }
+                }
+            }
+            // Too many patterns for the automaton: one search each.
+            Err(_) => {
+                for (f, p) in found.iter_mut().zip(&patterns) {
+                    *f = self.text.contains(p.as_str());
+                }
+            }
+        }
+        for (k, is) in waiting.iter().enumerate() {
+            for &i in is {
+                out[i] = found[k];
+            }
+        }
+        out
+    }
+
+    /// Whether at least 80% of `ws` are among the text's words.
+    fn has_words(&self, ws: &[String]) -> bool {
         let all = self.words.get_or_init(|| words(&self.text).collect());
         let hit = ws.iter().filter(|w| all.contains(*w)).count();
         hit * 5 >= ws.len() * 4
     }
+}
+
+/// How an artifact is matched (see the module docs).
+enum Match {
+    /// Its whitespace-normalized text occurs in the result's.
+    Verbatim(String),
+    /// Most of its words (never empty) are among the result's.
+    Words(Vec<String>),
+}
+
+fn match_rule(a: &Artifact) -> Match {
+    if a.kind.verbatim() {
+        return Match::Verbatim(squash(&a.text));
+    }
+    let ws: Vec<String> = words(&a.text).collect();
+    if ws.is_empty() {
+        return Match::Verbatim(squash(&a.text));
+    }
+    Match::Words(ws)
 }
 
 fn squash(s: &str) -> String {
@@ -777,11 +854,18 @@ pub fn ledger(arts: &Artifacts, result: &Corpus, max_chars: usize) -> Option<Str
     ];
     let mut out = String::from(HEAD);
     let mut any = false;
+    let listed: Vec<&Artifact> = arts
+        .0
+        .iter()
+        .filter(|a| sections.iter().any(|(k, _)| *k == a.kind))
+        .collect();
+    let found = result.contains_each(listed.iter().copied());
     for (kind, title) in sections {
-        let missing: Vec<&Artifact> = arts
-            .0
+        let missing: Vec<&Artifact> = listed
             .iter()
-            .filter(|a| a.kind == kind && !result.contains(a))
+            .zip(&found)
+            .filter(|(a, found)| a.kind == kind && !**found)
+            .map(|(a, _)| *a)
             .collect();
         if missing.is_empty() {
             continue;

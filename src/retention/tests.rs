@@ -349,3 +349,33 @@ fn a_full_ledger_leaves_out_paths_not_commands() {
     let paths = r.by_kind[&Kind::Path];
     assert!(paths.kept > 150 && paths.kept < paths.total, "{paths:?}");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(100))]
+
+    /// The one-pass match of every artifact answers what matching each alone answers, with
+    /// repeated, overlapping, empty-after-squash and word-matched artifacts mixed in.
+    #[test]
+    fn contains_each_is_contains_of_each(
+        text in proptest::collection::vec(0usize..10, 0..40),
+        arts in proptest::collection::vec(
+            (0usize..Kind::ALL.len(), proptest::collection::vec(0usize..10, 1..4)),
+            0..30,
+        ),
+    ) {
+        const PIECES: [&str; 10] = [
+            "src/a.rs", "a.rs", " ", "\n\t", "max_retries", "Error: boom", "ab", "b", "--", "the build",
+        ];
+        let corpus = Corpus::of_text(&text.iter().map(|&k| PIECES[k]).collect::<String>());
+        let arts: Vec<Artifact> = arts
+            .iter()
+            .map(|(k, ps)| Artifact {
+                kind: Kind::ALL[*k],
+                text: ps.iter().map(|&p| PIECES[p]).collect(),
+                status: None,
+            })
+            .collect();
+        let each: Vec<bool> = arts.iter().map(|a| corpus.contains(a)).collect();
+        proptest::prop_assert_eq!(corpus.contains_each(&arts), each);
+    }
+}
