@@ -327,7 +327,7 @@ impl Corpus {
 
     /// Whether at least 80% of `ws` are among the text's words.
     fn has_words(&self, ws: &[String]) -> bool {
-        let all = self.words.get_or_init(|| words(&self.text).collect());
+        let all = self.words.get_or_init(|| word_set(&self.text));
         let hit = ws.iter().filter(|w| all.contains(*w)).count();
         hit * 5 >= ws.len() * 4
     }
@@ -352,8 +352,39 @@ fn match_rule(a: &Artifact) -> Match {
     Match::Words(ws)
 }
 
+/// Every run of whitespace made one space, none at either end.
 fn squash(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut out = String::with_capacity(s.len());
+    for w in s.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    out
+}
+
+/// The distinct [`words`] of `s`, each allocated once (an ASCII word is lowercased in a
+/// reused buffer and copied only when new).
+fn word_set(s: &str) -> rustc_hash::FxHashSet<String> {
+    let mut set = rustc_hash::FxHashSet::default();
+    let mut buf = String::new();
+    for w in s.split(|c: char| !c.is_alphanumeric()) {
+        if w.is_ascii() {
+            if w.len() < 3 {
+                continue;
+            }
+            buf.clear();
+            buf.push_str(w);
+            buf.make_ascii_lowercase();
+            if !set.contains(buf.as_str()) {
+                set.insert(buf.clone());
+            }
+        } else if w.chars().count() >= 3 {
+            set.insert(w.to_lowercase());
+        }
+    }
+    set
 }
 
 fn words(s: &str) -> impl Iterator<Item = String> + '_ {
