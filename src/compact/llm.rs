@@ -471,10 +471,9 @@ fn with_ledger(input: &HeadInput<'_>, body: String) -> String {
             a
         }
     };
-    let mut seen = Corpus::of_messages(input.plan.tail()).text().to_string();
-    seen.push('\n');
-    seen.push_str(&body);
-    match ledger(&arts, &Corpus::of_text(&seen), LEDGER_MAX_CHARS) {
+    // Whitespace is normalized once over both (normalizing the tail first changes nothing).
+    let seen = Corpus::of_messages_and(input.plan.tail(), &format!("\n{body}"));
+    match ledger(&arts, &seen, LEDGER_MAX_CHARS) {
         Some(l) => format!("{}\n\n{l}", body.trim_end()),
         None => body,
     }

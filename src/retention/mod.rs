@@ -228,6 +228,11 @@ pub struct Corpus {
 impl Corpus {
     /// From decoded messages.
     pub fn of_messages(messages: &[Message]) -> Corpus {
+        Corpus::of_messages_and(messages, "")
+    }
+
+    /// From decoded messages followed by `more` (one normalization of both).
+    pub fn of_messages_and(messages: &[Message], more: &str) -> Corpus {
         let mut text = String::new();
         for m in messages {
             for piece in message_pieces(m) {
@@ -235,6 +240,7 @@ impl Corpus {
                 text.push('\n');
             }
         }
+        text.push_str(more);
         Corpus::of_text(&text)
     }
 

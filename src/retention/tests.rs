@@ -390,3 +390,20 @@ proptest::proptest! {
         proptest::prop_assert_eq!(squash(&s), s.split_whitespace().collect::<Vec<_>>().join(" "));
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// The messages and a text normalized at once are the messages normalized, then joined to
+    /// the text and normalized again.
+    #[test]
+    fn of_messages_and_is_the_joined_corpus(
+        texts in proptest::collection::vec("[a-c \\t\\n]{0,8}", 0..4),
+        more in "[a-c \\t\\n]{0,8}",
+    ) {
+        let msgs: Vec<Message> = texts.iter().map(|t| user(t)).collect();
+        let twice = Corpus::of_text(&format!("{}\n{more}", Corpus::of_messages(&msgs).text()));
+        let once = Corpus::of_messages_and(&msgs, &format!("\n{more}"));
+        proptest::prop_assert_eq!(once.text(), twice.text());
+    }
+}
