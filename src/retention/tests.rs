@@ -381,6 +381,8 @@ proptest::proptest! {
 }
 
 proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
     /// The word set is the set of [`words`]; squashing is splitting on whitespace and joining
     /// with one space.
     #[test]

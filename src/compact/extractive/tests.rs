@@ -1862,7 +1862,7 @@ fn stats_remembered_answers_follow_the_kept_tail() {
 // ---------------------------------------------------------------------------------------------
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4))]
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3))]
 
     /// `standing_rules` gathers the statements only (no tool calls, results or errors): its
     /// rules are those of every fact gathered, on random mixes of rules, withdrawals, busy tool
