@@ -478,11 +478,10 @@ fn with_ledger(input: &HeadInput<'_>, body: String, reserve: usize) -> String {
             a
         }
     };
-    let mut seen = Corpus::of_messages(input.plan.tail()).text().to_string();
-    seen.push('\n');
-    seen.push_str(&body);
+    // Whitespace is normalized once over both (normalizing the tail first changes nothing).
+    let seen = Corpus::of_messages_and(input.plan.tail(), &format!("\n{body}"));
     let room = (reserve.saturating_sub(count_text(&body)) * 3).max(LEDGER_MAX_CHARS);
-    match ledger(&arts, &Corpus::of_text(&seen), room) {
+    match ledger(&arts, &seen, room) {
         Some(l) => format!("{}\n\n{l}", body.trim_end()),
         None => body,
     }

@@ -197,11 +197,12 @@ pub fn score(summarized: &[Message], result: &[Message]) -> Retention {
 pub fn score_artifacts(arts: &Artifacts, result: &Corpus) -> Retention {
     let mut r = Retention::default();
     let (mut kept, mut total) = (0usize, 0usize);
-    for a in &arts.0 {
+    let found = result.contains_each(&arts.0);
+    for (a, found) in arts.0.iter().zip(found) {
         let c = r.by_kind.entry(a.kind).or_default();
         c.total += 1;
         total += 1;
-        if result.contains(a) {
+        if found {
             c.kept += 1;
             kept += 1;
         } else if r.lost.len() < MAX_LOST {
@@ -227,6 +228,11 @@ pub struct Corpus {
 impl Corpus {
     /// From decoded messages.
     pub fn of_messages(messages: &[Message]) -> Corpus {
+        Corpus::of_messages_and(messages, "")
+    }
+
+    /// From decoded messages followed by `more` (one normalization of both).
+    pub fn of_messages_and(messages: &[Message], more: &str) -> Corpus {
         let mut text = String::new();
         for m in messages {
             for piece in message_pieces(m) {
@@ -234,6 +240,7 @@ impl Corpus {
                 text.push('\n');
             }
         }
+        text.push_str(more);
         Corpus::of_text(&text)
     }
 
@@ -262,21 +269,133 @@ impl Corpus {
 
     /// Whether the artifact appears (see the module docs for the rule).
     pub fn contains(&self, a: &Artifact) -> bool {
-        if a.kind.verbatim() {
-            return self.text.contains(&squash(&a.text));
+        match match_rule(a) {
+            Match::Verbatim(p) => self.text.contains(&p),
+            Match::Words(ws) => self.has_words(&ws),
         }
-        let ws: Vec<String> = words(&a.text).collect();
-        if ws.is_empty() {
-            return self.text.contains(&squash(&a.text));
+    }
+
+    /// [`Corpus::contains`] of each of `arts`, in order: the verbatim ones found in one pass
+    /// over the text (Aho-Corasick over all of them) instead of one search each.
+    pub fn contains_each<'a>(&self, arts: impl IntoIterator<Item = &'a Artifact>) -> Vec<bool> {
+        let mut out = Vec::new();
+        // Distinct non-empty patterns, and the artifacts waiting on each.
+        let mut patterns: Vec<String> = Vec::new();
+        let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
+        let mut waiting: Vec<Vec<usize>> = Vec::new();
+        for (i, a) in arts.into_iter().enumerate() {
+            out.push(false);
+            match match_rule(a) {
+                Match::Verbatim(p) if p.is_empty() => out[i] = true,
+                Match::Verbatim(p) => {
+                    let k = *index.entry(p).or_insert_with_key(|p| {
+                        patterns.push(p.clone());
+                        waiting.push(Vec::new());
+                        patterns.len() - 1
+                    });
+                    waiting[k].push(i);
+                }
+                Match::Words(ws) => out[i] = self.has_words(&ws),
+            }
         }
-        let all = self.words.get_or_init(|| words(&self.text).collect());
+        if patterns.is_empty() {
+            return out;
+        }
+        let mut found = vec![false; patterns.len()];
+        // A contiguous NFA: a DFA searches faster but costs more to build than one search
+        // over a result saves.
+        let ac = aho_corasick::AhoCorasick::builder()
+            .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
+            .build(&patterns);
+        match ac {
+            Ok(ac) => {
+                let mut left = patterns.len();
+                for m in ac.find_overlapping_iter(&self.text) {
+                    let k = m.pattern().as_usize();
+                    if !found[k] {
+                        found[k] = true;
+                        left -= 1;
+                        if left == 0 {
+                            break;
+                        }
+                    }
+                }
+            }
+            // Too many patterns for the automaton: one search each.
+            Err(_) => {
+                for (f, p) in found.iter_mut().zip(&patterns) {
+                    *f = self.text.contains(p.as_str());
+                }
+            }
+        }
+        for (k, is) in waiting.iter().enumerate() {
+            for &i in is {
+                out[i] = found[k];
+            }
+        }
+        out
+    }
+
+    /// Whether at least 80% of `ws` are among the text's words.
+    fn has_words(&self, ws: &[String]) -> bool {
+        let all = self.words.get_or_init(|| word_set(&self.text));
         let hit = ws.iter().filter(|w| all.contains(*w)).count();
         hit * 5 >= ws.len() * 4
     }
 }
 
+/// How an artifact is matched (see the module docs).
+enum Match {
+    /// Its whitespace-normalized text occurs in the result's.
+    Verbatim(String),
+    /// Most of its words (never empty) are among the result's.
+    Words(Vec<String>),
+}
+
+fn match_rule(a: &Artifact) -> Match {
+    if a.kind.verbatim() {
+        return Match::Verbatim(squash(&a.text));
+    }
+    let ws: Vec<String> = words(&a.text).collect();
+    if ws.is_empty() {
+        return Match::Verbatim(squash(&a.text));
+    }
+    Match::Words(ws)
+}
+
+/// Every run of whitespace made one space, none at either end.
 fn squash(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut out = String::with_capacity(s.len());
+    for w in s.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    out
+}
+
+/// The distinct [`words`] of `s`, each allocated once (an ASCII word is lowercased in a
+/// reused buffer and copied only when new).
+fn word_set(s: &str) -> rustc_hash::FxHashSet<String> {
+    let mut set = rustc_hash::FxHashSet::default();
+    let mut buf = String::new();
+    for w in s.split(|c: char| !c.is_alphanumeric()) {
+        if w.is_ascii() {
+            if w.len() < 3 {
+                continue;
+            }
+            buf.clear();
+            buf.push_str(w);
+            buf.make_ascii_lowercase();
+            if !set.contains(buf.as_str()) {
+                set.insert(buf.clone());
+            }
+        } else if w.chars().count() >= 3 {
+            set.insert(w.to_lowercase());
+        }
+    }
+    set
 }
 
 fn words(s: &str) -> impl Iterator<Item = String> + '_ {
@@ -763,7 +882,7 @@ fn is_number(w: &str) -> bool {
 
 /// A deterministic ledger of the artifacts `result` lacks: paths, commands (with their last
 /// status), open to-dos and the user's rules, verbatim, at most `max_chars` characters (whole
-/// lines only). `None` when nothing is missing. Appended to a model-written summary so those
+/// lines only; when some do not fit, a last line counts them). `None` when nothing is missing. Appended to a model-written summary so those
 /// kinds survive whatever the model wrote. Paths come last (a long session touches hundreds):
 /// when the bound is reached, paths are what is left out, never a rule, to-do or command that
 /// fits.
@@ -777,13 +896,19 @@ pub fn ledger(arts: &Artifacts, result: &Corpus, max_chars: usize) -> Option<Str
     ];
     // Every section's lines first; when they do not all fit, whole lines are left out (the
     // last sections' first) and a closing line says how many.
+    let listed: Vec<&Artifact> = arts
+        .0
+        .iter()
+        .filter(|a| sections.iter().any(|(k, _)| *k == a.kind))
+        .collect();
+    let found = result.contains_each(listed.iter().copied());
     let mut wanted: Vec<(String, Vec<String>)> = Vec::new();
     for (kind, title) in sections {
-        let lines: Vec<String> = arts
-            .0
+        let lines: Vec<String> = listed
             .iter()
-            .filter(|a| a.kind == kind && !result.contains(a))
-            .map(|a| match (kind, a.status.as_deref()) {
+            .zip(&found)
+            .filter(|(a, found)| a.kind == kind && !**found)
+            .map(|(a, _)| match (kind, a.status.as_deref()) {
                 (Kind::Command, Some(s)) => format!("\n- {} [{s}]", a.text),
                 _ => format!("\n- {}", a.text),
             })

@@ -370,3 +370,63 @@ fn a_full_ledger_leaves_out_paths_not_commands() {
         Some(1.0)
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(100))]
+
+    /// The one-pass match of every artifact answers what matching each alone answers, with
+    /// repeated, overlapping, empty-after-squash and word-matched artifacts mixed in.
+    #[test]
+    fn contains_each_is_contains_of_each(
+        text in proptest::collection::vec(0usize..10, 0..40),
+        arts in proptest::collection::vec(
+            (0usize..Kind::ALL.len(), proptest::collection::vec(0usize..10, 1..4)),
+            0..30,
+        ),
+    ) {
+        const PIECES: [&str; 10] = [
+            "src/a.rs", "a.rs", " ", "\n\t", "max_retries", "Error: boom", "ab", "b", "--", "the build",
+        ];
+        let corpus = Corpus::of_text(&text.iter().map(|&k| PIECES[k]).collect::<String>());
+        let arts: Vec<Artifact> = arts
+            .iter()
+            .map(|(k, ps)| Artifact {
+                kind: Kind::ALL[*k],
+                text: ps.iter().map(|&p| PIECES[p]).collect(),
+                status: None,
+            })
+            .collect();
+        let each: Vec<bool> = arts.iter().map(|a| corpus.contains(a)).collect();
+        proptest::prop_assert_eq!(corpus.contains_each(&arts), each);
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// The word set is the set of [`words`]; squashing is splitting on whitespace and joining
+    /// with one space.
+    #[test]
+    fn word_set_and_squash_match_their_definitions(s in "[a-zA-Z0-9_ \\t\\nÉéΣσς.:/-]{0,80}") {
+        let want: rustc_hash::FxHashSet<String> = words(&s).collect();
+        proptest::prop_assert_eq!(word_set(&s), want);
+        proptest::prop_assert_eq!(squash(&s), s.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// The messages and a text normalized at once are the messages normalized, then joined to
+    /// the text and normalized again.
+    #[test]
+    fn of_messages_and_is_the_joined_corpus(
+        texts in proptest::collection::vec("[a-c \\t\\n]{0,8}", 0..4),
+        more in "[a-c \\t\\n]{0,8}",
+    ) {
+        let msgs: Vec<Message> = texts.iter().map(|t| user(t)).collect();
+        let twice = Corpus::of_text(&format!("{}\n{more}", Corpus::of_messages(&msgs).text()));
+        let once = Corpus::of_messages_and(&msgs, &format!("\n{more}"));
+        proptest::prop_assert_eq!(once.text(), twice.text());
+    }
+}

@@ -62,8 +62,11 @@ impl Stats {
     /// The statistics of `messages`, the first of which is message `first` of the conversation.
     pub fn new(messages: &[Message], first: usize) -> Stats {
         let mut st = Stats::default();
-        // The words of one message, each once (borrowed when already lowercase).
-        let mut seen: FxHashSet<Cow<'_, str>> = FxHashSet::default();
+        // The words of one message, each once (borrowed when already lowercase), with what was
+        // recorded of them already: a repeat in the same role adds nothing.
+        let mut seen: FxHashMap<Cow<'_, str>, u8> = FxHashMap::default();
+        const TOOL: u8 = 1;
+        const LOWER: u8 = 2;
         for (k, m) in messages.iter().enumerate() {
             st.docs += 1;
             if m.blocks.iter().any(|b| matches!(b, Block::ToolCall { .. })) {
@@ -80,14 +83,24 @@ impl Stats {
                 };
                 for w in id_words(text) {
                     let lw = lowercase(w);
-                    if tool {
-                        if !st.tool_words.contains(lw.as_ref()) {
-                            st.tool_words.insert(lw.to_string());
-                        }
-                    } else if lw == w && !st.lower_seen.contains(lw.as_ref()) {
+                    let flag = if tool {
+                        TOOL
+                    } else if lw == w {
+                        LOWER
+                    } else {
+                        0
+                    };
+                    match seen.get_mut(lw.as_ref()) {
+                        Some(done) if *done & flag == flag => continue,
+                        Some(done) => *done |= flag,
+                        None => {}
+                    }
+                    if flag == TOOL && !st.tool_words.contains(lw.as_ref()) {
+                        st.tool_words.insert(lw.to_string());
+                    } else if flag == LOWER && !st.lower_seen.contains(lw.as_ref()) {
                         st.lower_seen.insert(lw.to_string());
                     }
-                    seen.insert(lw);
+                    seen.entry(lw).or_insert(flag);
                 }
                 // Lowercased in place, without a copy of its own.
                 let start = all.len();
@@ -100,7 +113,7 @@ impl Stats {
                 all.push('\n');
             }
             st.lower_texts.push(all);
-            for w in seen.drain() {
+            for (w, _) in seen.drain() {
                 match st.df.get_mut(w.as_ref()) {
                     Some(n) => *n += 1,
                     None => {
@@ -362,4 +375,71 @@ pub(super) fn entities(sentence: &str, stats: &Stats) -> Vec<Entity> {
 /// Whether a sentence mentions anything distinctive.
 pub(super) fn has_code(sentence: &str) -> bool {
     !backtick_spans(sentence).is_empty() || tokens(sentence).any(is_code_like)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Role;
+    use serde_json::value::RawValue;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// The word statistics are those of their definition: a word's document frequency is
+        /// the number of messages containing it (lowercased), tool words are those of tool
+        /// inputs and results, and `lower_seen` the prose words written in lowercase.
+        #[test]
+        fn stats_count_words_as_defined(
+            msgs in proptest::collection::vec(
+                proptest::collection::vec((0usize..3, "(foo|Foo|bar|BAR|Éclair|éclair|a_b|x| |\\.){0,8}"), 0..4),
+                0..6,
+            ),
+        ) {
+            let messages: Vec<Message> = msgs
+                .iter()
+                .map(|blocks| Message {
+                    role: Role::Assistant,
+                    blocks: blocks
+                        .iter()
+                        .map(|(k, t)| match k {
+                            0 => Block::Text { text: t.clone() },
+                            1 => Block::ToolCall { id: "c".into(), name: "n".into(), input: t.clone() },
+                            _ => Block::ToolResult {
+                                call_id: "c".into(),
+                                content: t.clone(),
+                                is_error: false,
+                                images: vec![],
+                            },
+                        })
+                        .collect(),
+                    raw: RawValue::from_string("null".into()).unwrap(),
+                })
+                .collect();
+            let st = Stats::new(&messages, 0);
+            let mut df: FxHashMap<String, u32> = FxHashMap::default();
+            let mut tool_words = FxHashSet::default();
+            let mut lower_seen = FxHashSet::default();
+            for blocks in &msgs {
+                let mut in_msg = FxHashSet::default();
+                for (k, t) in blocks {
+                    for w in id_words(t) {
+                        let lw = w.to_lowercase();
+                        if *k > 0 {
+                            tool_words.insert(lw.clone());
+                        } else if lw == w {
+                            lower_seen.insert(lw.clone());
+                        }
+                        in_msg.insert(lw);
+                    }
+                }
+                for w in in_msg {
+                    *df.entry(w).or_default() += 1;
+                }
+            }
+            proptest::prop_assert_eq!(&st.df, &df);
+            proptest::prop_assert_eq!(&st.tool_words, &tool_words);
+            proptest::prop_assert_eq!(&st.lower_seen, &lower_seen);
+        }
+    }
 }

@@ -134,6 +134,7 @@ pub fn summarize_with(input: &HeadInput<'_>, options: Options) -> String {
         input.latest_instruction,
         input.plan.tail(),
         cues,
+        Scope::All,
     );
     let prior_text = prior.as_ref().map(|p| facts.masker.apply(&p.live));
     let mut sections = render::build_sections(&facts, prior.as_ref());
@@ -287,7 +288,19 @@ const RULE_CHARS: usize = 400;
 /// user turn took back (the latest [`MAX_RULES`], each short). The LLM strategy names them as
 /// things to preserve.
 pub fn standing_rules(format: crate::message::Format, messages: &[Message]) -> Vec<String> {
-    let f = gather(format, messages, None, None, &[], Cues { on: true });
+    rules_of(&gather(
+        format,
+        messages,
+        None,
+        None,
+        &[],
+        Cues { on: true },
+        Scope::Statements,
+    ))
+}
+
+/// The standing rules of gathered facts (see [`standing_rules`]).
+fn rules_of(f: &Facts) -> Vec<String> {
     let superseded: HashSet<usize> = f
         .withdrawals
         .iter()
@@ -319,6 +332,16 @@ fn statement_entities(s: &str, stats: &Stats) -> Option<Vec<entities::Entity>> {
     Some(ents)
 }
 
+/// What [`gather`] collects.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Every fact the summary renders.
+    All,
+    /// Only the statements, their withdrawals and the masker ([`standing_rules`]): tool calls,
+    /// tool results and errors are not read (no statement depends on them).
+    Statements,
+}
+
 /// The facts of `head`. The user turns of `later` (the kept tail) are read only for what they
 /// take back: a withdrawal there still withdraws what the summary would say.
 fn gather(
@@ -328,6 +351,7 @@ fn gather(
     latest: Option<&Message>,
     later: &[Message],
     cues: Cues,
+    scope: Scope,
 ) -> Facts {
     // The earlier summary's messages (one, or a request and reply the agent recorded) are
     // the prior.
@@ -368,6 +392,12 @@ fn gather(
             }
             _ => {}
         }
+        if scope == Scope::Statements {
+            if m.role == Role::Assistant {
+                assistant_statements(&mut f, m, i);
+            }
+            continue;
+        }
         let calls_before = f.calls.len();
         tool_blocks(&mut f, &mut seen, &mut walk, m, i);
         if m.role == Role::Assistant {
@@ -377,7 +407,9 @@ fn gather(
             assistant_texts(&mut f, &mut walk, m, i, edits);
         }
     }
-    resolve_errors(&mut f, &walk);
+    if scope == Scope::All {
+        resolve_errors(&mut f, &walk);
+    }
     later_statements(&mut f, later, head.len());
     let prior_items = prior.map_or(&[][..], |p| &p.withdrawn[..]);
     refer::attach_references(&mut f.stmts, &f.stats, cues);
@@ -554,18 +586,7 @@ fn assistant_texts(f: &mut Facts, walk: &mut Walk, m: &Message, i: usize, edits:
         if text.trim().is_empty() {
             continue;
         }
-        for s in sentences(text) {
-            let ents = statement_entities(&s, &f.stats).unwrap_or_default();
-            if !ents.is_empty() {
-                f.stmts.push(Stmt {
-                    origin: Origin::Assistant,
-                    turn: i,
-                    at: i,
-                    text: s,
-                    ents,
-                });
-            }
-        }
+        text_statements(f, text, i);
         f.texts.push(TextAt {
             text: text.clone(),
             answer: walk.since_user,
@@ -576,6 +597,32 @@ fn assistant_texts(f: &mut Facts, walk: &mut Walk, m: &Message, i: usize, edits:
         walk.after_error = false;
         walk.assistant_texts.push((i, text.clone()));
         f.last_assistant_text = Some(text.clone());
+    }
+}
+
+/// The statements of an assistant message's texts (what [`assistant_texts`] records of them).
+fn assistant_statements(f: &mut Facts, m: &Message, i: usize) {
+    for b in &m.blocks {
+        match b {
+            Block::Text { text } if !text.trim().is_empty() => text_statements(f, text, i),
+            _ => {}
+        }
+    }
+}
+
+/// The sentences of assistant text `text` (message `i`) that name an entity, as statements.
+fn text_statements(f: &mut Facts, text: &str, i: usize) {
+    for s in sentences(text) {
+        let ents = statement_entities(&s, &f.stats).unwrap_or_default();
+        if !ents.is_empty() {
+            f.stmts.push(Stmt {
+                origin: Origin::Assistant,
+                turn: i,
+                at: i,
+                text: s,
+                ents,
+            });
+        }
     }
 }
 

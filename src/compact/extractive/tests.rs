@@ -1856,3 +1856,44 @@ fn stats_remembered_answers_follow_the_kept_tail() {
     let port = entities::Entity::new("6379", entities::Kind::Code);
     assert_eq!(stats.entity_df(&port), 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Standing rules from the statements alone
+// ---------------------------------------------------------------------------------------------
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3))]
+
+    /// `standing_rules` gathers the statements only (no tool calls, results or errors): its
+    /// rules are those of every fact gathered, on random mixes of rules, withdrawals, busy tool
+    /// work and the three stored formats.
+    #[test]
+    fn standing_rules_from_statements_are_those_of_all_facts(
+        picks in proptest::collection::vec(0usize..(2 * WITHDRAWALS.len() + 4), 1..7),
+        seed in 0usize..50,
+        f in 0usize..3,
+    ) {
+        let format = [
+            crate::message::ANTHROPIC,
+            crate::message::OPENAI_CHAT,
+            crate::message::OPENAI_RESPONSES,
+        ][f];
+        let extra = [
+            "Always run cargo fmt before committing changes to crates/netkit.",
+            "sounds good",
+            "Don't use the legacy_auth module, it is going away; use auth::v2 instead.",
+            "Scratch that about cargo fmt, the CI runs it for us.",
+        ];
+        let turns: Vec<&str> = picks
+            .iter()
+            .map(|&k| match k {
+                k if k < WITHDRAWALS.len() => WITHDRAWALS[k].0,
+                k if k < 2 * WITHDRAWALS.len() => WITHDRAWALS[k - WITHDRAWALS.len()].1,
+                k => extra[k - 2 * WITHDRAWALS.len()],
+            })
+            .collect();
+        let plan = conversation(format, &turns, seed).plan(400);
+        let all = gather(format, plan.head(), None, None, &[], Cues { on: true }, Scope::All);
+        proptest::prop_assert_eq!(standing_rules(format, plan.head()), rules_of(&all));
+    }
+}
