@@ -1,6 +1,6 @@
 //! Helpers every store folder shares: a table's column names, the "schema changed" error, the
-//! status of a file whose schema check is all there is to say, and one conversation's listing
-//! row read by id with its message count.
+//! status of a file whose schema check is all there is to say, one conversation's listing row
+//! read by id with its message count, and one read transaction over a listing pass.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -11,6 +11,19 @@ use crate::error::{Error, Result, SqlContext};
 
 use super::kind::SchemaStatus;
 use super::ConversationMeta;
+
+/// One read transaction over a pass that runs a statement per row (none when the caller holds
+/// one already): the file is locked, and SQLite's cache checked against it, once for the pass
+/// instead of once per statement. Read-only; dropping it ends it.
+pub(crate) fn one_read<'c>(
+    conn: &'c Connection,
+    path: &Path,
+) -> Result<Option<rusqlite::Transaction<'c>>> {
+    if !conn.is_autocommit() {
+        return Ok(None);
+    }
+    conn.unchecked_transaction().map(Some).at(path)
+}
 
 /// The column names of `table`, as the file spells them (empty when the table is missing).
 pub(crate) fn columns(conn: &Connection, table: &str, path: &Path) -> Result<HashSet<String>> {

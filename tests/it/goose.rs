@@ -1301,3 +1301,75 @@ fn a_session_whose_provider_manages_its_own_context_is_left_alone() {
         check_compacted(&l, HEADER).unwrap_or_else(|e| panic!("{preset} {normal}: {e}"));
     }
 }
+
+/// A batch selection reads every session's provider at once; whatever `provider_name` holds,
+/// its answer agrees with the test's own reading of the cell and with the one-session answer
+/// (`--id`): a managed name stored as text or as a blob of its bytes is left alone; another
+/// case, padding, an integer, NULL or another provider is not.
+#[test]
+fn the_batch_left_alone_answer_follows_provider_name_whatever_it_holds() {
+    let g = G::new("goose-v17", 8);
+    let ids = g.strings("SELECT id FROM sessions ORDER BY rowid");
+    let cells = [
+        "'claude-code'",
+        "CAST('gemini-cli' AS BLOB)",
+        "'Claude-Code'",
+        "' claude-code'",
+        "42",
+        "NULL",
+        "'openai'",
+        "'cursor-acp'",
+    ];
+    let c = g.conn();
+    for (id, cell) in ids.iter().zip(cells.iter().cycle()) {
+        let sql = format!("UPDATE sessions SET provider_name = {cell} WHERE id = ?1");
+        c.execute(&sql, [id]).unwrap();
+    }
+    // The test's reading: the cell's bytes, text or blob, are one of the managed names.
+    let mut want = BTreeSet::new();
+    let mut st = c.prepare("SELECT id, provider_name FROM sessions").unwrap();
+    let mut rows = st.query([]).unwrap();
+    while let Some(r) = rows.next().unwrap() {
+        let bytes = match r.get_ref(1).unwrap() {
+            rusqlite::types::ValueRef::Text(b) | rusqlite::types::ValueRef::Blob(b) => b.to_vec(),
+            _ => continue,
+        };
+        if MANAGED_CONTEXT
+            .iter()
+            .any(|m| m.as_bytes() == bytes.as_slice())
+        {
+            want.insert(r.get::<_, String>(0).unwrap());
+        }
+    }
+    assert_eq!(want.len(), 3, "{want:?}");
+    let left_alone = |doc: &Value| -> BTreeSet<String> {
+        doc["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["status"] == "skipped")
+            .filter(|r| {
+                r["detail"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("manages its own context")
+            })
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (doc, code) = json({
+        let mut c = g.cmd();
+        c.args(["list", "--json"]);
+        c
+    });
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(left_alone(&doc), want, "{doc:#}");
+    let mut one = g.cmd();
+    one.args(["compact", "--dry-run", "--idle", "0", "--json"]);
+    for id in &ids {
+        one.arg("--id").arg(id);
+    }
+    let (doc, code) = json(one);
+    assert!(code == 0 || code == 1, "{doc:#}");
+    assert_eq!(left_alone(&doc), want, "{doc:#}");
+}

@@ -36,6 +36,7 @@ use crate::error::{Error, Result, SqlContext};
 use crate::message::{self};
 use crate::models::ContextLimits;
 use crate::store::cells::{int, lossy, NewestFirst, SortKey};
+use crate::store::schema_util::one_read;
 use crate::store::{ConversationMeta, Prefilter};
 
 // ---- listing --------------------------------------------------------------------------------
@@ -179,7 +180,13 @@ pub fn scan(
         }
         Ok(())
     };
-    kept_unordered(conn, path, &schema, limits, &prefilter, &mut complete)?.each(path, |meta| Ok(f(meta)))
+    // One read transaction for the pass and its per-row statements, ended before the first
+    // session is handed on.
+    let kept = {
+        let _read = one_read(conn, path)?;
+        kept_unordered(conn, path, &schema, limits, &prefilter, &mut complete)?
+    };
+    kept.each(path, |meta| Ok(f(meta)))
 }
 
 /// The sessions the prefilter keeps, each completed by `complete` as it is read, read in the

@@ -129,6 +129,14 @@ impl Adapter for Goose {
         left_alone(read.conn, read.path, id)
     }
 
+    /// The same, for every session at once (one pass over `sessions`), for a batch selection.
+    fn left_alone_now(
+        &self,
+        read: &Read<'_>,
+    ) -> Result<Option<std::collections::HashMap<String, String>>> {
+        read::left_alone_all(read.conn, read.path).map(Some)
+    }
+
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load_session(read.conn, read.path, id)?;
         let todos = read::open_todos(read.conn, read.path, id)?;

@@ -3,6 +3,7 @@
 //! created_timestamp, id`, user and assistant rows only) and keeps the agent-visible ones, each
 //! as a codec envelope (docs/stores.md, "goose").
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, Row as SqlRow};
@@ -14,7 +15,7 @@ use crate::error::{Error, Result, SqlContext};
 use super::codec;
 use crate::models::ContextLimits;
 use crate::store::cells::{int, lossy, NewestFirst, SortKey};
-use crate::store::schema_util::meta_with_count;
+use crate::store::schema_util::{meta_with_count, one_read};
 use crate::store::{ConversationMeta, Prefilter};
 
 /// goose's `DEFAULT_CONTEXT_LIMIT`, used when nothing else names a session's window.
@@ -132,13 +133,14 @@ fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<Con
     })
 }
 
-/// A session's message count (on `idx_messages_session`).
+/// A session's message count (on `idx_messages_session`, index only).
 const COUNT_SQL: &str = "SELECT COUNT(*) FROM messages WHERE session_id = ?1";
 
 /// Stream every session's metadata, most recently updated first (goose's own order), ties in
 /// rowid order. With a prefilter, sessions are judged on `total_tokens` and
-/// `model_config_json` alone, read in the table's order, and only the kept ones are decoded,
-/// counted and sorted ([`NewestFirst`]: in memory, spilled to SQLite's sorter past a bound).
+/// `model_config_json` alone, read in the table's order in one read transaction, and only the
+/// kept ones are decoded, counted and sorted ([`NewestFirst`]: in memory, spilled to SQLite's
+/// sorter past a bound) before the first is handed on.
 pub fn scan(
     conn: &Connection,
     path: &Path,
@@ -148,32 +150,37 @@ pub fn scan(
 ) -> Result<()> {
     let schema = check_schema(conn, path)?;
     let mut count = conn.prepare(COUNT_SQL).at(path)?;
-    let mut emit = |mut meta: ConversationMeta| -> Result<bool> {
+    let mut counted = |mut meta: ConversationMeta| -> Result<ConversationMeta> {
         meta.message_count = Some(count.query_row([&meta.id], |c| c.get(0)).at(path)?);
-        Ok(f(meta))
+        Ok(meta)
     };
     if prefilter.all_over.is_some() {
-        return kept_sorted(conn, path, &schema, limits, &prefilter)?.each(path, emit);
+        let kept = {
+            let _read = one_read(conn, path)?;
+            kept_sorted(conn, path, &schema, limits, &prefilter, &mut counted)?
+        };
+        return kept.each(path, |meta| Ok(f(meta)));
     }
     let sql = list_sql(&schema, "ORDER BY s.updated_at DESC, s.rowid");
     let mut stmt = conn.prepare(&sql).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     while let Some(r) = rows.next().at(path)? {
-        if kept(r, limits, &prefilter).at(path)? && !emit(meta_from_row(r, limits).at(path)?)? {
+        if kept(r, limits, &prefilter).at(path)? && !f(counted(meta_from_row(r, limits).at(path)?)?) {
             break;
         }
     }
     Ok(())
 }
 
-/// The sessions the prefilter keeps, read in the table's order in one pass whatever share is
-/// kept, to be sorted as goose lists them.
+/// The sessions the prefilter keeps, each counted by `counted` as the pass reads it, read in
+/// the table's order in one pass whatever share is kept, to be sorted as goose lists them.
 fn kept_sorted(
     conn: &Connection,
     path: &Path,
     schema: &Schema,
     limits: &ContextLimits,
     prefilter: &Prefilter,
+    counted: &mut dyn FnMut(ConversationMeta) -> Result<ConversationMeta>,
 ) -> Result<NewestFirst<ConversationMeta>> {
     let mut stmt = conn.prepare(&list_sql(schema, "")).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
@@ -183,7 +190,8 @@ fn kept_sorted(
             continue;
         }
         let key = SortKey::of(r.get_ref(5).at(path)?);
-        out.push(path, key, r.get(10).at(path)?, meta_from_row(r, limits).at(path)?)?;
+        let meta = counted(meta_from_row(r, limits).at(path)?)?;
+        out.push(path, key, r.get(10).at(path)?, meta)?;
     }
     Ok(out)
 }
@@ -216,18 +224,29 @@ pub const MANAGES_OWN_CONTEXT: &[&str] = &[
     "cursor-acp",
 ];
 
+/// The reason agent-db gives for a session whose provider is `p`, when `p` is one of
+/// [`MANAGES_OWN_CONTEXT`].
+fn managed_reason(p: &str) -> Option<String> {
+    MANAGES_OWN_CONTEXT.contains(&p).then(|| {
+        format!("goose's provider {p} manages its own context, so goose never compacts this session")
+    })
+}
+
+/// Whether `sessions` has `provider_name` (v6+).
+fn has_provider(conn: &Connection, path: &Path) -> Result<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'provider_name')",
+    )
+    .at(path)?
+    .query_row([], |r| r.get::<_, bool>(0))
+    .at(path)
+}
+
 /// Why agent-db leaves session `id` alone: its `provider_name` (v6+) is one of
 /// [`MANAGES_OWN_CONTEXT`]. `None` for any other provider, no provider, no such column or no
 /// such session.
 pub fn left_alone(conn: &Connection, path: &Path, id: &str) -> Result<Option<String>> {
-    let has = conn
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'provider_name')",
-        )
-        .at(path)?
-        .query_row([], |r| r.get::<_, bool>(0))
-        .at(path)?;
-    if !has {
+    if !has_provider(conn, path)? {
         return Ok(None);
     }
     let provider: Option<String> = conn
@@ -237,13 +256,34 @@ pub fn left_alone(conn: &Connection, path: &Path, id: &str) -> Result<Option<Str
         .optional()
         .at(path)?
         .flatten();
-    Ok(provider
-        .filter(|p| MANAGES_OWN_CONTEXT.contains(&p.as_str()))
-        .map(|p| {
-            format!(
-                "goose's provider {p} manages its own context, so goose never compacts this session"
-            )
-        }))
+    Ok(provider.and_then(|p| managed_reason(&p)))
+}
+
+/// Every session [`left_alone`] names, by id, with its reason: one pass over `sessions` (its
+/// small columns), for a batch selection. A session is found under the id the listing
+/// reports only when that id finds it again (a text id, valid UTF-8), as [`left_alone`] does.
+pub fn left_alone_all(conn: &Connection, path: &Path) -> Result<HashMap<String, String>> {
+    if !has_provider(conn, path)? {
+        return Ok(HashMap::new());
+    }
+    let names: Vec<String> = MANAGES_OWN_CONTEXT.iter().map(|p| format!("'{p}'")).collect();
+    let sql = format!(
+        "SELECT id, CAST(provider_name AS TEXT) FROM sessions
+         WHERE typeof(id) = 'text' AND CAST(provider_name AS TEXT) IN ({})",
+        names.join(", ")
+    );
+    let mut stmt = conn.prepare(&sql).at(path)?;
+    let mut rows = stmt.query([]).at(path)?;
+    let mut out = HashMap::new();
+    while let Some(r) = rows.next().at(path)? {
+        let (Ok(id), Some(p)) = (r.get::<_, String>(0), lossy(r, 1).at(path)?) else {
+            continue;
+        };
+        if let Some(why) = managed_reason(&p) {
+            out.entry(id).or_insert(why);
+        }
+    }
+    Ok(out)
 }
 
 /// One stored message row.
