@@ -313,7 +313,7 @@ mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(4000))]
+            #![proptest_config(ProptestConfig::with_cases(3000))]
             /// A rejection on the bytes is always the full path's rejection; and when the scan
             /// is sure of the cell, its four fields are serde's, with no problem reported (the
             /// listing then uses them instead of decoding the cell).

@@ -813,7 +813,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(200))]
+        #![proptest_config(ProptestConfig::with_cases(128))]
         /// The one merge of the two primary-key indexes answers both questions as SQLite's own
         /// `=` does: which conversations have no summary row, and which summary ids have no
         /// conversation (the listing's existence check), against SQL the test writes.
