@@ -29,6 +29,8 @@
 #   BENCH_P1_SHAPE=heavy-user   gen_store --shape of the P1 stores (default: the generator's mix
 #                               at the store's --scale; see docs/benchmarks.md, Stores)
 #   BENCH_KEEP_STORES=0         1: keep the P1 stores after measuring (about 3-5 GB each at 100k)
+#   BENCH_P1_DRY_RUN=1          0: no `compact --dry-run` RSS check on the kodelet P1 stores (it
+#                               plans every selected conversation: minutes at 90% selected)
 #   BENCH_ONLY_P1=0             1: the P1 grid (with its RSS checks) and nothing else
 #   BENCH_NO_BUILD=0            1 (with BENCH_ONLY_P1=1): no build; the binaries in bench-out/bin
 #   BENCH_SEED=1                gen_store --seed
@@ -58,6 +60,7 @@ P1_AGENTS=(${BENCH_P1_AGENTS:-kodelet docker-agent goose opencode})
 P1_FRACTIONS=(${BENCH_P1_FRACTIONS:-0.01 0.33 0.9})
 P1_SHAPE=${BENCH_P1_SHAPE:-heavy-user}
 KEEP_STORES=${BENCH_KEEP_STORES:-0}
+P1_DRY_RUN=${BENCH_P1_DRY_RUN:-1}
 ONLY_P1=${BENCH_ONLY_P1:-0}
 SEED=${BENCH_SEED:-1}
 REUSE=${BENCH_REUSE:-0}
@@ -392,6 +395,8 @@ for agent in "${P1_AGENTS[@]}"; do
     p1 "$agent" "$f" "$s"
     if [[ $agent == kodelet ]]; then
       result "rss.kodelet.$f.list_kb" "$(peak_rss_kb "$ADB" --db "$s" list --all-over "$THRESHOLD" --idle 0 --json)"
+    fi
+    if [[ $agent == kodelet && $P1_DRY_RUN == 1 ]]; then
       result "rss.kodelet.$f.dry_run_kb" "$(RSS_STDOUT="$OUT/raw/dry-$f.json" peak_rss_kb \
         "$ADB" --db "$s" compact --all-over "$THRESHOLD" --idle 0 --dry-run --json)"
       result "rss.kodelet.$f.dry_run_planned" "$(py 'import json,sys; print(json.load(open(sys.argv[1]))["totals"]["planned"])' "$OUT/raw/dry-$f.json")"

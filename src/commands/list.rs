@@ -39,13 +39,34 @@ fn json_row_checked<'a>(
     reason: Option<&'a str>,
     detail: Option<&'a str>,
 ) -> JsonRow<'a> {
-    if let Err(e) = m.updated() {
-        failures.push((m.id.clone(), e.to_string()));
+    let updated = match m.updated() {
+        Ok(t) => Some(output::utc_of(t)),
+        Err(e) => {
+            failures.push((m.id.clone(), e.to_string()));
+            None
+        }
+    };
+    JsonRow {
+        updated_at_utc: updated,
+        ..json_row_of(m, limit, status, reason, detail)
     }
-    json_row(m, limit, status, reason, detail)
 }
 
 fn json_row<'a>(
+    m: &'a ConversationMeta,
+    limit: Option<i64>,
+    status: &'a str,
+    reason: Option<&'a str>,
+    detail: Option<&'a str>,
+) -> JsonRow<'a> {
+    JsonRow {
+        updated_at_utc: output::utc(&m.updated_at),
+        ..json_row_of(m, limit, status, reason, detail)
+    }
+}
+
+/// Every field of [`json_row`] but `updated_at_utc` (left `None`), which needs a parse.
+fn json_row_of<'a>(
     m: &'a ConversationMeta,
     limit: Option<i64>,
     status: &'a str,
@@ -65,7 +86,7 @@ fn json_row<'a>(
             .utilization(limit)
             .map(|u| (u * 10000.0).round() / 10000.0),
         updated_at: &m.updated_at,
-        updated_at_utc: output::utc(&m.updated_at),
+        updated_at_utc: None,
         status,
         reason,
         detail,

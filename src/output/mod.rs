@@ -284,10 +284,13 @@ pub fn ago(now: &chrono::DateTime<chrono::FixedOffset>, text: &str) -> String {
 /// RFC 3339 UTC of a stored timestamp, when it can be read, with every stored fractional digit
 /// (`2026-10-09T10:58:38.584424343Z`).
 pub fn utc(text: &str) -> Option<String> {
-    agent_db::gotime::parse(text).ok().map(|t| {
-        t.with_timezone(&chrono::Utc)
-            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
-    })
+    agent_db::gotime::parse(text).ok().map(utc_of)
+}
+
+/// [`utc`] of a time already parsed.
+pub fn utc_of(t: chrono::DateTime<chrono::FixedOffset>) -> String {
+    t.with_timezone(&chrono::Utc)
+        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
 /// The shortest unique prefixes on a terminal; full IDs when piped (scripts want them whole).

@@ -82,6 +82,10 @@ pub(crate) struct NewestFirst<T> {
     rows: Vec<(SortKey, i64, T)>,
     spill: Option<Connection>,
     cap: usize,
+    /// The bytes held in memory so far and the bound past which rows spill (rows pushed with
+    /// [`NewestFirst::push_weighed`]; `usize::MAX`: the row cap alone).
+    bytes: usize,
+    byte_cap: usize,
 }
 
 impl<T: Serialize + DeserializeOwned> NewestFirst<T> {
@@ -97,12 +101,40 @@ impl<T: Serialize + DeserializeOwned> NewestFirst<T> {
             rows: Vec::new(),
             spill: None,
             cap,
+            bytes: 0,
+            byte_cap: usize::MAX,
         }
+    }
+
+    /// Rows held in memory up to `byte_cap` bytes in all (as [`NewestFirst::push_weighed`]
+    /// counts them) instead of a number of rows; past that they spill.
+    pub(crate) fn with_byte_cap(byte_cap: usize) -> NewestFirst<T> {
+        NewestFirst {
+            byte_cap,
+            ..Self::with_cap(usize::MAX)
+        }
+    }
+
+    /// [`NewestFirst::push`] of a row that holds `heap` bytes on the heap besides the key's.
+    pub(crate) fn push_weighed(
+        &mut self,
+        path: &Path,
+        key: SortKey,
+        rowid: i64,
+        row: T,
+        heap: usize,
+    ) -> Result<()> {
+        let key_heap = match &key {
+            SortKey::Text(b) | SortKey::Blob(b) => b.capacity(),
+            SortKey::Null | SortKey::Number(_) => 0,
+        };
+        self.bytes += std::mem::size_of::<(SortKey, i64, T)>() + key_heap + heap;
+        self.push(path, key, rowid, row)
     }
 
     /// Hold one row (in memory, or in the spill past the cap).
     pub(crate) fn push(&mut self, path: &Path, key: SortKey, rowid: i64, row: T) -> Result<()> {
-        if self.spill.is_none() && self.rows.len() < self.cap {
+        if self.spill.is_none() && self.rows.len() < self.cap && self.bytes <= self.byte_cap {
             self.rows.push((key, rowid, row));
             return Ok(());
         }
@@ -130,10 +162,22 @@ impl<T: Serialize + DeserializeOwned> NewestFirst<T> {
         f: impl FnOnce(&mut dyn FnMut() -> Result<Option<(SortKey, T)>>) -> Result<R>,
     ) -> Result<R> {
         let Some(conn) = self.spill.take() else {
-            self.rows
-                .sort_by(|a, b| newest_first((&a.0, a.1), (&b.0, b.1)));
-            let mut it = self.rows.into_iter().map(|(k, _, t)| (k, t));
-            return f(&mut || Ok(it.next()));
+            // Sort positions, not the rows (a row is hundreds of bytes: moving them at every
+            // step of the sort costs more than the comparisons). Stable, as before: equal pairs keep their
+            // order.
+            let rows = &self.rows;
+            let mut order: Vec<u32> = (0..rows.len() as u32).collect();
+            order.sort_by(|&a, &b| {
+                let (a, b) = (&rows[a as usize], &rows[b as usize]);
+                newest_first((&a.0, a.1), (&b.0, b.1))
+            });
+            let mut slots: Vec<Option<(SortKey, T)>> = self
+                .rows
+                .into_iter()
+                .map(|(k, _, t)| Some((k, t)))
+                .collect();
+            let mut it = order.into_iter().map(|i| slots[i as usize].take());
+            return f(&mut || Ok(it.next().flatten()));
         };
         let mut stmt = conn
             .prepare("SELECT k, t FROM kept ORDER BY k DESC, r")

@@ -21,11 +21,14 @@ const FIELDS: [&[u8]; 4] = [
 ];
 
 /// Whether the prefilter surely drops the row whose `usage` cell holds `bytes` (TEXT or BLOB).
+#[cfg(test)]
 pub(super) fn rejects(prefilter: &Prefilter, bytes: &[u8]) -> bool {
+    window(bytes).is_some_and(|w| rejects_window(prefilter, w))
+}
+
+/// [`rejects`] on the fields [`window`] read.
+pub(super) fn rejects_window(prefilter: &Prefilter, [current, max, ..]: Window) -> bool {
     let Some(ratio) = prefilter.all_over else {
-        return false;
-    };
-    let Some([current, max, ..]) = window(bytes) else {
         return false;
     };
     // The shared definitions: a rejection here is the selection's own "not matched".
@@ -35,8 +38,13 @@ pub(super) fn rejects(prefilter: &Prefilter, bytes: &[u8]) -> bool {
     }
 }
 
-/// The four decoded fields of a flat JSON object, or `None` when not sure serde agrees.
-fn window(b: &[u8]) -> Option<[Option<i64>; 4]> {
+/// `currentContextWindow`, `maxContextWindow`, `inputTokens`, `outputTokens`.
+pub(super) type Window = [Option<i64>; 4];
+
+/// The four fields serde decodes from a flat JSON object, or `None` when not sure serde agrees
+/// (then the caller decodes the cell with serde; when `Some`, serde's decode would give these
+/// four values and no error, so the caller can skip it).
+pub(super) fn window(b: &[u8]) -> Option<Window> {
     let mut s = Scan { b, i: 0 };
     let mut out = [None; 4];
     let mut seen = [false; 4];
@@ -225,14 +233,14 @@ mod tests {
     }
 
     mod props {
-        use super::super::rejects;
+        use super::super::{rejects, window};
         use crate::store::{ConversationMeta, Prefilter};
         use proptest::prelude::*;
 
-        /// The full path's answer: decode as the listing does, then the selection's rule.
-        fn keeps(p: &Prefilter, bytes: &[u8]) -> bool {
+        /// The full path's decode of a `usage` cell.
+        fn decoded(bytes: &[u8]) -> ConversationMeta {
             let usage = String::from_utf8_lossy(bytes).into_owned();
-            let m = ConversationMeta::from_columns(
+            ConversationMeta::from_columns(
                 String::new(),
                 String::new(),
                 Some(usage),
@@ -241,8 +249,12 @@ mod tests {
                 None,
                 None,
                 None,
-            );
-            p.keeps(&m)
+            )
+        }
+
+        /// The full path's answer: decode as the listing does, then the selection's rule.
+        fn keeps(p: &Prefilter, bytes: &[u8]) -> bool {
+            p.keeps(&decoded(bytes))
         }
 
         fn value() -> impl Strategy<Value = String> {
@@ -301,8 +313,10 @@ mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(4000))]
-            /// A rejection on the bytes is always the full path's rejection.
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+            /// A rejection on the bytes is always the full path's rejection; and when the scan
+            /// is sure of the cell, its four fields are serde's, with no problem reported (the
+            /// listing then uses them instead of decoding the cell).
             #[test]
             fn a_quick_rejection_is_a_full_rejection(
                 bytes in usage(),
@@ -312,6 +326,15 @@ mod tests {
                 let p = Prefilter { all_over: Some(ratio), context_limit: limit };
                 if rejects(&p, &bytes) {
                     prop_assert!(!keeps(&p, &bytes), "{}", String::from_utf8_lossy(&bytes));
+                }
+                if let Some([current, max, input, output]) = window(&bytes) {
+                    let m = decoded(&bytes);
+                    prop_assert_eq!(m.problem, None);
+                    prop_assert_eq!(
+                        (m.current_context, m.max_context, m.input_tokens, m.output_tokens),
+                        (current, max, input, output),
+                        "{}", String::from_utf8_lossy(&bytes)
+                    );
                 }
             }
 

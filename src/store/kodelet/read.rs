@@ -2,13 +2,13 @@
 //! scan and loading one conversation. The write side lives in `write.rs`.
 //!
 //! The listing reads `conversation_summaries`, as kodelet's own `conversation list` does
-//! (kodelet keeps it in sync in the same transaction as every save): it walks that table in
-//! listing order and probes the conversations' primary-key index for each id, so it never
-//! reads a row of the large `conversations` table, whose small columns sit after
-//! `raw_messages`. Only conversations without a usable summary row (none, or one whose
-//! `updated_at` is not TEXT) are read from their own row, found by an anti-join on the
-//! indexes and merged into the order. `raw_messages` is never read here; the write path
-//! re-reads and version-checks the conversation's own row.
+//! (kodelet keeps it in sync in the same transaction as every save), so it never reads a row of
+//! the large `conversations` table, whose small columns sit after `raw_messages`. One merge of
+//! the two tables' primary-key indexes finds the conversations without a summary row and the
+//! summary rows without a conversation (never listed). Only conversations without a usable
+//! summary row (none, or one whose `updated_at` is not TEXT) are read from their own row and
+//! merged into the order. `raw_messages` is never read here; the write path re-reads and
+//! version-checks the conversation's own row.
 
 use std::path::Path;
 
@@ -365,16 +365,21 @@ fn pk_collation(conn: &Connection, table: &str) -> rusqlite::Result<Option<Strin
     .optional()
 }
 
-/// The rowids of conversations with no summary row. When both primary-key indexes order ids by
-/// their bytes, one merge of the two ordered id lists (two index scans) instead of a probe of
-/// the summaries' index per conversation; otherwise [`NO_SUMMARY_SQL`]. Ids are TEXT or BLOB
-/// (both columns have TEXT affinity) or NULL, which matches nothing.
-fn without_summary(conn: &Connection, path: &Path) -> Result<Vec<i64>> {
+/// Summary ids with no conversation, as (is a BLOB, bytes); NULL ids match nothing and are not
+/// held. `None` when the merge could not be used: each kept row is then probed.
+type Orphans = Option<std::collections::HashSet<(bool, Vec<u8>)>>;
+
+/// The rowids of conversations with no summary row, and the summary ids with no conversation.
+/// When both primary-key indexes order ids by their bytes, one merge of the two ordered id lists
+/// (two index scans) answers both, instead of a probe of one index per row of the other;
+/// otherwise [`NO_SUMMARY_SQL`] (and no orphan set). Ids are TEXT or BLOB (both columns have
+/// TEXT affinity) or NULL, which matches nothing.
+fn without_summary(conn: &Connection, path: &Path) -> Result<(Vec<i64>, Orphans)> {
     let binary = |t: &str| pk_collation(conn, t).map(|c| c.as_deref() == Some("BINARY"));
     if !(binary("conversations").at(path)? && binary("conversation_summaries").at(path)?) {
         let mut stmt = conn.prepare(NO_SUMMARY_SQL).at(path)?;
         let rows = stmt.query_map([], |r| r.get::<_, i64>(0)).at(path)?;
-        return rows.collect::<rusqlite::Result<Vec<i64>>>().at(path);
+        return Ok((rows.collect::<rusqlite::Result<Vec<i64>>>().at(path)?, None));
     }
     let mut convs = conn
         .prepare("SELECT id, rowid FROM conversations ORDER BY id")
@@ -384,28 +389,59 @@ fn without_summary(conn: &Connection, path: &Path) -> Result<Vec<i64>> {
         .at(path)?;
     let mut convs = convs.query([]).at(path)?;
     let mut sums = sums.query([]).at(path)?;
-    let mut summary: Option<SortKey> = None;
-    let mut sums_done = false;
-    let mut out = Vec::new();
-    while let Some(c) = convs.next().at(path)? {
-        let id = SortKey::of(c.get_ref(0).at(path)?);
-        // Advance the summaries to the first id not below this one.
-        while !sums_done && summary.as_ref().is_none_or(|s| s.cmp(&id).is_lt()) {
-            match sums.next().at(path)? {
-                Some(r) => summary = Some(SortKey::of(r.get_ref(0).at(path)?)),
-                None => sums_done = true,
+    let mut next_conv = || -> Result<Option<(SortKey, i64)>> {
+        match convs.next().at(path)? {
+            Some(r) => Ok(Some((SortKey::of(r.get_ref(0).at(path)?), r.get(1).at(path)?))),
+            None => Ok(None),
+        }
+    };
+    let mut next_sum = || -> Result<Option<SortKey>> {
+        match sums.next().at(path)? {
+            Some(r) => Ok(Some(SortKey::of(r.get_ref(0).at(path)?))),
+            None => Ok(None),
+        }
+    };
+    let orphan = |k: SortKey, set: &mut std::collections::HashSet<(bool, Vec<u8>)>| match k {
+        SortKey::Text(b) => {
+            set.insert((false, b));
+        }
+        SortKey::Blob(b) => {
+            set.insert((true, b));
+        }
+        // NULL matches nothing; a number cannot be stored in a TEXT-affinity column.
+        SortKey::Null | SortKey::Number(_) => {}
+    };
+    let mut no_summary = Vec::new();
+    let mut orphans = std::collections::HashSet::new();
+    let (mut c, mut s) = (next_conv()?, next_sum()?);
+    loop {
+        let order = match (&c, &s) {
+            (None, None) => break,
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (Some((ck, _)), Some(sk)) => ck.cmp(sk),
+        };
+        let null = |k: &SortKey| *k == SortKey::Null;
+        match order {
+            std::cmp::Ordering::Equal if !c.as_ref().is_some_and(|(k, _)| null(k)) => {
+                (c, s) = (next_conv()?, next_sum()?);
+            }
+            std::cmp::Ordering::Less | std::cmp::Ordering::Equal => {
+                no_summary.push(c.take().expect("a conversation sorts first").1);
+                c = next_conv()?;
+            }
+            std::cmp::Ordering::Greater => {
+                orphan(s.take().expect("a summary sorts first"), &mut orphans);
+                s = next_sum()?;
             }
         }
-        let matched = id != SortKey::Null && summary.as_ref().is_some_and(|s| s.cmp(&id).is_eq());
-        if !matched {
-            out.push(c.get(1).at(path)?);
-        }
     }
-    Ok(out)
+    Ok((no_summary, Some(orphans)))
 }
 
 /// The conversations listed from their own row, in listing order: (updated_at, rowid).
-fn fallback_rows(conn: &Connection, path: &Path) -> Result<Vec<(SortKey, i64)>> {
+/// Also the summary ids with no conversation ([`without_summary`]).
+fn fallback_rows(conn: &Connection, path: &Path) -> Result<(Vec<(SortKey, i64)>, Orphans)> {
     let not_null: bool = conn
         .query_row(
             "SELECT \"notnull\" FROM pragma_table_info('conversation_summaries') WHERE name = 'updated_at'",
@@ -420,7 +456,7 @@ fn fallback_rows(conn: &Connection, path: &Path) -> Result<Vec<(SortKey, i64)>> 
     } else {
         format!("{FALLBACK_SQL}{FALLBACK_NULL_SQL}")
     };
-    let mut rowids = without_summary(conn, path)?;
+    let (mut rowids, orphans) = without_summary(conn, path)?;
     let mut stmt = conn.prepare(&sql).at(path)?;
     for rowid in stmt.query_map([], |r| r.get::<_, i64>(0)).at(path)? {
         rowids.push(rowid.at(path)?);
@@ -441,26 +477,27 @@ fn fallback_rows(conn: &Connection, path: &Path) -> Result<Vec<(SortKey, i64)>> 
     // Most recent first, ties in rowid order.
     out.sort_by(|a, b| newest_first((&a.0, a.1), (&b.0, b.1)));
     out.dedup_by_key(|x| x.1);
-    Ok(out)
+    Ok((out, orphans))
 }
 
-/// [`Prefilter::keeps`] on a stored `usage` alone (nothing else is decoded).
-fn passes(prefilter: &Prefilter, usage: Option<String>) -> bool {
-    if prefilter.all_over.is_none() {
-        return true;
-    }
-    let m = ConversationMeta::from_columns(
-        String::new(),
-        String::new(),
-        usage,
-        String::new(),
-        String::new(),
-        None,
-        None,
-        None,
-    );
-    prefilter.keeps(&m)
+/// What a listed row holds on the heap (its strings), for [`NewestFirst`]'s memory bound.
+fn heap_bytes(m: &ConversationMeta) -> usize {
+    let opt = |o: &Option<String>| o.as_ref().map_or(0, String::capacity);
+    m.id.capacity()
+        + m.provider.capacity()
+        + m.created_at.capacity()
+        + m.updated_at.capacity()
+        + opt(&m.name)
+        + opt(&m.api_mode)
+        + opt(&m.model)
+        + opt(&m.cwd)
+        + opt(&m.problem)
 }
+
+/// Kept rows held in memory before they spill to SQLite's sorter: at most this many bytes as
+/// [`NewestFirst::push_weighed`] counts them (a listed row of a typical store is about 700: the
+/// struct and its strings, so about 70,000 rows), whatever the store's size.
+const KEPT_IN_MEMORY: usize = 48 << 20;
 
 /// The summary rows the prefilter keeps, read in one sequential pass whatever share is kept
 /// (never in `idx_summaries_updated_at`'s order, which reads the table one page per row), to be
@@ -470,6 +507,7 @@ fn prefiltered_rows(
     path: &Path,
     cols: &Columns,
     prefilter: &Prefilter,
+    orphans: &Orphans,
 ) -> Result<NewestFirst<ConversationMeta>> {
     let mut own = conn
         .prepare("SELECT provider, usage, created_at FROM conversations WHERE id = ?1")
@@ -478,11 +516,14 @@ fn prefiltered_rows(
         .prepare(&with_columns(SUMMARY_SEQ_SQL, cols))
         .at(path)?;
     let mut rows = stmt.query([]).at(path)?;
-    let mut kept = NewestFirst::new();
+    let mut kept = NewestFirst::with_byte_cap(KEPT_IN_MEMORY);
     while let Some(r) = rows.next().at(path)? {
         // Most rows are below the threshold: drop them on the stored bytes when that is sure.
+        // A kept row's sure fields are used as they are (no serde decode of the cell).
+        let mut sure = None;
         if let ValueRef::Text(b) | ValueRef::Blob(b) = r.get_ref(2).at(path)? {
-            if super::quick::rejects(prefilter, b) {
+            sure = super::quick::window(b);
+            if sure.is_some_and(|w| super::quick::rejects_window(prefilter, w)) {
                 continue;
             }
         }
@@ -509,29 +550,45 @@ fn prefiltered_rows(
                 _ => lossy(r, i).at(path),
             }
         };
-        if !passes(prefilter, pick(2)?) {
-            continue;
-        }
-        if theirs.is_none() && !exists(conn, path, id)? {
-            continue;
-        }
         let mut m = ConversationMeta::from_columns(
             lossy(r, 0).at(path)?.unwrap_or_default(),
             pick(1)?.unwrap_or_default(),
-            pick(2)?,
+            if sure.is_some() { None } else { pick(2)? },
             pick(3)?.unwrap_or_default(),
             lossy(r, 4).at(path)?.unwrap_or_default(),
             lossy(r, 5).at(path)?,
             lossy(r, 6).at(path)?.as_deref(),
             r.get(7).ok(),
         );
+        if let Some([current, max, input, output]) = sure {
+            (m.current_context, m.max_context) = (current, max);
+            (m.input_tokens, m.output_tokens) = (input, output);
+        }
+        // The usage is decoded once, here; the prefilter judges the decoded row.
+        if !prefilter.keeps(&m) {
+            continue;
+        }
+        if theirs.is_none() && !exists(conn, path, orphans, id)? {
+            continue;
+        }
         m.cwd = lossy(r, 8).at(path)?;
-        kept.push(path, SortKey::of(r.get_ref(4).at(path)?), r.get(9).at(path)?, m)?;
+        let heap = heap_bytes(&m);
+        kept.push_weighed(path, SortKey::of(r.get_ref(4).at(path)?), r.get(9).at(path)?, m, heap)?;
     }
     Ok(kept)
 }
 
-fn exists(conn: &Connection, path: &Path, id: ValueRef<'_>) -> Result<bool> {
+/// Whether a conversation has this id: from the merge's orphan set when there is one, else a
+/// probe of the conversations' primary-key index.
+fn exists(conn: &Connection, path: &Path, orphans: &Orphans, id: ValueRef<'_>) -> Result<bool> {
+    if let Some(set) = orphans {
+        return Ok(match id {
+            ValueRef::Text(_) | ValueRef::Blob(_) if set.is_empty() => true,
+            ValueRef::Text(b) => !set.contains(&(false, b.to_vec())),
+            ValueRef::Blob(b) => !set.contains(&(true, b.to_vec())),
+            _ => false,
+        });
+    }
     let mut stmt = conn
         .prepare_cached("SELECT 1 FROM conversations WHERE id = ?1")
         .at(path)?;
@@ -559,9 +616,9 @@ pub fn scan(
         }
         return Ok(());
     }
-    let fallback = fallback_rows(conn, path)?;
+    let (fallback, orphans) = fallback_rows(conn, path)?;
     if prefilter.all_over.is_some() {
-        let kept = prefiltered_rows(conn, path, &cols, &prefilter)?;
+        let kept = prefiltered_rows(conn, path, &cols, &prefilter, &orphans)?;
         return kept.with_sorted(path, |next| merge(conn, path, &cols, fallback, next, f));
     }
     let sql = format!("{}{ORDER_BY_INDEX}", with_columns(SUMMARY_LIST_SQL, &cols));
@@ -741,6 +798,73 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use rusqlite::types::Value;
+
+    /// An id as a store may hold it: TEXT or BLOB of a few bytes (a small alphabet, so the two
+    /// tables share ids and a TEXT and a BLOB can hold the same bytes), or NULL.
+    fn id_value() -> impl Strategy<Value = Value> {
+        let bytes = prop::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(0xffu8)], 0..3);
+        prop_oneof![
+            4 => bytes.clone().prop_map(|b| Value::Text(String::from_utf8_lossy(&b).into_owned())),
+            2 => bytes.prop_map(Value::Blob),
+            1 => Just(Value::Null),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        /// The one merge of the two primary-key indexes answers both questions as SQLite's own
+        /// `=` does: which conversations have no summary row, and which summary ids have no
+        /// conversation (the listing's existence check), against SQL the test writes.
+        #[test]
+        fn the_id_merge_agrees_with_sqls_join(
+            convs in prop::collection::vec(id_value(), 0..12),
+            sums in prop::collection::vec(id_value(), 0..12),
+        ) {
+            let conn = Connection::open_in_memory().unwrap();
+            conn.execute_batch(include_str!("../../../migrations/kodelet_schema.sql")).unwrap();
+            for id in &convs {
+                // Primary keys: a repeated id is refused, as in a real store.
+                let _ = conn.execute(
+                    "INSERT INTO conversations (id, raw_messages, provider, usage, created_at, updated_at)
+                     VALUES (?1, '[]', 'anthropic', '{}', 't', 't')",
+                    [id],
+                );
+            }
+            for id in &sums {
+                let _ = conn.execute(
+                    "INSERT INTO conversation_summaries (id, message_count, first_message, usage, created_at, updated_at)
+                     VALUES (?1, 0, '', '{}', 't', 't')",
+                    [id],
+                );
+            }
+            let path = Path::new("test");
+            let (mut got, orphans) = without_summary(&conn, path).unwrap();
+            got.sort();
+            let want: Vec<i64> = conn
+                .prepare("SELECT c.rowid FROM conversations c WHERE NOT EXISTS
+                          (SELECT 1 FROM conversation_summaries s WHERE s.id = c.id) ORDER BY 1")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            prop_assert_eq!(got, want);
+            let orphans = orphans.expect("BINARY primary keys: the merge ran");
+            let mut probe = conn.prepare("SELECT id FROM conversation_summaries").unwrap();
+            let mut rows = probe.query([]).unwrap();
+            while let Some(r) = rows.next().unwrap() {
+                let id = r.get_ref(0).unwrap();
+                let by_sql: bool = conn
+                    .query_row("SELECT EXISTS (SELECT 1 FROM conversations WHERE id = ?1)",
+                               [ToSqlOutput::Borrowed(id)], |r| r.get(0))
+                    .unwrap();
+                prop_assert_eq!(exists(&conn, path, &Some(orphans.clone()), id).unwrap(), by_sql, "{:?}", id);
+                prop_assert_eq!(exists(&conn, path, &None, id).unwrap(), by_sql, "probe {:?}", id);
+            }
+        }
+    }
 
     /// The cached check follows the file's schema: a column another connection drops or renames
     /// between two checks is seen at the next one (the schema cookie changed).
