@@ -73,9 +73,47 @@ impl SortKey {
     }
 }
 
+/// What a listed row holds on the heap (its strings), for [`NewestFirst`]'s memory bound.
+fn heap_bytes(m: &super::ConversationMeta) -> usize {
+    let opt = |o: &Option<String>| o.as_ref().map_or(0, String::capacity);
+    m.id.capacity()
+        + m.provider.capacity()
+        + m.created_at.capacity()
+        + m.updated_at.capacity()
+        + opt(&m.name)
+        + opt(&m.api_mode)
+        + opt(&m.model)
+        + opt(&m.cwd)
+        + opt(&m.problem)
+}
+
+/// A listing's kept rows held in memory before they spill to SQLite's sorter: at most this many
+/// bytes as [`NewestFirst::push_weighed`] counts them (a listed row of a typical store is about
+/// 700: the struct and its strings, so about 70,000 rows), whatever the store's size.
+const KEPT_IN_MEMORY: usize = 48 << 20;
+
+impl NewestFirst<super::ConversationMeta> {
+    /// A listing's kept rows, in memory up to [`KEPT_IN_MEMORY`] bytes.
+    pub(crate) fn listing() -> Self {
+        Self::with_byte_cap(KEPT_IN_MEMORY)
+    }
+
+    /// [`NewestFirst::push_weighed`] of a listed row, weighed by its strings.
+    pub(crate) fn push_meta(
+        &mut self,
+        path: &Path,
+        key: SortKey,
+        rowid: i64,
+        m: super::ConversationMeta,
+    ) -> Result<()> {
+        let heap = heap_bytes(&m);
+        self.push_weighed(path, key, rowid, m, heap)
+    }
+}
+
 /// Rows a prefiltered scan keeps, put into a listing order: newest first by a stored value, ties
-/// in rowid order (SQLite's `ORDER BY value DESC, rowid`). Up to [`NewestFirst::CAP`] rows are
-/// sorted in memory; past that every row goes to a private temporary database and SQLite's
+/// in rowid order (SQLite's `ORDER BY value DESC, rowid`). Rows are sorted in memory up to a
+/// bound ([`NewestFirst::listing`]: [`KEPT_IN_MEMORY`] bytes); past that every row goes to a private temporary database and SQLite's
 /// sorter orders them (it spills to disk), so memory stays flat and the store is still read in
 /// one sequential pass whatever share of it is kept.
 pub(crate) struct NewestFirst<T> {
@@ -89,13 +127,6 @@ pub(crate) struct NewestFirst<T> {
 }
 
 impl<T: Serialize + DeserializeOwned> NewestFirst<T> {
-    /// At most this many rows are held in memory (well under 1 KB each).
-    pub(crate) const CAP: usize = 20_000;
-
-    pub(crate) fn new() -> NewestFirst<T> {
-        Self::with_cap(Self::CAP)
-    }
-
     fn with_cap(cap: usize) -> NewestFirst<T> {
         NewestFirst {
             rows: Vec::new(),

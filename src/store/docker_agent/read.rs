@@ -204,7 +204,7 @@ fn kept_unordered(
 ) -> Result<NewestFirst<ConversationMeta>> {
     let mut stmt = conn.prepare(&list_sql(schema, ROOTS, true)).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
-    let mut kept = NewestFirst::new();
+    let mut kept = NewestFirst::listing();
     while let Some(r) = rows.next().at(path)? {
         let (mut meta, _) = meta_from_row(r, limits).at(path)?;
         if !prefilter.keeps(&meta) {
@@ -213,7 +213,7 @@ fn kept_unordered(
         complete(&r.get(0).at(path)?, &mut meta)?;
         // Newest first by created_at, ties in rowid order.
         let key = SortKey::of(r.get_ref(2).at(path)?);
-        kept.push(path, key, r.get(10).at(path)?, meta)?;
+        kept.push_meta(path, key, r.get(10).at(path)?, meta)?;
     }
     Ok(kept)
 }

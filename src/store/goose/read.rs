@@ -184,14 +184,14 @@ fn kept_sorted(
 ) -> Result<NewestFirst<ConversationMeta>> {
     let mut stmt = conn.prepare(&list_sql(schema, "")).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
-    let mut out = NewestFirst::new();
+    let mut out = NewestFirst::listing();
     while let Some(r) = rows.next().at(path)? {
         if !kept(r, limits, prefilter).at(path)? {
             continue;
         }
         let key = SortKey::of(r.get_ref(5).at(path)?);
         let meta = counted(meta_from_row(r, limits).at(path)?)?;
-        out.push(path, key, r.get(10).at(path)?, meta)?;
+        out.push_meta(path, key, r.get(10).at(path)?, meta)?;
     }
     Ok(out)
 }

@@ -480,25 +480,6 @@ fn fallback_rows(conn: &Connection, path: &Path) -> Result<(Vec<(SortKey, i64)>,
     Ok((out, orphans))
 }
 
-/// What a listed row holds on the heap (its strings), for [`NewestFirst`]'s memory bound.
-fn heap_bytes(m: &ConversationMeta) -> usize {
-    let opt = |o: &Option<String>| o.as_ref().map_or(0, String::capacity);
-    m.id.capacity()
-        + m.provider.capacity()
-        + m.created_at.capacity()
-        + m.updated_at.capacity()
-        + opt(&m.name)
-        + opt(&m.api_mode)
-        + opt(&m.model)
-        + opt(&m.cwd)
-        + opt(&m.problem)
-}
-
-/// Kept rows held in memory before they spill to SQLite's sorter: at most this many bytes as
-/// [`NewestFirst::push_weighed`] counts them (a listed row of a typical store is about 700: the
-/// struct and its strings, so about 70,000 rows), whatever the store's size.
-const KEPT_IN_MEMORY: usize = 48 << 20;
-
 /// The summary rows the prefilter keeps, read in one sequential pass whatever share is kept
 /// (never in `idx_summaries_updated_at`'s order, which reads the table one page per row), to be
 /// put in listing order by [`NewestFirst`].
@@ -516,7 +497,7 @@ fn prefiltered_rows(
         .prepare(&with_columns(SUMMARY_SEQ_SQL, cols))
         .at(path)?;
     let mut rows = stmt.query([]).at(path)?;
-    let mut kept = NewestFirst::with_byte_cap(KEPT_IN_MEMORY);
+    let mut kept = NewestFirst::listing();
     while let Some(r) = rows.next().at(path)? {
         // Most rows are below the threshold: drop them on the stored bytes when that is sure.
         // A kept row's sure fields are used as they are (no serde decode of the cell).
@@ -572,8 +553,7 @@ fn prefiltered_rows(
             continue;
         }
         m.cwd = lossy(r, 8).at(path)?;
-        let heap = heap_bytes(&m);
-        kept.push_weighed(path, SortKey::of(r.get_ref(4).at(path)?), r.get(9).at(path)?, m, heap)?;
+        kept.push_meta(path, SortKey::of(r.get_ref(4).at(path)?), r.get(9).at(path)?, m)?;
     }
     Ok(kept)
 }
