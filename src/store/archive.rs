@@ -458,12 +458,13 @@ pub fn archived_value(
     }
 }
 
-/// The keys of the rows of `table` compaction `compaction_id` inserted (its `*` markers).
-pub fn inserted_keys(
+/// The integer keys (rowids) of the rows of `table` compaction `compaction_id` inserted (its
+/// `*` markers), in the order it inserted them; keys of another type are left out.
+pub fn inserted_rowids(
     conn: &Connection,
     compaction_id: i64,
     table: &str,
-) -> rusqlite::Result<Vec<CellValue>> {
+) -> rusqlite::Result<Vec<i64>> {
     let mut stmt = conn.prepare_cached(
         "SELECT row_key FROM agent_db_archive
          WHERE compaction_id = ?1 AND table_name = ?2 AND column_name = '*' ORDER BY seq",
@@ -471,7 +472,13 @@ pub fn inserted_keys(
     let rows = stmt.query_map(params![compaction_id, table], |r| {
         Ok(CellValue::from_ref(r.get_ref(0)?))
     })?;
-    rows.collect()
+    let mut out = Vec::new();
+    for k in rows {
+        if let CellValue::Integer(i) = k? {
+            out.push(i);
+        }
+    }
+    Ok(out)
 }
 
 /// Each cell of `table`.`column` as it was before compaction `compaction_id` of conversation
@@ -687,11 +694,8 @@ mod tests {
         let got = values_before(&c, "a", 2, "messages", "metadata_json").unwrap();
         assert_eq!(got["10"], text("v2"));
         assert!(!got.contains_key("12"), "{got:?}");
-        assert_eq!(
-            inserted_keys(&c, 2, "messages").unwrap(),
-            [CellValue::Integer(20)]
-        );
-        assert!(inserted_keys(&c, 1, "messages").unwrap().is_empty());
+        assert_eq!(inserted_rowids(&c, 2, "messages").unwrap(), [20]);
+        assert!(inserted_rowids(&c, 1, "messages").unwrap().is_empty());
     }
 
     proptest! {

@@ -10,7 +10,7 @@ use std::path::Path;
 use super::check_schema;
 use super::read::{active_history, instruction_updates, read_items, read_session_row};
 use crate::error::{Result, SqlContext};
-use crate::store::archive::{inserted_keys, CellValue};
+use crate::store::archive::inserted_rowids;
 
 /// The history docker-agent loaded right before compaction `compaction_id` of session `id`, as
 /// a JSON array of its messages; `None` when the compaction's summary item is not there.
@@ -20,14 +20,7 @@ pub fn history_before(
     id: &str,
     compaction_id: i64,
 ) -> Result<Option<String>> {
-    let inserted: Vec<i64> = inserted_keys(conn, compaction_id, "session_items")
-        .at(path)?
-        .iter()
-        .filter_map(|k| match k {
-            CellValue::Integer(i) => Some(*i),
-            _ => None,
-        })
-        .collect();
+    let inserted = inserted_rowids(conn, compaction_id, "session_items").at(path)?;
     let schema = check_schema(conn, path)?;
     let (_, _, _, context) = read_session_row(conn, path, &schema, id)?;
     let updates = instruction_updates(context.as_deref(), id)?;

@@ -11,7 +11,7 @@ use std::path::Path;
 use super::read::read_rows;
 use super::{check_schema, codec};
 use crate::error::{Result, SqlContext};
-use crate::store::archive::{inserted_keys, key_text, values_before, CellValue};
+use crate::store::archive::{inserted_rowids, key_text, values_before, CellValue};
 
 /// The history goose loaded right before compaction `compaction_id` of session `id`, as a JSON
 /// array of its message envelopes; `None` when the compaction inserted no row (nothing to tell
@@ -23,13 +23,9 @@ pub fn history_before(
     compaction_id: i64,
 ) -> Result<Option<String>> {
     let schema = check_schema(conn, path)?;
-    let first_inserted = inserted_keys(conn, compaction_id, "messages")
+    let first_inserted = inserted_rowids(conn, compaction_id, "messages")
         .at(path)?
-        .iter()
-        .filter_map(|k| match k {
-            CellValue::Integer(i) => Some(*i),
-            _ => None,
-        })
+        .into_iter()
         .min();
     let Some(first_inserted) = first_inserted else {
         return Ok(None);
