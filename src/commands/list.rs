@@ -127,7 +127,7 @@ fn json_list(
 ) -> Result<(), super::Failure> {
     let limit = selector.context_limit;
     let mut io_err: Option<std::io::Error> = None;
-    let out = std::io::BufWriter::new(std::io::stdout().lock());
+    let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     let head =
         serde_json::json!({"path": store.path.display().to_string(), "kind": store.kind.name()});
     let mut out = json::Stream::start(
@@ -137,33 +137,32 @@ fn json_list(
         "conversations",
         json::Layout::Compact,
     )?;
+    let mut line = Vec::with_capacity(1024);
     selector.run(store, now, |o| {
-        let line = match &o {
-            Outcome::Selected { meta, reason } => serde_json::to_string(&json_row_checked(
-                failures,
-                meta,
-                limit,
-                "selected",
-                Some(reason.name()),
-                None,
-            )),
+        line.clear();
+        let written = match &o {
+            Outcome::Selected { meta, reason } => serde_json::to_writer(
+                &mut line,
+                &json_row_checked(failures, meta, limit, "selected", Some(reason.name()), None),
+            ),
             Outcome::Skipped {
                 meta, reason, why, ..
-            } => serde_json::to_string(&json_row(
-                meta,
-                limit,
-                "skipped",
-                Some(reason.name()),
-                Some(why),
-            )),
+            } => serde_json::to_writer(
+                &mut line,
+                &json_row(meta, limit, "skipped", Some(reason.name()), Some(why)),
+            ),
             Outcome::Failed { id, error, .. } => {
                 failures.push((id.clone(), error.clone()));
-                serde_json::to_string(
+                serde_json::to_writer(
+                    &mut line,
                     &serde_json::json!({"id": id, "status": "error", "detail": error}),
                 )
             }
         };
-        match out.item(&line.unwrap_or_default()) {
+        if written.is_err() {
+            line.clear();
+        }
+        match out.item_bytes(&line) {
             Ok(()) => true,
             Err(e) => {
                 io_err = Some(e);

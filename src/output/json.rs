@@ -73,6 +73,11 @@ impl<W: Write> Stream<W> {
 
     /// Append one element, already serialized.
     pub fn item(&mut self, json: &str) -> std::io::Result<()> {
+        self.item_bytes(json.as_bytes())
+    }
+
+    /// [`Stream::item`] of serialized bytes.
+    pub fn item_bytes(&mut self, json: &[u8]) -> std::io::Result<()> {
         let sep = match (self.layout, self.first) {
             (Layout::Compact, true) => "",
             (Layout::Compact, false) => ",",
@@ -81,7 +86,7 @@ impl<W: Write> Stream<W> {
         };
         self.first = false;
         self.out.write_all(sep.as_bytes())?;
-        self.out.write_all(json.as_bytes())
+        self.out.write_all(json)
     }
 
     pub fn flush(&mut self) -> std::io::Result<()> {

@@ -5,8 +5,6 @@ use std::path::Path;
 
 use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{Connection, Row};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 
 use crate::error::{Error, Result, SqlContext};
 
@@ -15,10 +13,19 @@ use crate::error::{Error, Result, SqlContext};
 pub(crate) fn lossy(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
     Ok(match r.get_ref(i)? {
         ValueRef::Null => None,
-        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(text_lossy(b)),
         ValueRef::Integer(n) => Some(n.to_string()),
         ValueRef::Real(f) => Some(f.to_string()),
     })
+}
+
+/// `String::from_utf8_lossy(b).into_owned()`, checking valid UTF-8 (nearly every cell) on the
+/// faster path first.
+pub(crate) fn text_lossy(b: &[u8]) -> String {
+    match std::str::from_utf8(b) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(b).into_owned(),
+    }
 }
 
 /// An integer column read leniently: REALs are truncated, numeric TEXT is parsed, anything else
@@ -73,32 +80,72 @@ impl SortKey {
     }
 }
 
-/// What a listed row holds on the heap (its strings), for [`NewestFirst`]'s memory bound.
-fn heap_bytes(m: &super::ConversationMeta) -> usize {
-    let opt = |o: &Option<String>| o.as_ref().map_or(0, String::capacity);
-    m.id.capacity()
-        + m.provider.capacity()
-        + m.created_at.capacity()
-        + m.updated_at.capacity()
-        + opt(&m.name)
-        + opt(&m.api_mode)
-        + opt(&m.model)
-        + opt(&m.cwd)
-        + opt(&m.problem)
-}
-
 /// A listing's kept rows held in memory before they spill to SQLite's sorter: at most this many
-/// bytes as [`NewestFirst::push_weighed`] counts them (a listed row of a typical store is about
-/// 700: the struct and its strings, so about 70,000 rows), whatever the store's size.
+/// bytes of packed rows (a listed row of a typical store packs into about 450 bytes with its
+/// key, so about 110,000 rows), whatever the store's size.
 const KEPT_IN_MEMORY: usize = 48 << 20;
 
-impl NewestFirst<super::ConversationMeta> {
+/// The arena's chunk size: rows are packed back to back into chunks of this size (a row longer
+/// than a chunk gets a chunk of its own), so the arena never holds twice what it needs.
+const CHUNK: usize = 1 << 20;
+
+/// Where one kept row's packed bytes are: its key's bytes, then the row ([`pack`]).
+#[derive(Clone, Copy)]
+struct Slot {
+    /// A text or BLOB key's first 16 bytes, big-endian, zero-padded: most comparisons end here.
+    prefix: u128,
+    rowid: i64,
+    chunk: u32,
+    start: u32,
+    key_len: u32,
+    len: u32,
+    key_kind: u8,
+}
+
+/// Rows a prefiltered scan keeps, put into a listing order: newest first by a stored value, ties
+/// in rowid order (SQLite's `ORDER BY value DESC, rowid`). Each row is packed into a few
+/// hundred bytes of an arena (no allocation per row, a third of a decoded row's size) and only
+/// the small slots are sorted; up to a bound ([`NewestFirst::listing`]: [`KEPT_IN_MEMORY`]
+/// bytes) rows stay in memory, past that every row goes to a private temporary database and
+/// SQLite's sorter orders them (it spills to disk), so memory stays flat and the store is still
+/// read in one sequential pass whatever share of it is kept.
+pub(crate) struct NewestFirst {
+    slots: Vec<Slot>,
+    chunks: Vec<Vec<u8>>,
+    /// The distinct codecs of the rows pushed (a row packs its codec as an index into these).
+    codecs: Vec<crate::message::Format>,
+    spill: Option<Connection>,
+    cap: usize,
+    /// The bytes held in memory so far and the bound past which rows spill.
+    bytes: usize,
+    byte_cap: usize,
+    scratch: Vec<u8>,
+}
+
+impl NewestFirst {
     /// A listing's kept rows, in memory up to [`KEPT_IN_MEMORY`] bytes.
     pub(crate) fn listing() -> Self {
-        Self::with_byte_cap(KEPT_IN_MEMORY)
+        NewestFirst {
+            byte_cap: KEPT_IN_MEMORY,
+            ..Self::with_cap(usize::MAX)
+        }
     }
 
-    /// [`NewestFirst::push_weighed`] of a listed row, weighed by its strings.
+    /// At most `cap` rows in memory (tests of the spill).
+    fn with_cap(cap: usize) -> NewestFirst {
+        NewestFirst {
+            slots: Vec::new(),
+            chunks: Vec::new(),
+            codecs: Vec::new(),
+            spill: None,
+            cap,
+            bytes: 0,
+            byte_cap: usize::MAX,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Hold one listed row (in memory, or in the spill past the bound).
     pub(crate) fn push_meta(
         &mut self,
         path: &Path,
@@ -106,67 +153,64 @@ impl NewestFirst<super::ConversationMeta> {
         rowid: i64,
         m: super::ConversationMeta,
     ) -> Result<()> {
-        let heap = heap_bytes(&m);
-        self.push_weighed(path, key, rowid, m, heap)
-    }
-}
-
-/// Rows a prefiltered scan keeps, put into a listing order: newest first by a stored value, ties
-/// in rowid order (SQLite's `ORDER BY value DESC, rowid`). Rows are sorted in memory up to a
-/// bound ([`NewestFirst::listing`]: [`KEPT_IN_MEMORY`] bytes); past that every row goes to a private temporary database and SQLite's
-/// sorter orders them (it spills to disk), so memory stays flat and the store is still read in
-/// one sequential pass whatever share of it is kept.
-pub(crate) struct NewestFirst<T> {
-    rows: Vec<(SortKey, i64, T)>,
-    spill: Option<Connection>,
-    cap: usize,
-    /// The bytes held in memory so far and the bound past which rows spill (rows pushed with
-    /// [`NewestFirst::push_weighed`]; `usize::MAX`: the row cap alone).
-    bytes: usize,
-    byte_cap: usize,
-}
-
-impl<T: Serialize + DeserializeOwned> NewestFirst<T> {
-    fn with_cap(cap: usize) -> NewestFirst<T> {
-        NewestFirst {
-            rows: Vec::new(),
-            spill: None,
-            cap,
-            bytes: 0,
-            byte_cap: usize::MAX,
-        }
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        let key_kind = match &key {
+            SortKey::Null => 0,
+            SortKey::Number(n) => {
+                buf.extend_from_slice(&n.to_le_bytes());
+                1
+            }
+            SortKey::Text(b) => {
+                buf.extend_from_slice(b);
+                2
+            }
+            SortKey::Blob(b) => {
+                buf.extend_from_slice(b);
+                3
+            }
+        };
+        let key_len = buf.len();
+        pack(&m, &mut self.codecs, &mut buf);
+        let r = self.hold(path, key_kind, key_len, rowid, &buf);
+        self.scratch = buf;
+        r
     }
 
-    /// Rows held in memory up to `byte_cap` bytes in all (as [`NewestFirst::push_weighed`]
-    /// counts them) instead of a number of rows; past that they spill.
-    pub(crate) fn with_byte_cap(byte_cap: usize) -> NewestFirst<T> {
-        NewestFirst {
-            byte_cap,
-            ..Self::with_cap(usize::MAX)
-        }
-    }
-
-    /// [`NewestFirst::push`] of a row that holds `heap` bytes on the heap besides the key's.
-    pub(crate) fn push_weighed(
+    fn hold(
         &mut self,
         path: &Path,
-        key: SortKey,
+        key_kind: u8,
+        key_len: usize,
         rowid: i64,
-        row: T,
-        heap: usize,
+        packed: &[u8],
     ) -> Result<()> {
-        let key_heap = match &key {
-            SortKey::Text(b) | SortKey::Blob(b) => b.capacity(),
-            SortKey::Null | SortKey::Number(_) => 0,
-        };
-        self.bytes += std::mem::size_of::<(SortKey, i64, T)>() + key_heap + heap;
-        self.push(path, key, rowid, row)
-    }
-
-    /// Hold one row (in memory, or in the spill past the cap).
-    pub(crate) fn push(&mut self, path: &Path, key: SortKey, rowid: i64, row: T) -> Result<()> {
-        if self.spill.is_none() && self.rows.len() < self.cap && self.bytes <= self.byte_cap {
-            self.rows.push((key, rowid, row));
+        self.bytes += std::mem::size_of::<Slot>() + packed.len();
+        if self.spill.is_none() && self.slots.len() < self.cap && self.bytes <= self.byte_cap {
+            let fits = self
+                .chunks
+                .last()
+                .is_some_and(|c| c.capacity() - c.len() >= packed.len());
+            if !fits {
+                self.chunks
+                    .push(Vec::with_capacity(CHUNK.max(packed.len())));
+            }
+            let chunk = self.chunks.len() - 1;
+            let c = &mut self.chunks[chunk];
+            let start = c.len();
+            c.extend_from_slice(packed);
+            let mut head = [0u8; 16];
+            let k = &packed[..key_len.min(16)];
+            head[..k.len()].copy_from_slice(k);
+            self.slots.push(Slot {
+                prefix: u128::from_be_bytes(head),
+                rowid,
+                chunk: chunk as u32,
+                start: start as u32,
+                key_len: key_len as u32,
+                len: packed.len() as u32,
+                key_kind,
+            });
             return Ok(());
         }
         if self.spill.is_none() {
@@ -174,41 +218,52 @@ impl<T: Serialize + DeserializeOwned> NewestFirst<T> {
             let conn = Connection::open("").at(path)?;
             conn.execute_batch(
                 "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;
-                 CREATE TABLE kept (k, r INTEGER NOT NULL, t TEXT NOT NULL); BEGIN;",
+                 CREATE TABLE kept (k, r INTEGER NOT NULL, t BLOB NOT NULL); BEGIN;",
             )
             .at(path)?;
-            for (k, r, t) in std::mem::take(&mut self.rows) {
-                spill_row(&conn, path, &k, r, &t)?;
+            for s in std::mem::take(&mut self.slots) {
+                let bytes = &self.chunks[s.chunk as usize][s.start as usize..][..s.len as usize];
+                spill_row(&conn, path, s.key_kind, s.key_len as usize, s.rowid, bytes)?;
             }
+            self.chunks = Vec::new();
             self.spill = Some(conn);
         }
         let conn = self.spill.as_ref().expect("spill opened above");
-        spill_row(conn, path, &key, rowid, &row)
+        spill_row(conn, path, key_kind, key_len, rowid, packed)
     }
 
     /// Hand `f` a puller of the rows in listing order, with their keys.
     pub(crate) fn with_sorted<R>(
         mut self,
         path: &Path,
-        f: impl FnOnce(&mut dyn FnMut() -> Result<Option<(SortKey, T)>>) -> Result<R>,
+        f: impl FnOnce(
+            &mut dyn FnMut() -> Result<Option<(SortKey, super::ConversationMeta)>>,
+        ) -> Result<R>,
     ) -> Result<R> {
+        let codecs = std::mem::take(&mut self.codecs);
         let Some(conn) = self.spill.take() else {
-            // Sort positions, not the rows (a row is hundreds of bytes: moving them at every
-            // step of the sort costs more than the comparisons). Stable, as before: equal pairs keep their
-            // order.
-            let rows = &self.rows;
-            let mut order: Vec<u32> = (0..rows.len() as u32).collect();
-            order.sort_by(|&a, &b| {
-                let (a, b) = (&rows[a as usize], &rows[b as usize]);
-                newest_first((&a.0, a.1), (&b.0, b.1))
+            let chunks = &self.chunks;
+            let bytes = |s: &Slot| &chunks[s.chunk as usize][s.start as usize..][..s.len as usize];
+            let key = |s: &Slot| key_of(s.key_kind, &bytes(s)[..s.key_len as usize]);
+            // Newest first, ties in rowid order. Equal text or BLOB keys have equal prefixes, and
+            // a prefix orders as its key does unless they are equal (zero padding sorts first).
+            self.slots.sort_unstable_by(|a, b| {
+                let keys = if a.key_kind == b.key_kind && a.key_kind >= 2 && a.prefix != b.prefix {
+                    b.prefix.cmp(&a.prefix)
+                } else {
+                    key(b).cmp_ref(&key(a))
+                };
+                keys.then(a.rowid.cmp(&b.rowid))
             });
-            let mut slots: Vec<Option<(SortKey, T)>> = self
-                .rows
-                .into_iter()
-                .map(|(k, _, t)| Some((k, t)))
-                .collect();
-            let mut it = order.into_iter().map(|i| slots[i as usize].take());
-            return f(&mut || Ok(it.next().flatten()));
+            let mut it = self.slots.iter();
+            return f(&mut || match it.next() {
+                Some(s) => {
+                    let b = bytes(s);
+                    let m = unpack(&b[s.key_len as usize..], &codecs)?;
+                    Ok(Some((key(s).owned(), m)))
+                }
+                None => Ok(None),
+            });
         };
         let mut stmt = conn
             .prepare("SELECT k, t FROM kept ORDER BY k DESC, r")
@@ -217,9 +272,10 @@ impl<T: Serialize + DeserializeOwned> NewestFirst<T> {
         f(&mut || match rows.next().at(path)? {
             Some(r) => {
                 let key = SortKey::of(r.get_ref(0).at(path)?);
-                let json: String = r.get(1).at(path)?;
-                let t = serde_json::from_str(&json)
-                    .map_err(|e| Error::Internal(format!("spilled listing row: {e}")))?;
+                let t = match r.get_ref(1).at(path)? {
+                    ValueRef::Blob(b) => unpack(b, &codecs)?,
+                    _ => return Err(Error::Internal("spilled listing row: not a BLOB".into())),
+                };
                 Ok(Some((key, t)))
             }
             None => Ok(None),
@@ -227,7 +283,11 @@ impl<T: Serialize + DeserializeOwned> NewestFirst<T> {
     }
 
     /// The rows in listing order, without their keys.
-    pub(crate) fn each(self, path: &Path, mut f: impl FnMut(T) -> Result<bool>) -> Result<()> {
+    pub(crate) fn each(
+        self,
+        path: &Path,
+        mut f: impl FnMut(super::ConversationMeta) -> Result<bool>,
+    ) -> Result<()> {
         self.with_sorted(path, |next| {
             while let Some((_, t)) = next()? {
                 if !f(t)? {
@@ -239,26 +299,171 @@ impl<T: Serialize + DeserializeOwned> NewestFirst<T> {
     }
 }
 
-fn spill_row<T: Serialize>(
+/// A key as packed, borrowed: compared without decoding.
+enum KeyRef<'a> {
+    Null,
+    Number(f64),
+    Text(&'a [u8]),
+    Blob(&'a [u8]),
+}
+
+fn key_of(kind: u8, b: &[u8]) -> KeyRef<'_> {
+    match kind {
+        1 => KeyRef::Number(f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
+        2 => KeyRef::Text(b),
+        3 => KeyRef::Blob(b),
+        _ => KeyRef::Null,
+    }
+}
+
+impl KeyRef<'_> {
+    fn rank(&self) -> u8 {
+        match self {
+            KeyRef::Null => 0,
+            KeyRef::Number(_) => 1,
+            KeyRef::Text(_) => 2,
+            KeyRef::Blob(_) => 3,
+        }
+    }
+
+    /// [`SortKey::cmp`] on borrowed keys.
+    fn cmp_ref(&self, other: &KeyRef<'_>) -> std::cmp::Ordering {
+        match (self, other) {
+            (KeyRef::Number(a), KeyRef::Number(b)) => a.total_cmp(b),
+            (KeyRef::Text(a), KeyRef::Text(b)) | (KeyRef::Blob(a), KeyRef::Blob(b)) => a.cmp(b),
+            _ => self.rank().cmp(&other.rank()),
+        }
+    }
+
+    fn owned(&self) -> SortKey {
+        match self {
+            KeyRef::Null => SortKey::Null,
+            KeyRef::Number(n) => SortKey::Number(*n),
+            KeyRef::Text(b) => SortKey::Text(b.to_vec()),
+            KeyRef::Blob(b) => SortKey::Blob(b.to_vec()),
+        }
+    }
+}
+
+fn spill_row(
     conn: &Connection,
     path: &Path,
-    k: &SortKey,
+    key_kind: u8,
+    key_len: usize,
     r: i64,
-    t: &T,
+    packed: &[u8],
 ) -> Result<()> {
-    let key = match k {
-        SortKey::Null => ToSqlOutput::Owned(Value::Null),
-        SortKey::Number(n) => ToSqlOutput::Owned(Value::Real(*n)),
-        SortKey::Text(b) => ToSqlOutput::Borrowed(ValueRef::Text(b)),
-        SortKey::Blob(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
+    let (kb, row) = packed.split_at(key_len);
+    let key = match key_of(key_kind, kb) {
+        KeyRef::Null => ToSqlOutput::Owned(Value::Null),
+        KeyRef::Number(n) => ToSqlOutput::Owned(Value::Real(n)),
+        KeyRef::Text(b) => ToSqlOutput::Borrowed(ValueRef::Text(b)),
+        KeyRef::Blob(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
     };
-    let json = serde_json::to_string(t)
-        .map_err(|e| Error::Internal(format!("spilled listing row: {e}")))?;
     conn.prepare_cached("INSERT INTO kept (k, r, t) VALUES (?1, ?2, ?3)")
         .at(path)?
-        .execute(rusqlite::params![key, r, json])
+        .execute(rusqlite::params![key, r, row])
         .at(path)?;
     Ok(())
+}
+
+/// A listed row as bytes: strings length-prefixed (`u32::MAX`: `None`), numbers as a presence
+/// byte and 8 bytes, the codec as an index into `codecs` (0: none; a store has one or two).
+fn pack(m: &super::ConversationMeta, codecs: &mut Vec<crate::message::Format>, out: &mut Vec<u8>) {
+    let text = |out: &mut Vec<u8>, s: Option<&str>| match s {
+        Some(s) => {
+            out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            out.extend_from_slice(s.as_bytes());
+        }
+        None => out.extend_from_slice(&u32::MAX.to_le_bytes()),
+    };
+    let num = |out: &mut Vec<u8>, n: Option<i64>| match n {
+        Some(n) => {
+            out.push(1);
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        None => out.push(0),
+    };
+    let codec = match m.codec {
+        None => 0,
+        Some(c) => {
+            let i = codecs
+                .iter()
+                .position(|k| k.name() == c.name())
+                .unwrap_or_else(|| {
+                    codecs.push(c);
+                    codecs.len() - 1
+                });
+            i as u8 + 1
+        }
+    };
+    out.push(codec);
+    for s in [&m.id, &m.provider, &m.created_at, &m.updated_at] {
+        text(out, Some(s.as_str()));
+    }
+    for s in [&m.name, &m.api_mode, &m.model, &m.cwd, &m.problem] {
+        text(out, s.as_deref());
+    }
+    for n in [
+        m.message_count,
+        m.current_context,
+        m.max_context,
+        m.input_tokens,
+        m.output_tokens,
+    ] {
+        num(out, n);
+    }
+}
+
+/// [`pack`]'s inverse.
+fn unpack(b: &[u8], codecs: &[crate::message::Format]) -> Result<super::ConversationMeta> {
+    let bad = || Error::Internal("kept listing row: truncated".into());
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Result<&[u8]> {
+        let s = b.get(at..at + n).ok_or_else(bad)?;
+        at += n;
+        Ok(s)
+    };
+    let codec = match take(1)?[0] {
+        0 => None,
+        i => Some(*codecs.get(i as usize - 1).ok_or_else(bad)?),
+    };
+    let mut text = || -> Result<Option<String>> {
+        let n = u32::from_le_bytes(take(4)?.try_into().map_err(|_| bad())?);
+        if n == u32::MAX {
+            return Ok(None);
+        }
+        let s = std::str::from_utf8(take(n as usize)?).map_err(|_| bad())?;
+        Ok(Some(s.to_owned()))
+    };
+    let [id, provider, created_at, updated_at] =
+        [text()?, text()?, text()?, text()?].map(Option::unwrap_or_default);
+    let [name, api_mode, model, cwd, problem] = [text()?, text()?, text()?, text()?, text()?];
+    let mut num = || -> Result<Option<i64>> {
+        Ok(match take(1)?[0] {
+            0 => None,
+            _ => Some(i64::from_le_bytes(take(8)?.try_into().map_err(|_| bad())?)),
+        })
+    };
+    let [message_count, current_context, max_context, input_tokens, output_tokens] =
+        [num()?, num()?, num()?, num()?, num()?];
+    Ok(super::ConversationMeta {
+        id,
+        name,
+        provider,
+        codec,
+        api_mode,
+        model,
+        message_count,
+        current_context,
+        max_context,
+        input_tokens,
+        output_tokens,
+        cwd,
+        created_at,
+        updated_at,
+        problem,
+    })
 }
 
 /// The listing order of two (stored value, rowid) pairs: newest first, ties in rowid order.
@@ -276,32 +481,84 @@ mod tests {
             Just(Value::Null),
             (-3i64..3).prop_map(Value::Integer),
             prop_oneof![Just(0.5f64), Just(-1.0), Just(2.0)].prop_map(Value::Real),
-            prop::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(0xff)], 0..3)
-                .prop_map(|b| Value::Text(String::from_utf8_lossy(&b).into_owned())),
-            prop::collection::vec(0u8..3, 0..3).prop_map(Value::Blob),
+            // Keys sharing the first 14–18 bytes, NULs included: the sort's 16-byte prefixes.
+            (
+                0usize..18,
+                prop::collection::vec(
+                    prop_oneof![Just(b'a'), Just(b'b'), Just(0), Just(0xff)],
+                    0..4
+                )
+            )
+                .prop_map(|(n, b)| {
+                    let b = [vec![b'a'; n], b].concat();
+                    Value::Text(String::from_utf8_lossy(&b).into_owned())
+                }),
+            (0usize..18, prop::collection::vec(0u8..3, 0..3))
+                .prop_map(|(n, b)| Value::Blob([vec![0; n], b].concat())),
         ]
     }
 
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![Just(String::new()), "[a-z0-9 é\u{1F600}\u{0}-]{0,12}"]
+    }
+
+    fn meta() -> impl Strategy<Value = super::super::ConversationMeta> {
+        let texts = prop::collection::vec(text(), 4);
+        let opts = prop::collection::vec(prop::option::of(text()), 5);
+        let nums = prop::collection::vec(prop::option::of(any::<i64>()), 5);
+        let codec = prop_oneof![
+            Just(None),
+            Just(Some(crate::message::ANTHROPIC)),
+            Just(Some(crate::message::OPENAI_CHAT)),
+        ];
+        (texts, opts, nums, codec).prop_map(|(t, o, n, codec)| super::super::ConversationMeta {
+            id: t[0].clone(),
+            provider: t[1].clone(),
+            created_at: t[2].clone(),
+            updated_at: t[3].clone(),
+            name: o[0].clone(),
+            api_mode: o[1].clone(),
+            model: o[2].clone(),
+            cwd: o[3].clone(),
+            problem: o[4].clone(),
+            message_count: n[0],
+            current_context: n[1],
+            max_context: n[2],
+            input_tokens: n[3],
+            output_tokens: n[4],
+            codec,
+        })
+    }
+
+    /// Every field of a row, the codec by its name.
+    fn fields(m: &super::super::ConversationMeta) -> (String, Option<&'static str>) {
+        (format!("{m:?}"), m.codec.map(|c| c.name()))
+    }
+
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(300))]
+        #![proptest_config(ProptestConfig::with_cases(120))]
         /// In memory or spilled, the order is SQLite's own `ORDER BY k DESC, rowid` on a table
-        /// the test writes itself.
+        /// the test writes itself, and every row and key comes back as it was pushed.
         #[test]
         fn newest_first_is_sqlites_order(
-            keys in prop::collection::vec(value(), 0..40),
+            rows in prop::collection::vec((value(), meta()), 0..40),
             cap in 0usize..45,
         ) {
             let path = Path::new("test");
             let db = Connection::open_in_memory().unwrap();
             db.execute_batch("CREATE TABLE t (k)").unwrap();
             let mut kept = NewestFirst::with_cap(cap);
-            for k in &keys {
+            let mut pushed = std::collections::HashMap::new();
+            for (k, m) in &rows {
                 db.execute("INSERT INTO t (k) VALUES (?1)", [k]).unwrap();
                 let rowid = db.last_insert_rowid();
                 let key = db
                     .query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| Ok(SortKey::of(r.get_ref(0)?)))
                     .unwrap();
-                kept.push(path, key, rowid, rowid).unwrap();
+                let mut m = m.clone();
+                m.id = format!("{rowid}:{}", m.id);
+                pushed.insert(rowid, (key.clone(), fields(&m)));
+                kept.push_meta(path, key, rowid, m).unwrap();
             }
             let want: Vec<i64> = db
                 .prepare("SELECT rowid FROM t ORDER BY k DESC, rowid")
@@ -311,9 +568,14 @@ mod tests {
                 .collect::<rusqlite::Result<_>>()
                 .unwrap();
             let mut got = Vec::new();
-            kept.each(path, |r| {
-                got.push(r);
-                Ok(true)
+            kept.with_sorted(path, |next| {
+                while let Some((key, m)) = next()? {
+                    let rowid: i64 = m.id.split(':').next().unwrap().parse().unwrap();
+                    let (k, f) = &pushed[&rowid];
+                    assert_eq!((&key, &fields(&m)), (k, f));
+                    got.push(rowid);
+                }
+                Ok(())
             })
             .unwrap();
             prop_assert_eq!(got, want);

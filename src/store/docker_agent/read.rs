@@ -201,7 +201,7 @@ fn kept_unordered(
     limits: &ContextLimits,
     prefilter: &Prefilter,
     complete: &mut dyn FnMut(&Value, &mut ConversationMeta) -> Result<()>,
-) -> Result<NewestFirst<ConversationMeta>> {
+) -> Result<NewestFirst> {
     let mut stmt = conn.prepare(&list_sql(schema, ROOTS, true)).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     let mut kept = NewestFirst::listing();

@@ -181,7 +181,7 @@ fn kept_sorted(
     limits: &ContextLimits,
     prefilter: &Prefilter,
     counted: &mut dyn FnMut(ConversationMeta) -> Result<ConversationMeta>,
-) -> Result<NewestFirst<ConversationMeta>> {
+) -> Result<NewestFirst> {
     let mut stmt = conn.prepare(&list_sql(schema, "")).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     let mut out = NewestFirst::listing();

@@ -489,7 +489,7 @@ fn prefiltered_rows(
     cols: &Columns,
     prefilter: &Prefilter,
     orphans: &Orphans,
-) -> Result<NewestFirst<ConversationMeta>> {
+) -> Result<NewestFirst> {
     let mut own = conn
         .prepare("SELECT provider, usage, created_at FROM conversations WHERE id = ?1")
         .at(path)?;
