@@ -19,6 +19,17 @@ pub(crate) fn lossy(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
     })
 }
 
+/// [`lossy`] borrowed from the row when the cell is valid UTF-8 text or a BLOB.
+pub(crate) fn lossy_ref<'a>(
+    r: &'a Row<'_>,
+    i: usize,
+) -> rusqlite::Result<Option<std::borrow::Cow<'a, str>>> {
+    Ok(match r.get_ref(i)? {
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b)),
+        _ => lossy(r, i)?.map(std::borrow::Cow::Owned),
+    })
+}
+
 /// `String::from_utf8_lossy(b).into_owned()`, checking valid UTF-8 (nearly every cell) on the
 /// faster path first.
 pub(crate) fn text_lossy(b: &[u8]) -> String {
@@ -153,19 +164,53 @@ impl NewestFirst {
         rowid: i64,
         m: super::ConversationMeta,
     ) -> Result<()> {
+        let key = match &key {
+            SortKey::Null => KeyRef::Null,
+            SortKey::Number(n) => KeyRef::Number(*n),
+            SortKey::Text(b) => KeyRef::Text(b),
+            SortKey::Blob(b) => KeyRef::Blob(b),
+        };
+        self.push_keyed(path, key, rowid, m)
+    }
+
+    /// [`NewestFirst::push_meta`] keyed by a stored value as read (no copy of the key).
+    pub(crate) fn push_meta_at(
+        &mut self,
+        path: &Path,
+        key: ValueRef<'_>,
+        rowid: i64,
+        m: super::ConversationMeta,
+    ) -> Result<()> {
+        let key = match key {
+            ValueRef::Null => KeyRef::Null,
+            ValueRef::Integer(i) => KeyRef::Number(i as f64),
+            ValueRef::Real(f) => KeyRef::Number(f),
+            ValueRef::Text(b) => KeyRef::Text(b),
+            ValueRef::Blob(b) => KeyRef::Blob(b),
+        };
+        self.push_keyed(path, key, rowid, m)
+    }
+
+    fn push_keyed(
+        &mut self,
+        path: &Path,
+        key: KeyRef<'_>,
+        rowid: i64,
+        m: super::ConversationMeta,
+    ) -> Result<()> {
         let mut buf = std::mem::take(&mut self.scratch);
         buf.clear();
-        let key_kind = match &key {
-            SortKey::Null => 0,
-            SortKey::Number(n) => {
+        let key_kind = match key {
+            KeyRef::Null => 0,
+            KeyRef::Number(n) => {
                 buf.extend_from_slice(&n.to_le_bytes());
                 1
             }
-            SortKey::Text(b) => {
+            KeyRef::Text(b) => {
                 buf.extend_from_slice(b);
                 2
             }
-            SortKey::Blob(b) => {
+            KeyRef::Blob(b) => {
                 buf.extend_from_slice(b);
                 3
             }
@@ -558,7 +603,16 @@ mod tests {
                 let mut m = m.clone();
                 m.id = format!("{rowid}:{}", m.id);
                 pushed.insert(rowid, (key.clone(), fields(&m)));
-                kept.push_meta(path, key, rowid, m).unwrap();
+                if rowid % 2 == 0 {
+                    kept.push_meta(path, key, rowid, m).unwrap();
+                } else {
+                    // The same row keyed by the stored value as read.
+                    db.query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| {
+                        kept.push_meta_at(path, r.get_ref(0)?, rowid, m).unwrap();
+                        Ok(())
+                    })
+                    .unwrap();
+                }
             }
             let want: Vec<i64> = db
                 .prepare("SELECT rowid FROM t ORDER BY k DESC, rowid")

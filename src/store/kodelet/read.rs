@@ -16,7 +16,7 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Error, Result, SqlContext};
-use crate::store::cells::{lossy, newest_first, NewestFirst, SortKey};
+use crate::store::cells::{lossy, lossy_ref, newest_first, NewestFirst, SortKey};
 use crate::store::{ConversationMeta, Prefilter};
 
 /// Columns agent-db reads or writes, with the declared type it expects.
@@ -538,7 +538,7 @@ fn prefiltered_rows(
             pick(3)?.unwrap_or_default(),
             lossy(r, 4).at(path)?.unwrap_or_default(),
             lossy(r, 5).at(path)?,
-            lossy(r, 6).at(path)?.as_deref(),
+            lossy_ref(r, 6).at(path)?.as_deref(),
             r.get(7).ok(),
         );
         if let Some([current, max, input, output]) = sure {
@@ -553,7 +553,7 @@ fn prefiltered_rows(
             continue;
         }
         m.cwd = lossy(r, 8).at(path)?;
-        kept.push_meta(path, SortKey::of(r.get_ref(4).at(path)?), r.get(9).at(path)?, m)?;
+        kept.push_meta_at(path, r.get_ref(4).at(path)?, r.get(9).at(path)?, m)?;
     }
     Ok(kept)
 }
