@@ -342,10 +342,11 @@ fn rebuild(
     current: &[Message],
     cut: usize,
 ) -> std::result::Result<Vec<Message>, String> {
+    // Starts with a summary agent-db wrote (where the store's replay puts one: a first user
+    // message, or opencode's compaction request and reply).
     let ours = |m: &[Message]| {
-        m.first().is_some_and(|f| {
-            f.role == message::Role::User && crate::summary::is_summary_text(&f.text())
-        })
+        let n = crate::summary::prior_summary_len(format, m);
+        n > 0 && crate::summary::is_summary_text(&m[n - 1].text())
     };
     let mut originals: Vec<Message> = Vec::new();
     for p in pre_images {

@@ -54,6 +54,9 @@ pub struct HeadInput<'a> {
     /// The latest real user instruction (kept verbatim after the summary or in the tail).
     pub latest_instruction: Option<&'a Message>,
     pub head_tokens: usize,
+    /// For a re-compaction written from the originals: the body of the summary the compaction
+    /// before it wrote, which the new one must not keep less than.
+    pub earlier_summary: Option<String>,
     pub now: DateTime<FixedOffset>,
 }
 
@@ -64,14 +67,19 @@ impl<'a> HeadInput<'a> {
             head, head_tokens, ..
         }) = &plan.resummary
         {
-            // A re-compaction summarizes the original messages, not its earlier summary.
+            // A re-compaction summarizes the original messages, not its earlier summary; a
+            // summary the agent wrote itself before them is an earlier summary all the same.
+            let format = plan.loaded.format;
+            let prior_len = crate::summary::prior_summary_len(format, head);
             return HeadInput {
                 plan,
                 head,
-                prior_summary: None,
-                prior_len: 0,
+                prior_summary: crate::summary::prior_summary_text(format, head)
+                    .filter(|_| prior_len > 0),
+                prior_len,
                 latest_instruction,
                 head_tokens: *head_tokens,
+                earlier_summary: crate::summary::prior_summary_text(format, plan.head()),
                 now,
             };
         }
@@ -87,6 +95,7 @@ impl<'a> HeadInput<'a> {
             prior_summary,
             latest_instruction,
             head_tokens: plan.split().map(|s| s.head_tokens).unwrap_or(0),
+            earlier_summary: None,
             now,
         }
     }

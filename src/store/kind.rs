@@ -101,10 +101,10 @@ pub trait Adapter: Sync + 'static {
         Ok(None)
     }
     /// The history the agent loaded right before compaction `compaction_id` of conversation
-    /// `id` (kodelet: the archived pre-image; docker-agent, goose: the live rows ordered before
-    /// the compaction's first inserted row, with the cells the archive holds as they were then),
-    /// as a JSON array of the store's message JSON, for a re-compaction that summarizes
-    /// the originals ([`super::originals`]). `None`, the default, or when it cannot be read
+    /// `id` (kodelet: the archived pre-image; docker-agent, goose, opencode: the live rows
+    /// ordered before the compaction's first inserted row, with the cells the archive holds as
+    /// they were then), as a JSON array of the store's message JSON, for a re-compaction that
+    /// summarizes the originals ([`super::originals`]). `None`, the default, or when it cannot be read
     /// back: the re-compaction summarizes the earlier summary and says so.
     fn archived_history(
         &self,

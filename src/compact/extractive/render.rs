@@ -28,6 +28,8 @@ const CAP_DECISIONS: usize = 150;
 const CAP_PENDING: usize = 8;
 const CAP_CURRENT_CALLS: usize = 5;
 
+const USER_TITLE: &str = "User requests and instructions";
+
 /// Where a section loses items first (among items of the same weight).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cut {
@@ -223,11 +225,7 @@ pub(super) const WITHDRAWN_LEAD: &str = "Taken back or changed by a later user m
 
 pub(super) fn build_sections(f: &Facts, prior: Option<&Prior>) -> Vec<Section> {
     let mut s = vec![
-        Section::new(
-            "User requests and instructions",
-            "user messages",
-            Cut::First,
-        ),
+        Section::new(USER_TITLE, "user messages", Cut::First),
         Section::new("Decisions and findings", "statements", Cut::Middle),
         Section::new("Files touched", "files", Cut::Last),
         Section::new("Commands run", "commands", Cut::First),
@@ -573,6 +571,32 @@ fn shorten(sec: &mut Section, level: usize, protected: bool, total: &mut usize, 
         let before = it.tokens();
         it.level += 1;
         *total = total.saturating_sub(before.saturating_sub(it.tokens()));
+    }
+}
+
+/// The numbers of the user turns an earlier agent-db summary body quoted (or pointed at as the
+/// latest instruction) in its user section. A re-summary of the same originals numbers them
+/// alike: the originals always start at the conversation's first message.
+pub(super) fn quoted_turns(earlier: &str) -> Vec<usize> {
+    let user = format!("## {}", USER_TITLE);
+    earlier
+        .lines()
+        .skip_while(|l| l.trim_end() != user)
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| l.split_once(". ")?.0.parse().ok())
+        .collect()
+}
+
+/// Make the user turns numbered `numbers` protected (never dropped, shortened last).
+pub(super) fn protect_turns(sections: &mut [Section], numbers: &[usize]) {
+    for n in numbers {
+        if let Some(it) = n
+            .checked_sub(1)
+            .and_then(|k| sections[USER].items.get_mut(k))
+        {
+            it.protected = true;
+        }
     }
 }
 
