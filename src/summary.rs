@@ -21,9 +21,9 @@ pub fn starts_with_summary(format: Format, messages: &[Message]) -> bool {
 
 /// How many leading messages form an earlier summary, where the store's own replay puts it:
 /// 1 for an agent-db summary as the first user message; 2 for
-/// a compaction the agent recorded as a request and a reply ([`Codec::summary_pair`], e.g.
-/// opencode's, whoever wrote it: agent-db or the agent itself); else 0. The
-/// summary's text is the last of them.
+/// a compaction the agent recorded as two messages ([`Codec::summary_pair`]: opencode's request
+/// and reply, whoever wrote it, or goose's own summary and continuation); else 0. The
+/// summary's text is the last of them, or the first where the format says so.
 pub fn prior_summary_len(format: Format, messages: &[Message]) -> usize {
     match messages {
         [first, ..] if first.role == Role::User && is_summary_text(&first.text()) => 1,
@@ -36,7 +36,12 @@ pub fn prior_summary_len(format: Format, messages: &[Message]) -> usize {
 /// framing paragraph, a summary another writer made (opencode's own compaction) whole.
 pub fn prior_summary_text(format: Format, messages: &[Message]) -> Option<String> {
     let n = prior_summary_len(format, messages);
-    let text = messages.get(n.checked_sub(1)?)?.text();
+    let at = if n == 2 && format.summary_in_first() {
+        0
+    } else {
+        n.checked_sub(1)?
+    };
+    let text = messages.get(at)?.text();
     Some(if is_summary_text(&text) {
         summary_body(&text)
     } else {
