@@ -981,7 +981,7 @@ impl Subject for Agent {
 /// Five extractive re-compactions of one growing session (as for kodelet, on a smaller one),
 /// then the pruned-archive fallback.
 fn extractive_in(kind: Kind, template: &std::path::Path) {
-    let a = agent(kind, template, 60);
+    let a = agent(kind, template, 30);
     let (kept, summaries) = five_compactions(&a, &extractive());
     let tokens: Vec<usize> = summaries.iter().map(|s| count_text(s)).collect();
     eprintln!("summary tokens {tokens:?}");

@@ -30,8 +30,8 @@
 //! An earlier agent-db summary at the start of the head is carried forward (its withdrawn
 //! section merged into the new one, its text masked like the rest). The summary is bounded:
 //! about a sixth of the head's tokens, at most [`MAX_SUMMARY_TOKENS`] (a re-summary of the
-//! originals: at least the size of the summary before it, whose quoted user turns it keeps while
-//! within the cap); when over, the least
+//! originals: at least the size of the summary before it, whose user turns, files and commands
+//! it keeps while within the cap); when over, the least
 //! important items go first (last tool calls, commands, read-only files, low-ranked assistant
 //! sentences, error resolutions), and the withdrawn section is never cut.
 //!
@@ -140,25 +140,23 @@ pub fn summarize_with(input: &HeadInput<'_>, options: Options) -> String {
     );
     let prior_text = prior.as_ref().map(|p| facts.masker.apply(&p.live));
     // A re-summary of the originals keeps no less than the summary before it: its budget is at
-    // least that summary's size and the user turns it quoted are not dropped (within the cap).
+    // least that summary's size and what it listed is not dropped (within the cap).
     let earlier = input.earlier_summary.as_deref().unwrap_or("");
-    let inherited = render::quoted_turns(earlier);
     let base = budget(head_tokens).max(count_text(earlier).min(MAX_SUMMARY_TOKENS));
     // The carried-forward summary is never cut; the new sections still get a share of the
     // budget so the latest work is not squeezed out entirely.
     let fixed = count_text(&framing) + prior_text.as_deref().map_or(0, |p| count_text(p) + 12);
     let target = base.max(fixed + base / 4);
-    let fitted = |inherited: &[usize]| {
-        let mut sections = render::build_sections(&facts, prior.as_ref());
-        render::protect_turns(&mut sections, inherited);
+    let fitted = |earlier: &str| {
+        let mut sections = render::build_sections(&facts, prior.as_ref(), earlier);
         render::fit(&framing, prior_text.as_deref(), &mut sections, target);
         render::render(&framing, prior_text.as_deref(), &sections)
     };
-    let text = fitted(&inherited);
-    if inherited.is_empty() || count_text(&text) <= MAX_SUMMARY_TOKENS {
+    let text = fitted(earlier);
+    if earlier.is_empty() || count_text(&text) <= MAX_SUMMARY_TOKENS {
         return text;
     }
-    fitted(&[])
+    fitted("")
 }
 
 // ---------------------------------------------------------------------------------------------
