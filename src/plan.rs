@@ -346,7 +346,7 @@ fn rebuild(
     // message, or opencode's compaction request and reply).
     let ours = |m: &[Message]| {
         let n = crate::summary::prior_summary_len(format, m);
-        n > 0 && crate::summary::is_summary_text(&m[n - 1].text())
+        n > 0 && crate::summary::is_agent_db_summary(&m[n - 1].text())
     };
     let mut originals: Vec<Message> = Vec::new();
     for p in pre_images {
@@ -548,15 +548,23 @@ mod tests {
     use super::*;
     use crate::store::originals::PreImage;
 
-    const SUMMARY: &str = "[agent-db compaction summary]\nframing\n\nbody";
+    const SUMMARY: &str =
+        "[agent-db compaction summary]\nagent-db replaced 2 earlier messages.\n\nbody";
 
-    /// A Chat Completions history of these contents (`S` is an agent-db summary; a name
-    /// starting with `u` is a user message, else an assistant one).
+    /// Another writer's summary under agent-db's header, with a framing of its own (as the
+    /// docker-agent store presents docker-agent's summary item).
+    const PRESENTED: &str =
+        "[agent-db compaction summary]\nThe agent loads this summary in place of the earlier messages.\n\nuAgentSummary";
+
+    /// A Chat Completions history of these contents (`S` is an agent-db summary, `P` another
+    /// writer's presented under the header; a name starting with `u` is a user message, else an
+    /// assistant one).
     fn history(names: &[&str]) -> String {
         let m: Vec<serde_json::Value> = names
             .iter()
             .map(|n| match *n {
                 "S" => serde_json::json!({"role": "user", "content": SUMMARY}),
+                "P" => serde_json::json!({"role": "user", "content": PRESENTED}),
                 n if n.starts_with('u') => serde_json::json!({"role": "user", "content": n}),
                 n => serde_json::json!({"role": "assistant", "content": n}),
             })
@@ -622,8 +630,22 @@ mod tests {
     }
 
     #[test]
+    fn a_pre_image_with_another_writers_summary_under_the_header_starts_the_originals_over() {
+        let chain = vec![
+            pre(1, &["u0", "a1", "u2", "a3"], 0),
+            pre(2, &["P", "u6", "a7"], 2),
+        ];
+        let now = messages(&["S", "a7", "u8", "a9"]);
+        let head = rebuild(message::OPENAI_CHAT, &chain, 2, &now, 2).unwrap();
+        assert_eq!(texts(&head), [PRESENTED, "u6", "a7"]);
+    }
+
+    #[test]
     fn a_history_that_does_not_start_with_the_last_summary_has_no_originals() {
         let now = messages(&["u0", "a7", "u8", "a9"]);
+        assert!(rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 3).is_err());
+        // Another writer's summary presented under the header is not agent-db's.
+        let now = messages(&["P", "a7", "u8", "a9"]);
         assert!(rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 3).is_err());
         let bad = vec![PreImage {
             compaction_id: 1,

@@ -14,6 +14,19 @@ pub fn is_summary_text(text: &str) -> bool {
     text.trim_start().starts_with(SUMMARY_HEADER)
 }
 
+/// Whether `text` is a summary agent-db wrote: the header, then agent-db's framing paragraph
+/// (a store may present another writer's summary under the header with a framing of its own, as
+/// the docker-agent store does).
+pub fn is_agent_db_summary(text: &str) -> bool {
+    is_summary_text(text) && {
+        let t = text.trim_start().trim_start_matches(SUMMARY_HEADER);
+        t.split("\n\n")
+            .next()
+            .unwrap_or("")
+            .contains("agent-db replaced")
+    }
+}
+
 /// Whether the history starts with an earlier summary (see [`prior_summary_len`]).
 pub fn starts_with_summary(format: Format, messages: &[Message]) -> bool {
     prior_summary_len(format, messages) > 0

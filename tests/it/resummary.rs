@@ -1155,3 +1155,31 @@ fn an_agents_own_summary_is_carried_forward_as_an_earlier_summary() {
         own_summary_in(kind);
     }
 }
+
+/// agent-db compacts, then the agent compacts itself (its summary covers agent-db's and what
+/// came after), then agent-db again: the agent's summary is carried forward, and the row says
+/// the originals were not read (the history no longer starts with agent-db's summary).
+fn own_summary_after_agent_db_in(kind: Kind) {
+    let (_dir, template) = template(kind);
+    let a = agent(kind, &template, 6);
+    compact(&a, &extractive());
+    a.append(1);
+    a.compact_itself(&format!("Summary of the work so far: {OWN_FACT}."));
+    a.append(2);
+    let row = compact(&a, &extractive());
+    let summary = a.summary();
+    let carried = section_of(&summary, "Earlier summary (carried forward)");
+    assert!(carried.contains(OWN_FACT), "{summary}");
+    let note = row["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("no longer starts with what agent-db last wrote"),
+        "{row:#}"
+    );
+}
+
+#[test]
+fn an_agents_own_summary_after_agent_dbs_is_carried_forward() {
+    for kind in [Kind::DockerAgent, Kind::Goose, Kind::Opencode] {
+        own_summary_after_agent_db_in(kind);
+    }
+}
