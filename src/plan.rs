@@ -171,7 +171,8 @@ impl Plan {
     /// Index of the latest real user instruction (not a summary agent-db put first).
     pub fn latest_instruction(&self) -> Option<usize> {
         let messages = &self.loaded.messages;
-        let prior = crate::summary::prior_summary_len(self.loaded.format, messages);
+        let prior =
+            crate::summary::prior_len(self.loaded.format, messages, self.loaded.row.agent_summary);
         messages
             .iter()
             .enumerate()
@@ -463,7 +464,7 @@ pub fn plan_loaded(
     let mut decision = split::split_after(
         &views,
         keep_tokens,
-        crate::summary::prior_summary_len(loaded.format, &loaded.messages),
+        crate::summary::prior_len(loaded.format, &loaded.messages, loaded.row.agent_summary),
     );
     if let (true, None, Some(target), Some(land)) = (
         opts.skip_under_target,

@@ -45,10 +45,30 @@ pub fn prior_summary_len(format: Format, messages: &[Message]) -> usize {
     }
 }
 
+/// [`prior_summary_len`], or where it finds none, `agent_summary`: the leading messages the
+/// store says are the agent's own summary (the loaded conversation's `agent_summary`), when
+/// they are fewer than the history and start with a user message.
+pub fn prior_len(format: Format, messages: &[Message], agent_summary: usize) -> usize {
+    match prior_summary_len(format, messages) {
+        0 if agent_summary < messages.len()
+            && messages.first().is_some_and(|m| m.role == Role::User) =>
+        {
+            agent_summary
+        }
+        n => n,
+    }
+}
+
 /// The body of the earlier summary the history starts with: an agent-db summary without its
 /// framing paragraph, a summary another writer made (opencode's own compaction) whole.
 pub fn prior_summary_text(format: Format, messages: &[Message]) -> Option<String> {
-    let n = prior_summary_len(format, messages);
+    prior_text(format, messages, prior_summary_len(format, messages))
+}
+
+/// The text of the earlier summary that the first `n` messages form ([`prior_len`]): the last of
+/// them, or the first of a pair where the format says so; an agent-db summary without its
+/// framing paragraph.
+pub fn prior_text(format: Format, messages: &[Message], n: usize) -> Option<String> {
     let at = if n == 2 && format.summary_in_first() {
         0
     } else {

@@ -87,7 +87,7 @@ impl<'a> HeadInput<'a> {
         let prior_summary = plan
             .split()
             .filter(|s| s.prior_summary)
-            .and_then(|_| crate::summary::prior_summary_text(plan.loaded.format, head));
+            .and_then(|s| crate::summary::prior_text(plan.loaded.format, head, s.prior_len));
         HeadInput {
             plan,
             head,

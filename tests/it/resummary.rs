@@ -1183,3 +1183,38 @@ fn an_agents_own_summary_after_agent_dbs_is_carried_forward() {
         own_summary_after_agent_db_in(kind);
     }
 }
+
+/// kodelet compacted the conversation itself (its `SwapContext` summary alone in
+/// `raw_messages`, the replaced messages filed in `compaction_history` with
+/// `activeDisplayStart` 1), then went on: agent-db's compaction carries kodelet's summary
+/// forward as an earlier summary, not as the user's first request.
+#[test]
+fn kodelets_own_summary_is_carried_forward_as_an_earlier_summary() {
+    let k = env(6);
+    let c = k.env.conn();
+    c.execute_batch("ALTER TABLE conversations ADD COLUMN compaction_history TEXT")
+        .unwrap();
+    let replaced: Value = serde_json::from_str(&k.raw_messages()).unwrap();
+    let text = format!("Summary of the work so far: {OWN_FACT}.");
+    let summary = json!({"role": "user", "content": text});
+    let history = json!({"segments": [{"rawMessages": replaced, "marker": {"id": "k-1",
+        "method": "summary", "summary": text, "createdAt": "2026-10-02T00:00:00Z"}}],
+        "activeDisplayStart": 1});
+    c.execute(
+        "UPDATE conversations SET raw_messages = ?1, compaction_history = ?2 WHERE id = ?3",
+        [
+            json!([summary]).to_string(),
+            history.to_string(),
+            k.id.clone(),
+        ],
+    )
+    .unwrap();
+    k.append(1);
+    compact(&k, &extractive());
+    let now = k.summary();
+    let carried = section_of(&now, "Earlier summary (carried forward)");
+    assert!(carried.contains(OWN_FACT), "{now}");
+    let asked = section_of(&now, "User requests and instructions");
+    assert!(!asked.contains("ZEBRA_4242"), "{now}");
+    assert!(!now.contains("4711"), "{now}");
+}

@@ -180,14 +180,18 @@ impl Adapter for Kodelet {
         })
     }
 
+    /// With kodelet's own summary at the head: the `activeDisplayStart` items kodelet sends but
+    /// does not show, which its compaction put in place of the history (`SwapContext`).
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let row = load(read.conn, read.path, id)?;
+        let own = read::own_summary_len(read.conn, read.path, id)?;
         Ok(conversation(
             row.id,
             row.raw_messages,
             row.version_marker,
             row.raw_blob,
-        ))
+        )
+        .with_agent_summary(own))
     }
 }
 
