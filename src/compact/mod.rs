@@ -64,18 +64,20 @@ impl<'a> HeadInput<'a> {
     pub fn new(plan: &'a Plan, now: DateTime<FixedOffset>) -> HeadInput<'a> {
         let latest_instruction = plan.latest_instruction().map(|i| &plan.loaded.messages[i]);
         if let Some(crate::plan::Resummary::Originals {
-            head, head_tokens, ..
+            head,
+            head_tokens,
+            agent_summary,
+            ..
         }) = &plan.resummary
         {
             // A re-compaction summarizes the original messages, not its earlier summary; a
             // summary the agent wrote itself before them is an earlier summary all the same.
             let format = plan.loaded.format;
-            let prior_len = crate::summary::prior_summary_len(format, head);
+            let prior_len = crate::summary::prior_len(format, head, *agent_summary);
             return HeadInput {
                 plan,
                 head,
-                prior_summary: crate::summary::prior_summary_text(format, head)
-                    .filter(|_| prior_len > 0),
+                prior_summary: crate::summary::prior_text(format, head, prior_len),
                 prior_len,
                 latest_instruction,
                 head_tokens: *head_tokens,

@@ -114,6 +114,16 @@ pub trait Adapter: Sync + 'static {
     ) -> Result<Option<String>> {
         Ok(None)
     }
+    /// How many leading messages of [`Adapter::archived_history`]'s history were the agent's own
+    /// summary then (as a loaded conversation's `agent_summary` says now): 0, the default.
+    fn archived_agent_summary(
+        &self,
+        _read: &Read<'_>,
+        _id: &str,
+        _compaction_id: i64,
+    ) -> Result<usize> {
+        Ok(0)
+    }
     /// Whether [`Adapter::archived_history`] reads anything back for this store kind.
     fn reads_archived_history(&self) -> bool {
         false

@@ -1187,7 +1187,8 @@ fn an_agents_own_summary_after_agent_dbs_is_carried_forward() {
 /// kodelet compacted the conversation itself (its `SwapContext` summary alone in
 /// `raw_messages`, the replaced messages filed in `compaction_history` with
 /// `activeDisplayStart` 1), then went on: agent-db's compaction carries kodelet's summary
-/// forward as an earlier summary, not as the user's first request.
+/// forward as an earlier summary, not as the user's first request, and so does the next one,
+/// written from the originals.
 #[test]
 fn kodelets_own_summary_is_carried_forward_as_an_earlier_summary() {
     let k = env(6);
@@ -1210,11 +1211,19 @@ fn kodelets_own_summary_is_carried_forward_as_an_earlier_summary() {
     )
     .unwrap();
     k.append(1);
-    compact(&k, &extractive());
-    let now = k.summary();
-    let carried = section_of(&now, "Earlier summary (carried forward)");
-    assert!(carried.contains(OWN_FACT), "{now}");
-    let asked = section_of(&now, "User requests and instructions");
-    assert!(!asked.contains("ZEBRA_4242"), "{now}");
-    assert!(!now.contains("4711"), "{now}");
+    for round in 1..=2 {
+        let row = compact(&k, &extractive());
+        let now = k.summary();
+        let carried = section_of(&now, "Earlier summary (carried forward)");
+        assert!(carried.contains(OWN_FACT), "{round}: {now}");
+        let asked = section_of(&now, "User requests and instructions");
+        assert!(!asked.contains("ZEBRA_4242"), "{round}: {now}");
+        assert!(!now.contains("4711"), "{round}: {now}");
+        if round == 2 {
+            // Written from the originals, which start with kodelet's summary.
+            let details = audit_details(&k, row["compaction_id"].as_i64().unwrap());
+            assert_eq!(details["resummary"]["from"], "originals", "{details:#}");
+        }
+        k.append(round + 1);
+    }
 }

@@ -164,6 +164,31 @@ impl Adapter for Kodelet {
         true
     }
 
+    /// kodelet's own summary before the compaction: the `activeDisplayStart` of the
+    /// `compaction_history` it archived.
+    fn archived_agent_summary(
+        &self,
+        read: &Read<'_>,
+        _id: &str,
+        compaction_id: i64,
+    ) -> Result<usize> {
+        let value = super::archive::archived_value(
+            read.conn,
+            compaction_id,
+            "conversations",
+            "compaction_history",
+        )
+        .at(read.path)?;
+        let text = match value {
+            Some(CellValue::Text(b) | CellValue::Blob(b)) => String::from_utf8(b).ok(),
+            _ => None,
+        };
+        Ok(history::parse(text.as_deref())
+            .ok()
+            .flatten()
+            .map_or(0, |h| h.start))
+    }
+
     fn archived_history(
         &self,
         read: &Read<'_>,
