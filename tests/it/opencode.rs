@@ -619,7 +619,7 @@ fn continue_session(o: &O, s: &str, n: usize) {
 #[test]
 fn a_second_compaction_carries_the_first_summarys_facts() {
     for preset in ["opencode-1.18", "opencode-1.14"] {
-        let o = O::new(preset, 12);
+        let o = O::new(preset, 8);
         let strategy = "extractive";
         // Sessions opencode compacted itself, and sessions agent-db compacts first.
         let own = o.strings(
