@@ -115,6 +115,9 @@ pub enum Resummary {
         head: Vec<Message>,
         head_tokens: usize,
         compactions: usize,
+        /// How many leading messages of `head` are the agent's own summary, where only the
+        /// store can tell (`StoredConversation::agent_summary`).
+        agent_summary: usize,
     },
     /// The originals cannot be read back (why): the earlier summary is summarized again.
     CarriedSummary(String),
@@ -171,7 +174,8 @@ impl Plan {
     /// Index of the latest real user instruction (not a summary agent-db put first).
     pub fn latest_instruction(&self) -> Option<usize> {
         let messages = &self.loaded.messages;
-        let prior = crate::summary::prior_summary_len(self.loaded.format, messages);
+        let prior =
+            crate::summary::prior_len(self.loaded.format, messages, self.loaded.row.agent_summary);
         messages
             .iter()
             .enumerate()
@@ -324,30 +328,34 @@ pub fn originals(store: &Store, plan: &Plan) -> Option<Resummary> {
     let format = plan.loaded.format;
     let rebuilt = rebuild(format, &found.0, found.1, &plan.loaded.messages, split.cut);
     Some(match rebuilt {
-        Ok(head) => Resummary::Originals {
+        Ok((head, agent_summary)) => Resummary::Originals {
             head_tokens: head.iter().map(|m| tokens::message_tokens(format, m)).sum(),
             head,
             compactions: found.0.len(),
+            agent_summary,
         },
         Err(why) => Resummary::CarriedSummary(why),
     })
 }
 
-/// The originals before the new kept tail (see [`originals`]); `current` is the history now,
-/// `cut` its first kept message.
+/// The originals before the new kept tail (see [`originals`]), and how many of their leading
+/// messages are the agent's own summary; `current` is the history now, `cut` its first kept
+/// message.
 fn rebuild(
     format: Format,
     pre_images: &[crate::store::originals::PreImage],
     written_last: usize,
     current: &[Message],
     cut: usize,
-) -> std::result::Result<Vec<Message>, String> {
+) -> std::result::Result<(Vec<Message>, usize), String> {
+    // Starts with a summary agent-db wrote (where the store's replay puts one: a first user
+    // message, or opencode's compaction request and reply).
     let ours = |m: &[Message]| {
-        m.first().is_some_and(|f| {
-            f.role == message::Role::User && crate::summary::is_summary_text(&f.text())
-        })
+        let n = crate::summary::prior_summary_len(format, m);
+        n > 0 && crate::summary::is_agent_db_summary(&m[n - 1].text())
     };
     let mut originals: Vec<Message> = Vec::new();
+    let mut agent_summary = 0;
     for p in pre_images {
         let messages = message::decode_all(format, &p.history).map_err(|e| {
             format!(
@@ -358,6 +366,7 @@ fn rebuild(
         })?;
         if p.written_before == 0 || !ours(&messages) {
             originals = messages;
+            agent_summary = p.agent_summary;
         } else if messages.len() < p.written_before {
             return Err(format!(
                 "the archive of compaction {} is shorter than what the compaction before it wrote",
@@ -389,7 +398,7 @@ fn rebuild(
         }
         originals.truncate(start.unwrap_or(0));
     }
-    Ok(originals)
+    Ok((originals, agent_summary))
 }
 
 /// The stall guard's verdict on a conversation agent-db last compacted as `last`.
@@ -462,7 +471,7 @@ pub fn plan_loaded(
     let mut decision = split::split_after(
         &views,
         keep_tokens,
-        crate::summary::prior_summary_len(loaded.format, &loaded.messages),
+        crate::summary::prior_len(loaded.format, &loaded.messages, loaded.row.agent_summary),
     );
     if let (true, None, Some(target), Some(land)) = (
         opts.skip_under_target,
@@ -547,15 +556,23 @@ mod tests {
     use super::*;
     use crate::store::originals::PreImage;
 
-    const SUMMARY: &str = "[agent-db compaction summary]\nframing\n\nbody";
+    const SUMMARY: &str =
+        "[agent-db compaction summary]\nagent-db replaced 2 earlier messages.\n\nbody";
 
-    /// A Chat Completions history of these contents (`S` is an agent-db summary; a name
-    /// starting with `u` is a user message, else an assistant one).
+    /// Another writer's summary under agent-db's header, with a framing of its own (as the
+    /// docker-agent store presents docker-agent's summary item).
+    const PRESENTED: &str =
+        "[agent-db compaction summary]\nThe agent loads this summary in place of the earlier messages.\n\nuAgentSummary";
+
+    /// A Chat Completions history of these contents (`S` is an agent-db summary, `P` another
+    /// writer's presented under the header; a name starting with `u` is a user message, else an
+    /// assistant one).
     fn history(names: &[&str]) -> String {
         let m: Vec<serde_json::Value> = names
             .iter()
             .map(|n| match *n {
                 "S" => serde_json::json!({"role": "user", "content": SUMMARY}),
+                "P" => serde_json::json!({"role": "user", "content": PRESENTED}),
                 n if n.starts_with('u') => serde_json::json!({"role": "user", "content": n}),
                 n => serde_json::json!({"role": "assistant", "content": n}),
             })
@@ -576,6 +593,7 @@ mod tests {
             compaction_id: id,
             history: history(names),
             written_before,
+            agent_summary: 0,
         }
     }
 
@@ -590,7 +608,9 @@ mod tests {
     #[test]
     fn the_originals_are_the_first_pre_image_and_what_came_after_each_compaction() {
         let now = messages(&["S", "a7", "u8", "a9"]);
-        let head = rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 3).unwrap();
+        let head = rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 3)
+            .unwrap()
+            .0;
         assert_eq!(
             texts(&head),
             ["u0", "a1", "u2", "a3", "u4", "a5", "u6", "a7", "u8"]
@@ -600,7 +620,9 @@ mod tests {
     #[test]
     fn a_new_tail_reaching_into_the_last_kept_tail_ends_the_originals_before_it() {
         let now = messages(&["S", "a7", "u8", "a9"]);
-        let head = rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 1).unwrap();
+        let head = rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 1)
+            .unwrap()
+            .0;
         assert_eq!(texts(&head), ["u0", "a1", "u2", "a3", "u4", "a5", "u6"]);
         // The kept tail no longer matches the archive: no originals, and why.
         let changed = messages(&["S", "a7-edited", "u8", "a9"]);
@@ -616,18 +638,37 @@ mod tests {
             pre(2, &["uAgentSummary", "a3", "u6", "a7"], 2),
         ];
         let now = messages(&["S", "a7", "u8", "a9"]);
-        let head = rebuild(message::OPENAI_CHAT, &chain, 2, &now, 2).unwrap();
+        let mut chain = chain;
+        chain[1].agent_summary = 1;
+        let (head, agent_summary) = rebuild(message::OPENAI_CHAT, &chain, 2, &now, 2).unwrap();
         assert_eq!(texts(&head), ["uAgentSummary", "a3", "u6", "a7"]);
+        // The agent's own summary the store saw at the start of that pre-image is still first.
+        assert_eq!(agent_summary, 1);
+    }
+
+    #[test]
+    fn a_pre_image_with_another_writers_summary_under_the_header_starts_the_originals_over() {
+        let chain = vec![
+            pre(1, &["u0", "a1", "u2", "a3"], 0),
+            pre(2, &["P", "u6", "a7"], 2),
+        ];
+        let now = messages(&["S", "a7", "u8", "a9"]);
+        let head = rebuild(message::OPENAI_CHAT, &chain, 2, &now, 2).unwrap().0;
+        assert_eq!(texts(&head), [PRESENTED, "u6", "a7"]);
     }
 
     #[test]
     fn a_history_that_does_not_start_with_the_last_summary_has_no_originals() {
         let now = messages(&["u0", "a7", "u8", "a9"]);
         assert!(rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 3).is_err());
+        // Another writer's summary presented under the header is not agent-db's.
+        let now = messages(&["P", "a7", "u8", "a9"]);
+        assert!(rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 3).is_err());
         let bad = vec![PreImage {
             compaction_id: 1,
             history: "not json".into(),
             written_before: 0,
+            agent_summary: 0,
         }];
         let e = rebuild(message::OPENAI_CHAT, &bad, 2, &messages(&["S", "a1"]), 2).unwrap_err();
         assert!(e.contains("compaction 1"), "{e}");

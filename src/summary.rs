@@ -14,6 +14,19 @@ pub fn is_summary_text(text: &str) -> bool {
     text.trim_start().starts_with(SUMMARY_HEADER)
 }
 
+/// Whether `text` is a summary agent-db wrote: the header, then agent-db's framing paragraph
+/// (a store may present another writer's summary under the header with a framing of its own, as
+/// the docker-agent store does).
+pub fn is_agent_db_summary(text: &str) -> bool {
+    is_summary_text(text) && {
+        let t = text.trim_start().trim_start_matches(SUMMARY_HEADER);
+        t.split("\n\n")
+            .next()
+            .unwrap_or("")
+            .contains("agent-db replaced")
+    }
+}
+
 /// Whether the history starts with an earlier summary (see [`prior_summary_len`]).
 pub fn starts_with_summary(format: Format, messages: &[Message]) -> bool {
     prior_summary_len(format, messages) > 0
@@ -21,9 +34,9 @@ pub fn starts_with_summary(format: Format, messages: &[Message]) -> bool {
 
 /// How many leading messages form an earlier summary, where the store's own replay puts it:
 /// 1 for an agent-db summary as the first user message; 2 for
-/// a compaction the agent recorded as a request and a reply ([`Codec::summary_pair`], e.g.
-/// opencode's, whoever wrote it: agent-db or the agent itself); else 0. The
-/// summary's text is the last of them.
+/// a compaction the agent recorded as two messages ([`Codec::summary_pair`]: opencode's request
+/// and reply, whoever wrote it, or goose's own summary and continuation); else 0. The
+/// summary's text is the last of them, or the first where the format says so.
 pub fn prior_summary_len(format: Format, messages: &[Message]) -> usize {
     match messages {
         [first, ..] if first.role == Role::User && is_summary_text(&first.text()) => 1,
@@ -32,11 +45,36 @@ pub fn prior_summary_len(format: Format, messages: &[Message]) -> usize {
     }
 }
 
+/// [`prior_summary_len`], or where it finds none, `agent_summary`: the leading messages the
+/// store says are the agent's own summary (the loaded conversation's `agent_summary`), when
+/// they are fewer than the history and start with a user message.
+pub fn prior_len(format: Format, messages: &[Message], agent_summary: usize) -> usize {
+    match prior_summary_len(format, messages) {
+        0 if agent_summary < messages.len()
+            && messages.first().is_some_and(|m| m.role == Role::User) =>
+        {
+            agent_summary
+        }
+        n => n,
+    }
+}
+
 /// The body of the earlier summary the history starts with: an agent-db summary without its
 /// framing paragraph, a summary another writer made (opencode's own compaction) whole.
 pub fn prior_summary_text(format: Format, messages: &[Message]) -> Option<String> {
-    let n = prior_summary_len(format, messages);
-    let text = messages.get(n.checked_sub(1)?)?.text();
+    prior_text(format, messages, prior_summary_len(format, messages))
+}
+
+/// The text of the earlier summary that the first `n` messages form ([`prior_len`]): the last of
+/// them, or the first of a pair where the format says so; an agent-db summary without its
+/// framing paragraph.
+pub fn prior_text(format: Format, messages: &[Message], n: usize) -> Option<String> {
+    let at = if n == 2 && format.summary_in_first() {
+        0
+    } else {
+        n.checked_sub(1)?
+    };
+    let text = messages.get(at)?.text();
     Some(if is_summary_text(&text) {
         summary_body(&text)
     } else {

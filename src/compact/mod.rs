@@ -54,6 +54,9 @@ pub struct HeadInput<'a> {
     /// The latest real user instruction (kept verbatim after the summary or in the tail).
     pub latest_instruction: Option<&'a Message>,
     pub head_tokens: usize,
+    /// For a re-compaction written from the originals: the body of the summary the compaction
+    /// before it wrote, which the new one must not keep less than.
+    pub earlier_summary: Option<String>,
     pub now: DateTime<FixedOffset>,
 }
 
@@ -61,17 +64,24 @@ impl<'a> HeadInput<'a> {
     pub fn new(plan: &'a Plan, now: DateTime<FixedOffset>) -> HeadInput<'a> {
         let latest_instruction = plan.latest_instruction().map(|i| &plan.loaded.messages[i]);
         if let Some(crate::plan::Resummary::Originals {
-            head, head_tokens, ..
+            head,
+            head_tokens,
+            agent_summary,
+            ..
         }) = &plan.resummary
         {
-            // A re-compaction summarizes the original messages, not its earlier summary.
+            // A re-compaction summarizes the original messages, not its earlier summary; a
+            // summary the agent wrote itself before them is an earlier summary all the same.
+            let format = plan.loaded.format;
+            let prior_len = crate::summary::prior_len(format, head, *agent_summary);
             return HeadInput {
                 plan,
                 head,
-                prior_summary: None,
-                prior_len: 0,
+                prior_summary: crate::summary::prior_text(format, head, prior_len),
+                prior_len,
                 latest_instruction,
                 head_tokens: *head_tokens,
+                earlier_summary: crate::summary::prior_summary_text(format, plan.head()),
                 now,
             };
         }
@@ -79,7 +89,7 @@ impl<'a> HeadInput<'a> {
         let prior_summary = plan
             .split()
             .filter(|s| s.prior_summary)
-            .and_then(|_| crate::summary::prior_summary_text(plan.loaded.format, head));
+            .and_then(|s| crate::summary::prior_text(plan.loaded.format, head, s.prior_len));
         HeadInput {
             plan,
             head,
@@ -87,6 +97,7 @@ impl<'a> HeadInput<'a> {
             prior_summary,
             latest_instruction,
             head_tokens: plan.split().map(|s| s.head_tokens).unwrap_or(0),
+            earlier_summary: None,
             now,
         }
     }

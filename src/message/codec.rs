@@ -95,6 +95,13 @@ pub trait Codec: Sync + Send + 'static {
         false
     }
 
+    /// Whether the summary's text is in the first message of a [`Codec::summary_pair`] (goose:
+    /// the summary, then its continuation) rather than the second (opencode: the request, then
+    /// the summary).
+    fn summary_in_first(&self) -> bool {
+        false
+    }
+
     /// Whether every tool call must be answered by the very next message.
     fn answers_next(&self) -> bool {
         false

@@ -344,7 +344,8 @@ fn apply_one(
 /// matched), checked against what a split may be.
 fn split_of(plan: &Plan, p: &Proposed) -> std::result::Result<Split, String> {
     let messages = &plan.loaded.messages;
-    let prior_len = crate::summary::prior_summary_len(plan.loaded.format, messages);
+    let prior_len =
+        crate::summary::prior_len(plan.loaded.format, messages, plan.loaded.row.agent_summary);
     let cut = p.kept_from;
     let bad = |why: &str| Err(format!("the plan's kept range is not valid: {why}"));
     if cut > messages.len() || cut <= prior_len {

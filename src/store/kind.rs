@@ -101,10 +101,10 @@ pub trait Adapter: Sync + 'static {
         Ok(None)
     }
     /// The history the agent loaded right before compaction `compaction_id` of conversation
-    /// `id` (kodelet: the archived pre-image; docker-agent, goose: the live rows ordered before
-    /// the compaction's first inserted row, with the cells the archive holds as they were then),
-    /// as a JSON array of the store's message JSON, for a re-compaction that summarizes
-    /// the originals ([`super::originals`]). `None`, the default, or when it cannot be read
+    /// `id` (kodelet: the archived pre-image; docker-agent, goose, opencode: the live rows
+    /// ordered before the compaction's first inserted row, with the cells the archive holds as
+    /// they were then), as a JSON array of the store's message JSON, for a re-compaction that
+    /// summarizes the originals ([`super::originals`]). `None`, the default, or when it cannot be read
     /// back: the re-compaction summarizes the earlier summary and says so.
     fn archived_history(
         &self,
@@ -113,6 +113,16 @@ pub trait Adapter: Sync + 'static {
         _compaction_id: i64,
     ) -> Result<Option<String>> {
         Ok(None)
+    }
+    /// How many leading messages of [`Adapter::archived_history`]'s history were the agent's own
+    /// summary then (as a loaded conversation's `agent_summary` says now): 0, the default.
+    fn archived_agent_summary(
+        &self,
+        _read: &Read<'_>,
+        _id: &str,
+        _compaction_id: i64,
+    ) -> Result<usize> {
+        Ok(0)
     }
     /// Whether [`Adapter::archived_history`] reads anything back for this store kind.
     fn reads_archived_history(&self) -> bool {

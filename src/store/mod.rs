@@ -715,6 +715,11 @@ pub struct StoredConversation {
     /// to-do table), in the agent's order; empty when the store keeps none. The retention score
     /// counts them as to-dos of the summarized span ([`crate::retention::Artifacts::add_native_todos`]).
     pub native_todos: Vec<String>,
+    /// How many leading messages of the history are a summary the agent wrote itself in place
+    /// of the messages before (its own compaction), where only the store can tell (kodelet's
+    /// `activeDisplayStart`); 0 otherwise. A compaction carries it forward as an earlier summary
+    /// ([`crate::summary::prior_len`]).
+    pub agent_summary: usize,
     state: Arc<dyn kind::LoadedState>,
     sealed: Option<kind::Sealed>,
 }
@@ -730,9 +735,16 @@ impl StoredConversation {
             id: id.into(),
             raw_messages,
             native_todos: Vec::new(),
+            agent_summary: 0,
             state,
             sealed: None,
         }
+    }
+
+    /// With the agent's own summary at the head of the history ([`Self::agent_summary`]).
+    pub(crate) fn with_agent_summary(mut self, n: usize) -> Self {
+        self.agent_summary = n;
+        self
     }
 
     /// With the open to-dos the store keeps outside the history.

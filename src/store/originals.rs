@@ -24,6 +24,9 @@ pub struct PreImage {
     /// How many leading messages of `history` the compaction before it wrote (its summary, the
     /// instruction it put back and the tail it kept): 0 for the first.
     pub written_before: usize,
+    /// How many leading messages of `history` were the agent's own summary, where only the
+    /// store can tell ([`super::kind::Adapter::archived_agent_summary`]).
+    pub agent_summary: usize,
 }
 
 /// What the archive holds of a conversation's original history.
@@ -84,10 +87,12 @@ impl Store {
                     "the archive of compaction {cid} holds no history agent-db reads back"
                 )));
             };
+            let agent_summary = self.kind.adapter().archived_agent_summary(&read, id, cid)?;
             pre_images.push(PreImage {
                 compaction_id: cid,
                 history,
                 written_before,
+                agent_summary,
             });
             written_before = after.max(0) as usize;
         }

@@ -483,21 +483,72 @@ fn sent_summary(o: &O, s: &str) -> String {
     sent[1].texts.join("\n")
 }
 
-/// The lines of a summary's body that must survive a re-compaction: every non-empty line after
-/// the framing paragraph of an agent-db summary (all of another writer's), up to a withdrawn
-/// section (whose items move).
+/// What of a summary must survive a re-compaction. Of another writer's summary (carried
+/// forward whole, also inside an agent-db summary), every non-empty line. Of agent-db's own
+/// sections, which a re-compaction writes anew from the original messages, the facts they name:
+/// each quoted user turn, each path (a word with a slash; a glob pattern is none) and each `code
+/// span` (commands, names).
+/// A withdrawn section (whose items move) is left out.
 fn facts(summary: &str) -> Vec<String> {
-    let body = if summary.starts_with(HEADER) {
-        summary.split_once("\n\n").map_or("", |(_, b)| b)
-    } else {
-        summary
+    let Some((_, body)) = summary
+        .strip_prefix(HEADER)
+        .and_then(|b| b.split_once("\n\n"))
+    else {
+        return lines(summary);
     };
-    body.lines()
-        .take_while(|l| !l.starts_with("## Withdrawn"))
+    let mut out = Vec::new();
+    let mut carried = false;
+    for line in body.lines().take_while(|l| !l.starts_with("## Withdrawn")) {
+        let line = line.trim();
+        if line.starts_with("## Earlier summary") {
+            carried = true;
+            continue;
+        }
+        if line.starts_with("(end of the earlier summary") {
+            carried = false;
+            continue;
+        }
+        if carried {
+            out.extend(lines(line));
+            continue;
+        }
+        if let Some(quote) = line
+            .split_once(". \"")
+            .filter(|(n, _)| n.chars().all(|c| c.is_ascii_digit()))
+            .and_then(|(_, q)| q.strip_suffix('"'))
+        {
+            out.push(quote.to_string());
+        }
+        out.extend(line.split('`').skip(1).step_by(2).map(str::to_string));
+        out.extend(
+            line.split_whitespace()
+                .filter(|w| !w.contains('`'))
+                .map(|w| w.trim_matches(|c: char| "\"'(),;:".contains(c)))
+                .filter(|w| w.contains('/') && !w.contains('*'))
+                .map(str::to_string),
+        );
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn lines(text: &str) -> Vec<String> {
+    text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .map(str::to_string)
         .collect()
+}
+
+/// Every text opencode sends now (the summary and the kept tail), by the test's loader.
+fn sent_text(o: &O, s: &str) -> String {
+    load(&o.conn(), s)
+        .unwrap()
+        .iter()
+        .map(|m| m.texts.join("\n"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Continue `s` as opencode does after a compaction: a user turn and a finished assistant
@@ -568,7 +619,7 @@ fn continue_session(o: &O, s: &str, n: usize) {
 #[test]
 fn a_second_compaction_carries_the_first_summarys_facts() {
     for preset in ["opencode-1.18", "opencode-1.14"] {
-        let o = O::new(preset, 24);
+        let o = O::new(preset, 8);
         let strategy = "extractive";
         // Sessions opencode compacted itself, and sessions agent-db compacts first.
         let own = o.strings(
@@ -626,11 +677,12 @@ fn a_second_compaction_carries_the_first_summarys_facts() {
         for s in &targets {
             let now = sent_summary(&o, s);
             assert!(now.starts_with(HEADER), "{preset} {s}");
+            let sent = sent_text(&o, s);
             let facts = &earlier[s];
             assert!(!facts.is_empty(), "{s}");
             for f in facts {
                 assert!(
-                    now.contains(f.as_str()),
+                    sent.contains(f.as_str()),
                     "{preset} {s}: the earlier summary's {f:?} is lost:\n{now}"
                 );
             }

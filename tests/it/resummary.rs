@@ -981,7 +981,7 @@ impl Subject for Agent {
 /// Five extractive re-compactions of one growing session (as for kodelet, on a smaller one),
 /// then the pruned-archive fallback.
 fn extractive_in(kind: Kind, template: &std::path::Path) {
-    let a = agent(kind, template, 60);
+    let a = agent(kind, template, 30);
     let (kept, summaries) = five_compactions(&a, &extractive());
     let tokens: Vec<usize> = summaries.iter().map(|s| count_text(s)).collect();
     eprintln!("summary tokens {tokens:?}");
@@ -1014,26 +1014,216 @@ fn goose_re_compactions_read_the_originals() {
     llm_in(Kind::Goose, &template);
 }
 
-/// opencode's originals are not read back yet (a summary of the originals of a tiny session
-/// keeps fewer of its middle turns than the carried summary did, which the real opencode test
-/// guards): its re-compaction summarizes the earlier summary, and its row and audit row say so.
 #[test]
-fn opencode_re_compactions_summarize_the_earlier_summary_and_say_so() {
+fn opencode_re_compactions_read_the_originals() {
     let (_dir, template) = template(Kind::Opencode);
-    let a = agent(Kind::Opencode, &template, 20);
+    extractive_in(Kind::Opencode, &template);
+    llm_in(Kind::Opencode, &template);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The agent's own earlier summary at the start of the history.
+
+/// What the agent's own summary says: a made-up fact no turn of the session holds.
+const OWN_FACT: &str = "the cache key is ZEBRA_4242 under src/own/summary_keys.rs";
+
+impl Agent {
+    /// The agent's own compaction of everything so far, written as the agent writes it:
+    /// docker-agent a `summary` item; goose hides every row from the agent and adds its
+    /// agent-only summary and continuation; opencode a `compaction` request (no kept tail) and
+    /// its finished summary reply.
+    fn compact_itself(&self, summary: &str) {
+        let c = self.conn();
+        let id = &self.id;
+        match self.kind {
+            Kind::DockerAgent => {
+                c.execute(
+                    "INSERT INTO session_items (session_id, position, item_type, summary_text) \
+                     SELECT ?1, MAX(position) + 1, 'summary', ?2 FROM session_items WHERE session_id = ?1",
+                    rusqlite::params![id, summary],
+                )
+                .unwrap();
+            }
+            Kind::Goose => {
+                c.execute(
+                    "UPDATE messages SET metadata_json = '{\"userVisible\":true,\"agentVisible\":false}' WHERE session_id = ?1",
+                    [id],
+                )
+                .unwrap();
+                let t: i64 = c
+                    .query_row(
+                        "SELECT MAX(created_timestamp) FROM messages WHERE session_id = ?1",
+                        [id],
+                        |r| r.get(0),
+                    )
+                    .unwrap();
+                let continuation = "Your context was compacted. The previous message contains a summary of the conversation so far.\nDo not mention that you read a summary or that conversation summarization occurred.\nJust continue the conversation naturally based on the summarized context.";
+                for (i, (role, text)) in [("user", summary), ("assistant", continuation)]
+                    .iter()
+                    .enumerate()
+                {
+                    c.execute(
+                        "INSERT INTO messages (session_id, role, content_json, created_timestamp, metadata_json) \
+                         VALUES (?1, ?2, ?3, ?4, '{\"userVisible\":false,\"agentVisible\":true}')",
+                        rusqlite::params![id, role, json!([{"type": "text", "text": text}]).to_string(), t + 1 + i as i64],
+                    )
+                    .unwrap();
+                }
+            }
+            Kind::Opencode => {
+                let t: i64 = c
+                    .query_row(
+                        "SELECT MAX(t) FROM (SELECT time_created AS t FROM message WHERE session_id = ?1 \
+                         UNION ALL SELECT time_created FROM part WHERE session_id = ?1)",
+                        [id],
+                        |r| r.get(0),
+                    )
+                    .unwrap();
+                let (user, asst) = (
+                    format!("msg_{:013}own1", t + 1),
+                    format!("msg_{:013}own2", t + 2),
+                );
+                let rows = [
+                    (
+                        &user,
+                        json!({"role": "user", "time": {"created": t + 1}, "agent": "build", "model": self.model}),
+                        json!({"type": "compaction", "auto": true}),
+                    ),
+                    (
+                        &asst,
+                        json!({"role": "assistant", "parentID": user, "mode": "compaction", "agent": "compaction",
+                        "summary": true, "path": {"cwd": "/w", "root": "/w"}, "cost": 0,
+                        "tokens": {"input": 900, "output": 100, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+                        "modelID": self.model["modelID"], "providerID": self.model["providerID"],
+                        "time": {"created": t + 2, "completed": t + 3}, "finish": "stop"}),
+                        json!({"type": "text", "text": summary}),
+                    ),
+                ];
+                for (k, (mid, data, part)) in rows.iter().enumerate() {
+                    let at = t + 1 + k as i64;
+                    c.execute(
+                        "INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES (?1, ?2, ?3, ?3, ?4)",
+                        rusqlite::params![mid, id, at, data.to_string()],
+                    )
+                    .unwrap();
+                    c.execute(
+                        "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
+                        rusqlite::params![format!("prt_{at:013}own{k}"), mid, id, at, part.to_string()],
+                    )
+                    .unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// The lines of section `title` of an agent-db summary.
+fn section_of<'a>(summary: &'a str, title: &str) -> &'a str {
+    summary
+        .split_once(&format!("## {title}\n"))
+        .map_or("", |(_, rest)| rest.split("\n## ").next().unwrap_or(""))
+}
+
+/// A session the agent compacted itself, then continued, compacted by agent-db twice: the
+/// agent's summary is carried forward as an earlier summary (not quoted as a user request),
+/// also when the second compaction is written from the originals.
+fn own_summary_in(kind: Kind) {
+    let (_dir, template) = template(kind);
+    let a = agent(kind, &template, 6);
+    a.compact_itself(&format!("Summary of the work so far: {OWN_FACT}."));
+    a.append(1);
+    for k in 1..=2 {
+        let row = compact(&a, &extractive());
+        let summary = a.summary();
+        let carried = section_of(&summary, "Earlier summary (carried forward)");
+        assert!(carried.contains(OWN_FACT), "compaction {k}:\n{summary}");
+        let asked = section_of(&summary, "User requests and instructions");
+        assert!(!asked.contains("ZEBRA_4242"), "compaction {k}:\n{summary}");
+        // The first turns the agent summarized away are not in agent-db's originals.
+        assert!(!summary.contains("4711"), "compaction {k}:\n{summary}");
+        if k == 2 {
+            let details = audit_details(&a, row["compaction_id"].as_i64().unwrap());
+            assert_eq!(details["resummary"]["from"], "originals", "{details:#}");
+        }
+        a.append(k + 1);
+    }
+}
+
+#[test]
+fn an_agents_own_summary_is_carried_forward_as_an_earlier_summary() {
+    for kind in [Kind::DockerAgent, Kind::Goose, Kind::Opencode] {
+        own_summary_in(kind);
+    }
+}
+
+/// agent-db compacts, then the agent compacts itself (its summary covers agent-db's and what
+/// came after), then agent-db again: the agent's summary is carried forward, and the row says
+/// the originals were not read (the history no longer starts with agent-db's summary).
+fn own_summary_after_agent_db_in(kind: Kind) {
+    let (_dir, template) = template(kind);
+    let a = agent(kind, &template, 6);
     compact(&a, &extractive());
     a.append(1);
+    a.compact_itself(&format!("Summary of the work so far: {OWN_FACT}."));
+    a.append(2);
     let row = compact(&a, &extractive());
+    let summary = a.summary();
+    let carried = section_of(&summary, "Earlier summary (carried forward)");
+    assert!(carried.contains(OWN_FACT), "{summary}");
     let note = row["note"].as_str().unwrap_or_default();
     assert!(
-        note.contains("summarized from the earlier summary")
-            && note.contains("does not read opencode histories back"),
+        note.contains("no longer starts with what agent-db last wrote"),
         "{row:#}"
     );
-    let details = audit_details(&a, row["compaction_id"].as_i64().unwrap());
-    assert_eq!(
-        details["resummary"]["from"], "earlier summary",
-        "{details:#}"
-    );
-    assert!(a.summary().contains("4711"));
+}
+
+#[test]
+fn an_agents_own_summary_after_agent_dbs_is_carried_forward() {
+    for kind in [Kind::DockerAgent, Kind::Goose, Kind::Opencode] {
+        own_summary_after_agent_db_in(kind);
+    }
+}
+
+/// kodelet compacted the conversation itself (its `SwapContext` summary alone in
+/// `raw_messages`, the replaced messages filed in `compaction_history` with
+/// `activeDisplayStart` 1), then went on: agent-db's compaction carries kodelet's summary
+/// forward as an earlier summary, not as the user's first request, and so does the next one,
+/// written from the originals.
+#[test]
+fn kodelets_own_summary_is_carried_forward_as_an_earlier_summary() {
+    let k = env(6);
+    let c = k.env.conn();
+    c.execute_batch("ALTER TABLE conversations ADD COLUMN compaction_history TEXT")
+        .unwrap();
+    let replaced: Value = serde_json::from_str(&k.raw_messages()).unwrap();
+    let text = format!("Summary of the work so far: {OWN_FACT}.");
+    let summary = json!({"role": "user", "content": text});
+    let history = json!({"segments": [{"rawMessages": replaced, "marker": {"id": "k-1",
+        "method": "summary", "summary": text, "createdAt": "2026-10-02T00:00:00Z"}}],
+        "activeDisplayStart": 1});
+    c.execute(
+        "UPDATE conversations SET raw_messages = ?1, compaction_history = ?2 WHERE id = ?3",
+        [
+            json!([summary]).to_string(),
+            history.to_string(),
+            k.id.clone(),
+        ],
+    )
+    .unwrap();
+    k.append(1);
+    for round in 1..=2 {
+        let row = compact(&k, &extractive());
+        let now = k.summary();
+        let carried = section_of(&now, "Earlier summary (carried forward)");
+        assert!(carried.contains(OWN_FACT), "{round}: {now}");
+        let asked = section_of(&now, "User requests and instructions");
+        assert!(!asked.contains("ZEBRA_4242"), "{round}: {now}");
+        assert!(!now.contains("4711"), "{round}: {now}");
+        if round == 2 {
+            // Written from the originals, which start with kodelet's summary.
+            let details = audit_details(&k, row["compaction_id"].as_i64().unwrap());
+            assert_eq!(details["resummary"]["from"], "originals", "{details:#}");
+        }
+        k.append(round + 1);
+    }
 }

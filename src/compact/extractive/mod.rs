@@ -29,7 +29,9 @@
 //!
 //! An earlier agent-db summary at the start of the head is carried forward (its withdrawn
 //! section merged into the new one, its text masked like the rest). The summary is bounded:
-//! about a sixth of the head's tokens, at most [`MAX_SUMMARY_TOKENS`]; when over, the least
+//! about a sixth of the head's tokens, at most [`MAX_SUMMARY_TOKENS`] (a re-summary of the
+//! originals: at least the size of the summary before it, whose user turns, files and commands
+//! it keeps while within the cap); when over, the least
 //! important items go first (last tool calls, commands, read-only files, low-ranked assistant
 //! sentences, error resolutions), and the withdrawn section is never cut.
 //!
@@ -137,15 +139,24 @@ pub fn summarize_with(input: &HeadInput<'_>, options: Options) -> String {
         Scope::All,
     );
     let prior_text = prior.as_ref().map(|p| facts.masker.apply(&p.live));
-    let mut sections = render::build_sections(&facts, prior.as_ref());
-
-    let base = budget(head_tokens);
+    // A re-summary of the originals keeps no less than the summary before it: its budget is at
+    // least that summary's size and what it listed is not dropped (within the cap).
+    let earlier = input.earlier_summary.as_deref().unwrap_or("");
+    let base = budget(head_tokens).max(count_text(earlier).min(MAX_SUMMARY_TOKENS));
     // The carried-forward summary is never cut; the new sections still get a share of the
     // budget so the latest work is not squeezed out entirely.
     let fixed = count_text(&framing) + prior_text.as_deref().map_or(0, |p| count_text(p) + 12);
     let target = base.max(fixed + base / 4);
-    render::fit(&framing, prior_text.as_deref(), &mut sections, target);
-    render::render(&framing, prior_text.as_deref(), &sections)
+    let fitted = |earlier: &str| {
+        let mut sections = render::build_sections(&facts, prior.as_ref(), earlier);
+        render::fit(&framing, prior_text.as_deref(), &mut sections, target);
+        render::render(&framing, prior_text.as_deref(), &sections)
+    };
+    let text = fitted(earlier);
+    if earlier.is_empty() || count_text(&text) <= MAX_SUMMARY_TOKENS {
+        return text;
+    }
+    fitted("")
 }
 
 // ---------------------------------------------------------------------------------------------

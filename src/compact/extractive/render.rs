@@ -28,6 +28,8 @@ const CAP_DECISIONS: usize = 150;
 const CAP_PENDING: usize = 8;
 const CAP_CURRENT_CALLS: usize = 5;
 
+const USER_TITLE: &str = "User requests and instructions";
+
 /// Where a section loses items first (among items of the same weight).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cut {
@@ -221,13 +223,12 @@ pub(super) const WITHDRAWN_TITLE: &str = "Withdrawn or superseded";
 /// The line under it.
 pub(super) const WITHDRAWN_LEAD: &str = "Taken back or changed by a later user message: not live, do not act on these. [Wn] elsewhere marks a withdrawn subject.";
 
-pub(super) fn build_sections(f: &Facts, prior: Option<&Prior>) -> Vec<Section> {
+/// The sections of a summary of `f`. `earlier`, for a re-summary of the originals, is the
+/// summary the compaction before it wrote (else empty): what it listed (its user turns, files and
+/// commands) is protected, so the new summary keeps no less.
+pub(super) fn build_sections(f: &Facts, prior: Option<&Prior>, earlier: &str) -> Vec<Section> {
     let mut s = vec![
-        Section::new(
-            "User requests and instructions",
-            "user messages",
-            Cut::First,
-        ),
+        Section::new(USER_TITLE, "user messages", Cut::First),
         Section::new("Decisions and findings", "statements", Cut::Middle),
         Section::new("Files touched", "files", Cut::Last),
         Section::new("Commands run", "commands", Cut::First),
@@ -236,10 +237,10 @@ pub(super) fn build_sections(f: &Facts, prior: Option<&Prior>) -> Vec<Section> {
         Section::new(WITHDRAWN_TITLE, "items", Cut::First),
         Section::new("Where we stopped", "tool calls", Cut::First),
     ];
-    user_section(&mut s[USER], f);
+    user_section(&mut s[USER], f, &quoted_turns(earlier));
     decisions_section(&mut s[DECISIONS], f);
-    files_section(&mut s[FILES], f);
-    commands_section(&mut s[COMMANDS], f);
+    files_section(&mut s[FILES], f, earlier);
+    commands_section(&mut s[COMMANDS], f, earlier);
     errors_section(&mut s[ERRORS], f);
     pending_section(&mut s[PENDING], f);
     withdrawn_section(&mut s[WITHDRAWN], f, prior);
@@ -270,7 +271,7 @@ fn anchors(f: &Facts) -> Vec<String> {
     out
 }
 
-fn user_section(sec: &mut Section, f: &Facts) {
+fn user_section(sec: &mut Section, f: &Facts, inherited: &[usize]) {
     sec.numbered = true;
     let anchors = anchors(f);
     let n = f.turns.len();
@@ -288,7 +289,8 @@ fn user_section(sec: &mut Section, f: &Facts) {
                 .map(|x| format!("{}. {who}{}", k + 1, quote_raw(&f.masker.apply(&x))))
                 .collect()
         };
-        let protected = !t.system && (Some(k) == first_user || k + PROTECTED_LATEST >= n);
+        let protected = !t.system
+            && (Some(k) == first_user || k + PROTECTED_LATEST >= n || inherited.contains(&(k + 1)));
         let mut it = Item {
             forms,
             level: 0,
@@ -320,7 +322,7 @@ fn decisions_section(sec: &mut Section, f: &Facts) {
     sec.trim_to(CAP_DECISIONS);
 }
 
-fn files_section(sec: &mut Section, f: &Facts) {
+fn files_section(sec: &mut Section, f: &Facts, earlier: &str) {
     // Files: most touched first; files the agent changed outlive files it only read.
     let mut files: Vec<&FileEntry> = f.files.iter().collect();
     files.sort_by_key(|e| std::cmp::Reverse(e.count)); // stable: first seen wins ties
@@ -341,12 +343,13 @@ fn files_section(sec: &mut Section, f: &Facts) {
         let modified = actions.iter().any(|(a, _)| modifies(a));
         let mut it = Item::new(f.masker.apply(&format!("{} ({desc})", e.path)));
         it.weight = u32::from(modified);
+        it.protected = !earlier.is_empty() && earlier.contains(e.path.as_str());
         sec.items.push(it);
     }
     sec.trim_to(CAP_FILES);
 }
 
-fn commands_section(sec: &mut Section, f: &Facts) {
+fn commands_section(sec: &mut Section, f: &Facts, earlier: &str) {
     // De-duplicated by text, ordered by their last run.
     let mut last: HashMap<&str, usize> = HashMap::new();
     let mut counts: HashMap<&str, usize> = HashMap::new();
@@ -368,7 +371,9 @@ fn commands_section(sec: &mut Section, f: &Facts) {
             (true, None) => line.push_str(" (failed)"),
             _ => {}
         }
-        sec.items.push(Item::new(f.masker.apply(&line)));
+        let mut it = Item::new(f.masker.apply(&line));
+        it.protected = !earlier.is_empty() && earlier.contains(&format!("$ {}", r.command));
+        sec.items.push(it);
     }
     sec.trim_to(CAP_COMMANDS);
 }
@@ -574,6 +579,20 @@ fn shorten(sec: &mut Section, level: usize, protected: bool, total: &mut usize, 
         it.level += 1;
         *total = total.saturating_sub(before.saturating_sub(it.tokens()));
     }
+}
+
+/// The numbers of the user turns an earlier agent-db summary body quoted (or pointed at as the
+/// latest instruction) in its user section. A re-summary of the same originals numbers them
+/// alike: the originals always start at the conversation's first message.
+pub(super) fn quoted_turns(earlier: &str) -> Vec<usize> {
+    let user = format!("## {}", USER_TITLE);
+    earlier
+        .lines()
+        .skip_while(|l| l.trim_end() != user)
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| l.split_once(". ")?.0.parse().ok())
+        .collect()
 }
 
 /// The line closing a carried-forward summary, so its sections are not mistaken for the new

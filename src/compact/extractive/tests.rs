@@ -1897,3 +1897,53 @@ proptest::proptest! {
         proptest::prop_assert_eq!(standing_rules(format, plan.head()), rules_of(&all));
     }
 }
+
+#[test]
+fn a_re_summary_of_the_originals_keeps_the_turns_the_earlier_one_quoted() {
+    let conv = |n: usize| {
+        let mut c = Conv::new(crate::message::OPENAI_CHAT);
+        for i in 1..=n {
+            c.user(&format!(
+                "Step TURN{i}: {}",
+                "keep the names of the parser module as they are and note anything odd. ".repeat(3)
+            ));
+            c.assistant(
+                None,
+                &format!("Step {i} done. {}", "Read it through. ".repeat(30)),
+                &[],
+            );
+        }
+        c
+    };
+    let quoted = |s: &str| -> Vec<usize> {
+        let user = section(s, "User requests and instructions");
+        (1..=20)
+            .filter(|i| user.contains(&format!("TURN{i}:")))
+            .collect()
+    };
+    let first = conv(8).plan(300);
+    let s1 = summary_of(&first);
+    let kept = quoted(&s1);
+    assert!(kept.len() >= 3, "{s1}");
+    // The originals grew; the next summary is written from all of them.
+    let plan = conv(14).plan(300);
+    let again = |earlier: Option<String>| {
+        summarize(&HeadInput {
+            earlier_summary: earlier,
+            ..HeadInput::new(&plan, now())
+        })
+    };
+    let s2 = again(Some(summary_body(&s1)));
+    let now_kept = quoted(&s2);
+    assert!(
+        kept.iter().all(|k| now_kept.contains(k)),
+        "{kept:?} then {now_kept:?}:\n{s2}"
+    );
+    // Without the earlier summary, its head's middle turns give way to the newer ones.
+    let alone = quoted(&again(None));
+    assert!(
+        !kept.iter().all(|k| alone.contains(k)),
+        "{kept:?} then {alone:?}"
+    );
+    assert_eq!(render::quoted_turns("## User requests and instructions\n1. \"a\"\n- … 2 more\n4. (the latest)\n## Files\n5. x"), [1, 4]);
+}

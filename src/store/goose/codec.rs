@@ -192,6 +192,27 @@ pub fn continuation_message() -> Box<RawValue> {
     new_envelope("assistant", CONTINUATION)
 }
 
+/// Whether `first` and `second` are what goose loads after one of its own compactions: the
+/// summary (a user message only the agent sees) and the continuation goose adds after it (an
+/// assistant message only the agent sees, telling the model the previous message contains a
+/// summary; every goose release words it around that phrase, `context_mgmt/mod.rs`). The
+/// summary's text is the first's ([`crate::message::Codec::summary_in_first`]).
+pub fn is_summary_pair(first: &Message, second: &Message) -> bool {
+    let agent_only = |m: &Message| {
+        split_envelope(&m.raw).is_ok_and(|e| {
+            let v = visibility(e.metadata.map(|r| r.get()).filter(|r| *r != "null"));
+            v.parsed && v.agent && !v.user
+        })
+    };
+    first.role == Role::User
+        && second.role == Role::Assistant
+        && agent_only(first)
+        && agent_only(second)
+        && second
+            .text()
+            .contains("The previous message contains a summary")
+}
+
 /// Decode one envelope into the model's view of the message.
 pub fn decode(raw: &RawValue) -> Result<Message, String> {
     let env = split_envelope(raw)?;
@@ -510,6 +531,12 @@ impl crate::message::Codec for Goose {
     }
     fn summary_messages(&self, text: &str) -> Vec<Box<RawValue>> {
         vec![summary_message(text), continuation_message()]
+    }
+    fn summary_pair(&self, first: &Message, second: &Message) -> bool {
+        is_summary_pair(first, second)
+    }
+    fn summary_in_first(&self) -> bool {
+        true
     }
     fn prune_value(
         &self,

@@ -164,6 +164,31 @@ impl Adapter for Kodelet {
         true
     }
 
+    /// kodelet's own summary before the compaction: the `activeDisplayStart` of the
+    /// `compaction_history` it archived.
+    fn archived_agent_summary(
+        &self,
+        read: &Read<'_>,
+        _id: &str,
+        compaction_id: i64,
+    ) -> Result<usize> {
+        let value = super::archive::archived_value(
+            read.conn,
+            compaction_id,
+            "conversations",
+            "compaction_history",
+        )
+        .at(read.path)?;
+        let text = match value {
+            Some(CellValue::Text(b) | CellValue::Blob(b)) => String::from_utf8(b).ok(),
+            _ => None,
+        };
+        Ok(history::parse(text.as_deref())
+            .ok()
+            .flatten()
+            .map_or(0, |h| h.start))
+    }
+
     fn archived_history(
         &self,
         read: &Read<'_>,
@@ -180,14 +205,18 @@ impl Adapter for Kodelet {
         })
     }
 
+    /// With kodelet's own summary at the head: the `activeDisplayStart` items kodelet sends but
+    /// does not show, which its compaction put in place of the history (`SwapContext`).
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let row = load(read.conn, read.path, id)?;
+        let own = read::own_summary_len(read.conn, read.path, id)?;
         Ok(conversation(
             row.id,
             row.raw_messages,
             row.version_marker,
             row.raw_blob,
-        ))
+        )
+        .with_agent_summary(own))
     }
 }
 

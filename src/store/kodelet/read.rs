@@ -775,6 +775,28 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
     Ok(conv)
 }
 
+/// How many leading items of the conversation's `raw_messages` kodelet sends but does not show
+/// (`compaction_history.activeDisplayStart`): what a compaction put in place of the history. 0
+/// without a compaction history, or one kodelet could not load (the write path reports that).
+pub fn own_summary_len(conn: &Connection, path: &Path, id: &str) -> Result<usize> {
+    if !check_schema(conn, path)?.compaction_history {
+        return Ok(0);
+    }
+    let cell: Option<String> = conn
+        .query_row(
+            "SELECT CAST(compaction_history AS TEXT) FROM conversations WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .optional()
+        .at(path)?
+        .flatten();
+    Ok(super::history::parse(cell.as_deref())
+        .ok()
+        .flatten()
+        .map_or(0, |h| h.start))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@
 //! - `read.rs`: the listing (the `session` row and the newest finished assistant's tokens) and
 //!   the history as opencode loads it.
 //! - `write.rs`: the typed proposal. `ids.rs`: opencode's id algorithm.
+//! - `originals.rs`: the history before one of agent-db's compactions, for a re-compaction.
 //!
 //! A session's utilization is its newest finished assistant message's context (as opencode's
 //! `isOverflow` counts it) over the model's context window from `[context_limits]` or the
@@ -15,8 +16,9 @@
 //! the model).
 
 pub mod codec;
-mod limits;
 mod ids;
+mod limits;
+mod originals;
 mod read;
 mod schema;
 mod write;
@@ -169,6 +171,20 @@ impl Adapter for Opencode {
         )
         .at(path)?;
         Ok(())
+    }
+
+    fn reads_archived_history(&self) -> bool {
+        true
+    }
+
+    /// Rebuilt from the live rows and the archived part data (`originals.rs`).
+    fn archived_history(
+        &self,
+        read: &Read<'_>,
+        id: &str,
+        compaction_id: i64,
+    ) -> Result<Option<String>> {
+        originals::history_before(read.conn, read.path, id, compaction_id)
     }
 
     fn unrated(&self) -> Unrated {

@@ -487,3 +487,37 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
         latest_user,
     })
 }
+
+/// The history opencode loaded when the session held only the messages ordered before
+/// `before` (`time_created`, then `id`), each part's `data` replaced by `part_data`'s where it
+/// has the part's id: opencode's loader replayed over an earlier state of the session, as the
+/// JSON array [`load_session`] makes. An error names a row opencode could not have loaded.
+pub(super) fn history_before_key(
+    conn: &Connection,
+    path: &Path,
+    id: &str,
+    before: (i64, &str),
+    part_data: &HashMap<String, String>,
+) -> Result<String> {
+    let rows: Vec<RowData> = read_messages(conn, path, id)?
+        .into_iter()
+        .filter(|r| (r.time_created, r.id.as_str()) < before)
+        .collect();
+    let (mut parts, _) = read_parts(conn, path, id)?;
+    for list in parts.values_mut() {
+        for (pid, data) in list.iter_mut() {
+            if let Some(then) = part_data.get(pid) {
+                data.clone_from(then);
+            }
+        }
+    }
+    let loaded = reorder(filter_compacted(id, rows, &mut parts)?);
+    let mut envs = Vec::with_capacity(loaded.len());
+    for m in &loaded {
+        if m.parts.is_empty() {
+            return Err(bad(id, format!("message {} has no parts", m.id)));
+        }
+        envs.push(codec::envelope(&m.id, &m.data, &m.parts).map_err(|e| bad(id, e))?);
+    }
+    Ok(crate::message::join_raw(envs.iter().map(|e| e.as_ref())))
+}
