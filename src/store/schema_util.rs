@@ -59,12 +59,14 @@ impl SchemaStatus {
 /// row as it reads it (`one`, the id bound as `?1`); once the share kept so far says the rows
 /// still to count would cost more than counting every conversation at once, it runs `all`
 /// (each conversation's rowid and count, by the same rule, in the order of the ids' index so
-/// the counts' index is read in order, about half as dear per row as probing it in the table's
-/// order) and looks the rest up by rowid.
+/// the counts' index is read in order) and looks the rest up by rowid. A probe in the table's
+/// order costs `weight` times a row of that (2 for goose; 3 for docker-agent, whose probes
+/// compete for SQLite's cache with the pass's own reads).
 pub(crate) struct KeptCounts<'c> {
     conn: &'c Connection,
     one: rusqlite::Statement<'c>,
     all: &'static str,
+    weight: u64,
     /// Rows in the table (its largest rowid), and the rows read and kept so far.
     total: u64,
     read: u64,
@@ -80,6 +82,7 @@ impl<'c> KeptCounts<'c> {
         table: &str,
         one: &str,
         all: &'static str,
+        weight: u64,
     ) -> Result<KeptCounts<'c>> {
         let total: Option<i64> = conn
             .query_row(&format!("SELECT MAX(rowid) FROM {table}"), [], |r| r.get(0))
@@ -88,6 +91,7 @@ impl<'c> KeptCounts<'c> {
             conn,
             one: conn.prepare(one).at(path)?,
             all,
+            weight,
             total: total.unwrap_or(0).max(0) as u64,
             read: 0,
             kept: 0,
@@ -96,20 +100,26 @@ impl<'c> KeptCounts<'c> {
     }
 
     /// Whether counting all `total` rows at once costs less than counting one by one (each
-    /// about twice as dear) the rows the pass is still expected to keep, after `read` rows of
-    /// which `kept` were kept: at least a sixteenth of the table read, and more than half of it
-    /// expected still to be kept.
-    pub(crate) fn batch_pays(total: u64, read: u64, kept: u64) -> bool {
+    /// `weight` times as dear) the rows the pass is still expected to keep, after `read` rows
+    /// of which `kept` were kept: at least a sixteenth of the table read, and more than
+    /// `total / weight` rows expected still to be kept.
+    pub(crate) fn batch_pays(total: u64, read: u64, kept: u64, weight: u64) -> bool {
         read > 0
             && read.saturating_mul(16) >= total
-            && (kept.saturating_mul(total) / read).saturating_sub(kept) > total / 2
+            && (kept.saturating_mul(total) / read)
+                .saturating_sub(kept)
+                .saturating_mul(weight)
+                > total
     }
 
     /// Note a row the pass read (`kept`: one whose count is then asked for).
     pub(crate) fn note(&mut self, path: &Path, kept: bool) -> Result<()> {
         self.read += 1;
         self.kept += u64::from(kept);
-        if kept && self.counted.is_none() && Self::batch_pays(self.total, self.read, self.kept) {
+        if kept
+            && self.counted.is_none()
+            && Self::batch_pays(self.total, self.read, self.kept, self.weight)
+        {
             let mut st = self.conn.prepare(self.all).at(path)?;
             let rows = st
                 .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
@@ -172,6 +182,7 @@ mod tests {
         fn kept_counts_are_the_tests_counts(
             owners in prop::collection::vec(0i64..30, 0..120),
             kept in prop::collection::vec(any::<bool>(), 1..30),
+            weight in 1u64..5,
         ) {
             let conn = Connection::open_in_memory().unwrap();
             conn.execute_batch("CREATE TABLE s (id TEXT PRIMARY KEY); CREATE TABLE m (sid TEXT);")
@@ -189,6 +200,7 @@ mod tests {
                 "s",
                 "SELECT COUNT(*) FROM m WHERE sid = ?1",
                 "SELECT s.rowid, (SELECT COUNT(*) FROM m WHERE sid = s.id) FROM s",
+                weight,
             )
             .unwrap();
             let mut batched_at = None;
@@ -208,7 +220,7 @@ mod tests {
             let n = kept.len() as u64;
             let first = (0..kept.len()).find(|&i| {
                 let k = kept[..=i].iter().filter(|k| **k).count() as u64;
-                kept[i] && KeptCounts::batch_pays(n, i as u64 + 1, k)
+                kept[i] && KeptCounts::batch_pays(n, i as u64 + 1, k, weight)
             });
             prop_assert_eq!(batched_at, first);
         }
@@ -216,11 +228,14 @@ mod tests {
 
     #[test]
     fn counting_at_once_pays_when_most_rows_are_kept_early() {
-        assert!(KeptCounts::batch_pays(100_000, 6_250, 5_600));
-        assert!(!KeptCounts::batch_pays(100_000, 6_250, 2_100));
-        assert!(!KeptCounts::batch_pays(100_000, 6_000, 6_000));
-        assert!(!KeptCounts::batch_pays(100_000, 0, 0));
-        assert!(KeptCounts::batch_pays(4, 1, 1));
+        // 90% kept: worth it as soon as a sixteenth is read; 33%: only for dear probes.
+        assert!(KeptCounts::batch_pays(100_000, 6_250, 5_600, 2));
+        assert!(!KeptCounts::batch_pays(100_000, 6_250, 2_100, 2));
+        assert!(KeptCounts::batch_pays(100_000, 6_250, 2_100, 4));
+        assert!(!KeptCounts::batch_pays(100_000, 6_250, 600, 4));
+        assert!(!KeptCounts::batch_pays(100_000, 6_000, 6_000, 2));
+        assert!(!KeptCounts::batch_pays(100_000, 0, 0, 2));
+        assert!(KeptCounts::batch_pays(4, 1, 1, 2));
     }
 
     #[test]

@@ -248,7 +248,7 @@ pub fn scan(
     // scan reads it, while the pages the scan just read for it (its latest items) are still in
     // SQLite's cache.
     let one = COUNT_SQL.replace("s.id", "?1");
-    let mut counts = KeptCounts::new(conn, path, "sessions", &one, ALL_COUNTS_SQL)?;
+    let mut counts = KeptCounts::new(conn, path, "sessions", &one, ALL_COUNTS_SQL, 3)?;
     let mut latest = Latest::new(conn, path)?;
     // One read transaction for the pass and its per-row statements, ended before the first
     // session is handed on.

@@ -238,7 +238,7 @@ fn kept_sorted(
     limits: &ContextLimits,
     prefilter: &Prefilter,
 ) -> Result<NewestFirst<ConversationMeta>> {
-    let mut counts = KeptCounts::new(conn, path, "sessions", COUNT_SQL, ALL_COUNTS_SQL)?;
+    let mut counts = KeptCounts::new(conn, path, "sessions", COUNT_SQL, ALL_COUNTS_SQL, 2)?;
     let mut stmt = conn.prepare(&list_sql(schema, "")).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     let mut out = NewestFirst::listing();
