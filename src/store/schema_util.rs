@@ -1,8 +1,9 @@
 //! Helpers every store folder shares: a table's column names, the "schema changed" error, the
 //! status of a file whose schema check is all there is to say, one conversation's listing row
-//! read by id with its message count, and one read transaction over a listing pass.
+//! read by id with its message count, one read transaction over a listing pass, and the message
+//! counts of a prefiltered pass's kept rows.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, Row};
@@ -54,6 +55,103 @@ impl SchemaStatus {
     }
 }
 
+/// The message counts of the rows a prefiltered listing pass keeps. The pass counts each kept
+/// row as it reads it (`one`, the id bound as `?1`); once the share kept so far says the rows
+/// still to count would cost more than counting every conversation at once, it runs `all`
+/// (each conversation's rowid and count, by the same rule, in the order of the ids' index so
+/// the counts' index is read in order) and looks the rest up by rowid. A probe in the table's
+/// order costs `weight` times a row of that (2 for goose; 3 for docker-agent, whose probes
+/// compete for SQLite's cache with the pass's own reads).
+pub(crate) struct KeptCounts<'c> {
+    conn: &'c Connection,
+    one: rusqlite::Statement<'c>,
+    all: &'static str,
+    weight: u64,
+    /// Rows in the table (its largest rowid), and the rows read and kept so far.
+    total: u64,
+    read: u64,
+    kept: u64,
+    counted: Option<HashMap<i64, i64>>,
+}
+
+impl<'c> KeptCounts<'c> {
+    /// Counts for a pass over `table`.
+    pub(crate) fn new(
+        conn: &'c Connection,
+        path: &Path,
+        table: &str,
+        one: &str,
+        all: &'static str,
+        weight: u64,
+    ) -> Result<KeptCounts<'c>> {
+        let total: Option<i64> = conn
+            .query_row(&format!("SELECT MAX(rowid) FROM {table}"), [], |r| r.get(0))
+            .at(path)?;
+        Ok(KeptCounts {
+            conn,
+            one: conn.prepare(one).at(path)?,
+            all,
+            weight,
+            total: total.unwrap_or(0).max(0) as u64,
+            read: 0,
+            kept: 0,
+            counted: None,
+        })
+    }
+
+    /// Whether counting all `total` rows at once costs less than counting one by one (each
+    /// `weight` times as dear) the rows the pass is still expected to keep, after `read` rows
+    /// of which `kept` were kept: at least a sixteenth of the table read, and more than
+    /// `total / weight` rows expected still to be kept.
+    pub(crate) fn batch_pays(total: u64, read: u64, kept: u64, weight: u64) -> bool {
+        read > 0
+            && read.saturating_mul(16) >= total
+            && (kept.saturating_mul(total) / read)
+                .saturating_sub(kept)
+                .saturating_mul(weight)
+                > total
+    }
+
+    /// Note a row the pass read (`kept`: one whose count is then asked for).
+    pub(crate) fn note(&mut self, path: &Path, kept: bool) -> Result<()> {
+        self.read += 1;
+        self.kept += u64::from(kept);
+        if kept
+            && self.counted.is_none()
+            && Self::batch_pays(self.total, self.read, self.kept, self.weight)
+        {
+            let mut st = self.conn.prepare(self.all).at(path)?;
+            let rows = st
+                .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+                .at(path)?;
+            self.counted = Some(rows.collect::<rusqlite::Result<_>>().at(path)?);
+        }
+        Ok(())
+    }
+
+    /// The count of the kept row `rowid`: looked up when counted at once and `listed`
+    /// and found there (the
+    /// caller's word that `all` counted it by the same rule as `one` with `id`), else counted
+    /// alone.
+    pub(crate) fn count(
+        &mut self,
+        path: &Path,
+        rowid: i64,
+        listed: bool,
+        id: impl rusqlite::ToSql,
+    ) -> Result<i64> {
+        if let Some(n) = self
+            .counted
+            .as_ref()
+            .filter(|_| listed)
+            .and_then(|c| c.get(&rowid))
+        {
+            return Ok(*n);
+        }
+        self.one.query_row([id], |c| c.get(0)).at(path)
+    }
+}
+
 /// One conversation's listing row: `sql` selects it with the id bound as `?1`, `row` turns it
 /// into its meta, and `count_sql` (the id as `?1` too) gives its `message_count`.
 pub(crate) fn meta_with_count(
@@ -74,6 +172,71 @@ pub(crate) fn meta_with_count(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Every kept row's count is the test's own `COUNT(*)`, whether counted one by one or
+        /// all at once; all at once exactly when most rows are kept early enough to pay.
+        #[test]
+        fn kept_counts_are_the_tests_counts(
+            owners in prop::collection::vec(0i64..30, 0..120),
+            kept in prop::collection::vec(any::<bool>(), 1..30),
+            weight in 1u64..5,
+        ) {
+            let conn = Connection::open_in_memory().unwrap();
+            conn.execute_batch("CREATE TABLE s (id TEXT PRIMARY KEY); CREATE TABLE m (sid TEXT);")
+                .unwrap();
+            for i in 0..kept.len() {
+                conn.execute("INSERT INTO s (id) VALUES (?1)", [format!("s{i}")]).unwrap();
+            }
+            for o in &owners {
+                conn.execute("INSERT INTO m (sid) VALUES (?1)", [format!("s{o}")]).unwrap();
+            }
+            let p = Path::new("mem.db");
+            let mut counts = KeptCounts::new(
+                &conn,
+                p,
+                "s",
+                "SELECT COUNT(*) FROM m WHERE sid = ?1",
+                "SELECT s.rowid, (SELECT COUNT(*) FROM m WHERE sid = s.id) FROM s",
+                weight,
+            )
+            .unwrap();
+            let mut batched_at = None;
+            for (i, k) in kept.iter().enumerate() {
+                counts.note(p, *k).unwrap();
+                if batched_at.is_none() && counts.counted.is_some() {
+                    batched_at = Some(i);
+                }
+                if *k {
+                    let id = format!("s{i}");
+                    let want: i64 = conn
+                        .query_row("SELECT COUNT(*) FROM m WHERE sid = ?1", [&id], |r| r.get(0))
+                        .unwrap();
+                    prop_assert_eq!(counts.count(p, i as i64 + 1, true, &id).unwrap(), want);
+                }
+            }
+            let n = kept.len() as u64;
+            let first = (0..kept.len()).find(|&i| {
+                let k = kept[..=i].iter().filter(|k| **k).count() as u64;
+                kept[i] && KeptCounts::batch_pays(n, i as u64 + 1, k, weight)
+            });
+            prop_assert_eq!(batched_at, first);
+        }
+    }
+
+    #[test]
+    fn counting_at_once_pays_when_most_rows_are_kept_early() {
+        // 90% kept: worth it as soon as a sixteenth is read; 33%: only for dear probes.
+        assert!(KeptCounts::batch_pays(100_000, 6_250, 5_600, 2));
+        assert!(!KeptCounts::batch_pays(100_000, 6_250, 2_100, 2));
+        assert!(KeptCounts::batch_pays(100_000, 6_250, 2_100, 4));
+        assert!(!KeptCounts::batch_pays(100_000, 6_250, 600, 4));
+        assert!(!KeptCounts::batch_pays(100_000, 6_000, 6_000, 2));
+        assert!(!KeptCounts::batch_pays(100_000, 0, 0, 2));
+        assert!(KeptCounts::batch_pays(4, 1, 1, 2));
+    }
 
     #[test]
     fn columns_lists_what_sqlite_reports_and_nothing_for_a_missing_table() {

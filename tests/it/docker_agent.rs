@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use agent_db_synth::docker_agent::{generate_docker_agent, Generation};
 use agent_db_synth::SynthOptions;
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -1397,5 +1397,142 @@ fn fallback_passes_over_prune_on_an_append_only_store() {
     assert!(refused > 0, "some conversation is under the floor: {doc:#}");
     if ids_with_status(&doc, "compacted").is_empty() {
         assert_eq!(files_hash(&da.db), before, "nothing written");
+    }
+}
+
+/// The listing's message count and latest item time of each listed root session, by id.
+fn counts_and_times(da: &Da, all_over: &str) -> BTreeMap<String, (i64, String)> {
+    let mut cmd = da.cmd();
+    cmd.args(["list", "--all-over", all_over, "--idle", "0", "--json"]);
+    let (doc, code) = json(cmd);
+    assert_eq!(code, 0, "{doc}");
+    doc["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let id = r["id"].as_str().unwrap().to_string();
+            (
+                id,
+                (
+                    r["messages"].as_i64().unwrap(),
+                    r["updated_at"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Under `--all-over`, each listed session's message count and latest item time (the text
+/// `created_at` of its latest item in `position`, `id` order, else the session's own) are the
+/// test's own SQL's, whether the listing counts the kept sessions one by one (few kept) or all at
+/// once (most kept): with items after the latest assistant message (with a time, without one,
+/// invalid JSON, no JSON), a latest assistant message whose time is a number, a later item at
+/// the same position, and a text position (which SQLite orders after every number).
+#[test]
+fn prefiltered_counts_and_latest_times_follow_the_tests_sql() {
+    let da = generated(Generation::Modern, 20, 23);
+    let c = da.conn();
+    // Root sessions whose latest assistant message names a model (the listing's own lookup).
+    let roots: Vec<(String, i64, i64)> = da
+        .query(
+            "SELECT s.id, i.id, i.position FROM sessions s JOIN session_items i ON i.id = (
+               SELECT j.id FROM session_items j WHERE j.session_id = s.id
+                 AND j.message_json ->> '$.role' = 'assistant'
+                 AND j.message_json ->> '$.model' IS NOT NULL
+               ORDER BY j.position DESC, j.id DESC LIMIT 1)
+             WHERE s.parent_id IS NULL OR s.parent_id = '' ORDER BY s.rowid",
+        )
+        .into_iter()
+        .map(|r| (r[0].clone(), r[1].parse().unwrap(), r[2].parse().unwrap()))
+        .collect();
+    assert!(roots.len() >= 8, "{}", roots.len());
+    let add = |s: usize, position: &dyn rusqlite::ToSql, json: Option<&str>| {
+        c.execute(
+            "INSERT INTO session_items (session_id, position, item_type, message_json)
+             VALUES (?1, ?2, 'message', ?3)",
+            rusqlite::params![roots[s].0, position, json],
+        )
+        .unwrap();
+    };
+    let next = |s: usize| roots[s].2 + 1;
+    add(
+        0,
+        &next(0),
+        Some(r#"{"role":"tool","content":"x","created_at":"2031-01-01T00:00:00Z"}"#),
+    );
+    add(1, &next(1), Some(r#"{"role":"tool","content":"x"}"#));
+    add(1, &(next(1) + 1), None);
+    add(2, &next(2), Some("not json"));
+    add(
+        3,
+        &roots[3].2,
+        Some(r#"{"role":"user","content":"x","created_at":"2032-01-01T00:00:00Z"}"#),
+    );
+    add(
+        4,
+        &"zz",
+        Some(r#"{"role":"user","content":"x","created_at":"2033-01-01T00:00:00Z"}"#),
+    );
+    for s in [5, 6] {
+        c.execute(
+            "UPDATE session_items SET message_json = json_set(message_json, '$.created_at', 12345)
+             WHERE id = ?1",
+            [roots[s].1],
+        )
+        .unwrap();
+    }
+    add(
+        6,
+        &next(6),
+        Some(r#"{"role":"tool","content":"x","created_at":"2034-01-01T00:00:00Z"}"#),
+    );
+    let want = |id: &str| -> (i64, String) {
+        let count: i64 = c
+            .query_row(
+                "SELECT COUNT(*) FROM session_items WHERE session_id = ?1 AND item_type = 'message'",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let latest: Option<String> = c
+            .query_row(
+                "SELECT json_extract(message_json, '$.created_at') FROM session_items
+                 WHERE session_id = ?1 AND message_json IS NOT NULL
+                   AND CASE WHEN json_valid(message_json)
+                       THEN typeof(json_extract(message_json, '$.created_at')) END = 'text'
+                 ORDER BY position DESC, id DESC LIMIT 1",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()
+            .unwrap();
+        let created: String = c
+            .query_row("SELECT created_at FROM sessions WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        (count, latest.unwrap_or(created))
+    };
+    let all = counts_and_times(&da, "0");
+    assert!(all.len() >= 15, "{}", all.len());
+    for (i, (id, ..)) in roots.iter().enumerate().take(7) {
+        assert!(all.contains_key(id), "session {i} listed");
+    }
+    for (id, got) in &all {
+        assert_eq!(got, &want(id), "{id}");
+    }
+    assert_eq!(all[&roots[0].0].1, "2031-01-01T00:00:00Z");
+    assert_eq!(all[&roots[4].0].1, "2033-01-01T00:00:00Z");
+    // Few kept: each counted on its own, with the same answers.
+    let few = counts_and_times(&da, "0.9");
+    assert!(
+        !few.is_empty() && few.len() * 4 < all.len(),
+        "{} of {}",
+        few.len(),
+        all.len()
+    );
+    for (id, got) in &few {
+        assert_eq!(got, &want(id), "{id}");
     }
 }

@@ -163,7 +163,7 @@ fn compact(g: &G, args: &[&str]) -> Value {
 #[test]
 fn list_all_over_selects_exactly_the_sessions_over_the_ratio() {
     for preset in GooseSchema::PRESETS {
-        let g = G::new(preset, 24);
+        let g = G::new(preset, 12);
         let (doc, code) = json({
             let mut c = g.cmd();
             c.args(["list", "--all-over", "0.7", "--idle", "0", "--json"]);
@@ -1372,4 +1372,132 @@ fn the_batch_left_alone_answer_follows_provider_name_whatever_it_holds() {
     let (doc, code) = json(one);
     assert!(code == 0 || code == 1, "{doc:#}");
     assert_eq!(left_alone(&doc), want, "{doc:#}");
+}
+
+/// The listing's message count and `updated_at` of each listed session, by id.
+fn counts_and_times(g: &G, all_over: &str) -> BTreeMap<String, (i64, String)> {
+    let (doc, code) = json({
+        let mut c = g.cmd();
+        c.args(["list", "--all-over", all_over, "--idle", "0", "--json"]);
+        c
+    });
+    // 1: the odd ids' sessions cannot be found again by the id the listing reports.
+    assert!(code <= 1, "{doc}");
+    doc["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let id = r["id"].as_str().unwrap().to_string();
+            (
+                id,
+                (
+                    r["messages"].as_i64().unwrap(),
+                    r["updated_at"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Under `--all-over`, each listed session's message count is the test's own `COUNT(*)` of the
+/// messages whose `session_id` is the listed id, whether the listing counts the kept sessions
+/// one by one (few kept) or all at once (most kept), for ids stored as non-UTF-8 text and as a
+/// BLOB too; and `updated_at` is SQLite's `strftime` of a stored `YYYY-MM-DD HH:MM:SS` (spaces
+/// around it trimmed), anything else as stored.
+#[test]
+fn prefiltered_counts_and_times_follow_the_tests_sql() {
+    let g = G::new("goose-v17", 20);
+    let ids = g.strings("SELECT id FROM sessions ORDER BY rowid");
+    let c = g.conn();
+    c.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    // A non-UTF-8 text id and a BLOB id, their messages following them.
+    for (id, odd) in [(&ids[1], "CAST(X'6964ff' AS TEXT)"), (&ids[2], "X'696462'")] {
+        for table in ["messages SET session_id", "sessions SET id"] {
+            let col = if table.starts_with("messages") {
+                "session_id"
+            } else {
+                "id"
+            };
+            c.execute(&format!("UPDATE {table} = {odd} WHERE {col} = ?1"), [id])
+                .unwrap();
+        }
+    }
+    let stamps = [
+        " 2026-03-01 10:00:00 ",
+        "2026-02-30 10:00:00",
+        "yesterday",
+        "2024-02-29 23:59:59",
+    ];
+    for (i, t) in stamps.iter().enumerate() {
+        c.execute(
+            "UPDATE sessions SET updated_at = ?1 WHERE rowid = ?2",
+            rusqlite::params![t, i as i64 + 4],
+        )
+        .unwrap();
+    }
+    c.execute(
+        "UPDATE sessions SET updated_at = 1761998400 WHERE rowid = 8",
+        [],
+    )
+    .unwrap();
+    let want = |id: &str| -> i64 {
+        c.query_row(
+            "SELECT COUNT(*) FROM messages WHERE session_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    // The stored `updated_at` of every session with a UTF-8 id, and SQLite's reading of it.
+    let stored: BTreeMap<String, (String, Option<String>)> = {
+        let mut st = c
+            .prepare(
+                "SELECT CAST(id AS BLOB), CAST(updated_at AS TEXT),
+                   CASE WHEN datetime(trim(updated_at)) = trim(updated_at)
+                     THEN strftime('%Y-%m-%dT%H:%M:%SZ', trim(updated_at)) END
+                 FROM sessions",
+            )
+            .unwrap();
+        let rows = st
+            .query_map([], |r| {
+                Ok((r.get::<_, Vec<u8>>(0)?, (r.get(1)?, r.get(2)?)))
+            })
+            .unwrap();
+        rows.filter_map(|r| {
+            let (id, t) = r.unwrap();
+            String::from_utf8(id).ok().map(|id| (id, t))
+        })
+        .collect()
+    };
+    let all = counts_and_times(&g, "0");
+    assert!(all.len() >= 18, "{}", all.len());
+    let few = counts_and_times(&g, "0.9");
+    assert!(
+        !few.is_empty() && few.len() < all.len(),
+        "{} of {}",
+        few.len(),
+        all.len()
+    );
+    for listing in [&all, &few] {
+        for (id, (count, updated)) in listing {
+            assert_eq!(*count, want(id), "{id}");
+            if let Some((raw, sqlite)) = stored.get(id) {
+                assert_eq!(updated, sqlite.as_ref().unwrap_or(raw), "{id}");
+            }
+        }
+    }
+    let odd: Vec<&String> = all.keys().filter(|id| id.starts_with("id")).collect();
+    assert_eq!(odd, ["idb", "id\u{fffd}"], "both odd ids listed");
+    assert!(all.values().any(|(n, _)| *n > 0));
+    let updated: Vec<&str> = all.values().map(|(_, u)| u.as_str()).collect();
+    for t in [
+        "2026-03-01T10:00:00Z",
+        "2026-02-30 10:00:00",
+        "yesterday",
+        "2024-02-29T23:59:59Z",
+        "1761998400",
+    ] {
+        assert!(updated.contains(&t), "{t}");
+    }
 }

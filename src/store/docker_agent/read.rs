@@ -36,14 +36,16 @@ use crate::error::{Error, Result, SqlContext};
 use crate::message::{self};
 use crate::models::ContextLimits;
 use crate::store::cells::{int, lossy, NewestFirst, SortKey};
-use crate::store::schema_util::one_read;
+use crate::store::schema_util::{one_read, KeptCounts};
 use crate::store::{ConversationMeta, Prefilter};
 
 // ---- listing --------------------------------------------------------------------------------
 
 /// The listing query. Columns: id, title, created_at, working_dir, input_tokens, output_tokens,
-/// message count, model, latest item time, parent_id. `lean` leaves out the message count and
-/// the latest item time (NULL): a prefiltered scan reads them only for the rows it keeps.
+/// message count, model, latest item time, parent_id, rowid. `lean` leaves out the message count
+/// and the latest item time (NULL): a prefiltered scan reads them only for the rows it keeps.
+/// It finds the latest assistant message with a model once (its rowid, joined back) and adds
+/// three columns: that message's `position`, `id` and `created_at` (see [`Latest`]).
 fn list_sql(schema: &Schema, filter: &str, lean: bool) -> String {
     let title = if schema.title { "s.title" } else { "NULL" };
     let wd = if schema.working_dir {
@@ -51,38 +53,48 @@ fn list_sql(schema: &Schema, filter: &str, lean: bool) -> String {
     } else {
         "NULL"
     };
-    let item_model = if schema.item_model {
-        "NULLIF(i.model, '')"
-    } else {
-        "NULL"
-    };
-    let json = |key: &str| {
-        format!(
-            "CASE WHEN json_valid(i.message_json) THEN json_extract(i.message_json, '$.{key}') END"
-        )
-    };
     // The item's own model when its JSON has no usable one. The WHERE clause below tests the
     // role first, in a CASE, so the model is only extracted from valid JSON.
-    let text_model =
-        "NULLIF(CASE WHEN typeof(i.message_json ->> '$.model') = 'text' THEN i.message_json ->> '$.model' END, '')";
-    let model = format!("COALESCE({text_model}, {item_model})");
-    let (count, latest) = if lean {
-        ("NULL".to_string(), "NULL".to_string())
-    } else {
-        (format!("({COUNT_SQL})"), format!("({})", latest_sql()))
+    let model = |i: &str| {
+        let item_model = if schema.item_model {
+            format!("NULLIF({i}.model, '')")
+        } else {
+            "NULL".to_string()
+        };
+        format!(
+            "COALESCE(NULLIF(CASE WHEN typeof({i}.message_json ->> '$.model') = 'text' THEN {i}.message_json ->> '$.model' END, ''), {item_model})"
+        )
     };
+    let role = "CASE WHEN json_valid(i.message_json) THEN json_extract(i.message_json, '$.role') END";
+    let latest_assistant = |select: &str| {
+        format!(
+            "(SELECT {select} FROM session_items i
+     WHERE i.session_id = s.id AND i.item_type = 'message'
+       AND CASE WHEN {role} = 'assistant' THEN {m} IS NOT NULL ELSE 0 END
+     ORDER BY i.position DESC, i.id DESC LIMIT 1)",
+            m = model("i")
+        )
+    };
+    if lean {
+        return format!(
+            "SELECT s.id, {title}, s.created_at, {wd}, s.input_tokens, s.output_tokens, NULL,
+  {model}, NULL, s.parent_id, s.rowid, j.position, j.id, {created}
+FROM sessions s LEFT JOIN session_items j ON j.rowid = {found} {filter}",
+            model = model("j"),
+            created = created_sql("j"),
+            found = latest_assistant("i.rowid"),
+        );
+    }
     format!(
         "SELECT s.id, {title}, s.created_at, {wd}, s.input_tokens, s.output_tokens,
-  {count},
-  (SELECT {model} FROM session_items i
-     WHERE i.session_id = s.id AND i.item_type = 'message'
-       AND CASE WHEN {role} = 'assistant' THEN {model} IS NOT NULL ELSE 0 END
-     ORDER BY i.position DESC, i.id DESC LIMIT 1),
-  {latest},
+  ({COUNT_SQL}),
+  {found},
+  ({latest}),
   s.parent_id,
   s.rowid
 FROM sessions s {filter}",
-        role = json("role"),
+        found = latest_assistant(&model("i")),
+        latest = latest_sql(),
     )
 }
 
@@ -90,14 +102,86 @@ FROM sessions s {filter}",
 const COUNT_SQL: &str =
     "SELECT COUNT(*) FROM session_items i WHERE i.session_id = s.id AND i.item_type = 'message'";
 
+/// The same count for every session, by rowid ([`KeptCounts`]); `+s.id` is the id as a bound
+/// value is compared (without the column's affinity).
+const ALL_COUNTS_SQL: &str = "SELECT s.rowid, (SELECT COUNT(*) FROM session_items i
+   WHERE i.session_id = +s.id AND i.item_type = 'message') FROM sessions s";
+
+/// An item's `created_at`, from the JSON of the item aliased `i`.
+fn created_sql(i: &str) -> String {
+    format!("CASE WHEN json_valid({i}.message_json) THEN json_extract({i}.message_json, '$.created_at') END")
+}
+
 /// The `created_at` of a session's latest item that has one, for `s.id`.
 fn latest_sql() -> String {
-    let created = "CASE WHEN json_valid(i.message_json) THEN json_extract(i.message_json, '$.created_at') END";
+    latest_after("")
+}
+
+/// [`latest_sql`] among the items after those matching `after` in the listing's order (empty:
+/// all of them).
+fn latest_after(after: &str) -> String {
+    let created = created_sql("i");
     format!(
         "SELECT {created} FROM session_items i
-     WHERE i.session_id = s.id AND i.message_json IS NOT NULL AND typeof({created}) = 'text'
+     WHERE i.session_id = s.id AND i.message_json IS NOT NULL AND typeof({created}) = 'text'{after}
      ORDER BY i.position DESC, i.id DESC LIMIT 1"
     )
+}
+
+/// The latest item time of a kept session, from the latest assistant message the listing
+/// query found (columns 11–13: its `position`, `id` and text `created_at`): that message's time
+/// unless an item after it has one. When the message has no text time, or no position or id
+/// to order by, the latest item time is read whole ([`latest_sql`]).
+struct Latest<'c> {
+    whole: rusqlite::Statement<'c>,
+    /// Items after `(position, id)` = `(?2, ?3)` in `ORDER BY position DESC, id DESC`.
+    after: rusqlite::Statement<'c>,
+}
+
+impl<'c> Latest<'c> {
+    fn new(conn: &'c Connection, path: &Path) -> Result<Latest<'c>> {
+        let after = latest_after(
+            "\n       AND i.position >= ?2 AND (i.position > ?2 OR i.id > ?3)",
+        );
+        Ok(Latest {
+            whole: conn.prepare(&latest_sql().replace("s.id", "?1")).at(path)?,
+            after: conn.prepare(&after.replace("s.id", "?1")).at(path)?,
+        })
+    }
+
+    fn of(&mut self, path: &Path, id: &Value, r: &Row<'_>) -> Result<Option<String>> {
+        let (position, item) = (r.get_ref(11).at(path)?, r.get_ref(12).at(path)?);
+        let own = match r.get_ref(13).at(path)? {
+            ValueRef::Text(_) => lossy(r, 13).at(path)?,
+            _ => None,
+        };
+        let Some(own) = own.filter(|_| {
+            !matches!(position, ValueRef::Null) && !matches!(item, ValueRef::Null)
+        }) else {
+            return self
+                .whole
+                .query_row([id], |c| lossy(c, 0))
+                .optional()
+                .at(path)
+                .map(Option::flatten);
+        };
+        let later = self
+            .after
+            .query_row(rusqlite::params![id, Value::from(position), Value::from(item)], |c| lossy(c, 0))
+            .optional()
+            .at(path)?
+            .flatten();
+        Ok(Some(later.unwrap_or(own)))
+    }
+}
+
+/// A session's context tokens: its input plus output tokens, when either is recorded.
+fn current(input: Option<i64>, output: Option<i64>) -> Option<i64> {
+    match (input, output) {
+        (None, None) => None,
+        // Stored numbers can be anything a program wrote; never overflow on them.
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+    }
 }
 
 fn meta_from_row(
@@ -109,11 +193,7 @@ fn meta_from_row(
     let input = int(r, 4)?;
     let output = int(r, 5)?;
     let model = lossy(r, 7)?;
-    let current = match (input, output) {
-        (None, None) => None,
-        // Stored numbers can be anything a program wrote; never overflow on them.
-        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
-    };
+    let current = current(input, output);
     let meta = ConversationMeta {
         id,
         name: lossy(r, 1)?.filter(|t| !t.is_empty()),
@@ -164,32 +244,49 @@ pub fn scan(
         }
         return Ok(());
     }
-    // A kept session is completed with its message count and latest item time (one statement
-    // for both) as soon as the scan reads it, while the pages the scan just read for it (its
-    // latest items) are still in SQLite's cache.
-    let mut extra = conn
-        .prepare(&format!("SELECT ({COUNT_SQL}), ({})", latest_sql()).replace("s.id", "?1"))
-        .at(path)?;
-    let mut complete = |id: &Value, meta: &mut ConversationMeta| -> Result<()> {
-        let (count, updated) = extra
-            .query_row([id], |c| Ok((int(c, 0)?, lossy(c, 1)?)))
-            .at(path)?;
-        meta.message_count = count;
-        if let Some(u) = updated {
-            meta.updated_at = u;
-        }
-        Ok(())
-    };
+    // A kept session is completed with its message count and latest item time as soon as the
+    // scan reads it, while the pages the scan just read for it (its latest items) are still in
+    // SQLite's cache.
+    let one = COUNT_SQL.replace("s.id", "?1");
+    let mut counts = KeptCounts::new(conn, path, "sessions", &one, ALL_COUNTS_SQL, 3)?;
+    let mut latest = Latest::new(conn, path)?;
     // One read transaction for the pass and its per-row statements, ended before the first
     // session is handed on.
     let kept = {
         let _read = one_read(conn, path)?;
-        kept_unordered(conn, path, &schema, limits, &prefilter, &mut complete)?
+        kept_unordered(conn, path, &schema, limits, &prefilter, &mut counts, &mut latest)?
     };
     kept.each(path, |meta| Ok(f(meta)))
 }
 
-/// The sessions the prefilter keeps, each completed by `complete` as it is read, read in the
+/// Whether the prefilter keeps a row of the listing query, judged on its token columns and
+/// model alone (as [`meta_from_row`] reads them) before the row is decoded.
+fn keeps(r: &Row<'_>, limits: &ContextLimits, prefilter: &Prefilter) -> rusqlite::Result<bool> {
+    let (input, output) = (int(r, 4)?, int(r, 5)?);
+    let max = match r.get_ref(7)? {
+        ValueRef::Null => None,
+        ValueRef::Text(b) if std::str::from_utf8(b).is_ok() => {
+            std::str::from_utf8(b).ok().and_then(|m| limits.of(m))
+        }
+        _ => lossy(r, 7)?.and_then(|m| limits.of(&m)),
+    };
+    let mut m = ConversationMeta::from_columns(
+        String::new(),
+        String::new(),
+        None,
+        String::new(),
+        String::new(),
+        None,
+        None,
+        None,
+    );
+    m.current_context = current(input, output);
+    m.max_context = max;
+    Ok(prefilter.keeps(&m))
+}
+
+/// The sessions the prefilter keeps, each completed with its message count and latest item
+/// time as it is read, read in the
 /// table's order in one pass whatever share is kept, to be sorted by [`NewestFirst`].
 /// Every kept session is completed before the first is handed on (even when the caller then
 /// stops early, as `--limit` does): the scan has to read every session to sort them anyway, and
@@ -200,20 +297,27 @@ fn kept_unordered(
     schema: &Schema,
     limits: &ContextLimits,
     prefilter: &Prefilter,
-    complete: &mut dyn FnMut(&Value, &mut ConversationMeta) -> Result<()>,
+    counts: &mut KeptCounts<'_>,
+    latest: &mut Latest<'_>,
 ) -> Result<NewestFirst> {
     let mut stmt = conn.prepare(&list_sql(schema, ROOTS, true)).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     let mut kept = NewestFirst::listing();
     while let Some(r) = rows.next().at(path)? {
-        let (mut meta, _) = meta_from_row(r, limits).at(path)?;
-        if !prefilter.keeps(&meta) {
+        let keep = keeps(r, limits, prefilter).at(path)?;
+        counts.note(path, keep)?;
+        if !keep {
             continue;
         }
-        complete(&r.get(0).at(path)?, &mut meta)?;
+        let (mut meta, _) = meta_from_row(r, limits).at(path)?;
+        let (id, rowid): (Value, i64) = (r.get(0).at(path)?, r.get(10).at(path)?);
+        meta.message_count = Some(counts.count(path, rowid, true, &id)?);
+        if let Some(u) = latest.of(path, &id, r)? {
+            meta.updated_at = u;
+        }
         // Newest first by created_at, ties in rowid order.
         let key = SortKey::of(r.get_ref(2).at(path)?);
-        kept.push_meta(path, key, r.get(10).at(path)?, meta)?;
+        kept.push_meta(path, key, rowid, meta)?;
     }
     Ok(kept)
 }

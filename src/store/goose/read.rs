@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row as SqlRow};
 use sha2::{Digest, Sha256};
 
@@ -15,7 +16,7 @@ use crate::error::{Error, Result, SqlContext};
 use super::codec;
 use crate::models::ContextLimits;
 use crate::store::cells::{int, lossy, NewestFirst, SortKey};
-use crate::store::schema_util::{meta_with_count, one_read};
+use crate::store::schema_util::{meta_with_count, one_read, KeptCounts};
 use crate::store::{ConversationMeta, Prefilter};
 
 /// goose's `DEFAULT_CONTEXT_LIMIT`, used when nothing else names a session's window.
@@ -23,10 +24,50 @@ pub const GOOSE_DEFAULT_LIMIT: i64 = 128_000;
 
 /// SQLite's `YYYY-MM-DD HH:MM:SS` (UTC) as RFC 3339; anything else as stored.
 pub fn rfc3339(t: &str) -> String {
+    if let Some(s) = sqlite_utc(t.trim()) {
+        return s;
+    }
     match chrono::NaiveDateTime::parse_from_str(t.trim(), "%Y-%m-%d %H:%M:%S") {
         Ok(n) => n.and_utc().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
         Err(_) => t.to_string(),
     }
+}
+
+/// [`rfc3339`] of the shape SQLite writes, exactly `YYYY-MM-DD HH:MM:SS` with a valid date and
+/// time (seconds up to 59), read without a format string: the same digits with `T` and `Z`.
+/// `None` for anything else, which the format string then reads.
+fn sqlite_utc(t: &str) -> Option<String> {
+    let b = t.as_bytes();
+    if b.len() != 19 || b[4] != b'-' || b[7] != b'-' || b[10] != b' ' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |at: usize, len: usize| {
+        b[at..at + len].iter().try_fold(0u32, |n, c| {
+            c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0'))
+        })
+    };
+    let (y, mo, d) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    let (h, mi, s) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    chrono::NaiveDate::from_ymd_opt(y as i32, mo, d)?;
+    if h > 23 || mi > 59 || s > 59 {
+        return None;
+    }
+    let mut out = String::with_capacity(20);
+    out.push_str(&t[..10]);
+    out.push('T');
+    out.push_str(&t[11..]);
+    out.push('Z');
+    Some(out)
+}
+
+/// [`rfc3339`] of a listing cell read as [`lossy`] reads it, without a copy of valid text.
+fn rfc3339_cell(r: &SqlRow<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+    if let ValueRef::Text(b) = r.get_ref(i)? {
+        if let Ok(t) = std::str::from_utf8(b) {
+            return Ok(Some(rfc3339(t)));
+        }
+    }
+    Ok(lossy(r, i)?.map(|t| rfc3339(&t)))
 }
 
 /// The listing query: id, name, description, working_dir, created_at, updated_at,
@@ -84,12 +125,23 @@ fn window(model: Option<&str>, stored: Option<i64>, limits: &ContextLimits) -> i
         .unwrap_or(GOOSE_DEFAULT_LIMIT)
 }
 
-/// Whether the prefilter keeps a row, from its `total_tokens` and `model_config_json` alone.
-fn kept(r: &SqlRow<'_>, limits: &ContextLimits, prefilter: &Prefilter) -> rusqlite::Result<bool> {
+/// A row's model and window, from its `model_config_json` (read once per row).
+fn model_window(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<(Option<String>, i64)> {
+    let (model, stored) = match r.get_ref(9)? {
+        ValueRef::Text(b) if std::str::from_utf8(b).is_ok() => {
+            model_config(std::str::from_utf8(b).ok())
+        }
+        _ => model_config(lossy(r, 9)?.as_deref()),
+    };
+    let max = window(model.as_deref(), stored, limits);
+    Ok((model, max))
+}
+
+/// Whether the prefilter keeps a row, from its `total_tokens` and window alone.
+fn kept(r: &SqlRow<'_>, max: i64, prefilter: &Prefilter) -> rusqlite::Result<bool> {
     if prefilter.all_over.is_none() {
         return Ok(true);
     }
-    let (model, stored) = model_config(lossy(r, 9)?.as_deref());
     let mut m = ConversationMeta::from_columns(
         String::new(),
         String::new(),
@@ -101,17 +153,21 @@ fn kept(r: &SqlRow<'_>, limits: &ContextLimits, prefilter: &Prefilter) -> rusqli
         None,
     );
     m.current_context = int(r, 6)?;
-    m.max_context = Some(window(model.as_deref(), stored, limits));
+    m.max_context = Some(max);
     Ok(prefilter.keeps(&m))
 }
 
 fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<ConversationMeta> {
-    let (model, stored) = model_config(lossy(r, 9)?.as_deref());
-    let max = window(model.as_deref(), stored, limits);
+    let (model, max) = model_window(r, limits)?;
+    meta_with(r, model, max)
+}
+
+/// A row's metadata, its model and window already read.
+fn meta_with(r: &SqlRow<'_>, model: Option<String>, max: i64) -> rusqlite::Result<ConversationMeta> {
     let name = lossy(r, 1)?
         .filter(|n| !n.is_empty())
         .or(lossy(r, 2)?.filter(|d| !d.is_empty()));
-    let created_at = rfc3339(&lossy(r, 4)?.unwrap_or_default());
+    let created_at = rfc3339_cell(r, 4)?.unwrap_or_default();
     Ok(ConversationMeta {
         id: lossy(r, 0)?.unwrap_or_default(),
         name,
@@ -125,9 +181,7 @@ fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<Con
         input_tokens: int(r, 7)?,
         output_tokens: int(r, 8)?,
         cwd: lossy(r, 3)?.filter(|w| !w.is_empty()),
-        updated_at: lossy(r, 5)?
-            .map(|u| rfc3339(&u))
-            .unwrap_or_else(|| created_at.clone()),
+        updated_at: rfc3339_cell(r, 5)?.unwrap_or_else(|| created_at.clone()),
         created_at,
         problem: None,
     })
@@ -136,11 +190,16 @@ fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<Con
 /// A session's message count (on `idx_messages_session`, index only).
 const COUNT_SQL: &str = "SELECT COUNT(*) FROM messages WHERE session_id = ?1";
 
+/// The same count for every session with a text id, by rowid ([`KeptCounts`]). `s.id || ''` is
+/// the id as [`COUNT_SQL`] binds it: text without affinity.
+const ALL_COUNTS_SQL: &str = "SELECT s.rowid, (SELECT COUNT(*) FROM messages WHERE session_id = s.id || '')
+ FROM sessions s WHERE typeof(s.id) = 'text'";
+
 /// Stream every session's metadata, most recently updated first (goose's own order), ties in
 /// rowid order. With a prefilter, sessions are judged on `total_tokens` and
 /// `model_config_json` alone, read in the table's order in one read transaction, and only the
-/// kept ones are decoded, counted and sorted ([`NewestFirst`]: in memory, spilled to SQLite's
-/// sorter past a bound) before the first is handed on.
+/// kept ones are decoded, counted ([`KeptCounts`]) and sorted ([`NewestFirst`]: in memory, spilled
+/// to SQLite's sorter past a bound) before the first is handed on.
 pub fn scan(
     conn: &Connection,
     path: &Path,
@@ -149,49 +208,54 @@ pub fn scan(
     f: &mut dyn FnMut(ConversationMeta) -> bool,
 ) -> Result<()> {
     let schema = check_schema(conn, path)?;
-    let mut count = conn.prepare(COUNT_SQL).at(path)?;
-    let mut counted = |mut meta: ConversationMeta| -> Result<ConversationMeta> {
-        meta.message_count = Some(count.query_row([&meta.id], |c| c.get(0)).at(path)?);
-        Ok(meta)
-    };
     if prefilter.all_over.is_some() {
         let kept = {
             let _read = one_read(conn, path)?;
-            kept_sorted(conn, path, &schema, limits, &prefilter, &mut counted)?
+            kept_sorted(conn, path, &schema, limits, &prefilter)?
         };
         return kept.each(path, |meta| Ok(f(meta)));
     }
+    let mut count = conn.prepare(COUNT_SQL).at(path)?;
     let sql = list_sql(&schema, "ORDER BY s.updated_at DESC, s.rowid");
     let mut stmt = conn.prepare(&sql).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     while let Some(r) = rows.next().at(path)? {
-        if kept(r, limits, &prefilter).at(path)? && !f(counted(meta_from_row(r, limits).at(path)?)?) {
+        let mut meta = meta_from_row(r, limits).at(path)?;
+        meta.message_count = Some(count.query_row([&meta.id], |c| c.get(0)).at(path)?);
+        if !f(meta) {
             break;
         }
     }
     Ok(())
 }
 
-/// The sessions the prefilter keeps, each counted by `counted` as the pass reads it, read in
-/// the table's order in one pass whatever share is kept, to be sorted as goose lists them.
+/// The sessions the prefilter keeps, each counted as the pass reads it, read in the table's
+/// order in one pass whatever share is kept, to be sorted as goose lists them.
 fn kept_sorted(
     conn: &Connection,
     path: &Path,
     schema: &Schema,
     limits: &ContextLimits,
     prefilter: &Prefilter,
-    counted: &mut dyn FnMut(ConversationMeta) -> Result<ConversationMeta>,
 ) -> Result<NewestFirst> {
+    let mut counts = KeptCounts::new(conn, path, "sessions", COUNT_SQL, ALL_COUNTS_SQL, 2)?;
     let mut stmt = conn.prepare(&list_sql(schema, "")).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     let mut out = NewestFirst::listing();
     while let Some(r) = rows.next().at(path)? {
-        if !kept(r, limits, prefilter).at(path)? {
+        let (model, max) = model_window(r, limits).at(path)?;
+        let keep = kept(r, max, prefilter).at(path)?;
+        counts.note(path, keep)?;
+        if !keep {
             continue;
         }
         let key = SortKey::of(r.get_ref(5).at(path)?);
-        let meta = counted(meta_from_row(r, limits).at(path)?)?;
-        out.push_meta(path, key, r.get(10).at(path)?, meta)?;
+        let mut meta = meta_with(r, model, max).at(path)?;
+        let rowid = r.get(10).at(path)?;
+        // Only a text id that is valid UTF-8 is bound by the probe as the batch reads it.
+        let listed = matches!(r.get_ref(0).at(path)?, ValueRef::Text(b) if b == meta.id.as_bytes());
+        meta.message_count = Some(counts.count(path, rowid, listed, &meta.id)?);
+        out.push_meta(path, key, rowid, meta)?;
     }
     Ok(out)
 }
@@ -430,4 +494,67 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
         version,
         schema,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What [`rfc3339`] answered before it read SQLite's shape by hand: chrono's parser and
+    /// formatter, with the format strings.
+    fn by_chrono(t: &str) -> String {
+        match chrono::NaiveDateTime::parse_from_str(t.trim(), "%Y-%m-%d %H:%M:%S") {
+            Ok(n) => n.and_utc().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            Err(_) => t.to_string(),
+        }
+    }
+
+    /// Text near SQLite's `YYYY-MM-DD HH:MM:SS`: each byte a digit or a separator, some fields
+    /// out of range, spaces around it, a byte too many or too few.
+    fn near_shape() -> impl Strategy<Value = String> {
+        let byte = prop_oneof![
+            8 => b'0'..=b'9',
+            1 => prop_oneof![Just(b'-'), Just(b':'), Just(b' '), Just(b'T'), Just(b'x'), Just(b'+')],
+        ];
+        (
+            prop::sample::select(vec![
+                "2026-02-28 23:59:59", "2024-02-29 12:00:00", "2023-02-29 12:00:00",
+                "0000-01-01 00:00:00", "9999-12-31 23:59:60", "2026-13-01 00:00:00",
+                "2026-04-31 00:00:00", "2026-01-01 24:00:00", "2026-01-01 00:60:00",
+            ]),
+            prop::collection::vec((0usize..19, byte), 0..3),
+            prop_oneof![Just(""), Just(" "), Just("\t")],
+            prop_oneof![Just(""), Just(" "), Just("0"), Just("\n")],
+            any::<bool>(),
+        )
+            .prop_map(|(base, edits, pre, post, cut)| {
+                let mut b = base.as_bytes().to_vec();
+                for (at, c) in edits {
+                    b[at] = c;
+                }
+                if cut {
+                    b.pop();
+                }
+                format!("{pre}{}{post}", String::from_utf8(b).unwrap())
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+        /// The hand-read shape answers what chrono's format strings answer, for every string.
+        #[test]
+        fn rfc3339_is_chronos_reading(t in near_shape()) {
+            prop_assert_eq!(rfc3339(&t), by_chrono(&t));
+        }
+    }
+
+    #[test]
+    fn rfc3339_reads_sqlites_shape_and_leaves_the_rest() {
+        for t in ["2026-11-01 12:00:00", " 2024-02-29 23:59:59 ", "2026-02-30 10:00:00", "", "x"] {
+            assert_eq!(rfc3339(t), by_chrono(t), "{t:?}");
+        }
+        assert_eq!(rfc3339("2026-11-01 12:00:00"), "2026-11-01T12:00:00Z");
+        assert_eq!(sqlite_utc("2026-02-30 10:00:00"), None);
+    }
 }
