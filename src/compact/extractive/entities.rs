@@ -7,7 +7,6 @@
 //! is rare in the head and never occurs in tool I/O (a made-up name). Two statements that share
 //! an entity are about the same thing, which is how withdrawals are tied to what they withdraw.
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
@@ -53,15 +52,6 @@ struct Word {
     tool: bool,
     /// It is written all-lowercase somewhere in prose.
     lower: bool,
-}
-
-/// `w.to_lowercase()`, borrowed when that changes nothing (the common case: no uppercase).
-fn lowercase(w: &str) -> Cow<'_, str> {
-    if w.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
-        Cow::Borrowed(w)
-    } else {
-        Cow::Owned(w.to_lowercase())
-    }
 }
 
 /// Identifier-ish words: runs of letters, digits and `_` (what `s.split(|c: char|
@@ -132,6 +122,9 @@ impl Stats {
                 st.calls_at.push(first + k);
             }
             let mut all = String::new();
+            // The lowercase form of a word that has uppercase letters (reused: no allocation
+            // per word).
+            let mut buf = String::new();
             for b in &m.blocks {
                 let (text, tool) = match b {
                     Block::Text { text } => (text.as_str(), false),
@@ -140,8 +133,20 @@ impl Stats {
                     _ => continue,
                 };
                 for w in id_words(text) {
-                    let lw = lowercase(w);
-                    let word = match st.words.get_mut(lw.as_ref()) {
+                    // `w.to_lowercase()`: `w` itself when it is ASCII without uppercase,
+                    // else in `buf`.
+                    let lw: &str = if w.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+                        w
+                    } else if w.is_ascii() {
+                        buf.clear();
+                        buf.push_str(w);
+                        buf.make_ascii_lowercase();
+                        &buf
+                    } else {
+                        buf = w.to_lowercase();
+                        &buf
+                    };
+                    let word = match st.words.get_mut(lw) {
                         Some(word) => word,
                         None => st.words.entry(lw.to_string()).or_default(),
                     };
