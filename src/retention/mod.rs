@@ -366,11 +366,36 @@ fn match_rule(a: &Artifact) -> Match {
 /// Every run of whitespace made one space, none at either end.
 fn squash(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for w in s.split_whitespace() {
+    let mut push = |w: &str| {
         if !out.is_empty() {
             out.push(' ');
         }
         out.push_str(w);
+    };
+    // `s.split_whitespace()`, read a byte at a time where the text is ASCII.
+    let bytes = s.as_bytes();
+    let mut word: Option<usize> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let (space, n) = if b < 0x80 {
+            (matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' '), 1)
+        } else {
+            let c = s[i..].chars().next().expect("a character starts here");
+            (c.is_whitespace(), c.len_utf8())
+        };
+        match (space, word) {
+            (true, Some(start)) => {
+                push(&s[start..i]);
+                word = None;
+            }
+            (false, None) => word = Some(i),
+            _ => {}
+        }
+        i += n;
+    }
+    if let Some(start) = word {
+        push(&s[start..]);
     }
     out
 }

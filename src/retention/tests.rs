@@ -407,7 +407,7 @@ proptest::proptest! {
     /// The word set is the set of [`words`]; squashing is splitting on whitespace and joining
     /// with one space.
     #[test]
-    fn word_set_and_squash_match_their_definitions(s in "[a-zA-Z0-9_ \\t\\nÉéΣσς.:/-]{0,80}") {
+    fn word_set_and_squash_match_their_definitions(s in "[a-zA-Z0-9_ \\t\\nÉéΣσς.:/\\x{0B}\\x{0C}\\r\\x{85}\\x{a0}\\x{2003}\\x{3000}\\x{200b}-]{0,80}") {
         let want: rustc_hash::FxHashSet<String> = words(&s).collect();
         proptest::prop_assert_eq!(word_set(&s), want);
         proptest::prop_assert_eq!(squash(&s), s.split_whitespace().collect::<Vec<_>>().join(" "));

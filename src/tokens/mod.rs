@@ -35,7 +35,8 @@ pub const ANTHROPIC_FACTOR: f64 = 1.15;
 /// Exact o200k_base token count of `text`: always equal to tiktoken's (and to
 /// `bpe_openai::o200k_base().count(text)`, which the tests use as the oracle). Pieces come from
 /// [`split`] (a hand-written ASCII pre-tokenizer, falling back to the o200k regex for
-/// non-ASCII), a piece of one byte is one token (every byte is in the vocabulary), and other
+/// non-ASCII), a piece of one byte is one token (every byte is in the vocabulary), one of two
+/// bytes one or two (a bit table of the two-byte tokens, [`Vocab::count_pair`]), and other
 /// pieces' counts go through a bounded per-thread cache (`cache.rs`) in front of the byte-pair
 /// merge over the compiled vocabulary (`vocab.rs`).
 pub fn count_text(text: &str) -> usize {
@@ -45,8 +46,9 @@ pub fn count_text(text: &str) -> usize {
     let vocab = o200k();
     cache::with(|cache| {
         split(text)
-            .map(|piece| match piece.len() {
-                1 => 1,
+            .map(|piece| match *piece.as_bytes() {
+                [_] => 1,
+                [a, b] => vocab.count_pair(a, b),
                 _ => cache.get_or(piece.as_bytes(), |p| vocab.count_piece(p)),
             })
             .sum()

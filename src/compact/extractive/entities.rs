@@ -7,10 +7,9 @@
 //! is rare in the head and never occurs in tool I/O (a made-up name). Two statements that share
 //! an entity are about the same thing, which is how withdrawals are tied to what they withdraw.
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 use crate::message::{Block, Message};
 
@@ -25,10 +24,9 @@ const RARE_MIN_CHARS: usize = 5;
 #[derive(Default)]
 pub(super) struct Stats {
     pub docs: usize,
-    df: FxHashMap<String, u32>,
-    tool_words: FxHashSet<String>,
-    /// Words written all-lowercase somewhere in prose.
-    lower_seen: FxHashSet<String>,
+    /// Every lowercase word of the head: in how many messages it occurs, whether in tool I/O,
+    /// whether written all-lowercase in prose. One table, so counting a word is one lookup.
+    words: FxHashMap<String, Word>,
     /// Tool inputs and outputs, lowercased, for substring checks.
     tool_text: String,
     /// Each message's text (all blocks), lowercased.
@@ -43,37 +41,90 @@ pub(super) struct Stats {
     entity_df_memo: RefCell<FxHashMap<String, u32>>,
 }
 
-/// `w.to_lowercase()`, borrowed when that changes nothing (the common case: no uppercase).
-fn lowercase(w: &str) -> Cow<'_, str> {
-    if w.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
-        Cow::Borrowed(w)
-    } else {
-        Cow::Owned(w.to_lowercase())
+/// What [`Stats`] knows of one lowercase word.
+#[derive(Debug, Default, Clone, Copy)]
+struct Word {
+    /// Messages that contain it (its document frequency).
+    df: u32,
+    /// The last message (counted from 1) that counted it in `df`.
+    last_doc: u32,
+    /// It occurs in a tool call's input or a tool result.
+    tool: bool,
+    /// It is written all-lowercase somewhere in prose.
+    lower: bool,
+}
+
+/// Identifier-ish words: runs of letters, digits and `_` (what `s.split(|c: char|
+/// !(c.is_alphanumeric() || c == '_'))` gives, without its empty pieces), read a byte at a
+/// time where the text is ASCII.
+pub(super) fn id_words(s: &str) -> IdWords<'_> {
+    IdWords { s, pos: 0 }
+}
+
+/// Iterator over [`id_words`].
+pub(super) struct IdWords<'a> {
+    s: &'a str,
+    pos: usize,
+}
+
+impl IdWords<'_> {
+    /// Whether the character at byte `i` is part of a word, and its length in bytes.
+    #[inline]
+    fn word_char(&self, i: usize) -> (bool, usize) {
+        let b = self.s.as_bytes()[i];
+        if b < 0x80 {
+            (b.is_ascii_alphanumeric() || b == b'_', 1)
+        } else {
+            let c = self.s[i..].chars().next().expect("a character starts here");
+            (c.is_alphanumeric(), c.len_utf8())
+        }
     }
 }
 
-/// Identifier-ish words: runs of letters, digits and `_`.
-pub(super) fn id_words(s: &str) -> impl Iterator<Item = &str> {
-    s.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|w| !w.is_empty())
+impl<'a> Iterator for IdWords<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let len = self.s.len();
+        let mut i = self.pos;
+        while i < len {
+            let (word, n) = self.word_char(i);
+            if word {
+                break;
+            }
+            i += n;
+        }
+        if i >= len {
+            self.pos = len;
+            return None;
+        }
+        let start = i;
+        while i < len {
+            let (word, n) = self.word_char(i);
+            if !word {
+                break;
+            }
+            i += n;
+        }
+        self.pos = i;
+        Some(&self.s[start..i])
+    }
 }
 
 impl Stats {
     /// The statistics of `messages`, the first of which is message `first` of the conversation.
     pub fn new(messages: &[Message], first: usize) -> Stats {
         let mut st = Stats::default();
-        // The words of one message, each once (borrowed when already lowercase), with what was
-        // recorded of them already: a repeat in the same role adds nothing.
-        let mut seen: FxHashMap<Cow<'_, str>, u8> = FxHashMap::default();
-        const TOOL: u8 = 1;
-        const LOWER: u8 = 2;
         for (k, m) in messages.iter().enumerate() {
             st.docs += 1;
+            let doc = k as u32 + 1;
             if m.blocks.iter().any(|b| matches!(b, Block::ToolCall { .. })) {
                 st.calls_at.push(first + k);
             }
-            seen.clear();
             let mut all = String::new();
+            // The lowercase form of a word that has uppercase letters (reused: no allocation
+            // per word).
+            let mut buf = String::new();
             for b in &m.blocks {
                 let (text, tool) = match b {
                     Block::Text { text } => (text.as_str(), false),
@@ -82,25 +133,32 @@ impl Stats {
                     _ => continue,
                 };
                 for w in id_words(text) {
-                    let lw = lowercase(w);
-                    let flag = if tool {
-                        TOOL
-                    } else if lw == w {
-                        LOWER
+                    // `w.to_lowercase()`: `w` itself when it is ASCII without uppercase,
+                    // else in `buf`.
+                    let lw: &str = if w.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+                        w
+                    } else if w.is_ascii() {
+                        buf.clear();
+                        buf.push_str(w);
+                        buf.make_ascii_lowercase();
+                        &buf
                     } else {
-                        0
+                        buf = w.to_lowercase();
+                        &buf
                     };
-                    match seen.get_mut(lw.as_ref()) {
-                        Some(done) if *done & flag == flag => continue,
-                        Some(done) => *done |= flag,
-                        None => {}
+                    let word = match st.words.get_mut(lw) {
+                        Some(word) => word,
+                        None => st.words.entry(lw.to_string()).or_default(),
+                    };
+                    if word.last_doc != doc {
+                        word.last_doc = doc;
+                        word.df += 1;
                     }
-                    if flag == TOOL && !st.tool_words.contains(lw.as_ref()) {
-                        st.tool_words.insert(lw.to_string());
-                    } else if flag == LOWER && !st.lower_seen.contains(lw.as_ref()) {
-                        st.lower_seen.insert(lw.to_string());
+                    if tool {
+                        word.tool = true;
+                    } else if lw == w {
+                        word.lower = true;
                     }
-                    seen.entry(lw).or_insert(flag);
                 }
                 // Lowercased in place, without a copy of its own.
                 let start = all.len();
@@ -113,14 +171,6 @@ impl Stats {
                 all.push('\n');
             }
             st.lower_texts.push(all);
-            for (w, _) in seen.drain() {
-                match st.df.get_mut(w.as_ref()) {
-                    Some(n) => *n += 1,
-                    None => {
-                        st.df.insert(w.into_owned(), 1);
-                    }
-                }
-            }
         }
         st
     }
@@ -155,7 +205,7 @@ impl Stats {
     }
 
     pub fn df(&self, lower: &str) -> u32 {
-        self.df.get(lower).copied().unwrap_or(0)
+        self.words.get(lower).map_or(0, |w| w.df)
     }
 
     /// Inverse document frequency of a lowercase word.
@@ -192,11 +242,15 @@ impl Stats {
         lower.chars().count() >= RARE_MIN_CHARS
             && lower.chars().all(char::is_alphabetic)
             && self.df(lower) <= RARE_DF
-            && !self.tool_words.contains(lower)
+            && !self.words.get(lower).is_some_and(|w| w.tool)
     }
 
     fn is_name(&self, word: &str) -> bool {
-        is_capitalized(word) && !self.lower_seen.contains(&word.to_lowercase())
+        is_capitalized(word)
+            && !self
+                .words
+                .get(&word.to_lowercase())
+                .is_some_and(|w| w.lower)
     }
 }
 
@@ -381,6 +435,7 @@ pub(super) fn has_code(sentence: &str) -> bool {
 mod tests {
     use super::*;
     use crate::message::Role;
+    use rustc_hash::FxHashSet;
     use serde_json::value::RawValue;
 
     proptest::proptest! {
@@ -423,7 +478,11 @@ mod tests {
             for blocks in &msgs {
                 let mut in_msg = FxHashSet::default();
                 for (k, t) in blocks {
-                    for w in id_words(t) {
+                    // The definition of a word, not `id_words` itself.
+                    let words = t
+                        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .filter(|w| !w.is_empty());
+                    for w in words {
                         let lw = w.to_lowercase();
                         if *k > 0 {
                             tool_words.insert(lw.clone());
@@ -437,9 +496,30 @@ mod tests {
                     *df.entry(w).or_default() += 1;
                 }
             }
-            proptest::prop_assert_eq!(&st.df, &df);
-            proptest::prop_assert_eq!(&st.tool_words, &tool_words);
-            proptest::prop_assert_eq!(&st.lower_seen, &lower_seen);
+            let got_df: FxHashMap<String, u32> =
+                st.words.iter().map(|(w, s)| (w.clone(), s.df)).collect();
+            let got = |f: fn(&Word) -> bool| -> FxHashSet<String> {
+                st.words.iter().filter(|(_, s)| f(s)).map(|(w, _)| w.clone()).collect()
+            };
+            proptest::prop_assert_eq!(&got_df, &df);
+            proptest::prop_assert_eq!(got(|s| s.tool), tool_words);
+            proptest::prop_assert_eq!(got(|s| s.lower), lower_seen);
+            for w in df.keys() {
+                proptest::prop_assert_eq!(st.df(w), df[w]);
+            }
+        }
+
+        /// `id_words` reads a text into exactly the words of its definition: the non-empty
+        /// pieces between characters that are neither alphanumeric nor `_`.
+        #[test]
+        fn id_words_are_the_split_of_their_definition(
+            t in "([a-zA-Z0-9_ .:/-]|é|É|ß|ǅ|٣|²|\\x{301}|\\x{200b}|\\x{a0}|日本|🦀|\\n){0,40}",
+        ) {
+            let want: Vec<&str> = t
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .collect();
+            proptest::prop_assert_eq!(id_words(&t).collect::<Vec<_>>(), want);
         }
     }
 }

@@ -725,7 +725,9 @@ pub struct KodeletRow {
 
 /// Load one conversation's full row.
 pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
-    let cols = check_schema(conn, path)?;
+    // A planning thread loads many conversations: the columns are read again only when the
+    // schema changed.
+    let cols = check_schema_again(conn, path)?;
     let cwd = if cols.conversations_cwd {
         "cwd"
     } else {
@@ -736,7 +738,9 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
          FROM conversations WHERE id = ?1"
     );
     let row = conn
-        .query_row(&sql, [id], |r| {
+        .prepare_cached(&sql)
+        .at(path)?
+        .query_row([id], |r| {
             let raw = match r.get_ref(1)? {
                 ValueRef::Text(b) | ValueRef::Blob(b) => {
                     String::from_utf8(b.to_vec()).map_err(|e| {
