@@ -55,6 +55,10 @@ impl SchemaStatus {
     }
 }
 
+/// The most conversations [`KeptCounts`] counts at once (their counts held in memory: about
+/// 10 MB); a larger store counts its kept rows one by one.
+const MAX_COUNTED_AT_ONCE: u64 = 500_000;
+
 /// The message counts of the rows a prefiltered listing pass keeps. The pass counts each kept
 /// row as it reads it (`one`, the id bound as `?1`); once the share kept so far says the rows
 /// still to count would cost more than counting every conversation at once, it runs `all`
@@ -102,9 +106,11 @@ impl<'c> KeptCounts<'c> {
     /// Whether counting all `total` rows at once costs less than counting one by one (each
     /// `weight` times as dear) the rows the pass is still expected to keep, after `read` rows
     /// of which `kept` were kept: at least a sixteenth of the table read, and more than
-    /// `total / weight` rows expected still to be kept.
+    /// `total / weight` rows expected still to be kept. Never past [`MAX_COUNTED_AT_ONCE`]
+    /// rows, so the counts held stay bounded (about 20 bytes a row) whatever the store's size.
     pub(crate) fn batch_pays(total: u64, read: u64, kept: u64, weight: u64) -> bool {
         read > 0
+            && total <= MAX_COUNTED_AT_ONCE
             && read.saturating_mul(16) >= total
             && (kept.saturating_mul(total) / read)
                 .saturating_sub(kept)
@@ -236,6 +242,9 @@ mod tests {
         assert!(!KeptCounts::batch_pays(100_000, 6_000, 6_000, 2));
         assert!(!KeptCounts::batch_pays(100_000, 0, 0, 2));
         assert!(KeptCounts::batch_pays(4, 1, 1, 2));
+        // Memory stays bounded: a store past the bound is counted one by one.
+        assert!(KeptCounts::batch_pays(500_000, 40_000, 36_000, 2));
+        assert!(!KeptCounts::batch_pays(500_001, 40_000, 36_000, 2));
     }
 
     #[test]
