@@ -279,8 +279,21 @@ impl NewestFirst {
 
     /// Hand `f` a puller of the rows in listing order, with their keys.
     pub(crate) fn with_sorted<R>(
+        self,
+        path: &Path,
+        f: impl FnOnce(
+            &mut dyn FnMut() -> Result<Option<(SortKey, super::ConversationMeta)>>,
+        ) -> Result<R>,
+    ) -> Result<R> {
+        self.sorted(path, true, f)
+    }
+
+    /// [`NewestFirst::with_sorted`]; without `keys` every key handed out is `Null` (no copy of
+    /// a key nobody reads).
+    fn sorted<R>(
         mut self,
         path: &Path,
+        keys: bool,
         f: impl FnOnce(
             &mut dyn FnMut() -> Result<Option<(SortKey, super::ConversationMeta)>>,
         ) -> Result<R>,
@@ -305,7 +318,8 @@ impl NewestFirst {
                 Some(s) => {
                     let b = bytes(s);
                     let m = unpack(&b[s.key_len as usize..], &codecs)?;
-                    Ok(Some((key(s).owned(), m)))
+                    let k = if keys { key(s).owned() } else { SortKey::Null };
+                    Ok(Some((k, m)))
                 }
                 None => Ok(None),
             });
@@ -316,7 +330,11 @@ impl NewestFirst {
         let mut rows = stmt.query([]).at(path)?;
         f(&mut || match rows.next().at(path)? {
             Some(r) => {
-                let key = SortKey::of(r.get_ref(0).at(path)?);
+                let key = if keys {
+                    SortKey::of(r.get_ref(0).at(path)?)
+                } else {
+                    SortKey::Null
+                };
                 let t = match r.get_ref(1).at(path)? {
                     ValueRef::Blob(b) => unpack(b, &codecs)?,
                     _ => return Err(Error::Internal("spilled listing row: not a BLOB".into())),
@@ -333,7 +351,7 @@ impl NewestFirst {
         path: &Path,
         mut f: impl FnMut(super::ConversationMeta) -> Result<bool>,
     ) -> Result<()> {
-        self.with_sorted(path, |next| {
+        self.sorted(path, false, |next| {
             while let Some((_, t)) = next()? {
                 if !f(t)? {
                     break;

@@ -620,12 +620,16 @@ impl Prefilter {
     /// Whether the selection would report this conversation (selected, skipped or failed)
     /// under `--all-over`: the same rule as `Selector::evaluate`, on the same parsed usage.
     pub fn keeps(&self, m: &ConversationMeta) -> bool {
+        m.problem.is_some() || self.keeps_usage(m.current_context, m.max_context)
+    }
+
+    /// [`Prefilter::keeps`] of a row whose usage was read without a problem, on its stored
+    /// context and window alone (for a listing pass that judges a row before decoding it).
+    pub fn keeps_usage(&self, current: Option<i64>, max: Option<i64>) -> bool {
         let Some(ratio) = self.all_over else {
             return true;
         };
-        m.problem.is_some()
-            || m.utilization(self.context_limit)
-                .is_none_or(|u| over_threshold(u, ratio))
+        utilization(current, max, self.context_limit).is_none_or(|u| over_threshold(u, ratio))
     }
 }
 

@@ -270,19 +270,7 @@ fn keeps(r: &Row<'_>, limits: &ContextLimits, prefilter: &Prefilter) -> rusqlite
         }
         _ => lossy(r, 7)?.and_then(|m| limits.of(&m)),
     };
-    let mut m = ConversationMeta::from_columns(
-        String::new(),
-        String::new(),
-        None,
-        String::new(),
-        String::new(),
-        None,
-        None,
-        None,
-    );
-    m.current_context = current(input, output);
-    m.max_context = max;
-    Ok(prefilter.keeps(&m))
+    Ok(prefilter.keeps_usage(current(input, output), max))
 }
 
 /// The sessions the prefilter keeps, each completed with its message count and latest item

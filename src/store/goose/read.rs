@@ -139,22 +139,7 @@ fn model_window(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<(Opt
 
 /// Whether the prefilter keeps a row, from its `total_tokens` and window alone.
 fn kept(r: &SqlRow<'_>, max: i64, prefilter: &Prefilter) -> rusqlite::Result<bool> {
-    if prefilter.all_over.is_none() {
-        return Ok(true);
-    }
-    let mut m = ConversationMeta::from_columns(
-        String::new(),
-        String::new(),
-        None,
-        String::new(),
-        String::new(),
-        None,
-        None,
-        None,
-    );
-    m.current_context = int(r, 6)?;
-    m.max_context = Some(max);
-    Ok(prefilter.keeps(&m))
+    Ok(prefilter.keeps_usage(int(r, 6)?, Some(max)))
 }
 
 fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<ConversationMeta> {

@@ -28,14 +28,8 @@ pub(super) fn rejects(prefilter: &Prefilter, bytes: &[u8]) -> bool {
 
 /// [`rejects`] on the fields [`window`] read.
 pub(super) fn rejects_window(prefilter: &Prefilter, [current, max, ..]: Window) -> bool {
-    let Some(ratio) = prefilter.all_over else {
-        return false;
-    };
-    // The shared definitions: a rejection here is the selection's own "not matched".
-    match crate::store::utilization(current, max, prefilter.context_limit) {
-        Some(u) => !crate::store::over_threshold(u, ratio),
-        None => false,
-    }
+    // The shared rule: a rejection here is the selection's own "not matched".
+    !prefilter.keeps_usage(current, max)
 }
 
 /// `currentContextWindow`, `maxContextWindow`, `inputTokens`, `outputTokens`.
