@@ -2,15 +2,17 @@
 # agent-db benchmarks (docs/benchmarks.md). Run from anywhere: `bash benches/run.sh`.
 # One run produces every figure with its baseline:
 #
-#   P1  `agent-db list --all-over 0.7 --idle 0 --json` against the cheapest sqlite3 query that
-#       returns the same id set (the "floor", written here: kodelet's reads
+#   P1  `agent-db list --all-over 0.7 --idle 0 --ids` (the selected ids) against the cheapest
+#       sqlite3 query that returns the same id set (the "floor", written here: kodelet's reads
 #       conversation_summaries alone, docker-agent's reads sessions and the latest assistant
 #       message of each, goose's reads sessions alone, opencode's the newest finished assistant
 #       message of each session), warm page cache and after evicting the store's pages. A grid:
 #       every agent in BENCH_P1_AGENTS × every selected fraction in BENCH_P1_FRACTIONS, each on
 #       its own BENCH_P1_N-conversation store of the heavy-user shape (gen_store --shape
 #       heavy-user --over-share F), generated, measured and deleted one at a time. The id sets
-#       are checked to be equal.
+#       are checked to be equal. Also `list ... --json` (every listed row, with its fields)
+#       against the floor of the listed ids (selected, plus skipped for unknown utilization),
+#       warm only.
 #   P2  benches/llm.sh: the LLM batch (1,000 conversations, 200 ms mock latency,
 #       --concurrency 32, default tail) against its latency floor N × L / C, with the most
 #       requests in flight and the peak RSS.
@@ -207,6 +209,16 @@ SELECT id FROM (SELECT id, cur, $LIMIT_CASE AS lim FROM r)
 WHERE lim IS NULL OR cur IS NULL OR CAST(cur AS REAL) / lim >= $THRESHOLD;
 SQL
 
+# The floors of the selected ids alone (`list --ids`): unknown utilization is not selected.
+cat >"$OUT/sql/floor-kodelet-selected.sql" <<SQL
+SELECT id FROM conversation_summaries
+WHERE json_extract(usage, '\$.maxContextWindow') > 0
+  AND CAST(json_extract(usage, '\$.currentContextWindow') AS REAL)
+      / json_extract(usage, '\$.maxContextWindow') >= $THRESHOLD;
+SQL
+sed 's|WHERE lim IS NULL OR cur IS NULL OR CAST|WHERE CAST|' "$OUT/sql/floor-docker-agent.sql" \
+  >"$OUT/sql/floor-docker-agent-selected.sql"
+
 # ---------------------------------------------------------------------------------------------
 # Timing. TIMES[label] = "median_s mean_s min_s runs cpu_s": wall-clock median, mean and min
 # over the timed runs, and the mean user+system CPU seconds per run. The machine is shared:
@@ -251,7 +263,7 @@ for label, a in acc.items():
         # shellcheck disable=SC2086
         [[ -n "${PREPARE:-}" ]] && $PREPARE >/dev/null
         local TIMEFORMAT="${labels[$k]} $r %R %U %S"
-        { eval "time ${cmds[$k]} >/dev/null"; } 2>>"$raw"
+        { eval "time ${cmds[$k]} >/dev/null 2>&1"; } 2>>"$raw"
       done
     done
     while read -r label stats; do TIMES[$label]=$stats; done < <(py '
@@ -283,35 +295,47 @@ peak_rss_kb() {
 # sets compared, then warm and cold timings of both, as p1.KIND.F.* results.
 p1() {
   local kind=$1 n=$2 s=$3 k="p1.$1.$2" l m mean mn r c
+  local ids_cmd="$ADB --db $s list --all-over $THRESHOLD --idle 0 --ids"
+  local sel_cmd="sqlite3 $s '.read $OUT/sql/floor-$kind-selected.sql'"
   local list_cmd="$ADB --db $s list --all-over $THRESHOLD --idle 0 --json"
   local floor_cmd="sqlite3 $s '.read $OUT/sql/floor-$kind.sql'"
-  # Same id set first.
+  # Same id sets first: --ids and its floor, --json's listed ids and theirs.
+  $ids_cmd >"$OUT/raw/$k.agent-db.ids" 2>/dev/null
+  sqlite3 "$s" ".read $OUT/sql/floor-$kind-selected.sql" >"$OUT/raw/$k.floor-selected.txt"
   $list_cmd >"$OUT/raw/$k.agent-db.json"
   sqlite3 "$s" ".read $OUT/sql/floor-$kind.sql" >"$OUT/raw/$k.floor.txt"
-  read -r rows_adb selected rows_floor same < <(py '
+  read -r rows_adb selected rows_floor same same_ids < <(py '
 import json, sys
+lines = lambda p: [l for l in open(p).read().split("\n") if l]
 a = json.load(open(sys.argv[1]))["conversations"]
 ids = [r["id"] for r in a]
-floor = [l for l in open(sys.argv[2]).read().split("\n") if l]
-print(len(ids), sum(r["status"] == "selected" for r in a), len(floor), int(sorted(ids) == sorted(floor)))' \
-    "$OUT/raw/$k.agent-db.json" "$OUT/raw/$k.floor.txt")
+sel = [r["id"] for r in a if r["status"] == "selected"]
+floor = lines(sys.argv[2])
+print(len(ids), len(sel), len(floor), int(sorted(ids) == sorted(floor)),
+      int(lines(sys.argv[3]) == sel and sorted(sel) == sorted(lines(sys.argv[4]))))' \
+    "$OUT/raw/$k.agent-db.json" "$OUT/raw/$k.floor.txt" "$OUT/raw/$k.agent-db.ids" "$OUT/raw/$k.floor-selected.txt")
   result "$k.rows.agent_db" "$rows_adb"
   result "$k.rows.agent_db_selected" "$selected"
   result "$k.rows.floor" "$rows_floor"
-  result "$k.same_id_set" "$same"
-  ((same)) || echo "WARNING: $k: agent-db and the floor return different id sets" >&2
+  result "$k.same_id_set" "$same_ids"
+  result "$k.json.same_id_set" "$same"
+  ((same_ids)) || echo "WARNING: $k: list --ids and the floor return different id sets" >&2
+  ((same)) || echo "WARNING: $k: list --json and its floor return different id sets" >&2
   # Warm: the first (warmup) runs bring the pages both read into the page cache.
-  time_group "$k.warm" "$LIST_RUNS" 2 -- agent-db "$list_cmd" floor "$floor_cmd"
-  for l in agent-db floor; do
+  time_group "$k.warm" "$LIST_RUNS" 2 -- agent-db "$ids_cmd" floor "$sel_cmd" \
+    agent-db-json "$list_cmd" floor-listed "$floor_cmd"
+  for l in agent-db floor agent-db-json floor-listed; do
     read -r m mean mn r c <<<"${TIMES[$l]}"
     result "$k.warm.$l.median_s" "$m"; result "$k.warm.$l.min_s" "$mn"
     result "$k.warm.$l.runs" "$r"; result "$k.warm.$l.cpu_s" "$c"
   done
   result "$k.warm.ratio_wall" "$(ratio "$(med agent-db)" "$(med floor)")"
   result "$k.warm.ratio_cpu" "$(ratio "$(cpu agent-db)" "$(cpu floor)")"
+  result "$k.warm.json_ratio_wall" "$(ratio "$(med agent-db-json)" "$(med floor-listed)")"
+  result "$k.warm.json_ratio_cpu" "$(ratio "$(cpu agent-db-json)" "$(cpu floor-listed)")"
   # Cold: the store's pages are evicted before every run.
   PREPARE="python3 $ROOT/benches/pagecache.py evict $s $s-wal" \
-    time_group "$k.cold" "$COLD_RUNS" 0 -- agent-db "$list_cmd" floor "$floor_cmd"
+    time_group "$k.cold" "$COLD_RUNS" 0 -- agent-db "$ids_cmd" floor "$sel_cmd"
   for l in agent-db floor; do
     read -r m mean mn r c <<<"${TIMES[$l]}"
     result "$k.cold.$l.median_s" "$m"; result "$k.cold.$l.runs" "$r"; result "$k.cold.$l.cpu_s" "$c"
@@ -373,6 +397,19 @@ SELECT id FROM (SELECT id, cur, CASE WHEN lim > 0 THEN NULLIF(MAX($USABLE_CASE, 
   FROM (SELECT id, m, cur, $LIMIT_CASE AS lim FROM x))
 WHERE lim IS NULL OR cur IS NULL OR CAST(cur AS REAL) / lim >= $THRESHOLD;
 SQL
+
+sed 's|WHERE lim IS NULL OR cur IS NULL OR CAST|WHERE CAST|' "$OUT/sql/floor-opencode.sql" \
+  >"$OUT/sql/floor-opencode-selected.sql"
+# goose: a session whose provider manages its own context is left to goose (skipped), the
+# providers read from src/store/goose/read.rs.
+MANAGED=$(py '
+import re
+src = open("src/store/goose/read.rs").read()
+block = src.split("MANAGES_OWN_CONTEXT")[1].split("];")[0]
+print(", ".join(f"\x27{p}\x27" for p in re.findall(r"\"([^\"]+)\"", block)))')
+sed -e 's|WHERE total_tokens IS NULL OR total_tokens >=|WHERE total_tokens >=|' \
+  -e "s|128000);|128000) AND IFNULL(CAST(provider_name AS TEXT), '') NOT IN ($MANAGED);|" \
+  "$OUT/sql/floor-goose.sql" >"$OUT/sql/floor-goose-selected.sql"
 
 # The grid: one store per agent and fraction, generated, measured (P1, and RSS on kodelet's),
 # then deleted, so at most one P1 store is on disk at a time.
@@ -547,12 +584,15 @@ get() { awk -F= -v k="$1" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$RESULTS"
     for f in "${P1_FRACTIONS[@]}"; do
       k="p1.$agent.$f"
       for c in warm cold; do
-        printf 'P1 %s %s%% selected %s wall s (same ids=%s, %s rows)\t%s\t%s\t%s\t<=1.2\n' "$agent" \
-          "$(py "print(round($f * 100))")" "$c" "$(get "$k.same_id_set")" "$(get "$k.rows.agent_db")" \
+        printf 'P1 %s %s%% selected %s wall s (same ids=%s, %s selected)\t%s\t%s\t%s\t<=1.2\n' "$agent" \
+          "$(py "print(round($f * 100))")" "$c" "$(get "$k.same_id_set")" "$(get "$k.rows.agent_db_selected")" \
           "$(get "$k.$c.agent-db.median_s")" "$(get "$k.$c.floor.median_s")" "$(get "$k.$c.ratio_wall")"
         printf 'P1 %s %s%% selected %s CPU s\t%s\t%s\t%s\t<=1.2\n' "$agent" "$(py "print(round($f * 100))")" "$c" \
           "$(get "$k.$c.agent-db.cpu_s")" "$(get "$k.$c.floor.cpu_s")" "$(get "$k.$c.ratio_cpu")"
       done
+      printf 'P1 %s %s%% --json warm CPU s (same ids=%s)\t%s\t%s\t%s\t-\n' "$agent" "$(py "print(round($f * 100))")" \
+        "$(get "$k.json.same_id_set")" "$(get "$k.warm.agent-db-json.cpu_s")" "$(get "$k.warm.floor-listed.cpu_s")" \
+        "$(get "$k.warm.json_ratio_cpu")"
     done
   done
   if [[ " ${P1_AGENTS[*]} " == *" kodelet "* ]]; then

@@ -469,6 +469,11 @@ pub struct ListArgs {
     /// Machine-readable output on stdout (see docs/json-output.md)
     #[arg(long)]
     pub json: bool,
+
+    /// Only the selected conversations' IDs on stdout, one per line, newest first (for
+    /// scripts); skipped ones are counted on stderr
+    #[arg(long = "ids", conflicts_with = "json")]
+    pub ids_only: bool,
 }
 
 #[derive(Debug, Args)]

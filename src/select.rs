@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::store::kind::Unrated;
-use crate::store::{ConversationMeta, Store};
+use crate::store::{ConversationMeta, Facts, Store};
 
 /// Default `--idle` for batch selectors: leave conversations touched this recently alone.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(10 * 60);
@@ -154,18 +154,34 @@ impl Selector {
                 return not_matched(meta, reason);
             }
         }
-        let needs_time =
-            self.older_than.is_some() || self.since.is_some() || self.idle_window().is_some();
-        let age = if needs_time {
-            match meta.updated() {
+        match self.verdict(&meta.facts(), now, unrated) {
+            Verdict::Selected => Outcome::Selected { meta, reason },
+            Verdict::Dropped => not_matched(meta, reason),
+            Verdict::Skipped { why, summary } => Outcome::Skipped {
+                meta,
+                reason,
+                why,
+                summary,
+            },
+            Verdict::Failed(error) => Outcome::Failed {
+                id: meta.id,
+                reason,
+                error,
+            },
+        }
+    }
+
+    /// Whether a conversation's `updated_at` decides (recency, or an idle window).
+    fn needs_time(&self) -> bool {
+        self.older_than.is_some() || self.since.is_some() || self.idle_window().is_some()
+    }
+
+    /// Every filter but `--provider` on what the selection reads of a conversation.
+    fn verdict(&self, f: &Facts<'_>, now: &DateTime<FixedOffset>, unrated: Unrated) -> Verdict {
+        let age = if self.needs_time() {
+            match f.updated() {
                 Ok(t) => Some(now.signed_duration_since(t)),
-                Err(e) => {
-                    return Outcome::Failed {
-                        id: meta.id,
-                        reason: self.reason(),
-                        error: e.to_string(),
-                    }
-                }
+                Err(e) => return Verdict::Failed(e.to_string()),
             }
         } else {
             None
@@ -173,37 +189,29 @@ impl Selector {
         let age_std = age.map(|a| a.to_std().unwrap_or(Duration::ZERO));
         if let (Some(d), Some(a)) = (self.older_than, age_std) {
             if a < d {
-                return not_matched(meta, reason);
+                return Verdict::Dropped;
             }
         }
         if let (Some(d), Some(a)) = (self.since, age_std) {
             if a > d {
-                return not_matched(meta, reason);
+                return Verdict::Dropped;
             }
         }
         if let Some(ratio) = self.all_over {
-            if let Some(problem) = &meta.problem {
-                let id = meta.id.clone();
-                return Outcome::Failed {
-                    id,
-                    reason: self.reason(),
-                    error: problem.clone(),
-                };
+            if let Some(problem) = f.problem {
+                return Verdict::Failed(problem.to_string());
             }
-            match meta.utilization(self.context_limit) {
+            match f.utilization(self.context_limit) {
                 Some(u) if crate::store::over_threshold(u, ratio) => {}
-                Some(_) => return not_matched(meta, reason),
+                Some(_) => return Verdict::Dropped,
                 None => {
-                    let (why, summary) = if meta.current_context.is_none() {
+                    let (why, summary) = if f.current_context.is_none() {
                         (unrated.no_usage, SKIP_NO_USAGE)
                     } else {
                         (unrated.no_window, SKIP_NO_WINDOW)
                     };
-                    let why = why.to_string();
-                    return Outcome::Skipped {
-                        meta,
-                        reason,
-                        why,
+                    return Verdict::Skipped {
+                        why: why.to_string(),
                         summary,
                     };
                 }
@@ -216,15 +224,13 @@ impl Selector {
                     short_duration(a),
                     humantime::format_duration(idle)
                 );
-                return Outcome::Skipped {
-                    meta,
-                    reason,
+                return Verdict::Skipped {
                     why,
                     summary: SKIP_ACTIVE,
                 };
             }
         }
-        Outcome::Selected { meta, reason }
+        Verdict::Selected
     }
 
     /// Run the selection, streaming outcomes to `f` (which returns `false` to stop). Conversations
@@ -307,13 +313,9 @@ impl Selector {
             }
             return Ok(());
         }
-        let prefilter = crate::store::Prefilter {
-            all_over: self.all_over,
-            context_limit: self.context_limit,
-        };
         // What the store's own rules leave alone, read once for the batch where the store can.
         let now_left_alone = store.left_alone_now()?;
-        store.scan_prefiltered(prefilter, |meta| {
+        store.scan_prefiltered(self.prefilter(), |meta| {
             let o = left_alone(
                 self.evaluate(meta, now, unrated),
                 |id| match &now_left_alone {
@@ -323,6 +325,127 @@ impl Selector {
             );
             emit(o, &mut f)
         })
+    }
+}
+
+impl Selector {
+    /// [`Selector::run`] for a caller that needs only each conversation's id (a listing of
+    /// ids): a batch selection without `--provider` reads only the [`Facts`] of each row
+    /// ([`Store::scan_facts`]), so no [`ConversationMeta`] is built per row. The same outcomes
+    /// in the same order as [`Selector::run`].
+    pub fn run_ids(
+        &self,
+        store: &Store,
+        now: &DateTime<FixedOffset>,
+        mut f: impl FnMut(Picked<'_>) -> bool,
+    ) -> Result<()> {
+        if !self.ids.is_empty() || self.follow || self.provider.is_some() {
+            return self.run(store, now, |o| f(Picked::of(&o)));
+        }
+        self.validate()?;
+        let unrated = store.kind.unrated();
+        let mut selected = 0usize;
+        let limit = self.limit.unwrap_or(usize::MAX);
+        let now_left_alone = store.left_alone_now()?;
+        store.scan_facts(self.prefilter(), |facts| {
+            let id = facts.id;
+            let (why, error);
+            let picked = match self.verdict(&facts, now, unrated) {
+                Verdict::Dropped => return true,
+                Verdict::Selected => match &now_left_alone {
+                    Some(known) => match known.get(id) {
+                        None => Picked::Selected(id),
+                        Some(w) => Picked::Skipped {
+                            id,
+                            why: w,
+                            summary: SKIP_LEFT_ALONE,
+                        },
+                    },
+                    None => match store.left_alone(id) {
+                        Ok(None) => Picked::Selected(id),
+                        Ok(Some(w)) => {
+                            why = w;
+                            Picked::Skipped {
+                                id,
+                                why: &why,
+                                summary: SKIP_LEFT_ALONE,
+                            }
+                        }
+                        Err(e) => {
+                            error = e.to_string();
+                            Picked::Failed { id, error: &error }
+                        }
+                    },
+                },
+                Verdict::Skipped { why: w, summary } => {
+                    why = w;
+                    Picked::Skipped {
+                        id,
+                        why: &why,
+                        summary,
+                    }
+                }
+                Verdict::Failed(e) => {
+                    error = e;
+                    Picked::Failed { id, error: &error }
+                }
+            };
+            if matches!(picked, Picked::Selected(_)) {
+                selected += 1;
+            }
+            f(picked) && selected < limit
+        })
+    }
+
+    fn prefilter(&self) -> crate::store::Prefilter {
+        crate::store::Prefilter {
+            all_over: self.all_over,
+            context_limit: self.context_limit,
+            times: self.needs_time(),
+        }
+    }
+}
+
+/// [`Verdict`] of every filter but `--provider`.
+enum Verdict {
+    Selected,
+    /// It does not match: not reported.
+    Dropped,
+    Skipped {
+        why: String,
+        summary: &'static str,
+    },
+    Failed(String),
+}
+
+/// [`Outcome`] by id alone ([`Selector::run_ids`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Picked<'a> {
+    Selected(&'a str),
+    Skipped {
+        id: &'a str,
+        why: &'a str,
+        summary: &'static str,
+    },
+    Failed {
+        id: &'a str,
+        error: &'a str,
+    },
+}
+
+impl<'a> Picked<'a> {
+    fn of(o: &'a Outcome) -> Picked<'a> {
+        match o {
+            Outcome::Selected { meta, .. } => Picked::Selected(&meta.id),
+            Outcome::Skipped {
+                meta, why, summary, ..
+            } => Picked::Skipped {
+                id: &meta.id,
+                why,
+                summary,
+            },
+            Outcome::Failed { id, error, .. } => Picked::Failed { id, error },
+        }
     }
 }
 
@@ -503,7 +626,7 @@ mod threshold_tests {
             let unrated = Unrated { no_usage: "no usage", no_window: "no window" };
             let outcome = sel.evaluate(m.clone(), &now, unrated);
             let dropped = matches!(&outcome, Outcome::Skipped { why, .. } if why.is_empty());
-            let p = Prefilter { all_over: Some(ratio), context_limit: limit };
+            let p = Prefilter { all_over: Some(ratio), context_limit: limit, times: false };
             prop_assert_eq!(p.keeps(&m), !dropped);
             // The oracle: the ratio of the two stored numbers, the window falling back to a
             // positive --context-limit.

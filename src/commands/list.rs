@@ -1,7 +1,7 @@
 //! `agent-db list`: stored usage only, streamed; JSON rows are written as they are read.
 
 use agent_db::gotime;
-use agent_db::select::{Outcome, Selector};
+use agent_db::select::{Outcome, Picked, Selector};
 use agent_db::store::{ConversationMeta, Store};
 
 use super::CmdResult;
@@ -103,6 +103,8 @@ pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
     let mut failures: Vec<(String, String)> = Vec::new();
     if args.json {
         json_list(store, &selector, &now, &mut failures)?;
+    } else if args.ids_only {
+        ids_list(ui, store, &selector, &now, &mut failures, args.verbose)?;
     } else {
         table_list(ui, store, &selector, &now, &mut failures, args.verbose)?;
     }
@@ -174,6 +176,49 @@ fn json_list(
         return Err(e.into());
     }
     out.finish(&[])?;
+    Ok(())
+}
+
+/// The selected IDs, one per line (read without building a row per conversation:
+/// [`Selector::run_ids`]), then the count and the skipped conversations on stderr.
+fn ids_list(
+    ui: &Ui,
+    store: &Store,
+    selector: &Selector,
+    now: &Now,
+    failures: &mut Vec<(String, String)>,
+    verbose: bool,
+) -> Result<(), super::Failure> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut io_err: Option<std::io::Error> = None;
+    let mut rows = 0usize;
+    let mut skipped = output::skips::Skips::default();
+    selector.run_ids(store, now, |p| {
+        match p {
+            Picked::Selected(id) => {
+                rows += 1;
+                if let Err(e) = out.write_all(id.as_bytes()).and(out.write_all(b"\n")) {
+                    io_err = Some(e);
+                    return false;
+                }
+            }
+            Picked::Skipped { id, why, summary } => skipped.add(summary, id, why),
+            Picked::Failed { id, error } => failures.push((id.to_string(), error.to_string())),
+        }
+        true
+    })?;
+    match io_err {
+        Some(e) => return Err(e.into()),
+        None => out.flush()?,
+    }
+    ui.status(&format!(
+        "{rows} conversation(s) in {}",
+        store.path.display()
+    ));
+    for line in skipped.lines(verbose, &output::Ids::full()) {
+        ui.status(&line);
+    }
     Ok(())
 }
 

@@ -24,10 +24,20 @@ pub(crate) fn lossy_ref<'a>(
     r: &'a Row<'_>,
     i: usize,
 ) -> rusqlite::Result<Option<std::borrow::Cow<'a, str>>> {
-    Ok(match r.get_ref(i)? {
-        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b)),
-        _ => lossy(r, i)?.map(std::borrow::Cow::Owned),
-    })
+    Ok(lossy_value(r.get_ref(i)?))
+}
+
+/// [`lossy_ref`] of a value already read.
+pub(crate) fn lossy_value(v: ValueRef<'_>) -> Option<std::borrow::Cow<'_, str>> {
+    match v {
+        ValueRef::Null => None,
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(match std::str::from_utf8(b) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(b),
+        }),
+        ValueRef::Integer(n) => Some(std::borrow::Cow::Owned(n.to_string())),
+        ValueRef::Real(f) => Some(std::borrow::Cow::Owned(f.to_string())),
+    }
 }
 
 /// `String::from_utf8_lossy(b).into_owned()`, checking valid UTF-8 (nearly every cell) on the
@@ -73,6 +83,17 @@ impl SortKey {
         }
     }
 
+    /// [`SortKey::of`] into `self`, reusing its buffer for a text or BLOB key.
+    pub(crate) fn set(&mut self, v: ValueRef<'_>) {
+        match (self, v) {
+            (SortKey::Text(b), ValueRef::Text(t)) | (SortKey::Blob(b), ValueRef::Blob(t)) => {
+                b.clear();
+                b.extend_from_slice(t);
+            }
+            (k, v) => *k = SortKey::of(v),
+        }
+    }
+
     fn rank(&self) -> u8 {
         match self {
             SortKey::Null => 0,
@@ -103,8 +124,9 @@ const CHUNK: usize = 1 << 20;
 /// Where one kept row's packed bytes are: its key's bytes, then the row ([`pack`]).
 #[derive(Clone, Copy)]
 struct Slot {
-    /// A text or BLOB key's first 16 bytes, big-endian, zero-padded: most comparisons end here.
-    prefix: u128,
+    /// A text or BLOB key's first 24 bytes, big-endian, zero-padded: most comparisons end here
+    /// (a timestamp's first 24 bytes reach its microseconds).
+    prefix: (u128, u64),
     rowid: i64,
     chunk: u32,
     start: u32,
@@ -181,14 +203,24 @@ impl NewestFirst {
         rowid: i64,
         m: super::ConversationMeta,
     ) -> Result<()> {
-        let key = match key {
-            ValueRef::Null => KeyRef::Null,
-            ValueRef::Integer(i) => KeyRef::Number(i as f64),
-            ValueRef::Real(f) => KeyRef::Number(f),
-            ValueRef::Text(b) => KeyRef::Text(b),
-            ValueRef::Blob(b) => KeyRef::Blob(b),
-        };
-        self.push_keyed(path, key, rowid, m)
+        self.push_keyed(path, value_key(key), rowid, m)
+    }
+
+    /// Hold one row's [`super::Facts`] alone (a listing of ids), keyed by a stored value as
+    /// read; [`NewestFirst::each_facts`] hands them back. A holder takes either metas or facts.
+    pub(crate) fn push_facts_at(
+        &mut self,
+        path: &Path,
+        key: ValueRef<'_>,
+        rowid: i64,
+        f: &super::Facts<'_>,
+    ) -> Result<()> {
+        let mut buf = std::mem::take(&mut self.scratch);
+        let key_len = key_bytes(value_key(key), &mut buf);
+        pack_facts(f, &mut buf);
+        let r = self.hold(path, buf[0], key_len, rowid, &buf[1..]);
+        self.scratch = buf;
+        r
     }
 
     fn push_keyed(
@@ -199,25 +231,9 @@ impl NewestFirst {
         m: super::ConversationMeta,
     ) -> Result<()> {
         let mut buf = std::mem::take(&mut self.scratch);
-        buf.clear();
-        let key_kind = match key {
-            KeyRef::Null => 0,
-            KeyRef::Number(n) => {
-                buf.extend_from_slice(&n.to_le_bytes());
-                1
-            }
-            KeyRef::Text(b) => {
-                buf.extend_from_slice(b);
-                2
-            }
-            KeyRef::Blob(b) => {
-                buf.extend_from_slice(b);
-                3
-            }
-        };
-        let key_len = buf.len();
+        let key_len = key_bytes(key, &mut buf);
         pack(&m, &mut self.codecs, &mut buf);
-        let r = self.hold(path, key_kind, key_len, rowid, &buf);
+        let r = self.hold(path, buf[0], key_len, rowid, &buf[1..]);
         self.scratch = buf;
         r
     }
@@ -244,11 +260,15 @@ impl NewestFirst {
             let c = &mut self.chunks[chunk];
             let start = c.len();
             c.extend_from_slice(packed);
-            let mut head = [0u8; 16];
-            let k = &packed[..key_len.min(16)];
+            let mut head = [0u8; 24];
+            let k = &packed[..key_len.min(24)];
             head[..k.len()].copy_from_slice(k);
+            let (hi, lo) = head.split_at(16);
             self.slots.push(Slot {
-                prefix: u128::from_be_bytes(head),
+                prefix: (
+                    u128::from_be_bytes(hi.try_into().expect("16 bytes")),
+                    u64::from_be_bytes(lo.try_into().expect("8 bytes")),
+                ),
                 rowid,
                 chunk: chunk as u32,
                 start: start as u32,
@@ -300,19 +320,10 @@ impl NewestFirst {
     ) -> Result<R> {
         let codecs = std::mem::take(&mut self.codecs);
         let Some(conn) = self.spill.take() else {
+            self.order();
             let chunks = &self.chunks;
             let bytes = |s: &Slot| &chunks[s.chunk as usize][s.start as usize..][..s.len as usize];
             let key = |s: &Slot| key_of(s.key_kind, &bytes(s)[..s.key_len as usize]);
-            // Newest first, ties in rowid order. Equal text or BLOB keys have equal prefixes, and
-            // a prefix orders as its key does unless they are equal (zero padding sorts first).
-            self.slots.sort_unstable_by(|a, b| {
-                let keys = if a.key_kind == b.key_kind && a.key_kind >= 2 && a.prefix != b.prefix {
-                    b.prefix.cmp(&a.prefix)
-                } else {
-                    key(b).cmp_ref(&key(a))
-                };
-                keys.then(a.rowid.cmp(&b.rowid))
-            });
             let mut it = self.slots.iter();
             return f(&mut || match it.next() {
                 Some(s) => {
@@ -360,6 +371,94 @@ impl NewestFirst {
             Ok(())
         })
     }
+}
+
+impl NewestFirst {
+    /// The rows [`NewestFirst::push_facts_at`] held, in listing order.
+    pub(crate) fn each_facts(
+        mut self,
+        path: &Path,
+        mut f: impl FnMut(super::Facts<'_>) -> Result<bool>,
+    ) -> Result<()> {
+        let Some(conn) = self.spill.take() else {
+            self.order();
+            for (i, s) in self.slots.iter().enumerate() {
+                // The rows are read in sorted order, scattered over the arena: a read of a row a
+                // few slots ahead lets its cache miss overlap this row's work.
+                if let Some(a) = self.slots.get(i + 6) {
+                    std::hint::black_box(
+                        self.chunks[a.chunk as usize].get(a.start as usize).copied(),
+                    );
+                }
+                let b = &self.chunks[s.chunk as usize][s.start as usize..][..s.len as usize];
+                if !f(unpack_facts(&b[s.key_len as usize..])?)? {
+                    break;
+                }
+            }
+            return Ok(());
+        };
+        let mut stmt = conn
+            .prepare("SELECT t FROM kept ORDER BY k DESC, r")
+            .at(path)?;
+        let mut rows = stmt.query([]).at(path)?;
+        while let Some(r) = rows.next().at(path)? {
+            let ValueRef::Blob(b) = r.get_ref(0).at(path)? else {
+                return Err(Error::Internal("spilled listing row: not a BLOB".into()));
+            };
+            if !f(unpack_facts(b)?)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sort the slots held in memory into listing order: newest first, ties in rowid order.
+    /// Equal text or BLOB keys have equal prefixes, and a prefix orders as its key does unless
+    /// they are equal (zero padding sorts first).
+    fn order(&mut self) {
+        let chunks = &self.chunks;
+        let key = |s: &Slot| {
+            key_of(
+                s.key_kind,
+                &chunks[s.chunk as usize][s.start as usize..][..s.key_len as usize],
+            )
+        };
+        self.slots.sort_unstable_by(|a, b| {
+            let keys = if a.key_kind == b.key_kind && a.key_kind >= 2 && a.prefix != b.prefix {
+                b.prefix.cmp(&a.prefix)
+            } else {
+                key(b).cmp_ref(&key(a))
+            };
+            keys.then(a.rowid.cmp(&b.rowid))
+        });
+    }
+}
+
+fn value_key(v: ValueRef<'_>) -> KeyRef<'_> {
+    match v {
+        ValueRef::Null => KeyRef::Null,
+        ValueRef::Integer(i) => KeyRef::Number(i as f64),
+        ValueRef::Real(f) => KeyRef::Number(f),
+        ValueRef::Text(b) => KeyRef::Text(b),
+        ValueRef::Blob(b) => KeyRef::Blob(b),
+    }
+}
+
+/// `buf` cleared, then the key's kind byte and its bytes; returns the bytes' length.
+fn key_bytes(key: KeyRef<'_>, buf: &mut Vec<u8>) -> usize {
+    buf.clear();
+    let (kind, bytes): (u8, &[u8]) = match &key {
+        KeyRef::Null => (0, &[]),
+        KeyRef::Number(_) => (1, &[]),
+        KeyRef::Text(b) => (2, b),
+        KeyRef::Blob(b) => (3, b),
+    };
+    buf.push(kind);
+    match key {
+        KeyRef::Number(n) => buf.extend_from_slice(&n.to_le_bytes()),
+        _ => buf.extend_from_slice(bytes),
+    }
+    buf.len() - 1
 }
 
 /// A key as packed, borrowed: compared without decoding.
@@ -529,6 +628,64 @@ fn unpack(b: &[u8], codecs: &[crate::message::Format]) -> Result<super::Conversa
     })
 }
 
+/// [`super::Facts`] as bytes, appended: the two strings length-prefixed, the problem too
+/// (`u32::MAX`: none), the numbers as in [`pack`].
+fn pack_facts(f: &super::Facts<'_>, out: &mut Vec<u8>) {
+    for s in [Some(f.id), Some(f.updated_at), f.problem] {
+        match s {
+            Some(s) => {
+                out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                out.extend_from_slice(s.as_bytes());
+            }
+            None => out.extend_from_slice(&u32::MAX.to_le_bytes()),
+        }
+    }
+    for n in [f.current_context, f.max_context] {
+        match n {
+            Some(n) => {
+                out.push(1);
+                out.extend_from_slice(&n.to_le_bytes());
+            }
+            None => out.push(0),
+        }
+    }
+}
+
+/// [`pack_facts`]' inverse, borrowing the strings.
+fn unpack_facts(b: &[u8]) -> Result<super::Facts<'_>> {
+    let bad = || Error::Internal("kept listing row: truncated".into());
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Result<&[u8]> {
+        let s = b.get(at..at + n).ok_or_else(bad)?;
+        at += n;
+        Ok(s)
+    };
+    let mut text = || -> Result<Option<&str>> {
+        let n = u32::from_le_bytes(take(4)?.try_into().map_err(|_| bad())?);
+        if n == u32::MAX {
+            return Ok(None);
+        }
+        std::str::from_utf8(take(n as usize)?)
+            .map(Some)
+            .map_err(|_| bad())
+    };
+    let [id, updated_at, problem] = [text()?, text()?, text()?];
+    let mut num = || -> Result<Option<i64>> {
+        Ok(match take(1)?[0] {
+            0 => None,
+            _ => Some(i64::from_le_bytes(take(8)?.try_into().map_err(|_| bad())?)),
+        })
+    };
+    let [current_context, max_context] = [num()?, num()?];
+    Ok(super::Facts {
+        id: id.unwrap_or_default(),
+        updated_at: updated_at.unwrap_or_default(),
+        current_context,
+        max_context,
+        problem,
+    })
+}
+
 /// The listing order of two (stored value, rowid) pairs: newest first, ties in rowid order.
 pub(crate) fn newest_first(a: (&SortKey, i64), b: (&SortKey, i64)) -> std::cmp::Ordering {
     b.0.cmp(a.0).then(a.1.cmp(&b.1))
@@ -544,9 +701,9 @@ mod tests {
             Just(Value::Null),
             (-3i64..3).prop_map(Value::Integer),
             prop_oneof![Just(0.5f64), Just(-1.0), Just(2.0)].prop_map(Value::Real),
-            // Keys sharing the first 14–18 bytes, NULs included: the sort's 16-byte prefixes.
+            // Keys sharing the first 14–26 bytes, NULs included: the sort's 24-byte prefixes.
             (
-                0usize..18,
+                prop_oneof![0usize..4, 14usize..26],
                 prop::collection::vec(
                     prop_oneof![Just(b'a'), Just(b'b'), Just(0), Just(0xff)],
                     0..4
@@ -556,7 +713,10 @@ mod tests {
                     let b = [vec![b'a'; n], b].concat();
                     Value::Text(String::from_utf8_lossy(&b).into_owned())
                 }),
-            (0usize..18, prop::collection::vec(0u8..3, 0..3))
+            (
+                prop_oneof![0usize..4, 14usize..26],
+                prop::collection::vec(0u8..3, 0..3)
+            )
                 .prop_map(|(n, b)| Value::Blob([vec![0; n], b].concat())),
         ]
     }
@@ -648,6 +808,58 @@ mod tests {
                     got.push(rowid);
                 }
                 Ok(())
+            })
+            .unwrap();
+            prop_assert_eq!(got, want);
+        }
+
+        /// Facts alone ([`NewestFirst::push_facts_at`]), in memory or spilled: SQLite's order,
+        /// and every field back as pushed.
+        #[test]
+        fn facts_come_back_in_sqlites_order(
+            rows in prop::collection::vec(
+                (value(), text(), text(), prop::option::of(text()),
+                 prop::option::of(any::<i64>()), prop::option::of(any::<i64>())),
+                0..40,
+            ),
+            cap in 0usize..45,
+        ) {
+            let path = Path::new("test");
+            let db = Connection::open_in_memory().unwrap();
+            db.execute_batch("CREATE TABLE t (k)").unwrap();
+            let mut kept = NewestFirst::with_cap(cap);
+            let mut pushed = std::collections::HashMap::new();
+            for (k, id, updated_at, problem, current, max) in &rows {
+                db.execute("INSERT INTO t (k) VALUES (?1)", [k]).unwrap();
+                let rowid = db.last_insert_rowid();
+                let id = format!("{rowid}:{id}");
+                let f = super::super::Facts {
+                    id: &id,
+                    updated_at,
+                    current_context: *current,
+                    max_context: *max,
+                    problem: problem.as_deref(),
+                };
+                pushed.insert(rowid, format!("{f:?}"));
+                db.query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| {
+                    kept.push_facts_at(path, r.get_ref(0)?, rowid, &f).unwrap();
+                    Ok(())
+                })
+                .unwrap();
+            }
+            let want: Vec<i64> = db
+                .prepare("SELECT rowid FROM t ORDER BY k DESC, rowid")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            let mut got = Vec::new();
+            kept.each_facts(path, |f| {
+                let rowid: i64 = f.id.split(':').next().unwrap().parse().unwrap();
+                assert_eq!(format!("{f:?}"), pushed[&rowid]);
+                got.push(rowid);
+                Ok(true)
             })
             .unwrap();
             prop_assert_eq!(got, want);

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
-use super::{commit::Commit, Compaction, ConversationMeta, Prefilter, StoredConversation};
+use super::{commit::Commit, Compaction, ConversationMeta, Facts, Prefilter, StoredConversation};
 use crate::error::Result;
 use crate::models::ContextLimits;
 
@@ -57,6 +57,16 @@ pub trait Adapter: Sync + 'static {
         prefilter: Prefilter,
         f: &mut dyn FnMut(ConversationMeta) -> bool,
     ) -> Result<()>;
+    /// [`Adapter::scan`] of only what the selection reads; the default hands out each meta's
+    /// [`Facts`].
+    fn scan_facts(
+        &self,
+        read: &Read<'_>,
+        prefilter: Prefilter,
+        f: &mut dyn FnMut(Facts<'_>) -> bool,
+    ) -> Result<()> {
+        self.scan(read, prefilter, &mut |m| f(m.facts()))
+    }
     /// One conversation's metadata, or `None`.
     fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>>;
     /// One conversation's history and the store's state of this version.

@@ -577,8 +577,44 @@ impl ConversationMeta {
 
     /// Parsed `updated_at`, or an error naming this conversation.
     pub fn updated(&self) -> Result<chrono::DateTime<chrono::FixedOffset>> {
-        crate::gotime::parse(&self.updated_at)
-            .map_err(|e| Error::conversation(&self.id, format!("updated_at: {e}")))
+        self.facts().updated()
+    }
+
+    /// What the selection reads of this conversation, borrowed.
+    pub fn facts(&self) -> Facts<'_> {
+        Facts {
+            id: &self.id,
+            updated_at: &self.updated_at,
+            current_context: self.current_context,
+            max_context: self.max_context,
+            problem: self.problem.as_deref(),
+        }
+    }
+}
+
+/// What a selection without `--provider` reads of a conversation: a listing of ids
+/// ([`Store::scan_facts`]) holds only these, borrowed from the row as read.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts<'a> {
+    pub id: &'a str,
+    pub updated_at: &'a str,
+    /// Stored `usage.currentContextWindow` and `usage.maxContextWindow`.
+    pub current_context: Option<i64>,
+    pub max_context: Option<i64>,
+    /// A problem reading the stored usage ([`ConversationMeta::problem`]).
+    pub problem: Option<&'a str>,
+}
+
+impl Facts<'_> {
+    /// [`utilization`] of the stored usage.
+    pub fn utilization(&self, context_limit: Option<i64>) -> Option<f64> {
+        utilization(self.current_context, self.max_context, context_limit)
+    }
+
+    /// Parsed `updated_at`, or an error naming this conversation.
+    pub fn updated(&self) -> Result<chrono::DateTime<chrono::FixedOffset>> {
+        crate::gotime::parse(self.updated_at)
+            .map_err(|e| Error::conversation(self.id, format!("updated_at: {e}")))
     }
 }
 
@@ -614,6 +650,9 @@ pub struct Prefilter {
     pub all_over: Option<f64>,
     /// `--context-limit N` (stands in for a missing or zero `maxContextWindow`).
     pub context_limit: Option<i64>,
+    /// Whether the selection reads `updated_at` (recency or an idle window): without it a
+    /// store may hand out [`Facts`] with an empty `updated_at` when it costs a query per row.
+    pub times: bool,
 }
 
 impl Prefilter {
@@ -648,6 +687,18 @@ impl Store {
     ) -> Result<()> {
         let read = self.read();
         self.kind.adapter().scan(&read, prefilter, &mut f)
+    }
+
+    /// [`Store::scan_prefiltered`] of only what the selection reads ([`Facts`]): a store
+    /// whose listing can skip the rest of a row does (a listing of ids builds no
+    /// [`ConversationMeta`] per row), the others hand out their metas' facts.
+    pub fn scan_facts(
+        &self,
+        prefilter: Prefilter,
+        mut f: impl FnMut(Facts<'_>) -> bool,
+    ) -> Result<()> {
+        let read = self.read();
+        self.kind.adapter().scan_facts(&read, prefilter, &mut f)
     }
 
     /// The distinct providers of the store's conversations (read from an index, never from

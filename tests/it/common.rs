@@ -211,6 +211,28 @@ pub fn ids_with_status(doc: &serde_json::Value, status: &str) -> Vec<String> {
         .collect()
 }
 
+/// `list ... --ids` (`c`) against the same listing's JSON document (`doc`): stdout is the
+/// selected ids, one per line, in the document's order; stderr counts the skipped ones.
+pub fn ids_agree(mut c: assert_cmd::Command, doc: &serde_json::Value) {
+    let out = c.output().expect("run list --ids");
+    let stdout = String::from_utf8(out.stdout).expect("UTF-8 ids");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let got: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        got,
+        ids_with_status(doc, "selected"),
+        "list --ids\n{stderr}"
+    );
+    let skipped: usize = stderr
+        .lines()
+        .filter_map(|l| {
+            l.split_once(" skipped: ")
+                .and_then(|(n, _)| n.parse::<usize>().ok())
+        })
+        .sum();
+    assert_eq!(skipped, ids_with_status(doc, "skipped").len(), "{stderr}");
+}
+
 /// Environment variable naming the shared fixtures directory instead of `../shared` (used to
 /// check that a missing fixture fails under `CI`; see [`shared_fixture`]).
 pub const SHARED_DIR_ENV: &str = "AGENT_DB_SHARED_DIR";

@@ -12,7 +12,7 @@ use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common::{bare_cmd, dump, files_hash, ids_with_status, json, shared_fixture};
+use crate::common::{bare_cmd, dump, files_hash, ids_agree, ids_with_status, json, shared_fixture};
 
 const E2E_SESSION: &str = "87ff468b-ffa0-4785-9649-7c9d3ff94482";
 
@@ -322,6 +322,9 @@ fn e2e_list_show_and_dry_run_leave_the_file_alone() {
         c
     });
     assert_eq!(ids_with_status(&doc, "selected"), vec![E2E_SESSION]);
+    let mut c = da.cmd();
+    c.args(["list", "--all-over", "0.3", "--idle", "0", "--ids"]);
+    ids_agree(c, &doc);
     let (doc, _) = json({
         let mut c = da.cmd();
         c.args(["list", "--all-over", "0.4", "--idle", "0", "--json"]);

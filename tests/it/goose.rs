@@ -12,7 +12,7 @@ use rusqlite::Connection;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common::{bare_cmd, files_hash, ids_with_status, json};
+use crate::common::{bare_cmd, files_hash, ids_agree, ids_with_status, json};
 use crate::goose_loader::{check_compacted, check_pruned, is_summary, load};
 
 const HEADER: &str = "[agent-db compaction summary]";
@@ -1383,6 +1383,9 @@ fn counts_and_times(g: &G, all_over: &str) -> BTreeMap<String, (i64, String)> {
     });
     // 1: the odd ids' sessions cannot be found again by the id the listing reports.
     assert!(code <= 1, "{doc}");
+    let mut c = g.cmd();
+    c.args(["list", "--all-over", all_over, "--idle", "0", "--ids"]);
+    ids_agree(c, &doc);
     doc["conversations"]
         .as_array()
         .unwrap()

@@ -13,7 +13,7 @@ use rusqlite::Connection;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common::{bare_cmd, ids_with_status, json, MiniLlm};
+use crate::common::{bare_cmd, ids_agree, ids_with_status, json, MiniLlm};
 use crate::opencode_loader::{check_compacted, load, Sent};
 
 const HEADER: &str = "[agent-db compaction summary]";
@@ -197,6 +197,9 @@ fn list_all_over_selects_exactly_the_sessions_over_the_ratio() {
         assert!(want.len() >= 4, "{preset}: only {} over 0.7", want.len());
         assert!(want.len() < 20, "{preset}: {} over 0.7", want.len());
         assert_eq!(got, want, "{preset}");
+        let mut c = o.cmd();
+        c.args(["list", "--all-over", "0.7", "--idle", "0", "--ids"]);
+        ids_agree(c, &doc);
         // At 1.0: exactly the sessions opencode's overflow rule would compact, among them
         // models with a separate input limit (gpt-5) and without (claude).
         let (doc, code) = json({

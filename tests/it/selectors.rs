@@ -11,7 +11,7 @@ use agent_db_synth::{self as synth, SynthOptions};
 use chrono::{DateTime, FixedOffset, TimeDelta};
 use serde_json::Value;
 
-use crate::common::{json, Env, NOW};
+use crate::common::{ids_agree, json, Env, NOW};
 
 const N: usize = 60;
 const SEED: u64 = 12;
@@ -174,6 +174,10 @@ fn list(env: &Env, args: &[&str]) -> Vec<Got> {
     c.arg("list").args(args).arg("--json");
     let (doc, code) = json(c);
     assert_eq!(code, 0, "list {args:?}: exit code\n{doc}");
+    // `--ids` reads less of each row: the same selection.
+    let mut c = env.cmd();
+    c.arg("list").args(args).arg("--ids");
+    ids_agree(c, &doc);
     rows_of(&doc)
 }
 
@@ -976,4 +980,56 @@ fn conversations_missing_summary_rows_anywhere_in_the_id_order_are_listed() {
     for id in gone {
         assert!(selected.contains(id), "{id} (no summary row) selected");
     }
+}
+
+/// `list --ids` reads only what the selection needs of each summary row: a row whose `usage` the
+/// quick reader is not sure of (spaces, a float), one with a legacy NULL `provider` (read from
+/// the conversation's own row) and a summary row without a conversation (not listed) are
+/// selected exactly as the full listing and the SQL oracle select them, in listing order, with
+/// the idle default in force (which reads `updated_at`).
+#[test]
+fn ids_listing_reads_odd_summary_rows_as_the_full_listing_does() {
+    let (env, convs) = fixture();
+    let c = env.conn();
+    let by_age: Vec<&str> = convs.iter().map(|c| c.id.as_str()).collect();
+    // Not sure for the quick reader: spaces and a float field; still over 0.02 for serde.
+    c.execute(
+        "UPDATE conversation_summaries SET usage = ' { \"currentContextWindow\" : 9000 , \
+         \"maxContextWindow\": 10000, \"inputCost\": 1.5e-3 } ' WHERE id = ?1",
+        [by_age[3]],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE conversations SET usage = (SELECT usage FROM conversation_summaries WHERE id = ?1) \
+         WHERE id = ?1",
+        [by_age[3]],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE conversation_summaries SET provider = NULL WHERE id = ?1",
+        [by_age[4]],
+    )
+    .unwrap();
+    // A summary row whose conversation is gone.
+    c.execute("DELETE FROM conversations WHERE id = ?1", [by_age[6]])
+        .unwrap();
+    drop(c);
+    let over = sql_over(&env, 0.02);
+    assert!(over.contains(&by_age[3].to_string()) && !over.contains(&by_age[6].to_string()));
+    let args = ["--all-over", "0.02"];
+    let got = list(&env, &args);
+    let want = walk(&convs, None, |c| {
+        if c.id == by_age[6] {
+            None
+        } else if !c.has_window() {
+            Some(Want::Skipped(NO_WINDOW))
+        } else if !over.contains(&c.id) {
+            None
+        } else if c.age < mins(10) {
+            Some(Want::Skipped(IDLE))
+        } else {
+            Some(Want::Selected)
+        }
+    });
+    check(&args, &got, &want, Some("threshold"));
 }

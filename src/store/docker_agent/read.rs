@@ -37,7 +37,7 @@ use crate::message::{self};
 use crate::models::ContextLimits;
 use crate::store::cells::{int, lossy, NewestFirst, SortKey};
 use crate::store::schema_util::{one_read, KeptCounts};
-use crate::store::{ConversationMeta, Prefilter};
+use crate::store::{ConversationMeta, Facts, Prefilter};
 
 // ---- listing --------------------------------------------------------------------------------
 
@@ -257,6 +257,45 @@ pub fn scan(
         kept_unordered(conn, path, &schema, limits, &prefilter, &mut counts, &mut latest)?
     };
     kept.each(path, |meta| Ok(f(meta)))
+}
+
+/// [`scan`] of only what the selection reads: with `--all-over`, the kept sessions' [`Facts`]
+/// from the same one pass, without their message counts, and without their latest item time
+/// unless the selection reads it ([`Prefilter::times`]).
+pub fn scan_facts(
+    conn: &Connection,
+    path: &Path,
+    limits: &ContextLimits,
+    prefilter: Prefilter,
+    f: &mut dyn FnMut(Facts<'_>) -> bool,
+) -> Result<()> {
+    if prefilter.all_over.is_none() {
+        return scan(conn, path, limits, prefilter, &mut |m| f(m.facts()));
+    }
+    let schema = check_schema(conn, path)?;
+    let mut latest = Latest::new(conn, path)?;
+    let kept = {
+        let _read = one_read(conn, path)?;
+        let mut stmt = conn.prepare(&list_sql(&schema, ROOTS, true)).at(path)?;
+        let mut rows = stmt.query([]).at(path)?;
+        let mut kept = NewestFirst::listing();
+        while let Some(r) = rows.next().at(path)? {
+            if !keeps(r, limits, &prefilter).at(path)? {
+                continue;
+            }
+            let (mut meta, _) = meta_from_row(r, limits).at(path)?;
+            if prefilter.times {
+                if let Some(u) = latest.of(path, &r.get(0).at(path)?, r)? {
+                    meta.updated_at = u;
+                }
+            } else {
+                meta.updated_at.clear();
+            }
+            kept.push_facts_at(path, r.get_ref(2).at(path)?, r.get(10).at(path)?, &meta.facts())?;
+        }
+        kept
+    };
+    kept.each_facts(path, |facts| Ok(f(facts)))
 }
 
 /// Whether the prefilter keeps a row of the listing query, judged on its token columns and

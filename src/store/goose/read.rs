@@ -15,9 +15,9 @@ use super::PROVIDER;
 use crate::error::{Error, Result, SqlContext};
 use super::codec;
 use crate::models::ContextLimits;
-use crate::store::cells::{int, lossy, NewestFirst, SortKey};
+use crate::store::cells::{int, lossy, lossy_ref, NewestFirst, SortKey};
 use crate::store::schema_util::{meta_with_count, one_read, KeptCounts};
-use crate::store::{ConversationMeta, Prefilter};
+use crate::store::{ConversationMeta, Facts, Prefilter};
 
 /// goose's `DEFAULT_CONTEXT_LIMIT`, used when nothing else names a session's window.
 pub const GOOSE_DEFAULT_LIMIT: i64 = 128_000;
@@ -212,6 +212,50 @@ pub fn scan(
         }
     }
     Ok(())
+}
+
+/// [`scan`] of only what the selection reads: with `--all-over`, the kept sessions' [`Facts`]
+/// alone, from the same one pass in the table's order (no message counts, no names).
+pub fn scan_facts(
+    conn: &Connection,
+    path: &Path,
+    limits: &ContextLimits,
+    prefilter: Prefilter,
+    f: &mut dyn FnMut(Facts<'_>) -> bool,
+) -> Result<()> {
+    if prefilter.all_over.is_none() {
+        return scan(conn, path, limits, prefilter, &mut |m| f(m.facts()));
+    }
+    let schema = check_schema(conn, path)?;
+    let kept = {
+        let _read = one_read(conn, path)?;
+        let mut stmt = conn.prepare(&list_sql(&schema, "")).at(path)?;
+        let mut rows = stmt.query([]).at(path)?;
+        let mut out = NewestFirst::listing();
+        while let Some(r) = rows.next().at(path)? {
+            let (_, max) = model_window(r, limits).at(path)?;
+            let current = int(r, 6).at(path)?;
+            if !prefilter.keeps_usage(current, Some(max)) {
+                continue;
+            }
+            // As [`meta_with`] reads them.
+            let id = lossy_ref(r, 0).at(path)?;
+            let updated_at = match rfc3339_cell(r, 5).at(path)? {
+                Some(u) => u,
+                None => rfc3339_cell(r, 4).at(path)?.unwrap_or_default(),
+            };
+            let facts = Facts {
+                id: id.as_deref().unwrap_or_default(),
+                updated_at: &updated_at,
+                current_context: current,
+                max_context: Some(max),
+                problem: None,
+            };
+            out.push_facts_at(path, r.get_ref(5).at(path)?, r.get(10).at(path)?, &facts)?;
+        }
+        out
+    };
+    kept.each_facts(path, |facts| Ok(f(facts)))
 }
 
 /// The sessions the prefilter keeps, each counted as the pass reads it, read in the table's

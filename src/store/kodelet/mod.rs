@@ -156,6 +156,15 @@ impl Adapter for Kodelet {
         scan(read.conn, read.path, prefilter, f)
     }
 
+    fn scan_facts(
+        &self,
+        read: &Read<'_>,
+        prefilter: Prefilter,
+        f: &mut dyn FnMut(crate::store::Facts<'_>) -> bool,
+    ) -> Result<()> {
+        read::scan_facts(read.conn, read.path, prefilter, f)
+    }
+
     fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>> {
         meta(read.conn, read.path, id)
     }

@@ -103,15 +103,15 @@ impl<'a> Scan<'a> {
     /// A string of printable ASCII without escapes; its bytes.
     fn string(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
-        let start = self.i;
-        loop {
-            match self.next()? {
-                b'"' => return Some(&self.b[start..self.i - 1]),
-                b'\\' => return None,
-                c if !(0x20..0x80).contains(&c) => return None,
-                _ => {}
-            }
+        let rest = &self.b[self.i..];
+        let n = rest
+            .iter()
+            .position(|&c| c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c))?;
+        if rest[n] != b'"' {
+            return None;
         }
+        self.i += n + 1;
+        Some(&rest[..n])
     }
 
     /// Digits from here (none is `None`).
@@ -187,6 +187,7 @@ mod tests {
         Prefilter {
             all_over: Some(r),
             context_limit: None,
+            times: false,
         }
     }
 
@@ -222,6 +223,7 @@ mod tests {
         let p = Prefilter {
             all_over: Some(0.7),
             context_limit: Some(100_000),
+            times: false,
         };
         assert!(rejects(&p, u));
     }
@@ -317,7 +319,7 @@ mod tests {
                 ratio in prop_oneof![Just(0.0), Just(0.7), Just(1.0), 0.0f64..1.5],
                 limit in prop::option::of(prop_oneof![Just(0i64), Just(-1), 1i64..300_000]),
             ) {
-                let p = Prefilter { all_over: Some(ratio), context_limit: limit };
+                let p = Prefilter { all_over: Some(ratio), context_limit: limit, times: false };
                 if rejects(&p, &bytes) {
                     prop_assert!(!keeps(&p, &bytes), "{}", String::from_utf8_lossy(&bytes));
                 }
@@ -343,7 +345,7 @@ mod tests {
                 let u = format!(
                     r#"{{"inputTokens":{input},"outputTokens":12,"cacheCreationInputTokens":0,"cacheReadInputTokens":0,"inputCost":0.0012,"outputCost":0.0003,"cacheCreationCost":0,"cacheReadCost":0,"currentContextWindow":{current},"maxContextWindow":{max}}}"#
                 );
-                let p = Prefilter { all_over: Some(ratio), context_limit: None };
+                let p = Prefilter { all_over: Some(ratio), context_limit: None, times: false };
                 prop_assert_eq!(rejects(&p, u.as_bytes()), !keeps(&p, u.as_bytes()));
             }
         }

@@ -16,7 +16,8 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Error, Result, SqlContext};
-use crate::store::cells::{lossy, lossy_ref, newest_first, NewestFirst, SortKey};
+use crate::store::cells::{lossy, lossy_ref, lossy_value, newest_first, NewestFirst, SortKey};
+use crate::store::Facts;
 use crate::store::{ConversationMeta, Prefilter};
 
 /// Columns agent-db reads or writes, with the declared type it expects.
@@ -389,31 +390,41 @@ fn without_summary(conn: &Connection, path: &Path) -> Result<(Vec<i64>, Orphans)
         .at(path)?;
     let mut convs = convs.query([]).at(path)?;
     let mut sums = sums.query([]).at(path)?;
-    let mut next_conv = || -> Result<Option<(SortKey, i64)>> {
-        match convs.next().at(path)? {
-            Some(r) => Ok(Some((SortKey::of(r.get_ref(0).at(path)?), r.get(1).at(path)?))),
-            None => Ok(None),
+    // Each side's current id, its buffer reused from row to row (`None`: that side is done).
+    let mut next_conv = |k: &mut Option<(SortKey, i64)>| -> Result<()> {
+        match (convs.next().at(path)?, k.as_mut()) {
+            (Some(r), Some((key, rowid))) => {
+                key.set(r.get_ref(0).at(path)?);
+                *rowid = r.get(1).at(path)?;
+            }
+            (Some(r), None) => *k = Some((SortKey::of(r.get_ref(0).at(path)?), r.get(1).at(path)?)),
+            (None, _) => *k = None,
         }
+        Ok(())
     };
-    let mut next_sum = || -> Result<Option<SortKey>> {
-        match sums.next().at(path)? {
-            Some(r) => Ok(Some(SortKey::of(r.get_ref(0).at(path)?))),
-            None => Ok(None),
+    let mut next_sum = |k: &mut Option<SortKey>| -> Result<()> {
+        match (sums.next().at(path)?, k.as_mut()) {
+            (Some(r), Some(key)) => key.set(r.get_ref(0).at(path)?),
+            (Some(r), None) => *k = Some(SortKey::of(r.get_ref(0).at(path)?)),
+            (None, _) => *k = None,
         }
+        Ok(())
     };
-    let orphan = |k: SortKey, set: &mut std::collections::HashSet<(bool, Vec<u8>)>| match k {
+    let orphan = |k: &SortKey, set: &mut std::collections::HashSet<(bool, Vec<u8>)>| match k {
         SortKey::Text(b) => {
-            set.insert((false, b));
+            set.insert((false, b.clone()));
         }
         SortKey::Blob(b) => {
-            set.insert((true, b));
+            set.insert((true, b.clone()));
         }
         // NULL matches nothing; a number cannot be stored in a TEXT-affinity column.
         SortKey::Null | SortKey::Number(_) => {}
     };
     let mut no_summary = Vec::new();
     let mut orphans = std::collections::HashSet::new();
-    let (mut c, mut s) = (next_conv()?, next_sum()?);
+    let (mut c, mut s) = (None, None);
+    next_conv(&mut c)?;
+    next_sum(&mut s)?;
     loop {
         let order = match (&c, &s) {
             (None, None) => break,
@@ -424,15 +435,16 @@ fn without_summary(conn: &Connection, path: &Path) -> Result<(Vec<i64>, Orphans)
         let null = |k: &SortKey| *k == SortKey::Null;
         match order {
             std::cmp::Ordering::Equal if !c.as_ref().is_some_and(|(k, _)| null(k)) => {
-                (c, s) = (next_conv()?, next_sum()?);
+                next_conv(&mut c)?;
+                next_sum(&mut s)?;
             }
             std::cmp::Ordering::Less | std::cmp::Ordering::Equal => {
-                no_summary.push(c.take().expect("a conversation sorts first").1);
-                c = next_conv()?;
+                no_summary.push(c.as_ref().expect("a conversation sorts first").1);
+                next_conv(&mut c)?;
             }
             std::cmp::Ordering::Greater => {
-                orphan(s.take().expect("a summary sorts first"), &mut orphans);
-                s = next_sum()?;
+                orphan(s.as_ref().expect("a summary sorts first"), &mut orphans);
+                next_sum(&mut s)?;
             }
         }
     }
@@ -483,19 +495,24 @@ fn fallback_rows(conn: &Connection, path: &Path) -> Result<(Vec<(SortKey, i64)>,
 /// The summary rows the prefilter keeps, read in one sequential pass whatever share is kept
 /// (never in `idx_summaries_updated_at`'s order, which reads the table one page per row), to be
 /// put in listing order by [`NewestFirst`].
+/// With `facts`, only each kept row's [`Facts`] are held ([`NewestFirst::push_facts_at`]).
 fn prefiltered_rows(
     conn: &Connection,
     path: &Path,
     cols: &Columns,
     prefilter: &Prefilter,
     orphans: &Orphans,
+    facts: bool,
 ) -> Result<NewestFirst> {
     let mut own = conn
         .prepare("SELECT provider, usage, created_at FROM conversations WHERE id = ?1")
         .at(path)?;
-    let mut stmt = conn
-        .prepare(&with_columns(SUMMARY_SEQ_SQL, cols))
-        .at(path)?;
+    let mut sql = with_columns(SUMMARY_SEQ_SQL, cols);
+    if facts {
+        // The columns only a meta reads are not decoded.
+        sql = sql.replace("s.summary, s.metadata, s.message_count, s.cwd", "NULL, NULL, NULL, NULL");
+    }
+    let mut stmt = conn.prepare(&sql).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     let mut kept = NewestFirst::listing();
     while let Some(r) = rows.next().at(path)? {
@@ -510,6 +527,24 @@ fn prefiltered_rows(
         }
         let id = r.get_ref(0).at(path)?;
         let nulls = [1, 2, 3].map(|i| matches!(r.get_ref(i), Ok(ValueRef::Null)));
+        if let (true, Some([current, max, _, _]), [false, false, false]) = (facts, sure, nulls) {
+            // The sure usage is all the selection reads besides the id and `updated_at`.
+            if !prefilter.keeps_usage(current, max) || !exists(conn, path, orphans, id)? {
+                continue;
+            }
+            let key = r.get_ref(4).at(path)?;
+            let updated_at = lossy_value(key).filter(|_| prefilter.times);
+            let id = lossy_value(id);
+            let f = Facts {
+                id: id.as_deref().unwrap_or_default(),
+                updated_at: updated_at.as_deref().unwrap_or_default(),
+                current_context: current,
+                max_context: max,
+                problem: None,
+            };
+            kept.push_facts_at(path, key, r.get(9).at(path)?, &f)?;
+            continue;
+        }
         // A legacy NULL falls back to the conversation's own cell (and proves it exists).
         let theirs = if nulls.iter().any(|n| *n) {
             match own
@@ -552,8 +587,13 @@ fn prefiltered_rows(
         if theirs.is_none() && !exists(conn, path, orphans, id)? {
             continue;
         }
+        let (key, rowid) = (r.get_ref(4).at(path)?, r.get(9).at(path)?);
+        if facts {
+            kept.push_facts_at(path, key, rowid, &m.facts())?;
+            continue;
+        }
         m.cwd = lossy(r, 8).at(path)?;
-        kept.push_meta_at(path, r.get_ref(4).at(path)?, r.get(9).at(path)?, m)?;
+        kept.push_meta_at(path, key, rowid, m)?;
     }
     Ok(kept)
 }
@@ -598,7 +638,7 @@ pub fn scan(
     }
     let (fallback, orphans) = fallback_rows(conn, path)?;
     if prefilter.all_over.is_some() {
-        let kept = prefiltered_rows(conn, path, &cols, &prefilter, &orphans)?;
+        let kept = prefiltered_rows(conn, path, &cols, &prefilter, &orphans, false)?;
         return kept.with_sorted(path, |next| merge(conn, path, &cols, fallback, next, f));
     }
     let sql = format!("{}{ORDER_BY_INDEX}", with_columns(SUMMARY_LIST_SQL, &cols));
@@ -614,6 +654,26 @@ pub fn scan(
         }
     };
     merge(conn, path, &cols, fallback, &mut next, f)
+}
+
+/// [`scan`] of only what the selection reads: with `--all-over`, every conversation listed from
+/// its summary row and none from its own row (as in a store kodelet keeps), each kept row's
+/// [`Facts`] alone are held and sorted; otherwise the metas' facts.
+pub fn scan_facts(
+    conn: &Connection,
+    path: &Path,
+    prefilter: Prefilter,
+    f: &mut dyn FnMut(Facts<'_>) -> bool,
+) -> Result<()> {
+    let cols = check_schema(conn, path)?;
+    if cols.summaries_provider && cols.summaries_metadata && prefilter.all_over.is_some() {
+        let (fallback, orphans) = fallback_rows(conn, path)?;
+        if fallback.is_empty() {
+            let kept = prefiltered_rows(conn, path, &cols, &prefilter, &orphans, true)?;
+            return kept.each_facts(path, |facts| Ok(f(facts)));
+        }
+    }
+    scan(conn, path, prefilter, &mut |m| f(m.facts()))
 }
 
 type NextRow<'a> = dyn FnMut() -> Result<Option<(SortKey, ConversationMeta)>> + 'a;
