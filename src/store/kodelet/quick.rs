@@ -39,6 +39,52 @@ pub(super) type Window = [Option<i64>; 4];
 /// (then the caller decodes the cell with serde; when `Some`, serde's decode would give these
 /// four values and no error, so the caller can skip it).
 pub(super) fn window(b: &[u8]) -> Option<Window> {
+    kodelet_shape(b).or_else(|| any_shape(b))
+}
+
+/// The fields of kodelet's usage as Go encodes it: in this order, without spaces; with the
+/// index in [`FIELDS`] of the four read.
+const KODELET_USAGE: [(&[u8], Option<usize>); 10] = [
+    (b"inputTokens", Some(2)),
+    (b"outputTokens", Some(3)),
+    (b"cacheCreationInputTokens", None),
+    (b"cacheReadInputTokens", None),
+    (b"inputCost", None),
+    (b"outputCost", None),
+    (b"cacheCreationCost", None),
+    (b"cacheReadCost", None),
+    (b"currentContextWindow", Some(0)),
+    (b"maxContextWindow", Some(1)),
+];
+
+/// [`window`] of a cell in exactly the shape kodelet writes: its keys compared as bytes, not
+/// scanned (any other shape, or a value [`any_shape`] would not be sure of, is `None`).
+fn kodelet_shape(b: &[u8]) -> Option<Window> {
+    let mut s = Scan { b, i: 0 };
+    let mut out = [None; 4];
+    s.eat(b'{')?;
+    for (n, (key, field)) in KODELET_USAGE.iter().enumerate() {
+        if n > 0 {
+            s.eat(b',')?;
+        }
+        s.eat(b'"')?;
+        if !s.b[s.i..].starts_with(key) {
+            return None;
+        }
+        s.i += key.len();
+        s.eat(b'"')?;
+        s.eat(b':')?;
+        match field {
+            Some(k) => out[*k] = s.int_or_null()?,
+            None => s.number()?,
+        }
+    }
+    s.eat(b'}')?;
+    (s.i == b.len()).then_some(out)
+}
+
+/// [`window`] of any flat object.
+fn any_shape(b: &[u8]) -> Option<Window> {
     let mut s = Scan { b, i: 0 };
     let mut out = [None; 4];
     let mut seen = [false; 4];
@@ -194,6 +240,7 @@ mod tests {
     #[test]
     fn reads_kodelet_usage() {
         let u = br#"{"inputTokens":120,"outputTokens":30,"cacheCreationInputTokens":0,"cacheReadInputTokens":0,"inputCost":0.0012,"outputCost":0.0003,"cacheCreationCost":0,"cacheReadCost":0,"currentContextWindow":5000,"maxContextWindow":200000}"#;
+        assert!(kodelet_shape(u).is_some(), "the byte-compared path");
         assert!(rejects(&over(0.7), u));
         assert!(!rejects(&over(0.02), u));
     }
@@ -308,8 +355,49 @@ mod tests {
                 })
         }
 
+        /// kodelet's own shape, its values odd now and then, a byte flipped now and then.
+        fn shaped() -> impl Strategy<Value = Vec<u8>> {
+            (
+                prop::collection::vec(
+                    prop_oneof![
+                        24 => (0i64..400_000).prop_map(|n| n.to_string()),
+                        3 => Just("0.0093".to_string()),
+                        1 => value(),
+                    ],
+                    10,
+                ),
+                prop::option::weighted(0.2, (any::<prop::sample::Index>(), any::<u8>())),
+            )
+                .prop_map(|(values, flip)| {
+                    let keys = super::super::KODELET_USAGE.map(|(k, _)| String::from_utf8_lossy(k).into_owned());
+                    let body: Vec<String> =
+                        keys.iter().zip(&values).map(|(k, v)| format!("\"{k}\":{v}")).collect();
+                    let mut b = format!("{{{}}}", body.join(",")).into_bytes();
+                    if let Some((i, byte)) = flip {
+                        let i = i.index(b.len());
+                        b[i] = byte;
+                    }
+                    b
+                })
+        }
+
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(3000))]
+            /// On cells of kodelet's own shape (the byte-compared path), the same rule.
+            #[test]
+            fn kodelets_shape_reads_as_serde_does(bytes in shaped()) {
+                if let Some([current, max, input, output]) = super::super::kodelet_shape(&bytes) {
+                    prop_assert_eq!(super::super::any_shape(&bytes), Some([current, max, input, output]));
+                    let m = decoded(&bytes);
+                    prop_assert_eq!(m.problem, None);
+                    prop_assert_eq!(
+                        (m.current_context, m.max_context, m.input_tokens, m.output_tokens),
+                        (current, max, input, output),
+                        "{}", String::from_utf8_lossy(&bytes)
+                    );
+                }
+            }
+
             /// A rejection on the bytes is always the full path's rejection; and when the scan
             /// is sure of the cell, its four fields are serde's, with no problem reported (the
             /// listing then uses them instead of decoding the cell).
