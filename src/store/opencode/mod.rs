@@ -131,6 +131,15 @@ impl Adapter for Opencode {
         scan(read.conn, read.path, read.limits, prefilter, f)
     }
 
+    fn scan_facts(
+        &self,
+        read: &Read<'_>,
+        prefilter: Prefilter,
+        f: &mut dyn FnMut(crate::store::Facts<'_>) -> bool,
+    ) -> Result<()> {
+        read::scan_facts(read.conn, read.path, read.limits, prefilter, f)
+    }
+
     fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>> {
         meta(read.conn, read.path, read.limits, id)
     }

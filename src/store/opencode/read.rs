@@ -20,9 +20,9 @@ use crate::error::{Error, Result, SqlContext};
 use super::codec;
 use crate::message::str_field;
 use crate::models::ContextLimits;
-use crate::store::cells::{int, lossy};
+use crate::store::cells::{int, lossy, lossy_ref};
 use crate::store::schema_util::meta_with_count;
-use crate::store::{ConversationMeta, Prefilter};
+use crate::store::{ConversationMeta, Facts, Prefilter};
 
 /// Epoch milliseconds as RFC 3339 (UTC, milliseconds).
 pub fn rfc3339_ms(ms: i64) -> String {
@@ -200,6 +200,48 @@ pub fn scan(
         complete(r, &mut meta).at(path)?;
         meta.message_count = Some(count.query_row([&meta.id], |c| c.get(0)).at(path)?);
         if !f(meta) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// [`scan`] of only what the selection reads ([`Facts`]): no name, directory or message count,
+/// and `updated_at` only when the selection reads it ([`Prefilter::times`]).
+pub fn scan_facts(
+    conn: &Connection,
+    path: &Path,
+    limits: &ContextLimits,
+    prefilter: Prefilter,
+    f: &mut dyn FnMut(Facts<'_>) -> bool,
+) -> Result<()> {
+    let schema = check_schema(conn, path)?;
+    let sql = list_sql(&schema, "", "ORDER BY time_updated DESC, id");
+    let mut stmt = conn.prepare(&sql).at(path)?;
+    let mut rows = stmt.query([]).at(path)?;
+    let mut windows = Windows::new();
+    while let Some(r) = rows.next().at(path)? {
+        let meta = usage_meta(r, limits, &mut windows).at(path)?;
+        if !prefilter.keeps(&meta) {
+            continue;
+        }
+        // As [`complete`] reads them.
+        let id = lossy_ref(r, 0).at(path)?;
+        let updated_at = match prefilter.times {
+            true => match int(r, 4).at(path)? {
+                Some(t) => rfc3339_ms(t),
+                None => rfc3339_ms(int(r, 3).at(path)?.unwrap_or(0)),
+            },
+            false => String::new(),
+        };
+        let facts = Facts {
+            id: id.as_deref().unwrap_or_default(),
+            updated_at: &updated_at,
+            current_context: meta.current_context,
+            max_context: meta.max_context,
+            problem: meta.problem.as_deref(),
+        };
+        if !f(facts) {
             break;
         }
     }
