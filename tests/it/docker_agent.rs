@@ -325,6 +325,20 @@ fn e2e_list_show_and_dry_run_leave_the_file_alone() {
     let mut c = da.cmd();
     c.args(["list", "--all-over", "0.3", "--idle", "0", "--ids"]);
     ids_agree(c, &doc);
+    // With the idle window, which reads each kept session's latest item time.
+    for args in [
+        &["--all-over", "0"][..],
+        &["--all-over", "0", "--idle", "1000000d"],
+    ] {
+        let (doc, _) = json({
+            let mut c = da.cmd();
+            c.arg("list").args(args).arg("--json");
+            c
+        });
+        let mut c = da.cmd();
+        c.arg("list").args(args).arg("--ids");
+        ids_agree(c, &doc);
+    }
     let (doc, _) = json({
         let mut c = da.cmd();
         c.args(["list", "--all-over", "0.4", "--idle", "0", "--json"]);

@@ -35,7 +35,7 @@ use super::{Version, PROVIDER};
 use crate::error::{Error, Result, SqlContext};
 use crate::message::{self};
 use crate::models::ContextLimits;
-use crate::store::cells::{int, lossy, NewestFirst, SortKey};
+use crate::store::cells::{int, lossy, lossy_ref, NewestFirst, SortKey};
 use crate::store::schema_util::{one_read, KeptCounts};
 use crate::store::{ConversationMeta, Facts, Prefilter};
 
@@ -280,18 +280,27 @@ pub fn scan_facts(
         let mut rows = stmt.query([]).at(path)?;
         let mut kept = NewestFirst::listing();
         while let Some(r) = rows.next().at(path)? {
-            if !keeps(r, limits, &prefilter).at(path)? {
+            let (current_context, max_context) = usage(r, limits).at(path)?;
+            if !prefilter.keeps_usage(current_context, max_context) {
                 continue;
             }
-            let (mut meta, _) = meta_from_row(r, limits).at(path)?;
-            if prefilter.times {
-                if let Some(u) = latest.of(path, &r.get(0).at(path)?, r)? {
-                    meta.updated_at = u;
-                }
-            } else {
-                meta.updated_at.clear();
-            }
-            kept.push_facts_at(path, r.get_ref(2).at(path)?, r.get(10).at(path)?, &meta.facts())?;
+            // As [`meta_from_row`] and [`kept_unordered`] read them.
+            let updated_at = match prefilter.times {
+                true => match latest.of(path, &r.get(0).at(path)?, r)? {
+                    Some(u) => Some(u),
+                    None => lossy(r, 2).at(path)?,
+                },
+                false => None,
+            };
+            let id = lossy_ref(r, 0).at(path)?;
+            let facts = Facts {
+                id: id.as_deref().unwrap_or_default(),
+                updated_at: updated_at.as_deref().unwrap_or_default(),
+                current_context,
+                max_context,
+                problem: None,
+            };
+            kept.push_facts_at(path, r.get_ref(2).at(path)?, r.get(10).at(path)?, &facts)?;
         }
         kept
     };
@@ -301,6 +310,12 @@ pub fn scan_facts(
 /// Whether the prefilter keeps a row of the listing query, judged on its token columns and
 /// model alone (as [`meta_from_row`] reads them) before the row is decoded.
 fn keeps(r: &Row<'_>, limits: &ContextLimits, prefilter: &Prefilter) -> rusqlite::Result<bool> {
+    let (current, max) = usage(r, limits)?;
+    Ok(prefilter.keeps_usage(current, max))
+}
+
+/// A row's context tokens and window, as [`meta_from_row`] reads them.
+fn usage(r: &Row<'_>, limits: &ContextLimits) -> rusqlite::Result<(Option<i64>, Option<i64>)> {
     let (input, output) = (int(r, 4)?, int(r, 5)?);
     let max = match r.get_ref(7)? {
         ValueRef::Null => None,
@@ -309,7 +324,7 @@ fn keeps(r: &Row<'_>, limits: &ContextLimits, prefilter: &Prefilter) -> rusqlite
         }
         _ => lossy(r, 7)?.and_then(|m| limits.of(&m)),
     };
-    Ok(prefilter.keeps_usage(current(input, output), max))
+    Ok((current(input, output), max))
 }
 
 /// The sessions the prefilter keeps, each completed with its message count and latest item
