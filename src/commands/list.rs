@@ -212,14 +212,27 @@ fn ids_list(
         Some(e) => return Err(e.into()),
         None => out.flush()?,
     }
+    status_lines(ui, store, rows, &skipped, verbose, &output::Ids::full());
+    Ok(())
+}
+
+/// The count and the skipped conversations (one line per reason; each one with `--verbose`), on
+/// stderr.
+fn status_lines(
+    ui: &Ui,
+    store: &Store,
+    rows: usize,
+    skipped: &output::skips::Skips,
+    verbose: bool,
+    ids: &output::Ids,
+) {
     ui.status(&format!(
         "{rows} conversation(s) in {}",
         store.path.display()
     ));
-    for line in skipped.lines(verbose, &output::Ids::full()) {
+    for line in skipped.lines(verbose, ids) {
         ui.status(&line);
     }
-    Ok(())
 }
 
 /// The table, then the count and the skipped conversations (one line per reason; each one with
@@ -257,13 +270,7 @@ fn table_list(
     if rows > 0 {
         output::out(&t.render(ui.style()))?;
     }
-    ui.status(&format!(
-        "{rows} conversation(s) in {}",
-        store.path.display()
-    ));
-    for line in skipped.lines(verbose, &ids) {
-        ui.status(&line);
-    }
+    status_lines(ui, store, rows, &skipped, verbose, &ids);
     Ok(())
 }
 

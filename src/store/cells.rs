@@ -758,6 +758,16 @@ mod tests {
         (format!("{m:?}"), m.codec.map(|c| c.name()))
     }
 
+    /// The oracle: SQLite's own `ORDER BY k DESC, rowid` on the table the test wrote.
+    fn sqlites_order(db: &Connection) -> Vec<i64> {
+        db.prepare("SELECT rowid FROM t ORDER BY k DESC, rowid")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(120))]
         /// In memory or spilled, the order is SQLite's own `ORDER BY k DESC, rowid` on a table
@@ -792,13 +802,7 @@ mod tests {
                     .unwrap();
                 }
             }
-            let want: Vec<i64> = db
-                .prepare("SELECT rowid FROM t ORDER BY k DESC, rowid")
-                .unwrap()
-                .query_map([], |r| r.get(0))
-                .unwrap()
-                .collect::<rusqlite::Result<_>>()
-                .unwrap();
+            let want = sqlites_order(&db);
             let mut got = Vec::new();
             kept.with_sorted(path, |next| {
                 while let Some((key, m)) = next()? {
@@ -847,13 +851,7 @@ mod tests {
                 })
                 .unwrap();
             }
-            let want: Vec<i64> = db
-                .prepare("SELECT rowid FROM t ORDER BY k DESC, rowid")
-                .unwrap()
-                .query_map([], |r| r.get(0))
-                .unwrap()
-                .collect::<rusqlite::Result<_>>()
-                .unwrap();
+            let want = sqlites_order(&db);
             let mut got = Vec::new();
             kept.each_facts(path, |f| {
                 let rowid: i64 = f.id.split(':').next().unwrap().parse().unwrap();
