@@ -57,8 +57,8 @@ pub trait Adapter: Sync + 'static {
         prefilter: Prefilter,
         f: &mut dyn FnMut(ConversationMeta) -> bool,
     ) -> Result<()>;
-    /// [`Adapter::scan`] of only what the selection reads; the default hands out each meta's
-    /// [`Facts`].
+    /// [`Adapter::scan`] with `--all-over` ([`super::Store::scan_facts`] calls it only then), of
+    /// only what the selection reads; the default hands out each meta's [`Facts`].
     fn scan_facts(
         &self,
         read: &Read<'_>,
@@ -133,10 +133,6 @@ pub trait Adapter: Sync + 'static {
         _compaction_id: i64,
     ) -> Result<usize> {
         Ok(0)
-    }
-    /// Whether [`Adapter::archived_history`] reads anything back for this store kind.
-    fn reads_archived_history(&self) -> bool {
-        false
     }
     /// Why `--all-over` cannot rate a conversation, in this store's words: (no current context
     /// stored, no context window known).

@@ -689,16 +689,21 @@ impl Store {
         self.kind.adapter().scan(&read, prefilter, &mut f)
     }
 
-    /// [`Store::scan_prefiltered`] of only what the selection reads ([`Facts`]): a store
-    /// whose listing can skip the rest of a row does (a listing of ids builds no
-    /// [`ConversationMeta`] per row), the others hand out their metas' facts.
+    /// [`Store::scan_prefiltered`] of only what the selection reads ([`Facts`]). With
+    /// `--all-over`, a store whose pass can skip the rest of a row does
+    /// ([`kind::Adapter::scan_facts`]: no [`ConversationMeta`] per kept row); otherwise every row
+    /// is listed, and the metas' facts are handed out.
     pub fn scan_facts(
         &self,
         prefilter: Prefilter,
         mut f: impl FnMut(Facts<'_>) -> bool,
     ) -> Result<()> {
         let read = self.read();
-        self.kind.adapter().scan_facts(&read, prefilter, &mut f)
+        let adapter = self.kind.adapter();
+        if prefilter.all_over.is_none() {
+            return adapter.scan(&read, prefilter, &mut |m| f(m.facts()));
+        }
+        adapter.scan_facts(&read, prefilter, &mut f)
     }
 
     /// The distinct providers of the store's conversations (read from an index, never from

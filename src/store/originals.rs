@@ -67,12 +67,6 @@ impl Store {
         let Some(&(_, last_after, _)) = rows.last() else {
             return Ok(Originals::None);
         };
-        if !self.kind.adapter().reads_archived_history() {
-            return Ok(Originals::Unavailable(format!(
-                "agent-db does not read {} histories back from the archive yet",
-                self.kind.name()
-            )));
-        }
         if let Some((pruned, ..)) = rows.iter().find(|r| r.2) {
             return Ok(Originals::Unavailable(format!(
                 "the archive of compaction {pruned} was pruned (prune-archive)"

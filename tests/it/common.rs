@@ -211,6 +211,27 @@ pub fn ids_with_status(doc: &serde_json::Value, status: &str) -> Vec<String> {
         .collect()
 }
 
+/// Each listed row's message count and `updated_at`, by id, from a `list --json` document.
+pub fn counts_and_times_of(
+    doc: &serde_json::Value,
+) -> std::collections::BTreeMap<String, (i64, String)> {
+    doc["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let id = r["id"].as_str().unwrap().to_string();
+            (
+                id,
+                (
+                    r["messages"].as_i64().unwrap(),
+                    r["updated_at"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
 /// `list ... --ids` (`c`) against the same listing's JSON document (`doc`): stdout is the
 /// selected ids, one per line, in the document's order; stderr counts the skipped ones.
 pub fn ids_agree(mut c: assert_cmd::Command, doc: &serde_json::Value) {

@@ -12,7 +12,10 @@ use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common::{bare_cmd, dump, files_hash, ids_agree, ids_with_status, json, shared_fixture};
+use crate::common::{
+    bare_cmd, counts_and_times_of, dump, files_hash, ids_agree, ids_with_status, json,
+    shared_fixture,
+};
 
 const E2E_SESSION: &str = "87ff468b-ffa0-4785-9649-7c9d3ff94482";
 
@@ -1423,21 +1426,7 @@ fn counts_and_times(da: &Da, all_over: &str) -> BTreeMap<String, (i64, String)> 
     cmd.args(["list", "--all-over", all_over, "--idle", "0", "--json"]);
     let (doc, code) = json(cmd);
     assert_eq!(code, 0, "{doc}");
-    doc["conversations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let id = r["id"].as_str().unwrap().to_string();
-            (
-                id,
-                (
-                    r["messages"].as_i64().unwrap(),
-                    r["updated_at"].as_str().unwrap().to_string(),
-                ),
-            )
-        })
-        .collect()
+    counts_and_times_of(&doc)
 }
 
 /// Under `--all-over`, each listed session's message count and latest item time (the text

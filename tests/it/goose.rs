@@ -12,7 +12,7 @@ use rusqlite::Connection;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common::{bare_cmd, files_hash, ids_agree, ids_with_status, json};
+use crate::common::{bare_cmd, counts_and_times_of, files_hash, ids_agree, ids_with_status, json};
 use crate::goose_loader::{check_compacted, check_pruned, is_summary, load};
 
 const HEADER: &str = "[agent-db compaction summary]";
@@ -1386,21 +1386,7 @@ fn counts_and_times(g: &G, all_over: &str) -> BTreeMap<String, (i64, String)> {
     let mut c = g.cmd();
     c.args(["list", "--all-over", all_over, "--idle", "0", "--ids"]);
     ids_agree(c, &doc);
-    doc["conversations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let id = r["id"].as_str().unwrap().to_string();
-            (
-                id,
-                (
-                    r["messages"].as_i64().unwrap(),
-                    r["updated_at"].as_str().unwrap().to_string(),
-                ),
-            )
-        })
-        .collect()
+    counts_and_times_of(&doc)
 }
 
 /// Under `--all-over`, each listed session's message count is the test's own `COUNT(*)` of the

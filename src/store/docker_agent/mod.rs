@@ -143,10 +143,6 @@ impl Adapter for DockerAgent {
         )
     }
 
-    fn reads_archived_history(&self) -> bool {
-        true
-    }
-
     /// Rebuilt from the live rows and the archived cells (`originals.rs`).
     fn archived_history(
         &self,

@@ -259,7 +259,7 @@ pub fn scan(
     kept.each(path, |meta| Ok(f(meta)))
 }
 
-/// [`scan`] of only what the selection reads: with `--all-over`, the kept sessions' [`Facts`]
+/// [`scan`] with `--all-over`, of only what the selection reads: the kept sessions' [`Facts`]
 /// from the same one pass, without their message counts, and without their latest item time
 /// unless the selection reads it ([`Prefilter::times`]).
 pub fn scan_facts(
@@ -269,9 +269,6 @@ pub fn scan_facts(
     prefilter: Prefilter,
     f: &mut dyn FnMut(Facts<'_>) -> bool,
 ) -> Result<()> {
-    if prefilter.all_over.is_none() {
-        return scan(conn, path, limits, prefilter, &mut |m| f(m.facts()));
-    }
     let schema = check_schema(conn, path)?;
     let mut latest = Latest::new(conn, path)?;
     let kept = {
@@ -285,12 +282,12 @@ pub fn scan_facts(
                 continue;
             }
             // As [`meta_from_row`] and [`kept_unordered`] read them.
-            let updated_at = match prefilter.times {
-                true => match latest.of(path, &r.get(0).at(path)?, r)? {
-                    Some(u) => Some(u),
-                    None => lossy(r, 2).at(path)?,
-                },
-                false => None,
+            let updated_at = if !prefilter.times {
+                None
+            } else if let Some(u) = latest.of(path, &r.get(0).at(path)?, r)? {
+                Some(u)
+            } else {
+                lossy(r, 2).at(path)?
             };
             let id = lossy_ref(r, 0).at(path)?;
             let facts = Facts {

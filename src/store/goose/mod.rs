@@ -159,10 +159,6 @@ impl Adapter for Goose {
         )
     }
 
-    fn reads_archived_history(&self) -> bool {
-        true
-    }
-
     /// Rebuilt from the live rows and the archived cells (`originals.rs`).
     fn archived_history(
         &self,

@@ -214,7 +214,7 @@ pub fn scan(
     Ok(())
 }
 
-/// [`scan`] of only what the selection reads: with `--all-over`, the kept sessions' [`Facts`]
+/// [`scan`] with `--all-over`, of only what the selection reads: the kept sessions' [`Facts`]
 /// alone, from the same one pass in the table's order (no message counts, no names).
 pub fn scan_facts(
     conn: &Connection,
@@ -223,9 +223,6 @@ pub fn scan_facts(
     prefilter: Prefilter,
     f: &mut dyn FnMut(Facts<'_>) -> bool,
 ) -> Result<()> {
-    if prefilter.all_over.is_none() {
-        return scan(conn, path, limits, prefilter, &mut |m| f(m.facts()));
-    }
     let schema = check_schema(conn, path)?;
     let kept = {
         let _read = one_read(conn, path)?;

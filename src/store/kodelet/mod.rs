@@ -169,10 +169,6 @@ impl Adapter for Kodelet {
         meta(read.conn, read.path, id)
     }
 
-    fn reads_archived_history(&self) -> bool {
-        true
-    }
-
     /// kodelet's own summary before the compaction: the `activeDisplayStart` of the
     /// `compaction_history` it archived.
     fn archived_agent_summary(

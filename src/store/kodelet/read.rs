@@ -274,7 +274,7 @@ const ORDER_BY_INDEX: &str = " ORDER BY s.updated_at DESC, s.rowid";
 /// Columns as [`SUMMARY_LIST_SQL`]'s, without the conversations' values (the few rows kept are
 /// checked and completed one by one), then the rowid.
 const SUMMARY_SEQ_SQL: &str = "SELECT s.id, s.provider, s.usage, s.created_at, s.updated_at,
-  s.summary, s.metadata, s.message_count, @CWD@, s.rowid
+  @META@, s.rowid
 FROM conversation_summaries s WHERE typeof(s.updated_at) = 'text'";
 
 /// Conversations with no summary row (the anti-join), on the two primary-key indexes alone; see
@@ -507,11 +507,13 @@ fn prefiltered_rows(
     let mut own = conn
         .prepare("SELECT provider, usage, created_at FROM conversations WHERE id = ?1")
         .at(path)?;
-    let mut sql = with_columns(SUMMARY_SEQ_SQL, cols);
-    if facts {
-        // The columns only a meta reads are not decoded.
-        sql = sql.replace("s.summary, s.metadata, s.message_count, s.cwd", "NULL, NULL, NULL, NULL");
-    }
+    // The columns only a meta reads are not decoded for facts.
+    let meta = if facts {
+        "NULL, NULL, NULL, NULL"
+    } else {
+        "s.summary, s.metadata, s.message_count, @CWD@"
+    };
+    let sql = with_columns(&SUMMARY_SEQ_SQL.replace("@META@", meta), cols);
     let mut stmt = conn.prepare(&sql).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     let mut kept = NewestFirst::listing();
@@ -656,9 +658,9 @@ pub fn scan(
     merge(conn, path, &cols, fallback, &mut next, f)
 }
 
-/// [`scan`] of only what the selection reads: with `--all-over`, every conversation listed from
-/// its summary row and none from its own row (as in a store kodelet keeps), each kept row's
-/// [`Facts`] alone are held and sorted; otherwise the metas' facts.
+/// [`scan`] with `--all-over`, of only what the selection reads: when every conversation is
+/// listed from its summary row and none from its own row (as in a store kodelet keeps), each
+/// kept row's [`Facts`] alone are held and sorted; otherwise the metas' facts.
 pub fn scan_facts(
     conn: &Connection,
     path: &Path,
@@ -666,14 +668,18 @@ pub fn scan_facts(
     f: &mut dyn FnMut(Facts<'_>) -> bool,
 ) -> Result<()> {
     let cols = check_schema(conn, path)?;
-    if cols.summaries_provider && cols.summaries_metadata && prefilter.all_over.is_some() {
-        let (fallback, orphans) = fallback_rows(conn, path)?;
-        if fallback.is_empty() {
-            let kept = prefiltered_rows(conn, path, &cols, &prefilter, &orphans, true)?;
-            return kept.each_facts(path, |facts| Ok(f(facts)));
-        }
+    if !(cols.summaries_provider && cols.summaries_metadata) {
+        return scan(conn, path, prefilter, &mut |m| f(m.facts()));
     }
-    scan(conn, path, prefilter, &mut |m| f(m.facts()))
+    let (fallback, orphans) = fallback_rows(conn, path)?;
+    let facts = fallback.is_empty();
+    let kept = prefiltered_rows(conn, path, &cols, &prefilter, &orphans, facts)?;
+    if facts {
+        return kept.each_facts(path, |facts| Ok(f(facts)));
+    }
+    kept.with_sorted(path, |next| {
+        merge(conn, path, &cols, fallback, next, &mut |m| f(m.facts()))
+    })
 }
 
 type NextRow<'a> = dyn FnMut() -> Result<Option<(SortKey, ConversationMeta)>> + 'a;

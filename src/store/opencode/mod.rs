@@ -182,10 +182,6 @@ impl Adapter for Opencode {
         Ok(())
     }
 
-    fn reads_archived_history(&self) -> bool {
-        true
-    }
-
     /// Rebuilt from the live rows and the archived part data (`originals.rs`).
     fn archived_history(
         &self,

@@ -206,7 +206,7 @@ pub fn scan(
     Ok(())
 }
 
-/// [`scan`] of only what the selection reads ([`Facts`]): no name, directory or message count,
+/// [`scan`] with `--all-over`, of only what the selection reads ([`Facts`]): no name, directory or message count,
 /// and `updated_at` only when the selection reads it ([`Prefilter::times`]).
 pub fn scan_facts(
     conn: &Connection,
@@ -227,12 +227,13 @@ pub fn scan_facts(
         }
         // As [`complete`] reads them.
         let id = lossy_ref(r, 0).at(path)?;
-        let updated_at = match prefilter.times {
-            true => match int(r, 4).at(path)? {
-                Some(t) => rfc3339_ms(t),
-                None => rfc3339_ms(int(r, 3).at(path)?.unwrap_or(0)),
-            },
-            false => String::new(),
+        let updated_at = if prefilter.times {
+            rfc3339_ms(match int(r, 4).at(path)? {
+                Some(t) => t,
+                None => int(r, 3).at(path)?.unwrap_or(0),
+            })
+        } else {
+            String::new()
         };
         let facts = Facts {
             id: id.as_deref().unwrap_or_default(),
