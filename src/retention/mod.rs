@@ -220,9 +220,6 @@ pub fn score_artifacts(arts: &Artifacts, result: &Corpus) -> Retention {
 /// The text a result is matched against.
 pub struct Corpus {
     text: String,
-    /// Its words, built on the first [`Corpus::contains`] that needs them (a corpus read only
-    /// for its text never builds them). Fx: SipHash was most of the cost of building them.
-    words: std::sync::OnceLock<rustc_hash::FxHashSet<String>>,
 }
 
 impl Corpus {
@@ -246,10 +243,7 @@ impl Corpus {
 
     /// From any text (a store's raw JSON is read as its string values).
     pub fn of_text(text: &str) -> Corpus {
-        Corpus {
-            text: squash(text),
-            words: std::sync::OnceLock::new(),
-        }
+        Corpus { text: squash(text) }
     }
 
     /// From a serialized history (a JSON array or JSON lines): its string values.
@@ -267,22 +261,29 @@ impl Corpus {
         &self.text
     }
 
-    /// Whether the artifact appears (see the module docs for the rule).
+    /// Whether the artifact appears (see the module docs for the rule). The rule as written:
+    /// [`Corpus::contains_each`] answers the same for many artifacts at once.
     pub fn contains(&self, a: &Artifact) -> bool {
         match match_rule(a) {
             Match::Verbatim(p) => self.text.contains(&p),
-            Match::Words(ws) => self.has_words(&ws),
+            Match::Words(ws) => {
+                let all = word_set(&self.text);
+                enough_words(ws.iter().filter(|w| all.contains(*w)).count(), ws.len())
+            }
         }
     }
 
     /// [`Corpus::contains`] of each of `arts`, in order: the verbatim ones found in one pass
-    /// over the text (Aho-Corasick over all of them) instead of one search each.
+    /// over the text (Aho-Corasick over all of them) instead of one search each, the words of
+    /// the others looked up in one pass over the text's words.
     pub fn contains_each<'a>(&self, arts: impl IntoIterator<Item = &'a Artifact>) -> Vec<bool> {
         let mut out = Vec::new();
         // Distinct non-empty patterns, and the artifacts waiting on each.
         let mut patterns: Vec<String> = Vec::new();
         let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
         let mut waiting: Vec<Vec<usize>> = Vec::new();
+        // The artifacts matched by their words, and those words.
+        let mut by_words: Vec<(usize, Vec<String>)> = Vec::new();
         for (i, a) in arts.into_iter().enumerate() {
             out.push(false);
             match match_rule(a) {
@@ -295,7 +296,19 @@ impl Corpus {
                     });
                     waiting[k].push(i);
                 }
-                Match::Words(ws) => out[i] = self.has_words(&ws),
+                Match::Words(ws) => by_words.push((i, ws)),
+            }
+        }
+        if !by_words.is_empty() {
+            let wanted = by_words
+                .iter()
+                .flat_map(|(_, ws)| ws)
+                .map(String::as_str)
+                .collect();
+            let found = self.words_among(&wanted);
+            for (i, ws) in &by_words {
+                let hit = ws.iter().filter(|w| found.contains(w.as_str())).count();
+                out[*i] = enough_words(hit, ws.len());
             }
         }
         if patterns.is_empty() {
@@ -336,12 +349,45 @@ impl Corpus {
         out
     }
 
-    /// Whether at least 80% of `ws` are among the text's words.
-    fn has_words(&self, ws: &[String]) -> bool {
-        let all = self.words.get_or_init(|| word_set(&self.text));
-        let hit = ws.iter().filter(|w| all.contains(*w)).count();
-        hit * 5 >= ws.len() * 4
+    /// The words of `wanted` (lowercase, of at least 3 characters) that are among the text's
+    /// words ([`word_set`]), found without building that set: each of the text's words is
+    /// looked up in `wanted`, and the pass stops once all are found.
+    fn words_among<'w>(
+        &self,
+        wanted: &rustc_hash::FxHashSet<&'w str>,
+    ) -> rustc_hash::FxHashSet<&'w str> {
+        let mut found = rustc_hash::FxHashSet::default();
+        // No ASCII word longer than the longest wanted one lowercases into it.
+        let longest = wanted.iter().map(|w| w.len()).max().unwrap_or(0);
+        let mut buf = String::new();
+        for w in self.text.split(|c: char| !c.is_alphanumeric()) {
+            let hit = if w.is_ascii() {
+                if w.len() < 3 || w.len() > longest {
+                    continue;
+                }
+                buf.clear();
+                buf.push_str(w);
+                buf.make_ascii_lowercase();
+                wanted.get(buf.as_str())
+            } else if w.chars().count() >= 3 {
+                wanted.get(w.to_lowercase().as_str())
+            } else {
+                continue;
+            };
+            if let Some(&k) = hit {
+                found.insert(k);
+                if found.len() == wanted.len() {
+                    break;
+                }
+            }
+        }
+        found
     }
+}
+
+/// Whether `hit` of an artifact's `of` words are enough for it to count as kept: 80%.
+fn enough_words(hit: usize, of: usize) -> bool {
+    hit * 5 >= of * 4
 }
 
 /// How an artifact is matched (see the module docs).
