@@ -39,6 +39,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::message::{Block, Message, Role};
 
+mod strings;
+
 /// What an artifact is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -249,9 +251,14 @@ impl Corpus {
     /// From a serialized history (a JSON array or JSON lines): its string values.
     pub fn of_json(raw: &str) -> Corpus {
         let mut out = String::new();
-        match serde_json::from_str::<serde_json::Value>(raw) {
-            Ok(v) => strings_of(&v, &mut out),
-            Err(_) => out.push_str(raw),
+        // Streamed (no `Value` of the whole history), unless the history is one the stream
+        // does not answer for.
+        if !strings::strings_into(raw, &mut out) {
+            out.clear();
+            match serde_json::from_str::<serde_json::Value>(raw) {
+                Ok(v) => strings_of(&v, &mut out),
+                Err(_) => out.push_str(raw),
+            }
         }
         Corpus::of_text(&out)
     }
@@ -514,10 +521,15 @@ fn message_pieces(m: &Message) -> Vec<String> {
 }
 
 fn json_strings(input: &str) -> String {
+    strings_or(serde_json::from_str(input).ok().as_ref(), input)
+}
+
+/// The string values of `v`, the JSON `input` parsed; `input` itself when it is not JSON.
+fn strings_or(v: Option<&serde_json::Value>, input: &str) -> String {
     let mut s = String::new();
-    match serde_json::from_str::<serde_json::Value>(input) {
-        Ok(v) => strings_of(&v, &mut s),
-        Err(_) => s.push_str(input),
+    match v {
+        Some(v) => strings_of(v, &mut s),
+        None => s.push_str(input),
     }
     s
 }
@@ -598,8 +610,9 @@ pub fn extract(span: &[Message]) -> Artifacts {
                     }
                 }
                 Block::ToolCall { id, name, input } => {
+                    // One parse serves the strings, the command and the to-dos.
                     let v = serde_json::from_str::<serde_json::Value>(input).ok();
-                    let strs = json_strings(input);
+                    let strs = strings_or(v.as_ref(), input);
                     x.paths_urls(&strs);
                     if is_shell_tool(name) {
                         let cmd = v.as_ref().and_then(|v| {
