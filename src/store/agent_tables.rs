@@ -32,11 +32,10 @@ const TRACKING: &str = "CREATE TABLE IF NOT EXISTS agent_db_migrations (
 
 /// Whether the tracking table exists.
 pub fn present(conn: &Connection) -> rusqlite::Result<bool> {
-    conn.query_row(
+    conn.prepare_cached(
         "SELECT 1 FROM sqlite_master WHERE type='table' AND name='agent_db_migrations'",
-        [],
-        |_| Ok(()),
-    )
+    )?
+    .query_row([], |_| Ok(()))
     .optional()
     .map(|o| o.is_some())
 }

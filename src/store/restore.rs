@@ -287,11 +287,15 @@ pub fn last_compaction(store: &Store, conversation: &str) -> Result<Option<LastC
     if !super::agent_tables::present(&store.conn).at(&store.path)? {
         return Ok(None);
     }
+    // Cached: a planning thread asks this of every conversation it plans.
     let row = store
         .conn
-        .query_row(
+        .prepare_cached(
             "SELECT messages_after, tokens_before, tokens_after, compacted_at FROM agent_db_compactions
              WHERE conversation_id = ?1 AND restored_at IS NULL ORDER BY id DESC LIMIT 1",
+        )
+        .at(&store.path)?
+        .query_row(
             [conversation],
             |r| {
                 Ok((
