@@ -39,6 +39,12 @@ pub(super) struct Stats {
     /// scans whole texts, and the same entities are asked about again and again.
     in_tools_memo: RefCell<FxHashMap<String, bool>>,
     entity_df_memo: RefCell<FxHashMap<String, u32>>,
+    /// [`Stats::of_prose`]: the table holds the words of prose only.
+    prose_only: bool,
+    /// Where each message's tool texts end in `tool_text`.
+    tool_ends: Vec<usize>,
+    /// Answers of [`Stats::tool_only`] so far.
+    tool_only_memo: RefCell<FxHashMap<String, Option<Word>>>,
 }
 
 /// What [`Stats`] knows of one lowercase word.
@@ -48,6 +54,8 @@ struct Word {
     df: u32,
     /// The last message (counted from 1) that counted it in `df`.
     last_doc: u32,
+    /// [`Stats::of_prose`]: the last message whose tool texts held it.
+    tool_doc: u32,
     /// It occurs in a tool call's input or a tool result.
     tool: bool,
     /// It is written all-lowercase somewhere in prose.
@@ -61,23 +69,47 @@ pub(super) fn id_words(s: &str) -> IdWords<'_> {
     IdWords { s, pos: 0 }
 }
 
+/// Whether `word` (a whole [`id_words`] word, ASCII) is one of `text`'s words: found with no
+/// word character next to it.
+fn has_word(text: &str, word: &str) -> bool {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(word).any(|(i, _)| {
+        !text[..i].chars().next_back().is_some_and(is_word)
+            && !text[i + word.len()..].chars().next().is_some_and(is_word)
+    })
+}
+
 /// Iterator over [`id_words`].
 pub(super) struct IdWords<'a> {
     s: &'a str,
     pos: usize,
 }
 
-impl IdWords<'_> {
-    /// Whether the character at byte `i` is part of a word, and its length in bytes.
-    #[inline]
-    fn word_char(&self, i: usize) -> (bool, usize) {
-        let b = self.s.as_bytes()[i];
-        if b < 0x80 {
-            (b.is_ascii_alphanumeric() || b == b'_', 1)
+/// Byte classes for [`IdWords`]: an ASCII word character, an ASCII separator, or the first
+/// byte of a non-ASCII character (decoded to classify it).
+const SEP: u8 = 0;
+const WORD: u8 = 1;
+const WIDE: u8 = 2;
+const ID_CLASS: [u8; 256] = {
+    let mut t = [WIDE; 256];
+    let mut b = 0;
+    while b < 128 {
+        t[b] = if (b as u8).is_ascii_alphanumeric() || b == b'_' as usize {
+            WORD
         } else {
-            let c = self.s[i..].chars().next().expect("a character starts here");
-            (c.is_alphanumeric(), c.len_utf8())
-        }
+            SEP
+        };
+        b += 1;
+    }
+    t
+};
+
+impl IdWords<'_> {
+    /// Whether the character at byte `i` (a non-ASCII one) is part of a word, and its length.
+    #[cold]
+    fn wide(&self, i: usize) -> (bool, usize) {
+        let c = self.s[i..].chars().next().expect("a character starts here");
+        (c.is_alphanumeric(), c.len_utf8())
     }
 }
 
@@ -85,67 +117,89 @@ impl<'a> Iterator for IdWords<'a> {
     type Item = &'a str;
 
     fn next(&mut self) -> Option<&'a str> {
-        let len = self.s.len();
+        let b = self.s.as_bytes();
         let mut i = self.pos;
-        while i < len {
-            let (word, n) = self.word_char(i);
-            if word {
-                break;
+        // The separators: ASCII ones a byte at a time.
+        loop {
+            match b.get(i).map(|&c| ID_CLASS[c as usize]) {
+                None => {
+                    self.pos = i;
+                    return None;
+                }
+                Some(SEP) => i += 1,
+                Some(WORD) => break,
+                Some(_) => match self.wide(i) {
+                    (true, _) => break,
+                    (false, n) => i += n,
+                },
             }
-            i += n;
-        }
-        if i >= len {
-            self.pos = len;
-            return None;
         }
         let start = i;
-        while i < len {
-            let (word, n) = self.word_char(i);
-            if !word {
-                break;
+        loop {
+            match b.get(i).map(|&c| ID_CLASS[c as usize]) {
+                Some(WORD) => i += 1,
+                Some(WIDE) => match self.wide(i) {
+                    (true, n) => i += n,
+                    (false, _) => break,
+                },
+                _ => break,
             }
-            i += n;
         }
         self.pos = i;
         Some(&self.s[start..i])
     }
 }
 
+/// `w.to_lowercase()`: `w` itself when it is ASCII without uppercase, else in `buf` (reused:
+/// no allocation per word).
+fn lowercase<'a>(w: &'a str, buf: &'a mut String) -> &'a str {
+    if w.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+        w
+    } else if w.is_ascii() {
+        buf.clear();
+        buf.push_str(w);
+        buf.make_ascii_lowercase();
+        buf
+    } else {
+        *buf = w.to_lowercase();
+        buf
+    }
+}
+
+/// The number of [`shape`]s.
+const SHAPES: usize = 1 << 15;
+
+/// An ASCII word's shape, the same for the word in any case: its length (up to 31) and its
+/// first and last bytes, lowercased, folded to 5 bits each.
+fn shape(w: &[u8]) -> usize {
+    let fold = |b: u8| usize::from(b.to_ascii_lowercase() & 31);
+    let (first, last) = (
+        w.first().copied().unwrap_or(0),
+        w.last().copied().unwrap_or(0),
+    );
+    (w.len().min(31) << 10) | (fold(first) << 5) | fold(last)
+}
+
+/// A block's text and whether it is tool input or output; `None` for a block without words.
+fn block_text(b: &Block) -> Option<(&str, bool)> {
+    match b {
+        Block::Text { text } => Some((text, false)),
+        Block::ToolCall { input, .. } => Some((input, true)),
+        Block::ToolResult { content, .. } => Some((content, true)),
+        _ => None,
+    }
+}
+
 impl Stats {
     /// The statistics of `messages`, the first of which is message `first` of the conversation.
     pub fn new(messages: &[Message], first: usize) -> Stats {
-        let mut st = Stats::default();
+        let mut st = Stats::texts(messages, first);
+        let mut buf = String::new();
         for (k, m) in messages.iter().enumerate() {
-            st.docs += 1;
             let doc = k as u32 + 1;
-            if m.blocks.iter().any(|b| matches!(b, Block::ToolCall { .. })) {
-                st.calls_at.push(first + k);
-            }
-            let mut all = String::new();
-            // The lowercase form of a word that has uppercase letters (reused: no allocation
-            // per word).
-            let mut buf = String::new();
-            for b in &m.blocks {
-                let (text, tool) = match b {
-                    Block::Text { text } => (text.as_str(), false),
-                    Block::ToolCall { input, .. } => (input.as_str(), true),
-                    Block::ToolResult { content, .. } => (content.as_str(), true),
-                    _ => continue,
-                };
+            for (text, tool) in m.blocks.iter().filter_map(block_text) {
                 for w in id_words(text) {
-                    // `w.to_lowercase()`: `w` itself when it is ASCII without uppercase,
-                    // else in `buf`.
-                    let lw: &str = if w.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
-                        w
-                    } else if w.is_ascii() {
-                        buf.clear();
-                        buf.push_str(w);
-                        buf.make_ascii_lowercase();
-                        &buf
-                    } else {
-                        buf = w.to_lowercase();
-                        &buf
-                    };
+                    let lw = lowercase(w, &mut buf);
                     let word = match st.words.get_mut(lw) {
                         Some(word) => word,
                         None => st.words.entry(lw.to_string()).or_default(),
@@ -160,6 +214,99 @@ impl Stats {
                         word.lower = true;
                     }
                 }
+            }
+        }
+        st
+    }
+
+    /// [`Stats::new`], answering the same, with a table of the words prose (text blocks) holds:
+    /// the tool calls and results are read only for those words, and a word only they hold is
+    /// counted when asked about ([`Stats::word`]). For callers that ask about prose words
+    /// (the standing rules: every statement is prose), it skips the table of every identifier,
+    /// number and path of the tool output.
+    pub fn of_prose(messages: &[Message], first: usize) -> Stats {
+        let mut st = Stats::texts(messages, first);
+        st.prose_only = true;
+        let mut buf = String::new();
+        // The prose words of each message that also calls or answers a tool, so a word there
+        // in both is counted once for it.
+        let mut mixed: Vec<rustc_hash::FxHashSet<String>> = Vec::with_capacity(messages.len());
+        for (k, m) in messages.iter().enumerate() {
+            let doc = k as u32 + 1;
+            let tools = m
+                .blocks
+                .iter()
+                .any(|b| block_text(b).is_some_and(|(_, t)| t));
+            let mut own = rustc_hash::FxHashSet::default();
+            for b in &m.blocks {
+                let Block::Text { text } = b else { continue };
+                for w in id_words(text) {
+                    let lw = lowercase(w, &mut buf);
+                    let word = match st.words.get_mut(lw) {
+                        Some(word) => word,
+                        None => st.words.entry(lw.to_string()).or_default(),
+                    };
+                    if word.last_doc != doc {
+                        word.last_doc = doc;
+                        word.df += 1;
+                        if tools {
+                            own.insert(lw.to_string());
+                        }
+                    }
+                    if lw == w {
+                        word.lower = true;
+                    }
+                }
+            }
+            mixed.push(own);
+        }
+        // Most words of tool output are in no prose: a bit per (length, first and last byte)
+        // of the table's ASCII words turns them away before they are lowercased and hashed.
+        let mut maybe = vec![0u64; SHAPES / 64];
+        for w in st.words.keys().filter(|w| w.is_ascii()) {
+            let k = shape(w.as_bytes());
+            maybe[k / 64] |= 1 << (k % 64);
+        }
+        for (k, m) in messages.iter().enumerate() {
+            let doc = k as u32 + 1;
+            for (text, tool) in m.blocks.iter().filter_map(block_text) {
+                if !tool {
+                    continue;
+                }
+                for w in id_words(text) {
+                    if w.is_ascii() {
+                        let k = shape(w.as_bytes());
+                        if maybe[k / 64] & (1 << (k % 64)) == 0 {
+                            continue;
+                        }
+                    }
+                    let lw = lowercase(w, &mut buf);
+                    let Some(word) = st.words.get_mut(lw) else {
+                        continue;
+                    };
+                    word.tool = true;
+                    if word.tool_doc != doc {
+                        word.tool_doc = doc;
+                        if !mixed[k].contains(lw) {
+                            word.df += 1;
+                        }
+                    }
+                }
+            }
+        }
+        st
+    }
+
+    /// Everything but the word table: the documents, the tool calls, and the lowercased texts.
+    fn texts(messages: &[Message], first: usize) -> Stats {
+        let mut st = Stats::default();
+        for (k, m) in messages.iter().enumerate() {
+            st.docs += 1;
+            if m.blocks.iter().any(|b| matches!(b, Block::ToolCall { .. })) {
+                st.calls_at.push(first + k);
+            }
+            let mut all = String::new();
+            for (text, tool) in m.blocks.iter().filter_map(block_text) {
                 // Lowercased in place, without a copy of its own.
                 let start = all.len();
                 all.push_str(text);
@@ -171,8 +318,58 @@ impl Stats {
                 all.push('\n');
             }
             st.lower_texts.push(all);
+            st.tool_ends.push(st.tool_text.len());
         }
         st
+    }
+
+    /// What the table says of a lowercase word (`None`: no message holds it). A table of prose
+    /// words counts a word only tool texts hold here, from those texts.
+    fn word(&self, lower: &str) -> Option<Word> {
+        if let Some(w) = self.words.get(lower) {
+            return Some(*w);
+        }
+        if !self.prose_only {
+            return None;
+        }
+        if let Some(w) = self.tool_only_memo.borrow().get(lower) {
+            return *w;
+        }
+        let w = self.tool_only(lower);
+        self.tool_only_memo
+            .borrow_mut()
+            .insert(lower.to_string(), w);
+        w
+    }
+
+    /// A word no prose holds, counted in the tool texts: in how many messages' tool calls and
+    /// results it is one of the [`id_words`] (lowercased).
+    fn tool_only(&self, lower: &str) -> Option<Word> {
+        // Only a whole word is in the table.
+        if id_words(lower).next() != Some(lower) {
+            return None;
+        }
+        // The tool texts are lowercased as ASCII: an ASCII word is found by its bytes, unless
+        // the texts hold the one non-ASCII character that lowercases to ASCII (the Kelvin sign).
+        let by_bytes = lower.is_ascii() && !self.tool_text.contains('\u{212A}');
+        let mut buf = String::new();
+        let mut df = 0;
+        let mut start = 0;
+        for &end in &self.tool_ends {
+            let seg = &self.tool_text[start..end];
+            start = end;
+            let found = if by_bytes {
+                has_word(seg, lower)
+            } else {
+                id_words(seg).any(|w| lowercase(w, &mut buf) == lower)
+            };
+            df += u32::from(found);
+        }
+        (df > 0).then_some(Word {
+            df,
+            tool: true,
+            ..Word::default()
+        })
     }
 
     /// Add the tool calls and results of the messages after the head (the first of which is
@@ -205,7 +402,7 @@ impl Stats {
     }
 
     pub fn df(&self, lower: &str) -> u32 {
-        self.words.get(lower).map_or(0, |w| w.df)
+        self.word(lower).map_or(0, |w| w.df)
     }
 
     /// Inverse document frequency of a lowercase word.
@@ -241,8 +438,7 @@ impl Stats {
     fn is_rare_word(&self, lower: &str) -> bool {
         lower.chars().count() >= RARE_MIN_CHARS
             && lower.chars().all(char::is_alphabetic)
-            && self.df(lower) <= RARE_DF
-            && !self.words.get(lower).is_some_and(|w| w.tool)
+            && self.word(lower).is_none_or(|w| w.df <= RARE_DF && !w.tool)
     }
 
     fn is_name(&self, word: &str) -> bool {
@@ -507,6 +703,60 @@ mod tests {
             for w in df.keys() {
                 proptest::prop_assert_eq!(st.df(w), df[w]);
             }
+        }
+
+        /// A table of prose words answers every question a full table answers: document
+        /// frequency, rarity, names, for words of prose, of tool texts only (the Kelvin sign
+        /// lowercases to ASCII `k`), in both, and for what is no word at all.
+        #[test]
+        fn a_prose_table_answers_as_the_full_table(
+            msgs in proptest::collection::vec(
+                proptest::collection::vec(
+                    (0usize..3, "(foo|Foo|bar|BAR|Éclair|éclair|a_b|x| |\\.|K|kelvin|KELVIN|\u{212A}elvin|rarely|Rarely|\n){0,8}"),
+                    0..4,
+                ),
+                0..6,
+            ),
+        ) {
+            let messages: Vec<Message> = msgs
+                .iter()
+                .map(|blocks| Message {
+                    role: Role::Assistant,
+                    blocks: blocks
+                        .iter()
+                        .map(|(k, t)| match k {
+                            0 => Block::Text { text: t.clone() },
+                            1 => Block::ToolCall { id: "c".into(), name: "n".into(), input: t.clone() },
+                            _ => Block::ToolResult {
+                                call_id: "c".into(),
+                                content: t.clone(),
+                                is_error: false,
+                                images: vec![],
+                            },
+                        })
+                        .collect(),
+                    raw: RawValue::from_string("null".into()).unwrap(),
+                })
+                .collect();
+            let full = Stats::new(&messages, 0);
+            let prose = Stats::of_prose(&messages, 0);
+            let mut asked: Vec<String> = ["missing", "foo.bar", "", "k", "kelvin", "rarely", "éclair", "a_b"]
+                .map(String::from)
+                .to_vec();
+            for (_, t) in msgs.iter().flatten() {
+                for w in t.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()) {
+                    asked.push(w.to_string());
+                    asked.push(w.to_lowercase());
+                }
+            }
+            for w in &asked {
+                proptest::prop_assert_eq!(prose.df(w), full.df(w), "df {}", w);
+                proptest::prop_assert_eq!(prose.is_rare_word(w), full.is_rare_word(w), "rare {}", w);
+                proptest::prop_assert_eq!(prose.is_name(w), full.is_name(w), "name {}", w);
+            }
+            proptest::prop_assert_eq!(prose.docs, full.docs);
+            proptest::prop_assert_eq!(&prose.tool_text, &full.tool_text);
+            proptest::prop_assert_eq!(&prose.lower_texts, &full.lower_texts);
         }
 
         /// `id_words` reads a text into exactly the words of its definition: the non-empty

@@ -368,8 +368,14 @@ fn gather(
     // the prior.
     let skip = crate::summary::prior_summary_len(format, head).max(usize::from(prior.is_some()));
     let body = &head[skip.min(head.len())..];
+    // The statements (all the standing rules read) are prose: their table need not hold the
+    // tool output's words.
+    let stats = match scope {
+        Scope::All => Stats::new(body, skip),
+        Scope::Statements => Stats::of_prose(body, skip),
+    };
     let mut f = Facts {
-        stats: Stats::new(body, skip),
+        stats,
         ..Facts::default()
     };
     f.stats.add_later(later, head.len());
