@@ -323,9 +323,12 @@ impl Corpus {
         }
         let mut found = vec![false; patterns.len()];
         // A contiguous NFA: a DFA searches faster but costs more to build than one search
-        // over a result saves.
+        // over a result saves. No prefilter: over a history the candidates it finds are so
+        // frequent that it costs more than it skips (1.4% fewer instructions over an LLM
+        // batch without it).
         let ac = aho_corasick::AhoCorasick::builder()
             .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
+            .prefilter(false)
             .build(&patterns);
         match ac {
             Ok(ac) => {
