@@ -421,39 +421,54 @@ fn match_rule(a: &Artifact) -> Match {
 
 /// Every run of whitespace made one space, none at either end.
 fn squash(s: &str) -> String {
+    // `s.split_whitespace()`, read a byte at a time where the text is ASCII.
+    const SPACE: [bool; 128] = {
+        let mut t = [false; 128];
+        t[b'\t' as usize] = true;
+        t[b'\n' as usize] = true;
+        t[0x0B] = true;
+        t[0x0C] = true;
+        t[b'\r' as usize] = true;
+        t[b' ' as usize] = true;
+        t
+    };
+    let bytes = s.as_bytes();
+    // Whether the character at `i` is whitespace, and its length.
+    let space_at = |i: usize| -> (bool, usize) {
+        match bytes[i] {
+            b if b < 0x80 => (SPACE[b as usize], 1),
+            _ => {
+                let c = s[i..].chars().next().expect("a character starts here");
+                (c.is_whitespace(), c.len_utf8())
+            }
+        }
+    };
     let mut out = String::with_capacity(s.len());
-    let mut push = |w: &str| {
+    let mut i = 0;
+    loop {
+        while i < bytes.len() {
+            let (space, n) = space_at(i);
+            if !space {
+                break;
+            }
+            i += n;
+        }
+        if i >= bytes.len() {
+            return out;
+        }
+        let start = i;
+        while i < bytes.len() {
+            let (space, n) = space_at(i);
+            if space {
+                break;
+            }
+            i += n;
+        }
         if !out.is_empty() {
             out.push(' ');
         }
-        out.push_str(w);
-    };
-    // `s.split_whitespace()`, read a byte at a time where the text is ASCII.
-    let bytes = s.as_bytes();
-    let mut word: Option<usize> = None;
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        let (space, n) = if b < 0x80 {
-            (matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' '), 1)
-        } else {
-            let c = s[i..].chars().next().expect("a character starts here");
-            (c.is_whitespace(), c.len_utf8())
-        };
-        match (space, word) {
-            (true, Some(start)) => {
-                push(&s[start..i]);
-                word = None;
-            }
-            (false, None) => word = Some(i),
-            _ => {}
-        }
-        i += n;
+        out.push_str(&s[start..i]);
     }
-    if let Some(start) = word {
-        push(&s[start..]);
-    }
-    out
 }
 
 /// The distinct [`words`] of `s`, each allocated once (an ASCII word is lowercased in a
