@@ -264,8 +264,8 @@ impl Stats {
         // of the table's ASCII words turns them away before they are lowercased and hashed.
         let mut maybe = vec![0u64; SHAPES / 64];
         for w in st.words.keys().filter(|w| w.is_ascii()) {
-            let k = shape(w.as_bytes());
-            maybe[k / 64] |= 1 << (k % 64);
+            let sh = shape(w.as_bytes());
+            maybe[sh / 64] |= 1 << (sh % 64);
         }
         for (k, m) in messages.iter().enumerate() {
             let doc = k as u32 + 1;
@@ -275,8 +275,8 @@ impl Stats {
                 }
                 for w in id_words(text) {
                     if w.is_ascii() {
-                        let k = shape(w.as_bytes());
-                        if maybe[k / 64] & (1 << (k % 64)) == 0 {
+                        let sh = shape(w.as_bytes());
+                        if maybe[sh / 64] & (1 << (sh % 64)) == 0 {
                             continue;
                         }
                     }
