@@ -634,6 +634,34 @@ mod tests {
     use rustc_hash::FxHashSet;
     use serde_json::value::RawValue;
 
+    /// Assistant messages of (block kind, text) pairs: 0 a text, 1 a tool call's input, 2 a tool
+    /// result.
+    fn assistant_messages(msgs: &[Vec<(usize, String)>]) -> Vec<Message> {
+        msgs.iter()
+            .map(|blocks| Message {
+                role: Role::Assistant,
+                blocks: blocks
+                    .iter()
+                    .map(|(k, t)| match k {
+                        0 => Block::Text { text: t.clone() },
+                        1 => Block::ToolCall {
+                            id: "c".into(),
+                            name: "n".into(),
+                            input: t.clone(),
+                        },
+                        _ => Block::ToolResult {
+                            call_id: "c".into(),
+                            content: t.clone(),
+                            is_error: false,
+                            images: vec![],
+                        },
+                    })
+                    .collect(),
+                raw: RawValue::from_string("null".into()).unwrap(),
+            })
+            .collect()
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
@@ -647,26 +675,7 @@ mod tests {
                 0..6,
             ),
         ) {
-            let messages: Vec<Message> = msgs
-                .iter()
-                .map(|blocks| Message {
-                    role: Role::Assistant,
-                    blocks: blocks
-                        .iter()
-                        .map(|(k, t)| match k {
-                            0 => Block::Text { text: t.clone() },
-                            1 => Block::ToolCall { id: "c".into(), name: "n".into(), input: t.clone() },
-                            _ => Block::ToolResult {
-                                call_id: "c".into(),
-                                content: t.clone(),
-                                is_error: false,
-                                images: vec![],
-                            },
-                        })
-                        .collect(),
-                    raw: RawValue::from_string("null".into()).unwrap(),
-                })
-                .collect();
+            let messages = assistant_messages(&msgs);
             let st = Stats::new(&messages, 0);
             let mut df: FxHashMap<String, u32> = FxHashMap::default();
             let mut tool_words = FxHashSet::default();
@@ -718,26 +727,7 @@ mod tests {
                 0..6,
             ),
         ) {
-            let messages: Vec<Message> = msgs
-                .iter()
-                .map(|blocks| Message {
-                    role: Role::Assistant,
-                    blocks: blocks
-                        .iter()
-                        .map(|(k, t)| match k {
-                            0 => Block::Text { text: t.clone() },
-                            1 => Block::ToolCall { id: "c".into(), name: "n".into(), input: t.clone() },
-                            _ => Block::ToolResult {
-                                call_id: "c".into(),
-                                content: t.clone(),
-                                is_error: false,
-                                images: vec![],
-                            },
-                        })
-                        .collect(),
-                    raw: RawValue::from_string("null".into()).unwrap(),
-                })
-                .collect();
+            let messages = assistant_messages(&msgs);
             let full = Stats::new(&messages, 0);
             let prose = Stats::of_prose(&messages, 0);
             let mut asked: Vec<String> = ["missing", "foo.bar", "", "k", "kelvin", "rarely", "éclair", "a_b"]
