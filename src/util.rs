@@ -1,5 +1,6 @@
 //! Small helpers: sorted directory listings (recipe and hook discovery), byte counts for
-//! messages, and the sha256 hex digest used for version tokens, audit rows and recipes.
+//! messages, the sha256 hex digest used for version tokens, audit rows and recipes, and
+//! [`Shapes`], a quick "no" for words outside a small set.
 
 use std::path::{Path, PathBuf};
 
@@ -56,5 +57,35 @@ pub fn short_duration(d: std::time::Duration) -> String {
         format!("{}h", s / 3600)
     } else {
         format!("{}d", s / 86400)
+    }
+}
+
+/// The shapes of a set of ASCII words: each word's length (up to 31) and its first and last
+/// bytes in either case. A word whose shape is not in the set is, in any ASCII case, none of
+/// the set's words: most words of a long text are turned away before they are lowercased and
+/// looked up.
+pub(crate) struct Shapes(Vec<u64>);
+
+impl Shapes {
+    const BITS: usize = 1 << 15;
+
+    pub(crate) fn new() -> Shapes {
+        Shapes(vec![0; Self::BITS / 64])
+    }
+
+    fn shape(w: &[u8]) -> usize {
+        let fold = |b: Option<&u8>| usize::from(b.copied().unwrap_or(0).to_ascii_lowercase() & 31);
+        (w.len().min(31) << 10) | (fold(w.first()) << 5) | fold(w.last())
+    }
+
+    pub(crate) fn insert(&mut self, w: &[u8]) {
+        let k = Self::shape(w);
+        self.0[k / 64] |= 1 << (k % 64);
+    }
+
+    /// `false`: `w` is none of the inserted words in any ASCII case.
+    pub(crate) fn may_hold(&self, w: &[u8]) -> bool {
+        let k = Self::shape(w);
+        self.0[k / 64] & (1 << (k % 64)) != 0
     }
 }

@@ -378,17 +378,18 @@ proptest::proptest! {
     /// repeated, overlapping, empty-after-squash and word-matched artifacts mixed in.
     #[test]
     fn contains_each_is_contains_of_each(
-        text in proptest::collection::vec(0usize..15, 0..40),
+        text in proptest::collection::vec(0usize..17, 0..40),
         arts in proptest::collection::vec(
-            (0usize..Kind::ALL.len(), proptest::collection::vec(0usize..15, 1..4)),
+            (0usize..Kind::ALL.len(), proptest::collection::vec(0usize..17, 1..4)),
             0..30,
         ),
     ) {
-        // Words in any case and script (Unicode lowercasing changes `İ`'s length), and a
-        // long one: the word pass looks up only what is wanted.
-        const PIECES: [&str; 15] = [
+        // Words in any case and script (Unicode lowercasing changes `İ`'s length, and takes
+        // the Kelvin sign to ASCII `k`), and a long one: the word pass looks up only what is
+        // wanted.
+        const PIECES: [&str; 17] = [
             "src/a.rs", "a.rs", " ", "\n\t", "max_retries", "Error: boom", "ab", "b", "--", "the build",
-            "The BUILD", "Éclair", "éclairs", "İstanbul", "supercalifragilistic",
+            "The BUILD", "Éclair", "éclairs", "İstanbul", "supercalifragilistic", "\u{212A}elvin", "KELVIN",
         ];
         let corpus = Corpus::of_text(&text.iter().map(|&k| PIECES[k]).collect::<String>());
         let arts: Vec<Artifact> = arts
@@ -431,5 +432,21 @@ proptest::proptest! {
         let twice = Corpus::of_text(&format!("{}\n{more}", Corpus::of_messages(&msgs).text()));
         let once = Corpus::of_messages_and(&msgs, &format!("\n{more}"));
         proptest::prop_assert_eq!(once.text(), twice.text());
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// `alnum_words` reads a text into exactly the pieces of its definition.
+    #[test]
+    fn alnum_words_are_the_split_of_their_definition(
+        t in "([a-zA-Z0-9_ .:/-]|é|É|ß|İ|\u{212A}|٣|²|\\x{301}|\\x{200b}|\\x{a0}|日本|🦀|\\n){0,40}",
+    ) {
+        let want: Vec<&str> = t
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        proptest::prop_assert_eq!(super::alnum_words(&t).collect::<Vec<_>>(), want);
     }
 }

@@ -166,20 +166,6 @@ fn lowercase<'a>(w: &'a str, buf: &'a mut String) -> &'a str {
     }
 }
 
-/// The number of [`shape`]s.
-const SHAPES: usize = 1 << 15;
-
-/// An ASCII word's shape, the same for the word in any case: its length (up to 31) and its
-/// first and last bytes, lowercased, folded to 5 bits each.
-fn shape(w: &[u8]) -> usize {
-    let fold = |b: u8| usize::from(b.to_ascii_lowercase() & 31);
-    let (first, last) = (
-        w.first().copied().unwrap_or(0),
-        w.last().copied().unwrap_or(0),
-    );
-    (w.len().min(31) << 10) | (fold(first) << 5) | fold(last)
-}
-
 /// A block's text and whether it is tool input or output; `None` for a block without words.
 fn block_text(b: &Block) -> Option<(&str, bool)> {
     match b {
@@ -260,12 +246,11 @@ impl Stats {
             }
             mixed.push(own);
         }
-        // Most words of tool output are in no prose: a bit per (length, first and last byte)
-        // of the table's ASCII words turns them away before they are lowercased and hashed.
-        let mut maybe = vec![0u64; SHAPES / 64];
+        // Most words of tool output are in no prose: their shapes turn them away before they
+        // are lowercased and hashed.
+        let mut maybe = crate::util::Shapes::new();
         for w in st.words.keys().filter(|w| w.is_ascii()) {
-            let sh = shape(w.as_bytes());
-            maybe[sh / 64] |= 1 << (sh % 64);
+            maybe.insert(w.as_bytes());
         }
         for (k, m) in messages.iter().enumerate() {
             let doc = k as u32 + 1;
@@ -274,11 +259,8 @@ impl Stats {
                     continue;
                 }
                 for w in id_words(text) {
-                    if w.is_ascii() {
-                        let sh = shape(w.as_bytes());
-                        if maybe[sh / 64] & (1 << (sh % 64)) == 0 {
-                            continue;
-                        }
+                    if w.is_ascii() && !maybe.may_hold(w.as_bytes()) {
+                        continue;
                     }
                     let lw = lowercase(w, &mut buf);
                     let Some(word) = st.words.get_mut(lw) else {
