@@ -633,6 +633,20 @@ const RULE_MARKERS: &[&str] = &[
 
 const ERROR_STARTS: &[&str] = &["error", "fatal", "panicked", "failed", "traceback"];
 
+/// Whether `l.to_lowercase()` starts with one of [`ERROR_STARTS`]: a line whose first character
+/// is ASCII and lowercases to none of their first letters is not lowercased at all.
+fn error_start(l: &str) -> bool {
+    match l.as_bytes().first() {
+        Some(b) if b.is_ascii() && !matches!(b.to_ascii_lowercase(), b'e' | b'f' | b'p' | b't') => {
+            false
+        }
+        _ => {
+            let low = l.to_lowercase();
+            ERROR_STARTS.iter().any(|s| low.starts_with(s))
+        }
+    }
+}
+
 const MAX_LINE: usize = 160;
 
 fn clip(s: &str) -> String {
@@ -783,8 +797,7 @@ impl Extractor {
             if l.is_empty() {
                 continue;
             }
-            let low = l.to_lowercase();
-            if first || ERROR_STARTS.iter().any(|s| low.starts_with(s)) {
+            if first || error_start(l) {
                 self.push(Kind::Error, &clip(l));
             }
             first = false;
@@ -968,6 +981,10 @@ fn is_name_char(c: char) -> bool {
 }
 
 fn is_path(w: &str) -> bool {
+    // A path has a `/` or a `.` (most words of a history have neither: no more to check).
+    if !w.bytes().any(|b| b == b'/' || b == b'.') {
+        return false;
+    }
     if w.len() < 3 || w.contains("://") || !w.chars().all(|c| is_name_char(c) || c == '/') {
         return false;
     }

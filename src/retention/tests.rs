@@ -450,3 +450,28 @@ proptest::proptest! {
         proptest::prop_assert_eq!(super::alnum_words(&t).collect::<Vec<_>>(), want);
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// `error_start` is the rule as written, and the first letters it checks first are those
+    /// of `ERROR_STARTS`.
+    #[test]
+    fn error_start_is_to_lowercase_starts_with(
+        l in "(ERROR|Error|error|FAIL|Failed|fatal|Traceback|PANICKED|\u{212A}|İ|Σ|é|: | |x|`|%){0,4}",
+    ) {
+        let low = l.to_lowercase();
+        proptest::prop_assert_eq!(
+            super::error_start(&l),
+            super::ERROR_STARTS.iter().any(|s| low.starts_with(s)),
+            "{:?}", l
+        );
+    }
+}
+
+#[test]
+fn error_starts_begin_with_the_letters_error_start_checks() {
+    for s in ERROR_STARTS {
+        assert!(matches!(s.as_bytes()[0], b'e' | b'f' | b'p' | b't'), "{s}");
+    }
+}
