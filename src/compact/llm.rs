@@ -54,13 +54,20 @@ fn role_label(r: Role) -> &'static str {
     }
 }
 
-fn cut(text: &str, max: usize) -> String {
-    let n = text.chars().count();
-    if n <= max {
-        return text.to_string();
+fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    // No more bytes than `max` is no more characters: nothing to count.
+    if text.len() <= max {
+        return text.into();
     }
-    let head: String = text.chars().take(max).collect();
-    format!("{head}\n[… {} more characters omitted …]", n - max)
+    match text.char_indices().nth(max) {
+        None => text.into(),
+        Some((i, _)) => format!(
+            "{}\n[… {} more characters omitted …]",
+            &text[..i],
+            text[i..].chars().count()
+        )
+        .into(),
+    }
 }
 
 /// One message as transcript text.
@@ -489,7 +496,7 @@ fn with_ledger(input: &HeadInput<'_>, body: String, reserve: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{count_text, middle_out, split_transcript};
+    use super::{count_text, cut, middle_out, split_transcript};
     use proptest::prelude::*;
 
     /// The rule the lazy split must reproduce: count every message.
@@ -524,6 +531,21 @@ mod tests {
             "\\PC{0,120}",
             ("[a-z]{1,8}", 1usize..600).prop_map(|(w, n)| vec![w; n].join(" ")),
         ]
+    }
+
+    proptest! {
+        /// `cut` keeps the first `max` characters and says how many it left out.
+        #[test]
+        fn cut_keeps_max_characters(text in "\\PC{0,40}", max in 0usize..30) {
+            let n = text.chars().count();
+            let want = if n <= max {
+                text.clone()
+            } else {
+                let head: String = text.chars().take(max).collect();
+                format!("{head}\n[… {} more characters omitted …]", n - max)
+            };
+            prop_assert_eq!(cut(&text, max), want);
+        }
     }
 
     proptest! {
