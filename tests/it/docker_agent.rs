@@ -1033,6 +1033,65 @@ fn prefiltered_listing_keeps_docker_agents_order() {
     }
 }
 
+/// Regression: a kept session whose id, or whose latest assistant message's `position`, is
+/// TEXT that is not UTF-8 stopped the listing with a panic (`rusqlite`'s `Value` from such a
+/// cell); both are bound back as stored, and every listing path lists the other sessions.
+#[test]
+fn ids_and_positions_that_are_not_utf8_are_listed_not_panicked_on() {
+    let da = generated(Generation::Modern, 24, 33);
+    let c = da.conn();
+    let roots: Vec<String> = da
+        .query("SELECT id FROM sessions WHERE parent_id IS NULL OR parent_id = '' ORDER BY rowid")
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    // Every message item of one root at a position that is not UTF-8 text.
+    let odd_position = c
+        .execute(
+            "UPDATE session_items SET position = CAST(x'41ff42' AS TEXT) WHERE session_id = ?1",
+            [&roots[2]],
+        )
+        .unwrap();
+    assert!(odd_position > 0);
+    // Another root's id (and its items' session id) not UTF-8.
+    c.execute_batch(&format!(
+        "PRAGMA foreign_keys = OFF;
+         UPDATE session_items SET session_id = CAST(x'73ff' AS TEXT) WHERE session_id = '{0}';
+         UPDATE sessions SET id = CAST(x'73ff' AS TEXT) WHERE id = '{0}';",
+        roots[4]
+    ))
+    .unwrap();
+    drop(c);
+    for args in [
+        &["list", "--all-over", "0", "--idle", "1h", "--ids"][..],
+        &["list", "--all-over", "0", "--idle", "1h", "--json"],
+        &["list", "--all-over", "0", "--idle", "0", "--json"],
+        &[
+            "compact",
+            "--all-over",
+            "0",
+            "--idle",
+            "0",
+            "--dry-run",
+            "--json",
+        ],
+    ] {
+        let out = da.cmd().args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{args:?}: exit {:?}\n{stderr}",
+            out.status.code()
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains(&roots[7]),
+            "{args:?} lists the other sessions: {stdout}"
+        );
+    }
+}
+
 // ---- the current line (migrations 30–38) ------------------------------------------------------
 
 /// Every table of the file except SQLite's and agent-db's own, for equality.

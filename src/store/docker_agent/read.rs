@@ -26,7 +26,7 @@
 
 use std::path::Path;
 
-use rusqlite::types::{Value, ValueRef};
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::value::RawValue;
 
@@ -35,6 +35,7 @@ use super::{Version, PROVIDER};
 use crate::error::{Error, Result, SqlContext};
 use crate::message::{self};
 use crate::models::ContextLimits;
+use crate::store::archive::CellValue;
 use crate::store::cells::{int, lossy, lossy_ref, NewestFirst, SortKey};
 use crate::store::schema_util::{one_read, KeptCounts};
 use crate::store::{ConversationMeta, Facts, Prefilter};
@@ -149,7 +150,7 @@ impl<'c> Latest<'c> {
         })
     }
 
-    fn of(&mut self, path: &Path, id: &Value, r: &Row<'_>) -> Result<Option<String>> {
+    fn of(&mut self, path: &Path, id: &CellValue, r: &Row<'_>) -> Result<Option<String>> {
         let (position, item) = (r.get_ref(11).at(path)?, r.get_ref(12).at(path)?);
         let own = match r.get_ref(13).at(path)? {
             ValueRef::Text(_) => lossy(r, 13).at(path)?,
@@ -167,7 +168,11 @@ impl<'c> Latest<'c> {
         };
         let later = self
             .after
-            .query_row(rusqlite::params![id, Value::from(position), Value::from(item)], |c| lossy(c, 0))
+            // Bound as stored: a `From<ValueRef>` conversion panics on text that is not UTF-8.
+            .query_row(
+                rusqlite::params![id, ToSqlOutput::Borrowed(position), ToSqlOutput::Borrowed(item)],
+                |c| lossy(c, 0),
+            )
             .optional()
             .at(path)?
             .flatten();
@@ -284,7 +289,7 @@ pub fn scan_facts(
             // As [`meta_from_row`] and [`kept_unordered`] read them.
             let updated_at = if !prefilter.times {
                 None
-            } else if let Some(u) = latest.of(path, &r.get(0).at(path)?, r)? {
+            } else if let Some(u) = latest.of(path, &CellValue::from_ref(r.get_ref(0).at(path)?), r)? {
                 Some(u)
             } else {
                 lossy(r, 2).at(path)?
@@ -349,7 +354,9 @@ fn kept_unordered(
             continue;
         }
         let (mut meta, _) = meta_from_row(r, limits).at(path)?;
-        let (id, rowid): (Value, i64) = (r.get(0).at(path)?, r.get(10).at(path)?);
+        // The id as stored (any bytes: a `Value` would panic on text that is not UTF-8).
+        let id = CellValue::from_ref(r.get_ref(0).at(path)?);
+        let rowid: i64 = r.get(10).at(path)?;
         meta.message_count = Some(counts.count(path, rowid, true, &id)?);
         if let Some(u) = latest.of(path, &id, r)? {
             meta.updated_at = u;
