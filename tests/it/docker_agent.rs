@@ -979,11 +979,7 @@ fn config_context_limits_give_unknown_models_a_window() {
 fn prefiltered_listing_keeps_docker_agents_order() {
     let da = generated(Generation::Modern, 40, 21);
     let c = da.conn();
-    let roots: Vec<String> = da
-        .query("SELECT id FROM sessions WHERE parent_id IS NULL OR parent_id = '' ORDER BY rowid")
-        .into_iter()
-        .map(|r| r[0].clone())
-        .collect();
+    let roots = roots(&da);
     // Ties, a numeric created_at and a NULL one.
     let tie = da.one(&format!(
         "SELECT created_at FROM sessions WHERE id = '{}'",
@@ -1040,11 +1036,7 @@ fn prefiltered_listing_keeps_docker_agents_order() {
 fn ids_and_positions_that_are_not_utf8_are_listed_not_panicked_on() {
     let da = generated(Generation::Modern, 24, 33);
     let c = da.conn();
-    let roots: Vec<String> = da
-        .query("SELECT id FROM sessions WHERE parent_id IS NULL OR parent_id = '' ORDER BY rowid")
-        .into_iter()
-        .map(|r| r[0].clone())
-        .collect();
+    let roots = roots(&da);
     // Every message item of one root at a position that is not UTF-8 text.
     let odd_position = c
         .execute(
@@ -1090,6 +1082,14 @@ fn ids_and_positions_that_are_not_utf8_are_listed_not_panicked_on() {
             "{args:?} lists the other sessions: {stdout}"
         );
     }
+}
+
+/// The root sessions' ids, in table order.
+fn roots(da: &Da) -> Vec<String> {
+    da.query("SELECT id FROM sessions WHERE parent_id IS NULL OR parent_id = '' ORDER BY rowid")
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect()
 }
 
 // ---- the current line (migrations 30–38) ------------------------------------------------------

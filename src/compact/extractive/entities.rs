@@ -185,20 +185,7 @@ impl Stats {
             let doc = k as u32 + 1;
             for (text, tool) in m.blocks.iter().filter_map(block_text) {
                 for w in id_words(text) {
-                    let lw = lowercase(w, &mut buf);
-                    let word = match st.words.get_mut(lw) {
-                        Some(word) => word,
-                        None => st.words.entry(lw.to_string()).or_default(),
-                    };
-                    if word.last_doc != doc {
-                        word.last_doc = doc;
-                        word.df += 1;
-                    }
-                    if tool {
-                        word.tool = true;
-                    } else if lw == w {
-                        word.lower = true;
-                    }
+                    st.note(w, lowercase(w, &mut buf), doc, tool);
                 }
             }
         }
@@ -228,19 +215,8 @@ impl Stats {
                 let Block::Text { text } = b else { continue };
                 for w in id_words(text) {
                     let lw = lowercase(w, &mut buf);
-                    let word = match st.words.get_mut(lw) {
-                        Some(word) => word,
-                        None => st.words.entry(lw.to_string()).or_default(),
-                    };
-                    if word.last_doc != doc {
-                        word.last_doc = doc;
-                        word.df += 1;
-                        if tools {
-                            own.insert(lw.to_string());
-                        }
-                    }
-                    if lw == w {
-                        word.lower = true;
+                    if st.note(w, lw, doc, false) && tools {
+                        own.insert(lw.to_string());
                     }
                 }
             }
@@ -277,6 +253,26 @@ impl Stats {
             }
         }
         st
+    }
+
+    /// Count word `w` (lowercased `lw`) of message `doc`, in a tool text or prose; `true` when
+    /// it is the first time this message counts it.
+    fn note(&mut self, w: &str, lw: &str, doc: u32, tool: bool) -> bool {
+        let word = match self.words.get_mut(lw) {
+            Some(word) => word,
+            None => self.words.entry(lw.to_string()).or_default(),
+        };
+        let first = word.last_doc != doc;
+        if first {
+            word.last_doc = doc;
+            word.df += 1;
+        }
+        if tool {
+            word.tool = true;
+        } else if lw == w {
+            word.lower = true;
+        }
+        first
     }
 
     /// Everything but the word table: the documents, the tool calls, and the lowercased texts.
