@@ -1,6 +1,6 @@
 //! Small helpers: sorted directory listings (recipe and hook discovery), byte counts for
-//! messages, the sha256 hex digest used for version tokens, audit rows and recipes, and
-//! [`Shapes`], a quick "no" for words outside a small set.
+//! messages, the sha256 hex digest used for version tokens, audit rows and recipes, a word
+//! reader ([`runs`]), and [`Shapes`], a quick "no" for words outside a small set.
 
 use std::path::{Path, PathBuf};
 
@@ -87,5 +87,77 @@ impl Shapes {
     pub(crate) fn may_hold(&self, w: &[u8]) -> bool {
         let k = Self::shape(w);
         self.0[k / 64] & (1 << (k % 64)) != 0
+    }
+}
+
+/// The maximal runs of `s`'s word characters: ASCII letters and digits (and `_` with
+/// `UNDERSCORE`), and any other alphanumeric character. What `s.split(|c| !is_word(c))` gives
+/// without its empty pieces, read a byte at a time through a table where the text is ASCII.
+pub(crate) fn runs<const UNDERSCORE: bool>(s: &str) -> Runs<'_, UNDERSCORE> {
+    Runs { s, pos: 0 }
+}
+
+/// Iterator over [`runs`].
+pub(crate) struct Runs<'a, const UNDERSCORE: bool> {
+    s: &'a str,
+    pos: usize,
+}
+
+impl<const UNDERSCORE: bool> Runs<'_, UNDERSCORE> {
+    /// Each byte's class: 0 an ASCII separator, 1 an ASCII word character, 2 the first byte of
+    /// a non-ASCII character (decoded to classify it).
+    const CLASS: [u8; 256] = {
+        let mut t = [2u8; 256];
+        let mut b = 0;
+        while b < 128 {
+            t[b] = ((b as u8).is_ascii_alphanumeric() || (UNDERSCORE && b == b'_' as usize)) as u8;
+            b += 1;
+        }
+        t
+    };
+}
+
+/// Whether the non-ASCII character `rest` starts with is alphanumeric, and its length.
+#[cold]
+fn wide(rest: &str) -> (bool, usize) {
+    let c = rest.chars().next().expect("a character starts here");
+    (c.is_alphanumeric(), c.len_utf8())
+}
+
+impl<'a, const UNDERSCORE: bool> Iterator for Runs<'a, UNDERSCORE> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let b = self.s.as_bytes();
+        let class = |i: usize| b.get(i).map(|&c| Self::CLASS[c as usize]);
+        let mut i = self.pos;
+        // The separators: ASCII ones a byte at a time.
+        loop {
+            match class(i) {
+                None => {
+                    self.pos = i;
+                    return None;
+                }
+                Some(0) => i += 1,
+                Some(1) => break,
+                Some(_) => match wide(&self.s[i..]) {
+                    (true, _) => break,
+                    (false, n) => i += n,
+                },
+            }
+        }
+        let start = i;
+        loop {
+            match class(i) {
+                Some(1) => i += 1,
+                Some(2) => match wide(&self.s[i..]) {
+                    (true, n) => i += n,
+                    (false, _) => break,
+                },
+                _ => break,
+            }
+        }
+        self.pos = i;
+        Some(&self.s[start..i])
     }
 }

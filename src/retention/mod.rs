@@ -400,43 +400,8 @@ impl Corpus {
 
 /// The runs of alphanumeric characters of `s`: what `s.split(|c: char| !c.is_alphanumeric())`
 /// gives without its empty pieces, read a byte at a time where the text is ASCII.
-fn alnum_words(s: &str) -> impl Iterator<Item = &str> {
-    // 0: an ASCII separator, 1: an ASCII letter or digit, 2: a non-ASCII character's first byte.
-    const CLASS: [u8; 256] = {
-        let mut t = [2u8; 256];
-        let mut b = 0;
-        while b < 128 {
-            t[b] = (b as u8).is_ascii_alphanumeric() as u8;
-            b += 1;
-        }
-        t
-    };
-    let bytes = s.as_bytes();
-    // Whether the character at `i` is alphanumeric, and its length.
-    let at = move |i: usize| -> Option<(bool, usize)> {
-        match CLASS[*bytes.get(i)? as usize] {
-            2 => {
-                let c = s[i..].chars().next().expect("a character starts here");
-                Some((c.is_alphanumeric(), c.len_utf8()))
-            }
-            k => Some((k == 1, 1)),
-        }
-    };
-    let mut i = 0;
-    std::iter::from_fn(move || {
-        loop {
-            let (word, n) = at(i)?;
-            if word {
-                break;
-            }
-            i += n;
-        }
-        let start = i;
-        while let Some((true, n)) = at(i) {
-            i += n;
-        }
-        Some(&s[start..i])
-    })
+fn alnum_words(s: &str) -> crate::util::Runs<'_, false> {
+    crate::util::runs(s)
 }
 
 /// Whether `hit` of an artifact's `of` words are enough for it to count as kept: 80%.

@@ -65,8 +65,8 @@ struct Word {
 /// Identifier-ish words: runs of letters, digits and `_` (what `s.split(|c: char|
 /// !(c.is_alphanumeric() || c == '_'))` gives, without its empty pieces), read a byte at a
 /// time where the text is ASCII.
-pub(super) fn id_words(s: &str) -> IdWords<'_> {
-    IdWords { s, pos: 0 }
+pub(super) fn id_words(s: &str) -> crate::util::Runs<'_, true> {
+    crate::util::runs(s)
 }
 
 /// Whether `word` (a whole [`id_words`] word, ASCII) is one of `text`'s words: found with no
@@ -77,77 +77,6 @@ fn has_word(text: &str, word: &str) -> bool {
         !text[..i].chars().next_back().is_some_and(is_word)
             && !text[i + word.len()..].chars().next().is_some_and(is_word)
     })
-}
-
-/// Iterator over [`id_words`].
-pub(super) struct IdWords<'a> {
-    s: &'a str,
-    pos: usize,
-}
-
-/// Byte classes for [`IdWords`]: an ASCII word character, an ASCII separator, or the first
-/// byte of a non-ASCII character (decoded to classify it).
-const SEP: u8 = 0;
-const WORD: u8 = 1;
-const WIDE: u8 = 2;
-const ID_CLASS: [u8; 256] = {
-    let mut t = [WIDE; 256];
-    let mut b = 0;
-    while b < 128 {
-        t[b] = if (b as u8).is_ascii_alphanumeric() || b == b'_' as usize {
-            WORD
-        } else {
-            SEP
-        };
-        b += 1;
-    }
-    t
-};
-
-impl IdWords<'_> {
-    /// Whether the character at byte `i` (a non-ASCII one) is part of a word, and its length.
-    #[cold]
-    fn wide(&self, i: usize) -> (bool, usize) {
-        let c = self.s[i..].chars().next().expect("a character starts here");
-        (c.is_alphanumeric(), c.len_utf8())
-    }
-}
-
-impl<'a> Iterator for IdWords<'a> {
-    type Item = &'a str;
-
-    fn next(&mut self) -> Option<&'a str> {
-        let b = self.s.as_bytes();
-        let mut i = self.pos;
-        // The separators: ASCII ones a byte at a time.
-        loop {
-            match b.get(i).map(|&c| ID_CLASS[c as usize]) {
-                None => {
-                    self.pos = i;
-                    return None;
-                }
-                Some(SEP) => i += 1,
-                Some(WORD) => break,
-                Some(_) => match self.wide(i) {
-                    (true, _) => break,
-                    (false, n) => i += n,
-                },
-            }
-        }
-        let start = i;
-        loop {
-            match b.get(i).map(|&c| ID_CLASS[c as usize]) {
-                Some(WORD) => i += 1,
-                Some(WIDE) => match self.wide(i) {
-                    (true, n) => i += n,
-                    (false, _) => break,
-                },
-                _ => break,
-            }
-        }
-        self.pos = i;
-        Some(&self.s[start..i])
-    }
 }
 
 /// `w.to_lowercase()`: `w` itself when it is ASCII without uppercase, else in `buf` (reused:
