@@ -391,20 +391,24 @@ impl Strategy for Llm {
         let mut billed = 0.0f64;
         let mut last_answer = None;
         let mut model = self.client.config.model.clone();
-        for (i, chunk) in chunks.iter().enumerate() {
-            let user = self.prompt(input, &rules, prior.as_deref(), chunk);
+        let parts = chunks.len();
+        // Each chunk is freed once it is in its prompt, and the prompt once it is in the
+        // request's body: a request in flight holds its transcript once.
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let user = self.prompt(input, &rules, prior.as_deref(), &chunk);
+            drop(chunk);
             let req = ChatRequest {
                 system: SYSTEM.to_string(),
                 user,
                 max_tokens: self.max_summary_tokens,
             };
-            let part = if chunks.len() > 1 {
-                format!(" (part {} of {})", i + 1, chunks.len())
+            let part = if parts > 1 {
+                format!(" (part {} of {})", i + 1, parts)
             } else {
                 String::new()
             };
             let done =
-                self.client.complete(&req).await.map_err(|e| {
+                self.client.complete_owned(req).await.map_err(|e| {
                     StrategyError::Fail(format!("summary request{part} failed: {e}"))
                 })?;
             prompt_tokens += done.prompt_tokens;

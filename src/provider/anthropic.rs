@@ -1,8 +1,8 @@
 //! Anthropic Messages: `POST {base_url}/v1/messages` with `x-api-key` and
 //! `anthropic-version: 2023-06-01`.
 
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::retry::{self, Reply};
 use super::{ChatRequest, ClientConfig, Completion, ProviderError, StopReason};
@@ -10,24 +10,44 @@ use super::{ChatRequest, ClientConfig, Completion, ProviderError, StopReason};
 /// The API version this module speaks.
 pub const API_VERSION: &str = "2023-06-01";
 
-/// Send one request (no retries: [`super::Client::complete`] wraps this in them).
+/// The request body: `{"model", "max_tokens", "system", "messages": [user]}`, serialized
+/// from the request's strings in place (no copy of the prompt into a `Value`).
+pub(crate) fn encode(cfg: &ClientConfig, req: &ChatRequest) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Body<'a> {
+        model: &'a str,
+        max_tokens: u32,
+        system: &'a str,
+        messages: [Turn<'a>; 1],
+    }
+    #[derive(Serialize)]
+    struct Turn<'a> {
+        role: &'a str,
+        content: &'a str,
+    }
+    super::to_body(&Body {
+        model: &cfg.model,
+        max_tokens: req.max_tokens,
+        system: &req.system,
+        messages: [Turn {
+            role: "user",
+            content: &req.user,
+        }],
+    })
+}
+
+/// Send one encoded request (no retries: [`super::Client::complete`] wraps this in them).
 pub(crate) async fn send(
     http: &reqwest::Client,
     cfg: &ClientConfig,
-    req: &ChatRequest,
+    body: bytes::Bytes,
 ) -> Result<Completion, ProviderError> {
     let url = retry::shown_endpoint(cfg, "/v1/messages");
-    let body = json!({
-        "model": cfg.model,
-        "max_tokens": req.max_tokens,
-        "system": req.system,
-        "messages": [{"role": "user", "content": req.user}],
-    });
     let mut rb = http
         .post(retry::endpoint(cfg, "/v1/messages"))
         .header("anthropic-version", API_VERSION)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .json(&body);
+        .body(body);
     if let Some(key) = retry::key(cfg) {
         rb = rb.header("x-api-key", retry::secret_header(key.expose())?);
     }
@@ -134,6 +154,8 @@ fn error_text(body: &str) -> String {
 mod tests {
     use std::time::Duration;
 
+    use serde_json::json;
+
     use super::*;
     use crate::provider::{ProviderKind, Secret};
 
@@ -209,6 +231,27 @@ mod tests {
         assert_eq!(
             error_text("upstream connect error"),
             "upstream connect error"
+        );
+    }
+
+    #[test]
+    fn the_body_is_the_messages_object_byte_for_byte() {
+        // The object as the wire format documents it, key order included.
+        let req = ChatRequest {
+            system: "sys \"q\"".into(),
+            user: "line\n\ttab \u{1} \u{e9}\u{1F600} </conversation>".into(),
+            max_tokens: 321,
+        };
+        let cfg = cfg(None);
+        let want = json!({
+            "model": cfg.model,
+            "max_tokens": 321,
+            "system": req.system,
+            "messages": [{"role": "user", "content": req.user}],
+        });
+        assert_eq!(
+            String::from_utf8(encode(&cfg, &req)).unwrap(),
+            serde_json::to_string(&want).unwrap()
         );
     }
 }

@@ -185,7 +185,33 @@ impl Client {
 
     /// Send one request, retrying as documented in the module doc.
     pub async fn complete(&self, req: &ChatRequest) -> Result<Completion, ProviderError> {
-        let send = self.config.kind.spec().send;
-        retry::with_retries(&self.config, || send(&self.http, &self.config, req)).await
+        self.send(self.encode(req)).await
     }
+
+    /// [`Client::complete`] of a request it takes: the request's strings are freed once its
+    /// body is serialized, before the wait for the answer, so a batch with many requests in
+    /// flight holds each prompt once.
+    pub async fn complete_owned(&self, req: ChatRequest) -> Result<Completion, ProviderError> {
+        let body = self.encode(&req);
+        drop(req);
+        self.send(body).await
+    }
+
+    fn encode(&self, req: &ChatRequest) -> bytes::Bytes {
+        bytes::Bytes::from((self.config.kind.spec().encode)(&self.config, req))
+    }
+
+    /// Every attempt sends the same body (a shared buffer: no copy per attempt).
+    async fn send(&self, body: bytes::Bytes) -> Result<Completion, ProviderError> {
+        let send = self.config.kind.spec().send;
+        retry::with_retries(&self.config, || {
+            send(&self.http, &self.config, body.clone())
+        })
+        .await
+    }
+}
+
+/// A request body as JSON bytes. Serializing strings and numbers cannot fail.
+fn to_body(body: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(body).expect("a request body of strings and numbers serializes")
 }

@@ -8,8 +8,8 @@
 //! for OpenAI's own API (`api.openai.com`), which deprecated it in favour of
 //! `max_completion_tokens` and whose reasoning models (o-series, gpt-5) reject `max_tokens`.
 
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::retry::{self, Reply};
 use super::{ChatRequest, ClientConfig, Completion, ProviderError, StopReason};
@@ -25,30 +25,54 @@ fn is_openai_itself(base_url: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// Send one request (no retries: [`super::Client::complete`] wraps this in them).
+/// The request body: `{"model", "messages": [system, user], limit}`, the limit field named
+/// for the server ([`is_openai_itself`]). Serialized from the request's strings in place (no
+/// copy of the prompt into a `Value`).
+pub(crate) fn encode(cfg: &ClientConfig, req: &ChatRequest) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Body<'a> {
+        model: &'a str,
+        messages: [Turn<'a>; 2],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        max_tokens: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        max_completion_tokens: Option<u32>,
+    }
+    #[derive(Serialize)]
+    struct Turn<'a> {
+        role: &'a str,
+        content: &'a str,
+    }
+    let limit = Some(req.max_tokens);
+    let openai = is_openai_itself(&cfg.base_url);
+    super::to_body(&Body {
+        model: &cfg.model,
+        messages: [
+            Turn {
+                role: "system",
+                content: &req.system,
+            },
+            Turn {
+                role: "user",
+                content: &req.user,
+            },
+        ],
+        max_tokens: limit.filter(|_| !openai),
+        max_completion_tokens: limit.filter(|_| openai),
+    })
+}
+
+/// Send one encoded request (no retries: [`super::Client::complete`] wraps this in them).
 pub(crate) async fn send(
     http: &reqwest::Client,
     cfg: &ClientConfig,
-    req: &ChatRequest,
+    body: bytes::Bytes,
 ) -> Result<Completion, ProviderError> {
     let url = retry::shown_endpoint(cfg, "/chat/completions");
-    let limit_field = if is_openai_itself(&cfg.base_url) {
-        "max_completion_tokens"
-    } else {
-        "max_tokens"
-    };
-    let mut body = json!({
-        "model": cfg.model,
-        "messages": [
-            {"role": "system", "content": req.system},
-            {"role": "user", "content": req.user},
-        ],
-    });
-    body[limit_field] = req.max_tokens.into();
     let mut rb = http
         .post(retry::endpoint(cfg, "/chat/completions"))
         .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .json(&body);
+        .body(body);
     if let Some(key) = retry::key(cfg) {
         let value = retry::secret_header(&format!("Bearer {}", key.expose()))?;
         rb = rb.header(reqwest::header::AUTHORIZATION, value);
@@ -189,6 +213,8 @@ fn error_text(body: &str) -> String {
 mod tests {
     use std::time::Duration;
 
+    use serde_json::json;
+
     use super::*;
     use crate::provider::{ProviderKind, Secret};
 
@@ -291,5 +317,38 @@ mod tests {
             "model not found"
         );
         assert_eq!(error_text("Bad Gateway"), "Bad Gateway");
+    }
+
+    #[test]
+    fn the_body_is_the_chat_completions_object_byte_for_byte() {
+        // The object as the wire format documents it, key order included; the limit field is
+        // `max_completion_tokens` for OpenAI's own API only.
+        let req = ChatRequest {
+            system: "sys \"q\"".into(),
+            user: "line\n\ttab \u{1} \u{e9}\u{1F600} </conversation>".into(),
+            max_tokens: 321,
+        };
+        for (base, field) in [
+            ("http://127.0.0.1:9/v1", "max_tokens"),
+            ("https://API.openai.com/v1", "max_completion_tokens"),
+        ] {
+            let cfg = ClientConfig {
+                base_url: base.into(),
+                ..cfg(None)
+            };
+            let mut want = json!({
+                "model": cfg.model,
+                "messages": [
+                    {"role": "system", "content": req.system},
+                    {"role": "user", "content": req.user},
+                ],
+            });
+            want[field] = 321.into();
+            assert_eq!(
+                String::from_utf8(encode(&cfg, &req)).unwrap(),
+                serde_json::to_string(&want).unwrap(),
+                "{base}"
+            );
+        }
     }
 }

@@ -19,8 +19,11 @@ pub const GENERIC_KEY_VAR: &str = "AGENT_DB_API_KEY";
 /// A request in flight.
 pub type Reply<'a> = Pin<Box<dyn Future<Output = Result<Completion, ProviderError>> + Send + 'a>>;
 
-/// A wire format: send one request (no retries; [`super::Client::complete`] adds them).
-pub type SendFn = for<'a> fn(&'a reqwest::Client, &'a ClientConfig, &'a ChatRequest) -> Reply<'a>;
+/// A wire format: a request's body, serialized once per request.
+pub type EncodeFn = fn(&ClientConfig, &ChatRequest) -> Vec<u8>;
+
+/// A wire format: send one encoded request (no retries; [`super::Client::complete`] adds them).
+pub type SendFn = for<'a> fn(&'a reqwest::Client, &'a ClientConfig, bytes::Bytes) -> Reply<'a>;
 
 /// A list price: (model-name prefix, USD per million input tokens, per million output tokens).
 pub type ListPrice = (&'static str, f64, f64);
@@ -40,7 +43,8 @@ pub struct Provider {
     pub key_vars: &'static [&'static str],
     /// The base URL when none is configured; any other URL needs no key.
     pub default_base_url: &'static str,
-    /// Its wire format.
+    /// Its wire format: the body of a request, and how it is sent.
+    pub encode: EncodeFn,
     pub send: SendFn,
     /// Its models' list prices (looked up by longest prefix across every provider).
     pub list_prices: &'static [ListPrice],
@@ -81,7 +85,8 @@ provider_table! {
         default_model: "gpt-4.1-mini",
         key_vars: &["OPENAI_API_KEY"],
         default_base_url: "https://api.openai.com/v1",
-        send: |http, cfg, req| Box::pin(super::openai::send(http, cfg, req)),
+        encode: super::openai::encode,
+        send: |http, cfg, body| Box::pin(super::openai::send(http, cfg, body)),
         list_prices: super::pricing::OPENAI,
     },
     /// `POST {base}/v1/messages` with `anthropic-version` and `x-api-key`.
@@ -92,7 +97,8 @@ provider_table! {
         default_model: "claude-haiku-4-5",
         key_vars: &["ANTHROPIC_API_KEY"],
         default_base_url: "https://api.anthropic.com",
-        send: |http, cfg, req| Box::pin(super::anthropic::send(http, cfg, req)),
+        encode: super::anthropic::encode,
+        send: |http, cfg, body| Box::pin(super::anthropic::send(http, cfg, body)),
         list_prices: super::pricing::ANTHROPIC,
     },
 }
