@@ -145,20 +145,25 @@ async fn steps(
     let (plan, rewrite, built) = rewrite(plan, supplied, early, ctx).await?;
     let (_writing, halt) = slots.hand_over().await;
     record_spend(row, &rewrite);
-    let (plan, rewrite, new) = match built {
-        Some(new) => (plan, rewrite, new),
+    // The new history is scored where it is built: for a strategy that calls out, on the pool,
+    // so the async workers stay free to send the next requests the moment an answer frees a slot.
+    let prunes = matches!(rewrite, Rewrite::PrunedHead(_));
+    let (plan, rewrite, scored) = match built {
+        Some(new) => {
+            let scored = new.map(|n| (retention_of(&plan, &n, prunes), n));
+            (plan, rewrite, scored)
+        }
         None => {
-            let (plan, (rewrite, new)) = on_pool(ctx, plan, move |p| {
-                let new = swap::build(p, &rewrite);
-                (rewrite, new)
+            let (plan, (rewrite, scored)) = on_pool(ctx, plan, move |p| {
+                let scored = swap::build(p, &rewrite).map(|n| (retention_of(p, &n, prunes), n));
+                (rewrite, scored)
             })
             .await?;
-            (plan, rewrite, new)
+            (plan, rewrite, scored)
         }
     };
-    let new = new.map_err(strategy_status)?;
+    let (kept, new) = scored.map_err(strategy_status)?;
     record_after(row, &plan, &new);
-    let kept = retention_of(&plan, &new, matches!(rewrite, Rewrite::PrunedHead(_)));
     let floor = ctx
         .min_retention
         .filter(|_| !(ctx.min_retention_is_default && matches!(provenance, Provenance::Hook(_))))
