@@ -64,6 +64,16 @@ fn first_text(raw_messages: &str, strings: bool) -> Option<String> {
     if raw_messages.is_empty() {
         return None;
     }
+    // Read as it is parsed, unless the history is one that reading does not answer for.
+    if let Some(found) = super::first::first_text(raw_messages, strings) {
+        return found;
+    }
+    first_text_of_value(raw_messages, strings)
+}
+
+/// [`first_text`] from the history parsed into `Value`s: Go's decode into
+/// `[]map[string]any`, replayed.
+pub(super) fn first_text_of_value(raw_messages: &str, strings: bool) -> Option<String> {
     let messages: Vec<Value> = serde_json::from_str(raw_messages).ok()?;
     // Go unmarshals into []map[string]any: an element that is neither an object nor null makes
     // the whole decode fail.
