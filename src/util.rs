@@ -60,6 +60,34 @@ pub fn short_duration(d: std::time::Duration) -> String {
     }
 }
 
+/// The `serde::de::Visitor` methods of JSON's scalars (booleans, numbers, `null`), each
+/// answering `$value`: for the visitors of a JSON document that act on its strings, arrays and
+/// objects alone (numbers are still parsed in full, as a `serde_json::Value` parses them).
+macro_rules! scalars_answer {
+    ($value:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+}
+pub(crate) use scalars_answer;
+
 /// The shapes of a set of ASCII words: each word's length (up to 31) and its first and last
 /// bytes in either case. A word whose shape is not in the set is, in any ASCII case, none of
 /// the set's words: most words of a long text are turned away before they are lowercased and

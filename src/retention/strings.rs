@@ -50,25 +50,7 @@ impl<'de> Visitor<'de> for Strings<'_> {
         f.write_str("any JSON value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
+    crate::util::scalars_answer!(());
 
     fn visit_str<E>(self, s: &str) -> Result<(), E> {
         string(s, self.0);
@@ -185,21 +167,7 @@ mod tests {
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("JSON")
             }
-            fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-                Ok(())
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-                Ok(())
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-                Ok(())
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-                Ok(())
-            }
-            fn visit_unit<E>(self) -> Result<(), E> {
-                Ok(())
-            }
+            crate::util::scalars_answer!(());
             fn visit_str<E>(self, _: &str) -> Result<(), E> {
                 Ok(())
             }
