@@ -210,10 +210,19 @@ pub struct Totals {
     pub messages_after: usize,
     pub tokens_before: usize,
     pub tokens_after: usize,
+    /// The rows' costs added up in whole nano-dollars ([`usd`]): the same total in whatever
+    /// order the conversations finished.
     pub cost_usd: f64,
     pub duration_ms: u64,
     /// `--max-cost` was reached and the remaining conversations were not started.
     pub stopped_by_max_cost: bool,
+}
+
+/// `x` dollars rounded to a whole nano-dollar. Costs are token counts times prices of a few
+/// decimals per million tokens, so whole nano-dollars in practice: adding them rounded gives the
+/// same total in any order, where adding the floats gives a last digit that depends on it.
+pub fn usd(x: f64) -> f64 {
+    (x * 1e9).round() / 1e9
 }
 
 impl Totals {
@@ -242,7 +251,7 @@ impl std::ops::AddAssign<&Row> for Totals {
             self.tokens_before += r.tokens_before.unwrap_or(0);
             self.tokens_after += r.tokens_after.unwrap_or(0);
         }
-        self.cost_usd += r.cost_usd.unwrap_or(0.0);
+        self.cost_usd = usd(self.cost_usd + usd(r.cost_usd.unwrap_or(0.0)));
         self.duration_ms += r.duration_ms;
     }
 }
@@ -270,6 +279,39 @@ mod tests {
             (1, 1, 1000, 250)
         );
         assert_eq!(t.saved_pct(), Some(75.0));
+    }
+
+    proptest::proptest! {
+        /// The total cost is the same whatever order the rows finished in (float additions in
+        /// another order gave 3.0339712 in one run and 3.0339712000000003 in the next).
+        #[test]
+        fn total_cost_does_not_depend_on_the_order(
+            costs in proptest::collection::vec(0u32..2_000_000, 1..60),
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            let rows: Vec<Row> = costs
+                .iter()
+                .map(|c| {
+                    let mut r = Row::bare("a", "openai", "manual", Status::Compacted);
+                    // A price per million tokens times a token count: 0.4 $/M × c tokens.
+                    r.cost_usd = Some(f64::from(*c) * 0.4 / 1e6);
+                    r
+                })
+                .collect();
+            let mut shuffled: Vec<&Row> = rows.iter().collect();
+            let mut s = seed;
+            for i in (1..shuffled.len()).rev() {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                shuffled.swap(i, (s >> 33) as usize % (i + 1));
+            }
+            let (mut a, mut b) = (Totals::default(), Totals::default());
+            rows.iter().for_each(|r| a += r);
+            shuffled.into_iter().for_each(|r| b += r);
+            proptest::prop_assert_eq!(a.cost_usd.to_bits(), b.cost_usd.to_bits());
+            // And it is the exact sum, in nano-dollars.
+            let nanos: u64 = costs.iter().map(|c| u64::from(*c) * 400).sum();
+            proptest::prop_assert_eq!(a.cost_usd, nanos as f64 / 1e9);
+        }
     }
 
     #[test]

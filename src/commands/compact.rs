@@ -286,7 +286,9 @@ fn execute(
     totals.stopped_by_max_cost = run.stopped_by_max_cost;
     if !dry {
         // The strategy's meter also counts what failed conversations were billed.
-        totals.cost_usd = totals.cost_usd.max(meter.spent_usd());
+        totals.cost_usd = totals
+            .cost_usd
+            .max(agent_db::report::usd(meter.spent_usd()));
     }
     if let Some(err) = write_error {
         return Err(err.into());
