@@ -4,8 +4,8 @@
 //! cannot exist without its facts, and everything that must cover every provider (the parser,
 //! the key variables scrubbed from hook environments, the built-in prices) reads the table.
 //!
-//! Adding a provider: its wire module (a `send` function, like `openai.rs`) and one entry below
-//! (docs/architecture.md, "How to add a provider").
+//! Adding a provider: its wire module (`encode` and `send` functions, like `openai.rs`) and one
+//! entry below (docs/architecture.md, "Settings, providers and output").
 
 use std::future::Future;
 use std::pin::Pin;
