@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// The first user message's text as the `Value` reading finds it (`Some(None)`: there is none),
 /// or `None` when this reader does not answer for `raw`.
@@ -88,7 +88,7 @@ impl<'de> Visitor<'de> for Message {
         let mut keys: Vec<&'de str> = Vec::new();
         let mut user = None;
         let mut content = None;
-        while let Some(k) = unique_key(&mut map, &mut keys)? {
+        while let Some(k) = crate::util::unique_key(&mut map, &mut keys)? {
             match k {
                 "role" => user = Some(map.next_value_seed(Scalar)?.is_some_and(|r| r == "user")),
                 "content" if self.want && user != Some(false) => {
@@ -101,22 +101,6 @@ impl<'de> Visitor<'de> for Message {
         }
         Ok(content.filter(|_| self.want && user == Some(true)))
     }
-}
-
-/// The next key of an object, borrowed from the document: an escaped key (which cannot be
-/// borrowed) or one the object already had is an error, so the caller reads the `Value`.
-fn unique_key<'de, A: MapAccess<'de>>(
-    map: &mut A,
-    keys: &mut Vec<&'de str>,
-) -> Result<Option<&'de str>, A::Error> {
-    let Some(k) = map.next_key::<&'de str>()? else {
-        return Ok(None);
-    };
-    if keys.contains(&k) {
-        return Err(A::Error::custom("a repeated key"));
-    }
-    keys.push(k);
-    Ok(Some(k))
 }
 
 /// A string value (borrowed from the document when it has no escapes); any other value is
@@ -226,7 +210,7 @@ impl<'de> Visitor<'de> for FirstBlock {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut keys: Vec<&'de str> = Vec::new();
         let mut text = None;
-        while let Some(k) = unique_key(&mut map, &mut keys)? {
+        while let Some(k) = crate::util::unique_key(&mut map, &mut keys)? {
             if k == "text" {
                 text = map.next_value_seed(Scalar)?.map(Cow::into_owned);
             } else {
