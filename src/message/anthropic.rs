@@ -3,21 +3,34 @@
 
 use serde_json::{value::RawValue, Value};
 
+use super::lite::{self, Json, Lite};
 use super::{str_field, value_text, Block, ImageInfo, Message, Role};
 
 pub fn decode(raw: &RawValue) -> Result<Message, String> {
-    let v: Value = serde_json::from_str(raw.get()).map_err(|e| format!("invalid JSON ({e})"))?;
-    let role = match str_field(&v, "role") {
+    match Lite::parse(raw.get()) {
+        Some(v) => decode_value(&v, raw),
+        None => decode_value(&lite::parse(raw.get())?, raw),
+    }
+}
+
+/// [`decode`] from the message's JSON, read as a [`Lite`] or (the fallback) a `Value`.
+fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
+    let role = match str_field(v, "role") {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
         Some(other) => return Err(format!("unknown anthropic role {other:?}")),
         None => return Err("message has no role".into()),
     };
     let blocks = match v.get("content") {
-        Some(Value::String(s)) => vec![Block::Text { text: s.clone() }],
-        Some(Value::Array(items)) => items.iter().map(block).collect::<Result<_, _>>()?,
-        Some(Value::Null) | None => Vec::new(),
-        Some(_) => return Err("content is neither a string nor an array".into()),
+        None => Vec::new(),
+        Some(c) => match (c.as_str(), c.as_array()) {
+            (Some(s), _) => vec![Block::Text {
+                text: s.to_string(),
+            }],
+            (_, Some(items)) => items.iter().map(block).collect::<Result<_, _>>()?,
+            _ if c.is_null() => Vec::new(),
+            _ => return Err("content is neither a string nor an array".into()),
+        },
     };
     Ok(Message {
         role,
@@ -26,18 +39,16 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
     })
 }
 
-fn image(b: &Value) -> ImageInfo {
-    let src = b.get("source").unwrap_or(&Value::Null);
-    match str_field(src, "type") {
-        Some("base64") => ImageInfo::from_base64(
-            str_field(src, "media_type"),
-            str_field(src, "data").unwrap_or(""),
-        ),
-        _ => ImageInfo::from_url(str_field(src, "url").unwrap_or("")),
+fn image<J: Json>(b: &J) -> ImageInfo {
+    let src = b.get("source");
+    let field = |k| src.and_then(|s| str_field(s, k));
+    match field("type") {
+        Some("base64") => ImageInfo::from_base64(field("media_type"), field("data").unwrap_or("")),
+        _ => ImageInfo::from_url(field("url").unwrap_or("")),
     }
 }
 
-fn block(b: &Value) -> Result<Block, String> {
+fn block<J: Json>(b: &J) -> Result<Block, String> {
     let kind = str_field(b, "type").ok_or("content block has no type")?;
     Ok(match kind {
         "text" => Block::Text {
@@ -58,43 +69,44 @@ fn block(b: &Value) -> Result<Block, String> {
             name: str_field(b, "name").unwrap_or("").to_string(),
             input: b
                 .get("input")
-                .map(|i| i.to_string())
+                .map(J::compact)
                 .unwrap_or_else(|| "{}".into()),
         },
         "tool_result" => {
             let mut text = String::new();
             let mut images = Vec::new();
-            match b.get("content") {
-                Some(Value::Array(parts)) => {
-                    for p in parts {
-                        match str_field(p, "type") {
-                            Some("text") => {
-                                if !text.is_empty() {
-                                    text.push('\n');
+            if let Some(c) = b.get("content") {
+                match c.as_array() {
+                    Some(parts) => {
+                        for p in parts {
+                            match str_field(p, "type") {
+                                Some("text") => {
+                                    if !text.is_empty() {
+                                        text.push('\n');
+                                    }
+                                    text.push_str(str_field(p, "text").unwrap_or(""));
                                 }
-                                text.push_str(str_field(p, "text").unwrap_or(""));
+                                Some("image") => images.push(image(p)),
+                                _ => {}
                             }
-                            Some("image") => images.push(image(p)),
-                            _ => {}
                         }
                     }
+                    None => text = value_text(c),
                 }
-                Some(other) => text = value_text(other),
-                None => {}
             }
             Block::ToolResult {
                 call_id: str_field(b, "tool_use_id")
                     .ok_or("tool_result block has no tool_use_id")?
                     .to_string(),
                 content: text,
-                is_error: b.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+                is_error: b.get("is_error").and_then(J::as_bool).unwrap_or(false),
                 images,
             }
         }
         "image" => Block::Image(image(b)),
         other => Block::Opaque {
             kind: other.to_string(),
-            bytes: b.to_string().len(),
+            bytes: b.compact().len(),
         },
     })
 }

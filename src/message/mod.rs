@@ -10,6 +10,7 @@
 pub mod anthropic;
 pub mod codec;
 pub mod image;
+pub(crate) mod lite;
 pub mod openai_chat;
 pub mod responses;
 pub mod shape;
@@ -261,16 +262,16 @@ pub fn go_escape(json: &str) -> String {
 }
 
 /// The text of a JSON value that is a string, or its compact JSON otherwise.
-pub(crate) fn value_text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Null => String::new(),
-        other => other.to_string(),
+pub(crate) fn value_text<J: lite::Json>(v: &J) -> String {
+    match v.as_str() {
+        Some(s) => s.to_string(),
+        None if v.is_null() => String::new(),
+        None => v.compact(),
     }
 }
 
-pub(crate) fn str_field<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(|x| x.as_str())
+pub(crate) fn str_field<'a, J: lite::Json>(v: &'a J, key: &str) -> Option<&'a str> {
+    lite::Json::get(v, key).and_then(J::as_str)
 }
 
 #[cfg(test)]

@@ -4,11 +4,19 @@
 
 use serde_json::{value::RawValue, Value};
 
+use super::lite::{self, Json, Lite};
 use super::{str_field, Block, ImageInfo, Message, Role};
 
 pub fn decode(raw: &RawValue) -> Result<Message, String> {
-    let v: Value = serde_json::from_str(raw.get()).map_err(|e| format!("invalid JSON ({e})"))?;
-    let role = match str_field(&v, "role") {
+    match Lite::parse(raw.get()) {
+        Some(v) => decode_value(&v, raw),
+        None => decode_value(&lite::parse(raw.get())?, raw),
+    }
+}
+
+/// [`decode`] from the message's JSON, read as a [`Lite`] or (the fallback) a `Value`.
+fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
+    let role = match str_field(v, "role") {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
         Some("tool") | Some("function") => Role::Tool,
@@ -17,16 +25,16 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
         None => return Err("message has no role".into()),
     };
     let mut blocks = Vec::new();
-    if let Some(r) = str_field(&v, "reasoning_content").filter(|s| !s.is_empty()) {
+    if let Some(r) = str_field(v, "reasoning_content").filter(|s| !s.is_empty()) {
         blocks.push(Block::Thinking {
             text: r.to_string(),
             redacted: false,
         });
     }
-    let (text, images) = content(&v);
+    let (text, images) = content(v);
     if role == Role::Tool {
         blocks.push(Block::ToolResult {
-            call_id: str_field(&v, "tool_call_id")
+            call_id: str_field(v, "tool_call_id")
                 .ok_or("tool message has no tool_call_id")?
                 .to_string(),
             content: text,
@@ -38,19 +46,19 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
             blocks.push(Block::Text { text });
         }
         blocks.extend(images.into_iter().map(Block::Image));
-        if let Some(r) = str_field(&v, "refusal").filter(|s| !s.is_empty()) {
+        if let Some(r) = str_field(v, "refusal").filter(|s| !s.is_empty()) {
             blocks.push(Block::Text {
                 text: r.to_string(),
             });
         }
     }
-    if let Some(Value::Array(calls)) = v.get("tool_calls") {
+    if let Some(calls) = v.get("tool_calls").and_then(J::as_array) {
         for c in calls {
-            let f = c.get("function").unwrap_or(&Value::Null);
+            let f = |k| c.get("function").and_then(|f| str_field(f, k));
             blocks.push(Block::ToolCall {
                 id: str_field(c, "id").ok_or("tool call has no id")?.to_string(),
-                name: str_field(f, "name").unwrap_or("").to_string(),
-                input: str_field(f, "arguments").unwrap_or("").to_string(),
+                name: f("name").unwrap_or("").to_string(),
+                input: f("arguments").unwrap_or("").to_string(),
             });
         }
     }
@@ -61,10 +69,13 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
     })
 }
 
-fn content(v: &Value) -> (String, Vec<ImageInfo>) {
-    match v.get("content") {
-        Some(Value::String(s)) => (s.clone(), Vec::new()),
-        Some(Value::Array(parts)) => {
+fn content<J: Json>(v: &J) -> (String, Vec<ImageInfo>) {
+    let c = v.get("content");
+    if let Some(s) = c.and_then(J::as_str) {
+        return (s.to_string(), Vec::new());
+    }
+    match c.and_then(J::as_array) {
+        Some(parts) => {
             let mut text = String::new();
             let mut images = Vec::new();
             for p in parts {
@@ -87,7 +98,7 @@ fn content(v: &Value) -> (String, Vec<ImageInfo>) {
             }
             (text, images)
         }
-        _ => (String::new(), Vec::new()),
+        None => (String::new(), Vec::new()),
     }
 }
 

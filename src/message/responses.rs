@@ -3,11 +3,19 @@
 
 use serde_json::{value::RawValue, Value};
 
+use super::lite::{self, Json, Lite};
 use super::{str_field, value_text, Block, Message, Role};
 
 pub fn decode(raw: &RawValue) -> Result<Message, String> {
-    let v: Value = serde_json::from_str(raw.get()).map_err(|e| format!("invalid JSON ({e})"))?;
-    let kind = str_field(&v, "type").unwrap_or("message");
+    match Lite::parse(raw.get()) {
+        Some(v) => decode_value(&v, raw),
+        None => decode_value(&lite::parse(raw.get())?, raw),
+    }
+}
+
+/// [`decode`] from the item's JSON, read as a [`Lite`] or (the fallback) a `Value`.
+fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
+    let kind = str_field(v, "type").unwrap_or("message");
     let role_of = |r: Option<&str>| match r {
         Some("user") => Ok(Role::User),
         Some("assistant") | None => Ok(Role::Assistant),
@@ -16,10 +24,13 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
     };
     let (role, blocks) = match kind {
         "message" => {
-            let mut text = str_field(&v, "content").unwrap_or("").to_string();
+            let mut text = str_field(v, "content").unwrap_or("").to_string();
             if text.is_empty() {
                 // Assistant items may carry their text only inside the verbatim raw_item.
-                if let Some(Value::Array(parts)) = v.get("raw_item").and_then(|r| r.get("content"))
+                if let Some(parts) = v
+                    .get("raw_item")
+                    .and_then(|r| r.get("content"))
+                    .and_then(J::as_array)
                 {
                     text = parts
                         .iter()
@@ -28,7 +39,7 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
                         .join("\n");
                 }
             }
-            let role = match str_field(&v, "role") {
+            let role = match str_field(v, "role") {
                 None => return Err("message item has no role".into()),
                 r => role_of(r)?,
             };
@@ -37,34 +48,34 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
         "reasoning" => (
             Role::Assistant,
             vec![Block::Thinking {
-                text: value_text(v.get("content").unwrap_or(&Value::Null)),
+                text: v.get("content").map_or_else(String::new, value_text),
                 redacted: false,
             }],
         ),
         "function_call" | "custom_tool_call" => (
             Role::Assistant,
             vec![Block::ToolCall {
-                id: str_field(&v, "call_id")
+                id: str_field(v, "call_id")
                     .ok_or("function_call item has no call_id")?
                     .to_string(),
-                name: str_field(&v, "name").unwrap_or("").to_string(),
-                input: str_field(&v, "arguments").unwrap_or("").to_string(),
+                name: str_field(v, "name").unwrap_or("").to_string(),
+                input: str_field(v, "arguments").unwrap_or("").to_string(),
             }],
         ),
         "function_call_output" | "custom_tool_call_output" => (
             Role::Tool,
             vec![Block::ToolResult {
-                call_id: str_field(&v, "call_id")
+                call_id: str_field(v, "call_id")
                     .ok_or("function_call_output item has no call_id")?
                     .to_string(),
-                content: value_text(v.get("output").unwrap_or(&Value::Null)),
+                content: v.get("output").map_or_else(String::new, value_text),
                 is_error: false,
                 images: Vec::new(),
             }],
         ),
         other => (
             // Server-side items (web_search_call, opaque compaction items) are kept as they are.
-            role_of(str_field(&v, "role")).unwrap_or(Role::Assistant),
+            role_of(str_field(v, "role")).unwrap_or(Role::Assistant),
             vec![Block::Opaque {
                 kind: other.to_string(),
                 bytes: raw.get().len(),
