@@ -20,6 +20,11 @@ const TEST_NAME_CHARS: usize = 120;
 
 /// The exit code a line reports (`exit code 1`, `exited with status 2`, `exitCode: 0`).
 pub(super) fn exit_code(lower: &str) -> Option<i64> {
+    // Every marker holds "exit" (a test holds the lexicon to it): most lines are turned away by
+    // one search instead of one per marker.
+    if !lower.contains(EXIT_WORD) {
+        return None;
+    }
     if NONZERO_EXIT_MARKERS.iter().any(|m| lower.contains(m)) {
         return Some(1);
     }
@@ -40,6 +45,9 @@ pub(super) fn exit_code(lower: &str) -> Option<i64> {
     }
     None
 }
+
+/// What every exit marker holds.
+const EXIT_WORD: &str = "exit";
 
 /// The first non-zero exit code a result reports.
 pub(super) fn result_exit_code(content: &str) -> Option<i64> {
@@ -220,17 +228,19 @@ pub(super) fn error_line_near(
     } else {
         &lines[..]
     };
-    let scored: Vec<(usize, u8)> = scan
+    let scores: Vec<u8> = scan.iter().map(|l| line_score(l)).collect();
+    let scored: Vec<(usize, u8)> = scores
         .iter()
+        .copied()
         .enumerate()
-        .map(|(i, l)| (i, line_score(l)))
         .filter(|(_, s)| *s > 0)
         .collect();
     // In a result that failed, compiler-style diagnostics say what failed.
     let scored: Vec<(usize, u8)> = if (is_error || !scored.is_empty()) && !first_lines_only {
         scan.iter()
+            .zip(&scores)
             .enumerate()
-            .filter_map(|(i, l)| match line_score(l) {
+            .filter_map(|(i, (l, s))| match *s {
                 0 if is_diagnostic(l) => Some((i, 2)),
                 0 => None,
                 s => Some((i, s)),
@@ -400,6 +410,17 @@ fn has_location(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`exit_code`] turns a line away when it lacks [`EXIT_WORD`]: every marker must hold it.
+    #[test]
+    fn every_exit_marker_holds_the_exit_word() {
+        for m in EXIT_MARKERS.iter().chain(NONZERO_EXIT_MARKERS) {
+            assert!(m.contains(EXIT_WORD), "{m:?}");
+        }
+        assert_eq!(exit_code("process exited with code 3"), Some(3));
+        assert_eq!(exit_code("returned non-zero exit status"), Some(1));
+        assert_eq!(exit_code("code 3"), None);
+    }
 
     #[test]
     fn error_lines() {
