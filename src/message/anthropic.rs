@@ -73,27 +73,13 @@ fn block<J: Json>(b: &J) -> Result<Block, String> {
                 .unwrap_or_else(|| "{}".into()),
         },
         "tool_result" => {
-            let mut text = String::new();
-            let mut images = Vec::new();
-            if let Some(c) = b.get("content") {
-                match c.as_array() {
-                    Some(parts) => {
-                        for p in parts {
-                            match str_field(p, "type") {
-                                Some("text") => {
-                                    if !text.is_empty() {
-                                        text.push('\n');
-                                    }
-                                    text.push_str(str_field(p, "text").unwrap_or(""));
-                                }
-                                Some("image") => images.push(image(p)),
-                                _ => {}
-                            }
-                        }
-                    }
-                    None => text = value_text(c),
-                }
-            }
+            let (text, images) = match b.get("content") {
+                Some(c) => match c.as_array() {
+                    Some(parts) => super::text_and_images(parts, "image", image),
+                    None => (value_text(c), Vec::new()),
+                },
+                None => (String::new(), Vec::new()),
+            };
             Block::ToolResult {
                 call_id: str_field(b, "tool_use_id")
                     .ok_or("tool_result block has no tool_use_id")?

@@ -270,6 +270,30 @@ pub(crate) fn value_text<J: lite::Json>(v: &J) -> String {
     }
 }
 
+/// The text parts of a content array joined by newlines, and its images: a part whose `type`
+/// is `text` gives its `text`; one whose type is `image_type` gives `image(part)`.
+pub(crate) fn text_and_images<J: lite::Json>(
+    parts: &[J],
+    image_type: &str,
+    image: impl Fn(&J) -> ImageInfo,
+) -> (String, Vec<ImageInfo>) {
+    let mut text = String::new();
+    let mut images = Vec::new();
+    for p in parts {
+        match str_field(p, "type") {
+            Some("text") => {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(str_field(p, "text").unwrap_or(""));
+            }
+            Some(t) if t == image_type => images.push(image(p)),
+            _ => {}
+        }
+    }
+    (text, images)
+}
+
 pub(crate) fn str_field<'a, J: lite::Json>(v: &'a J, key: &str) -> Option<&'a str> {
     lite::Json::get(v, key).and_then(J::as_str)
 }

@@ -75,29 +75,13 @@ fn content<J: Json>(v: &J) -> (String, Vec<ImageInfo>) {
         return (s.to_string(), Vec::new());
     }
     match c.and_then(J::as_array) {
-        Some(parts) => {
-            let mut text = String::new();
-            let mut images = Vec::new();
-            for p in parts {
-                match str_field(p, "type") {
-                    Some("text") => {
-                        if !text.is_empty() {
-                            text.push('\n');
-                        }
-                        text.push_str(str_field(p, "text").unwrap_or(""));
-                    }
-                    Some("image_url") => {
-                        let url = p
-                            .get("image_url")
-                            .and_then(|u| str_field(u, "url"))
-                            .unwrap_or("");
-                        images.push(ImageInfo::from_url(url));
-                    }
-                    _ => {}
-                }
-            }
-            (text, images)
-        }
+        Some(parts) => super::text_and_images(parts, "image_url", |p| {
+            ImageInfo::from_url(
+                p.get("image_url")
+                    .and_then(|u| str_field(u, "url"))
+                    .unwrap_or(""),
+            )
+        }),
         None => (String::new(), Vec::new()),
     }
 }
