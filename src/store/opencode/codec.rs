@@ -20,6 +20,7 @@
 use serde::Deserialize;
 use serde_json::{json, value::RawValue, Value};
 
+use crate::message::lite::{Json, Lite};
 use crate::message::{str_field, value_text, Block, Message, Role};
 
 /// What opencode sends the model for a `compaction` part.
@@ -144,7 +145,7 @@ pub fn is_summary_pair(first: &Message, second: &Message) -> bool {
 
 /// Whether opencode skips this assistant message (it has an error, and is not an abort that
 /// produced content).
-fn skipped_for_error(info: &Value, parts: &[Value]) -> bool {
+fn skipped_for_error<J: Json>(info: &J, parts: &[J]) -> bool {
     let Some(err) = info.get("error").filter(|e| !e.is_null()) else {
         return false;
     };
@@ -158,12 +159,37 @@ fn skipped_for_error(info: &Value, parts: &[Value]) -> bool {
     !(aborted && has_content)
 }
 
-/// Decode one envelope into the model's view of the message.
+/// Decode one envelope into the model's view of the message. The info and parts are read as
+/// borrowed trees ([`Lite`]); when one of them has a repeated key (or is not JSON), all of them
+/// are read as `Value`s, whose errors name the row.
 pub fn decode(raw: &RawValue) -> Result<Message, String> {
     let env = split_envelope(raw)?;
+    let lite = Lite::parse(env.info.get()).and_then(|info| {
+        let parts = env.parts.iter().map(|p| Lite::parse(p.data.get()));
+        Some((info, parts.collect::<Option<Vec<_>>>()?))
+    });
+    if let Some((info, parts)) = lite {
+        return decode_rows(&env, &info, &parts, raw);
+    }
     let info: Value = serde_json::from_str(env.info.get())
         .map_err(|e| format!("message {}: data is not valid JSON ({e})", env.id))?;
-    let role = match str_field(&info, "role") {
+    let mut parts = Vec::with_capacity(env.parts.len());
+    for p in &env.parts {
+        let v: Value = serde_json::from_str(p.data.get())
+            .map_err(|e| format!("part {}: data is not valid JSON ({e})", p.id))?;
+        parts.push(v);
+    }
+    decode_rows(&env, &info, &parts, raw)
+}
+
+/// [`decode`] from the message's info and parts.
+fn decode_rows<J: Json>(
+    env: &Envelope<'_>,
+    info: &J,
+    parts: &[J],
+    raw: &RawValue,
+) -> Result<Message, String> {
+    let role = match str_field(info, "role") {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
         Some(other) => {
@@ -174,20 +200,14 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
         }
         None => return Err(format!("message {}: data has no role", env.id)),
     };
-    let mut parts = Vec::with_capacity(env.parts.len());
-    for p in &env.parts {
-        let v: Value = serde_json::from_str(p.data.get())
-            .map_err(|e| format!("part {}: data is not valid JSON ({e})", p.id))?;
-        parts.push(v);
-    }
     let mut blocks = Vec::new();
-    if role == Role::Assistant && skipped_for_error(&info, &parts) {
+    if role == Role::Assistant && skipped_for_error(info, parts) {
         blocks.push(Block::Opaque {
             kind: "opencode:skipped-error".into(),
             bytes: 0,
         });
     } else {
-        for p in &parts {
+        for p in parts {
             part_blocks(role, p, &mut blocks);
         }
     }
@@ -206,12 +226,12 @@ fn opaque(kind: &str, bytes: usize) -> Block {
 }
 
 /// The blocks one part contributes, as opencode's `toModelMessages` sends it.
-fn part_blocks(role: Role, p: &Value, out: &mut Vec<Block>) {
+fn part_blocks<J: Json>(role: Role, p: &J, out: &mut Vec<Block>) {
     let kind = str_field(p, "type").unwrap_or("");
     match (role, kind) {
         (_, "text") => {
             let text = str_field(p, "text").unwrap_or("");
-            let ignored = p.get("ignored") == Some(&Value::Bool(true));
+            let ignored = p.get("ignored").and_then(J::as_bool) == Some(true);
             if ignored || (role == Role::User && text.is_empty()) {
                 out.push(opaque("ignored-text", 0));
             } else {
@@ -243,36 +263,29 @@ fn part_blocks(role: Role, p: &Value, out: &mut Vec<Block>) {
         // Unknown (a newer opencode) or out of place: kept, counted by size, never interpreted.
         (_, other) => out.push(opaque(
             if other.is_empty() { "untyped" } else { other },
-            p.to_string().len(),
+            p.compact().len(),
         )),
     }
 }
 
 /// A `tool` part: its call, and its result as opencode sends it.
-fn tool_blocks(p: &Value, out: &mut Vec<Block>) {
+fn tool_blocks<J: Json>(p: &J, out: &mut Vec<Block>) {
     let id = str_field(p, "callID").unwrap_or("").to_string();
     let name = str_field(p, "tool").unwrap_or("tool").to_string();
-    let state = p.get("state").cloned().unwrap_or(Value::Null);
-    let input = state
-        .get("input")
-        .map(Value::to_string)
-        .unwrap_or_else(|| "{}".into());
-    let (content, is_error) = match str_field(&state, "status") {
+    let state = |k: &str| p.get("state").and_then(|s| s.get(k));
+    let input = state("input").map_or_else(|| "{}".into(), J::compact);
+    let (content, is_error) = match state("status").and_then(J::as_str) {
         Some("completed") => {
-            let compacted = state
-                .get("time")
+            let compacted = state("time")
                 .and_then(|t| t.get("compacted"))
                 .is_some_and(|c| !c.is_null());
             if compacted {
                 (CLEARED.to_string(), false)
             } else {
-                (
-                    state.get("output").map(value_text).unwrap_or_default(),
-                    false,
-                )
+                (state("output").map(value_text).unwrap_or_default(), false)
             }
         }
-        Some("error") => (state.get("error").map(value_text).unwrap_or_default(), true),
+        Some("error") => (state("error").map(value_text).unwrap_or_default(), true),
         _ => (INTERRUPTED.to_string(), true),
     };
     out.push(Block::ToolCall {

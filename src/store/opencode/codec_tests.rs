@@ -245,3 +245,29 @@ fn prune_marks_completed_tools_only() {
     let mut again: Value = serde_json::from_str(out.get()).unwrap();
     assert!(!prune(&mut again), "already cleared parts are left alone");
 }
+
+/// A part with a repeated key is read as opencode's `JSON.parse` reads it (the last value), and
+/// the message's other rows with it; a tool state read in place gives the same blocks.
+#[test]
+fn a_repeated_key_reads_as_json_parse_does() {
+    let tool_twice = TOOL.replacen(r#""status":"completed""#, r#""status":"error","error":"boom","status":"completed""#, 1);
+    let raw = env(
+        "msg_1",
+        ASSISTANT,
+        &[
+            ("prt_1", r#"{"type":"text","text":"first","text":"last"}"#),
+            ("prt_2", &tool_twice),
+        ],
+    );
+    let m = decode(&raw).unwrap();
+    assert_eq!(m.text(), "last");
+    let Block::ToolResult {
+        content, is_error, ..
+    } = &m.blocks[2]
+    else {
+        panic!("{:?}", m.blocks)
+    };
+    assert!(content.contains("hello world") && !is_error, "{content}");
+    let plain = env("msg_1", ASSISTANT, &[("prt_2", TOOL)]);
+    assert_eq!(decode(&plain).unwrap().blocks, m.blocks[1..].to_vec());
+}
