@@ -25,6 +25,7 @@ pub(crate) trait Json: Sized {
     fn as_array(&self) -> Option<&[Self]>;
     fn as_bool(&self) -> Option<bool>;
     fn is_null(&self) -> bool;
+    fn is_object(&self) -> bool;
     /// The value as compact JSON (what `Value::to_string` writes).
     fn compact(&self) -> String;
 }
@@ -44,6 +45,9 @@ impl Json for Value {
     }
     fn is_null(&self) -> bool {
         Value::is_null(self)
+    }
+    fn is_object(&self) -> bool {
+        Value::is_object(self)
     }
     fn compact(&self) -> String {
         self.to_string()
@@ -105,6 +109,9 @@ impl Json for Lite<'_> {
     }
     fn is_null(&self) -> bool {
         matches!(self, Lite::Null)
+    }
+    fn is_object(&self) -> bool {
+        matches!(self, Lite::Object(_))
     }
     fn compact(&self) -> String {
         serde_json::to_string(self).expect("a JSON tree always serializes")
@@ -307,6 +314,7 @@ mod tests {
         assert_eq!(Json::as_str(v), l.as_str());
         assert_eq!(Json::as_bool(v), l.as_bool());
         assert_eq!(Json::is_null(v), l.is_null());
+        assert_eq!(Json::is_object(v), l.is_object());
         assert_eq!(
             Json::as_array(v).map(<[_]>::len),
             l.as_array().map(<[_]>::len)

@@ -12,14 +12,22 @@
 
 use serde_json::{value::RawValue, Value};
 
+use crate::message::lite::{self, Json, Lite};
 use crate::message::{str_field, Block, ImageInfo, Message, Role};
 
 pub fn decode(raw: &RawValue) -> Result<Message, String> {
-    let v: Value = serde_json::from_str(raw.get()).map_err(|e| format!("invalid JSON ({e})"))?;
+    match Lite::parse(raw.get()) {
+        Some(v) => decode_value(&v, raw),
+        None => decode_value(&lite::parse(raw.get())?, raw),
+    }
+}
+
+/// [`decode`] from the message's JSON, read as a [`Lite`] or (the fallback) a `Value`.
+fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
     if !v.is_object() {
         return Err("message is not a JSON object".into());
     }
-    let role = match str_field(&v, "role") {
+    let role = match str_field(v, "role") {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
         Some("tool") => Role::Tool,
@@ -28,21 +36,21 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
         None => return Err("message has no role".into()),
     };
     let mut blocks = Vec::new();
-    if let Some(r) = str_field(&v, "reasoning_content").filter(|s| !s.is_empty()) {
+    if let Some(r) = str_field(v, "reasoning_content").filter(|s| !s.is_empty()) {
         blocks.push(Block::Thinking {
             text: r.to_string(),
             redacted: false,
         });
     }
-    let (text, images, opaque) = content(&v);
+    let (text, images, opaque) = content(v);
     if role == Role::Tool {
         blocks.push(Block::ToolResult {
-            call_id: str_field(&v, "tool_call_id")
+            call_id: str_field(v, "tool_call_id")
                 .filter(|s| !s.is_empty())
                 .ok_or("tool message has no tool_call_id")?
                 .to_string(),
             content: text,
-            is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+            is_error: v.get("is_error").and_then(J::as_bool).unwrap_or(false),
             images,
         });
     } else {
@@ -52,16 +60,16 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
         blocks.extend(images.into_iter().map(Block::Image));
     }
     blocks.extend(opaque);
-    if let Some(Value::Array(calls)) = v.get("tool_calls") {
+    if let Some(calls) = v.get("tool_calls").and_then(J::as_array) {
         for c in calls {
-            let f = c.get("function").unwrap_or(&Value::Null);
+            let f = |k| c.get("function").and_then(|f| str_field(f, k));
             blocks.push(Block::ToolCall {
                 id: str_field(c, "id")
                     .filter(|s| !s.is_empty())
                     .ok_or("tool call has no id")?
                     .to_string(),
-                name: str_field(f, "name").unwrap_or("").to_string(),
-                input: str_field(f, "arguments").unwrap_or("").to_string(),
+                name: f("name").unwrap_or("").to_string(),
+                input: f("arguments").unwrap_or("").to_string(),
             });
         }
     }
@@ -73,12 +81,12 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
 }
 
 /// The text, images and uninterpreted parts of a message.
-fn content(v: &Value) -> (String, Vec<ImageInfo>, Vec<Block>) {
+fn content<J: Json>(v: &J) -> (String, Vec<ImageInfo>, Vec<Block>) {
     let mut text = String::new();
     let mut images = Vec::new();
     let mut opaque = Vec::new();
-    match v.get("multi_content") {
-        Some(Value::Array(parts)) if !parts.is_empty() => {
+    match v.get("multi_content").and_then(J::as_array) {
+        Some(parts) if !parts.is_empty() => {
             for p in parts {
                 let kind = str_field(p, "type");
                 match kind {
@@ -97,7 +105,7 @@ fn content(v: &Value) -> (String, Vec<ImageInfo>, Vec<Block>) {
                     }
                     _ => opaque.push(Block::Opaque {
                         kind: format!("multi_content:{}", kind.unwrap_or("?")),
-                        bytes: p.to_string().len(),
+                        bytes: p.compact().len(),
                     }),
                 }
             }
@@ -159,6 +167,13 @@ mod tests {
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_string()).unwrap()
+    }
+
+    /// A repeated key reads as Go's `encoding/json` reads it: the last value.
+    #[test]
+    fn a_repeated_key_reads_as_go_does() {
+        let m = decode(&raw(r#"{"role":"tool","role":"user","content":"a","content":"b"}"#)).unwrap();
+        assert_eq!((m.role, m.text()), (Role::User, "b".to_string()));
     }
 
     #[test]
