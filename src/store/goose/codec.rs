@@ -23,6 +23,7 @@
 use serde::Deserialize;
 use serde_json::{value::RawValue, Map, Value};
 
+use crate::message::lite::{Json, Lite};
 use crate::message::{str_field, Block, ImageInfo, Message, Role};
 pub use crate::message::codec::ToolPair;
 
@@ -213,7 +214,9 @@ pub fn is_summary_pair(first: &Message, second: &Message) -> bool {
             .contains("The previous message contains a summary")
 }
 
-/// Decode one envelope into the model's view of the message.
+/// Decode one envelope into the model's view of the message. Its content is read as a borrowed
+/// tree ([`Lite`]); one with a repeated key (or that is not an array) as `Value`s, whose errors
+/// say why goose cannot load it.
 pub fn decode(raw: &RawValue) -> Result<Message, String> {
     let env = split_envelope(raw)?;
     let role = match env.role.as_str() {
@@ -221,13 +224,15 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
         "assistant" => Role::Assistant,
         other => return Err(format!("role {other:?} is not a goose message role")),
     };
-    let items: Vec<Value> = serde_json::from_str(env.content.get())
-        .map_err(|e| format!("content_json is not a JSON array ({e}); goose cannot load it"))?;
-    let mut blocks = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let b = block(role, item).map_err(|e| format!("content item {i}: {e}"))?;
-        blocks.push(b);
-    }
+    let blocks = match Lite::parse(env.content.get()).filter(|l| l.as_array().is_some()) {
+        Some(items) => blocks(role, items.as_array().unwrap_or_default())?,
+        None => {
+            let items: Vec<Value> = serde_json::from_str(env.content.get()).map_err(|e| {
+                format!("content_json is not a JSON array ({e}); goose cannot load it")
+            })?;
+            blocks(role, &items)?
+        }
+    };
     Ok(Message {
         role,
         blocks,
@@ -235,27 +240,41 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
     })
 }
 
-fn opaque(kind: &str, item: &Value) -> Block {
+/// The blocks of a message's content items.
+fn blocks<J: Json>(role: Role, items: &[J]) -> Result<Vec<Block>, String> {
+    let mut blocks = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let b = block(role, item).map_err(|e| format!("content item {i}: {e}"))?;
+        blocks.push(b);
+    }
+    Ok(blocks)
+}
+
+fn opaque<J: Json>(kind: &str, item: &J) -> Block {
     Block::Opaque {
         kind: format!("goose:{kind}"),
-        bytes: item.to_string().len(),
+        bytes: item.compact().len(),
     }
 }
 
 /// Whether an item's `annotations.audience` lets the assistant see it (absent: everyone).
-fn for_assistant(item: &Value) -> bool {
-    match item.get("annotations").and_then(|a| a.get("audience")) {
-        Some(Value::Array(who)) => who.iter().any(|w| w == "assistant"),
-        _ => true,
+fn for_assistant<J: Json>(item: &J) -> bool {
+    match item
+        .get("annotations")
+        .and_then(|a| a.get("audience"))
+        .and_then(J::as_array)
+    {
+        Some(who) => who.iter().any(|w| w.as_str() == Some("assistant")),
+        None => true,
     }
 }
 
-fn need_str<'a>(item: &'a Value, key: &str, kind: &str) -> Result<&'a str, String> {
+fn need_str<'a, J: Json>(item: &'a J, key: &str, kind: &str) -> Result<&'a str, String> {
     str_field(item, key)
         .ok_or_else(|| format!("{kind} has no string {key:?}; goose cannot load this session"))
 }
 
-fn block(role: Role, item: &Value) -> Result<Block, String> {
+fn block<J: Json>(role: Role, item: &J) -> Result<Block, String> {
     if !item.is_object() {
         return Err("not a JSON object; goose cannot load this session".into());
     }
@@ -321,12 +340,16 @@ fn block(role: Role, item: &Value) -> Result<Block, String> {
     })
 }
 
-fn tool_call(id: &str, call: &Value) -> Block {
+fn tool_call<J: Json>(id: &str, call: &J) -> Block {
     let (name, input) = match str_field(call, "status") {
         Some("success") | None => {
-            let v = call.get("value").unwrap_or(&Value::Null);
-            let args = v.get("arguments").map(Value::to_string).unwrap_or_default();
-            (str_field(v, "name").unwrap_or("").to_string(), args)
+            let v = call.get("value");
+            let args = v
+                .and_then(|v| v.get("arguments"))
+                .map(J::compact)
+                .unwrap_or_default();
+            let name = v.and_then(|v| str_field(v, "name")).unwrap_or("");
+            (name.to_string(), args)
         }
         Some(_) => (
             String::new(),
@@ -340,20 +363,21 @@ fn tool_call(id: &str, call: &Value) -> Block {
     }
 }
 
-fn tool_result(id: &str, result: &Value) -> Block {
+fn tool_result<J: Json>(id: &str, result: &J) -> Block {
     let mut text = String::new();
     let mut images = Vec::new();
     let is_error;
     match str_field(result, "status") {
         Some("success") | None => {
-            let v = result.get("value").unwrap_or(&Value::Null);
-            is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
+            let v = result.get("value");
+            is_error = v
+                .and_then(|v| v.get("isError"))
+                .and_then(J::as_bool)
+                .unwrap_or(false);
             // The legacy form is a bare array of content items.
-            let items = match v {
-                Value::Array(a) => Some(a),
-                _ => v.get("content").and_then(Value::as_array),
-            };
-            for c in items.into_iter().flatten().filter(|c| for_assistant(c)) {
+            let items =
+                v.and_then(|v| v.as_array().or_else(|| v.get("content").and_then(J::as_array)));
+            for c in items.into_iter().flatten().filter(|c| for_assistant(*c)) {
                 match str_field(c, "type") {
                     Some("text") => push_line(&mut text, str_field(c, "text").unwrap_or("")),
                     Some("image") => images.push(ImageInfo::from_base64(
@@ -361,10 +385,10 @@ fn tool_result(id: &str, result: &Value) -> Block {
                         str_field(c, "data").unwrap_or(""),
                     )),
                     Some("resource") => {
-                        let r = c.get("resource").unwrap_or(&Value::Null);
-                        push_line(&mut text, str_field(r, "text").unwrap_or(""));
+                        let r = c.get("resource").and_then(|r| str_field(r, "text"));
+                        push_line(&mut text, r.unwrap_or(""));
                     }
-                    _ => push_line(&mut text, &c.to_string()),
+                    _ => push_line(&mut text, &c.compact()),
                 }
             }
         }

@@ -408,3 +408,18 @@ fn tool_pairs_are_complete_requests_with_their_response_only_messages() {
     let decoded = crate::message::decode_all(&CODEC, &joined).unwrap();
     assert_eq!(decoded.len(), 1, "the hidden message is not decoded");
 }
+
+/// A repeated key reads as serde (goose is Rust) keeps it in a `Value`: the last value; the
+/// rest of the content reads as it would without the repeat.
+#[test]
+fn a_repeated_key_reads_as_a_value_keeps_it() {
+    let m = row(
+        "assistant",
+        r#"[{"type":"text","text":"first","text":"last"},{"type":"toolRequest","id":"c1","toolCall":{"status":"success","value":{"name":"shell","arguments":{"command":"ls","command":"pwd"}}}}]"#,
+    );
+    assert_eq!(m.text(), "last");
+    assert_eq!(
+        m.tool_calls().collect::<Vec<_>>(),
+        vec![("c1", "shell", r#"{"command":"pwd"}"#)]
+    );
+}
