@@ -641,6 +641,7 @@ pub(super) fn compaction_of(
         history: new.raw_messages,
         call_ids: new.call_ids,
         model,
+        message_tokens: plan.loaded.tokens.clone(),
     }
 }
 

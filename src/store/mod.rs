@@ -878,6 +878,10 @@ pub struct Compaction {
     pub call_ids: HashSet<String>,
     /// The model that wrote the summary, if one did.
     pub model: Option<String>,
+    /// agent-db's count of each loaded message ([`crate::tokens::message_tokens`], the plan's),
+    /// for a store that records what the summarized messages took; empty when not counted (the
+    /// store then counts them itself).
+    pub message_tokens: Vec<usize>,
 }
 
 /// A compaction ready to be written: the audit row and the store's own write.

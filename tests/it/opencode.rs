@@ -996,6 +996,7 @@ fn neutral(raw: &str, keep: usize) -> agent_db::store::Compaction {
         context_after: 100,
         call_ids: Default::default(),
         model: None,
+        message_tokens: Vec::new(),
     }
 }
 
@@ -1014,6 +1015,49 @@ fn audit(id: &str) -> agent_db::store::archive::AuditEntry {
         retention: None,
         details: serde_json::json!({}),
     }
+}
+
+/// The summary's recorded input is the plan's count of the summarized messages when the
+/// proposal carries the plan's counts: the figure the writer counts itself without them, and
+/// (with counts of one each) the number of summarized messages, so the counts are what is used.
+#[test]
+fn the_summarys_input_is_the_plans_count_of_the_head() {
+    use agent_db::store::{Access, Store, Written};
+    let input_of = |counts: Option<usize>| -> (i64, usize) {
+        let o = O::new("opencode-1.18", 8);
+        let id = o.over(0.7).into_iter().next().unwrap();
+        let row = Store::open(&o.db, Access::Read).unwrap().load(&id).unwrap();
+        let mut c = neutral(&row.raw_messages, 2);
+        let msgs = agent_db::message::decode_all(c.format, &row.raw_messages).unwrap();
+        c.message_tokens = match counts {
+            None => Vec::new(),
+            Some(0) => msgs
+                .iter()
+                .map(|m| agent_db::tokens::message_tokens(c.format, m))
+                .collect(),
+            Some(n) => vec![n; msgs.len()],
+        };
+        let proposal = row.propose(c, audit(&id), None);
+        let mut writer = Store::open(&o.db, Access::Write).unwrap();
+        let w = writer.commit(&proposal, "2026-11-01T12:00:03Z").unwrap();
+        assert!(matches!(w, Written::Committed { .. }), "{w:?}");
+        let input = o
+            .conn()
+            .query_row(
+                "SELECT json_extract(data, '$.tokens.input') FROM message WHERE session_id = ?1 \
+                 AND json_extract(data, '$.summary') = 1",
+                [&id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        (input, msgs.len())
+    };
+    let (counted, n) = input_of(None);
+    let (planned, _) = input_of(Some(0));
+    let (ones, _) = input_of(Some(1));
+    assert!(counted > 0);
+    assert_eq!(planned, counted);
+    assert!((n as i64 - 2..n as i64).contains(&ones), "{ones} of {n}");
 }
 
 #[test]

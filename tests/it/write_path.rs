@@ -558,6 +558,7 @@ fn proposal_for_the_largest(env: &Env) -> (String, agent_db::store::Proposal) {
         context_after: new.tokens,
         call_ids: new.call_ids.clone(),
         model: None,
+        message_tokens: p.loaded.tokens.clone(),
     };
     let audit = AuditEntry {
         conversation_id: id.clone(),

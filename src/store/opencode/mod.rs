@@ -216,6 +216,7 @@ impl LoadedState for Loaded {
             tail_start: c.tail_start,
             reinsert: c.reinsert,
             history: c.history,
+            message_tokens: c.message_tokens,
         })
     }
 }

@@ -48,6 +48,8 @@ pub struct Proposal {
     pub reinsert: Option<usize>,
     /// The new history (for prune: the head with cleared tool parts marked).
     pub history: String,
+    /// The plan's token count of each loaded message ([`crate::store::Compaction`]).
+    pub message_tokens: Vec<usize>,
 }
 
 /// A row agent-db inserts.
@@ -278,8 +280,12 @@ impl Proposal {
     }
 
     /// agent-db's estimate of what the summarized messages (loaded `[0, k)`) take, the input a
-    /// summarizer reads.
+    /// summarizer reads: the plan's counts (`cur` is the version planned, message for message),
+    /// or counted here when the proposal has none.
     fn head_tokens(&self, cur: &Session, k: usize) -> Result<i64> {
+        if self.message_tokens.len() == cur.loaded.len() {
+            return Ok(self.message_tokens[..k].iter().sum::<usize>() as i64);
+        }
         let parts = message::split_raw(&cur.raw_messages)
             .map_err(|e| Error::conversation(&self.id, e.to_string()))?;
         let mut n = 0usize;
