@@ -433,12 +433,13 @@ pub(super) fn read_rows(
         };
         n += 1;
         max = max.max(row.id);
+        let (id, created) = (row.id.to_string(), row.created.to_string());
         let parts = [
-            row.id.to_string(),
-            row.role.clone(),
-            row.content.clone(),
-            row.metadata.clone().unwrap_or_else(|| "\0".into()),
-            row.created.to_string(),
+            id.as_str(),
+            row.role.as_str(),
+            row.content.as_str(),
+            row.metadata.as_deref().unwrap_or("\0"),
+            created.as_str(),
         ];
         for p in parts {
             h.update(p.as_bytes());
