@@ -58,30 +58,33 @@ pub fn split_envelope(raw: &RawValue) -> Result<Envelope<'_>, String> {
 }
 
 /// Build the envelope of one stored message and its parts (id, data). Fails, naming the row,
-/// when a `data` column is not JSON: opencode itself cannot load such a row.
+/// when a `data` column is not JSON: opencode itself cannot load such a row. Each `data` is
+/// checked once; the envelope is written by serde_json's serializer around them, so it is not
+/// parsed again.
 pub fn envelope(id: &str, info: &str, parts: &[(String, String)]) -> Result<Box<RawValue>, String> {
-    let info_raw = serde_json::from_str::<&RawValue>(info)
-        .map_err(|e| format!("message {id}: data is not valid JSON ({e})"))?;
-    let mut s = String::with_capacity(info.len() + 64);
-    s.push_str("{\"id\":");
-    s.push_str(&serde_json::to_string(id).expect("strings serialize"));
-    s.push_str(",\"info\":");
-    s.push_str(info_raw.get());
-    s.push_str(",\"parts\":[");
-    for (i, (pid, data)) in parts.iter().enumerate() {
-        let raw = serde_json::from_str::<&RawValue>(data)
-            .map_err(|e| format!("part {pid} of message {id}: data is not valid JSON ({e})"))?;
-        if i > 0 {
-            s.push(',');
-        }
-        s.push_str("{\"id\":");
-        s.push_str(&serde_json::to_string(pid).expect("strings serialize"));
-        s.push_str(",\"data\":");
-        s.push_str(raw.get());
-        s.push('}');
+    #[derive(serde::Serialize)]
+    struct Env<'a> {
+        id: &'a str,
+        info: &'a RawValue,
+        parts: Vec<Part<'a>>,
     }
-    s.push_str("]}");
-    RawValue::from_string(s).map_err(|e| format!("message {id}: envelope is not JSON ({e})"))
+    #[derive(serde::Serialize)]
+    struct Part<'a> {
+        id: &'a str,
+        data: &'a RawValue,
+    }
+    let info = serde_json::from_str::<&RawValue>(info)
+        .map_err(|e| format!("message {id}: data is not valid JSON ({e})"))?;
+    let parts = parts
+        .iter()
+        .map(|(pid, data)| {
+            let data = serde_json::from_str::<&RawValue>(data)
+                .map_err(|e| format!("part {pid} of message {id}: data is not valid JSON ({e})"))?;
+            Ok(Part { id: pid, data })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    serde_json::value::to_raw_value(&Env { id, info, parts })
+        .map_err(|e| format!("message {id}: envelope is not JSON ({e})"))
 }
 
 fn to_raw(v: &Value) -> Box<RawValue> {

@@ -271,3 +271,21 @@ fn a_repeated_key_reads_as_json_parse_does() {
     let plain = env("msg_1", ASSISTANT, &[("prt_2", TOOL)]);
     assert_eq!(decode(&plain).unwrap().blocks, m.blocks[1..].to_vec());
 }
+
+/// The envelope is the stored bytes, verbatim, in the fixed frame: ids escaped as JSON strings,
+/// each `data` as stored (inner whitespace and escapes kept, the space around it dropped).
+#[test]
+fn the_envelope_frames_the_stored_bytes() {
+    let e = envelope(
+        "msg_\"é\u{1}",
+        " {\"role\" : \"user\",\"t\":\"\\u00e9\"} ",
+        &[("prt_1".into(), "{\"type\":\"text\",  \"text\":\"a\\nb\"}".into())],
+    )
+    .unwrap();
+    assert_eq!(
+        e.get(),
+        r#"{"id":"msg_\"é\u0001","info":{"role" : "user","t":"\u00e9"},"parts":[{"id":"prt_1","data":{"type":"text",  "text":"a\nb"}}]}"#
+    );
+    let bad = envelope("m", "{", &[]).unwrap_err();
+    assert!(bad.starts_with("message m: data is not valid JSON"), "{bad}");
+}
