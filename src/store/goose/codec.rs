@@ -60,18 +60,22 @@ pub fn envelope(
     content_json: &str,
     metadata_json: Option<&str>,
 ) -> Result<Box<RawValue>, String> {
+    #[derive(serde::Serialize)]
+    struct Env<'a> {
+        role: &'a str,
+        content: &'a RawValue,
+        metadata: Option<&'a RawValue>,
+    }
     let content = serde_json::from_str::<&RawValue>(content_json)
         .map_err(|e| format!("content_json is not valid JSON ({e}); goose cannot load it"))?;
-    let metadata = metadata_json
-        .and_then(|m| serde_json::from_str::<&RawValue>(m).ok())
-        .map(|m| m.get())
-        .unwrap_or("null");
-    let role = serde_json::to_string(role).expect("strings serialize");
-    let s = format!(
-        "{{\"role\":{role},\"content\":{},\"metadata\":{metadata}}}",
-        content.get()
-    );
-    RawValue::from_string(s).map_err(|e| format!("envelope is not JSON ({e})"))
+    let metadata = metadata_json.and_then(|m| serde_json::from_str::<&RawValue>(m).ok());
+    // Written by serde_json's serializer around the checked cells: not parsed again.
+    serde_json::value::to_raw_value(&Env {
+        role,
+        content,
+        metadata,
+    })
+    .map_err(|e| format!("envelope is not JSON ({e})"))
 }
 
 /// Who sees a message, by goose's rule (`get_conversation`): `metadata_json` must parse as a
@@ -529,8 +533,7 @@ pub fn agent_visible(raw: &RawValue) -> bool {
 
 /// Serialize a rewritten envelope the way goose serializes (no HTML escaping).
 pub fn to_raw(v: &Value) -> Box<RawValue> {
-    RawValue::from_string(serde_json::to_string(v).expect("json values always serialize"))
-        .expect("serializer output is valid JSON")
+    serde_json::value::to_raw_value(v).expect("json values always serialize")
 }
 
 /// goose's codec: a `messages` row (role, `content_json`, `metadata_json`) as an envelope,

@@ -62,10 +62,18 @@ fn the_envelope_keeps_content_bytes_verbatim() {
     assert_eq!(parts.content.get(), content);
     assert_eq!(parts.role, "user");
     assert!(parts.metadata.is_none(), "unparsable metadata becomes null");
+    assert_eq!(
+        env.get(),
+        format!(r#"{{"role":"user","content":{content},"metadata":null}}"#)
+    );
     let env = envelope("assistant", A1, Some(AGENT_ONLY)).unwrap();
     assert_eq!(
         split_envelope(&env).unwrap().metadata.unwrap().get(),
         AGENT_ONLY
+    );
+    assert_eq!(
+        env.get(),
+        format!(r#"{{"role":"assistant","content":{A1},"metadata":{AGENT_ONLY}}}"#)
     );
 }
 

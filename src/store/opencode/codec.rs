@@ -88,8 +88,7 @@ pub fn envelope(id: &str, info: &str, parts: &[(String, String)]) -> Result<Box<
 }
 
 fn to_raw(v: &Value) -> Box<RawValue> {
-    RawValue::from_string(serde_json::to_string(v).expect("json values always serialize"))
-        .expect("serializer output is valid JSON")
+    serde_json::value::to_raw_value(v).expect("json values always serialize")
 }
 
 /// A user message holding one text part (no ids: agent-db's new rows get theirs when written).
