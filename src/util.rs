@@ -61,6 +61,24 @@ pub fn short_duration(d: std::time::Duration) -> String {
     }
 }
 
+/// `serde::de::DeserializeSeed` for visitors that read any JSON value: the seed is the visitor
+/// itself (`deserialize_any`), yielding the visitor's `Value`.
+macro_rules! seed_is_visitor {
+    ($($t:ty),+ $(,)?) => {$(
+        impl<'de> serde::de::DeserializeSeed<'de> for $t {
+            type Value = <$t as serde::de::Visitor<'de>>::Value;
+
+            fn deserialize<D: serde::de::Deserializer<'de>>(
+                self,
+                d: D,
+            ) -> Result<Self::Value, D::Error> {
+                d.deserialize_any(self)
+            }
+        }
+    )+};
+}
+pub(crate) use seed_is_visitor;
+
 /// The `serde::de::Visitor` methods of JSON's scalars (booleans, numbers, `null`), each
 /// answering `$value`: for the visitors of a JSON document that act on its strings, arrays and
 /// objects alone (numbers are still parsed in full, as a `serde_json::Value` parses them).

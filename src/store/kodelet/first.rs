@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
 /// The first user message's text as the `Value` reading finds it (`Some(None)`: there is none),
 /// or `None` when this reader does not answer for `raw`.
@@ -19,6 +19,8 @@ pub(super) fn first_text(raw: &str, strings: bool) -> Option<Option<String>> {
     Some(found)
 }
 
+crate::util::seed_is_visitor!(Messages, Message, Scalar, Content, FirstBlock, Skip);
+
 /// What a visitor that only validates says it expects.
 fn any(f: &mut fmt::Formatter) -> fmt::Result {
     f.write_str("any JSON value")
@@ -28,14 +30,6 @@ fn any(f: &mut fmt::Formatter) -> fmt::Result {
 /// error, which the `Value` reading also turns into "no first message".
 struct Messages {
     strings: bool,
-}
-
-impl<'de> DeserializeSeed<'de> for Messages {
-    type Value = Option<String>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
 }
 
 impl<'de> Visitor<'de> for Messages {
@@ -63,14 +57,6 @@ impl<'de> Visitor<'de> for Messages {
 struct Message {
     strings: bool,
     want: bool,
-}
-
-impl<'de> DeserializeSeed<'de> for Message {
-    type Value = Option<String>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
 }
 
 impl<'de> Visitor<'de> for Message {
@@ -107,14 +93,6 @@ impl<'de> Visitor<'de> for Message {
 /// read and `None`.
 struct Scalar;
 
-impl<'de> DeserializeSeed<'de> for Scalar {
-    type Value = Option<Cow<'de, str>>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl<'de> Visitor<'de> for Scalar {
     type Value = Option<Cow<'de, str>>;
 
@@ -147,14 +125,6 @@ struct Content {
     strings: bool,
 }
 
-impl<'de> DeserializeSeed<'de> for Content {
-    type Value = Option<String>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl<'de> Visitor<'de> for Content {
     type Value = Option<String>;
 
@@ -181,14 +151,6 @@ impl<'de> Visitor<'de> for Content {
 
 /// The `text` string of a content array's first element, when it is an object.
 struct FirstBlock;
-
-impl<'de> DeserializeSeed<'de> for FirstBlock {
-    type Value = Option<String>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
 
 impl<'de> Visitor<'de> for FirstBlock {
     type Value = Option<String>;
@@ -224,14 +186,6 @@ impl<'de> Visitor<'de> for FirstBlock {
 /// Any value, parsed as a `Value` parses it (numbers read in full, so one past `f64`'s range
 /// fails here as there; every string's escapes decoded) and dropped.
 struct Skip;
-
-impl<'de> DeserializeSeed<'de> for Skip {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
 
 impl<'de> Visitor<'de> for Skip {
     type Value = ();
