@@ -1,7 +1,7 @@
 //! Small helpers: sorted directory listings (recipe and hook discovery), byte counts for
 //! messages, the sha256 hex digest used for version tokens, audit rows and recipes, a word
-//! reader ([`runs`]), [`Shapes`], a quick "no" for words outside a small set, and two helpers of
-//! the JSON readers that answer as a `serde_json::Value` would.
+//! reader ([`runs`]), [`Shapes`], a quick "no" for words outside a small set, and the scalar
+//! methods of a JSON visitor that reads only strings.
 
 use std::path::{Path, PathBuf};
 
@@ -61,24 +61,6 @@ pub fn short_duration(d: std::time::Duration) -> String {
     }
 }
 
-/// `serde::de::DeserializeSeed` for visitors that read any JSON value: the seed is the visitor
-/// itself (`deserialize_any`), yielding the visitor's `Value`.
-macro_rules! seed_is_visitor {
-    ($($t:ty),+ $(,)?) => {$(
-        impl<'de> serde::de::DeserializeSeed<'de> for $t {
-            type Value = <$t as serde::de::Visitor<'de>>::Value;
-
-            fn deserialize<D: serde::de::Deserializer<'de>>(
-                self,
-                d: D,
-            ) -> Result<Self::Value, D::Error> {
-                d.deserialize_any(self)
-            }
-        }
-    )+};
-}
-pub(crate) use seed_is_visitor;
-
 /// The `serde::de::Visitor` methods of JSON's scalars (booleans, numbers, `null`), each
 /// answering `$value`: for the visitors of a JSON document that act on its strings, arrays and
 /// objects alone (numbers are still parsed in full, as a `serde_json::Value` parses them).
@@ -106,24 +88,6 @@ macro_rules! scalars_answer {
     };
 }
 pub(crate) use scalars_answer;
-
-/// The next key of a JSON object, borrowed from the document, for the readers that answer
-/// as a `serde_json::Value` would only when every key reads the same both ways: an escaped key
-/// (which cannot be borrowed) or one the object already had (`keys`; a `Value` keeps its last
-/// value) is an error, and the caller reads the `Value` instead.
-pub(crate) fn unique_key<'de, A: serde::de::MapAccess<'de>>(
-    map: &mut A,
-    keys: &mut Vec<&'de str>,
-) -> Result<Option<&'de str>, A::Error> {
-    let Some(k) = map.next_key::<&'de str>()? else {
-        return Ok(None);
-    };
-    if keys.contains(&k) {
-        return Err(serde::de::Error::custom("a repeated key"));
-    }
-    keys.push(k);
-    Ok(Some(k))
-}
 
 /// The shapes of a set of ASCII words: each word's length (up to 31) and its first and last
 /// bytes in either case. A word whose shape is not in the set is, in any ASCII case, none of

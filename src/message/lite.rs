@@ -146,7 +146,13 @@ impl Serialize for Lite<'_> {
 /// Reads a [`Lite`]; numbers are read as a `Value` reads them.
 struct Tree;
 
-crate::util::seed_is_visitor!(Tree);
+impl<'de> DeserializeSeed<'de> for Tree {
+    type Value = Lite<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Lite<'de>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
 
 impl<'de> Visitor<'de> for Tree {
     type Value = Lite<'de>;

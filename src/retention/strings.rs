@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 
 /// Append the string values of `json` to `out`, as [`super::strings_of`] of its parsed value
 /// does (a string that is itself JSON read for its strings). `false`: `json` is not JSON, or
@@ -66,7 +66,11 @@ impl<'de> Visitor<'de> for Strings<'_> {
         // Keys borrowed from the document: an escaped key is not (the caller reads the document
         // as a `Value` instead), nor is a repeated one.
         let mut keys: Vec<&'de str> = Vec::new();
-        while crate::util::unique_key(&mut map, &mut keys)?.is_some() {
+        while let Some(k) = map.next_key::<&'de str>()? {
+            if keys.contains(&k) {
+                return Err(A::Error::custom("a repeated key"));
+            }
+            keys.push(k);
             map.next_value_seed(Strings(self.0))?;
         }
         Ok(())

@@ -5,7 +5,6 @@
 //! - `summaries.rs`: kodelet's `ToSummary()` (`message_count`, `first_message`).
 //! - `write.rs`: the typed proposal: the new `raw_messages` and the cells that follow from it.
 
-mod first;
 pub mod history;
 mod quick;
 mod read;

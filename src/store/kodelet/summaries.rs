@@ -4,6 +4,9 @@
 //! Both functions are pure and never fail: kodelet ignores parse errors here, and so do we.
 
 use serde_json::Value;
+
+use crate::message::lite::{Json, Lite};
+use crate::message::str_field;
 use sha2::{Digest, Sha256};
 
 /// `strings.Count(raw_messages, "\"role\"")`: the number of occurrences of the substring
@@ -64,48 +67,35 @@ fn first_text(raw_messages: &str, strings: bool) -> Option<String> {
     if raw_messages.is_empty() {
         return None;
     }
-    // Read as it is parsed, unless the history is one that reading does not answer for.
-    if let Some(found) = super::first::first_text(raw_messages, strings) {
-        return found;
+    // Read as a borrowed tree, unless the history has a repeated key (a `Value` keeps the last).
+    if let Some(tree) = Lite::parse(raw_messages) {
+        return tree.as_array().and_then(|m| first_text_of(m, strings));
     }
-    first_text_of_value(raw_messages, strings)
+    let messages: Vec<Value> = serde_json::from_str(raw_messages).ok()?;
+    first_text_of(&messages, strings)
 }
 
-/// [`first_text`] from the history parsed into `Value`s: Go's decode into
-/// `[]map[string]any`, replayed.
-pub(super) fn first_text_of_value(raw_messages: &str, strings: bool) -> Option<String> {
-    let messages: Vec<Value> = serde_json::from_str(raw_messages).ok()?;
+/// [`first_text`] of the parsed history: Go's decode into `[]map[string]any`, replayed.
+fn first_text_of<J: Json>(messages: &[J], strings: bool) -> Option<String> {
     // Go unmarshals into []map[string]any: an element that is neither an object nor null makes
     // the whole decode fail.
     if messages.iter().any(|m| !(m.is_object() || m.is_null())) {
         return None;
     }
     let mut text: Option<&str> = None;
-    for msg in &messages {
-        let Some(obj) = msg.as_object() else { continue };
-        if obj.get("role").and_then(Value::as_str) != Some("user") {
+    for msg in messages {
+        if str_field(msg, "role") != Some("user") {
             continue;
         }
+        let content = msg.get("content");
         if strings {
-            if let Some(t) = obj.get("content").and_then(Value::as_str) {
-                if !t.is_empty() {
-                    text = Some(t);
-                    break;
-                }
+            if let Some(t) = content.and_then(J::as_str).filter(|t| !t.is_empty()) {
+                text = Some(t);
+                break;
             }
         }
-        let Some(first) = obj
-            .get("content")
-            .and_then(Value::as_array)
-            .and_then(|c| c.first())
-        else {
-            continue;
-        };
-        if let Some(t) = first
-            .as_object()
-            .and_then(|b| b.get("text"))
-            .and_then(Value::as_str)
-        {
+        let first = content.and_then(J::as_array).and_then(<[J]>::first);
+        if let Some(t) = first.and_then(|b| str_field(b, "text")) {
             text = Some(t);
             break;
         }
@@ -300,6 +290,12 @@ mod tests {
             fm(r#"[null,{"role":"user","content":[{"text":"x"}]}]"#, None),
             "x"
         );
+        // A repeated key reads as Go's decode reads it (the last value), an escaped key as the
+        // key it spells, and a number past f64 fails the whole decode.
+        let twice = r#"[{"role":"assistant","role":"user","content":[{"text":"a","text":"b"}]}]"#;
+        assert_eq!(fm(twice, None), "b");
+        assert_eq!(fm(r#"[{"r\u006fle":"user","content":[{"text":"e"}]}]"#, None), "e");
+        assert_eq!(fm(r#"[{"role":"user","content":[{"text":"n"}],"x":1e400}]"#, None), "");
     }
 
     #[test]
