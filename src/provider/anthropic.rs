@@ -18,18 +18,13 @@ pub(crate) fn encode(cfg: &ClientConfig, req: &ChatRequest) -> Vec<u8> {
         model: &'a str,
         max_tokens: u32,
         system: &'a str,
-        messages: [Turn<'a>; 1],
-    }
-    #[derive(Serialize)]
-    struct Turn<'a> {
-        role: &'a str,
-        content: &'a str,
+        messages: [super::Turn<'a>; 1],
     }
     super::to_body(&Body {
         model: &cfg.model,
         max_tokens: req.max_tokens,
         system: &req.system,
-        messages: [Turn {
+        messages: [super::Turn {
             role: "user",
             content: &req.user,
         }],

@@ -211,6 +211,13 @@ impl Client {
     }
 }
 
+/// One message of a request body: `{"role", "content"}`, borrowing the request's strings.
+#[derive(Serialize)]
+struct Turn<'a> {
+    role: &'a str,
+    content: &'a str,
+}
+
 /// A request body as JSON bytes. Serializing strings and numbers cannot fail.
 fn to_body(body: &impl Serialize) -> Vec<u8> {
     serde_json::to_vec(body).expect("a request body of strings and numbers serializes")

@@ -32,27 +32,22 @@ pub(crate) fn encode(cfg: &ClientConfig, req: &ChatRequest) -> Vec<u8> {
     #[derive(Serialize)]
     struct Body<'a> {
         model: &'a str,
-        messages: [Turn<'a>; 2],
+        messages: [super::Turn<'a>; 2],
         #[serde(skip_serializing_if = "Option::is_none")]
         max_tokens: Option<u32>,
         #[serde(skip_serializing_if = "Option::is_none")]
         max_completion_tokens: Option<u32>,
-    }
-    #[derive(Serialize)]
-    struct Turn<'a> {
-        role: &'a str,
-        content: &'a str,
     }
     let limit = Some(req.max_tokens);
     let openai = is_openai_itself(&cfg.base_url);
     super::to_body(&Body {
         model: &cfg.model,
         messages: [
-            Turn {
+            super::Turn {
                 role: "system",
                 content: &req.system,
             },
-            Turn {
+            super::Turn {
                 role: "user",
                 content: &req.user,
             },
