@@ -121,6 +121,28 @@ const KEPT_IN_MEMORY: usize = 48 << 20;
 /// than a chunk gets a chunk of its own), so the arena never holds twice what it needs.
 const CHUNK: usize = 1 << 20;
 
+/// How many rows ahead of the one being read, in sorted order, a row's bytes are prefetched.
+/// Measured on P1's 90% store: 6 to 12 cut the read-back of 89,000 rows by a third, 24 less.
+const PREFETCH_AHEAD: usize = 8;
+
+/// Ask the CPU to bring the cache line holding `chunk[at]` into its caches: a hint, with no
+/// effect on what the program reads (nothing when `at` is out of range, or off x86-64).
+#[inline]
+fn prefetch(chunk: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = chunk.get(at) {
+        // SAFETY: `prefetch` only hints at the cache and never faults, whatever the address
+        // (and this one is a live byte); SSE is part of the x86-64 baseline.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (b as *const u8).cast(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (chunk, at);
+}
+
 /// Where one kept row's packed bytes are: its key's bytes, then the row ([`pack`]).
 #[derive(Clone, Copy)]
 struct Slot {
@@ -324,9 +346,13 @@ impl NewestFirst {
             let chunks = &self.chunks;
             let bytes = |s: &Slot| &chunks[s.chunk as usize][s.start as usize..][..s.len as usize];
             let key = |s: &Slot| key_of(s.key_kind, &bytes(s)[..s.key_len as usize]);
-            let mut it = self.slots.iter();
+            let slots = &self.slots;
+            let mut it = slots.iter().enumerate();
             return f(&mut || match it.next() {
-                Some(s) => {
+                Some((i, s)) => {
+                    if let Some(a) = slots.get(i + PREFETCH_AHEAD) {
+                        prefetch(&chunks[a.chunk as usize], a.start as usize);
+                    }
                     let b = bytes(s);
                     let m = unpack(&b[s.key_len as usize..], &codecs)?;
                     let k = if keys { key(s).owned() } else { SortKey::Null };
@@ -383,12 +409,10 @@ impl NewestFirst {
         let Some(conn) = self.spill.take() else {
             self.order();
             for (i, s) in self.slots.iter().enumerate() {
-                // The rows are read in sorted order, scattered over the arena: a read of a row a
-                // few slots ahead lets its cache miss overlap this row's work.
-                if let Some(a) = self.slots.get(i + 6) {
-                    std::hint::black_box(
-                        self.chunks[a.chunk as usize].get(a.start as usize).copied(),
-                    );
+                // The rows are read in sorted order, scattered over the arena: asking for a row
+                // a few slots ahead lets its cache miss overlap this row's work.
+                if let Some(a) = self.slots.get(i + PREFETCH_AHEAD) {
+                    prefetch(&self.chunks[a.chunk as usize], a.start as usize);
                 }
                 let b = &self.chunks[s.chunk as usize][s.start as usize..][..s.len as usize];
                 if !f(unpack_facts(&b[s.key_len as usize..])?)? {

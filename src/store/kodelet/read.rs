@@ -272,10 +272,19 @@ const ORDER_BY_INDEX: &str = " ORDER BY s.updated_at DESC, s.rowid";
 
 /// The summary rows in the table's own order (one sequential pass), for a prefiltered listing.
 /// Columns as [`SUMMARY_LIST_SQL`]'s, without the conversations' values (the few rows kept are
-/// checked and completed one by one), then the rowid.
-const SUMMARY_SEQ_SQL: &str = "SELECT s.id, s.provider, s.usage, s.created_at, s.updated_at,
-  @META@, s.rowid
+/// checked and completed one by one), then the rowid. `@FIELDS@` is [`SEQ_META`] or
+/// [`SEQ_FACTS`].
+const SUMMARY_SEQ_SQL: &str = "SELECT s.id, @FIELDS@, s.rowid
 FROM conversation_summaries s WHERE typeof(s.updated_at) = 'text'";
+
+/// [`SUMMARY_SEQ_SQL`]'s columns for a listing's metadata.
+const SEQ_META: &str = "s.provider, s.usage, s.created_at, s.updated_at,
+  s.summary, s.metadata, s.message_count, @CWD@";
+
+/// [`SUMMARY_SEQ_SQL`]'s columns for [`Facts`] alone, at the same positions: facts read neither
+/// the provider nor the creation time, so those are constants (never NULL, so a row never
+/// falls back to its conversation's cell for them), and the metadata columns are not read.
+const SEQ_FACTS: &str = "'', s.usage, '', s.updated_at, NULL, NULL, NULL, NULL";
 
 /// Conversations with no summary row (the anti-join), on the two primary-key indexes alone; see
 /// [`without_summary`] for the faster merge used when both indexes order ids by their bytes.
@@ -507,13 +516,8 @@ fn prefiltered_rows(
     let mut own = conn
         .prepare("SELECT provider, usage, created_at FROM conversations WHERE id = ?1")
         .at(path)?;
-    // The columns only a meta reads are not decoded for facts.
-    let meta = if facts {
-        "NULL, NULL, NULL, NULL"
-    } else {
-        "s.summary, s.metadata, s.message_count, @CWD@"
-    };
-    let sql = with_columns(&SUMMARY_SEQ_SQL.replace("@META@", meta), cols);
+    let fields = if facts { SEQ_FACTS } else { SEQ_META };
+    let sql = with_columns(&SUMMARY_SEQ_SQL.replace("@FIELDS@", fields), cols);
     let mut stmt = conn.prepare(&sql).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     let mut kept = NewestFirst::listing();
