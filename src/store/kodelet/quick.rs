@@ -42,44 +42,34 @@ pub(super) fn window(b: &[u8]) -> Option<Window> {
     kodelet_shape(b).or_else(|| any_shape(b))
 }
 
-/// The fields of kodelet's usage as Go encodes it: in this order, without spaces; with the
-/// index in [`FIELDS`] of the four read.
-const KODELET_USAGE: [(&[u8], Option<usize>); 10] = [
-    (b"inputTokens", Some(2)),
-    (b"outputTokens", Some(3)),
-    (b"cacheCreationInputTokens", None),
-    (b"cacheReadInputTokens", None),
-    (b"inputCost", None),
-    (b"outputCost", None),
-    (b"cacheCreationCost", None),
-    (b"cacheReadCost", None),
-    (b"currentContextWindow", Some(0)),
-    (b"maxContextWindow", Some(1)),
-];
-
-/// [`window`] of a cell in exactly the shape kodelet writes: its keys compared as bytes, not
-/// scanned (any other shape, or a value [`any_shape`] would not be sure of, is `None`).
+/// [`window`] of a cell in exactly the shape kodelet writes (its `llm.Usage` as Go encodes it:
+/// these fields in this order, without spaces): the text between the values compared as fixed
+/// bytes, not scanned (any other shape, or a value [`any_shape`] would not be sure of, is
+/// `None`).
 fn kodelet_shape(b: &[u8]) -> Option<Window> {
     let mut s = Scan { b, i: 0 };
     let mut out = [None; 4];
-    s.eat(b'{')?;
-    for (n, (key, field)) in KODELET_USAGE.iter().enumerate() {
-        if n > 0 {
-            s.eat(b',')?;
-        }
-        s.eat(b'"')?;
-        if !s.b[s.i..].starts_with(key) {
-            return None;
-        }
-        s.i += key.len();
-        s.eat(b'"')?;
-        s.eat(b':')?;
-        match field {
-            Some(k) => out[*k] = s.int_or_null()?,
-            None => s.number()?,
-        }
-    }
-    s.eat(b'}')?;
+    s.lit(b"{\"inputTokens\":")?;
+    out[2] = s.int_or_null()?;
+    s.lit(b",\"outputTokens\":")?;
+    out[3] = s.int_or_null()?;
+    s.lit(b",\"cacheCreationInputTokens\":")?;
+    s.number()?;
+    s.lit(b",\"cacheReadInputTokens\":")?;
+    s.number()?;
+    s.lit(b",\"inputCost\":")?;
+    s.number()?;
+    s.lit(b",\"outputCost\":")?;
+    s.number()?;
+    s.lit(b",\"cacheCreationCost\":")?;
+    s.number()?;
+    s.lit(b",\"cacheReadCost\":")?;
+    s.number()?;
+    s.lit(b",\"currentContextWindow\":")?;
+    out[0] = s.int_or_null()?;
+    s.lit(b",\"maxContextWindow\":")?;
+    out[1] = s.int_or_null()?;
+    s.lit(b"}")?;
     (s.i == b.len()).then_some(out)
 }
 
@@ -120,6 +110,24 @@ fn any_shape(b: &[u8]) -> Option<Window> {
     (s.i == b.len()).then_some(out)
 }
 
+/// How many ASCII digits `b` starts with, eight bytes at a time.
+#[inline(always)]
+fn digit_run(b: &[u8]) -> usize {
+    let mut n = 0;
+    while let Some(c) = b.get(n..n + 8) {
+        let x = u64::from_le_bytes(c.try_into().expect("8 bytes")) ^ 0x3030_3030_3030_3030;
+        // Each byte is now its digit's value when it is a digit (0 to 9). Adding 0x76 carries
+        // into a byte's top bit from 10 up; `| x` adds the bytes from 0x80 up. Carries cross
+        // into the next byte only from a byte already marked, so the lowest mark is exact.
+        let marks = (x.wrapping_add(0x7676_7676_7676_7676) | x) & 0x8080_8080_8080_8080;
+        if marks != 0 {
+            return n + (marks.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + b[n..].iter().take_while(|c| c.is_ascii_digit()).count()
+}
+
 struct Scan<'a> {
     b: &'a [u8],
     i: usize,
@@ -138,6 +146,12 @@ impl<'a> Scan<'a> {
 
     fn eat(&mut self, c: u8) -> Option<()> {
         (self.next()? == c).then_some(())
+    }
+
+    /// These exact bytes next (a fixed length, so the comparison is inlined, not a call).
+    #[inline(always)]
+    fn lit<const N: usize>(&mut self, l: &[u8; N]) -> Option<()> {
+        (self.b.get(self.i..self.i + N)? == l).then(|| self.i += N)
     }
 
     fn ws(&mut self) {
@@ -161,17 +175,17 @@ impl<'a> Scan<'a> {
     }
 
     /// Digits from here (none is `None`).
+    #[inline(always)]
     fn digits(&mut self, max: usize) -> Option<&'a [u8]> {
         let start = self.i;
-        while matches!(self.peek(), Some(b'0'..=b'9')) {
-            self.i += 1;
-        }
+        self.i += digit_run(&self.b[start..]);
         let d = &self.b[start..self.i];
         (!d.is_empty() && d.len() <= max).then_some(d)
     }
 
     /// `null`, or a non-negative integer in JSON's grammar that fits an i64 (a fraction or an
     /// exponent is "not sure": serde refuses a float for an integer field).
+    #[inline(always)]
     fn int_or_null(&mut self) -> Option<Option<i64>> {
         if self.b[self.i..].starts_with(b"null") {
             self.i += 4;
@@ -202,6 +216,7 @@ impl<'a> Scan<'a> {
         }
     }
 
+    #[inline(always)]
     fn number(&mut self) -> Option<()> {
         if self.peek() == Some(b'-') {
             self.i += 1;
@@ -369,7 +384,12 @@ mod tests {
                 prop::option::weighted(0.2, (any::<prop::sample::Index>(), any::<u8>())),
             )
                 .prop_map(|(values, flip)| {
-                    let keys = super::super::KODELET_USAGE.map(|(k, _)| String::from_utf8_lossy(k).into_owned());
+                    // kodelet's `llm.Usage` fields, in its order.
+                    let keys = [
+                        "inputTokens", "outputTokens", "cacheCreationInputTokens",
+                        "cacheReadInputTokens", "inputCost", "outputCost", "cacheCreationCost",
+                        "cacheReadCost", "currentContextWindow", "maxContextWindow",
+                    ];
                     let body: Vec<String> =
                         keys.iter().zip(&values).map(|(k, v)| format!("\"{k}\":{v}")).collect();
                     let mut b = format!("{{{}}}", body.join(",")).into_bytes();
@@ -399,6 +419,19 @@ mod tests {
 
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(3000))]
+            /// The eight-at-a-time digit count is the byte-by-byte one, for every byte value
+            /// around the digits and at every length.
+            #[test]
+            fn digit_run_counts_leading_digits(
+                bytes in prop::collection::vec(
+                    prop_oneof![8 => b'0'..=b'9', 1 => any::<u8>(), 1 => Just(b'0' + 10), 1 => Just(b'0' - 1)],
+                    0..40,
+                ),
+            ) {
+                let want = bytes.iter().take_while(|c| c.is_ascii_digit()).count();
+                prop_assert_eq!(super::super::digit_run(&bytes), want);
+            }
+
             /// On cells of kodelet's own shape (the byte-compared path), the same rule.
             #[test]
             fn kodelets_shape_reads_as_serde_does(bytes in shaped()) {
