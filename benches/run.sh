@@ -39,7 +39,7 @@
 #   BENCH_REUSE=0               1: keep stores generated earlier with the same parameters and
 #                               the same generator sources (fixtures/synth, fixtures/synth/src/bin/gen_store.rs)
 #   BENCH_LIST_RUNS=10          timed warm runs per P1 command (hyperfine, two passes ABBA)
-#   BENCH_COLD_RUNS=3           timed cold runs per P1 command
+#   BENCH_COLD_RUNS=5           timed cold runs per P1 command
 #   BENCH_TOKEN_RUNS=3          interleaved runs of each tokenizer
 #   BENCH_P4_RUNS=5             runs of each P4 configuration (interleaved; the median is taken)
 #   BENCH_P4_PERF=0             1: one more, untimed --jobs 2 run of P4 under perf: CPU per thread
@@ -67,7 +67,7 @@ ONLY_P1=${BENCH_ONLY_P1:-0}
 SEED=${BENCH_SEED:-1}
 REUSE=${BENCH_REUSE:-0}
 LIST_RUNS=${BENCH_LIST_RUNS:-10}
-COLD_RUNS=${BENCH_COLD_RUNS:-3}
+COLD_RUNS=${BENCH_COLD_RUNS:-5}
 TOKEN_RUNS=${BENCH_TOKEN_RUNS:-3}
 P4_RUNS=${BENCH_P4_RUNS:-5}
 P4_PERF=${BENCH_P4_PERF:-0}
@@ -221,7 +221,8 @@ sed 's|WHERE lim IS NULL OR cur IS NULL OR CAST|WHERE CAST|' "$OUT/sql/floor-doc
 
 # ---------------------------------------------------------------------------------------------
 # Timing. TIMES[label] = "median_s mean_s min_s runs cpu_s": wall-clock median, mean and min
-# over the timed runs, and the mean user+system CPU seconds per run. The machine is shared:
+# over the timed runs, and the median user+system CPU seconds of a run (hyperfine reports CPU
+# only as a mean over its runs: with hyperfine, the mean). The machine is shared:
 # wall time includes waiting for a core, CPU time mostly does not, so both are reported.
 median_of() { sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; print m}'; }
 declare -A TIMES
@@ -276,7 +277,7 @@ for line in open(sys.argv[1]):
     a = acc.setdefault(label, {"t": [], "cpu": []})
     a["t"].append(float(real)); a["cpu"].append(float(user) + float(sys_))
 for label, a in acc.items():
-    t, c = a["t"], statistics.mean(a["cpu"])
+    t, c = a["t"], statistics.median(a["cpu"])
     print(label, f"{statistics.median(t):.6f} {statistics.mean(t):.6f} {min(t):.6f} {len(t)} {c:.6f}")' "$raw" "$warmup")
   fi
   for l in "${labels[@]}"; do echo "$name $l: median/mean/min/runs/cpu ${TIMES[$l]}" >&2; done
@@ -428,7 +429,7 @@ for agent in "${P1_AGENTS[@]}"; do
     result "store.$cell.path" "$s"
     result "store.$cell.file_mb" "$(file_mb "$s")"
     result "store.$cell.gen_s" "$(cat "$s.gen_s" 2>/dev/null || echo nan)"
-    result "store.$cell.gen_log" "$(tr '\n' ' ' <"$s.gen.log" 2>/dev/null)"
+    result "store.$cell.gen_log" "$(cat "$s.gen.log" 2>/dev/null | tr '\n' ' ')"
     p1 "$agent" "$f" "$s"
     if [[ $agent == kodelet ]]; then
       result "rss.kodelet.$f.list_kb" "$(peak_rss_kb "$ADB" --db "$s" list --all-over "$THRESHOLD" --idle 0 --json)"
