@@ -78,14 +78,27 @@ pub enum Error {
     #[error("conversation {id}: {detail}")]
     Conversation { id: String, detail: String },
 
+    /// An ID given on the command line that names no conversation (see
+    /// `store::prefix::unknown_id`); the hint says why when it can.
+    #[error("conversation {id}: not found")]
+    UnknownId { id: String, hint: String },
+
     #[error(
         "{path}: locked by another agent-db run (lock file {lock}); try again when it finishes"
     )]
     Locked { path: PathBuf, lock: PathBuf },
 
-    /// Another process held the store's write lock for longer than agent-db waits.
-    #[error("{path}: busy: another process is writing to it")]
-    Busy { path: PathBuf },
+    /// Another process held a lock on the store for longer than agent-db waits (SQLite's
+    /// `SQLITE_BUSY`/`SQLITE_LOCKED`, from any command). `holder` names it when the operating
+    /// system says who (the CLI fills it in, `store::busy::holder`).
+    #[error(
+        "{path}: busy: {} holds a lock on it; nothing was left half-written, rerun later",
+        .holder.as_deref().unwrap_or("another process")
+    )]
+    Busy {
+        path: PathBuf,
+        holder: Option<String>,
+    },
 
     #[error("{0}")]
     NotFound(String),
@@ -120,6 +133,7 @@ impl Error {
             | Error::Unwritable { .. }
             | Error::Io { .. } => exit::STORE,
             Error::ConversationNotFound { .. }
+            | Error::UnknownId { .. }
             | Error::Conversation { .. }
             | Error::NotFound(_) => exit::DATA,
             Error::Locked { .. } => exit::LOCKED,
@@ -167,10 +181,21 @@ pub trait SqlContext<T> {
 }
 
 impl<T> SqlContext<T> for std::result::Result<T, rusqlite::Error> {
+    /// Another process's lock (SQLITE_BUSY, SQLITE_LOCKED) is [`Error::Busy`], wherever it
+    /// happens: the same error, message and exit code (9) from every command.
     fn at(self, path: &std::path::Path) -> Result<T> {
-        self.map_err(|source| Error::Sqlite {
-            path: path.to_path_buf(),
-            source,
+        self.map_err(|source| {
+            if crate::store::busy::is_busy(&source) {
+                Error::Busy {
+                    path: path.to_path_buf(),
+                    holder: None,
+                }
+            } else {
+                Error::Sqlite {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            }
         })
     }
 }

@@ -22,7 +22,13 @@ fn main() {
     let code = match outcome {
         Ok(Ok(code)) => code,
         Ok(Err(commands::Failure::BrokenPipe)) => 0,
-        Ok(Err(commands::Failure::Error(e))) => {
+        Ok(Err(commands::Failure::Error(mut e))) => {
+            // Every connection is closed by now: the lock's holder can be asked for.
+            if let agent_db::Error::Busy { path, holder } = &mut e {
+                if holder.is_none() {
+                    *holder = agent_db::store::busy::holder(path);
+                }
+            }
             ui.error(&e);
             e.exit_code()
         }

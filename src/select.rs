@@ -255,14 +255,9 @@ impl Selector {
             go_on && selected < limit
         };
         if !self.ids.is_empty() {
-            let mut seen = std::collections::HashSet::new();
-            for given in &self.ids {
-                // The one resolver: a full ID or a unique prefix (an ambiguous prefix stops the
-                // run, exit 5); an ID that names nothing stays as given and fails its row.
-                let id = store.resolve_id_lenient(given)?;
-                if !seen.insert(id.clone()) {
-                    continue;
-                }
+            // The one resolver: a full ID or a unique prefix; an ID that names nothing or an
+            // ambiguous prefix stops the run before anything is reported (exit 5).
+            for id in store.resolve_ids(&self.ids)? {
                 let o = match store.meta(&id) {
                     Ok(meta) => {
                         left_alone(self.evaluate(meta, now, unrated), |id| store.left_alone(id))

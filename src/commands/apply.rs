@@ -161,11 +161,12 @@ fn finish(
         None => {}
     }
     if busy {
-        ui.alert(&format!(
-            "busy: another process is writing to {}; later proposals were not written, apply again later",
-            path.display()
-        ));
-        return Ok(exit::BUSY);
+        // The one busy error every command reports (exit 9): later proposals were not written.
+        return Err(Error::Busy {
+            path: path.to_path_buf(),
+            holder: None,
+        }
+        .into());
     }
     if totals.compacted > 0 && !ui.quiet {
         ui.status(&format!(

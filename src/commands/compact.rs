@@ -71,6 +71,7 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
             Ok(exit_code(&totals, interrupted, busy))
         });
     }
+    let path = store.path.clone();
     let (totals, interrupted, busy) = execute(
         ui,
         store,
@@ -81,6 +82,10 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         args,
         args.dry_run,
     )?;
+    if busy {
+        // The one busy error every command reports (exit 9), after the report of what was done.
+        return Err(Error::Busy { path, holder: None }.into());
+    }
     Ok(exit_code(&totals, interrupted, busy))
 }
 
@@ -133,9 +138,10 @@ mod interrupt {
 
 /// The selectors, with ID prefixes resolved, validated.
 fn selection(ui: &Ui, store: &Store, args: &CompactArgs) -> Result<Selector, Error> {
-    // Unique prefixes are resolved by the selection itself (the one resolver every command
-    // uses); an unknown ID stays as given and becomes that conversation's failed row.
-    let selector = args.select.selector(&args.positional);
+    // The one resolver every command uses, before anything is printed: an ID that names
+    // nothing, or an ambiguous prefix, is the run's error (exit 5), not a failed row.
+    let mut selector = args.select.selector(&args.positional);
+    selector.ids = store.resolve_ids(&selector.ids)?;
     if selector.is_empty() {
         return Err(Error::Usage(
             "choose conversations to compact: ID, --id, --follow, --all-over, --older-than, --since or --provider"
@@ -150,8 +156,15 @@ fn selection(ui: &Ui, store: &Store, args: &CompactArgs) -> Result<Selector, Err
 }
 
 fn choice(args: &CompactArgs) -> Choice {
+    let asked = [
+        ("--llm-provider", args.llm.llm_provider.is_some()),
+        ("--base-url", args.llm.base_url.is_some()),
+        ("--model", args.llm.model.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(flag, given)| given.then_some(flag));
     match args.strategy {
-        None => Choice::Auto,
+        None => asked.map_or(Choice::Auto, Choice::Asked),
         Some(StrategyArg::Llm) => Choice::Llm,
         Some(StrategyArg::Extractive) => Choice::Extractive,
         Some(StrategyArg::Prune) => Choice::Prune {
@@ -311,20 +324,6 @@ fn execute(
              hint: every finished conversation is complete (see `agent-db history`); rerun the same command to go on",
             if dry { "planned" } else { "compacted" },
             totals.failed
-        ));
-    }
-    if run.busy {
-        let file = path
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_else(|| path.display().to_string());
-        let done = match totals.compacted {
-            0 => "nothing changed".to_string(),
-            n => format!("{n} conversation(s) compacted before that, nothing else changed"),
-        };
-        ui.alert(&format!(
-            "busy: {kind} is writing to {file}; {done}, rerun later (agent-db waited {} for its write lock; compact.busy_wait)",
-            humantime::format_duration(opts.busy_wait)
         ));
     }
     Ok((totals, run.interrupted, run.busy))

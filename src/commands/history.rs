@@ -18,12 +18,9 @@ use crate::output::{self, json, Ui};
 fn resolve_conversation(store: &Store, input: &str) -> Result<String, Error> {
     match store.resolve_id(input) {
         Ok(id) => Ok(id),
-        Err(Error::ConversationNotFound { .. }) if store.has_agent_tables()? => {
-            prefix::resolve_in(store, "agent_db_compactions", "conversation_id", input)?.ok_or_else(
-                || Error::ConversationNotFound {
-                    id: input.to_string(),
-                },
-            )
+        Err(Error::UnknownId { .. }) if store.has_agent_tables()? => {
+            prefix::resolve_in(store, "agent_db_compactions", "conversation_id", input)?
+                .ok_or_else(|| prefix::unknown_id(store, input))
         }
         Err(e) => Err(e),
     }

@@ -94,8 +94,9 @@ fn json_row_of<'a>(
 }
 
 pub fn run(ui: &Ui, store: &Store, args: &ListArgs) -> CmdResult {
-    let selector = args.select.selector(&[]);
+    let mut selector = args.select.selector(&[]);
     selector.validate()?;
+    selector.ids = store.resolve_ids(&selector.ids)?;
     if let Some(w) = agent_db::select::provider_warning(&selector, store)? {
         ui.warn(&w);
     }

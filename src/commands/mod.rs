@@ -57,6 +57,7 @@ fn check_clock() -> Result<(), Error> {
 
 pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
     check_clock()?;
+    install_wait_notice(ui);
     // The settings, loaded once: with the compact flags for `compact`. docker-agent stores do
     // not record context limits, so the store layer gets the effective `[context_limits]`
     // (including --config). A broken config file is reported by the commands that need the
@@ -78,6 +79,8 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
         ..Default::default()
     };
     if let Ok(s) = &loaded {
+        // Every command waits for another process's lock as long as `compact` does.
+        store::busy::set_wait(s.busy_wait);
         choice.config_path = s.store_path.clone();
         choice.config_agent = s.store_agent.as_deref().and_then(store::StoreKind::parse);
         choice.context_limits = s.context_limits.clone().into();
@@ -288,6 +291,24 @@ fn man() -> CmdResult {
     Ok(0)
 }
 
+/// The store the run uses, for the notice said while waiting for another process's lock.
+static WAITING_FOR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// The notice said on stderr (not under `--quiet`) once another process's lock has kept a
+/// command waiting for 2 s.
+fn install_wait_notice(ui: &Ui) {
+    if ui.quiet {
+        return;
+    }
+    store::busy::on_wait(Box::new(|| {
+        let path = WAITING_FOR
+            .get()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "the store".into());
+        eprintln!("waiting for {path} (another process holds a write lock)");
+    }));
+}
+
 /// Resolve and open the store.
 pub fn open_store(
     db: Option<&std::path::Path>,
@@ -295,5 +316,6 @@ pub fn open_store(
     access: Access,
 ) -> Result<Store, Error> {
     let resolved = store::resolve_store(db, choice)?;
+    WAITING_FOR.get_or_init(|| resolved.path.clone());
     Store::open_with(&resolved.path, access, choice.context_limits.clone())
 }

@@ -20,6 +20,9 @@ pub enum Choice {
     /// None named: the LLM when [`llm_ready`], else extractive.
     Auto,
     Llm,
+    /// None named, but an LLM setting given on the command line (the flag): a request for the
+    /// LLM, so one that cannot be used is an error naming what is missing, never an offline run.
+    Asked(&'static str),
     Extractive,
     Prune {
         elide_images: bool,
@@ -89,6 +92,17 @@ pub fn build(s: &Settings, choice: Choice) -> Result<Built> {
         Choice::Extractive => Ok(offline("chosen with --strategy extractive")),
         Choice::Llm => {
             llm_ready(s).map_err(|why| Error::Config(format!("--strategy llm: {why}")))?;
+            build_llm(s)
+        }
+        Choice::Asked(flag) => {
+            llm_ready(s).map_err(|mut why| {
+                if s.llm_provider.is_none() {
+                    why.push_str(" (--llm-provider, AGENT_DB_LLM_PROVIDER or [llm] provider)");
+                }
+                Error::Config(format!(
+                    "{flag} was given, but the LLM cannot be used: {why}\nhint: set what is missing, or drop {flag} (--strategy extractive runs offline)"
+                ))
+            })?;
             build_llm(s)
         }
         Choice::Auto => match llm_ready(s) {

@@ -187,6 +187,7 @@ fn hint(e: &Error) -> Option<String> {
         Error::Locked { .. } => fixed("another agent-db run is working on this store; it exits when done"),
         Error::Unwritable { .. } => fixed("nothing was changed and nothing was spent; fix the cause, or use --dry-run to see the plan"),
         Error::Internal(_) => fixed("rerun with AGENT_DB_LOG=debug and RUST_BACKTRACE=1, and report it with that output"),
+        Error::UnknownId { hint, .. } => Some(hint.clone()),
         Error::ConversationNotFound { id }
             if id.chars().count() < agent_db::store::prefix::MIN_INPUT =>
         {

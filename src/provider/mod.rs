@@ -125,6 +125,10 @@ pub enum ProviderError {
     Timeout { url: String, after: Duration },
     #[error("cannot reach {url}: {detail}")]
     Connect { url: String, detail: String },
+    /// No connection could be made (refused, no such host, no route): retrying in seconds
+    /// cannot help, so it fails at once, with the address.
+    #[error("cannot connect to {url}: {detail} (check --base-url / [llm] base_url)")]
+    Unreachable { url: String, detail: String },
     /// The connection broke while the answer's body was being read.
     #[error("the response from {url} was cut off: {detail}")]
     Cut { url: String, detail: String },
@@ -143,7 +147,8 @@ pub enum ProviderError {
 }
 
 impl ProviderError {
-    /// 429, 5xx, timeouts, connection errors and cut-off bodies are worth retrying.
+    /// 429, 5xx, timeouts, connections that broke and cut-off bodies are worth retrying; a
+    /// connection that could not be made at all ([`ProviderError::Unreachable`]) is not.
     pub fn retryable(&self) -> bool {
         match self {
             ProviderError::Status { status, .. } => *status == 429 || *status >= 500,

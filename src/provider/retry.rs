@@ -215,13 +215,15 @@ fn transport_error(cfg: &ClientConfig, url: &str, e: reqwest::Error) -> Provider
     }
     // The URL is already in our error (masked): drop reqwest's copy of it.
     let e = e.without_url();
-    let (builder, decode) = (e.is_builder(), e.is_decode());
+    let (builder, decode, connect) = (e.is_builder(), e.is_decode(), e.is_connect());
     let detail = error_chain(cfg, e);
     let url = url.to_string();
     if builder {
         ProviderError::Config(format!("cannot build the request to {url}: {detail}"))
     } else if decode {
         ProviderError::Decode { url, detail }
+    } else if connect {
+        ProviderError::Unreachable { url, detail }
     } else {
         ProviderError::Connect { url, detail }
     }

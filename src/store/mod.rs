@@ -11,6 +11,7 @@
 
 pub mod agent_tables;
 pub mod archive;
+pub mod busy;
 mod cells;
 pub mod commit;
 pub mod kind;
@@ -320,8 +321,8 @@ pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection> {
         OpenFlags::SQLITE_OPEN_READ_WRITE
     };
     let conn = Connection::open_with_flags(path, flags).at(path)?;
-    conn.busy_timeout(std::time::Duration::from_millis(5000))
-        .at(path)?;
+    // Another process's lock is waited for as every command waits for it (busy::handler).
+    conn.busy_handler(Some(busy::handler)).at(path)?;
     conn.pragma_update(None, "foreign_keys", "ON").at(path)?;
     Ok(conn)
 }

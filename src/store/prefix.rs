@@ -110,22 +110,73 @@ pub fn not_empty(input: &str) -> Result<()> {
     Ok(())
 }
 
+/// The error for an ID that names no conversation: the same message and exit code (5) from
+/// every command, with a hint that says why when it can (too short; the store's IDs all start
+/// with a prefix such as opencode's `ses_` that `input` lacks).
+pub fn unknown_id(store: &Store, input: &str) -> Error {
+    let hint = if input.chars().count() < MIN_INPUT {
+        format!(
+            "an ID prefix needs at least {MIN_INPUT} characters; `agent-db list` shows the IDs"
+        )
+    } else {
+        match common_lead(store) {
+            Some(lead) if !input.starts_with(&lead) => format!(
+                "{} IDs start with {lead}; `agent-db list` shows the IDs",
+                store.kind.name()
+            ),
+            _ => "`agent-db list` shows the IDs".to_string(),
+        }
+    };
+    Error::UnknownId {
+        id: input.to_string(),
+        hint,
+    }
+}
+
+/// The prefix every ID of the store shares up to and including its last `_` (opencode's
+/// `ses_`), when there is one: the common prefix of the smallest and largest ID is every ID's.
+fn common_lead(store: &Store) -> Option<String> {
+    let (table, column) = id_column(store.kind);
+    let (lo, hi): (Option<String>, Option<String>) = store
+        .conn
+        .query_row(
+            &format!("SELECT MIN({column}), MAX({column}) FROM {table}"),
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .ok()?;
+    let (lo, hi) = (lo?, hi?);
+    let common: String = lo
+        .chars()
+        .zip(hi.chars())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a)
+        .collect();
+    let end = common.rfind('_')?;
+    Some(common[..=end].to_string())
+}
+
 impl Store {
-    /// The conversation `input` names (a full ID or a unique prefix).
+    /// The conversation `input` names (a full ID or a unique prefix): the one resolver every
+    /// command uses. Nothing matching is [`unknown_id`]'s error; an ambiguous prefix lists the
+    /// candidates. Both exit 5.
     pub fn resolve_id(&self, input: &str) -> Result<String> {
         not_empty(input)?;
         let (table, column) = id_column(self.kind);
-        resolve_in(self, table, column, input)?.ok_or_else(|| Error::ConversationNotFound {
-            id: input.to_string(),
-        })
+        resolve_in(self, table, column, input)?.ok_or_else(|| unknown_id(self, input))
     }
 
-    /// Like [`Store::resolve_id`], but an ID that matches nothing is returned unchanged, so the
-    /// caller's own not-found handling applies (a per-row failure in `compact`).
-    pub fn resolve_id_lenient(&self, input: &str) -> Result<String> {
-        not_empty(input)?;
-        let (table, column) = id_column(self.kind);
-        Ok(resolve_in(self, table, column, input)?.unwrap_or_else(|| input.to_string()))
+    /// Every ID of `inputs` resolved ([`Store::resolve_id`]), in order, duplicates dropped: the
+    /// first that names nothing (or is ambiguous) is the error, before anything is done.
+    pub fn resolve_ids(&self, inputs: &[String]) -> Result<Vec<String>> {
+        let mut out: Vec<String> = Vec::new();
+        for i in inputs {
+            let id = self.resolve_id(i)?;
+            if !out.contains(&id) {
+                out.push(id);
+            }
+        }
+        Ok(out)
     }
 
     /// Every conversation ID, sorted (for shortest unique prefixes).

@@ -44,16 +44,15 @@ fn store_bytes(path: &Path) -> u64 {
         .sum()
 }
 
-fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _)
-        if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
-}
+use super::busy::is_busy;
 
+/// Another process has the store open (an agent, a sqlite3 shell): vacuum needs it alone. The
+/// store is busy, as for every other command (exit 9); nothing was done.
 fn refused(path: &Path) -> Error {
-    Error::Refused(format!(
-        "{}: another process has the store open (an agent or a sqlite3 shell); vacuum needs it alone, nothing was done",
-        path.display()
-    ))
+    Error::Busy {
+        path: path.to_path_buf(),
+        holder: None,
+    }
 }
 
 /// Offset of the dead-man-switch lock byte in the `-shm` file (SQLite's unix VFS).

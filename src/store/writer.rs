@@ -205,6 +205,7 @@ fn serve_on(
             // The store stayed busy for the whole wait: nothing more is written this run.
             let _ = reply.send(Err(Error::Busy {
                 path: path.to_path_buf(),
+                holder: None,
             }));
             continue;
         }
@@ -243,18 +244,12 @@ fn serve_on(
 /// Whether an error is SQLite's "another connection holds the lock" (`SQLITE_BUSY`,
 /// `SQLITE_LOCKED`).
 fn is_busy(e: &Error) -> bool {
-    use rusqlite::ErrorCode as C;
-    matches!(
-        e,
-        Error::Sqlite {
-            source: rusqlite::Error::SqliteFailure(f, _),
-            ..
-        } if matches!(f.code, C::DatabaseBusy | C::DatabaseLocked)
-    )
+    match e {
+        Error::Busy { .. } => true,
+        Error::Sqlite { source, .. } => super::busy::is_busy(source),
+        _ => false,
+    }
 }
-
-/// The busy timeout the write connection keeps between retries (as kodelet's own).
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Run `f` (one transaction), retrying while another process holds the write lock: SQLite's own
 /// busy handler waits up to a second at a time, and between attempts agent-db pauses 50 ms,
@@ -266,17 +261,20 @@ fn retry_busy<T>(
     wait: Duration,
     mut f: impl FnMut(&mut Connection) -> Result<T>,
 ) -> Result<T> {
-    let deadline = Instant::now() + wait;
+    let started = Instant::now();
+    let deadline = started + wait;
     let mut pause = Duration::from_millis(50);
     let outcome = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let _ = conn.busy_timeout(left.min(Duration::from_secs(1)));
         match f(conn) {
             Err(e) if is_busy(&e) => {
+                super::busy::waited(started);
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     break Err(Error::Busy {
                         path: path.to_path_buf(),
+                        holder: None,
                     });
                 }
                 std::thread::sleep(pause.min(left));
@@ -285,7 +283,7 @@ fn retry_busy<T>(
             other => break other,
         }
     };
-    let _ = conn.busy_timeout(BUSY_TIMEOUT);
+    let _ = conn.busy_handler(Some(super::busy::handler));
     outcome
 }
 

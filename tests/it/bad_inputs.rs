@@ -600,39 +600,28 @@ fn missing_conversation() {
         assert!(out.stdout.is_empty());
     }
 
-    // Among other ids: reported, the others still done.
+    // Among other ids, in every command that takes IDs: the same error before anything is
+    // done or printed (one resolver), exit 5, stdout empty even with --json.
     let other = env
         .ids("SELECT id FROM conversations ORDER BY id LIMIT 1")
         .remove(0);
-    let mut c = env.cmd();
-    c.args([
-        "compact",
-        "--dry-run",
-        "--id",
-        missing,
-        "--id",
-        &other,
-        "--json",
-    ]);
-    let (doc, code) = json(c);
-    assert_eq!(code, PARTIAL);
-    let st = statuses(&doc);
-    assert_eq!(st[0], (missing.to_string(), "failed".to_string()));
-    assert_eq!(st[1].0, other);
-    assert_ne!(st[1].1, "failed");
-    assert!(row_of(&doc, missing)["detail"]
-        .as_str()
-        .unwrap()
-        .contains("not found"));
-
-    let mut c = env.cmd();
-    c.args(["list", "--json", "--id", missing]);
-    let (doc, code) = json(c);
-    assert_eq!(code, PARTIAL);
-    assert_eq!(
-        statuses(&doc),
-        vec![(missing.to_string(), "error".to_string())]
-    );
+    for args in [
+        vec!["compact", "--dry-run", "--id", missing, "--id", &other, "--json"],
+        vec!["compact", "--dry-run", &other, missing],
+        vec!["list", "--json", "--id", missing],
+        vec!["list", "--id", &other, "--id", missing],
+        vec!["history", missing],
+        vec!["restore", missing],
+    ] {
+        let out = run(env.cmd().args(&args));
+        assert_eq!(out.code, DATA, "{args:?}: {}", out.stderr);
+        assert_eq!(
+            out.stderr.lines().next().unwrap_or(""),
+            format!("error: conversation {missing}: not found"),
+            "{args:?}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: {}", out.stdout);
+    }
 
     assert_eq!(env.files_hash(), before);
 }

@@ -70,10 +70,10 @@ fn show_takes_a_unique_prefix_and_lists_candidates_when_ambiguous() {
         run(env.cmd().args(["compact", "--dry-run", "--id", "abcd1234"])).code,
         5
     );
-    // An unknown ID stays a failed row (exit 1), as before.
+    // An unknown ID is not found (exit 5), as in `show`: the one resolver.
     assert_eq!(
         run(env.cmd().args(["compact", "--dry-run", "--id", "ffffffff"])).code,
-        1
+        5
     );
 }
 
@@ -300,10 +300,11 @@ fn vacuum_is_refused_while_the_store_is_in_use() {
     let _: i64 = other
         .query_row("SELECT COUNT(*) FROM conversations", [], |r| r.get(0))
         .unwrap();
+    // Busy, as every command reports another process's lock (exit 9).
     let out = run(env.cmd().arg("vacuum"));
-    assert_eq!(out.code, 7, "{}", out.stderr);
+    assert_eq!(out.code, 9, "{}", out.stderr);
     assert!(
-        out.stderr.contains("another process has the store open"),
+        out.stderr.contains(": busy: ") && out.stderr.contains("holds a lock on it"),
         "{}",
         out.stderr
     );

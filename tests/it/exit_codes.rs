@@ -71,7 +71,7 @@ fn cases() -> Vec<(&'static str, i32, i32)> {
     );
     case(
         "compact --id of a conversation that does not exist",
-        1,
+        5,
         code(env.cmd().args([
             "compact",
             "--dry-run",
@@ -198,7 +198,7 @@ fn cases() -> Vec<(&'static str, i32, i32)> {
     let _: i64 = other.query_row("SELECT 1", [], |r| r.get(0)).unwrap();
     case(
         "vacuum while another process has the store open",
-        7,
+        9,
         code(env.cmd().arg("vacuum")),
     );
     v

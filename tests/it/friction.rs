@@ -58,9 +58,10 @@ fn list_id_takes_the_prefix_the_table_shows_on_kodelet_and_opencode() {
             .args(["list", "--json", "--id", &id[..8], "--id", &id]),
     );
     assert_eq!(ids.len(), 1);
-    // An unknown ID is still that row's failure (exit 1), named as given.
+    // An unknown ID is not found (exit 5), named as given, before anything is listed.
     let out = run(env.cmd().args(["list", "--id", "ffffffff"]));
-    assert_eq!(out.code, 1);
+    assert_eq!(out.code, 5);
+    assert!(!out.stderr.contains("conversation(s)"), "{}", out.stderr);
     assert!(
         out.stderr.contains("conversation ffffffff: not found"),
         "{}",
