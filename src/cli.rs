@@ -322,11 +322,13 @@ pub enum Command {
     )]
     Apply(ApplyArgs),
     /// Show the audit log of compactions (all, or one conversation's)
-    #[command(after_help = "Examples:\n  agent-db history\n  agent-db history 3f2a91c0 --json")]
+    #[command(
+        after_help = "Examples:\n  agent-db history --limit 20\n  agent-db history --since 1d\n  agent-db history 3f2a91c0 --json"
+    )]
     History(HistoryArgs),
     /// Undo compactions: put the archived original back, byte-identical
     #[command(
-        after_help = "Examples:\n  agent-db restore 3f2a91c0\n  agent-db restore 3f2a91c0 --compaction 12\n  agent-db restore --all-since 1h"
+        after_help = "Examples:\n  agent-db restore 3f2a91c0\n  agent-db restore --compaction 12\n  agent-db restore --all-since 1h --dry-run"
     )]
     Restore(RestoreArgs),
     /// Delete archived originals older than DUR (they can no longer be restored); see `vacuum`
@@ -522,6 +524,11 @@ pub struct ApplyArgs {
     #[arg(long)]
     pub no_hooks: bool,
 
+    /// Check every proposal against the store as `apply` would and report what would be
+    /// written; write nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+
     /// Skip a proposal whose retention score, computed again on what would be written (an
     /// edited summary may have dropped artifacts), is under R, from 0 to 1 [default: off]
     #[arg(long, value_name = "R", value_parser = parse_retention)]
@@ -671,19 +678,27 @@ pub struct HistoryArgs {
     /// Only this conversation (ID or unique prefix)
     pub id: Option<String>,
 
+    /// Only the N most recent compactions (shown oldest first)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+
+    /// Only compactions made within the last DUR (e.g. 1d, 12h)
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub since: Option<Duration>,
+
     /// Machine-readable output on stdout
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["id", "all_since"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["id", "compaction", "all_since"])))]
 pub struct RestoreArgs {
     /// The conversation to restore, ID or unique prefix (its latest compaction, or --compaction N)
     pub id: Option<String>,
 
-    /// A specific compaction (its id from `agent-db history`)
-    #[arg(long, value_name = "N", requires = "id")]
+    /// A specific compaction (its number from `agent-db history`; the conversation is optional)
+    #[arg(long, value_name = "N", conflicts_with = "all_since")]
     pub compaction: Option<i64>,
 
     /// Restore every compaction made within the last DUR (newest first)
@@ -693,6 +708,10 @@ pub struct RestoreArgs {
     /// Restore even if the conversation changed after the compaction (the later changes are lost)
     #[arg(long)]
     pub force: bool,
+
+    /// Say what would be restored (or refused); write nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
 
     /// Machine-readable output on stdout
     #[arg(long)]
@@ -735,6 +754,10 @@ pub struct StatsArgs {
 
 #[derive(Debug, Args)]
 pub struct VacuumArgs {
+    /// Say how much would be given back (the store's free pages); change nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+
     /// Machine-readable output on stdout
     #[arg(long)]
     pub json: bool,

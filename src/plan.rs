@@ -30,6 +30,10 @@ pub struct PlanOptions {
     /// The least share of its tokens a compaction must save to be written
     /// (`compact.min_saving`); `None` = any saving (`--force`).
     pub min_saving: Option<f64>,
+    /// `--force`: a conversation whose messages all fit the kept tail the target allows is
+    /// compacted anyway, keeping the newer half of its tokens verbatim (without `keep_tokens`;
+    /// an explicit budget still decides).
+    pub force: bool,
 }
 
 pub use crate::config::{StallGuard, DEFAULT_TARGET};
@@ -453,7 +457,7 @@ pub fn plan_loaded(
         _ => None,
     };
     let mut target_note = None;
-    let keep_tokens = match (opts.keep_tokens, opts.target, landing) {
+    let mut keep_tokens = match (opts.keep_tokens, opts.target, landing) {
         (Some(k), _, _) => k,
         (None, Some(target), Some(land)) => {
             let (keep, note) = tail_for_target(target, &land, opts.summary_reserve);
@@ -468,11 +472,18 @@ pub fn plan_loaded(
         .zip(&loaded.tokens)
         .map(|(m, t)| View::of(m, *t))
         .collect();
-    let mut decision = split::split_after(
-        &views,
-        keep_tokens,
-        crate::summary::prior_len(loaded.format, &loaded.messages, loaded.row.agent_summary),
-    );
+    let prior_len =
+        crate::summary::prior_len(loaded.format, &loaded.messages, loaded.row.agent_summary);
+    let mut decision = split::split_after(&views, keep_tokens, prior_len);
+    if opts.force
+        && opts.keep_tokens.is_none()
+        && matches!(&decision, Decision::NoOp(why) if why.starts_with("already small"))
+    {
+        // --force forces: the tail the target allows holds every message, so half of them (by
+        // tokens) are summarized instead.
+        keep_tokens = loaded.total_tokens() / 2;
+        decision = split::split_after(&views, keep_tokens, prior_len);
+    }
     if let (true, None, Some(target), Some(land)) = (
         opts.skip_under_target,
         opts.keep_tokens,

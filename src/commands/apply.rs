@@ -83,7 +83,12 @@ pub fn run(
     } else {
         Some(std::sync::Arc::new(super::compact::hooks(ui, settings)?))
     };
-    let _lock = lock::acquire(&store.path)?;
+    // A dry run writes nothing and takes no lock.
+    let _lock = if args.dry_run {
+        None
+    } else {
+        Some(lock::acquire(&store.path)?)
+    };
     let details = serde_json::json!({
         "review": "plan",
         "plan": canonical(&args.file).display().to_string(),
@@ -93,7 +98,7 @@ pub fn run(
             "apply",
             &store.path,
             store.kind.name(),
-            false,
+            args.dry_run,
         )?)
     } else {
         None
@@ -111,6 +116,7 @@ pub fn run(
             details,
             hooks,
             min_retention: args.min_retention,
+            dry_run: args.dry_run,
         },
         &mut |row| {
             seq += 1;
@@ -146,7 +152,8 @@ fn finish(
     }
     match json {
         Some(j) => j.finish(&totals)?,
-        None if !ui.quiet => {
+        // --quiet: a run that went well prints nothing; a dry run's table is what was asked.
+        None if !ui.quiet || rows.iter().any(|r| r.status == Status::Planned) => {
             let shown: Vec<&Row> = rows.iter().collect();
             let store = Store::open(path, agent_db::store::Access::Read).ok();
             let name = |id: &str| {
@@ -156,7 +163,8 @@ fn finish(
                     .and_then(|m| m.name)
                     .unwrap_or_default()
             };
-            report_table::render(ui, &shown, &totals, false, ids, &name, &[])?;
+            let dry = rows.iter().any(|r| r.status == Status::Planned);
+            report_table::render(ui, &shown, &totals, dry, ids, &name, &[])?;
         }
         None => {}
     }
@@ -174,7 +182,10 @@ fn finish(
             path.display()
         ));
     }
-    Ok(if rows.iter().all(|r| r.status == Status::Compacted) {
+    Ok(if rows
+        .iter()
+        .all(|r| matches!(r.status, Status::Compacted | Status::Planned))
+    {
         exit::OK
     } else {
         exit::PARTIAL
@@ -368,6 +379,7 @@ pub fn edit(
             min_retention: opts
                 .min_retention
                 .filter(|_| !opts.min_retention_is_default),
+            dry_run: false,
         },
         &mut |row| {
             if let Status::Failed(why) = &row.status {

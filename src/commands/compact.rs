@@ -202,6 +202,7 @@ fn run_options(ui: &Ui, args: &CompactArgs, built: &Built) -> Result<RunOptions,
             stall: (!args.force).then_some(settings.stall),
             skip_under_target: !args.force,
             min_saving: (!args.force).then_some(settings.min_saving),
+            force: args.force,
         },
         dry_run: args.dry_run,
         // The table needs every row; a JSON report streams them.

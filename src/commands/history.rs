@@ -8,7 +8,7 @@ use agent_db::util::human_bytes;
 use agent_db::Error;
 
 use super::CmdResult;
-use crate::cli::{HistoryArgs, PruneArchiveArgs, RestoreArgs};
+use crate::cli::{HistoryArgs, PruneArchiveArgs, RestoreArgs, VacuumArgs};
 use crate::output::table::{self, Kind, Tone};
 use crate::output::{self, json, Ui};
 
@@ -44,7 +44,16 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
         Some(i) => Some(resolve_conversation(store, i)?),
         None => None,
     };
-    let rows = restore::history(store, id.as_deref())?;
+    let mut rows = restore::history(store, id.as_deref())?;
+    if let Some(d) = args.since {
+        let since = gotime::now() - chrono::Duration::from_std(d).unwrap_or_default();
+        rows.retain(|c| gotime::parse(&c.compacted_at).is_ok_and(|t| t >= since));
+    }
+    if let Some(n) = args.limit {
+        // The most recent N, still oldest first.
+        let cut = rows.len().saturating_sub(n);
+        rows.drain(..cut);
+    }
     if args.json {
         return json::print("history", serde_json::json!({"compactions": rows}))
             .map(|_| exit::OK)
@@ -103,65 +112,95 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
 }
 
 pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
-    let _lock = lock::acquire(&store.path)?;
+    // A dry run writes nothing and takes no lock (as `compact --dry-run`).
+    let _lock = if args.dry_run {
+        None
+    } else {
+        Some(lock::acquire(&store.path)?)
+    };
     let mut store = store;
+    let now_text = gotime::rfc3339_utc(&gotime::now());
+    let mut nothing_to_do: Option<String> = None;
     let ids: Vec<i64> = if let Some(d) = args.all_since {
         let since = gotime::now() - chrono::Duration::from_std(d).unwrap_or_default();
         restore::since(&store, &gotime::rfc3339_utc(&since))?
+    } else if let Some(n) = args.compaction {
+        // A compaction's number is unique: the conversation is optional, and when given it
+        // must be that compaction's.
+        let c = restore::get(&store, n)?.ok_or_else(|| {
+            Error::NotFound(format!(
+                "compaction {n}: not found in the audit log (`agent-db history` lists them)"
+            ))
+        })?;
+        if let Some(given) = &args.id {
+            let id = resolve_conversation(&store, given)?;
+            if c.conversation_id != id {
+                return Err(Error::Usage(format!(
+                    "compaction {n} belongs to conversation {}, not {id}",
+                    c.conversation_id
+                ))
+                .into());
+            }
+        }
+        vec![n]
     } else {
         let id = resolve_conversation(&store, args.id.as_deref().unwrap_or_default())?;
-        match args.compaction {
-            Some(n) => {
-                let c = restore::get(&store, n)?.ok_or_else(|| {
-                    Error::NotFound(format!("compaction {n}: not found in the audit log"))
-                })?;
-                if c.conversation_id != id {
-                    return Err(Error::Usage(format!(
-                        "compaction {n} belongs to conversation {}, not {id}",
-                        c.conversation_id
-                    ))
-                    .into());
-                }
-                vec![n]
+        match restore::latest_for(&store, &id)? {
+            Some(n) => vec![n],
+            // Every compaction of it is restored already: nothing to do (exit 0). One never
+            // compacted is not found (exit 5).
+            None if !restore::history(&store, Some(&id))?.is_empty() => {
+                nothing_to_do = Some(format!(
+                    "conversation {id}: nothing to do: every compaction of it is restored (see `agent-db history {id}`)"
+                ));
+                Vec::new()
             }
-            None => match restore::latest_for(&store, &id)? {
-                Some(n) => vec![n],
-                None => {
-                    return Err(Error::NotFound(format!(
-                        "conversation {id}: no compaction to restore (see `agent-db history {id}`)"
-                    ))
-                    .into())
-                }
-            },
+            None => {
+                return Err(Error::NotFound(format!(
+                    "conversation {id}: no compaction to restore (see `agent-db history {id}`)"
+                ))
+                .into())
+            }
         }
     };
-    if !ids.is_empty() {
+    if !ids.is_empty() && !args.dry_run {
         // Tables an older agent-db made are upgraded first (the archive's reader needs them);
         // tables a newer one made are refused.
         store.ensure_agent_tables()?;
     }
     let mut results = Vec::new();
     for n in ids {
-        let now = gotime::rfc3339_utc(&gotime::now());
-        results.push(restore::restore(&mut store, n, args.force, &now)?);
+        results.push(if args.dry_run {
+            restore::preview(&store, n, args.force, &now_text)?
+        } else {
+            let now = gotime::rfc3339_utc(&gotime::now());
+            restore::restore(&mut store, n, args.force, &now)?
+        });
     }
     let refused = results.iter().filter(|r| !r.ok).count();
     if args.json {
-        json::print("restore", serde_json::json!({"results": results}))?;
+        json::print(
+            "restore",
+            serde_json::json!({"dry_run": args.dry_run, "results": results}),
+        )?;
     } else {
         if results.is_empty() {
-            ui.status("nothing to restore");
+            ui.status(nothing_to_do.as_deref().unwrap_or("nothing to restore"));
         }
         for r in &results {
             let line = format!(
                 "compaction {} of {}: {}",
                 r.compaction_id, r.conversation_id, r.status
             );
-            if r.ok {
-                output::out(&format!("{line}\n"))?;
-            } else {
+            if !r.ok {
                 ui.alert(&line);
+            } else if args.dry_run || !ui.quiet {
+                // --quiet: a restore that went well prints nothing; a preview is what was asked.
+                output::out(&format!("{line}\n"))?;
             }
+        }
+        if args.dry_run && !results.is_empty() {
+            ui.status("dry run: nothing was restored");
         }
     }
     Ok(if refused > 0 { exit::REFUSED } else { exit::OK })
@@ -203,7 +242,10 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
         ))
     };
     if args.dry_run || would.compactions == 0 {
-        report(&would, args.dry_run)?;
+        // --quiet: nothing to prune prints nothing; a dry run's preview is what was asked.
+        if args.dry_run || args.json || !ui.quiet {
+            report(&would, args.dry_run)?;
+        }
         return Ok(exit::OK);
     }
     let question = format!(
@@ -221,11 +263,13 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
         &gotime::rfc3339_utc(&before),
         &gotime::rfc3339_utc(&now),
     )?;
-    report(&p, false)?;
+    if args.json || !ui.quiet {
+        report(&p, false)?;
+    }
     drop(store);
     if args.vacuum {
         let v = vacuum::vacuum(&path)?;
-        if !args.json {
+        if !args.json && (!ui.quiet || v.integrity_check != "ok") {
             vacuum_report(&v)?;
         }
     } else {
@@ -248,7 +292,24 @@ fn vacuum_report(v: &vacuum::Vacuumed) -> std::io::Result<()> {
 }
 
 /// `agent-db vacuum`: the store is recognized first (`store`), then reopened alone.
-pub fn vacuum(_ui: &Ui, store: Store, json: bool) -> CmdResult {
+pub fn vacuum(ui: &Ui, store: Store, args: &VacuumArgs) -> CmdResult {
+    let json = args.json;
+    if args.dry_run {
+        let f = vacuum::free_space(&store)?;
+        if json {
+            json::print(
+                "vacuum",
+                serde_json::json!({"dry_run": true, "free_pages": f.free_pages, "free_bytes": f.free_bytes}),
+            )?;
+        } else {
+            output::out(&format!(
+                "would give back {} free pages ({}); dry run: nothing was changed\n",
+                f.free_pages,
+                human_bytes(f.free_bytes.max(0) as u64)
+            ))?;
+        }
+        return Ok(exit::OK);
+    }
     let path = store.path.clone();
     // Our own connection would count as "another connection" to the exclusive lock.
     drop(store);
@@ -256,7 +317,8 @@ pub fn vacuum(_ui: &Ui, store: Store, json: bool) -> CmdResult {
     let v = vacuum::vacuum(&path)?;
     if json {
         json::print("vacuum", serde_json::json!({"vacuum": v}))?;
-    } else {
+    } else if !ui.quiet || v.integrity_check != "ok" {
+        // --quiet: a vacuum that went well prints nothing.
         vacuum_report(&v)?;
     }
     Ok(if v.integrity_check == "ok" {

@@ -123,13 +123,18 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
         Command::List(args) => list::run(ui, &open(Access::Read)?, &args),
         Command::Show(args) => show::run(ui, &open(Access::Read)?, &args),
         Command::Stats(args) => stats::run(ui, &open(Access::Read)?, &args),
-        Command::Vacuum(args) => history::vacuum(ui, open(Access::Read)?, args.json),
+        Command::Vacuum(args) => history::vacuum(ui, open(Access::Read)?, &args),
         Command::Apply(args) => {
             // The plan is read and its store checked before the store is opened to write.
             let plan = apply::read_plan(&args.file)?;
             let db = apply::store_for(&plan, &args.file, db.as_deref())?;
             let settings = loaded?;
-            let store = open_store(Some(&db), &choice, Access::Write)?;
+            let access = if args.dry_run {
+                Access::Read
+            } else {
+                Access::Write
+            };
+            let store = open_store(Some(&db), &choice, access)?;
             check_agent(&store, choice.agent_flag, db_from_env)?;
             apply::run(ui, store, plan, &args, &settings)
         }
@@ -143,7 +148,14 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
             compact::run(ui, open(access)?, &args, &settings)
         }
         Command::History(args) => history::history(ui, &open(Access::Read)?, &args),
-        Command::Restore(args) => history::restore(ui, open(Access::Write)?, &args),
+        Command::Restore(args) => {
+            let access = if args.dry_run {
+                Access::Read
+            } else {
+                Access::Write
+            };
+            history::restore(ui, open(access)?, &args)
+        }
         Command::PruneArchive(args) => {
             let access = if args.dry_run {
                 Access::Read

@@ -136,6 +136,9 @@ pub struct ApplyOptions {
     pub hooks: Option<Arc<crate::hooks::Hooks>>,
     /// `apply --min-retention`: a proposal scoring under it is skipped, nothing written.
     pub min_retention: Option<f64>,
+    /// `apply --dry-run`: every check, no write (a proposal that would be written is
+    /// [`Status::Planned`]); no write connection is opened.
+    pub dry_run: bool,
 }
 
 /// The outcome of applying a plan.
@@ -179,8 +182,8 @@ pub fn apply(
             path: location.path.clone(),
             source,
         })?;
-    let writer = Writer::start(location, opts.busy_wait);
-    let handle = writer.handle();
+    let writer = (!opts.dry_run).then(|| Writer::start(location, opts.busy_wait));
+    let handle = writer.as_ref().map(Writer::handle);
     let mut rows = Vec::with_capacity(plan.conversations.len());
     let mut busy = false;
     for p in &plan.conversations {
@@ -193,7 +196,7 @@ pub fn apply(
                 Status::NotStarted(NotStarted::Busy),
             )
         } else {
-            apply_one(&store, p, opts, &handle, &runtime)
+            apply_one(&store, p, opts, handle.as_ref(), &runtime)
         };
         row.strategy.get_or_insert_with(|| p.strategy.clone());
         busy |= matches!(row.status, Status::NotStarted(NotStarted::Busy));
@@ -203,7 +206,9 @@ pub fn apply(
     }
     drop(handle);
     drop(runtime);
-    writer.finish()?;
+    if let Some(w) = writer {
+        w.finish()?;
+    }
     Ok(ApplyReport { rows, busy })
 }
 
@@ -212,7 +217,7 @@ fn apply_one(
     store: &Store,
     p: &Proposed,
     opts: &ApplyOptions,
-    writer: &WriterHandle,
+    writer: Option<&WriterHandle>,
     runtime: &tokio::runtime::Runtime,
 ) -> Row {
     let manual = Reason::Manual.name();
@@ -306,6 +311,11 @@ fn apply_one(
             .as_ref()
             .and_then(|r| serde_json::to_string(r).ok()),
         details,
+    };
+    let Some(writer) = writer else {
+        // A dry run: every check passed, this is what would be written.
+        row.status = Status::Planned;
+        return row;
     };
     let compaction = compaction_of(&plan, &rewrite, new, p.model.clone());
     let proposal = plan.loaded.row.propose(compaction, audit, Some(store));

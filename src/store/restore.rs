@@ -128,14 +128,39 @@ pub struct Restored {
     pub ok: bool,
 }
 
-/// Restore compaction `id` in one transaction. Refused (not an error) when it was already
-/// restored, its archive was pruned, or the conversation changed after it (unless `force`).
-pub fn restore(store: &mut Store, id: i64, force: bool, now: &str) -> Result<Restored> {
-    let (conn, path) = (&mut store.conn, store.path.as_path());
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .at(path)?;
-    let c = tx
+/// How long before `now` (RFC 3339) the stored time `at` was, as every table says it
+/// (`12s ago`); the stored text when either cannot be read.
+fn ago(now: &str, at: &str) -> String {
+    match (crate::gotime::parse(now), crate::gotime::parse(at)) {
+        (Ok(n), Ok(t)) => match (n - t).to_std() {
+            Ok(d) => format!("{} ago", crate::util::short_duration(d)),
+            Err(_) => "just now".to_string(),
+        },
+        _ => at.to_string(),
+    }
+}
+
+/// What restoring a compaction would do, decided on `conn` (inside the restore's transaction,
+/// or on its own for `--dry-run`).
+enum Check {
+    /// Nothing to do or refused: the result to report as it is.
+    Done(Restored),
+    /// It can be restored: its archived cells, and whether the conversation changed since.
+    Go {
+        c: Compaction,
+        archived: Vec<archive::Archived>,
+        changed: bool,
+    },
+}
+
+fn check(
+    conn: &rusqlite::Connection,
+    path: &std::path::Path,
+    id: i64,
+    force: bool,
+    now: &str,
+) -> Result<Check> {
+    let c = conn
         .query_row(
             &format!("SELECT {COLUMNS} FROM agent_db_compactions WHERE id = ?1"),
             [id],
@@ -144,40 +169,90 @@ pub fn restore(store: &mut Store, id: i64, force: bool, now: &str) -> Result<Res
         .optional()
         .at(path)?
         .ok_or_else(|| Error::NotFound(format!("compaction {id}: not found in the audit log")))?;
-    let refuse = |why: String| Restored {
-        compaction_id: id,
-        conversation_id: c.conversation_id.clone(),
-        status: format!("refused: {why}"),
-        ok: false,
+    let done = |status: String, ok: bool| {
+        Ok(Check::Done(Restored {
+            compaction_id: id,
+            conversation_id: c.conversation_id.clone(),
+            status,
+            ok,
+        }))
     };
+    let refuse = |why: String| done(format!("refused: {why}"), false);
     if let Some(at) = &c.restored_at {
-        return Ok(refuse(format!("already restored at {at}")));
+        // Undone already: nothing to do, which is not a failure (exit 0, as `--all-since`
+        // with nothing to restore).
+        return done(
+            format!("nothing to do: already restored {}", ago(now, at)),
+            true,
+        );
     }
     if let Some(at) = &c.archive_pruned_at {
-        return Ok(refuse(format!(
-            "its archive was pruned at {at}; it can no longer be restored"
-        )));
+        return refuse(format!(
+            "its archive was pruned {}; it can no longer be restored",
+            ago(now, at)
+        ));
     }
-    let archived = archive::load(&tx, id).at(path)?;
+    let archived = archive::load(conn, id).at(path)?;
     if archived.is_empty() {
-        return Ok(refuse("no archived pre-image".into()));
+        return refuse("no archived pre-image".into());
     }
     let cells: Vec<_> = archived.iter().map(|a| a.cell.clone()).collect();
-    let post: String = tx
+    let post: String = conn
         .query_row(
             "SELECT post_image_sha256 FROM agent_db_compactions WHERE id = ?1",
             [id],
             |r| r.get(0),
         )
         .at(path)?;
-    let changed = archive::image_hash(&tx, &cells).at(path)? != post;
+    let changed = archive::image_hash(conn, &cells).at(path)? != post;
     if !force && changed {
-        return Ok(refuse(format!(
+        return refuse(format!(
             "conversation {} changed after this compaction (a later compaction or the agent wrote to it); \
              restore later compactions first, or pass --force to overwrite the later changes",
             c.conversation_id
-        )));
+        ));
     }
+    Ok(Check::Go {
+        c,
+        archived,
+        changed,
+    })
+}
+
+/// What [`restore`] would do to compaction `id`, writing nothing (`restore --dry-run`): the
+/// same result, with `would restore` for one it would restore.
+pub fn preview(store: &Store, id: i64, force: bool, now: &str) -> Result<Restored> {
+    Ok(match check(&store.conn, &store.path, id, force, now)? {
+        Check::Done(r) => r,
+        Check::Go { c, changed, .. } => Restored {
+            compaction_id: id,
+            conversation_id: c.conversation_id,
+            status: if changed {
+                "would restore (with --force: the later changes would be lost)".into()
+            } else {
+                "would restore".into()
+            },
+            ok: true,
+        },
+    })
+}
+
+/// Restore compaction `id` in one transaction. Refused (not an error) when its archive was
+/// pruned or the conversation changed after it (unless `force`); one already restored is
+/// nothing to do.
+pub fn restore(store: &mut Store, id: i64, force: bool, now: &str) -> Result<Restored> {
+    let (conn, path) = (&mut store.conn, store.path.as_path());
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .at(path)?;
+    let (c, archived, changed) = match check(&tx, path, id, force, now)? {
+        Check::Done(r) => return Ok(r),
+        Check::Go {
+            c,
+            archived,
+            changed,
+        } => (c, archived, changed),
+    };
     archive::apply(&tx, id, &archived).at(path)?;
     store
         .kind

@@ -55,6 +55,28 @@ fn refused(path: &Path) -> Error {
     }
 }
 
+/// The free pages a vacuum would give back (`vacuum --dry-run`).
+#[derive(Debug, Clone, Serialize)]
+pub struct FreeSpace {
+    pub free_pages: i64,
+    pub free_bytes: i64,
+}
+
+/// The store's free pages and their size, read without writing.
+pub fn free_space(store: &Store) -> Result<FreeSpace> {
+    let c = &store.conn;
+    let free: i64 = c
+        .pragma_query_value(None, "freelist_count", |r| r.get(0))
+        .at(&store.path)?;
+    let page: i64 = c
+        .pragma_query_value(None, "page_size", |r| r.get(0))
+        .at(&store.path)?;
+    Ok(FreeSpace {
+        free_pages: free,
+        free_bytes: free * page,
+    })
+}
+
 /// Offset of the dead-man-switch lock byte in the `-shm` file (SQLite's unix VFS).
 const SHM_DMS_BYTE: libc::off_t = 128;
 
