@@ -178,11 +178,51 @@ fn cases() -> Vec<(&'static str, i32, i32)> {
         ),
         0
     );
+    // The summarizer cannot be reached (a closed loopback port): that conversation fails.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    case(
+        "compact whose summarizer cannot be reached",
+        1,
+        code(env.cmd().args([
+            "compact",
+            &big,
+            "--keep-tokens",
+            "0",
+            "--force",
+            "--llm-provider",
+            "openai",
+            "--base-url",
+            &format!("http://127.0.0.1:{closed}/v1"),
+        ])),
+    );
     assert_eq!(code(env.cmd().args(["restore", &big])), 0);
     case(
-        "restore --compaction N already restored",
-        7,
+        "restore --compaction N already restored: nothing to do",
+        0,
         code(env.cmd().args(["restore", &big, "--compaction", "1"])),
+    );
+    // Compacted again, its archive pruned: that restore is refused.
+    assert_eq!(
+        code(env
+            .cmd()
+            .args(["compact", &big, "--keep-tokens", "0", "--force"])),
+        0
+    );
+    assert_eq!(
+        code(env
+            .cmd()
+            .env("AGENT_DB_NOW", "2026-11-02T12:00:00Z")
+            .args(["prune-archive", "--older-than", "1s", "--yes"])),
+        0
+    );
+    case(
+        "restore of a compaction whose archive was pruned",
+        7,
+        code(env.cmd().args(["restore", &big])),
     );
     {
         let env = Env::generated(16, 21, &[]);

@@ -326,7 +326,10 @@ fn one_error_style_coloured_only_on_a_terminal() {
         .args(["compact", &id, "--keep-tokens", "0"]);
     assert!(c.status().unwrap().success());
     let mut c = crate::common::std_cmd(env.dir.path());
-    c.arg("--db").arg(&env.db).args(["restore", &id]);
+    c.arg("--db")
+        .arg(&env.db)
+        .env("AGENT_DB_NOW", "2026-11-02T12:00:00Z")
+        .args(["prune-archive", "--older-than", "1s", "--yes"]);
     assert!(c.status().unwrap().success());
     let out = run(env.cmd().args(["restore", &id, "--compaction", "1"]));
     assert_eq!(out.code, 7, "{}", out.stderr);

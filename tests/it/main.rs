@@ -43,4 +43,5 @@ mod target;
 mod tokens_golden;
 mod tokens_props;
 mod tokens_vocab;
+mod trust;
 mod write_path;

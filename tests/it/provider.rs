@@ -353,7 +353,7 @@ async fn slow_server_times_out() {
 }
 
 #[tokio::test]
-async fn unreachable_server_is_a_connect_error() {
+async fn unreachable_server_is_a_connect_error_that_is_not_retried() {
     for kind in KINDS {
         // Bind then drop a listener: the port is (almost certainly) closed afterwards.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -368,9 +368,12 @@ async fn unreachable_server_is_a_connect_error() {
         };
         let err = client(cfg).complete(&request()).await.expect_err("refused");
         assert!(
-            matches!(err, ProviderError::Connect { .. }),
+            matches!(err, ProviderError::Unreachable { .. }),
             "{kind:?}: {err:?}"
         );
+        // A connection that cannot be made is not retried: the next attempt cannot succeed.
+        assert!(!err.retryable(), "{kind:?}");
+        assert!(err.to_string().contains(&format!("127.0.0.1:{port}")), "{err}");
     }
 }
 
