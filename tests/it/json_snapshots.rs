@@ -102,8 +102,23 @@ fn list_and_compact_documents() {
         .and_then(|r| r["id"].as_str())
         .expect("a conversation left")
         .to_string();
+    // Another conversation whose stored messages cannot be decoded: its row fails.
+    let bad = listed["conversations"]
+        .as_array()
+        .expect("conversations")
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .find(|r| *r != id && !done.iter().any(|d| d == r))
+        .expect("another conversation left")
+        .to_string();
+    env.conn()
+        .execute(
+            "UPDATE conversations SET raw_messages = '[{\"role\": 7' WHERE id = ?1",
+            [&bad],
+        )
+        .unwrap();
     let mut c = env.cmd();
-    c.args(["compact", &id, "nope", "--keep-tokens", "2000"])
+    c.args(["compact", &id, &bad, "--keep-tokens", "2000"])
         .args(["--strategy", "extractive", "--yes", "--json"]);
     let (v, code) = json(c);
     assert_eq!(code, 1, "{v}");

@@ -1605,7 +1605,7 @@ fn credentials_in_the_base_url_are_masked_in_compact() {
     assert_eq!(out.code, PARTIAL, "{}", out.stderr);
     let detail = only_detail(&out);
     assert!(
-        detail.contains(&format!("cannot reach {}", endpoint(closed_port))),
+        detail.contains(&format!("cannot connect to {}", endpoint(closed_port))),
         "{detail}"
     );
     outputs.push(("unreachable compact --json".into(), out));
