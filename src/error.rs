@@ -175,6 +175,12 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// Whether a SQLite error is another process's lock (`SQLITE_BUSY`, `SQLITE_LOCKED`).
+pub fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+}
+
 /// Attach the store path to a rusqlite error.
 pub trait SqlContext<T> {
     fn at(self, path: &std::path::Path) -> Result<T>;
@@ -185,7 +191,7 @@ impl<T> SqlContext<T> for std::result::Result<T, rusqlite::Error> {
     /// happens: the same error, message and exit code (9) from every command.
     fn at(self, path: &std::path::Path) -> Result<T> {
         self.map_err(|source| {
-            if crate::store::busy::is_busy(&source) {
+            if is_busy(&source) {
                 Error::Busy {
                     path: path.to_path_buf(),
                     holder: None,

@@ -75,11 +75,7 @@ pub fn handler(count: i32) -> bool {
     true
 }
 
-/// Whether a SQLite error is another process's lock (`SQLITE_BUSY`, `SQLITE_LOCKED`).
-pub fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _)
-        if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
-}
+pub use crate::error::is_busy;
 
 /// SQLite's lock bytes (its unix VFS): the WAL write lock in the `-shm` file, and the
 /// RESERVED byte of a rollback-journal database file.
