@@ -182,14 +182,16 @@ fn finish(
             path.display()
         ));
     }
-    Ok(if rows
-        .iter()
-        .all(|r| matches!(r.status, Status::Compacted | Status::Planned))
-    {
-        exit::OK
-    } else {
-        exit::PARTIAL
-    })
+    Ok(
+        if rows
+            .iter()
+            .all(|r| matches!(r.status, Status::Compacted | Status::Planned))
+        {
+            exit::OK
+        } else {
+            exit::PARTIAL
+        },
+    )
 }
 
 /// Propose without writing: the run's options with the proposals captured.

@@ -27,7 +27,10 @@ thread_local! {
 /// How long a statement waits for another process's lock before it fails with SQLITE_BUSY
 /// (then [`crate::Error::Busy`]).
 pub fn set_wait(d: Duration) {
-    WAIT_MS.store(d.as_millis().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+    WAIT_MS.store(
+        d.as_millis().min(u64::MAX as u128) as u64,
+        Ordering::Relaxed,
+    );
 }
 
 /// The wait [`set_wait`] set.
@@ -90,8 +93,8 @@ const RESERVED_BYTE: libc::off_t = 0x4000_0001;
 pub fn holder(path: &Path) -> Option<String> {
     let mut shm = path.as_os_str().to_owned();
     shm.push("-shm");
-    let pid = lock_owner(Path::new(&shm), WAL_WRITE_LOCK)
-        .or_else(|| lock_owner(path, RESERVED_BYTE))?;
+    let pid =
+        lock_owner(Path::new(&shm), WAL_WRITE_LOCK).or_else(|| lock_owner(path, RESERVED_BYTE))?;
     let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .ok()
         .map(|n| n.trim().to_string())

@@ -115,9 +115,7 @@ pub fn not_empty(input: &str) -> Result<()> {
 /// with a prefix such as opencode's `ses_` that `input` lacks).
 pub fn unknown_id(store: &Store, input: &str) -> Error {
     let hint = if input.chars().count() < MIN_INPUT {
-        format!(
-            "an ID prefix needs at least {MIN_INPUT} characters; `agent-db list` shows the IDs"
-        )
+        format!("an ID prefix needs at least {MIN_INPUT} characters; `agent-db list` shows the IDs")
     } else {
         match common_lead(store) {
             Some(lead) if !input.starts_with(&lead) => format!(

@@ -606,7 +606,15 @@ fn missing_conversation() {
         .ids("SELECT id FROM conversations ORDER BY id LIMIT 1")
         .remove(0);
     for args in [
-        vec!["compact", "--dry-run", "--id", missing, "--id", &other, "--json"],
+        vec![
+            "compact",
+            "--dry-run",
+            "--id",
+            missing,
+            "--id",
+            &other,
+            "--json",
+        ],
         vec!["compact", "--dry-run", &other, missing],
         vec!["list", "--json", "--id", missing],
         vec!["list", "--id", &other, "--id", missing],

@@ -207,16 +207,19 @@ fn cases() -> Vec<(&'static str, i32, i32)> {
     );
     // Compacted again, its archive pruned: that restore is refused.
     assert_eq!(
-        code(env
-            .cmd()
-            .args(["compact", &big, "--keep-tokens", "0", "--force"])),
+        code(
+            env.cmd()
+                .args(["compact", &big, "--keep-tokens", "0", "--force"])
+        ),
         0
     );
     assert_eq!(
-        code(env
-            .cmd()
-            .env("AGENT_DB_NOW", "2026-11-02T12:00:00Z")
-            .args(["prune-archive", "--older-than", "1s", "--yes"])),
+        code(env.cmd().env("AGENT_DB_NOW", "2026-11-02T12:00:00Z").args([
+            "prune-archive",
+            "--older-than",
+            "1s",
+            "--yes"
+        ])),
         0
     );
     case(

@@ -373,7 +373,10 @@ async fn unreachable_server_is_a_connect_error_that_is_not_retried() {
         );
         // A connection that cannot be made is not retried: the next attempt cannot succeed.
         assert!(!err.retryable(), "{kind:?}");
-        assert!(err.to_string().contains(&format!("127.0.0.1:{port}")), "{err}");
+        assert!(
+            err.to_string().contains(&format!("127.0.0.1:{port}")),
+            "{err}"
+        );
     }
 }
 

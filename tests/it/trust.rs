@@ -93,7 +93,8 @@ fn flags_in(text: &str) -> BTreeSet<String> {
         let before_ok = i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'-');
         if before_ok && b[i] == b'-' && b[i + 1] == b'-' && b[i + 2].is_ascii_lowercase() {
             let mut j = i + 2;
-            while j < b.len() && (b[j].is_ascii_lowercase() || b[j].is_ascii_digit() || b[j] == b'-')
+            while j < b.len()
+                && (b[j].is_ascii_lowercase() || b[j].is_ascii_digit() || b[j] == b'-')
             {
                 j += 1;
             }
@@ -181,7 +182,10 @@ fn stage() -> Stage {
         .args(["compact", &compacted, "--keep-tokens", "0", "--quiet"]));
     assert_eq!(out.code, 0, "{}", out.stderr);
     let plan = env.dir.path().join("plan.json");
-    let out = run(env.cmd().args(["compact", &planned, "--keep-tokens", "0", "--plan-out"]).arg(&plan));
+    let out = run(env
+        .cmd()
+        .args(["compact", &planned, "--keep-tokens", "0", "--plan-out"])
+        .arg(&plan));
     assert_eq!(out.code, 0, "{}", out.stderr);
     Stage {
         env,
@@ -295,7 +299,11 @@ fn the_behaviour_table_of_usage_md_is_the_binarys() {
             busy.insert(c, dash());
             continue;
         }
-        let id = if c == "restore" { &s.compacted } else { &s.planned };
+        let id = if c == "restore" {
+            &s.compacted
+        } else {
+            &s.planned
+        };
         let out = run(cmd(&s, &line(c, &s, id)).env("AGENT_DB_BUSY_WAIT", "3s"));
         if out.code == 9 {
             let last = out.stderr.lines().last().unwrap_or("").to_string();
@@ -316,7 +324,11 @@ fn the_behaviour_table_of_usage_md_is_the_binarys() {
                 .env("AGENT_DB_BUSY_WAIT", "3s")
                 .arg("--quiet"));
             assert_eq!(quiet.code, 9, "{c} --quiet: {}", quiet.stderr);
-            assert!(!quiet.stderr.contains("waiting for"), "{c}: {}", quiet.stderr);
+            assert!(
+                !quiet.stderr.contains("waiting for"),
+                "{c}: {}",
+                quiet.stderr
+            );
         }
         busy.insert(c, out.code.to_string());
     }
@@ -368,8 +380,22 @@ fn the_behaviour_table_of_usage_md_is_the_binarys() {
     // prune-archive prunes its archive), then --json on a fresh stage.
     let mut quiet = BTreeMap::new();
     let order = [
-        "list", "show", "history", "stats", "stores", "config", "hooks", "recipes",
-        "completions", "man", "init", "apply", "compact", "restore", "vacuum", "prune-archive",
+        "list",
+        "show",
+        "history",
+        "stats",
+        "stores",
+        "config",
+        "hooks",
+        "recipes",
+        "completions",
+        "man",
+        "init",
+        "apply",
+        "compact",
+        "restore",
+        "vacuum",
+        "prune-archive",
     ];
     for c in order {
         let mut command = cmd(&s, &line(c, &s, &case_id(c, &s)));
@@ -382,7 +408,12 @@ fn the_behaviour_table_of_usage_md_is_the_binarys() {
         assert!(out.stderr.is_empty(), "{c} --quiet stderr: {}", out.stderr);
         quiet.insert(
             c,
-            if out.stdout.is_empty() { "silent" } else { "data" }.to_string(),
+            if out.stdout.is_empty() {
+                "silent"
+            } else {
+                "data"
+            }
+            .to_string(),
         );
     }
     let s = stage();
@@ -564,7 +595,10 @@ fn printed_hints_name_flags_of_their_command() {
         let known = flags_of(c);
         for l in out.stderr.lines().filter(|l| l.starts_with("hint: ")) {
             for f in flags_in(l) {
-                assert!(known.contains(&f), "{args:?}: --{f} is not a flag of {c}: {l}");
+                assert!(
+                    known.contains(&f),
+                    "{args:?}: --{f} is not a flag of {c}: {l}"
+                );
             }
         }
     }
@@ -603,7 +637,11 @@ fn short_and_opencode_ids_get_the_same_message_and_hint_everywhere() {
         ..SynthOptions::default()
     };
     generate_opencode(&db, &opts, OpencodeEra::Effect).unwrap();
-    for args in [vec!["show", "dcdc"], vec!["compact", "dcdc"], vec!["history", "dcdc"]] {
+    for args in [
+        vec!["show", "dcdc"],
+        vec!["compact", "dcdc"],
+        vec!["history", "dcdc"],
+    ] {
         let out = run(bare_cmd(dir.path()).arg("--db").arg(&db).args(&args));
         assert_eq!(out.code, 5, "{args:?}");
         assert_eq!(
@@ -623,8 +661,17 @@ fn dry_runs_of_writing_commands_change_no_byte() {
     let hash = || crate::common::files_hash(&s.env.db);
     let before = hash();
     for args in [
-        vec!["restore".to_string(), s.compacted.clone(), "--dry-run".into()],
-        vec!["restore".into(), "--all-since".into(), "1d".into(), "--dry-run".into()],
+        vec![
+            "restore".to_string(),
+            s.compacted.clone(),
+            "--dry-run".into(),
+        ],
+        vec![
+            "restore".into(),
+            "--all-since".into(),
+            "1d".into(),
+            "--dry-run".into(),
+        ],
         vec!["vacuum".into(), "--dry-run".into()],
         vec![
             "prune-archive".into(),
@@ -632,17 +679,29 @@ fn dry_runs_of_writing_commands_change_no_byte() {
             "1s".into(),
             "--dry-run".into(),
         ],
-        vec!["apply".into(), s.plan.display().to_string(), "--dry-run".into()],
+        vec![
+            "apply".into(),
+            s.plan.display().to_string(),
+            "--dry-run".into(),
+        ],
     ] {
         let out = run(&mut cmd(&s, &args));
         assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
-        assert!(!out.stdout.is_empty(), "{args:?}: a preview says what it would do");
+        assert!(
+            !out.stdout.is_empty(),
+            "{args:?}: a preview says what it would do"
+        );
         assert_eq!(hash(), before, "{args:?} changed the store");
     }
     // What the previews say is what the real runs then do.
     let out = run(&mut cmd(
         &s,
-        &["restore".into(), "--all-since".into(), "1d".into(), "--dry-run".into()],
+        &[
+            "restore".into(),
+            "--all-since".into(),
+            "1d".into(),
+            "--dry-run".into(),
+        ],
     ));
     assert_eq!(
         out.stdout,
@@ -650,7 +709,12 @@ fn dry_runs_of_writing_commands_change_no_byte() {
     );
     let out = run(&mut cmd(
         &s,
-        &["apply".into(), s.plan.display().to_string(), "--dry-run".into(), "--json".into()],
+        &[
+            "apply".into(),
+            s.plan.display().to_string(),
+            "--dry-run".into(),
+            "--json".into(),
+        ],
     ));
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v["dry_run"], true);
@@ -658,7 +722,10 @@ fn dry_runs_of_writing_commands_change_no_byte() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["id"], s.planned.as_str());
     assert_eq!(rows[0]["status"], "planned");
-    let out = run(&mut cmd(&s, &["apply".into(), s.plan.display().to_string()]));
+    let out = run(&mut cmd(
+        &s,
+        &["apply".into(), s.plan.display().to_string()],
+    ));
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_ne!(hash(), before);
 }
@@ -671,7 +738,9 @@ fn restore_by_compaction_number_and_restoring_twice_is_nothing_to_do() {
     let env = Env::generated(12, 44, &[]);
     let ids = others(&env);
     for id in &ids[..2] {
-        let out = run(env.cmd().args(["compact", id, "--keep-tokens", "0", "--quiet"]));
+        let out = run(env
+            .cmd()
+            .args(["compact", id, "--keep-tokens", "0", "--quiet"]));
         assert_eq!(out.code, 0, "{}", out.stderr);
     }
     let second: i64 = env
@@ -692,14 +761,18 @@ fn restore_by_compaction_number_and_restoring_twice_is_nothing_to_do() {
         format!("compaction {second} of {}: restored\n", ids[1])
     );
     // Again: nothing to do, exit 0, the time said as every table says it.
-    let out = run(env
-        .cmd()
-        .env("AGENT_DB_NOW", "2026-11-01T12:00:12Z")
-        .args(["restore", "--compaction", &second.to_string()]));
+    let out = run(env.cmd().env("AGENT_DB_NOW", "2026-11-01T12:00:12Z").args([
+        "restore",
+        "--compaction",
+        &second.to_string(),
+    ]));
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(
         out.stdout,
-        format!("compaction {second} of {}: nothing to do: already restored 12s ago\n", ids[1])
+        format!(
+            "compaction {second} of {}: nothing to do: already restored 12s ago\n",
+            ids[1]
+        )
     );
     let out = run(env.cmd().args(["restore", &ids[1]]));
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -724,10 +797,13 @@ fn history_takes_limit_and_since() {
         "2026-11-01T10:00:00Z",
         "2026-11-01T11:00:00Z",
     ]) {
-        let out = run(env
-            .cmd()
-            .env("AGENT_DB_NOW", at)
-            .args(["compact", id, "--keep-tokens", "0", "--quiet"]));
+        let out = run(env.cmd().env("AGENT_DB_NOW", at).args([
+            "compact",
+            id,
+            "--keep-tokens",
+            "0",
+            "--quiet",
+        ]));
         assert_eq!(out.code, 0, "{}", out.stderr);
     }
     let shown = |extra: &[&str]| -> Vec<String> {
@@ -746,7 +822,10 @@ fn history_takes_limit_and_since() {
     assert_eq!(shown(&["--limit", "2"]), ids[1..3].to_vec());
     // NOW is 12:00: within 90 minutes are the 11:00 and 10:30+ ones, i.e. only 11:00.
     assert_eq!(shown(&["--since", "90m"]), ids[2..3].to_vec());
-    assert_eq!(shown(&["--since", "150m", "--limit", "5"]), ids[1..3].to_vec());
+    assert_eq!(
+        shown(&["--since", "150m", "--limit", "5"]),
+        ids[1..3].to_vec()
+    );
     assert_eq!(NOW, "2026-11-01T12:00:00Z");
 }
 
@@ -759,7 +838,9 @@ fn force_compacts_what_the_stall_guard_protects() {
     let id = others(&env)
         .into_iter()
         .find(|id| {
-            let out = run(env.cmd().args(["compact", id, "--target", "0.2", "--quiet"]));
+            let out = run(env
+                .cmd()
+                .args(["compact", id, "--target", "0.2", "--quiet"]));
             assert_eq!(out.code, 0, "{}", out.stderr);
             env.conn()
                 .query_row(
@@ -783,7 +864,10 @@ fn force_compacts_what_the_stall_guard_protects() {
     let why = guarded["detail"].as_str().unwrap_or_default().to_string();
     assert!(why.contains("--force compacts it anyway"), "{why}");
     let forced = again(true);
-    assert_eq!(forced["status"], "planned", "--force must compact: {forced}");
+    assert_eq!(
+        forced["status"], "planned",
+        "--force must compact: {forced}"
+    );
     assert!(
         forced["messages_after"].as_i64().unwrap() < forced["messages_before"].as_i64().unwrap(),
         "{forced}"
@@ -812,7 +896,8 @@ fn an_explicit_llm_flag_that_cannot_be_used_is_a_config_error() {
             let out = run(&mut c);
             assert_eq!(out.code, 3, "{args:?}: {}", out.stderr);
             assert!(
-                out.stderr.starts_with(&format!("error: {} was given", args[0]))
+                out.stderr
+                    .starts_with(&format!("error: {} was given", args[0]))
                     && out.stderr.contains(missing),
                 "{args:?}: {}",
                 out.stderr
@@ -845,7 +930,14 @@ fn an_unreachable_base_url_fails_at_once_with_its_address() {
     let url = format!("http://127.0.0.1:{port}/v1");
     let out = run(env
         .cmd()
-        .args(["compact", &id, "--keep-tokens", "0", "--llm-provider", "openai"])
+        .args([
+            "compact",
+            &id,
+            "--keep-tokens",
+            "0",
+            "--llm-provider",
+            "openai",
+        ])
         .args(["--base-url", &url])
         .env("AGENT_DB_MAX_RETRIES", "5")
         .env("AGENT_DB_LOG", "warn"));
