@@ -147,7 +147,7 @@ enum Check {
     Done(Restored),
     /// It can be restored: its archived cells, and whether the conversation changed since.
     Go {
-        c: Compaction,
+        c: Box<Compaction>,
         archived: Vec<archive::Archived>,
         changed: bool,
     },
@@ -213,7 +213,7 @@ fn check(
         ));
     }
     Ok(Check::Go {
-        c,
+        c: Box::new(c),
         archived,
         changed,
     })
