@@ -317,7 +317,9 @@ fn install_wait_notice(ui: &Ui) {
             .get()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "the store".into());
-        eprintln!("waiting for {path} (another process holds a write lock)");
+        crate::output::progress::line(&format!(
+            "waiting for {path} (another process holds a write lock)"
+        ));
     }));
 }
 

@@ -45,6 +45,7 @@ impl Progress {
                     .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
             );
             b.enable_steady_tick(std::time::Duration::from_millis(250));
+            *SHOWN.lock().unwrap_or_else(|e| e.into_inner()) = Some(b.clone());
             b
         });
         Progress {
@@ -116,6 +117,20 @@ impl Progress {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
+        *SHOWN.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// The bar on screen, so a line said from another thread while it runs ([`line`]) is printed
+/// above it instead of into it.
+static SHOWN: std::sync::Mutex<Option<indicatif::ProgressBar>> = std::sync::Mutex::new(None);
+
+/// One line on stderr, above the progress bar when one is on screen.
+pub fn line(text: &str) {
+    let bar = SHOWN.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    match bar {
+        Some(b) if !b.is_finished() => b.suspend(|| eprintln!("{text}")),
+        _ => eprintln!("{text}"),
     }
 }
 

@@ -951,3 +951,61 @@ fn an_unreachable_base_url_fails_at_once_with_its_address() {
     // Not retried: a refused connection cannot succeed on the next attempt.
     assert!(!out.stderr.contains("retrying after"), "{}", out.stderr);
 }
+
+// ---------------------------------------------------------------------------------------------
+// A busy store at a terminal
+
+/// What a terminal shows on each line: the text after the line's last carriage return, with
+/// the escape sequences (colour, clearing) taken out.
+fn screen_lines(raw: &str) -> Vec<String> {
+    raw.split('\n')
+        .map(|l| {
+            let last = l.rsplit('\r').next().unwrap_or("");
+            let mut out = String::new();
+            let mut chars = last.chars();
+            while let Some(c) = chars.next() {
+                if c == '\x1b' {
+                    for d in chars.by_ref() {
+                        if d.is_ascii_alphabetic() {
+                            break;
+                        }
+                    }
+                } else {
+                    out.push(c);
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+#[test]
+fn waiting_for_a_busy_store_is_a_line_of_its_own_above_the_progress_bar() {
+    let env = Env::generated(8, 49, &[]);
+    let id = others(&env)[0].clone();
+    let holder = Connection::open(&env.db).unwrap();
+    holder
+        .execute_batch("BEGIN IMMEDIATE; CREATE TABLE IF NOT EXISTS held_by_the_test(x);")
+        .unwrap();
+    let mut c = crate::common::std_cmd(env.dir.path());
+    c.arg("--db")
+        .arg(&env.db)
+        .args(["compact", &id, "--keep-tokens", "0", "--yes"])
+        .env("AGENT_DB_BUSY_WAIT", "3s");
+    let out = crate::pty::run_stderr_on_tty(c);
+    holder.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(out.code, 9, "{}", out.stderr);
+    let lines = screen_lines(&out.stderr);
+    let notice = format!(
+        "waiting for {} (another process holds a write lock)",
+        env.db.display()
+    );
+    assert!(
+        lines.iter().any(|l| l.trim_end() == notice),
+        "the notice is not a line of its own:\n{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.trim_end() == busy_line(&env.db)),
+        "{lines:#?}"
+    );
+}
