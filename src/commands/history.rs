@@ -60,6 +60,13 @@ pub fn history(ui: &Ui, store: &Store, args: &HistoryArgs) -> CmdResult {
             .map_err(Into::into);
     }
     if rows.is_empty() {
+        if let Some(d) = args.since {
+            ui.status(&format!(
+                "no compactions within the last {}",
+                humantime::format_duration(d)
+            ));
+            return Ok(exit::OK);
+        }
         match &id {
             Some(id) => ui.status(&format!("conversation {id}: no compactions recorded")),
             None => ui.status(&format!(
