@@ -354,6 +354,10 @@ fn classify_open_error(path: &Path, e: rusqlite::Error) -> Error {
                 detail: e.to_string(),
             }
         }
+        _ if crate::error::is_busy(&e) => Error::Busy {
+            path: path.to_path_buf(),
+            holder: None,
+        },
         _ => Error::Sqlite {
             path: path.to_path_buf(),
             source: e,
