@@ -124,25 +124,13 @@ fn empty_span_scores_one() {
 #[test]
 fn verbatim_kinds_need_the_exact_text_prose_kinds_need_80_percent_of_words() {
     let c = Corpus::of_text("we touched src/store/LOCK.rs and   ran cargo  test --lib lock::");
-    let path = |t: &str| Artifact {
-        kind: Kind::Path,
-        text: t.into(),
-        status: None,
-    };
+    let path = |t: &str| Artifact::new(Kind::Path, t);
     assert!(!c.contains(&path("src/store/lock.rs")), "case-sensitive");
     assert!(
-        c.contains(&Artifact {
-            kind: Kind::Command,
-            text: "cargo test --lib lock::".into(),
-            status: None
-        }),
+        c.contains(&Artifact::new(Kind::Command, "cargo test --lib lock::")),
         "whitespace-normalized"
     );
-    let rule = |t: &str| Artifact {
-        kind: Kind::Rule,
-        text: t.into(),
-        status: None,
-    };
+    let rule = |t: &str| Artifact::new(Kind::Rule, t);
     let c = Corpus::of_text("Rule: ALWAYS run cargo fmt, before each commit");
     // always, run, cargo, fmt, before, committing: 5 of 6 words present (83%).
     assert!(c.contains(&rule("Always run cargo fmt before committing")));
@@ -200,7 +188,10 @@ fn the_ledger_lists_what_the_result_lacks_within_its_budget_and_then_everything_
     assert_eq!(ledger(&arts, &Corpus::of_text(&full), 4000), None);
     let small = ledger(&arts, &Corpus::of_text(summary), 200).unwrap();
     assert!(small.len() <= 200, "{}", small.len());
-    assert!(small.ends_with("over the ledger's size)"), "{small}");
+    assert!(
+        small.ends_with(&format!("over the ledger's size)\n{LEDGER_END}")),
+        "{small}"
+    );
 }
 
 #[test]
@@ -209,16 +200,8 @@ fn json_history_is_read_as_its_strings() {
         {"role":"assistant","tool_calls":[{"function":{"name":"bash","arguments":"{\"command\":\"make   all\"}"}}]}])
     .to_string();
     let c = Corpus::of_json(&raw);
-    assert!(c.contains(&Artifact {
-        kind: Kind::Path,
-        text: "src/a.rs".into(),
-        status: None
-    }));
-    assert!(c.contains(&Artifact {
-        kind: Kind::Command,
-        text: "make all".into(),
-        status: None
-    }));
+    assert!(c.contains(&Artifact::new(Kind::Path, "src/a.rs")));
+    assert!(c.contains(&Artifact::new(Kind::Command, "make all")));
 }
 
 /// docker-agent's todo tools (`create_todo`, `create_todos`, `update_todos`): the items the calls
@@ -355,7 +338,7 @@ fn a_full_ledger_leaves_out_paths_not_commands() {
         .count();
     assert!(
         l.ends_with(&format!(
-            "\n({} more not listed: over the ledger's size)",
+            "\n({} more not listed: over the ledger's size)\n{LEDGER_END}",
             400 - listed
         )),
         "{}",
@@ -394,11 +377,7 @@ proptest::proptest! {
         let corpus = Corpus::of_text(&text.iter().map(|&k| PIECES[k]).collect::<String>());
         let arts: Vec<Artifact> = arts
             .iter()
-            .map(|(k, ps)| Artifact {
-                kind: Kind::ALL[*k],
-                text: ps.iter().map(|&p| PIECES[p]).collect(),
-                status: None,
-            })
+            .map(|(k, ps)| Artifact::new(Kind::ALL[*k], ps.iter().map(|&p| PIECES[p]).collect::<String>()))
             .collect();
         let each: Vec<bool> = arts.iter().map(|a| corpus.contains(a)).collect();
         proptest::prop_assert_eq!(corpus.contains_each(&arts), each);

@@ -1947,3 +1947,94 @@ fn a_re_summary_of_the_originals_keeps_the_turns_the_earlier_one_quoted() {
     );
     assert_eq!(render::quoted_turns("## User requests and instructions\n1. \"a\"\n- … 2 more\n4. (the latest)\n## Files\n5. x"), [1, 4]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Standing rules over the whole history (head and kept tail)
+// ---------------------------------------------------------------------------------------------
+
+/// `conv`'s messages split before the user turn `at` (head, tail).
+fn split_before<'a>(plan: &'a Plan, at: &str) -> (&'a [Message], &'a [Message]) {
+    let all = &plan.loaded.messages;
+    let i = all
+        .iter()
+        .position(|m| m.role == crate::message::Role::User && m.text().contains(at))
+        .unwrap_or_else(|| panic!("no user turn {at:?}"));
+    (&all[..i], &all[i..])
+}
+
+#[test]
+fn a_rule_replaced_in_the_kept_tail_is_not_live_and_its_replacement_is() {
+    let earlier = "Run `make lint-sedge` before each commit.";
+    let later = "no need to run make lint-sedge anymore; run `make check` instead";
+    for format in [crate::message::ANTHROPIC, crate::message::OPENAI_CHAT] {
+        let plan = withdrawal_conversation(format, earlier, later, 3).plan(400);
+        let (head, tail) = split_before(&plan, later);
+        let rules = standing_rules_over(format, head, tail);
+        let live: Vec<&str> = rules
+            .iter()
+            .filter(|r| r.is_live())
+            .map(|r| r.text.as_str())
+            .collect();
+        assert!(!live.contains(&earlier), "{rules:#?}");
+        assert!(live.contains(&later), "the replacement is live: {rules:#?}");
+        let gone = rules.iter().find(|r| r.text == earlier).expect("listed");
+        assert_eq!(
+            gone.status,
+            RuleStatus::Replaced {
+                by: later.to_string()
+            }
+        );
+        // The head alone (what the llm strategy read before) still has it live.
+        assert!(standing_rules(format, head).iter().any(|r| r == earlier));
+    }
+}
+
+#[test]
+fn rules_withdrawn_in_the_tail_are_never_live() {
+    for (k, (earlier, later, gone, live_key)) in WITHDRAWALS.iter().enumerate() {
+        for format in [crate::message::ANTHROPIC, crate::message::OPENAI_CHAT] {
+            let plan = withdrawal_conversation(format, earlier, later, k).plan(400);
+            let (head, tail) = split_before(&plan, later);
+            let rules = standing_rules_over(format, head, tail);
+            let r = rules
+                .iter()
+                .find(|r| r.text == collapse(earlier))
+                .unwrap_or_else(|| panic!("{earlier:?} not listed: {rules:#?}"));
+            match &r.status {
+                RuleStatus::Withdrawn { latest } | RuleStatus::Replaced { by: latest } => {
+                    assert_eq!(latest, &collapse(later), "{rules:#?}")
+                }
+                RuleStatus::Live => panic!("{earlier:?} live: {rules:#?}"),
+            }
+            for r in rules.iter().filter(|r| r.is_live()) {
+                assert!(
+                    !r.text.contains(gone) || r.text == collapse(later),
+                    "{gone:?} live in {r:?}"
+                );
+            }
+            if let Some(key) = live_key {
+                assert!(
+                    rules.iter().any(|r| r.is_live() && r.text.contains(key)),
+                    "{key:?} not live: {rules:#?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_rule_withdrawn_in_the_head_is_withdrawn_with_the_latest_word() {
+    let earlier = "Pin serde_quartz to 0.9 in Cargo.toml.";
+    let later = "ignore what I said about serde_quartz, the pin is not needed";
+    let plan = withdrawal_conversation(crate::message::ANTHROPIC, earlier, later, 1).plan(400);
+    let all = &plan.loaded.messages;
+    let rules = standing_rules_over(plan.loaded.format, all, &[]);
+    let r = rules.iter().find(|r| r.text == earlier).expect("listed");
+    assert_eq!(
+        r.status,
+        RuleStatus::Withdrawn {
+            latest: later.to_string()
+        }
+    );
+    assert!(!rules.iter().any(|r| r.is_live() && r.text.contains("serde_quartz")));
+}
