@@ -1412,23 +1412,29 @@ fn ledger_line(a: &Artifact) -> String {
     }
 }
 
-/// Whether a `rule` artifact is one of the rules taken back: the rule whose words cover most of
-/// the artifact's (at least 80% of them) does not stand.
+/// Whether a `rule` artifact is one of the rules taken back: the rule closest to it (the most
+/// words shared over the words of both), when it holds at least 80% of the artifact's words,
+/// does not stand.
 fn rule_taken_back(text: &str, rules: &[(String, bool)]) -> bool {
-    let ws: Vec<String> = words(text).collect();
+    let ws: HashSet<String> = words(text).collect();
     if ws.is_empty() {
         return false;
     }
-    let mut best: Option<(usize, bool)> = None;
+    // (shared, union, live) of the closest rule so far.
+    let mut best: Option<(usize, usize, bool)> = None;
     for (rule, live) in rules {
         let have: HashSet<String> = words(rule).collect();
-        let hit = ws.iter().filter(|w| have.contains(*w)).count();
-        // The better cover wins; on a tie, a live rule.
-        if best.is_none_or(|(h, l)| hit > h || (hit == h && *live && !l)) {
-            best = Some((hit, *live));
+        let shared = ws.intersection(&have).count();
+        let union = ws.union(&have).count();
+        // shared/union above the best's; on a tie, a live rule.
+        let better = best.is_none_or(|(s, u, l)| {
+            shared * u > s * union || (shared * u == s * union && *live && !l)
+        });
+        if better {
+            best = Some((shared, union, *live));
         }
     }
-    best.is_some_and(|(hit, live)| !live && enough_words(hit, ws.len()))
+    best.is_some_and(|(shared, _, live)| !live && enough_words(shared, ws.len()))
 }
 
 /// `text` without its artifact ledgers (from [`LEDGER_HEAD`] through [`LEDGER_END`], or to the

@@ -454,3 +454,130 @@ fn error_starts_begin_with_the_letters_error_start_checks() {
         assert!(matches!(s.as_bytes()[0], b'e' | b'f' | b'p' | b't'), "{s}");
     }
 }
+
+/// A span with files edited and read, a command that fails (exit 2) and one that fails then
+/// passes, a non-shell call that fails, and two user rules.
+fn sectioned_span() -> Vec<Message> {
+    vec![
+        user("Port the parser. Always run cargo fmt before committing. Never touch vendor/ directly."),
+        call("r1", "read_file", serde_json::json!({"path": "src/parse/lexer.rs"})),
+        result("r1", "pub fn lex() {}", false),
+        call("e1", "edit_file", serde_json::json!({"file_path": "src/parse/mod.rs", "old": "a", "new": "see src/parse/lexer.rs"})),
+        result("e1", "ok", false),
+        call("v1", "str_replace_editor", serde_json::json!({"command": "view", "path": "docs/grammar.md"})),
+        result("v1", "grammar", false),
+        call("b1", "bash", serde_json::json!({"command": "make parser-check"})),
+        result("b1", "error: unexpected token at src/parse/mod.rs:3\nexit code: 2", false),
+        call("b2", "bash", serde_json::json!({"command": "cargo test -p parse"})),
+        result("b2", "error[E0425]: cannot find value `tok`", true),
+        call("b3", "bash", serde_json::json!({"command": "cargo test -p parse"})),
+        result("b3", "test result: ok. 4 passed", false),
+        call("w1", "fetch_url", serde_json::json!({"url": "https://example.test/spec"})),
+        result("w1", "connection refused", true),
+    ]
+}
+
+/// The lines of a ledger's section (an oracle of the format: the title line, then `- ` lines).
+fn section_lines<'a>(ledger: &'a str, title: &str) -> Vec<&'a str> {
+    ledger
+        .lines()
+        .skip_while(|l| *l != title)
+        .skip(1)
+        .take_while(|l| l.starts_with("- "))
+        .collect()
+}
+
+#[test]
+fn the_ledger_has_sections_files_modified_and_read_commands_with_outcomes_open_errors() {
+    let span = sectioned_span();
+    let arts = extract(&span);
+    let l = ledger(&arts, &Corpus::of_text("Done."), 8000).unwrap();
+    assert!(l.starts_with(LEDGER_HEAD) && l.ends_with(LEDGER_END), "{l}");
+    assert_eq!(section_lines(&l, "Files modified:"), ["- src/parse/mod.rs"], "{l}");
+    assert_eq!(
+        section_lines(&l, "Files read:"),
+        ["- src/parse/lexer.rs", "- docs/grammar.md"],
+        "{l}"
+    );
+    assert_eq!(
+        section_lines(&l, "Commands run (outcome):"),
+        ["- make parser-check [failed, exit 2]", "- cargo test -p parse [ok]"],
+        "{l}"
+    );
+    // The failed make and the failed fetch are open; cargo test's error was resolved by its
+    // rerun.
+    let open = section_lines(&l, "Open errors (failed, not resolved later):");
+    assert_eq!(open.len(), 2, "{l}");
+    assert!(open[0].starts_with("- error: unexpected token") && open[0].ends_with("(from: make parser-check)"), "{l}");
+    assert!(open[1].starts_with("- connection refused (from: fetch_url"), "{l}");
+    assert!(!l.contains("E0425"), "{l}");
+    assert_eq!(section_lines(&l, "User rules (still standing):").len(), 2, "{l}");
+}
+
+#[test]
+fn a_call_that_succeeds_in_the_kept_tail_resolves_its_open_error() {
+    let arts = extract(&sectioned_span());
+    let tail = vec![
+        call("t1", "bash", serde_json::json!({"command": "make parser-check"})),
+        result("t1", "all good\nexit code: 0", false),
+    ];
+    let ctx = LedgerContext {
+        rules: &[],
+        later: &tail,
+    };
+    let l = ledger_in(&arts, &Corpus::of_text("Done."), &ctx, 8000).unwrap();
+    let open = section_lines(&l, "Open errors (failed, not resolved later):");
+    assert_eq!(open.len(), 1, "{l}");
+    assert!(open[0].contains("connection refused"), "{l}");
+}
+
+#[test]
+fn the_ledger_never_lists_a_rule_taken_back_in_the_history_as_standing() {
+    let arts = extract(&sectioned_span());
+    let rules = [
+        (
+            "Always run cargo fmt before committing.".to_string(),
+            false,
+        ),
+        ("Never touch vendor/ directly.".to_string(), true),
+        // A live rule that shares most words with the withdrawn one does not hide it.
+        (
+            "Always run cargo fmt --check before committing.".to_string(),
+            true,
+        ),
+    ];
+    let ctx = LedgerContext {
+        rules: &rules,
+        later: &[],
+    };
+    let l = ledger_in(&arts, &Corpus::of_text("Done."), &ctx, 8000).unwrap();
+    assert_eq!(
+        section_lines(&l, "User rules (still standing):"),
+        ["- Never touch vendor/ directly"],
+        "{l}"
+    );
+}
+
+#[test]
+fn the_score_without_the_ledger_and_the_ledgers_share_add_up() {
+    let span = sectioned_span();
+    let arts = extract(&span);
+    let l = ledger(&arts, &Corpus::of_text("Ported."), 8000).unwrap();
+    let history = serde_json::json!([
+        {"role": "user", "content": format!("[agent-db compaction summary]\nPorted src/parse/mod.rs.\n\n{l}")},
+        {"role": "user", "content": "Carry on."}
+    ])
+    .to_string();
+    let r = score_history(&arts, &history);
+    let (m, led) = (r.model_score.unwrap(), r.ledger_score.unwrap());
+    assert!((m + led - r.score).abs() < 1e-12, "{r:?}");
+    // Counted here: without the ledger, of the paths only src/parse/mod.rs is kept.
+    let bare = score_artifacts(&arts, &Corpus::of_text("Ported src/parse/mod.rs. Carry on."));
+    assert_eq!(m, bare.score);
+    assert_eq!(bare.by_kind[&Kind::Path].kept, 1);
+    // No ledger, no split.
+    let plain = serde_json::json!([{"role": "user", "content": "Ported."}]).to_string();
+    let r = score_history(&arts, &plain);
+    assert_eq!((r.model_score, r.ledger_score), (None, None));
+    assert!(r.split().is_none());
+}
