@@ -1404,10 +1404,6 @@ fn ledger_line(a: &Artifact) -> String {
             format!("\n- {} [{s}, exit {code}]", a.text)
         }
         (Kind::Command, Some(s), _) => format!("\n- {} [{s}]", a.text),
-        (Kind::Error, _, _) => match &a.from {
-            Some(f) => format!("\n- {} (from: {})", a.text, f),
-            None => format!("\n- {}", a.text),
-        },
         _ => format!("\n- {}", a.text),
     }
 }
