@@ -1024,12 +1024,28 @@ impl Extractor {
     }
 
     fn user_text(&mut self, text: &str) {
+        let quoted = quoted_numbers(text);
+        // The last two words: a number assigned to an identifier (`max_retries = 250`) is its
+        // value.
+        let (mut prev, mut before) = ("", "");
         for raw in text.split(|c: char| c.is_whitespace() || "\"'`()<>[]{},;".contains(c)) {
+            if raw.is_empty() {
+                continue;
+            }
             let w = raw.trim_end_matches(['.', ':', '!', '?']);
+            let assigned = (prev == "=" || prev == ":") && is_identifier(before)
+                || prev.strip_suffix(['=', ':']).is_some_and(is_identifier);
+            (before, prev) = (prev, raw);
             if w.starts_with("http") || is_path(w) {
                 continue;
             }
-            if is_identifier(w) || is_number(w) {
+            let value = assigned && w.chars().filter(char::is_ascii_digit).count() >= 2;
+            if is_identifier(w)
+                || is_host_port(w)
+                || is_number(w)
+                || quoted.contains(w)
+                || value && w.chars().all(|c| c.is_ascii_digit() || c == '.')
+            {
                 self.push(Kind::Identifier, w);
             }
         }
@@ -1257,9 +1273,62 @@ fn is_identifier(w: &str) -> bool {
         || digit_after_letter
 }
 
+/// A number that names something: a version or an address (`1.2.3`, `10.0.0.1`: three or more
+/// groups of digits between dots) or a port (`:8080`, `8080:80`). A bare number (`Task 103`,
+/// `2,000`, `1.5`) is prose, not an identifier, unless it is quoted ([`quoted_numbers`]).
 fn is_number(w: &str) -> bool {
     let digits = w.chars().filter(char::is_ascii_digit).count();
-    digits >= 3 && w.chars().all(|c| c.is_ascii_digit() || ".,:-".contains(c))
+    if digits < 2 || !w.chars().all(|c| c.is_ascii_digit() || ".:".contains(c)) {
+        return false;
+    }
+    let dotted = w.split('.').collect::<Vec<_>>();
+    let version = dotted.len() >= 3
+        && dotted
+            .iter()
+            .all(|g| !g.is_empty() && g.chars().all(|c| c.is_ascii_digit()));
+    let port = w.contains(':')
+        && w.split(':')
+            .filter(|g| !g.is_empty())
+            .all(|g| g.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        && w.rsplit(':').next().is_some_and(|p| (2..=5).contains(&p.len()));
+    version || port
+}
+
+/// `host:port` (`localhost:8080`, `db.internal:5432`): a name, a colon, 2 to 5 digits.
+fn is_host_port(w: &str) -> bool {
+    match w.rsplit_once(':') {
+        Some((host, port)) => {
+            (2..=5).contains(&port.len())
+                && port.chars().all(|c| c.is_ascii_digit())
+                && host.chars().any(char::is_alphabetic)
+                && host
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || ".-_".contains(c))
+        }
+        None => false,
+    }
+}
+
+/// The numbers (2 digits or more) the user wrote in backticks or double quotes: quoted, a
+/// number is a value someone meant exactly.
+fn quoted_numbers(text: &str) -> HashSet<&str> {
+    let mut out = HashSet::new();
+    for q in ['`', '"'] {
+        if !text.contains(q) {
+            continue;
+        }
+        for inner in text.split(q).skip(1).step_by(2) {
+            for w in inner.split(|c: char| c.is_whitespace() || ",;()[]{}".contains(c)) {
+                let w = w.trim_end_matches(['.', ':', '!', '?']);
+                if w.chars().filter(char::is_ascii_digit).count() >= 2
+                    && w.chars().all(|c| c.is_ascii_digit() || ".:-".contains(c))
+                {
+                    out.insert(w);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The artifact ledger's first line.

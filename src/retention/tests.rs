@@ -587,3 +587,38 @@ fn the_score_without_the_ledger_and_the_ledgers_share_add_up() {
     assert_eq!((r.model_score, r.ledger_score), (None, None));
     assert!(r.split().is_none());
 }
+
+/// Issue 41, item 16: a bare number is prose, not an identifier; a number that names something
+/// (a version, an address, a port) or that the user quoted is. The oracle is this table.
+#[test]
+fn bare_numbers_are_not_identifiers_versions_ports_and_quoted_numbers_are() {
+    let cases: &[(&str, &[&str])] = &[
+        ("Task 103 is done, see step 42 of 2,000.", &[]),
+        ("It took 1.5 seconds on 2026-11-01 at 10 am.", &[]),
+        ("Upgrade to 1.2.3 and point it at 10.0.0.1 please", &["1.2.3", "10.0.0.1"]),
+        ("The proxy listens on :8080 and maps 8080:80", &[":8080", "8080:80"]),
+        ("Use localhost:5432 for the db", &["localhost:5432"]),
+        ("Set the limit to `250` and the code to \"4711\", not 999", &["250", "4711"]),
+        ("Rename max_retries and HttpClient in v2", &["max_retries", "HttpClient", "v2"]),
+        ("Keep max_retries = 250 and timeout_ms: 1500 but not 300", &["max_retries", "250", "timeout_ms", "1500"]),
+    ];
+    for (text, want) in cases {
+        let arts = extract(&[user(text)]);
+        let got = texts(&arts, Kind::Identifier);
+        assert_eq!(&got, want, "{text}");
+    }
+}
+
+/// A dead session whose user spoke of numbered tasks: a summary keeping every path and the
+/// words of the instruction keeps it all, whatever the numbers.
+#[test]
+fn numbered_tasks_do_not_deflate_the_score() {
+    let span = vec![
+        user("Task 103: fix src/a.rs. Task 104: fix src/b.rs. Then task 105."),
+        assistant("Done with 103 and 104."),
+    ];
+    let summary = user("Fixed src/a.rs and src/b.rs; the tasks are done: fix src/a.rs, fix src/b.rs, then the next.");
+    let r = score(&span, &[summary]);
+    assert!(!r.by_kind.contains_key(&Kind::Identifier), "{r:?}");
+    assert_eq!(r.by_kind[&Kind::Path], Count { kept: 2, total: 2 });
+}
