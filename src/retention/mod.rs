@@ -743,7 +743,11 @@ pub fn extract(span: &[Message]) -> Artifacts {
                     let key = keys.get(call_id.as_str());
                     let failed = results.get(call_id.as_str()).is_some_and(|o| o.0);
                     // Paths in a result (listings, search hits) were seen, not touched.
-                    x.errors(content, *is_error, key.filter(|_| failed).map(String::as_str));
+                    x.errors(
+                        content,
+                        *is_error,
+                        key.filter(|_| failed).map(String::as_str),
+                    );
                     if let Some(k) = key {
                         last_failed.insert(k.clone(), failed);
                     }
@@ -810,7 +814,10 @@ fn succeeded_calls(span: &[Message]) -> HashSet<String> {
             }
         }
     }
-    last.into_iter().filter(|(_, f)| !f).map(|(k, _)| k).collect()
+    last.into_iter()
+        .filter(|(_, f)| !f)
+        .map(|(k, _)| k)
+        .collect()
 }
 
 /// The command of a shell tool call: the first line of its `command`, `cmd` or `script`.
@@ -875,9 +882,10 @@ fn file_action(name: &str, v: Option<&serde_json::Value>) -> Option<&'static str
         .map(str::to_string)
         .collect();
     let has = |list: &[&str]| {
-        parts
-            .iter()
-            .any(|p| list.iter().any(|w| p == w || (w.len() > 3 && p.contains(w))))
+        parts.iter().any(|p| {
+            list.iter()
+                .any(|w| p == w || (w.len() > 3 && p.contains(w)))
+        })
     };
     let sub = v
         .and_then(|v| v.get("command"))
@@ -899,7 +907,6 @@ fn file_action(name: &str, v: Option<&serde_json::Value>) -> Option<&'static str
         None
     }
 }
-
 
 #[derive(Default)]
 struct Extractor {
@@ -1290,7 +1297,9 @@ fn is_number(w: &str) -> bool {
         && w.split(':')
             .filter(|g| !g.is_empty())
             .all(|g| g.chars().all(|c| c.is_ascii_digit() || c == '.'))
-        && w.rsplit(':').next().is_some_and(|p| (2..=5).contains(&p.len()));
+        && w.rsplit(':')
+            .next()
+            .is_some_and(|p| (2..=5).contains(&p.len()));
     version || port
 }
 

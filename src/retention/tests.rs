@@ -493,7 +493,11 @@ fn the_ledger_has_sections_files_modified_and_read_commands_with_outcomes_open_e
     let arts = extract(&span);
     let l = ledger(&arts, &Corpus::of_text("Done."), 8000).unwrap();
     assert!(l.starts_with(LEDGER_HEAD) && l.ends_with(LEDGER_END), "{l}");
-    assert_eq!(section_lines(&l, "Files modified:"), ["- src/parse/mod.rs"], "{l}");
+    assert_eq!(
+        section_lines(&l, "Files modified:"),
+        ["- src/parse/mod.rs"],
+        "{l}"
+    );
     assert_eq!(
         section_lines(&l, "Files read:"),
         ["- src/parse/lexer.rs", "- docs/grammar.md"],
@@ -501,7 +505,10 @@ fn the_ledger_has_sections_files_modified_and_read_commands_with_outcomes_open_e
     );
     assert_eq!(
         section_lines(&l, "Commands run (outcome):"),
-        ["- make parser-check [failed, exit 2]", "- cargo test -p parse [ok]"],
+        [
+            "- make parser-check [failed, exit 2]",
+            "- cargo test -p parse [ok]"
+        ],
         "{l}"
     );
     // The failed make and the failed fetch are open; cargo test's error was resolved by its
@@ -517,14 +524,22 @@ fn the_ledger_has_sections_files_modified_and_read_commands_with_outcomes_open_e
         "{l}"
     );
     assert!(!l.contains("E0425"), "{l}");
-    assert_eq!(section_lines(&l, "User rules (still standing):").len(), 2, "{l}");
+    assert_eq!(
+        section_lines(&l, "User rules (still standing):").len(),
+        2,
+        "{l}"
+    );
 }
 
 #[test]
 fn a_call_that_succeeds_in_the_kept_tail_resolves_its_open_error() {
     let arts = extract(&sectioned_span());
     let tail = vec![
-        call("t1", "bash", serde_json::json!({"command": "make parser-check"})),
+        call(
+            "t1",
+            "bash",
+            serde_json::json!({"command": "make parser-check"}),
+        ),
         result("t1", "all good\nexit code: 0", false),
     ];
     let ctx = LedgerContext {
@@ -541,10 +556,7 @@ fn a_call_that_succeeds_in_the_kept_tail_resolves_its_open_error() {
 fn the_ledger_never_lists_a_rule_taken_back_in_the_history_as_standing() {
     let arts = extract(&sectioned_span());
     let rules = [
-        (
-            "Always run cargo fmt before committing.".to_string(),
-            false,
-        ),
+        ("Always run cargo fmt before committing.".to_string(), false),
         ("Never touch vendor/ directly.".to_string(), true),
         // A live rule that shares most words with the withdrawn one does not hide it.
         (
@@ -578,7 +590,10 @@ fn the_score_without_the_ledger_and_the_ledgers_share_add_up() {
     let (m, led) = (r.model_score.unwrap(), r.ledger_score.unwrap());
     assert!((m + led - r.score).abs() < 1e-12, "{r:?}");
     // Counted here: without the ledger, of the paths only src/parse/mod.rs is kept.
-    let bare = score_artifacts(&arts, &Corpus::of_text("Ported src/parse/mod.rs. Carry on."));
+    let bare = score_artifacts(
+        &arts,
+        &Corpus::of_text("Ported src/parse/mod.rs. Carry on."),
+    );
     assert_eq!(m, bare.score);
     assert_eq!(bare.by_kind[&Kind::Path].kept, 1);
     // No ledger, no split.
@@ -595,12 +610,27 @@ fn bare_numbers_are_not_identifiers_versions_ports_and_quoted_numbers_are() {
     let cases: &[(&str, &[&str])] = &[
         ("Task 103 is done, see step 42 of 2,000.", &[]),
         ("It took 1.5 seconds on 2026-11-01 at 10 am.", &[]),
-        ("Upgrade to 1.2.3 and point it at 10.0.0.1 please", &["1.2.3", "10.0.0.1"]),
-        ("The proxy listens on :8080 and maps 8080:80", &[":8080", "8080:80"]),
+        (
+            "Upgrade to 1.2.3 and point it at 10.0.0.1 please",
+            &["1.2.3", "10.0.0.1"],
+        ),
+        (
+            "The proxy listens on :8080 and maps 8080:80",
+            &[":8080", "8080:80"],
+        ),
         ("Use localhost:5432 for the db", &["localhost:5432"]),
-        ("Set the limit to `250` and the code to \"4711\", not 999", &["250", "4711"]),
-        ("Rename max_retries and HttpClient in v2", &["max_retries", "HttpClient", "v2"]),
-        ("Keep max_retries = 250 and timeout_ms: 1500 but not 300", &["max_retries", "250", "timeout_ms", "1500"]),
+        (
+            "Set the limit to `250` and the code to \"4711\", not 999",
+            &["250", "4711"],
+        ),
+        (
+            "Rename max_retries and HttpClient in v2",
+            &["max_retries", "HttpClient", "v2"],
+        ),
+        (
+            "Keep max_retries = 250 and timeout_ms: 1500 but not 300",
+            &["max_retries", "250", "timeout_ms", "1500"],
+        ),
     ];
     for (text, want) in cases {
         let arts = extract(&[user(text)]);

@@ -2434,11 +2434,20 @@ fn a_rule_replaced_in_the_kept_tail_is_never_live_in_the_request_or_the_ledger()
     // The stored summary: the model's answer, then a ledger whose user rules do not include it.
     let msgs: Vec<Value> = serde_json::from_str(&raw_messages(&env, &id)).unwrap();
     let summary = msgs[0]["content"].as_str().expect("the summary message");
-    assert!(summary.contains(answer.lines().nth(1).unwrap()), "{summary}");
+    assert!(
+        summary.contains(answer.lines().nth(1).unwrap()),
+        "{summary}"
+    );
     let ledger = ledger_of(summary);
-    assert!(!ledger.contains("make lint-sedge` before each commit"), "{ledger}");
+    assert!(
+        !ledger.contains("make lint-sedge` before each commit"),
+        "{ledger}"
+    );
     // The ledger is in sections, the commands with their outcome.
-    assert!(ledger.contains("Commands run (outcome):\n- cargo test -p loader_0 [ok]"), "{ledger}");
+    assert!(
+        ledger.contains("Commands run (outcome):\n- cargo test -p loader_0 [ok]"),
+        "{ledger}"
+    );
     // The retention of the model's text and of the ledger, apart: the ledger's share is what
     // the commands it lists add (the model's text names no `cargo test -p loader_N`).
     let r = &row["retention"];

@@ -47,7 +47,11 @@ impl StandingRule {
 /// command, number or name), verbatim, de-duplicated, at most the latest [`MAX_RULES`] live ones
 /// and the latest [`MAX_RULES`] taken back. A rule is never reported live when a later user
 /// statement (in the head or the tail) took it back.
-pub fn standing_rules_over(format: Format, head: &[Message], tail: &[Message]) -> Vec<StandingRule> {
+pub fn standing_rules_over(
+    format: Format,
+    head: &[Message],
+    tail: &[Message],
+) -> Vec<StandingRule> {
     let f = gather(
         format,
         head,
