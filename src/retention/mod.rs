@@ -1500,7 +1500,7 @@ fn rule_taken_back(text: &str, rules: &[(String, bool)]) -> bool {
         let have: HashSet<String> = words(rule).collect();
         let shared = ws.intersection(&have).count();
         let union = ws.union(&have).count();
-        // shared/union above the best's; on a tie, a live rule.
+        // A higher share of words in common (shared over union); on a tie, a live rule.
         let better = best.is_none_or(|(s, u, l)| {
             shared * u > s * union || (shared * u == s * union && *live && !l)
         });

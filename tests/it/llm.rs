@@ -2464,4 +2464,15 @@ fn a_rule_replaced_in_the_kept_tail_is_never_live_in_the_request_or_the_ledger()
         .map(|c| c["total"].as_u64().unwrap())
         .sum();
     assert!(led * total as f64 >= 6.0 - 1e-9, "six commands: {r:#}");
+    // Stored with the audit row: `history --json` gives the same figures, its table the split.
+    let hist = run(cmd(&env).args(["history", "--json"]));
+    assert_eq!(hist.code, 0, "{}", hist.stderr);
+    assert_eq!(hist.json()["compactions"][0]["retention"], *r);
+    let table = run(cmd(&env).arg("history"));
+    let split = format!(
+        "model's text {:.0}% + ledger {:.0}%",
+        model * 100.0,
+        led * 100.0
+    );
+    assert!(table.stdout.contains(&split), "{split} in:\n{}", table.stdout);
 }
