@@ -765,6 +765,7 @@ pub fn extract(span: &[Message]) -> Artifacts {
             }
         }
     }
+    x.finish();
     // An error is open while the call it came from never succeeded after it.
     for a in x.out.iter_mut().filter(|a| a.kind == Kind::Error) {
         if let Some(f) = &a.from {
@@ -840,13 +841,18 @@ fn call_key(name: &str, strings: &str) -> String {
 /// The exit code a tool result reports (`exit code: 2`, `exited with status 1`, `"exit_code":
 /// 0`), read from its first and last lines.
 fn exit_code(content: &str) -> Option<i64> {
-    let lines: Vec<&str> = content.lines().collect();
-    let n = lines.len();
-    let look = lines
-        .iter()
+    if !content.contains("xit") {
+        return None;
+    }
+    let first: Vec<&str> = content.lines().take(3).collect();
+    // The last three lines, unless they are among the first three.
+    let last: Vec<&str> = content
+        .trim_end()
+        .rsplit('\n')
         .take(3)
-        .chain(lines.iter().skip(n.saturating_sub(3).max(3)));
-    for l in look {
+        .filter(|l| !first.iter().any(|f| std::ptr::eq(*f, *l)))
+        .collect();
+    for l in first.iter().chain(last.iter().rev()) {
         if !l.contains("xit") {
             continue;
         }
@@ -914,6 +920,12 @@ struct Extractor {
     seen: HashSet<(Kind, String)>,
     /// The open items of the last whole to-do list a todo tool call wrote.
     list: Vec<String>,
+    /// What file tools did to each path (`modified` wins over `read`).
+    path_action: std::collections::HashMap<String, &'static str>,
+    /// The call each error line of a failed result came from (the latest).
+    error_from: std::collections::HashMap<String, String>,
+    /// Each command's exit code, from its last run with a result.
+    command_exit: std::collections::HashMap<String, Option<i64>>,
 }
 
 impl Extractor {
@@ -925,13 +937,23 @@ impl Extractor {
     fn push_command(&mut self, text: &str, status: Option<&str>, exit: Option<i64>) {
         self.push_status(Kind::Command, text, status);
         if status.is_some() {
-            if let Some(a) = self
-                .out
-                .iter_mut()
-                .rev()
-                .find(|a| a.kind == Kind::Command && a.text == text.trim())
-            {
-                a.exit = exit;
+            self.command_exit.insert(text.trim().to_string(), exit);
+        }
+    }
+
+    /// Set what [`Extractor::mark_paths`], [`Extractor::errors`] and
+    /// [`Extractor::push_command`] noted on the artifacts.
+    fn finish(&mut self) {
+        for a in &mut self.out {
+            match a.kind {
+                Kind::Path => {
+                    if let Some(act) = self.path_action.get(&a.text) {
+                        a.status = Some((*act).into());
+                    }
+                }
+                Kind::Error => a.from = self.error_from.get(&a.text).cloned(),
+                Kind::Command => a.exit = self.command_exit.get(&a.text).copied().flatten(),
+                _ => {}
             }
         }
     }
@@ -952,14 +974,12 @@ impl Extractor {
             };
             for p in vals {
                 let p = strip_position(p.trim());
-                if let Some(a) = self
-                    .out
-                    .iter_mut()
-                    .find(|a| a.kind == Kind::Path && a.text == p)
-                {
-                    if a.status.as_deref() != Some("modified") {
-                        a.status = Some(action.into());
-                    }
+                if !is_path(p) {
+                    continue;
+                }
+                let act = self.path_action.entry(p.to_string()).or_insert(action);
+                if *act != "modified" {
+                    *act = action;
                 }
             }
         }
@@ -1016,14 +1036,7 @@ impl Extractor {
                 let t = clip(l);
                 self.push(Kind::Error, &t);
                 if let Some(f) = from {
-                    if let Some(a) = self
-                        .out
-                        .iter_mut()
-                        .rev()
-                        .find(|a| a.kind == Kind::Error && a.text == t)
-                    {
-                        a.from = Some(f.to_string());
-                    }
+                    self.error_from.insert(t.trim().to_string(), f.to_string());
                 }
             }
             first = false;

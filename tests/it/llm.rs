@@ -2474,5 +2474,9 @@ fn a_rule_replaced_in_the_kept_tail_is_never_live_in_the_request_or_the_ledger()
         model * 100.0,
         led * 100.0
     );
-    assert!(table.stdout.contains(&split), "{split} in:\n{}", table.stdout);
+    assert!(
+        table.stdout.contains(&split),
+        "{split} in:\n{}",
+        table.stdout
+    );
 }
