@@ -10,12 +10,19 @@
 //! also from tool results):
 //! - `path`: a word with a `/` between two name characters, or a `name.ext` file name whose
 //!   extension is 1–5 letters or digits after a letter (URLs excluded);
+//!   A path a file tool's path key names is noted `modified` (a tool that edits, writes,
+//!   creates, moves or deletes) or `read` (one that reads, views, lists or searches);
 //! - `command`: the `command`/`cmd` input of a shell tool call (`bash`, `shell`, `exec`, …),
-//!   its first line;
+//!   its first line, with its last run's outcome (`ok`/`failed`: an error result or a non-zero
+//!   exit code) and exit code;
 //! - `error`: the first line of a failed tool result, and any line that starts with `error`,
 //!   `fatal`, `panicked`, `failed` or `traceback` (case-insensitive), at most 160 characters;
+//!   one of a failed result names its call and is `open` until the same call succeeds later;
 //! - `identifier`: a word the user wrote with `_`, `::`, an inner capital or a digit after a
-//!   letter (`max_retries`, `HttpClient`, `v2`), and numbers of 3 or more digits;
+//!   letter (`max_retries`, `HttpClient`, `v2`), `host:port`, and numbers that name something:
+//!   versions and addresses (`1.2.3`), ports (`:8080`, `8080:80`), numbers assigned to an
+//!   identifier (`max_retries = 250`) or quoted (`` `250` ``); a bare number (`Task 103`) is not
+//!   one;
 //! - `url`: `http://` or `https://` up to the next space;
 //! - `rule`: a sentence of a user instruction with `always`, `never`, `don't`, `do not`, `must`,
 //!   `make sure`, `avoid` or `prefer`;
@@ -835,7 +842,12 @@ fn shell_command(name: &str, v: Option<&serde_json::Value>) -> Option<String> {
 
 /// What identifies a call that is not a shell command: its tool's name and its input's strings.
 fn call_key(name: &str, strings: &str) -> String {
-    clip(&format!("{name} {}", squash(strings)))
+    // Only the start counts (a written file's content can be long).
+    let start = match strings.char_indices().nth(4 * MAX_LINE) {
+        Some((i, _)) => &strings[..i],
+        None => strings,
+    };
+    clip(&format!("{name} {}", squash(start)))
 }
 
 /// The exit code a tool result reports (`exit code: 2`, `exited with status 1`, `"exit_code":

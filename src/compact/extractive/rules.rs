@@ -44,8 +44,8 @@ impl StandingRule {
 
 /// The user's rules of `head` and `tail` (the whole history, in order), each with where it
 /// stands: the user's own sentences that name something distinctive (a path, identifier,
-/// command, number or name), verbatim, de-duplicated, at most the latest [`MAX_RULES`] live ones
-/// and the latest [`MAX_RULES`] taken back. A rule is never reported live when a later user
+/// command, number or name), verbatim, de-duplicated, at most the latest 40 live ones
+/// and the latest 40 taken back. A rule is never reported live when a later user
 /// statement (in the head or the tail) took it back.
 pub fn standing_rules_over(
     format: Format,
