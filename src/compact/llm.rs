@@ -140,7 +140,7 @@ pub fn middle_out(text: &str, max_tokens: usize) -> String {
 
 /// What [`Llm::work`] prepares for the requests of one conversation.
 struct Work {
-    rules: Vec<String>,
+    rules: Vec<super::extractive::StandingRule>,
     chunks: Vec<String>,
 }
 
@@ -149,7 +149,7 @@ impl Llm {
     fn prompt(
         &self,
         input: &HeadInput<'_>,
-        rules: &[String],
+        rules: &[super::extractive::StandingRule],
         prior: Option<&str>,
         transcript: &str,
     ) -> String {
@@ -170,13 +170,26 @@ impl Llm {
             )),
             None => s.push_str("- the user's latest request, as the current task\n"),
         }
-        if rules.is_empty() {
+        use super::extractive::RuleStatus;
+        let live: Vec<_> = rules.iter().filter(|r| r.is_live()).collect();
+        if live.is_empty() {
             s.push_str("- every standing rule or constraint the user stated, verbatim\n");
         } else {
-            s.push_str("- these standing rules and constraints from the conversation, verbatim:\n");
-            for r in rules {
-                s.push_str(&format!("  - \"{r}\"\n"));
+            s.push_str("- these standing rules, verbatim:\n");
+            for r in live {
+                s.push_str(&format!("  - \"{}\"\n", r.text));
             }
+        }
+        for r in rules {
+            let latest = match &r.status {
+                RuleStatus::Live => continue,
+                RuleStatus::Withdrawn { latest } => latest,
+                RuleStatus::Replaced { by } => by,
+            };
+            s.push_str(&format!(
+                "- withdrawn — do not present as live: \"{}\" (latest word: \"{latest}\")\n",
+                r.text
+            ));
         }
         if let Some(p) = prior {
             s.push_str(
@@ -226,7 +239,7 @@ impl Llm {
     fn chunks(
         &self,
         input: &HeadInput<'_>,
-        rules: &[String],
+        rules: &[super::extractive::StandingRule],
     ) -> Result<Vec<String>, StrategyError> {
         let messages: Vec<&Message> = match &input.prior_summary {
             Some(_) => input.head.iter().skip(input.prior_len.max(1)).collect(),
@@ -250,14 +263,22 @@ impl Llm {
 
     /// The CPU-bound part of a rewrite: the standing rules and the transcript's chunks.
     fn work(&self, input: &HeadInput<'_>) -> Result<Work, StrategyError> {
-        let rules = super::extractive::standing_rules(input.plan.loaded.format, input.head);
+        let rules = super::extractive::standing_rules_over(
+            input.plan.loaded.format,
+            input.head,
+            input.plan.tail(),
+        );
         let chunks = self.chunks(input, &rules)?;
         Ok(Work { rules, chunks })
     }
 
     /// What a dry run expects, without calling the model.
     pub fn expect(&self, input: &HeadInput<'_>) -> Result<Estimate, StrategyError> {
-        let rules = super::extractive::standing_rules(input.plan.loaded.format, input.head);
+        let rules = super::extractive::standing_rules_over(
+            input.plan.loaded.format,
+            input.head,
+            input.plan.tail(),
+        );
         let chunks = self.chunks(input, &rules)?;
         let summary = (self.max_summary_tokens as usize / 2)
             .min(input.head_tokens / 4)
@@ -450,6 +471,7 @@ impl Strategy for Llm {
         }
         let body = with_ledger(
             input,
+            &rules,
             last_answer.or(prior).unwrap_or_default(),
             self.summary_reserve(),
         );
@@ -474,13 +496,20 @@ pub const LEDGER_MAX_CHARS: usize = 8000;
 /// three characters a token (paths and commands count more tokens per character than prose).
 pub const LEDGER_RESERVE_TOKENS: usize = LEDGER_MAX_CHARS / 3;
 
-/// The model's summary with the artifact ledger appended: the summarized span's paths, commands
-/// (with their last status), open to-dos and user rules that neither the summary nor the kept
-/// tail holds, verbatim ([`crate::retention::ledger`]). The answer and the ledger together stay
-/// within `reserve` tokens (the room the plan kept for them) at three characters a token: the
-/// ledger takes [`LEDGER_MAX_CHARS`], or more when the answer is shorter than its limit.
-fn with_ledger(input: &HeadInput<'_>, body: String, reserve: usize) -> String {
-    use crate::retention::{extract, ledger, Corpus};
+/// The model's summary with the artifact ledger appended: the summarized span's user rules that
+/// still stand (`rules`, over the whole history: never one taken back in the head or the kept
+/// tail), open to-dos, open errors, commands with their outcome, files modified and read, that
+/// neither the summary nor the kept tail holds, verbatim ([`crate::retention::ledger_in`]). The
+/// answer and the ledger together stay within `reserve` tokens (the room the plan kept for them)
+/// at three characters a token: the ledger takes [`LEDGER_MAX_CHARS`], or more when the answer
+/// is shorter than its limit.
+fn with_ledger(
+    input: &HeadInput<'_>,
+    rules: &[super::extractive::StandingRule],
+    body: String,
+    reserve: usize,
+) -> String {
+    use crate::retention::{extract, ledger_in, Corpus, LedgerContext};
     let arts = match &input.plan.artifacts {
         Some(a) => a.clone(),
         None => {
@@ -492,7 +521,15 @@ fn with_ledger(input: &HeadInput<'_>, body: String, reserve: usize) -> String {
     // Whitespace is normalized once over both (normalizing the tail first changes nothing).
     let seen = Corpus::of_messages_and(input.plan.tail(), &format!("\n{body}"));
     let room = (reserve.saturating_sub(count_text(&body)) * 3).max(LEDGER_MAX_CHARS);
-    match ledger(&arts, &seen, room) {
+    let rules: Vec<(String, bool)> = rules
+        .iter()
+        .map(|r| (r.text.clone(), r.is_live()))
+        .collect();
+    let ctx = LedgerContext {
+        rules: &rules,
+        later: input.plan.tail(),
+    };
+    match ledger_in(&arts, &seen, &ctx, room) {
         Some(l) => format!("{}\n\n{l}", body.trim_end()),
         None => body,
     }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use agent_db::report::{Row, Totals};
+use agent_db::report::{Row, Status, Totals};
 use serde_json::{Map, Value};
 
 /// The JSON contract's version.
@@ -147,9 +147,19 @@ impl CompactReport {
         })
     }
 
-    /// Queue row `seq` (1-based, in selection order); write every row whose turn has come.
+    /// Queue row `seq` (1-based, in selection order); write every row whose turn has come. A
+    /// skipped or failed row's reason is its `note` too (as the table's note gives it) when it
+    /// has no note of its own.
     pub fn row(&mut self, seq: usize, row: &Row) -> std::io::Result<()> {
-        self.pending.insert(seq, row.clone());
+        let mut row = row.clone();
+        if row.note.is_none() {
+            row.note = match &row.status {
+                Status::Skipped(why) | Status::Failed(why) => Some(why.clone()),
+                Status::NotStarted(n) => Some(n.to_string()),
+                Status::Planned | Status::Compacted => None,
+            };
+        }
+        self.pending.insert(seq, row);
         while let Some(r) = self.pending.remove(&self.next) {
             self.stream
                 .item(&serde_json::to_string(&r).unwrap_or_default())?;

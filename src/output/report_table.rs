@@ -45,12 +45,19 @@ fn utilization(t: &mut table::Grid, r: &Row) -> String {
     format!("{figures}{mark}").trim_start().to_string()
 }
 
-/// The retention score, with a numbered note giving kept/total of each kind not kept in full.
+/// The retention score, with a numbered note giving the model's share and the artifact
+/// ledger's (for a summary with a ledger) and kept/total of each kind not kept in full.
 pub fn kept_cell(t: &mut table::Grid, k: &agent_db::retention::Retention) -> String {
     let pct = format!("{:.0}%", k.score * 100.0);
-    match k.partial_kinds() {
-        Some(low) => format!("{pct} [{}]", t.note(&format!("kept {low}"))),
-        None => pct,
+    let parts: Vec<String> = k
+        .split()
+        .into_iter()
+        .chain(k.partial_kinds().map(|low| format!("kept {low}")))
+        .collect();
+    if parts.is_empty() {
+        pct
+    } else {
+        format!("{pct} [{}]", t.note(&parts.join("; ")))
     }
 }
 

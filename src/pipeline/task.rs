@@ -485,19 +485,20 @@ fn unchanged(row: &mut Row, why: String) -> Status {
 /// How much of the summarized span's artifacts the new history keeps: the artifacts are those
 /// the plan kept when it released the head, or read now from what was summarized (for a
 /// re-compaction that reads them, the originals since the conversation began) or, for a
-/// strategy that rewrites the head in place, from the head.
+/// strategy that rewrites the head in place, from the head. A summary with an artifact ledger
+/// is also scored without it ([`crate::retention::Retention::model_score`]).
 pub(super) fn retention_of(
     plan: &Plan,
     new: &NewHistory,
     rewrites_head: bool,
 ) -> crate::retention::Retention {
-    use crate::retention::{score_artifacts, Corpus};
     let arts = match &plan.artifacts {
         _ if rewrites_head => plan.artifacts_of(plan.head()),
         Some(a) => a.clone(),
         None => plan.summarized_artifacts(),
     };
-    score_artifacts(&arts, &Corpus::of_json(&new.raw_messages))
+    // With an artifact ledger in the summary, the model's share and the ledger's apart.
+    crate::retention::score_history(&arts, &new.raw_messages)
 }
 
 /// The figures after compaction on the row.

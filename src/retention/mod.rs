@@ -10,12 +10,19 @@
 //! also from tool results):
 //! - `path`: a word with a `/` between two name characters, or a `name.ext` file name whose
 //!   extension is 1–5 letters or digits after a letter (URLs excluded);
+//!   A path a file tool's path key names is noted `modified` (a tool that edits, writes,
+//!   creates, moves or deletes) or `read` (one that reads, views, lists or searches);
 //! - `command`: the `command`/`cmd` input of a shell tool call (`bash`, `shell`, `exec`, …),
-//!   its first line;
+//!   its first line, with its last run's outcome (`ok`/`failed`: an error result or a non-zero
+//!   exit code) and exit code;
 //! - `error`: the first line of a failed tool result, and any line that starts with `error`,
 //!   `fatal`, `panicked`, `failed` or `traceback` (case-insensitive), at most 160 characters;
+//!   one of a failed result names its call and is `open` until the same call succeeds later;
 //! - `identifier`: a word the user wrote with `_`, `::`, an inner capital or a digit after a
-//!   letter (`max_retries`, `HttpClient`, `v2`), and numbers of 3 or more digits;
+//!   letter (`max_retries`, `HttpClient`, `v2`), `host:port`, and numbers that name something:
+//!   versions and addresses (`1.2.3`), ports (`:8080`, `8080:80`), numbers assigned to an
+//!   identifier (`max_retries = 250`) or quoted (`` `250` ``); a bare number (`Task 103`) is not
+//!   one;
 //! - `url`: `http://` or `https://` up to the next space;
 //! - `rule`: a sentence of a user instruction with `always`, `never`, `don't`, `do not`, `must`,
 //!   `make sure`, `avoid` or `prefer`;
@@ -94,9 +101,32 @@ impl Kind {
 pub struct Artifact {
     pub kind: Kind,
     pub text: String,
-    /// For a command: `ok` or `failed`, from its tool result, when it has one.
+    /// For a command: `ok` or `failed`, from its tool result, when it has one. For a path:
+    /// `modified` or `read` when a tool that edits or reads files named it. For an error of a
+    /// failed tool result: `open` (the same call never succeeded later in the span) or
+    /// `resolved`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub status: Option<String>,
+    /// For a command: the exit code its last result reported, when it reported one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub exit: Option<i64>,
+    /// For an error of a failed tool result: the call it came from (the command of a shell
+    /// call, else the tool's name and input).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub from: Option<String>,
+}
+
+impl Artifact {
+    /// An artifact with no status, exit code or origin.
+    pub fn new(kind: Kind, text: impl Into<String>) -> Artifact {
+        Artifact {
+            kind,
+            text: text.into(),
+            status: None,
+            exit: None,
+            from: None,
+        }
+    }
 }
 
 /// The artifacts of a span, deduplicated, in order of first appearance.
@@ -118,11 +148,7 @@ impl Artifacts {
             {
                 continue;
             }
-            self.0.push(Artifact {
-                kind: Kind::Todo,
-                text,
-                status: None,
-            });
+            self.0.push(Artifact::new(Kind::Todo, text));
         }
     }
 }
@@ -153,6 +179,13 @@ pub struct Retention {
     /// The artifacts the result lost (at most [`MAX_LOST`]).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub lost: Vec<Artifact>,
+    /// For a summary with an artifact ledger ([`ledger`]): the score of the result without the
+    /// ledger (the model's own text and the kept tail).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub model_score: Option<f64>,
+    /// For a summary with an artifact ledger: what the ledger adds (`score - model_score`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ledger_score: Option<f64>,
 }
 
 /// How many lost artifacts a [`Retention`] lists.
@@ -165,6 +198,17 @@ impl Retention {
             .get(&k)
             .filter(|c| c.total > 0)
             .map(|c| c.kept as f64 / c.total as f64)
+    }
+
+    /// The model's own share and the ledger's, for tables: `model's text 40% + ledger 52%`;
+    /// `None` when the result has no ledger.
+    pub fn split(&self) -> Option<String> {
+        let (m, l) = (self.model_score?, self.ledger_score?);
+        Some(format!(
+            "model's text {:.0}% + ledger {:.0}%",
+            m * 100.0,
+            l * 100.0
+        ))
     }
 
     /// Short form for tables: `92% (path 10/10, rule 0/1)`: the kinds below 100% only.
@@ -250,17 +294,7 @@ impl Corpus {
 
     /// From a serialized history (a JSON array or JSON lines): its string values.
     pub fn of_json(raw: &str) -> Corpus {
-        let mut out = String::new();
-        // Streamed (no `Value` of the whole history), unless the history is one the stream
-        // does not answer for.
-        if !strings::strings_into(raw, &mut out) {
-            out.clear();
-            match serde_json::from_str::<serde_json::Value>(raw) {
-                Ok(v) => strings_of(&v, &mut out),
-                Err(_) => out.push_str(raw),
-            }
-        }
-        Corpus::of_text(&out)
+        Corpus::of_text(&json_text(raw))
     }
 
     /// The normalized text.
@@ -509,6 +543,21 @@ fn words(s: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_lowercase)
 }
 
+/// The string values of a serialized history (a JSON array or JSON lines), one a line.
+fn json_text(raw: &str) -> String {
+    let mut out = String::new();
+    // Streamed (no `Value` of the whole history), unless the history is one the stream
+    // does not answer for.
+    if !strings::strings_into(raw, &mut out) {
+        out.clear();
+        match serde_json::from_str::<serde_json::Value>(raw) {
+            Ok(v) => strings_of(&v, &mut out),
+            Err(_) => out.push_str(raw),
+        }
+    }
+    out
+}
+
 fn strings_of(v: &serde_json::Value, out: &mut String) {
     match v {
         serde_json::Value::String(s) => {
@@ -596,6 +645,27 @@ const RULE_MARKERS: &[&str] = &[
     "prefer ",
 ];
 
+/// Markers followed by an exit code in a tool result.
+const EXIT_MARKERS: &[&str] = &[
+    "exited with status",
+    "exited with code",
+    "exit code",
+    "exit status",
+    "exitcode",
+    "exit_code",
+];
+
+/// Parts of a tool's name (or an editor tool's sub-command) that make it change files.
+const MODIFY_WORDS: &[&str] = &[
+    "edit", "write", "create", "patch", "replace", "insert", "delete", "remove", "move", "rename",
+    "apply", "update",
+];
+
+/// Parts of a tool's name (or an editor tool's sub-command) that make it read files.
+const READ_WORDS: &[&str] = &[
+    "read", "view", "cat", "open", "grep", "search", "glob", "find", "list", "ls", "tree",
+];
+
 const ERROR_STARTS: &[&str] = &["error", "fatal", "panicked", "failed", "traceback"];
 
 /// Whether `l.to_lowercase()` starts with one of [`ERROR_STARTS`]: a line whose first character
@@ -625,18 +695,11 @@ fn clip(s: &str) -> String {
 /// The artifacts of the summarized span (see the module docs for what each kind is).
 pub fn extract(span: &[Message]) -> Artifacts {
     let mut x = Extractor::default();
-    // Command statuses from their results.
-    let mut results: std::collections::HashMap<&str, bool> = Default::default();
-    for m in span {
-        for b in &m.blocks {
-            if let Block::ToolResult {
-                call_id, is_error, ..
-            } = b
-            {
-                results.insert(call_id.as_str(), *is_error);
-            }
-        }
-    }
+    // Call outcomes (failed, exit code) from their results.
+    let results = results_of(span);
+    // Each call's key ([`call_key`]) and, in order, the outcome of each call with a result.
+    let mut keys: std::collections::HashMap<&str, String> = Default::default();
+    let mut last_failed: std::collections::HashMap<String, bool> = Default::default();
     let latest = span.iter().rposition(|m| m.is_user_instruction());
     let mut todo_calls: HashSet<&str> = HashSet::new();
     for (i, m) in span.iter().enumerate() {
@@ -645,7 +708,7 @@ pub fn extract(span: &[Message]) -> Artifacts {
             match b {
                 Block::Text { text } => {
                     x.paths_urls(text);
-                    x.errors(text, false);
+                    x.errors(text, false, None);
                     if user && !crate::summary::is_summary_text(text) {
                         x.user_text(text);
                     }
@@ -655,19 +718,20 @@ pub fn extract(span: &[Message]) -> Artifacts {
                     let v = serde_json::from_str::<serde_json::Value>(input).ok();
                     let strs = strings_or(v.as_ref(), input);
                     x.paths_urls(&strs);
-                    if is_shell_tool(name) {
-                        let cmd = v.as_ref().and_then(|v| {
-                            ["command", "cmd", "script"]
-                                .iter()
-                                .find_map(|k| v.get(k).and_then(|c| c.as_str()))
-                                .map(str::to_string)
-                        });
-                        if let Some(c) = cmd.as_deref().and_then(|c| c.lines().next()) {
-                            let status =
-                                results
-                                    .get(id.as_str())
-                                    .map(|e| if *e { "failed" } else { "ok" });
-                            x.push_status(Kind::Command, &clip(c), status);
+                    if let Some(action) = file_action(name, v.as_ref()) {
+                        if let Some(v) = &v {
+                            x.mark_paths(v, action);
+                        }
+                    }
+                    let outcome = results.get(id.as_str());
+                    match shell_command(name, v.as_ref()) {
+                        Some(c) => {
+                            let status = outcome.map(|o| if o.0 { "failed" } else { "ok" });
+                            x.push_command(&c, status, outcome.and_then(|o| o.1));
+                            keys.insert(id.as_str(), c);
+                        }
+                        None => {
+                            keys.insert(id.as_str(), call_key(name, &strs));
                         }
                     }
                     if is_todo_tool(name) {
@@ -683,8 +747,17 @@ pub fn extract(span: &[Message]) -> Artifacts {
                     is_error,
                     ..
                 } => {
+                    let key = keys.get(call_id.as_str());
+                    let failed = results.get(call_id.as_str()).is_some_and(|o| o.0);
                     // Paths in a result (listings, search hits) were seen, not touched.
-                    x.errors(content, *is_error);
+                    x.errors(
+                        content,
+                        *is_error,
+                        key.filter(|_| failed).map(String::as_str),
+                    );
+                    if let Some(k) = key {
+                        last_failed.insert(k.clone(), failed);
+                    }
                     if !*is_error && todo_calls.contains(call_id.as_str()) {
                         x.todo_state(content);
                     }
@@ -699,7 +772,158 @@ pub fn extract(span: &[Message]) -> Artifacts {
             }
         }
     }
+    x.finish();
+    // An error is open while the call it came from never succeeded after it.
+    for a in x.out.iter_mut().filter(|a| a.kind == Kind::Error) {
+        if let Some(f) = &a.from {
+            let open = last_failed.get(f).copied().unwrap_or(true);
+            a.status = Some(if open { "open" } else { "resolved" }.into());
+        }
+    }
     Artifacts(x.out)
+}
+
+/// The outcome of each tool call of `span` with a result, by call id: (failed, exit code). A
+/// result fails when it is marked as an error or reports a non-zero exit code.
+fn results_of(span: &[Message]) -> std::collections::HashMap<&str, (bool, Option<i64>)> {
+    let mut results: std::collections::HashMap<&str, (bool, Option<i64>)> = Default::default();
+    for m in span {
+        for b in &m.blocks {
+            if let Block::ToolResult {
+                call_id,
+                is_error,
+                content,
+                ..
+            } = b
+            {
+                let exit = exit_code(content);
+                let failed = *is_error || exit.is_some_and(|c| c != 0);
+                results.insert(call_id.as_str(), (failed, exit));
+            }
+        }
+    }
+    results
+}
+
+/// The keys ([`call_key`]) of the calls of `span` whose last result succeeded.
+fn succeeded_calls(span: &[Message]) -> HashSet<String> {
+    let results = results_of(span);
+    let mut last: std::collections::HashMap<String, bool> = Default::default();
+    for m in span {
+        for b in &m.blocks {
+            if let Block::ToolCall { id, name, input } = b {
+                let Some(o) = results.get(id.as_str()) else {
+                    continue;
+                };
+                let v = serde_json::from_str::<serde_json::Value>(input).ok();
+                let key = shell_command(name, v.as_ref())
+                    .unwrap_or_else(|| call_key(name, &strings_or(v.as_ref(), input)));
+                last.insert(key, o.0);
+            }
+        }
+    }
+    last.into_iter()
+        .filter(|(_, f)| !f)
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// The command of a shell tool call: the first line of its `command`, `cmd` or `script`.
+fn shell_command(name: &str, v: Option<&serde_json::Value>) -> Option<String> {
+    if !is_shell_tool(name) {
+        return None;
+    }
+    let c = ["command", "cmd", "script"]
+        .iter()
+        .find_map(|k| v?.get(k).and_then(|c| c.as_str()))?;
+    let line = clip(c.lines().next()?);
+    (!line.is_empty()).then_some(line)
+}
+
+/// What identifies a call that is not a shell command: its tool's name and its input's strings.
+fn call_key(name: &str, strings: &str) -> String {
+    // Only the start counts (a written file's content can be long).
+    let start = match strings.char_indices().nth(4 * MAX_LINE) {
+        Some((i, _)) => &strings[..i],
+        None => strings,
+    };
+    clip(&format!("{name} {}", squash(start)))
+}
+
+/// The exit code a tool result reports (`exit code: 2`, `exited with status 1`, `"exit_code":
+/// 0`), read from its first and last lines.
+fn exit_code(content: &str) -> Option<i64> {
+    if !content.contains("xit") {
+        return None;
+    }
+    let first: Vec<&str> = content.lines().take(3).collect();
+    // The last three lines, unless they are among the first three.
+    let last: Vec<&str> = content
+        .trim_end()
+        .rsplit('\n')
+        .take(3)
+        .filter(|l| !first.iter().any(|f| std::ptr::eq(*f, *l)))
+        .collect();
+    for l in first.iter().chain(last.iter().rev()) {
+        if !l.contains("xit") {
+            continue;
+        }
+        let low = l.to_ascii_lowercase();
+        for m in EXIT_MARKERS {
+            let Some(at) = low.find(m) else { continue };
+            let rest = low[at + m.len()..].trim_start_matches([' ', ':', '=', '"', '\'']);
+            let neg = rest.starts_with('-');
+            let digits: String = rest
+                .trim_start_matches('-')
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if let Ok(c) = digits.parse::<i64>() {
+                return Some(if neg { -c } else { c });
+            }
+        }
+    }
+    None
+}
+
+/// How a tool call acts on the files its input names: `modified` for a tool that edits,
+/// writes, creates, moves or deletes files (or an editor tool's sub-command that does), `read`
+/// for one that reads, views, lists or searches; `None` for others (shell commands included).
+fn file_action(name: &str, v: Option<&serde_json::Value>) -> Option<&'static str> {
+    if is_shell_tool(name) {
+        return None;
+    }
+    let parts: Vec<String> = name
+        .to_ascii_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect();
+    let has = |list: &[&str]| {
+        parts.iter().any(|p| {
+            list.iter()
+                .any(|w| p == w || (w.len() > 3 && p.contains(w)))
+        })
+    };
+    let sub = v
+        .and_then(|v| v.get("command"))
+        .and_then(|c| c.as_str())
+        .map(str::to_ascii_lowercase);
+    if let Some(sub) = sub {
+        if MODIFY_WORDS.iter().any(|w| sub.contains(w)) {
+            return Some("modified");
+        }
+        if READ_WORDS.contains(&sub.as_str()) {
+            return Some("read");
+        }
+    }
+    if has(MODIFY_WORDS) {
+        Some("modified")
+    } else if has(READ_WORDS) {
+        Some("read")
+    } else {
+        None
+    }
 }
 
 #[derive(Default)]
@@ -708,11 +932,69 @@ struct Extractor {
     seen: HashSet<(Kind, String)>,
     /// The open items of the last whole to-do list a todo tool call wrote.
     list: Vec<String>,
+    /// What file tools did to each path (`modified` wins over `read`).
+    path_action: std::collections::HashMap<String, &'static str>,
+    /// The call each error line of a failed result came from (the latest).
+    error_from: std::collections::HashMap<String, String>,
+    /// Each command's exit code, from its last run with a result.
+    command_exit: std::collections::HashMap<String, Option<i64>>,
 }
 
 impl Extractor {
     fn push(&mut self, kind: Kind, text: &str) {
         self.push_status(kind, text, None)
+    }
+
+    /// A command, with the outcome and exit code of its result: the last run's win.
+    fn push_command(&mut self, text: &str, status: Option<&str>, exit: Option<i64>) {
+        self.push_status(Kind::Command, text, status);
+        if status.is_some() {
+            self.command_exit.insert(text.trim().to_string(), exit);
+        }
+    }
+
+    /// Set what [`Extractor::mark_paths`], [`Extractor::errors`] and
+    /// [`Extractor::push_command`] noted on the artifacts.
+    fn finish(&mut self) {
+        for a in &mut self.out {
+            match a.kind {
+                Kind::Path => {
+                    if let Some(act) = self.path_action.get(&a.text) {
+                        a.status = Some((*act).into());
+                    }
+                }
+                Kind::Error => a.from = self.error_from.get(&a.text).cloned(),
+                Kind::Command => a.exit = self.command_exit.get(&a.text).copied().flatten(),
+                _ => {}
+            }
+        }
+    }
+
+    /// The paths a file tool's input names under a path key (`path`, `file_path`, `files` …):
+    /// `modified` or `read` (a path both read and modified is modified).
+    fn mark_paths(&mut self, v: &serde_json::Value, action: &'static str) {
+        let Some(obj) = v.as_object() else { return };
+        for (k, val) in obj {
+            let k = k.to_ascii_lowercase();
+            if !(k.contains("path") || k.contains("file")) {
+                continue;
+            }
+            let vals: Vec<&str> = match val {
+                serde_json::Value::String(s) => vec![s.as_str()],
+                serde_json::Value::Array(a) => a.iter().filter_map(|x| x.as_str()).collect(),
+                _ => continue,
+            };
+            for p in vals {
+                let p = strip_position(p.trim());
+                if !is_path(p) {
+                    continue;
+                }
+                let act = self.path_action.entry(p.to_string()).or_insert(action);
+                if *act != "modified" {
+                    *act = action;
+                }
+            }
+        }
     }
 
     fn push_status(&mut self, kind: Kind, text: &str, status: Option<&str>) {
@@ -722,11 +1004,9 @@ impl Extractor {
             return;
         }
         if self.seen.insert((kind, text.to_string())) {
-            self.out.push(Artifact {
-                kind,
-                text: text.to_string(),
-                status,
-            });
+            let mut a = Artifact::new(kind, text);
+            a.status = status;
+            self.out.push(a);
         } else if status.is_some() {
             // The last status of a command wins.
             if let Some(a) = self
@@ -755,7 +1035,9 @@ impl Extractor {
         }
     }
 
-    fn errors(&mut self, text: &str, failed: bool) {
+    /// The error lines of `text` (a failed result's first line, lines that start like an
+    /// error); `from`: the call of a failed result they come from.
+    fn errors(&mut self, text: &str, failed: bool, from: Option<&str>) {
         let mut first = failed;
         for line in text.lines() {
             let l = line.trim();
@@ -763,19 +1045,39 @@ impl Extractor {
                 continue;
             }
             if first || error_start(l) {
-                self.push(Kind::Error, &clip(l));
+                let t = clip(l);
+                self.push(Kind::Error, &t);
+                if let Some(f) = from {
+                    self.error_from.insert(t.trim().to_string(), f.to_string());
+                }
             }
             first = false;
         }
     }
 
     fn user_text(&mut self, text: &str) {
+        let quoted = quoted_numbers(text);
+        // The last two words: a number assigned to an identifier (`max_retries = 250`) is its
+        // value.
+        let (mut prev, mut before) = ("", "");
         for raw in text.split(|c: char| c.is_whitespace() || "\"'`()<>[]{},;".contains(c)) {
+            if raw.is_empty() {
+                continue;
+            }
             let w = raw.trim_end_matches(['.', ':', '!', '?']);
+            let assigned = (prev == "=" || prev == ":") && is_identifier(before)
+                || prev.strip_suffix(['=', ':']).is_some_and(is_identifier);
+            (before, prev) = (prev, raw);
             if w.starts_with("http") || is_path(w) {
                 continue;
             }
-            if is_identifier(w) || is_number(w) {
+            let value = assigned && w.chars().filter(char::is_ascii_digit).count() >= 2;
+            if is_identifier(w)
+                || is_host_port(w)
+                || is_number(w)
+                || quoted.contains(w)
+                || value && w.chars().all(|c| c.is_ascii_digit() || c == '.')
+            {
                 self.push(Kind::Identifier, w);
             }
         }
@@ -1003,43 +1305,154 @@ fn is_identifier(w: &str) -> bool {
         || digit_after_letter
 }
 
+/// A number that names something: a version or an address (`1.2.3`, `10.0.0.1`: three or more
+/// groups of digits between dots) or a port (`:8080`, `8080:80`). A bare number (`Task 103`,
+/// `2,000`, `1.5`) is prose, not an identifier, unless it is quoted ([`quoted_numbers`]).
 fn is_number(w: &str) -> bool {
     let digits = w.chars().filter(char::is_ascii_digit).count();
-    digits >= 3 && w.chars().all(|c| c.is_ascii_digit() || ".,:-".contains(c))
+    if digits < 2 || !w.chars().all(|c| c.is_ascii_digit() || ".:".contains(c)) {
+        return false;
+    }
+    let dotted = w.split('.').collect::<Vec<_>>();
+    let version = dotted.len() >= 3
+        && dotted
+            .iter()
+            .all(|g| !g.is_empty() && g.chars().all(|c| c.is_ascii_digit()));
+    let port = w.contains(':')
+        && w.split(':')
+            .filter(|g| !g.is_empty())
+            .all(|g| g.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        && w.rsplit(':')
+            .next()
+            .is_some_and(|p| (2..=5).contains(&p.len()));
+    version || port
 }
 
-/// A deterministic ledger of the artifacts `result` lacks: paths, commands (with their last
-/// status), open to-dos and the user's rules, verbatim, at most `max_chars` characters (whole
-/// lines only; when some do not fit, a last line counts them). `None` when nothing is missing. Appended to a model-written summary so those
-/// kinds survive whatever the model wrote. Paths come last (a long session touches hundreds):
-/// when the bound is reached, paths are what is left out, never a rule, to-do or command that
-/// fits.
+/// `host:port` (`localhost:8080`, `db.internal:5432`): a name, a colon, 2 to 5 digits.
+fn is_host_port(w: &str) -> bool {
+    match w.rsplit_once(':') {
+        Some((host, port)) => {
+            (2..=5).contains(&port.len())
+                && port.chars().all(|c| c.is_ascii_digit())
+                && host.chars().any(char::is_alphabetic)
+                && host
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || ".-_".contains(c))
+        }
+        None => false,
+    }
+}
+
+/// The numbers (2 digits or more) the user wrote in backticks or double quotes: quoted, a
+/// number is a value someone meant exactly.
+fn quoted_numbers(text: &str) -> HashSet<&str> {
+    let mut out = HashSet::new();
+    for q in ['`', '"'] {
+        if !text.contains(q) {
+            continue;
+        }
+        for inner in text.split(q).skip(1).step_by(2) {
+            for w in inner.split(|c: char| c.is_whitespace() || ",;()[]{}".contains(c)) {
+                let w = w.trim_end_matches(['.', ':', '!', '?']);
+                if w.chars().filter(char::is_ascii_digit).count() >= 2
+                    && w.chars().all(|c| c.is_ascii_digit() || ".:-".contains(c))
+                {
+                    out.insert(w);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The artifact ledger's first line.
+pub const LEDGER_HEAD: &str = "Artifact ledger (verbatim, from the summarized history):";
+/// The artifact ledger's last line: what follows it is not the ledger's.
+pub const LEDGER_END: &str = "(end of the artifact ledger)";
+
+/// What the ledger knows of the history beyond the summarized span's artifacts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LedgerContext<'a> {
+    /// The user's rules over the whole history (the summarized span and the kept tail), and
+    /// whether each still stands. A `rule` artifact that is one of the rules taken back is never
+    /// listed (an artifact is matched to the rule whose words cover most of its own).
+    pub rules: &'a [(String, bool)],
+    /// The messages after the summarized span (the kept tail): a call that succeeds there
+    /// resolves the errors the same call had in the span.
+    pub later: &'a [Message],
+}
+
+/// [`ledger_in`] with no knowledge of the rest of the history.
 pub fn ledger(arts: &Artifacts, result: &Corpus, max_chars: usize) -> Option<String> {
-    const HEAD: &str = "Artifact ledger (verbatim, from the summarized history):";
+    ledger_in(arts, result, &LedgerContext::default(), max_chars)
+}
+
+/// A deterministic ledger of the artifacts `result` lacks, verbatim, in sections: the user's
+/// rules that still stand, open to-dos, open errors (of a failed call that did not succeed
+/// later, in the span or the kept tail), commands with their outcome (`[ok]`, `[failed, exit
+/// 2]`), files modified, files read, and other paths. At most `max_chars` characters (whole lines
+/// only; when some do not fit, a line counts them), between [`LEDGER_HEAD`] and [`LEDGER_END`].
+/// `None` when nothing is missing. Appended to a model-written summary so those kinds survive
+/// whatever the model wrote. Paths come last (a long session touches hundreds): when the bound
+/// is reached, paths are what is left out, never a rule, to-do or command that fits.
+pub fn ledger_in(
+    arts: &Artifacts,
+    result: &Corpus,
+    ctx: &LedgerContext<'_>,
+    max_chars: usize,
+) -> Option<String> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Sec {
+        Rules,
+        Todos,
+        Errors,
+        Commands,
+        Modified,
+        Read,
+        Paths,
+    }
     let sections = [
-        (Kind::Rule, "User rules:"),
-        (Kind::Todo, "Open to-dos:"),
-        (Kind::Command, "Commands run (last status):"),
-        (Kind::Path, "Paths touched:"),
+        (Sec::Rules, "User rules (still standing):"),
+        (Sec::Todos, "Open to-dos:"),
+        (Sec::Errors, "Open errors (failed, not resolved later):"),
+        (Sec::Commands, "Commands run (outcome):"),
+        (Sec::Modified, "Files modified:"),
+        (Sec::Read, "Files read:"),
+        (Sec::Paths, "Other paths:"),
     ];
+    let resolved_later = succeeded_calls(ctx.later);
+    let section_of = |a: &Artifact| -> Option<Sec> {
+        match a.kind {
+            Kind::Rule if rule_taken_back(&a.text, ctx.rules) => None,
+            Kind::Rule => Some(Sec::Rules),
+            Kind::Todo => Some(Sec::Todos),
+            Kind::Error => (a.status.as_deref() == Some("open")
+                && !a.from.as_ref().is_some_and(|f| resolved_later.contains(f)))
+            .then_some(Sec::Errors),
+            Kind::Command => Some(Sec::Commands),
+            Kind::Path => Some(match a.status.as_deref() {
+                Some("modified") => Sec::Modified,
+                Some("read") => Sec::Read,
+                _ => Sec::Paths,
+            }),
+            _ => None,
+        }
+    };
     // Every section's lines first; when they do not all fit, whole lines are left out (the
     // last sections' first) and a closing line says how many.
-    let listed: Vec<&Artifact> = arts
+    let listed: Vec<(&Artifact, Sec)> = arts
         .0
         .iter()
-        .filter(|a| sections.iter().any(|(k, _)| *k == a.kind))
+        .filter_map(|a| section_of(a).map(|s| (a, s)))
         .collect();
-    let found = result.contains_each(listed.iter().copied());
+    let found = result.contains_each(listed.iter().map(|(a, _)| *a));
     let mut wanted: Vec<(String, Vec<String>)> = Vec::new();
-    for (kind, title) in sections {
+    for (sec, title) in sections {
         let lines: Vec<String> = listed
             .iter()
             .zip(&found)
-            .filter(|(a, found)| a.kind == kind && !**found)
-            .map(|(a, _)| match (kind, a.status.as_deref()) {
-                (Kind::Command, Some(s)) => format!("\n- {} [{s}]", a.text),
-                _ => format!("\n- {}", a.text),
-            })
+            .filter(|((_, s), found)| *s == sec && !**found)
+            .map(|((a, _), _)| ledger_line(a))
             .collect();
         if !lines.is_empty() {
             wanted.push((format!("\n{title}"), lines));
@@ -1048,7 +1461,9 @@ pub fn ledger(arts: &Artifacts, result: &Corpus, max_chars: usize) -> Option<Str
     if wanted.is_empty() {
         return None;
     }
-    let whole: usize = HEAD.len()
+    let end = format!("\n{LEDGER_END}");
+    let whole: usize = LEDGER_HEAD.len()
+        + end.len()
         + wanted
             .iter()
             .map(|(t, ls)| t.len() + ls.iter().map(String::len).sum::<usize>())
@@ -1057,10 +1472,10 @@ pub fn ledger(arts: &Artifacts, result: &Corpus, max_chars: usize) -> Option<Str
     let budget = if whole <= max_chars {
         max_chars
     } else {
-        // Room for the closing line.
-        max_chars.saturating_sub(left_out_line(lines).len())
+        // Room for the closing lines.
+        max_chars.saturating_sub(left_out_line(lines).len() + end.len())
     };
-    let mut out = String::from(HEAD);
+    let mut out = String::from(LEDGER_HEAD);
     let (mut any, mut left_out) = (false, 0usize);
     for (title, lines) in wanted {
         if out.len() + title.len() > budget {
@@ -1081,7 +1496,87 @@ pub fn ledger(arts: &Artifacts, result: &Corpus, max_chars: usize) -> Option<Str
     if left_out > 0 {
         out.push_str(&left_out_line(left_out));
     }
+    out.push_str(&end);
     any.then_some(out)
+}
+
+/// One line of the ledger.
+fn ledger_line(a: &Artifact) -> String {
+    match (a.kind, a.status.as_deref(), a.exit) {
+        (Kind::Command, Some(s), Some(code)) if code != 0 => {
+            format!("\n- {} [{s}, exit {code}]", a.text)
+        }
+        (Kind::Command, Some(s), _) => format!("\n- {} [{s}]", a.text),
+        _ => format!("\n- {}", a.text),
+    }
+}
+
+/// Whether a `rule` artifact is one of the rules taken back: the rule closest to it (the most
+/// words shared over the words of both), when it holds at least 80% of the artifact's words,
+/// does not stand.
+fn rule_taken_back(text: &str, rules: &[(String, bool)]) -> bool {
+    let ws: HashSet<String> = words(text).collect();
+    if ws.is_empty() {
+        return false;
+    }
+    // (shared, union, live) of the closest rule so far.
+    let mut best: Option<(usize, usize, bool)> = None;
+    for (rule, live) in rules {
+        let have: HashSet<String> = words(rule).collect();
+        let shared = ws.intersection(&have).count();
+        let union = ws.union(&have).count();
+        // A higher share of words in common (shared over union); on a tie, a live rule.
+        let better = best.is_none_or(|(s, u, l)| {
+            shared * u > s * union || (shared * u == s * union && *live && !l)
+        });
+        if better {
+            best = Some((shared, union, *live));
+        }
+    }
+    best.is_some_and(|(shared, _, live)| !live && enough_words(shared, ws.len()))
+}
+
+/// `text` without its artifact ledgers (from [`LEDGER_HEAD`] through [`LEDGER_END`], or to the
+/// end of `text` when a ledger is not closed); `None` when it holds none.
+pub fn without_ledger(text: &str) -> Option<String> {
+    let mut at = text.find(LEDGER_HEAD)?;
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    loop {
+        out.push_str(&rest[..at]);
+        let after = &rest[at..];
+        match after.find(LEDGER_END) {
+            Some(e) => rest = &after[e + LEDGER_END.len()..],
+            None => return Some(out),
+        }
+        match rest.find(LEDGER_HEAD) {
+            Some(n) => at = n,
+            None => {
+                out.push_str(rest);
+                return Some(out);
+            }
+        }
+    }
+}
+
+/// The retention of a serialized history (a JSON array or JSON lines, see
+/// [`Corpus::of_json`]); when it holds an artifact ledger, also the score without it
+/// ([`Retention::model_score`]) and what the ledger adds ([`Retention::ledger_score`]).
+pub fn score_history(arts: &Artifacts, raw: &str) -> Retention {
+    let text = json_text(raw);
+    let mut r = score_artifacts(arts, &Corpus::of_text(&text));
+    if let Some(bare) = without_ledger(&text) {
+        let m = score_artifacts(arts, &Corpus::of_text(&bare));
+        let kept = |r: &Retention| r.by_kind.values().map(|c| c.kept).sum::<usize>();
+        let total: usize = r.by_kind.values().map(|c| c.total).sum();
+        r.model_score = Some(m.score);
+        r.ledger_score = Some(if total == 0 {
+            0.0
+        } else {
+            kept(&r).saturating_sub(kept(&m)) as f64 / total as f64
+        });
+    }
+    r
 }
 
 /// The ledger's closing line when `n` lines did not fit.

@@ -124,25 +124,13 @@ fn empty_span_scores_one() {
 #[test]
 fn verbatim_kinds_need_the_exact_text_prose_kinds_need_80_percent_of_words() {
     let c = Corpus::of_text("we touched src/store/LOCK.rs and   ran cargo  test --lib lock::");
-    let path = |t: &str| Artifact {
-        kind: Kind::Path,
-        text: t.into(),
-        status: None,
-    };
+    let path = |t: &str| Artifact::new(Kind::Path, t);
     assert!(!c.contains(&path("src/store/lock.rs")), "case-sensitive");
     assert!(
-        c.contains(&Artifact {
-            kind: Kind::Command,
-            text: "cargo test --lib lock::".into(),
-            status: None
-        }),
+        c.contains(&Artifact::new(Kind::Command, "cargo test --lib lock::")),
         "whitespace-normalized"
     );
-    let rule = |t: &str| Artifact {
-        kind: Kind::Rule,
-        text: t.into(),
-        status: None,
-    };
+    let rule = |t: &str| Artifact::new(Kind::Rule, t);
     let c = Corpus::of_text("Rule: ALWAYS run cargo fmt, before each commit");
     // always, run, cargo, fmt, before, committing: 5 of 6 words present (83%).
     assert!(c.contains(&rule("Always run cargo fmt before committing")));
@@ -200,7 +188,10 @@ fn the_ledger_lists_what_the_result_lacks_within_its_budget_and_then_everything_
     assert_eq!(ledger(&arts, &Corpus::of_text(&full), 4000), None);
     let small = ledger(&arts, &Corpus::of_text(summary), 200).unwrap();
     assert!(small.len() <= 200, "{}", small.len());
-    assert!(small.ends_with("over the ledger's size)"), "{small}");
+    assert!(
+        small.ends_with(&format!("over the ledger's size)\n{LEDGER_END}")),
+        "{small}"
+    );
 }
 
 #[test]
@@ -209,16 +200,8 @@ fn json_history_is_read_as_its_strings() {
         {"role":"assistant","tool_calls":[{"function":{"name":"bash","arguments":"{\"command\":\"make   all\"}"}}]}])
     .to_string();
     let c = Corpus::of_json(&raw);
-    assert!(c.contains(&Artifact {
-        kind: Kind::Path,
-        text: "src/a.rs".into(),
-        status: None
-    }));
-    assert!(c.contains(&Artifact {
-        kind: Kind::Command,
-        text: "make all".into(),
-        status: None
-    }));
+    assert!(c.contains(&Artifact::new(Kind::Path, "src/a.rs")));
+    assert!(c.contains(&Artifact::new(Kind::Command, "make all")));
 }
 
 /// docker-agent's todo tools (`create_todo`, `create_todos`, `update_todos`): the items the calls
@@ -355,7 +338,7 @@ fn a_full_ledger_leaves_out_paths_not_commands() {
         .count();
     assert!(
         l.ends_with(&format!(
-            "\n({} more not listed: over the ledger's size)",
+            "\n({} more not listed: over the ledger's size)\n{LEDGER_END}",
             400 - listed
         )),
         "{}",
@@ -394,11 +377,7 @@ proptest::proptest! {
         let corpus = Corpus::of_text(&text.iter().map(|&k| PIECES[k]).collect::<String>());
         let arts: Vec<Artifact> = arts
             .iter()
-            .map(|(k, ps)| Artifact {
-                kind: Kind::ALL[*k],
-                text: ps.iter().map(|&p| PIECES[p]).collect(),
-                status: None,
-            })
+            .map(|(k, ps)| Artifact::new(Kind::ALL[*k], ps.iter().map(|&p| PIECES[p]).collect::<String>()))
             .collect();
         let each: Vec<bool> = arts.iter().map(|a| corpus.contains(a)).collect();
         proptest::prop_assert_eq!(corpus.contains_each(&arts), each);
@@ -474,4 +453,202 @@ fn error_starts_begin_with_the_letters_error_start_checks() {
     for s in ERROR_STARTS {
         assert!(matches!(s.as_bytes()[0], b'e' | b'f' | b'p' | b't'), "{s}");
     }
+}
+
+/// A span with files edited and read, a command that fails (exit 2) and one that fails then
+/// passes, a non-shell call that fails, and two user rules.
+fn sectioned_span() -> Vec<Message> {
+    vec![
+        user("Port the parser. Always run cargo fmt before committing. Never touch vendor/ directly."),
+        call("r1", "read_file", serde_json::json!({"path": "src/parse/lexer.rs"})),
+        result("r1", "pub fn lex() {}", false),
+        call("e1", "edit_file", serde_json::json!({"file_path": "src/parse/mod.rs", "old": "a", "new": "see src/parse/lexer.rs"})),
+        result("e1", "ok", false),
+        call("v1", "str_replace_editor", serde_json::json!({"command": "view", "path": "docs/grammar.md"})),
+        result("v1", "grammar", false),
+        call("b1", "bash", serde_json::json!({"command": "make parser-check"})),
+        result("b1", "error: unexpected token at src/parse/mod.rs:3\nexit code: 2", false),
+        call("b2", "bash", serde_json::json!({"command": "cargo test -p parse"})),
+        result("b2", "error[E0425]: cannot find value `tok`", true),
+        call("b3", "bash", serde_json::json!({"command": "cargo test -p parse"})),
+        result("b3", "test result: ok. 4 passed", false),
+        call("w1", "fetch_url", serde_json::json!({"url": "https://example.test/spec"})),
+        result("w1", "connection refused", true),
+    ]
+}
+
+/// The lines of a ledger's section (an oracle of the format: the title line, then `- ` lines).
+fn section_lines<'a>(ledger: &'a str, title: &str) -> Vec<&'a str> {
+    ledger
+        .lines()
+        .skip_while(|l| *l != title)
+        .skip(1)
+        .take_while(|l| l.starts_with("- "))
+        .collect()
+}
+
+#[test]
+fn the_ledger_has_sections_files_modified_and_read_commands_with_outcomes_open_errors() {
+    let span = sectioned_span();
+    let arts = extract(&span);
+    let l = ledger(&arts, &Corpus::of_text("Done."), 8000).unwrap();
+    assert!(l.starts_with(LEDGER_HEAD) && l.ends_with(LEDGER_END), "{l}");
+    assert_eq!(
+        section_lines(&l, "Files modified:"),
+        ["- src/parse/mod.rs"],
+        "{l}"
+    );
+    assert_eq!(
+        section_lines(&l, "Files read:"),
+        ["- src/parse/lexer.rs", "- docs/grammar.md"],
+        "{l}"
+    );
+    assert_eq!(
+        section_lines(&l, "Commands run (outcome):"),
+        [
+            "- make parser-check [failed, exit 2]",
+            "- cargo test -p parse [ok]"
+        ],
+        "{l}"
+    );
+    // The failed make and the failed fetch are open; cargo test's error was resolved by its
+    // rerun.
+    let open = section_lines(&l, "Open errors (failed, not resolved later):");
+    assert_eq!(open.len(), 2, "{l}");
+    assert_eq!(
+        open,
+        [
+            "- error: unexpected token at src/parse/mod.rs:3",
+            "- connection refused"
+        ],
+        "{l}"
+    );
+    assert!(!l.contains("E0425"), "{l}");
+    assert_eq!(
+        section_lines(&l, "User rules (still standing):").len(),
+        2,
+        "{l}"
+    );
+}
+
+#[test]
+fn a_call_that_succeeds_in_the_kept_tail_resolves_its_open_error() {
+    let arts = extract(&sectioned_span());
+    let tail = vec![
+        call(
+            "t1",
+            "bash",
+            serde_json::json!({"command": "make parser-check"}),
+        ),
+        result("t1", "all good\nexit code: 0", false),
+    ];
+    let ctx = LedgerContext {
+        rules: &[],
+        later: &tail,
+    };
+    let l = ledger_in(&arts, &Corpus::of_text("Done."), &ctx, 8000).unwrap();
+    let open = section_lines(&l, "Open errors (failed, not resolved later):");
+    assert_eq!(open.len(), 1, "{l}");
+    assert!(open[0].contains("connection refused"), "{l}");
+}
+
+#[test]
+fn the_ledger_never_lists_a_rule_taken_back_in_the_history_as_standing() {
+    let arts = extract(&sectioned_span());
+    let rules = [
+        ("Always run cargo fmt before committing.".to_string(), false),
+        ("Never touch vendor/ directly.".to_string(), true),
+        // A live rule that shares most words with the withdrawn one does not hide it.
+        (
+            "Always run cargo fmt --check before committing.".to_string(),
+            true,
+        ),
+    ];
+    let ctx = LedgerContext {
+        rules: &rules,
+        later: &[],
+    };
+    let l = ledger_in(&arts, &Corpus::of_text("Done."), &ctx, 8000).unwrap();
+    assert_eq!(
+        section_lines(&l, "User rules (still standing):"),
+        ["- Never touch vendor/ directly"],
+        "{l}"
+    );
+}
+
+#[test]
+fn the_score_without_the_ledger_and_the_ledgers_share_add_up() {
+    let span = sectioned_span();
+    let arts = extract(&span);
+    let l = ledger(&arts, &Corpus::of_text("Ported."), 8000).unwrap();
+    let history = serde_json::json!([
+        {"role": "user", "content": format!("[agent-db compaction summary]\nPorted src/parse/mod.rs.\n\n{l}")},
+        {"role": "user", "content": "Carry on."}
+    ])
+    .to_string();
+    let r = score_history(&arts, &history);
+    let (m, led) = (r.model_score.unwrap(), r.ledger_score.unwrap());
+    assert!((m + led - r.score).abs() < 1e-12, "{r:?}");
+    // Counted here: without the ledger, of the paths only src/parse/mod.rs is kept.
+    let bare = score_artifacts(
+        &arts,
+        &Corpus::of_text("Ported src/parse/mod.rs. Carry on."),
+    );
+    assert_eq!(m, bare.score);
+    assert_eq!(bare.by_kind[&Kind::Path].kept, 1);
+    // No ledger, no split.
+    let plain = serde_json::json!([{"role": "user", "content": "Ported."}]).to_string();
+    let r = score_history(&arts, &plain);
+    assert_eq!((r.model_score, r.ledger_score), (None, None));
+    assert!(r.split().is_none());
+}
+
+/// Issue 41, item 16: a bare number is prose, not an identifier; a number that names something
+/// (a version, an address, a port) or that the user quoted is. The oracle is this table.
+#[test]
+fn bare_numbers_are_not_identifiers_versions_ports_and_quoted_numbers_are() {
+    let cases: &[(&str, &[&str])] = &[
+        ("Task 103 is done, see step 42 of 2,000.", &[]),
+        ("It took 1.5 seconds on 2026-11-01 at 10 am.", &[]),
+        (
+            "Upgrade to 1.2.3 and point it at 10.0.0.1 please",
+            &["1.2.3", "10.0.0.1"],
+        ),
+        (
+            "The proxy listens on :8080 and maps 8080:80",
+            &[":8080", "8080:80"],
+        ),
+        ("Use localhost:5432 for the db", &["localhost:5432"]),
+        (
+            "Set the limit to `250` and the code to \"4711\", not 999",
+            &["250", "4711"],
+        ),
+        (
+            "Rename max_retries and HttpClient in v2",
+            &["max_retries", "HttpClient", "v2"],
+        ),
+        (
+            "Keep max_retries = 250 and timeout_ms: 1500 but not 300",
+            &["max_retries", "250", "timeout_ms", "1500"],
+        ),
+    ];
+    for (text, want) in cases {
+        let arts = extract(&[user(text)]);
+        let got = texts(&arts, Kind::Identifier);
+        assert_eq!(&got, want, "{text}");
+    }
+}
+
+/// A dead session whose user spoke of numbered tasks: a summary keeping every path and the
+/// words of the instruction keeps it all, whatever the numbers.
+#[test]
+fn numbered_tasks_do_not_deflate_the_score() {
+    let span = vec![
+        user("Task 103: fix src/a.rs. Task 104: fix src/b.rs. Then task 105."),
+        assistant("Done with 103 and 104."),
+    ];
+    let summary = user("Fixed src/a.rs and src/b.rs; the tasks are done: fix src/a.rs, fix src/b.rs, then the next.");
+    let r = score(&span, &[summary]);
+    assert!(!r.by_kind.contains_key(&Kind::Identifier), "{r:?}");
+    assert_eq!(r.by_kind[&Kind::Path], Count { kept: 2, total: 2 });
 }

@@ -2327,3 +2327,156 @@ fn config_names_where_the_file_and_prices_come_from() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Standing rules and the artifact ledger over the whole history (issue 45).
+
+const LINT_RULE: &str = "Always run `make lint-sedge` before each commit.";
+const LINT_WITHDRAWN: &str = "no need to run make lint-sedge anymore; run `make check` instead";
+
+fn prose(seed: usize, words: usize) -> String {
+    (0..words)
+        .map(|w| format!("word{}", (w * 7 + seed) % 97))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A Chat Completions history: the user's rule in the first message, shell work, then (in the
+/// last 2,000 tokens, which `--keep-tokens 2000` keeps) the user replacing that rule.
+fn replaced_rule_history() -> String {
+    let mut m = vec![json!({"role": "user",
+        "content": format!("Refactor the loader in src/loader/mod.rs. {LINT_RULE}")})];
+    for i in 0..6 {
+        let id = format!("call_{i}");
+        m.push(json!({"role": "assistant", "content": "Testing the next crate.", "tool_calls": [{"id": id, "type": "function",
+            "function": {"name": "bash", "arguments": json!({"command": format!("cargo test -p loader_{i}")}).to_string()}}]}));
+        m.push(json!({"role": "tool", "tool_call_id": id, "content": "test result: ok"}));
+        m.push(json!({"role": "assistant", "content": prose(i, 300)}));
+    }
+    m.push(json!({"role": "user", "content": LINT_WITHDRAWN}));
+    m.push(json!({"role": "assistant", "content": prose(50, 300)}));
+    m.push(json!({"role": "user", "content": "Continue with the next step."}));
+    m.push(json!({"role": "assistant", "content": prose(60, 300)}));
+    serde_json::to_string(&m).unwrap()
+}
+
+/// The part of a stored summary from the artifact ledger's first line to its last.
+fn ledger_of(summary: &str) -> &str {
+    let start = summary
+        .find("Artifact ledger (verbatim")
+        .unwrap_or_else(|| panic!("no ledger in {summary}"));
+    let rest = &summary[start..];
+    let end = rest
+        .find("(end of the artifact ledger)")
+        .unwrap_or_else(|| panic!("the ledger is not closed: {rest}"));
+    &rest[..end]
+}
+
+/// A rule the user replaced in the kept tail reaches the model as withdrawn (its replacement as
+/// live), and the ledger appended to the model's answer does not bring it back as a live rule.
+#[test]
+fn a_rule_replaced_in_the_kept_tail_is_never_live_in_the_request_or_the_ledger() {
+    let kind = ProviderKind::OpenAi;
+    let env = Env::generated(1, 3, &[SynthFormat::OpenAiChat]);
+    let id = env.ids("SELECT id FROM conversations")[0].clone();
+    env.conn()
+        .execute(
+            "UPDATE conversations SET raw_messages = ?1 WHERE id = ?2",
+            [replaced_rule_history(), id.clone()],
+        )
+        .unwrap();
+    // The model marks the rule as replaced without repeating it word for word.
+    let answer = "## Summary\nThe loader refactor is under way; cargo tests pass. The lint-sedge step was replaced by make check.";
+    let server = Server::start(move |_, _| ok(kind, answer, (100, 20)));
+    let out = run(cmd(&env)
+        .env("AGENT_DB_API_KEY", KEY)
+        .args([
+            "compact",
+            &id,
+            "--keep-tokens",
+            "2000",
+            "--force",
+            "--yes",
+            "--json",
+            "--min-retention",
+            "0",
+        ])
+        .args(llm_args(kind, &server)));
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let doc = out.json();
+    let row = only_row(&doc);
+    assert_eq!(row["status"], "compacted", "{doc:#}");
+
+    // The request: the replacement is a standing rule, the replaced rule is listed as withdrawn.
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    let user = prompt(kind, &reqs[0]).user;
+    // The prompt quotes rules (the transcript does not quote the user's turns).
+    let quoting = |rule: &str| -> Vec<&str> {
+        let q = format!("\"{rule}\"");
+        user.lines().filter(|l| l.contains(&q)).collect()
+    };
+    let old = quoting(LINT_RULE);
+    assert!(!old.is_empty(), "the replaced rule is not listed:\n{user}");
+    for l in &old {
+        assert!(
+            l.contains("withdrawn") && l.contains(LINT_WITHDRAWN),
+            "the replaced rule is listed as live: {l}"
+        );
+    }
+    assert!(
+        quoting(LINT_WITHDRAWN)
+            .iter()
+            .any(|l| !l.contains("withdrawn")),
+        "the replacement is not a standing rule:\n{user}"
+    );
+
+    // The stored summary: the model's answer, then a ledger whose user rules do not include it.
+    let msgs: Vec<Value> = serde_json::from_str(&raw_messages(&env, &id)).unwrap();
+    let summary = msgs[0]["content"].as_str().expect("the summary message");
+    assert!(
+        summary.contains(answer.lines().nth(1).unwrap()),
+        "{summary}"
+    );
+    let ledger = ledger_of(summary);
+    assert!(
+        !ledger.contains("make lint-sedge` before each commit"),
+        "{ledger}"
+    );
+    // The ledger is in sections, the commands with their outcome.
+    assert!(
+        ledger.contains("Commands run (outcome):\n- cargo test -p loader_0 [ok]"),
+        "{ledger}"
+    );
+    // The retention of the model's text and of the ledger, apart: the ledger's share is what
+    // the commands it lists add (the model's text names no `cargo test -p loader_N`).
+    let r = &row["retention"];
+    let (score, model, led) = (
+        r["score"].as_f64().unwrap(),
+        r["model_score"].as_f64().expect("model_score"),
+        r["ledger_score"].as_f64().expect("ledger_score"),
+    );
+    assert!(close(score, model + led), "{r:#}");
+    let total: u64 = r["by_kind"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|c| c["total"].as_u64().unwrap())
+        .sum();
+    assert!(led * total as f64 >= 6.0 - 1e-9, "six commands: {r:#}");
+    // Stored with the audit row: `history --json` gives the same figures, its table the split.
+    let hist = run(cmd(&env).args(["history", "--json"]));
+    assert_eq!(hist.code, 0, "{}", hist.stderr);
+    assert_eq!(hist.json()["compactions"][0]["retention"], *r);
+    let table = run(cmd(&env).arg("history"));
+    let split = format!(
+        "model's text {:.0}% + ledger {:.0}%",
+        model * 100.0,
+        led * 100.0
+    );
+    assert!(
+        table.stdout.contains(&split),
+        "{split} in:\n{}",
+        table.stdout
+    );
+}

@@ -147,6 +147,8 @@ fn min_retention_refuses_a_summary_that_loses_the_users_rule_and_writes_nothing(
     assert_eq!(row["status"], "skipped", "{doc:#}\n{err}");
     let detail = row["detail"].as_str().unwrap();
     assert!(detail.contains("--min-retention 95.0%"), "{detail}");
+    // The reason is the row's note too, as in the table (issue 41, item 16).
+    assert_eq!(row["note"], row["detail"], "{row:#}");
     assert_eq!(
         row["retention"]["by_kind"]["rule"],
         json!({"kept": 0, "total": 1})

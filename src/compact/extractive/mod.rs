@@ -51,6 +51,7 @@ mod errors;
 pub mod lexicon;
 mod refer;
 mod render;
+mod rules;
 mod supersede;
 mod text;
 mod tools;
@@ -65,6 +66,8 @@ use crate::compact::HeadInput;
 use crate::compact::{is_summary_text, SUMMARY_HEADER};
 use crate::message::{Block, Message, Role};
 use crate::tokens::count_text;
+
+pub use self::rules::{standing_rules_over, RuleStatus, StandingRule};
 
 use self::assistant::TextAt;
 use self::entities::{entities, Stats};

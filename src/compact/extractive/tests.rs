@@ -1947,3 +1947,214 @@ fn a_re_summary_of_the_originals_keeps_the_turns_the_earlier_one_quoted() {
     );
     assert_eq!(render::quoted_turns("## User requests and instructions\n1. \"a\"\n- … 2 more\n4. (the latest)\n## Files\n5. x"), [1, 4]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Standing rules over the whole history (head and kept tail)
+// ---------------------------------------------------------------------------------------------
+
+/// `conv`'s messages split before the user turn `at` (head, tail).
+fn split_before<'a>(plan: &'a Plan, at: &str) -> (&'a [Message], &'a [Message]) {
+    let all = &plan.loaded.messages;
+    let i = all
+        .iter()
+        .position(|m| m.role == crate::message::Role::User && m.text().contains(at))
+        .unwrap_or_else(|| panic!("no user turn {at:?}"));
+    (&all[..i], &all[i..])
+}
+
+#[test]
+fn a_rule_replaced_in_the_kept_tail_is_not_live_and_its_replacement_is() {
+    let earlier = "Run `make lint-sedge` before each commit.";
+    let later = "no need to run make lint-sedge anymore; run `make check` instead";
+    for format in [crate::message::ANTHROPIC, crate::message::OPENAI_CHAT] {
+        let plan = withdrawal_conversation(format, earlier, later, 3).plan(400);
+        let (head, tail) = split_before(&plan, later);
+        let rules = standing_rules_over(format, head, tail);
+        let live: Vec<&str> = rules
+            .iter()
+            .filter(|r| r.is_live())
+            .map(|r| r.text.as_str())
+            .collect();
+        assert!(!live.contains(&earlier), "{rules:#?}");
+        assert!(live.contains(&later), "the replacement is live: {rules:#?}");
+        let gone = rules.iter().find(|r| r.text == earlier).expect("listed");
+        assert_eq!(
+            gone.status,
+            RuleStatus::Replaced {
+                by: later.to_string()
+            }
+        );
+        // The head alone (what the llm strategy read before) still has it live.
+        assert!(standing_rules(format, head).iter().any(|r| r == earlier));
+    }
+}
+
+#[test]
+fn rules_withdrawn_in_the_tail_are_never_live() {
+    for (k, (earlier, later, gone, live_key)) in WITHDRAWALS.iter().enumerate() {
+        for format in [crate::message::ANTHROPIC, crate::message::OPENAI_CHAT] {
+            let plan = withdrawal_conversation(format, earlier, later, k).plan(400);
+            let (head, tail) = split_before(&plan, later);
+            let rules = standing_rules_over(format, head, tail);
+            let r = rules
+                .iter()
+                .find(|r| r.text == collapse(earlier))
+                .unwrap_or_else(|| panic!("{earlier:?} not listed: {rules:#?}"));
+            match &r.status {
+                RuleStatus::Withdrawn { latest } | RuleStatus::Replaced { by: latest } => {
+                    assert_eq!(latest, &collapse(later), "{rules:#?}")
+                }
+                RuleStatus::Live => panic!("{earlier:?} live: {rules:#?}"),
+            }
+            for r in rules.iter().filter(|r| r.is_live()) {
+                assert!(
+                    !r.text.contains(gone) || r.text == collapse(later),
+                    "{gone:?} live in {r:?}"
+                );
+            }
+            if let Some(key) = live_key {
+                assert!(
+                    rules.iter().any(|r| r.is_live() && r.text.contains(key)),
+                    "{key:?} not live: {rules:#?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_rule_withdrawn_in_the_head_is_withdrawn_with_the_latest_word() {
+    let earlier = "Pin serde_quartz to 0.9 in Cargo.toml.";
+    let later = "ignore what I said about serde_quartz, the pin is not needed";
+    let plan = withdrawal_conversation(crate::message::ANTHROPIC, earlier, later, 1).plan(400);
+    let all = &plan.loaded.messages;
+    let rules = standing_rules_over(plan.loaded.format, all, &[]);
+    let r = rules.iter().find(|r| r.text == earlier).expect("listed");
+    assert_eq!(
+        r.status,
+        RuleStatus::Withdrawn {
+            latest: later.to_string()
+        }
+    );
+    assert!(!rules
+        .iter()
+        .any(|r| r.is_live() && r.text.contains("serde_quartz")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Property: nothing a later user turn withdrew is reported live (head and kept tail)
+// ---------------------------------------------------------------------------------------------
+
+/// Made-up names, one per rule of a generated history.
+const RULE_NAMES: [&str; 6] = ["sedge", "plover", "dunlin", "gorse", "ibis", "kiln"];
+
+/// The grammar's rules (`{}` is the rule's name) and, for each, the withdrawals a user may say.
+const RULE_GRAMMAR: [(&str, [&str; 2]); 3] = [
+    (
+        "Always run `make {}-check` before each commit.",
+        [
+            "no need to run make {}-check anymore",
+            "forget make {}-check, the CI does it now",
+        ],
+    ),
+    (
+        "Never edit `config/{}.toml` by hand.",
+        [
+            "ignore what I said about config/{}.toml, it is not generated anymore",
+            "scrap the config/{}.toml rule",
+        ],
+    ),
+    (
+        "Keep the `{}_TOKEN` variable out of the logs.",
+        [
+            "forget the {}_TOKEN rule, that variable is gone",
+            "no need to hide {}_TOKEN anymore",
+        ],
+    ),
+];
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// For any history built from the grammar (each rule stated once, maybe withdrawn in a later
+    /// turn, with other turns and tool work between, split anywhere between head and kept tail),
+    /// no rule the grammar withdrew is reported live. The oracle is the grammar: which rules were
+    /// followed by one of their withdrawals.
+    #[test]
+    fn no_rule_a_later_user_turn_withdrew_is_live(
+        rules in proptest::collection::vec((0usize..3, proptest::bool::ANY, 0usize..2), 1..4),
+        order in proptest::collection::vec(0usize..100, 8),
+        cut in 0usize..100,
+        seed in 0usize..50,
+        anthropic in proptest::bool::ANY,
+    ) {
+        let format = if anthropic { crate::message::ANTHROPIC } else { crate::message::OPENAI_CHAT };
+        // Events: each rule's statement, then (maybe) its withdrawal, interleaved by `order`
+        // while keeping each rule's statement before its withdrawal.
+        let mut stated: Vec<(String, Option<String>)> = Vec::new();
+        for (i, (kind, withdrawn, how)) in rules.iter().enumerate() {
+            let (rule, takes) = RULE_GRAMMAR[*kind];
+            let name = RULE_NAMES[i];
+            let name = if *kind == 2 { name.to_uppercase() } else { name.to_string() };
+            stated.push((
+                rule.replace("{}", &name),
+                withdrawn.then(|| takes[*how].replace("{}", &name)),
+            ));
+        }
+        let mut queue: Vec<(usize, bool)> = Vec::new(); // (rule, is the withdrawal)
+        let mut next: Vec<usize> = vec![0; stated.len()]; // 0: state, 1: withdraw, 2: done
+        let mut k = 0;
+        while next.iter().enumerate().any(|(i, n)| *n == 0 || (*n == 1 && stated[i].1.is_some())) {
+            let i = order[k % order.len()] % stated.len();
+            k += 1;
+            match next[i] {
+                0 => { queue.push((i, false)); next[i] = 1; }
+                1 if stated[i].1.is_some() => { queue.push((i, true)); next[i] = 2; }
+                _ => {
+                    // Someone else's turn: the first rule with something left.
+                    if let Some(j) = (0..stated.len()).find(|&j| next[j] == 0 || (next[j] == 1 && stated[j].1.is_some())) {
+                        let w = next[j] == 1;
+                        queue.push((j, w));
+                        next[j] += 1;
+                    }
+                }
+            }
+        }
+        let mut c = Conv::new(format);
+        c.user("Please tidy up the export pipeline in src/export/ and make the nightly job reliable.");
+        busy(&mut c, 3, seed);
+        for (n, (i, w)) in queue.iter().enumerate() {
+            let text = if *w { stated[*i].1.clone().unwrap() } else { stated[*i].0.clone() };
+            c.user(&text);
+            c.assistant(None, "Understood, continuing with that in mind.", &[]);
+            busy(&mut c, 2, seed + n + 1);
+        }
+        c.user("Good. Now write the changelog entry for the export changes.");
+        c.assistant(None, "Writing the changelog entry now.", &[]);
+        let plan = c.plan(400);
+        let all = &plan.loaded.messages;
+        // Split before a user turn, anywhere after the first.
+        let starts: Vec<usize> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| *i > 0 && m.role == crate::message::Role::User && m.is_user_instruction())
+            .map(|(i, _)| i)
+            .collect();
+        let at = starts[cut % starts.len()];
+        let got = standing_rules_over(format, &all[..at], &all[at..]);
+        for (rule, withdrawal) in &stated {
+            if withdrawal.is_some() {
+                proptest::prop_assert!(
+                    !got.iter().any(|r| r.is_live() && r.text == *rule),
+                    "{rule:?} withdrew but live: {got:#?}"
+                );
+                proptest::prop_assert!(got.iter().any(|r| !r.is_live() && r.text == *rule), "{rule:?} not listed as withdrawn: {got:#?}");
+            } else {
+                proptest::prop_assert!(
+                    got.iter().any(|r| r.is_live() && r.text == *rule),
+                    "{rule:?} stands but is not live: {got:#?}"
+                );
+            }
+        }
+    }
+}
