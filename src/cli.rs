@@ -657,6 +657,15 @@ pub struct LlmArgs {
     #[arg(long, value_name = "TEXT")]
     pub instructions: Option<String>,
 
+    /// Summarizer sampling temperature, 0 to 2 [default: 0]
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f64>,
+
+    /// Elide old successful tool outputs from what the summarizer reads (failed ones and the
+    /// last few are kept whole); the report says what it saved
+    #[arg(long)]
+    pub mask_observations: bool,
+
     /// Stop starting new conversations once the summarizer spend reaches USD
     #[arg(long, value_name = "USD")]
     pub max_cost: Option<f64>,

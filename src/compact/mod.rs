@@ -39,6 +39,25 @@ pub struct Summary {
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
     pub cost_usd: Option<f64>,
+    /// For the `llm` strategy: the retention score of the model's own answer (the share of the
+    /// summarized span's artifacts it names), before the artifact ledger is appended and without
+    /// the kept tail.
+    pub model_retention: Option<crate::retention::Retention>,
+    /// For the `llm` strategy with `--mask-observations`: what masking saved.
+    pub masking: Option<Masking>,
+}
+
+/// What `--mask-observations` saved on one conversation: its requests and prompt tokens
+/// (agent-db's o200k_base count of the transcript plus each request's fixed part), and what the
+/// same head would have taken unmasked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Masking {
+    /// Tool outputs elided.
+    pub elided: usize,
+    pub requests: usize,
+    pub requests_unmasked: usize,
+    pub prompt_tokens: usize,
+    pub prompt_tokens_unmasked: usize,
 }
 
 /// Everything a summarizer may look at.
