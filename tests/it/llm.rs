@@ -277,8 +277,12 @@ fn answer(kind: ProviderKind, text: &str, stop: &str, usage: (u64, u64)) -> Valu
     }
 }
 
+/// A valid answer (see [`crate::common::sectioned`]) carrying `text`.
 fn ok(kind: ProviderKind, text: &str, usage: (u64, u64)) -> Reply {
-    Reply::json(200, answer(kind, text, complete_stop(kind), usage))
+    Reply::json(
+        200,
+        answer(kind, &crate::common::sectioned(text), complete_stop(kind), usage),
+    )
 }
 
 /// The system prompt, the user message, the model and the length limit of a received request.
@@ -330,15 +334,46 @@ fn between<'a>(s: &'a str, start: &str, end: &str) -> Option<&'a str> {
     Some(&s[i..j])
 }
 
-/// The transcript part of a prompt.
-fn transcript(user: &str) -> &str {
-    between(user, "<conversation>\n", "</conversation>")
-        .unwrap_or_else(|| panic!("no <conversation> section in:\n{user}"))
+/// The text a prompt holds between `<NAME-TAG>` and `</NAME-TAG>` (TAG: 16 hex digits, the
+/// same in both), if any.
+fn delimited<'a>(user: &'a str, name: &str) -> Option<&'a str> {
+    let open = format!("\n<{name}-");
+    let mut from = 0;
+    while let Some(i) = user[from..].find(&open) {
+        let start = from + i + open.len();
+        let tag = &user[start..(start + 17).min(user.len())];
+        if tag.len() == 17
+            && tag.ends_with('>')
+            && tag[..16].chars().all(|c| c.is_ascii_hexdigit())
+        {
+            let close = format!("\n</{name}-{}>", &tag[..16]);
+            let body = start + 18;
+            return user[body..].find(&close).map(|j| &user[body..body + j]);
+        }
+        from = start;
+    }
+    None
 }
 
-/// The prior summary carried by a prompt, if any.
+/// The delimiter tag of a prompt's transcript.
+fn tag(user: &str) -> &str {
+    let i = user.find("\n<transcript-").expect("a transcript") + 14;
+    &user[i..i + 16]
+}
+
+/// The transcript part of a prompt.
+fn transcript(user: &str) -> &str {
+    delimited(user, "transcript").unwrap_or_else(|| panic!("no transcript section in:\n{user}"))
+}
+
+/// The earlier summary carried by a prompt, if any.
 fn prior_summary(user: &str) -> Option<&str> {
-    between(user, "<prior-summary>\n", "\n</prior-summary>")
+    delimited(user, "earlier-summary")
+}
+
+/// The notes carried from earlier parts, if any.
+fn notes(user: &str) -> Option<&str> {
+    delimited(user, "notes")
 }
 
 /// A recipe's body (the text after its frontmatter), trimmed.
@@ -1016,16 +1051,37 @@ fn chunked(kind: ProviderKind) {
         );
         assert_eq!(p.max_tokens, Some(500));
         transcript_tokens += count_text(transcript(&p.user));
+        // Each request knows its place; the current task goes to the last part only.
+        assert!(
+            p.user.contains(&format!("this request is part {} of {n}", i + 1)),
+            "request {i}"
+        );
+        let last = i == n - 1;
+        assert_eq!(
+            p.user.contains("the latest instruction is in a later part"),
+            !last,
+            "request {i} of {n}: the current task only in the last part"
+        );
+        assert_eq!(p.user.contains("which is the current task") || p.user.contains("bare go-ahead"), last);
+        // The notes carried in code hold every earlier part's items.
         match i {
             0 => assert!(
-                prior_summary(&p.user).is_none(),
-                "the first request has no prior summary"
+                notes(&p.user).is_none() && prior_summary(&p.user).is_none(),
+                "the first request has no notes"
             ),
-            _ => assert_eq!(
-                prior_summary(&p.user),
-                Some(format!("CHUNK-SUMMARY-{}-END notes on part {}", i - 1, i - 1).as_str()),
-                "request {i} carries the previous answer as its prior summary"
-            ),
+            _ => {
+                // Notes longer than the room for them are sent cut in the middle (agent-db
+                // keeps them whole); the first and the latest items are always there.
+                let carried = notes(&p.user).expect("notes from the earlier parts");
+                let cut = carried.contains("middle of this message omitted");
+                for j in 0..i {
+                    let item = format!("CHUNK-SUMMARY-{j}-END notes on part {j}");
+                    assert!(
+                        carried.contains(&item) || (cut && j > 0),
+                        "request {i} carries part {j}'s item:\n{carried}"
+                    );
+                }
+            }
         }
     }
     assert!(
@@ -1041,18 +1097,21 @@ fn chunked(kind: ProviderKind) {
         prompts.iter().map(|p| transcript(&p.user)).collect();
     assert_eq!(distinct.len(), n);
 
-    // The last answer is the summary written; the earlier ones are not.
+    // The stored summary is the merge of every part's sections: each part's item is there once,
+    // the prose lines every answer repeats are there once.
     let raw = raw_messages(&env, &conv.id);
-    assert!(
-        raw.contains(&format!("CHUNK-SUMMARY-{}-END", n - 1)),
-        "the final summary is stored"
-    );
-    for i in 0..n - 1 {
-        assert!(
-            !raw.contains(&format!("CHUNK-SUMMARY-{i}-END")),
-            "intermediate summary {i} is not stored"
+    for i in 0..n {
+        assert_eq!(
+            raw.matches(&format!("CHUNK-SUMMARY-{i}-END")).count(),
+            1,
+            "part {i}'s item is stored once"
         );
     }
+    assert_eq!(
+        raw.matches("Nothing beyond the notes above was recorded").count(),
+        crate::common::compact_headings().len() - 1,
+        "a line every part repeats under a heading is stored once under it"
+    );
     assert_eq!(
         row["llm_tokens"],
         json!([100 * n, 10 * n]),
@@ -1222,7 +1281,7 @@ fn recompaction_summarizes_the_originals_or_a_pruned_archives_earlier_summary() 
     let third = prompt(kind, &reqs[2]);
     // The earlier summary is the model's answer (then the artifact ledger agent-db appends).
     assert!(
-        prior_summary(&third.user).is_some_and(|p| p.starts_with("PASS-1-SUMMARY-BODY with facts")),
+        prior_summary(&third.user).is_some_and(|p| p.contains("PASS-1-SUMMARY-BODY with facts")),
         "{:?}",
         prior_summary(&third.user)
     );

@@ -335,7 +335,7 @@ pub fn middle_out(text: &str, max_tokens: usize) -> String {
         // The tail starts at a line of its own: a line cut in two would start at the first
         // column without its prefix.
         let tail = match tail.split_once('\n') {
-            Some((_, rest)) if !rest.is_empty() => rest.to_string(),
+            Some((_, rest)) if !rest.trim().is_empty() => rest.to_string(),
             _ => format!("{PREFIX}{tail}"),
         };
         let omitted = total.saturating_sub(count_text(&head) + count_text(&tail));
