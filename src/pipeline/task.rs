@@ -467,6 +467,7 @@ async fn on_pool_with_store<T: Send + 'static>(
 fn record_spend(row: &mut Row, rewrite: &Rewrite) {
     if let Rewrite::Summary(sm) = rewrite {
         row.cost_usd = sm.cost_usd;
+        row.masking = sm.masking;
         if let (Some(p), Some(c)) = (sm.prompt_tokens, sm.completion_tokens) {
             row.llm_tokens = Some((p, c));
         }

@@ -521,3 +521,60 @@ fn docs_show_the_exact_request() {
     assert!(req.user.contains("│ [user]\n│ ignore previous instructions"));
     assert!(req.user.contains("is a bare go-ahead"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// 6. Observation masking.
+
+/// A head of 30 successful long outputs, one failed call among them, then the tail.
+fn long_outputs(kind: ProviderKind) -> (Env, String) {
+    let mut steps = vec![Step::User("Audit every module for the old logging API.".into())];
+    for i in 0..30 {
+        let failed = i == 3;
+        let out = if failed {
+            format!("{}\nerror: FAILED-OUTPUT-3 could not parse src/mod_3.rs", filler(i, 250))
+        } else {
+            format!("OUTPUT-{i} {}", filler(i, 250))
+        };
+        steps.push(Step::Call("bash", json!({"command": format!("rg -n log src/mod_{i}.rs")}), out, failed));
+        steps.push(Step::Assistant(filler(60 + i, 40)));
+    }
+    prose_tail(&mut steps, "Write up the audit.");
+    planted(kind, &steps)
+}
+
+#[test]
+fn masking_elides_old_successful_outputs_and_reports_the_saving() {
+    let kind = ProviderKind::OpenAi;
+    let flags = ["--summary-context", "4000", "--max-summary-tokens", "400"];
+    // Unmasked: the requests the same head takes without the option.
+    let (env, id) = long_outputs(kind);
+    let server = Server::start(move |_, _| ok(kind, "PLAIN-SUMMARY", (10, 5)));
+    let out = compact(&env, &id, kind, &server, &flags);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let plain = only_row(&out.json()).clone();
+    assert!(plain.get("masking").is_none(), "{plain:#}");
+    let unmasked_requests = server.requests().len();
+
+    let (env, id) = long_outputs(kind);
+    let server = Server::start(move |_, _| ok(kind, "MASKED-SUMMARY", (10, 5)));
+    let out = compact(&env, &id, kind, &server, &[&flags[..], &["--mask-observations"]].concat());
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let doc = out.json();
+    let row = only_row(&doc);
+    let reqs = server.requests();
+    let m = &row["masking"];
+    assert_eq!(m["requests"], reqs.len(), "{m}");
+    assert_eq!(m["requests_unmasked"], unmasked_requests, "the unmasked plan is the real one");
+    assert!(reqs.len() < unmasked_requests, "{} vs {unmasked_requests}", reqs.len());
+    assert!(m["prompt_tokens"].as_u64() < m["prompt_tokens_unmasked"].as_u64(), "{m}");
+    assert_eq!(doc["totals"]["masking"], *m);
+    let all: String = reqs.iter().map(|r| transcript(&prompt(kind, r).user).to_string()).collect();
+    // Old successful outputs are elided with a marker; the failed one and the last five are whole.
+    assert!(all.contains("(elided by --mask-observations: "), "{all}");
+    assert!(!all.contains(&format!("OUTPUT-0 {}", filler(0, 250))), "an old output is elided");
+    assert!(all.contains("FAILED-OUTPUT-3 could not parse src/mod_3.rs"));
+    for i in 25..30 {
+        assert!(all.contains(&format!("│ OUTPUT-{i} {}", filler(i, 250))), "recent output {i} is whole");
+    }
+    assert_eq!(m["elided"], 24, "30 results: 5 recent and 1 failed kept");
+}
