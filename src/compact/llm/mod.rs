@@ -94,9 +94,8 @@ pub fn task_in(before: &[Message], latest: Option<&Message>) -> Task {
 }
 
 /// The recipe of [`example`].
-pub const EXAMPLE_RECIPE: &str = "Summarize the conversation below for another model that carries on the work.\n\n\
-## Done\nWhat was done and found, with file:line for each error.\n\n\
-## Next step\nThe user's latest words, quoted, and the step they ask for.";
+pub const EXAMPLE_RECIPE: &str =
+    "Summarize the work for another model.\n## Done\nWith file:line of errors.\n## Next step";
 
 /// The request agent-db sends for a small fixed conversation (four Chat Completions messages,
 /// [`EXAMPLE_RECIPE`], no `--instructions`), with the delimiter tag `nonce`: docs/llm.md shows
