@@ -274,7 +274,8 @@ fn sectioned(text: &str) -> String {
         let body = if i == 0 {
             text
         } else {
-            "Nothing further was recorded under this heading for this part of the work."
+            "Nothing further was recorded under this heading for this part of the work; the \
+             mock answers the same prose for every request it serves."
         };
         out.push_str(&format!("{h}\n{body}\n\n"));
     }
