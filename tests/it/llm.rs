@@ -281,7 +281,12 @@ pub(crate) fn answer(kind: ProviderKind, text: &str, stop: &str, usage: (u64, u6
 pub(crate) fn ok(kind: ProviderKind, text: &str, usage: (u64, u64)) -> Reply {
     Reply::json(
         200,
-        answer(kind, &crate::common::sectioned(text), complete_stop(kind), usage),
+        answer(
+            kind,
+            &crate::common::sectioned(text),
+            complete_stop(kind),
+            usage,
+        ),
     )
 }
 
@@ -335,9 +340,7 @@ pub(crate) fn delimited<'a>(user: &'a str, name: &str) -> Option<&'a str> {
     while let Some(i) = user[from..].find(&open) {
         let start = from + i + open.len();
         let tag = &user[start..(start + 17).min(user.len())];
-        if tag.len() == 17
-            && tag.ends_with('>')
-            && tag[..16].chars().all(|c| c.is_ascii_hexdigit())
+        if tag.len() == 17 && tag.ends_with('>') && tag[..16].chars().all(|c| c.is_ascii_hexdigit())
         {
             let close = format!("\n</{name}-{}>", &tag[..16]);
             let body = start + 18;
@@ -1046,7 +1049,8 @@ fn chunked(kind: ProviderKind) {
         transcript_tokens += count_text(transcript(&p.user));
         // Each request knows its place; the current task goes to the last part only.
         assert!(
-            p.user.contains(&format!("this request is part {} of {n}", i + 1)),
+            p.user
+                .contains(&format!("this request is part {} of {n}", i + 1)),
             "request {i}"
         );
         let last = i == n - 1;
@@ -1055,7 +1059,10 @@ fn chunked(kind: ProviderKind) {
             !last,
             "request {i} of {n}: the current task only in the last part"
         );
-        assert_eq!(p.user.contains("which is the current task") || p.user.contains("bare go-ahead"), last);
+        assert_eq!(
+            p.user.contains("which is the current task") || p.user.contains("bare go-ahead"),
+            last
+        );
         // The notes carried in code hold every earlier part's items.
         match i {
             0 => assert!(
@@ -1101,7 +1108,8 @@ fn chunked(kind: ProviderKind) {
         );
     }
     assert_eq!(
-        raw.matches("Nothing beyond the notes above was recorded").count(),
+        raw.matches("Nothing beyond the notes above was recorded")
+            .count(),
         crate::common::compact_headings().len() - 1,
         "a line every part repeats under a heading is stored once under it"
     );

@@ -56,7 +56,11 @@ pub fn clean(text: &str) -> String {
         }
         // A preamble line before the first heading.
         let first = s.lines().next().unwrap_or("");
-        if is_preamble(first) && s.lines().skip(1).any(|l| heading_of(l).is_some() || l.starts_with("```")) {
+        if is_preamble(first)
+            && s.lines()
+                .skip(1)
+                .any(|l| heading_of(l).is_some() || l.starts_with("```"))
+        {
             s = s[first.len()..].trim_start().to_string();
         }
     }
@@ -89,7 +93,14 @@ fn is_preamble(line: &str) -> bool {
         return false;
     }
     [
-        "here is", "here's", "below is", "sure", "certainly", "okay", "ok,", "of course",
+        "here is",
+        "here's",
+        "below is",
+        "sure",
+        "certainly",
+        "okay",
+        "ok,",
+        "of course",
     ]
     .iter()
     .any(|p| l.starts_with(p))
@@ -126,7 +137,12 @@ pub fn content_tokens(text: &str) -> usize {
 
 /// Why a cleaned answer cannot be stored, if it cannot: a required section is missing, or it
 /// has less content than `floor` tokens.
-pub fn check(text: &str, required: &[String], floor: usize, span_tokens: usize) -> Result<(), String> {
+pub fn check(
+    text: &str,
+    required: &[String],
+    floor: usize,
+    span_tokens: usize,
+) -> Result<(), String> {
     let present: Vec<String> = text.lines().filter_map(heading_of).map(key).collect();
     let missing: Vec<&str> = required
         .iter()
@@ -270,7 +286,10 @@ impl Sections {
         }
         add_items(&mut self.intro, newer.intro);
         for (h, new_items) in newer.list {
-            let new_items: Vec<String> = new_items.into_iter().filter(|i| !is_placeholder(i)).collect();
+            let new_items: Vec<String> = new_items
+                .into_iter()
+                .filter(|i| !is_placeholder(i))
+                .collect();
             let latest = LATEST_ONLY.iter().any(|l| key(l) == key(&h));
             match self.find(&h) {
                 Some(v) if latest => {
@@ -392,7 +411,11 @@ mod tests {
         let live = r.split("## Withdrawn").next().unwrap();
         assert!(!live.contains("lint-sedge"), "{r}");
         assert!(live.contains("make check"), "{r}");
-        assert!(r.split("## Withdrawn").nth(1).unwrap().contains("lint-sedge"));
+        assert!(r
+            .split("## Withdrawn")
+            .nth(1)
+            .unwrap()
+            .contains("lint-sedge"));
     }
 
     #[test]

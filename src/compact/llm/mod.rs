@@ -35,8 +35,8 @@ use crate::recipe::Recipe;
 use crate::tokens::count_text;
 
 pub use prompt::{Task, SYSTEM};
-pub use render::{middle_out, TOOL_INPUT_CHARS, TOOL_RESULT_CHARS};
 pub(crate) use render::split_transcript;
+pub use render::{middle_out, TOOL_INPUT_CHARS, TOOL_RESULT_CHARS};
 
 /// The LLM strategy.
 pub struct Llm {
@@ -235,8 +235,10 @@ impl Llm {
         let elide = render::masked(&messages);
         let elided = elide.len();
         let masked = split_transcript(render::unit_texts(&messages, elide).into_iter(), room);
-        let unmasked =
-            split_transcript(render::unit_texts(&messages, Default::default()).into_iter(), room);
+        let unmasked = split_transcript(
+            render::unit_texts(&messages, Default::default()).into_iter(),
+            room,
+        );
         let tokens = |chunks: &[String]| {
             chunks.iter().map(|c| count_text(c)).sum::<usize>() + overhead * chunks.len()
         };
@@ -568,7 +570,6 @@ fn with_ledger(input: &HeadInput<'_>, body: String, reserve: usize) -> String {
         None => body,
     }
 }
-
 
 #[cfg(test)]
 mod tests;

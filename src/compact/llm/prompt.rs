@@ -51,9 +51,27 @@ pub fn is_continuation(text: &str) -> bool {
         .collect();
     let t = t.split_whitespace().collect::<Vec<_>>().join(" ");
     const BARE: &[&str] = &[
-        "continue", "go on", "go ahead", "ok", "okay", "yes", "y", "yep", "sure", "proceed",
-        "keep going", "carry on", "ok continue", "ok go on", "yes continue", "yes go ahead",
-        "please continue", "continue please", "next", "do it", "go",
+        "continue",
+        "go on",
+        "go ahead",
+        "ok",
+        "okay",
+        "yes",
+        "y",
+        "yep",
+        "sure",
+        "proceed",
+        "keep going",
+        "carry on",
+        "ok continue",
+        "ok go on",
+        "yes continue",
+        "yes go ahead",
+        "please continue",
+        "continue please",
+        "next",
+        "do it",
+        "go",
     ];
     BARE.contains(&t.as_str())
 }

@@ -218,7 +218,13 @@ impl Renderer {
                     let failed = if *is_error { " (failed)" } else { "" };
                     let content = content.trim_end();
                     if self.elide.contains(&(index, j)) {
-                        let first: String = content.lines().next().unwrap_or("").chars().take(120).collect();
+                        let first: String = content
+                            .lines()
+                            .next()
+                            .unwrap_or("")
+                            .chars()
+                            .take(120)
+                            .collect();
                         s.push_str(&format!(
                             "← result of {of}{failed} (elided by --mask-observations: {} characters, {} lines; its first line follows)\n",
                             content.chars().count(),
@@ -261,16 +267,19 @@ pub fn masked(messages: &[&Message]) -> HashSet<(usize, usize)> {
         .iter()
         .enumerate()
         .flat_map(|(i, m)| {
-            m.blocks.iter().enumerate().filter_map(move |(j, b)| match b {
-                Block::ToolResult {
-                    content, is_error, ..
-                } => Some((
-                    i,
-                    j,
-                    !*is_error && content.len() >= MASK_MIN_CHARS && !ends_in_verdict(content),
-                )),
-                _ => None,
-            })
+            m.blocks
+                .iter()
+                .enumerate()
+                .filter_map(move |(j, b)| match b {
+                    Block::ToolResult {
+                        content, is_error, ..
+                    } => Some((
+                        i,
+                        j,
+                        !*is_error && content.len() >= MASK_MIN_CHARS && !ends_in_verdict(content),
+                    )),
+                    _ => None,
+                })
         })
         .collect();
     let old = results.len().saturating_sub(MASK_KEEP_RECENT);

@@ -172,10 +172,16 @@ fn head_and_tail_keep_the_verdict() {
     out.push_str("thread 'net::retry::backoff' panicked at src/net/retry.rs:142:9:\nassertion failed\n\nfailures:\n    net::retry::backoff\n\ntest result: FAILED. 440 passed; 1 failed\n");
     assert!(ends_in_verdict(&out));
     let shown = render::tool_output(&out, false);
-    assert!(shown.contains("panicked at src/net/retry.rs:142:9"), "{shown}");
+    assert!(
+        shown.contains("panicked at src/net/retry.rs:142:9"),
+        "{shown}"
+    );
     assert!(shown.contains("test result: FAILED"));
     assert!(shown.starts_with("running 441 tests"));
-    assert!(shown.contains("characters ("), "the omission is marked: {shown}");
+    assert!(
+        shown.contains("characters ("),
+        "the omission is marked: {shown}"
+    );
     assert!(shown.len() < 7_000);
     // An ordinary output gets a shorter tail.
     let plain: String = (0..2000).map(|i| format!("line {i}\n")).collect();
