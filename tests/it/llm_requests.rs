@@ -703,3 +703,45 @@ fn masking_elides_old_successful_outputs_and_reports_the_saving() {
     }
     assert_eq!(m["elided"], 24, "30 results: 5 recent and 1 failed kept");
 }
+
+/// `temperature` is 0 unless set; `--temperature` and `[llm] temperature` reach the wire; out of
+/// range is a configuration error.
+#[test]
+fn temperature_reaches_the_wire() {
+    let kind = ProviderKind::Anthropic;
+    let cfg_for = |env: &Env| env.file("t.toml", b"[llm]\ntemperature = 0.7\n");
+    for (flags, want) in [
+        (vec![], Some(0.0)),
+        (vec!["--temperature", "0.25"], Some(0.25)),
+        (vec!["config"], Some(0.7)),
+    ] {
+        let (env, id) = moderate(kind);
+        let server = Server::start(move |_, _| ok(kind, "TEMPERATURE-SUMMARY", (10, 5)));
+        let mut extra: Vec<String> = vec!["--summary-context".into(), "400000".into()];
+        let mut c = cmd(&env);
+        if flags == ["config"] {
+            c.arg("--config").arg(cfg_for(&env));
+        } else {
+            extra.extend(flags.iter().map(|s| s.to_string()));
+        }
+        let out = run(c
+            .env("AGENT_DB_API_KEY", KEY)
+            .args(["compact", &id, "--keep-tokens", "2000", "--json"])
+            .args(&extra)
+            .args(llm_args(kind, &server)));
+        assert_eq!(out.code, 0, "{flags:?}: {}\n{}", out.stdout, out.stderr);
+        let body = &server.requests()[0].body;
+        assert_eq!(body["temperature"].as_f64(), want, "{flags:?}: {body}");
+    }
+    let (env, id) = moderate(kind);
+    let server = Server::start(move |_, _| ok(kind, "NEVER", (1, 1)));
+    let out = compact(&env, &id, kind, &server, &["--temperature", "3"]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("llm.temperature must be between 0 and 2"),
+        "{}",
+        out.stderr
+    );
+    assert!(server.requests().is_empty());
+}
