@@ -356,6 +356,23 @@ fn add_items(to: &mut Vec<String>, new: Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever a model answers, cleaning, checking, parsing and merging never panic, and
+        /// merging an answer into itself changes nothing once it is rendered.
+        #[test]
+        fn any_answer_is_handled(text in "(\\PC{0,20}|```|## [a-z]{1,6}|<summary>|</summary>|\n){0,40}") {
+            let c = clean(&text);
+            let _ = check(&c, &["## a".to_string()], 10, 1000);
+            let once = parse(&c);
+            let mut twice = once.clone();
+            twice.merge(parse(&c));
+            let mut again = parse(&once.render(&[]));
+            again.merge(parse(&once.render(&[])));
+            prop_assert_eq!(again.render(&[]), parse(&once.render(&[])).render(&[]));
+        }
+    }
 
     #[test]
     fn wrappers_are_stripped() {
