@@ -142,6 +142,10 @@ pub enum StrategyError {
     /// The strategy failed (reported as failed).
     #[error("{0}")]
     Fail(String),
+    /// The strategy's result failed its own checks (the `llm` strategy: an answer rejected
+    /// twice): reported as failed, or, with `--fallback`, the next strategy is tried.
+    #[error("{0}")]
+    Rejected(String),
 }
 
 /// A way to compact a head. Async so an LLM strategy fits the same shape.

@@ -745,3 +745,49 @@ fn temperature_reaches_the_wire() {
     );
     assert!(server.requests().is_empty());
 }
+
+/// With `--fallback`, an answer rejected twice lands the next strategy (the first that reaches
+/// the retention floor, here 0), and the row says why.
+#[test]
+fn a_rejected_answer_falls_back_with_fallback() {
+    let kind = ProviderKind::OpenAi;
+    let (env, id) = moderate(kind);
+    let server = Server::start(move |_, _| {
+        Reply::json(
+            200,
+            answer(kind, "<summary>ok</summary>", complete_stop(kind), (10, 2)),
+        )
+    });
+    let out = compact(
+        &env,
+        &id,
+        kind,
+        &server,
+        &[
+            "--summary-context",
+            "400000",
+            "--fallback",
+            "--min-retention",
+            "0",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let doc = out.json();
+    let row = only_row(&doc);
+    assert_eq!(row["status"], "compacted", "{row:#}");
+    assert_eq!(row["strategy"], "extractive", "{row:#}");
+    assert_eq!(row["fallback"]["from"], "llm");
+    assert!(
+        row["fallback"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("llm: the model's summary was rejected twice"),
+        "{row:#}"
+    );
+    assert_eq!(server.requests().len(), 2);
+    let stored = stored_summary(&env, &id);
+    assert!(
+        !stored.contains("ok</summary>") && !stored.contains("written by a model"),
+        "{stored}"
+    );
+}

@@ -491,7 +491,7 @@ impl Strategy for Llm {
                         } else {
                             format!("; the first answer: {first}")
                         };
-                        return Err(StrategyError::Fail(format!(
+                        return Err(StrategyError::Rejected(format!(
                             "the model's summary{part} was rejected twice: {why}{first}{spent_note}"
                         )));
                     }
