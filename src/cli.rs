@@ -574,7 +574,8 @@ pub struct CompactArgs {
     #[arg(long, value_name = "R", value_parser = parse_retention)]
     pub min_retention: Option<f64>,
 
-    /// When a result is under the retention floor, try the next strategy (llm, then
+    /// When a result is under the retention floor (or a model's answer is rejected twice),
+    /// try the next strategy (llm, then
     /// extractive, then prune; prune is passed over on append-only stores) and write the first
     /// that reaches it; the row names the strategy that landed and why
     #[arg(long)]
