@@ -193,7 +193,9 @@ impl Llm {
     /// the task, the rules, the framing, a retry's reason and the largest prior text.
     fn overhead(&self, input: &HeadInput<'_>, rules: &[String], task: &Task) -> usize {
         let headings = self.headings();
-        let reason = "x".repeat(prompt::REASON_CHARS);
+        // A reason as long as a retry states, in text that takes more tokens per character
+        // than any real reason (a token per three characters).
+        let reason = "ab ".repeat(prompt::REASON_CHARS);
         let skeleton = prompt::user_message(&prompt::Parts {
             recipe: &self.recipe.body,
             instructions: self.instructions.as_deref(),
