@@ -38,8 +38,11 @@
 #                                 send ~45 requests instead of ~325.
 #   BENCH_LLM_SLOW_LATENCY_MS=2000  latency of the diagnostic slow-server run (0 skips it)
 #   BENCH_LLM_PERF=0              1: per-thread CPU profile of the L = 0 run (needs perf)
+#   BENCH_LLM_LONG_OUTPUTS=       gen_store --long-outputs P (the share of very long tool outputs)
+#   BENCH_LLM_EXTRA=              more agent-db compact flags, e.g. "--mask-observations" (each
+#                                 run's JSON line then carries the report's `masking` totals)
 #   BENCH_LLM_PROFILE=release     cargo profile of the binaries (profiling: the same code with
-#                                 symbols, for perf)
+#                                 symbols, for perf; dev: request and token counts only)
 # Needs: cargo, python3, /usr/bin/time (GNU time), curl (or python3 for HTTP), perf (optional).
 set -euo pipefail
 
@@ -99,18 +102,26 @@ cargo build --profile "$PROFILE" --bin agent-db --bin gen_store --example llm_mo
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 # The target dir may be shared with concurrent builds: benchmark private copies.
+# (cargo's `dev` profile builds into target/debug.)
+PROFILE_DIR=$PROFILE
+[[ "$PROFILE" == dev ]] && PROFILE_DIR=debug
 for b in agent-db gen_store examples/llm_mock_server; do
-  cp "$TARGET_DIR/$PROFILE/$b" "$OUT/bin/$(basename "$b")"
+  cp "$TARGET_DIR/$PROFILE_DIR/$b" "$OUT/bin/$(basename "$b")"
 done
 ADB="$OUT/bin/agent-db"
 GEN="$OUT/bin/gen_store"
 MOCK="$OUT/bin/llm_mock_server"
 
-STORE=${BENCH_LLM_STORE:-"$OUT/store-$CONVERSATIONS-s$SEED-x$SCALE.db"}
+LONG_OUTPUTS=${BENCH_LLM_LONG_OUTPUTS:-}
+LONG_ARGS=()
+[[ -n "$LONG_OUTPUTS" ]] && LONG_ARGS=(--long-outputs "$LONG_OUTPUTS")
+read -r -a EXTRA <<<"${BENCH_LLM_EXTRA:-}"
+STORE=${BENCH_LLM_STORE:-"$OUT/store-$CONVERSATIONS-s$SEED-x$SCALE${LONG_OUTPUTS:+-long$LONG_OUTPUTS}.db"}
 if [[ ! -f "$STORE" ]]; then
   log "generate $CONVERSATIONS conversations (scale $SCALE, seed $SEED)"
-  "$GEN" --conversations "$CONVERSATIONS" --seed "$SEED" --scale "$SCALE" --now "$NOW" --out "$STORE" --force
+  "$GEN" --conversations "$CONVERSATIONS" --seed "$SEED" --scale "$SCALE" --now "$NOW" --out "$STORE" --force "${LONG_ARGS[@]}"
 fi
+result extra_flags "${BENCH_LLM_EXTRA:-}"
 result store "$STORE"
 result store_bytes "$(stat -c %s "$STORE")"
 result keep_tokens "${KEEP_TOKENS:-default}"
@@ -143,7 +154,7 @@ run_compact() {
   done
   [[ -n "$port" ]] || die "the mock server did not start (see $raw.mock.err)"
   local cmd=("$ADB" --db "$work" compact --all-over 0 --idle 0 "${KEEP_ARGS[@]}" --strategy llm --llm-provider openai
-    --base-url "http://127.0.0.1:$port/v1" --concurrency "$CONCURRENCY" --yes --quiet --json)
+    --base-url "http://127.0.0.1:$port/v1" --concurrency "$CONCURRENCY" --yes --quiet --json "${EXTRA[@]}")
   echo "${cmd[*]}" >"$raw.cmd"
   local t0 t1 rc=0
   t0=$(now_ms)
@@ -186,6 +197,9 @@ out = {
     "wall_s": round(wall, 3),
     "requests": n,
     "compacted": tot["compacted"],
+    "masking": tot.get("masking"),
+    # Prompt tokens as the mock counts them (a quarter of each request's bytes).
+    "prompt_tokens_mock": sum((r.get("llm_tokens") or [0, 0])[0] for r in doc["conversations"]),
     "failed": tot["failed"],
     "skipped": tot["skipped"],
     "ideal_s": round(ideal, 3),

@@ -6,6 +6,7 @@
 //! ```
 //!
 //! Answers every `POST …/chat/completions` `--latency-ms` after it arrived, with a short summary
+//! under every heading of the built-in `compact` recipe, so that agent-db's answer checks pass
 //! (`finish_reason: stop`, usage estimated from the request size). `GET /stats` answers JSON:
 //! requests served, the most requests in flight at once, and the times (ms since start) of the
 //! first request and the last answer, and the arrival time of every request. `GET /quit` stops it. It also stops by itself after
@@ -216,7 +217,8 @@ async fn connection(sock: TcpStream, stats: Arc<Stats>, args: Arc<Args>) {
                 stats.in_flight.fetch_sub(1, Ordering::SeqCst);
                 let i = stats.served.fetch_add(1, Ordering::SeqCst);
                 stats.last_answer_ms.store(stats.ms(), Ordering::SeqCst);
-                let completion = (args.summary.len() / 4).max(1);
+                let summary = sectioned(&args.summary);
+                let completion = (summary.len() / 4).max(1);
                 (
                     200,
                     json!({
@@ -225,7 +227,7 @@ async fn connection(sock: TcpStream, stats: Arc<Stats>, args: Arc<Args>) {
                         "model": model,
                         "choices": [{
                             "index": 0,
-                            "message": {"role": "assistant", "content": args.summary},
+                            "message": {"role": "assistant", "content": summary},
                             "finish_reason": "stop"
                         }],
                         "usage": {
@@ -258,4 +260,24 @@ async fn connection(sock: TcpStream, stats: Arc<Stats>, args: Arc<Args>) {
             return;
         }
     }
+}
+
+/// `text` under the first heading of the built-in `compact` recipe and a line of prose under
+/// each of the others (an answer that has a heading already is sent as is).
+fn sectioned(text: &str) -> String {
+    if text.contains("\n## ") || text.starts_with("## ") {
+        return text.to_string();
+    }
+    let recipe = include_str!("../src/recipes/compact.md");
+    let mut out = String::new();
+    for (i, h) in recipe.lines().filter(|l| l.starts_with("## ")).enumerate() {
+        let body = if i == 0 {
+            text
+        } else {
+            "Nothing further was recorded under this heading for this part of the work; the \
+             mock answers the same prose for every request it serves."
+        };
+        out.push_str(&format!("{h}\n{body}\n\n"));
+    }
+    out
 }

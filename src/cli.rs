@@ -581,7 +581,8 @@ pub struct CompactArgs {
     #[arg(long, value_name = "R", value_parser = parse_retention)]
     pub min_retention: Option<f64>,
 
-    /// When a result is under the retention floor, try the next strategy (llm, then
+    /// When a result is under the retention floor (or a model's answer is rejected twice),
+    /// try the next strategy (llm, then
     /// extractive, then prune; prune is passed over on append-only stores) and write the first
     /// that reaches it; the row names the strategy that landed and why
     #[arg(long)]
@@ -663,6 +664,15 @@ pub struct LlmArgs {
     /// Extra instructions, added to the recipe (never replacing it)
     #[arg(long, value_name = "TEXT")]
     pub instructions: Option<String>,
+
+    /// Summarizer sampling temperature, 0 to 2 [default: 0]
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f64>,
+
+    /// Elide old successful tool outputs from what the summarizer reads (failed ones and the
+    /// last few are kept whole); the report says what it saved
+    #[arg(long)]
+    pub mask_observations: bool,
 
     /// Stop starting new conversations once the summarizer spend reaches USD
     #[arg(long, value_name = "USD")]

@@ -57,6 +57,8 @@ struct LlmSection {
     recipe: Option<String>,
     instructions: Option<String>,
     max_cost: Option<f64>,
+    temperature: Option<f64>,
+    mask_observations: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -99,6 +101,8 @@ pub struct Overrides {
     pub timeout: Option<Duration>,
     pub recipe: Option<String>,
     pub instructions: Option<String>,
+    pub temperature: Option<f64>,
+    pub mask_observations: Option<bool>,
     pub concurrency: Option<usize>,
     pub max_cost: Option<f64>,
     pub hook_timeout: Option<Duration>,
@@ -160,6 +164,11 @@ pub struct Settings {
     pub recipe: Option<String>,
     pub instructions: Option<String>,
     pub max_cost: Option<f64>,
+    /// The summarizer's sampling temperature (`llm.temperature`, `--temperature`; default 0).
+    pub temperature: f64,
+    /// Elide old successful tool outputs from the summarizer's transcript
+    /// (`llm.mask_observations`, `--mask-observations`).
+    pub mask_observations: bool,
     pub concurrency: usize,
     pub keep_tokens: Option<usize>,
     /// The utilization a compaction lands at or under (`compact.target`, `--target`).
@@ -509,6 +518,23 @@ impl Layers<'_> {
         );
         let env = self.var_num::<f64>("AGENT_DB_MAX_COST")?;
         s.max_cost = self.pick("llm.max_cost", f.max_cost, env, o.max_cost);
+        s.temperature = self
+            .pick("llm.temperature", f.temperature, None, o.temperature)
+            .unwrap_or(0.0);
+        if !(0.0..=2.0).contains(&s.temperature) {
+            return Err(Error::Config(format!(
+                "llm.temperature must be between 0 and 2, got {}",
+                s.temperature
+            )));
+        }
+        s.mask_observations = self
+            .pick(
+                "llm.mask_observations",
+                f.mask_observations,
+                None,
+                o.mask_observations,
+            )
+            .unwrap_or(false);
         Ok(())
     }
 
@@ -634,6 +660,8 @@ const KEYS: &[(&str, &str)] = &[
     ("recipe", "llm.recipe"),
     ("instructions", "llm.instructions"),
     ("max_cost", "llm.max_cost"),
+    ("temperature", "llm.temperature"),
+    ("mask_observations", "llm.mask_observations"),
     ("concurrency", "compact.concurrency"),
     ("keep_tokens", "compact.keep_tokens"),
     ("target", "compact.target"),
@@ -672,6 +700,8 @@ impl Settings {
             recipe: None,
             instructions: None,
             max_cost: None,
+            temperature: 0.0,
+            mask_observations: false,
             concurrency: DEFAULT_CONCURRENCY,
             keep_tokens: None,
             target: DEFAULT_TARGET,

@@ -126,6 +126,9 @@ pub struct Row {
     /// Summarizer tokens (prompt, completion) as the provider reported them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub llm_tokens: Option<(u64, u64)>,
+    /// With `--mask-observations`: what masking saved on this conversation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub masking: Option<crate::compact::Masking>,
     /// What each hook decided (before_compaction) or how it ran (after_compaction).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<crate::hooks::Record>,
@@ -177,6 +180,7 @@ impl Row {
             tokens_exact: true,
             cost_usd: None,
             llm_tokens: None,
+            masking: None,
             hooks: Vec::new(),
             compaction_id: None,
             utilization_before: None,
@@ -216,6 +220,9 @@ pub struct Totals {
     pub duration_ms: u64,
     /// `--max-cost` was reached and the remaining conversations were not started.
     pub stopped_by_max_cost: bool,
+    /// With `--mask-observations`: the rows' masking figures added up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub masking: Option<crate::compact::Masking>,
 }
 
 /// `x` dollars rounded to a whole nano-dollar. Costs are token counts times prices of a few
@@ -253,6 +260,14 @@ impl std::ops::AddAssign<&Row> for Totals {
         }
         self.cost_usd = usd(self.cost_usd + usd(r.cost_usd.unwrap_or(0.0)));
         self.duration_ms += r.duration_ms;
+        if let Some(m) = &r.masking {
+            let t = self.masking.get_or_insert_with(Default::default);
+            t.elided += m.elided;
+            t.requests += m.requests;
+            t.requests_unmasked += m.requests_unmasked;
+            t.prompt_tokens += m.prompt_tokens;
+            t.prompt_tokens_unmasked += m.prompt_tokens_unmasked;
+        }
     }
 }
 

@@ -29,6 +29,8 @@ pub fn overrides(config: Option<PathBuf>, args: Option<&CompactArgs>) -> Overrid
         o.timeout = l.timeout;
         o.recipe = l.recipe.clone();
         o.instructions = l.instructions.clone();
+        o.temperature = l.temperature;
+        o.mask_observations = l.mask_observations.then_some(true);
         o.concurrency = a.concurrency;
         o.max_cost = l.max_cost;
         o.hook_timeout = a.hook_timeout;

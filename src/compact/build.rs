@@ -161,6 +161,8 @@ fn build_llm(loaded: &Settings) -> Result<Built> {
         budget,
         price,
         spent: Default::default(),
+        temperature: Some(s.temperature),
+        mask_observations: s.mask_observations,
     };
     Ok(Built {
         strategy: Arc::new(llm),

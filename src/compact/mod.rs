@@ -39,6 +39,21 @@ pub struct Summary {
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
     pub cost_usd: Option<f64>,
+    /// For the `llm` strategy with `--mask-observations`: what masking saved.
+    pub masking: Option<Masking>,
+}
+
+/// What `--mask-observations` saved on one conversation: its requests and prompt tokens
+/// (agent-db's o200k_base count of the transcript plus each request's fixed part), and what the
+/// same head would have taken unmasked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Masking {
+    /// Tool outputs elided.
+    pub elided: usize,
+    pub requests: usize,
+    pub requests_unmasked: usize,
+    pub prompt_tokens: usize,
+    pub prompt_tokens_unmasked: usize,
 }
 
 /// Everything a summarizer may look at.
@@ -123,6 +138,10 @@ pub enum StrategyError {
     /// The strategy failed (reported as failed).
     #[error("{0}")]
     Fail(String),
+    /// The strategy's result failed its own checks (the `llm` strategy: an answer rejected
+    /// twice): reported as failed, or, with `--fallback`, the next strategy is tried.
+    #[error("{0}")]
+    Rejected(String),
 }
 
 /// A way to compact a head. Async so an LLM strategy fits the same shape.

@@ -204,6 +204,16 @@ fn totals_lines(ui: &Ui, totals: &Totals, dry_run: bool) -> String {
         };
         text.push_str(&format!("{what}: ${:.4}\n", totals.cost_usd));
     }
+    if let Some(m) = &totals.masking {
+        text.push_str(&format!(
+            "masking saved: {} of {} requests, {} of {} prompt tokens ({} tool outputs elided)\n",
+            m.requests_unmasked.saturating_sub(m.requests),
+            m.requests_unmasked,
+            m.prompt_tokens_unmasked.saturating_sub(m.prompt_tokens),
+            m.prompt_tokens_unmasked,
+            m.elided
+        ));
+    }
     if totals.stopped_by_max_cost {
         text.push_str("--max-cost was reached: the remaining conversations were not started\n");
     }

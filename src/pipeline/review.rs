@@ -265,7 +265,7 @@ fn apply_one(
             row.status = Status::Skipped(why);
             return row;
         }
-        Err(StrategyError::Fail(why)) => {
+        Err(StrategyError::Fail(why) | StrategyError::Rejected(why)) => {
             row.status = Status::Failed(why);
             return row;
         }

@@ -89,7 +89,7 @@ type Step<T> = std::result::Result<T, Status>;
 fn strategy_status(e: StrategyError) -> Status {
     match e {
         StrategyError::Skip(why) => Status::Skipped(why),
-        StrategyError::Fail(why) => Status::Failed(why),
+        StrategyError::Fail(why) | StrategyError::Rejected(why) => Status::Failed(why),
     }
 }
 
@@ -144,6 +144,17 @@ async fn steps(
     }
     let (plan, rewrite, built) = rewrite(plan, supplied, early, ctx).await?;
     let (_writing, halt) = slots.hand_over().await;
+    let rewrite = match rewrite {
+        Ok(r) => r,
+        // `--fallback`: a result its strategy rejected lands the next strategy instead.
+        Err(StrategyError::Rejected(why)) if !ctx.fallbacks.is_empty() => {
+            let min = ctx.min_retention.unwrap_or(0.0);
+            let (plan, rewrite, new, landed) =
+                fall_back(plan, ctx, min, (&label, why), row).await?;
+            return land(plan, rewrite, new, landed, provenance, ctx, row, halt).await;
+        }
+        Err(e) => return Err(strategy_status(e)),
+    };
     record_spend(row, &rewrite);
     // The new history is scored where it is built: for a strategy that calls out, on the pool,
     // so the async workers stay free to send the next requests the moment an answer frees a slot.
@@ -188,6 +199,21 @@ async fn steps(
             (plan, rewrite, new, landed)
         }
     };
+    land(plan, rewrite, new, landed, provenance, ctx, row, halt).await
+}
+
+/// Write what landed (or, in a dry run or a review, stop short of it).
+#[allow(clippy::too_many_arguments)]
+async fn land(
+    plan: Plan,
+    rewrite: Rewrite,
+    new: NewHistory,
+    landed: Arc<dyn Strategy>,
+    provenance: Provenance,
+    ctx: &Context,
+    row: &mut Row,
+    halt: Arc<std::sync::OnceLock<NotStarted>>,
+) -> Step<Status> {
     let provenance = if Arc::ptr_eq(&landed, &ctx.strategy) {
         provenance
     } else {
@@ -281,9 +307,9 @@ async fn fall_back(
                 return Ok((plan, rw, new, s.clone()));
             }
             Ok((_, _, kept)) => steps.push(format!("{}: {}", s.name(), under(kept.score, min))),
-            Err(StrategyError::Skip(why) | StrategyError::Fail(why)) => {
-                steps.push(format!("{}: {why}", s.name()))
-            }
+            Err(
+                StrategyError::Skip(why) | StrategyError::Fail(why) | StrategyError::Rejected(why),
+            ) => steps.push(format!("{}: {why}", s.name())),
         }
     }
     Err(unchanged(
@@ -378,9 +404,9 @@ async fn rewrite(
     supplied: Option<Summary>,
     early: Option<Early>,
     ctx: &Context,
-) -> Step<(Plan, Rewrite, Built)> {
+) -> Step<(Plan, std::result::Result<Rewrite, StrategyError>, Built)> {
     if let Some(s) = supplied {
-        return Ok((plan, Rewrite::Summary(s), None));
+        return Ok((plan, Ok(Rewrite::Summary(s)), None));
     }
     if !ctx.strategy.offline() {
         return rewrite_online(plan, early, ctx).await;
@@ -395,7 +421,7 @@ async fn rewrite(
         (r, built)
     })
     .await?;
-    Ok((plan, r.map_err(strategy_status)?, built))
+    Ok((plan, r, built))
 }
 
 /// A strategy that calls out: its CPU-bound preparation on the pool (done right after planning,
@@ -406,7 +432,7 @@ async fn rewrite_online(
     plan: Plan,
     early: Option<Early>,
     ctx: &Context,
-) -> Step<(Plan, Rewrite, Built)> {
+) -> Step<(Plan, std::result::Result<Rewrite, StrategyError>, Built)> {
     let (plan, prepared) = match early {
         Some(prepared) => (plan, prepared),
         None => {
@@ -424,7 +450,7 @@ async fn rewrite_online(
     crate::failpoint::hit("strategy", &plan.meta.id);
     let r = ctx.strategy.rewrite_prepared(&input, prepared).await;
     drop(input);
-    Ok((plan, r.map_err(strategy_status)?, None))
+    Ok((plan, r, None))
 }
 
 /// Run `f` on the plan on the planning pool (ahead of planning work) and hand both back; a
@@ -467,6 +493,7 @@ async fn on_pool_with_store<T: Send + 'static>(
 fn record_spend(row: &mut Row, rewrite: &Rewrite) {
     if let Rewrite::Summary(sm) = rewrite {
         row.cost_usd = sm.cost_usd;
+        row.masking = sm.masking;
         if let (Some(p), Some(c)) = (sm.prompt_tokens, sm.completion_tokens) {
             row.llm_tokens = Some((p, c));
         }

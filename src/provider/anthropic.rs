@@ -10,7 +10,7 @@ use super::{ChatRequest, ClientConfig, Completion, ProviderError, StopReason};
 /// The API version this module speaks.
 pub const API_VERSION: &str = "2023-06-01";
 
-/// The request body: `{"model", "max_tokens", "system", "messages": [user]}`, serialized
+/// The request body: `{"model", "max_tokens", "system", "messages": [user], "temperature"}`, serialized
 /// from the request's strings in place (no copy of the prompt into a `Value`).
 pub(crate) fn encode(cfg: &ClientConfig, req: &ChatRequest) -> Vec<u8> {
     #[derive(Serialize)]
@@ -19,6 +19,8 @@ pub(crate) fn encode(cfg: &ClientConfig, req: &ChatRequest) -> Vec<u8> {
         max_tokens: u32,
         system: &'a str,
         messages: [super::Turn<'a>; 1],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        temperature: Option<f64>,
     }
     super::to_body(&Body {
         model: &cfg.model,
@@ -28,6 +30,7 @@ pub(crate) fn encode(cfg: &ClientConfig, req: &ChatRequest) -> Vec<u8> {
             role: "user",
             content: &req.user,
         }],
+        temperature: req.temperature,
     })
 }
 
@@ -236,6 +239,7 @@ mod tests {
             system: "sys \"q\"".into(),
             user: "line\n\ttab \u{1} \u{e9}\u{1F600} </conversation>".into(),
             max_tokens: 321,
+            temperature: Some(0.0),
         };
         let cfg = cfg(None);
         let want = json!({
@@ -243,6 +247,7 @@ mod tests {
             "max_tokens": 321,
             "system": req.system,
             "messages": [{"role": "user", "content": req.user}],
+            "temperature": 0.0,
         });
         assert_eq!(
             String::from_utf8(encode(&cfg, &req)).unwrap(),

@@ -83,6 +83,8 @@ pub struct ChatRequest {
     pub system: String,
     pub user: String,
     pub max_tokens: u32,
+    /// Sampling temperature; `None` sends none (the server's default).
+    pub temperature: Option<f64>,
 }
 
 /// Why the model stopped.

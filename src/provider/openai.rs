@@ -25,8 +25,16 @@ fn is_openai_itself(base_url: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// The request body: `{"model", "messages": [system, user], limit}`, the limit field named
-/// for the server ([`is_openai_itself`]). Serialized from the request's strings in place (no
+/// Whether an OpenAI model accepts only its default temperature (the o-series and gpt-5
+/// reasoning models answer HTTP 400 to any other): agent-db then sends none.
+fn fixed_temperature(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    ["o1", "o3", "o4", "gpt-5"].iter().any(|p| m.starts_with(p))
+}
+
+/// The request body: `{"model", "messages": [system, user], limit, "temperature"}`, the limit
+/// field named for the server ([`is_openai_itself`]); no temperature for OpenAI's own reasoning
+/// models ([`fixed_temperature`]). Serialized from the request's strings in place (no
 /// copy of the prompt into a `Value`).
 pub(crate) fn encode(cfg: &ClientConfig, req: &ChatRequest) -> Vec<u8> {
     #[derive(Serialize)]
@@ -37,6 +45,8 @@ pub(crate) fn encode(cfg: &ClientConfig, req: &ChatRequest) -> Vec<u8> {
         max_tokens: Option<u32>,
         #[serde(skip_serializing_if = "Option::is_none")]
         max_completion_tokens: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        temperature: Option<f64>,
     }
     let limit = Some(req.max_tokens);
     let openai = is_openai_itself(&cfg.base_url);
@@ -54,6 +64,9 @@ pub(crate) fn encode(cfg: &ClientConfig, req: &ChatRequest) -> Vec<u8> {
         ],
         max_tokens: limit.filter(|_| !openai),
         max_completion_tokens: limit.filter(|_| openai),
+        temperature: req
+            .temperature
+            .filter(|_| !(openai && fixed_temperature(&cfg.model))),
     })
 }
 
@@ -322,6 +335,7 @@ mod tests {
             system: "sys \"q\"".into(),
             user: "line\n\ttab \u{1} \u{e9}\u{1F600} </conversation>".into(),
             max_tokens: 321,
+            temperature: Some(0.0),
         };
         for (base, field) in [
             ("http://127.0.0.1:9/v1", "max_tokens"),
@@ -339,11 +353,27 @@ mod tests {
                 ],
             });
             want[field] = 321.into();
+            want["temperature"] = json!(0.0);
             assert_eq!(
                 String::from_utf8(encode(&cfg, &req)).unwrap(),
                 serde_json::to_string(&want).unwrap(),
                 "{base}"
             );
         }
+        // OpenAI's reasoning models take only their default temperature: none is sent.
+        let cfg = ClientConfig {
+            base_url: "https://api.openai.com/v1".into(),
+            model: "o4-mini".into(),
+            ..cfg(None)
+        };
+        let body: Value = serde_json::from_slice(&encode(&cfg, &req)).unwrap();
+        assert!(body.get("temperature").is_none(), "{body}");
+        let cfg = ClientConfig {
+            base_url: "http://127.0.0.1:9/v1".into(),
+            model: "o4-mini".into(),
+            ..cfg
+        };
+        let body: Value = serde_json::from_slice(&encode(&cfg, &req)).unwrap();
+        assert_eq!(body["temperature"], 0.0, "another server gets it: {body}");
     }
 }

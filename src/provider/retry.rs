@@ -362,6 +362,7 @@ mod tests {
             system: String::new(),
             user: String::new(),
             max_tokens: 1,
+            temperature: None,
         };
         assert_send(&client.complete(&req));
     }

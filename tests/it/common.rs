@@ -328,12 +328,40 @@ pub struct MiniLlm {
     pub seen: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
+/// The headings the built-in `compact` recipe requires (its `## ` lines), in order.
+pub fn compact_headings() -> Vec<String> {
+    include_str!("../../src/recipes/compact.md")
+        .lines()
+        .filter(|l| l.starts_with("## "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A model answer that passes agent-db's checks for the `compact` recipe: `text` under the first
+/// required heading, and a sentence of plain prose (no path, command or number) under each of
+/// the others, so the answer has enough content for any span. An answer that already has the
+/// first heading is returned as is.
+pub fn sectioned(text: &str) -> String {
+    let headings = compact_headings();
+    if text.contains(&headings[0]) {
+        return text.to_string();
+    }
+    let mut out = format!("{}\n{}\n", headings[0], text.trim());
+    for h in &headings[1..] {
+        out.push_str(&format!(
+            "\n{h}\n- Nothing beyond the notes above was recorded under this heading by the model for this part of the work.\n"
+        ));
+    }
+    out
+}
+
 impl MiniLlm {
     pub fn start() -> MiniLlm {
         MiniLlm::answering(|_| "## Summary\nThe user asked for a refactor; it is done.".into())
     }
 
-    /// A server whose answer to each request is `answer` of the request body (JSON).
+    /// A server whose answer to each request is `answer` of the request body (JSON), made a
+    /// valid summary by [`sectioned`].
     pub fn answering(
         answer: impl Fn(&serde_json::Value) -> String + Send + Sync + 'static,
     ) -> MiniLlm {
@@ -369,7 +397,7 @@ impl MiniLlm {
                     let answer = serde_json::json!({
                         "id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
                         "choices": [{"index": 0, "finish_reason": "stop",
-                            "message": {"role": "assistant", "content": answer(&req)}}],
+                            "message": {"role": "assistant", "content": sectioned(&answer(&req))}}],
                         "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
                     })
                     .to_string();

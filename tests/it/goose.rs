@@ -796,7 +796,7 @@ fn hooks_see_goose_sessions_and_a_failing_one_skips_only_its_session() {
 }
 
 /// An OpenAI-compatible server on 127.0.0.1 (wiremock) that answers every chat completion
-/// with `reply` and records the requests.
+/// with `reply` (made a valid summary by [`crate::common::sectioned`]) and records the requests.
 struct Llm {
     rt: tokio::runtime::Runtime,
     server: wiremock::MockServer,
@@ -809,7 +809,7 @@ impl Llm {
         let body = serde_json::json!({
             "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4.1-mini",
             "choices": [{"index": 0, "finish_reason": "stop",
-                "message": {"role": "assistant", "content": reply}}],
+                "message": {"role": "assistant", "content": crate::common::sectioned(reply)}}],
             "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
         });
         let server = rt.block_on(async {

@@ -469,7 +469,7 @@ impl FakeLlm {
                     "model": "gpt-4.1-mini",
                     "choices": [{
                         "index": 0,
-                        "message": {"role": "assistant", "content": "The model's summary of the session."},
+                        "message": {"role": "assistant", "content": crate::common::sectioned("The model's summary of the session.")},
                         "finish_reason": "stop"
                     }],
                     "usage": {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 
 use crate::common::Env;
 
-const PARTIAL: i32 = 1;
+pub(crate) const PARTIAL: i32 = 1;
 const CONFIG: i32 = 3;
 
 /// The compact recipe built into the binary (the test checks its body reaches the prompt and its
@@ -38,15 +38,15 @@ const BRIEF_RECIPE: &str = include_str!("../../src/recipes/brief.md");
 
 /// One request the server received.
 #[derive(Debug, Clone)]
-struct Seen {
-    path: String,
+pub(crate) struct Seen {
+    pub(crate) path: String,
     /// Lowercased names.
-    headers: BTreeMap<String, String>,
-    body: Value,
+    pub(crate) headers: BTreeMap<String, String>,
+    pub(crate) body: Value,
 }
 
 /// What the server answers, after `delay`.
-struct Reply {
+pub(crate) struct Reply {
     status: u16,
     headers: Vec<(String, String)>,
     body: String,
@@ -54,7 +54,7 @@ struct Reply {
 }
 
 impl Reply {
-    fn json(status: u16, v: Value) -> Reply {
+    pub(crate) fn json(status: u16, v: Value) -> Reply {
         Reply {
             status,
             headers: Vec::new(),
@@ -62,11 +62,11 @@ impl Reply {
             delay: Duration::ZERO,
         }
     }
-    fn header(mut self, k: &str, v: &str) -> Reply {
+    pub(crate) fn header(mut self, k: &str, v: &str) -> Reply {
         self.headers.push((k.to_string(), v.to_string()));
         self
     }
-    fn after(mut self, d: Duration) -> Reply {
+    pub(crate) fn after(mut self, d: Duration) -> Reply {
         self.delay = d;
         self
     }
@@ -83,14 +83,14 @@ struct State {
 
 /// The server; it stops when dropped. The handler gets the request's index (order of receipt,
 /// from 0) and the request.
-struct Server {
+pub(crate) struct Server {
     port: u16,
     rt: Option<tokio::runtime::Runtime>,
     state: Arc<State>,
 }
 
 impl Server {
-    fn start(handler: impl Fn(usize, &Seen) -> Reply + Send + Sync + 'static) -> Server {
+    pub(crate) fn start(handler: impl Fn(usize, &Seen) -> Reply + Send + Sync + 'static) -> Server {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -119,7 +119,7 @@ impl Server {
         }
     }
 
-    fn requests(&self) -> Vec<Seen> {
+    pub(crate) fn requests(&self) -> Vec<Seen> {
         self.state.seen.lock().unwrap().clone()
     }
 
@@ -128,7 +128,7 @@ impl Server {
     }
 
     /// The base URL as a user would give it for `kind`.
-    fn base_url(&self, kind: ProviderKind) -> String {
+    pub(crate) fn base_url(&self, kind: ProviderKind) -> String {
         match kind {
             ProviderKind::OpenAi => format!("http://127.0.0.1:{}/v1", self.port),
             ProviderKind::Anthropic => format!("http://127.0.0.1:{}", self.port),
@@ -219,14 +219,14 @@ async fn connection(sock: tokio::net::TcpStream, st: Arc<State>) {
 // ---------------------------------------------------------------------------------------------
 // Wire formats.
 
-fn endpoint(kind: ProviderKind) -> &'static str {
+pub(crate) fn endpoint(kind: ProviderKind) -> &'static str {
     match kind {
         ProviderKind::OpenAi => "/v1/chat/completions",
         ProviderKind::Anthropic => "/v1/messages",
     }
 }
 
-fn complete_stop(kind: ProviderKind) -> &'static str {
+pub(crate) fn complete_stop(kind: ProviderKind) -> &'static str {
     match kind {
         ProviderKind::OpenAi => "stop",
         ProviderKind::Anthropic => "end_turn",
@@ -251,7 +251,7 @@ fn refused_stop(kind: ProviderKind) -> &'static str {
 const SERVED_MODEL: &str = "test-model-served-2026";
 
 /// A successful answer in `kind`'s format.
-fn answer(kind: ProviderKind, text: &str, stop: &str, usage: (u64, u64)) -> Value {
+pub(crate) fn answer(kind: ProviderKind, text: &str, stop: &str, usage: (u64, u64)) -> Value {
     match kind {
         ProviderKind::OpenAi => json!({
             "id": "chatcmpl-1",
@@ -277,19 +277,28 @@ fn answer(kind: ProviderKind, text: &str, stop: &str, usage: (u64, u64)) -> Valu
     }
 }
 
-fn ok(kind: ProviderKind, text: &str, usage: (u64, u64)) -> Reply {
-    Reply::json(200, answer(kind, text, complete_stop(kind), usage))
+/// A valid answer (see [`crate::common::sectioned`]) carrying `text`.
+pub(crate) fn ok(kind: ProviderKind, text: &str, usage: (u64, u64)) -> Reply {
+    Reply::json(
+        200,
+        answer(
+            kind,
+            &crate::common::sectioned(text),
+            complete_stop(kind),
+            usage,
+        ),
+    )
 }
 
 /// The system prompt, the user message, the model and the length limit of a received request.
-struct Prompt {
-    system: String,
-    user: String,
-    model: String,
-    max_tokens: Option<u64>,
+pub(crate) struct Prompt {
+    pub(crate) system: String,
+    pub(crate) user: String,
+    pub(crate) model: String,
+    pub(crate) max_tokens: Option<u64>,
 }
 
-fn prompt(kind: ProviderKind, req: &Seen) -> Prompt {
+pub(crate) fn prompt(kind: ProviderKind, req: &Seen) -> Prompt {
     let b = &req.body;
     let s = |v: &Value| {
         v.as_str()
@@ -323,22 +332,44 @@ fn prompt(kind: ProviderKind, req: &Seen) -> Prompt {
     }
 }
 
-/// The text between `start` and `end` in `s`.
-fn between<'a>(s: &'a str, start: &str, end: &str) -> Option<&'a str> {
-    let i = s.find(start)? + start.len();
-    let j = s[i..].find(end)? + i;
-    Some(&s[i..j])
+/// The text a prompt holds between `<NAME-TAG>` and `</NAME-TAG>` (TAG: 16 hex digits, the
+/// same in both), if any.
+pub(crate) fn delimited<'a>(user: &'a str, name: &str) -> Option<&'a str> {
+    let open = format!("\n<{name}-");
+    let mut from = 0;
+    while let Some(i) = user[from..].find(&open) {
+        let start = from + i + open.len();
+        let tag = &user[start..(start + 17).min(user.len())];
+        if tag.len() == 17 && tag.ends_with('>') && tag[..16].chars().all(|c| c.is_ascii_hexdigit())
+        {
+            let close = format!("\n</{name}-{}>", &tag[..16]);
+            let body = start + 18;
+            return user[body..].find(&close).map(|j| &user[body..body + j]);
+        }
+        from = start;
+    }
+    None
+}
+
+/// The delimiter tag of a prompt's transcript.
+pub(crate) fn tag(user: &str) -> &str {
+    let i = user.find("\n<transcript-").expect("a transcript") + "\n<transcript-".len();
+    &user[i..i + 16]
 }
 
 /// The transcript part of a prompt.
-fn transcript(user: &str) -> &str {
-    between(user, "<conversation>\n", "</conversation>")
-        .unwrap_or_else(|| panic!("no <conversation> section in:\n{user}"))
+pub(crate) fn transcript(user: &str) -> &str {
+    delimited(user, "transcript").unwrap_or_else(|| panic!("no transcript section in:\n{user}"))
 }
 
-/// The prior summary carried by a prompt, if any.
-fn prior_summary(user: &str) -> Option<&str> {
-    between(user, "<prior-summary>\n", "\n</prior-summary>")
+/// The earlier summary carried by a prompt, if any.
+pub(crate) fn prior_summary(user: &str) -> Option<&str> {
+    delimited(user, "earlier-summary")
+}
+
+/// The notes carried from earlier parts, if any.
+pub(crate) fn notes(user: &str) -> Option<&str> {
+    delimited(user, "notes")
 }
 
 /// A recipe's body (the text after its frontmatter), trimmed.
@@ -355,14 +386,14 @@ fn sha256_hex(text: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // Running agent-db.
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Out {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Out {
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
             panic!(
                 "stdout is not JSON ({e}); exit {}\nstdout: {}\nstderr: {}",
@@ -372,7 +403,7 @@ impl Out {
     }
 }
 
-fn run(c: &mut assert_cmd::Command) -> Out {
+pub(crate) fn run(c: &mut assert_cmd::Command) -> Out {
     let o = c.output().expect("run agent-db");
     let out = Out {
         code: o.status.code().unwrap_or(-1),
@@ -389,14 +420,14 @@ fn run(c: &mut assert_cmd::Command) -> Out {
 
 /// `agent-db --db STORE` (hermetic, see [`Env::cmd`]) run from the store's temp directory, so
 /// no `.agent-db/` directory of the working tree (recipes, hooks) is picked up.
-fn cmd(env: &Env) -> assert_cmd::Command {
+pub(crate) fn cmd(env: &Env) -> assert_cmd::Command {
     let mut c = env.cmd();
     c.current_dir(env.dir.path());
     c
 }
 
 /// `--llm-provider KIND --base-url SERVER --model test-model`.
-fn llm_args(kind: ProviderKind, server: &Server) -> Vec<String> {
+pub(crate) fn llm_args(kind: ProviderKind, server: &Server) -> Vec<String> {
     vec![
         "--llm-provider".into(),
         kind.name().into(),
@@ -468,7 +499,7 @@ fn head_marker(env: &Env, id: &str) -> String {
     marker
 }
 
-fn raw_messages(env: &Env, id: &str) -> String {
+pub(crate) fn raw_messages(env: &Env, id: &str) -> String {
     env.conn()
         .query_row(
             "SELECT raw_messages FROM conversations WHERE id = ?1",
@@ -479,7 +510,7 @@ fn raw_messages(env: &Env, id: &str) -> String {
 }
 
 /// Rows in the audit log (0 when agent-db's tables were never created).
-fn compactions(env: &Env) -> usize {
+pub(crate) fn compactions(env: &Env) -> usize {
     let c = env.conn();
     let exists: i64 = c
         .query_row(
@@ -498,13 +529,13 @@ fn compactions(env: &Env) -> usize {
 }
 
 /// A snapshot of the store: the files' hash and the conversation tables.
-struct Snapshot {
+pub(crate) struct Snapshot {
     conversations: Vec<Vec<String>>,
     summaries: Vec<Vec<String>>,
     hash: String,
 }
 
-fn snapshot(env: &Env) -> Snapshot {
+pub(crate) fn snapshot(env: &Env) -> Snapshot {
     let conversations = env.dump("conversations");
     let summaries = env.dump("conversation_summaries");
     // Hash last: the dumps above open and close the store.
@@ -515,7 +546,7 @@ fn snapshot(env: &Env) -> Snapshot {
     }
 }
 
-fn assert_untouched(env: &Env, before: &Snapshot, what: &str) {
+pub(crate) fn assert_untouched(env: &Env, before: &Snapshot, what: &str) {
     assert_eq!(
         env.files_hash(),
         before.hash,
@@ -550,7 +581,7 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 /// The one report row of a single-conversation run.
-fn only_row(doc: &Value) -> &Value {
+pub(crate) fn only_row(doc: &Value) -> &Value {
     let rows = doc["conversations"].as_array().expect("conversations");
     assert_eq!(rows.len(), 1, "{doc:#}");
     &rows[0]
@@ -559,7 +590,7 @@ fn only_row(doc: &Value) -> &Value {
 // ---------------------------------------------------------------------------------------------
 // 1. Request shape, response parsing, usage and cost in the report and the audit log.
 
-const KEY: &str = "sk-test-shape-0123456789";
+pub(crate) const KEY: &str = "sk-test-shape-0123456789";
 const INSTRUCTIONS: &str = "INSTR-MARKER-7731: keep every port number exactly";
 
 fn request_shape(kind: ProviderKind) {
@@ -994,6 +1025,10 @@ fn chunked(kind: ProviderKind) {
             "--max-summary-tokens",
             "500",
         ])
+        // This server's answers name none of the head's paths, so the retention score measures
+        // the ledger alone (under the llm floor once ten parts' notes share its room); the floor
+        // has tests of its own (tests/it/retention.rs), the budget is what this one checks.
+        .args(["--min-retention", "0"])
         .args(llm_args(kind, &server)));
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let doc = out.json();
@@ -1016,16 +1051,41 @@ fn chunked(kind: ProviderKind) {
         );
         assert_eq!(p.max_tokens, Some(500));
         transcript_tokens += count_text(transcript(&p.user));
+        // Each request knows its place; the current task goes to the last part only.
+        assert!(
+            p.user
+                .contains(&format!("this request is part {} of {n}", i + 1)),
+            "request {i}"
+        );
+        let last = i == n - 1;
+        assert_eq!(
+            p.user.contains("the latest instruction is in a later part"),
+            !last,
+            "request {i} of {n}: the current task only in the last part"
+        );
+        assert_eq!(
+            p.user.contains("which is the current task") || p.user.contains("bare go-ahead"),
+            last
+        );
+        // The notes carried in code hold every earlier part's items.
         match i {
             0 => assert!(
-                prior_summary(&p.user).is_none(),
-                "the first request has no prior summary"
+                notes(&p.user).is_none() && prior_summary(&p.user).is_none(),
+                "the first request has no notes"
             ),
-            _ => assert_eq!(
-                prior_summary(&p.user),
-                Some(format!("CHUNK-SUMMARY-{}-END notes on part {}", i - 1, i - 1).as_str()),
-                "request {i} carries the previous answer as its prior summary"
-            ),
+            _ => {
+                // Notes longer than the room for them are sent cut in the middle (agent-db
+                // keeps them whole); the first and the latest items are always there.
+                let carried = notes(&p.user).expect("notes from the earlier parts");
+                let cut = carried.contains("middle of this message omitted");
+                for j in 0..i {
+                    let item = format!("CHUNK-SUMMARY-{j}-END notes on part {j}");
+                    assert!(
+                        carried.contains(&item) || (cut && j > 0),
+                        "request {i} carries part {j}'s item:\n{carried}"
+                    );
+                }
+            }
         }
     }
     assert!(
@@ -1041,18 +1101,22 @@ fn chunked(kind: ProviderKind) {
         prompts.iter().map(|p| transcript(&p.user)).collect();
     assert_eq!(distinct.len(), n);
 
-    // The last answer is the summary written; the earlier ones are not.
+    // The stored summary is the merge of every part's sections: each part's item is there once,
+    // the prose lines every answer repeats are there once.
     let raw = raw_messages(&env, &conv.id);
-    assert!(
-        raw.contains(&format!("CHUNK-SUMMARY-{}-END", n - 1)),
-        "the final summary is stored"
-    );
-    for i in 0..n - 1 {
-        assert!(
-            !raw.contains(&format!("CHUNK-SUMMARY-{i}-END")),
-            "intermediate summary {i} is not stored"
+    for i in 0..n {
+        assert_eq!(
+            raw.matches(&format!("CHUNK-SUMMARY-{i}-END")).count(),
+            1,
+            "part {i}'s item is stored once"
         );
     }
+    assert_eq!(
+        raw.matches("Nothing beyond the notes above was recorded")
+            .count(),
+        crate::common::compact_headings().len() - 1,
+        "a line every part repeats under a heading is stored once under it"
+    );
     assert_eq!(
         row["llm_tokens"],
         json!([100 * n, 10 * n]),
@@ -1222,7 +1286,7 @@ fn recompaction_summarizes_the_originals_or_a_pruned_archives_earlier_summary() 
     let third = prompt(kind, &reqs[2]);
     // The earlier summary is the model's answer (then the artifact ledger agent-db appends).
     assert!(
-        prior_summary(&third.user).is_some_and(|p| p.starts_with("PASS-1-SUMMARY-BODY with facts")),
+        prior_summary(&third.user).is_some_and(|p| p.contains("PASS-1-SUMMARY-BODY with facts")),
         "{:?}",
         prior_summary(&third.user)
     );

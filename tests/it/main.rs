@@ -20,6 +20,7 @@ mod kodelet_current;
 mod kodelet_load;
 mod layers;
 mod llm;
+mod llm_requests;
 mod native_todos;
 mod odd_classes;
 mod odd_values;

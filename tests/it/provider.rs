@@ -41,6 +41,7 @@ fn request() -> ChatRequest {
         system: "You summarize coding sessions.".into(),
         user: "Summarize: the user fixed the flaky test.".into(),
         max_tokens: 321,
+        temperature: Some(0.0),
     }
 }
 
@@ -154,6 +155,7 @@ async fn request_shape_and_response_parsing() {
         assert_eq!(header("content-type").as_deref(), Some("application/json"));
         let body: Value = req.body_json().expect("JSON body");
         assert_eq!(body["max_tokens"], 321, "{kind:?}: {body}");
+        assert_eq!(body["temperature"], 0.0, "{kind:?}: {body}");
         match kind {
             ProviderKind::OpenAi => {
                 assert_eq!(header("authorization"), Some(format!("Bearer {KEY}")));
