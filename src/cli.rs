@@ -499,7 +499,9 @@ pub struct ShowArgs {
     #[arg(long, conflicts_with = "raw")]
     pub json: bool,
 
-    /// The stored raw_messages JSON, exactly as stored
+    /// Every stored row of the conversation, as stored: kodelet's raw_messages; for
+    /// docker-agent, goose and opencode a JSON array of the rows (session_items; messages;
+    /// message rows with their part rows; opencode 2.x session_message), each column as stored
     #[arg(long)]
     pub raw: bool,
 }

@@ -1,5 +1,6 @@
-//! `agent-db show ID`: a readable transcript, `--json` for the neutral messages, `--raw` for the
-//! stored JSON exactly as stored.
+//! `agent-db show ID`: a readable transcript, `--json` for the neutral messages, `--raw` for
+//! every stored row of the conversation as stored (kodelet: `raw_messages`; the others: a JSON
+//! array of the rows, docs/stores.md).
 
 use agent_db::message::{Block, Message, Role};
 use agent_db::plan;
@@ -14,13 +15,21 @@ const MAX_RESULT_CHARS: usize = 1500;
 
 pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
     let id = store.resolve_id(&args.id)?;
-    let meta = store.meta(&id)?;
-    let row = store.load(&id)?;
     if args.raw {
-        output::out(&row.raw_messages)?;
+        // The stored rows, every one, in the store's documented shape (docs/stores.md).
+        let Some(text) = store.stored(&id)? else {
+            return Err(agent_db::error::Error::Usage(format!(
+                "show --raw: {} stores keep no raw form agent-db can print; use show {id} --json",
+                store.kind.name()
+            ))
+            .into());
+        };
+        output::out(&text)?;
         output::out("\n")?;
         return Ok(0);
     }
+    let meta = store.meta(&id)?;
+    let row = store.load(&id)?;
     let loaded = plan::decode(row, &meta)?;
     // `--last N`: the last N messages, numbered as in the whole conversation.
     let first = args

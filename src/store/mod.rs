@@ -752,6 +752,12 @@ impl Store {
         self.kind.adapter().load(&self.read(), id)
     }
 
+    /// Every stored row of conversation `id` in the store's documented shape (`show --raw`),
+    /// or `None` when the store has no such form ([`kind::Adapter::stored`]).
+    pub fn stored(&self, id: &str) -> Result<Option<String>> {
+        self.kind.adapter().stored(&self.read(), id)
+    }
+
     /// Whether a compaction can keep a tail verbatim (docker-agent before migration 21 loads
     /// only what follows the last summary, so its plans get a zero tail budget).
     pub fn can_keep_tail(&self) -> Result<bool> {

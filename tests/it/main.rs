@@ -39,6 +39,7 @@ mod retention;
 mod roundtrip;
 mod selectors;
 mod settings;
+mod show_raw;
 mod split_props;
 mod target;
 mod tokens_golden;

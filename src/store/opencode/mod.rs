@@ -147,6 +147,12 @@ impl Adapter for Opencode {
         meta(read.conn, read.path, read.limits, id)
     }
 
+    /// Every `message` row of the session in opencode's order (`time_created`, `id`), each
+    /// with its `part` rows (by `id`) under `parts`; every column as stored.
+    fn stored(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        read::stored(read.conn, read.path, id).map(Some)
+    }
+
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load_session(read.conn, read.path, id)?;
         let todos = read::open_todos(read.conn, read.path, id)?;

@@ -624,3 +624,34 @@ pub(super) fn history_before_key(
     }
     Ok(crate::message::join_raw(envs.iter().map(|e| e.as_ref())))
 }
+
+/// `show --raw`: every `message` row of the session (`time_created`, `id`), each with its `part`
+/// rows (`id`) under `parts`, every column as stored ([`crate::store::schema_util::stored_rows`]).
+pub fn stored(conn: &Connection, path: &Path, id: &str) -> Result<String> {
+    use crate::store::schema_util::{rows_array, stored_rows};
+    session_row(conn, path, id)?;
+    let mut messages = stored_rows(
+        conn,
+        path,
+        "SELECT * FROM message WHERE session_id = ?1 ORDER BY time_created, id",
+        id,
+    )?;
+    let parts = stored_rows(
+        conn,
+        path,
+        "SELECT * FROM part WHERE message_id IN (SELECT id FROM message WHERE session_id = ?1) \
+         ORDER BY message_id, id",
+        id,
+    )?;
+    let mut by_message: HashMap<String, Vec<Value>> = HashMap::new();
+    for p in parts {
+        let key = p.get("message_id").and_then(Value::as_str).unwrap_or("").to_string();
+        by_message.entry(key).or_default().push(Value::Object(p));
+    }
+    for m in &mut messages {
+        let key = m.get("id").and_then(Value::as_str).unwrap_or("").to_string();
+        let list = by_message.remove(&key).unwrap_or_default();
+        m.insert("parts".into(), Value::Array(list));
+    }
+    Ok(rows_array(messages))
+}

@@ -113,6 +113,18 @@ impl Adapter for OpencodeV2 {
         meta(read.conn, read.path, read.limits, id)
     }
 
+    /// Every `session_message` row of the session, by `seq`.
+    fn stored(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        crate::store::schema_util::stored_rows_json(
+            read.conn,
+            read.path,
+            "session_v2",
+            "SELECT * FROM session_message WHERE session_id = ?1 ORDER BY seq, id",
+            id,
+        )
+        .map(Some)
+    }
+
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load_session(read.conn, read.path, id)?;
         Ok(StoredConversation::with_state(
