@@ -234,3 +234,64 @@ fn child_and_archived_sessions_are_marked_and_left_out_of_batches_unless_asked()
         );
     }
 }
+
+/// The listing's ids, in order.
+fn listed(o: &O, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["list", "--json", "--idle", "0"];
+    all.extend_from_slice(args);
+    let (doc, code) = o.run_json(&all);
+    assert_eq!(code, 0, "{doc:#}");
+    ids_with_status(&doc, "selected")
+}
+
+#[test]
+fn a_batch_of_old_sessions_keeps_the_list_order_and_follow_picks_the_latest() {
+    for o in O::both(8) {
+        let t = o.session;
+        let order = listed(&o, &[]);
+        let newest = order[0].clone();
+        // Compact every session but the one used last.
+        let mut args: Vec<&str> = vec![
+            "compact",
+            "--yes",
+            "--json",
+            "--strategy",
+            "extractive",
+            "--keep-tokens",
+            "80",
+            "--force",
+        ];
+        args.extend(order[1..].iter().map(String::as_str));
+        let (doc, _) = o.run_json(&args);
+        let compacted = ids_with_status(&doc, "compacted");
+        assert!(compacted.len() >= 3, "{t}: {doc:#}");
+        assert_eq!(listed(&o, &[]), order, "{t}: the listing order moved");
+        let (doc, code) = o.run_json(&["compact", "--follow", "--dry-run", "--json"]);
+        assert_eq!(code, 0, "{doc:#}");
+        assert_eq!(
+            doc["conversations"][0]["id"],
+            newest.as_str(),
+            "{t}: {doc:#}"
+        );
+        // As opencode leaves its own compaction: time_updated at or after the newest row.
+        let rows = if t == "session" {
+            "message"
+        } else {
+            "session_message"
+        };
+        for id in &compacted {
+            let ok: i64 = o
+                .conn()
+                .query_row(
+                    &format!(
+                        "SELECT time_updated >= (SELECT MAX(time_created) FROM {rows} WHERE session_id = ?1) \
+                         FROM {t} WHERE id = ?1"
+                    ),
+                    [id],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(ok, 1, "{t} {id}");
+        }
+    }
+}
