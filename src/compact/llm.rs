@@ -110,7 +110,7 @@ pub fn render_message(m: &Message) -> String {
                 s.push_str(&i.placeholder());
                 s.push('\n');
             }
-            Block::Opaque { kind, bytes } => s.push_str(&format!("[{kind}: {bytes} bytes]\n")),
+            Block::Opaque { kind, bytes, .. } => s.push_str(&format!("[{kind}: {bytes} bytes]\n")),
         }
     }
     s

@@ -295,3 +295,90 @@ fn a_batch_of_old_sessions_keeps_the_list_order_and_follow_picks_the_latest() {
         }
     }
 }
+
+fn show(o: &O, args: &[&str]) -> String {
+    let out = o.cmd().arg("show").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn show_hides_opencodes_bookkeeping_parts_unless_verbose_and_shows_patches_whole() {
+    let o = O::v1(10);
+    // A session with a patch part, and that part's files, by the test's own read.
+    let (sid, data): (String, String) = o
+        .conn()
+        .query_row(
+            "SELECT m.session_id, p.data FROM part p JOIN message m ON m.id = p.message_id \
+             WHERE json_extract(p.data, '$.type') = 'patch' AND json_array_length(p.data, '$.files') > 0 \
+             ORDER BY p.id LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let patch: Value = serde_json::from_str(&data).unwrap();
+    let bookkeeping: i64 = o
+        .conn()
+        .query_row(
+            "SELECT COUNT(*) FROM part p JOIN message m ON m.id = p.message_id WHERE m.session_id = ?1 \
+             AND json_extract(p.data, '$.type') IN ('step-start','step-finish','snapshot','patch','agent','retry')",
+            [&sid],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(bookkeeping > 0);
+    let plain = show(&o, &[&sid, "--no-pager"]);
+    for kind in [
+        "step-start",
+        "step-finish",
+        "snapshot",
+        "patch",
+        "agent",
+        "retry",
+    ] {
+        assert!(
+            !plain.contains(&format!("[opencode:{kind}")),
+            "{kind}:\n{plain}"
+        );
+    }
+    assert!(plain.contains("--verbose shows them"), "{plain}");
+    let verbose = show(&o, &[&sid, "--no-pager", "--verbose"]);
+    assert!(!verbose.contains("[opencode:patch: 0 bytes]"), "{verbose}");
+    let files: Vec<&str> = patch["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    let line = verbose
+        .lines()
+        .find(|l| l.contains("[opencode:patch]") && l.contains(patch["hash"].as_str().unwrap()))
+        .unwrap_or_else(|| panic!("{verbose}"));
+    for f in files {
+        assert!(line.contains(f), "{f}: {line}");
+    }
+    let shown = verbose.matches("[opencode:").count() as i64;
+    assert!(shown >= bookkeeping, "{shown} < {bookkeeping}");
+}
+
+#[test]
+fn a_multi_line_title_is_one_header_line() {
+    for o in O::both(3) {
+        let id = o.roots()[0].clone();
+        o.exec(&format!(
+            "UPDATE {} SET title = 'Fix the parser\nand then the lexer\nthird line' WHERE id = '{id}'",
+            o.session
+        ));
+        let out = show(&o, &[&id, "--no-pager"]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[1], "  name: Fix the parser…", "{out}");
+        assert!(lines[2].starts_with("  provider: "), "{out}");
+        let listed = String::from_utf8(o.cmd().arg("list").output().unwrap().stdout).unwrap();
+        assert!(!listed.contains("and then the lexer"), "{listed}");
+        assert!(listed.contains("Fix the parser…"), "{listed}");
+    }
+}
