@@ -380,5 +380,20 @@ fn a_multi_line_title_is_one_header_line() {
         let listed = String::from_utf8(o.cmd().arg("list").output().unwrap().stdout).unwrap();
         assert!(!listed.contains("and then the lexer"), "{listed}");
         assert!(listed.contains("Fix the parser…"), "{listed}");
+        // On a terminal at 80 columns too (the header wraps under its own indent).
+        let mut c = crate::common::std_cmd(o.dir.path());
+        c.arg("--db")
+            .arg(&o.db)
+            .args(["show", &id, "--no-pager"])
+            .env("NO_COLOR", "1");
+        let tty = crate::pty::run(c, 80);
+        assert_eq!(tty.code, 0, "{}", tty.stderr);
+        let lines: Vec<&str> = tty
+            .stdout
+            .lines()
+            .map(|l| l.trim_end_matches('\r'))
+            .collect();
+        assert_eq!(lines[1], "  name: Fix the parser…", "{}", tty.stdout);
+        assert!(lines[2].starts_with("  provider: "), "{}", tty.stdout);
     }
 }
