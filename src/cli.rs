@@ -305,7 +305,7 @@ pub enum Command {
         after_help = "Examples:\n  agent-db list\n  agent-db list --all-over 0.7 --older-than 1d\n  agent-db list --json | jq '.conversations[].id'"
     )]
     List(ListArgs),
-    /// Show one conversation as a readable transcript, neutral JSON or the stored JSON
+    /// Show one conversation as a readable transcript, neutral JSON or its stored rows
     #[command(
         after_help = "Examples:\n  agent-db show 3f2a91c0              (a unique ID prefix is enough)\n  agent-db show 3f2a91c0 --last 10\n  agent-db show 3f2a91c0 --json | jq '.messages | length'\n  agent-db show 3f2a91c0 --raw > original.json"
     )]
@@ -439,6 +439,11 @@ pub struct SelectArgs {
     /// Context limit in tokens for conversations with no stored maxContextWindow
     #[arg(long, value_name = "N")]
     pub context_limit: Option<i64>,
+
+    /// Also select conversations archived in the agent (opencode's archived sessions), which
+    /// batch selections leave out
+    #[arg(long)]
+    pub include_archived: bool,
 }
 
 impl SelectArgs {
@@ -455,6 +460,7 @@ impl SelectArgs {
             provider: self.provider.clone(),
             limit: self.limit,
             context_limit: self.context_limit,
+            include_archived: self.include_archived,
         }
     }
 }
@@ -495,7 +501,14 @@ pub struct ShowArgs {
     #[arg(long, conflicts_with = "raw")]
     pub json: bool,
 
-    /// The stored raw_messages JSON, exactly as stored
+    /// Also the agent's bookkeeping items its own UI hides (opencode's step-start,
+    /// step-finish, snapshot, patch, agent and retry parts), with what they hold
+    #[arg(long, short, conflicts_with_all = ["raw", "json"])]
+    pub verbose: bool,
+
+    /// Every stored row of the conversation, as stored: kodelet's raw_messages; for
+    /// docker-agent, goose and opencode a JSON array of the rows (session_items; messages;
+    /// message rows with their part rows; opencode 2.x session_message), each column as stored
     #[arg(long)]
     pub raw: bool,
 }

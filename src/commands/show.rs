@@ -1,5 +1,6 @@
-//! `agent-db show ID`: a readable transcript, `--json` for the neutral messages, `--raw` for the
-//! stored JSON exactly as stored.
+//! `agent-db show ID`: a readable transcript, `--json` for the neutral messages, `--raw` for
+//! every stored row of the conversation as stored (kodelet: `raw_messages`; the others: a JSON
+//! array of the rows, docs/stores.md).
 
 use agent_db::message::{Block, Message, Role};
 use agent_db::plan;
@@ -14,13 +15,21 @@ const MAX_RESULT_CHARS: usize = 1500;
 
 pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
     let id = store.resolve_id(&args.id)?;
-    let meta = store.meta(&id)?;
-    let row = store.load(&id)?;
     if args.raw {
-        output::out(&row.raw_messages)?;
+        // The stored rows, every one, in the store's documented shape (docs/stores.md).
+        let Some(text) = store.stored(&id)? else {
+            return Err(agent_db::error::Error::Usage(format!(
+                "show --raw: {} stores keep no raw form agent-db can print; use show {id} --json",
+                store.kind.name()
+            ))
+            .into());
+        };
+        output::out(&text)?;
         output::out("\n")?;
         return Ok(0);
     }
+    let meta = store.meta(&id)?;
+    let row = store.load(&id)?;
     let loaded = plan::decode(row, &meta)?;
     // `--last N`: the last N messages, numbered as in the whole conversation.
     let first = args
@@ -47,10 +56,21 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         return Ok(0);
     }
     let exact = loaded.format.tokens_exact();
+    let format = loaded.format;
+    let hidden = |b: &Block| {
+        !args.verbose && matches!(b, Block::Opaque { kind, .. } if format.bookkeeping(kind))
+    };
+    let n_hidden: usize = loaded.messages[first..]
+        .iter()
+        .map(|m| m.blocks.iter().filter(|b| hidden(b)).count())
+        .sum();
     let mut s = format!(
         "conversation {}\n  name: {}\n  provider: {} ({}), model: {}\n  updated: {} ({})\n  {} messages, {} tokens{}\n",
         meta.id,
-        meta.name.as_deref().unwrap_or("-"),
+        meta.name
+            .as_deref()
+            .map(super::list::first_line)
+            .unwrap_or("-".into()),
         meta.provider,
         loaded.format.name(),
         meta.model.as_deref().unwrap_or("-"),
@@ -60,6 +80,17 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         table::tokens(loaded.total_tokens(), exact),
         if exact { "" } else { " (estimated)" },
     );
+    if let Some(p) = &meta.parent {
+        s.push_str(&format!("  child session (a subagent's) of {p}\n"));
+    }
+    if meta.archived {
+        s.push_str("  archived in the agent\n");
+    }
+    if n_hidden > 0 {
+        s.push_str(&format!(
+            "  {n_hidden} bookkeeping item(s) the agent's own view hides are not shown (--verbose shows them)\n"
+        ));
+    }
     if first > 0 {
         s.push_str(&format!(
             "\n… {first} earlier message(s) not shown (--last)\n"
@@ -77,7 +108,7 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         .enumerate()
         .skip(first)
     {
-        let text = render_message(i, m, *t, exact);
+        let text = render_message(i, m, *t, exact, &hidden);
         match width {
             Some(w) => s.push_str(&wrap_indented(&text, w)),
             None => s.push_str(&text),
@@ -206,13 +237,19 @@ fn wrap_line(line: &str, width: usize) -> Vec<String> {
     lines
 }
 
-fn render_message(i: usize, m: &Message, tokens: usize, exact: bool) -> String {
+fn render_message(
+    i: usize,
+    m: &Message,
+    tokens: usize,
+    exact: bool,
+    hidden: &dyn Fn(&Block) -> bool,
+) -> String {
     let mut s = format!(
         "\n── [{i}] {} · {} tokens\n",
         role_name(m.role),
         table::tokens(tokens, exact)
     );
-    for b in &m.blocks {
+    for b in m.blocks.iter().filter(|b| !hidden(b)) {
         match b {
             Block::Text { text } => s.push_str(&indent(text)),
             Block::Thinking { text, redacted } => {
@@ -240,7 +277,14 @@ fn render_message(i: usize, m: &Message, tokens: usize, exact: bool) -> String {
                 }
             }
             Block::Image(im) => s.push_str(&format!("    {}\n", im.placeholder())),
-            Block::Opaque { kind, bytes } => s.push_str(&format!("    [{kind}: {bytes} bytes]\n")),
+            Block::Opaque {
+                kind,
+                detail: Some(d),
+                ..
+            } => s.push_str(&format!("    [{kind}] {d}\n")),
+            Block::Opaque { kind, bytes, .. } => {
+                s.push_str(&format!("    [{kind}: {bytes} bytes]\n"))
+            }
         }
     }
     s

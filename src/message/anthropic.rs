@@ -91,6 +91,7 @@ fn block<J: Json>(b: &J) -> Result<Block, String> {
         }
         "image" => Block::Image(image(b)),
         other => Block::Opaque {
+            detail: None,
             kind: other.to_string(),
             bytes: b.compact().len(),
         },

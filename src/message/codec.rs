@@ -39,6 +39,11 @@ pub trait Codec: Sync + Send + 'static {
 
     /// Decode one stored message.
     fn decode(&self, raw: &RawValue) -> Result<Message, String>;
+    /// Whether an opaque block of this kind is bookkeeping the agent's own UI does not show
+    /// (opencode's step and patch parts): `show` hides it unless `--verbose`.
+    fn bookkeeping(&self, _kind: &str) -> bool {
+        false
+    }
 
     /// Whether a stored message is part of what the agent sends the model.
     fn agent_visible(&self, _raw: &RawValue) -> bool {

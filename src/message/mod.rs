@@ -87,6 +87,10 @@ pub enum Block {
     Opaque {
         kind: String,
         bytes: usize,
+        /// What the item holds, for a reader (`show --verbose`): an opencode patch's files,
+        /// a step's tokens. Never sent to a model.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
     },
 }
 

@@ -77,6 +77,7 @@ fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
             // Server-side items (web_search_call, opaque compaction items) are kept as they are.
             role_of(str_field(v, "role")).unwrap_or(Role::Assistant),
             vec![Block::Opaque {
+                detail: None,
                 kind: other.to_string(),
                 bytes: raw.get().len(),
             }],

@@ -586,9 +586,17 @@ fn pack(m: &super::ConversationMeta, codecs: &mut Vec<crate::message::Format>, o
     for s in [&m.id, &m.provider, &m.created_at, &m.updated_at] {
         text(out, Some(s.as_str()));
     }
-    for s in [&m.name, &m.api_mode, &m.model, &m.cwd, &m.problem] {
+    for s in [
+        &m.name,
+        &m.api_mode,
+        &m.model,
+        &m.cwd,
+        &m.problem,
+        &m.parent,
+    ] {
         text(out, s.as_deref());
     }
+    out.push(u8::from(m.archived));
     for n in [
         m.message_count,
         m.current_context,
@@ -623,7 +631,9 @@ fn unpack(b: &[u8], codecs: &[crate::message::Format]) -> Result<super::Conversa
     };
     let [id, provider, created_at, updated_at] =
         [text()?, text()?, text()?, text()?].map(Option::unwrap_or_default);
-    let [name, api_mode, model, cwd, problem] = [text()?, text()?, text()?, text()?, text()?];
+    let [name, api_mode, model, cwd, problem, parent] =
+        [text()?, text()?, text()?, text()?, text()?, text()?];
+    let archived = take(1)?[0] != 0;
     let mut num = || -> Result<Option<i64>> {
         Ok(match take(1)?[0] {
             0 => None,
@@ -648,13 +658,15 @@ fn unpack(b: &[u8], codecs: &[crate::message::Format]) -> Result<super::Conversa
         created_at,
         updated_at,
         problem,
+        parent,
+        archived,
     })
 }
 
 /// [`super::Facts`] as bytes, appended: the two strings length-prefixed, the problem too
 /// (`u32::MAX`: none), the numbers as in [`pack`].
 fn pack_facts(f: &super::Facts<'_>, out: &mut Vec<u8>) {
-    for s in [Some(f.id), Some(f.updated_at), f.problem] {
+    for s in [Some(f.id), Some(f.updated_at), f.problem, f.parent] {
         match s {
             Some(s) => {
                 out.extend_from_slice(&(s.len() as u32).to_le_bytes());
@@ -672,6 +684,7 @@ fn pack_facts(f: &super::Facts<'_>, out: &mut Vec<u8>) {
             None => out.push(0),
         }
     }
+    out.push(u8::from(f.archived));
 }
 
 /// [`pack_facts`]' inverse, borrowing the strings.
@@ -692,7 +705,7 @@ fn unpack_facts(b: &[u8]) -> Result<super::Facts<'_>> {
             .map(Some)
             .map_err(|_| bad())
     };
-    let [id, updated_at, problem] = [text()?, text()?, text()?];
+    let [id, updated_at, problem, parent] = [text()?, text()?, text()?, text()?];
     let mut num = || -> Result<Option<i64>> {
         Ok(match take(1)?[0] {
             0 => None,
@@ -700,12 +713,15 @@ fn unpack_facts(b: &[u8]) -> Result<super::Facts<'_>> {
         })
     };
     let [current_context, max_context] = [num()?, num()?];
+    let archived = take(1)?[0] != 0;
     Ok(super::Facts {
         id: id.unwrap_or_default(),
         updated_at: updated_at.unwrap_or_default(),
         current_context,
         max_context,
         problem,
+        parent,
+        archived,
     })
 }
 
@@ -750,29 +766,33 @@ mod tests {
 
     fn meta() -> impl Strategy<Value = super::super::ConversationMeta> {
         let texts = prop::collection::vec(text(), 4);
-        let opts = prop::collection::vec(prop::option::of(text()), 5);
+        let opts = prop::collection::vec(prop::option::of(text()), 6);
         let nums = prop::collection::vec(prop::option::of(any::<i64>()), 5);
         let codec = prop_oneof![
             Just(None),
             Just(Some(crate::message::ANTHROPIC)),
             Just(Some(crate::message::OPENAI_CHAT)),
         ];
-        (texts, opts, nums, codec).prop_map(|(t, o, n, codec)| super::super::ConversationMeta {
-            id: t[0].clone(),
-            provider: t[1].clone(),
-            created_at: t[2].clone(),
-            updated_at: t[3].clone(),
-            name: o[0].clone(),
-            api_mode: o[1].clone(),
-            model: o[2].clone(),
-            cwd: o[3].clone(),
-            problem: o[4].clone(),
-            message_count: n[0],
-            current_context: n[1],
-            max_context: n[2],
-            input_tokens: n[3],
-            output_tokens: n[4],
-            codec,
+        (texts, opts, nums, codec, any::<bool>()).prop_map(|(t, o, n, codec, archived)| {
+            super::super::ConversationMeta {
+                parent: o[5].clone(),
+                archived,
+                id: t[0].clone(),
+                provider: t[1].clone(),
+                created_at: t[2].clone(),
+                updated_at: t[3].clone(),
+                name: o[0].clone(),
+                api_mode: o[1].clone(),
+                model: o[2].clone(),
+                cwd: o[3].clone(),
+                problem: o[4].clone(),
+                message_count: n[0],
+                current_context: n[1],
+                max_context: n[2],
+                input_tokens: n[3],
+                output_tokens: n[4],
+                codec,
+            }
         })
     }
 
@@ -861,6 +881,8 @@ mod tests {
                 let rowid = db.last_insert_rowid();
                 let id = format!("{rowid}:{id}");
                 let f = super::super::Facts {
+                    parent: problem.as_deref(),
+                    archived: current.is_some_and(|c| c % 2 == 0),
                     id: &id,
                     updated_at,
                     current_context: *current,

@@ -134,6 +134,13 @@ pub trait Adapter: Sync + 'static {
     ) -> Result<usize> {
         Ok(0)
     }
+    /// Every stored row of conversation `id`, in this store's documented shape, for `show
+    /// --raw` (docs/stores.md): kodelet's `raw_messages` as stored; for the others a JSON array
+    /// of the conversation's rows, every column as stored. `None`, the default: the store has
+    /// no such form, and `show --raw` is refused.
+    fn stored(&self, _read: &Read<'_>, _id: &str) -> Result<Option<String>> {
+        Ok(None)
+    }
     /// Why `--all-over` cannot rate a conversation, in this store's words: (no current context
     /// stored, no context window known).
     fn unrated(&self) -> Unrated {

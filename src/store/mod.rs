@@ -499,6 +499,14 @@ pub struct ConversationMeta {
     /// A problem reading the stored usage, reported instead of failing the whole listing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// The conversation this one is a child of (opencode's `parent_id`: a subagent's
+    /// session): listed, marked, and left out of batch selections unless named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Archived in the agent (opencode's `time_archived`): left out of batch selections
+    /// unless `--include-archived`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
 }
 
 #[derive(serde::Deserialize)]
@@ -563,6 +571,8 @@ impl ConversationMeta {
             created_at,
             updated_at,
             problem,
+            parent: None,
+            archived: false,
         }
     }
 
@@ -593,6 +603,8 @@ impl ConversationMeta {
             current_context: self.current_context,
             max_context: self.max_context,
             problem: self.problem.as_deref(),
+            parent: self.parent.as_deref(),
+            archived: self.archived,
         }
     }
 }
@@ -608,6 +620,9 @@ pub struct Facts<'a> {
     pub max_context: Option<i64>,
     /// A problem reading the stored usage ([`ConversationMeta::problem`]).
     pub problem: Option<&'a str>,
+    /// [`ConversationMeta::parent`] and [`ConversationMeta::archived`].
+    pub parent: Option<&'a str>,
+    pub archived: bool,
 }
 
 impl Facts<'_> {
@@ -740,6 +755,12 @@ impl Store {
     /// Load one conversation for planning.
     pub fn load(&self, id: &str) -> Result<StoredConversation> {
         self.kind.adapter().load(&self.read(), id)
+    }
+
+    /// Every stored row of conversation `id` in the store's documented shape (`show --raw`),
+    /// or `None` when the store has no such form ([`kind::Adapter::stored`]).
+    pub fn stored(&self, id: &str) -> Result<Option<String>> {
+        self.kind.adapter().stored(&self.read(), id)
     }
 
     /// Whether a compaction can keep a tail verbatim (docker-agent before migration 21 loads

@@ -175,6 +175,80 @@ pub(crate) fn meta_with_count(
     Ok(Some(m))
 }
 
+/// Every row `sql` returns for `id`, each an object of its columns as stored (`show --raw`):
+/// text as a string (not valid UTF-8: `{"base64": …}`), integers and reals as numbers, NULL as
+/// null, a blob as `{"base64": …}`. Columns keep the table's order.
+pub(crate) fn stored_rows(
+    conn: &Connection,
+    path: &Path,
+    sql: &str,
+    id: &str,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>> {
+    use base64::Engine;
+    use rusqlite::types::ValueRef;
+    use serde_json::{json, Value};
+    let b64 = |b: &[u8]| json!({"base64": base64::engine::general_purpose::STANDARD.encode(b)});
+    let mut st = conn.prepare(sql).at(path)?;
+    let names: Vec<String> = st.column_names().iter().map(|c| c.to_string()).collect();
+    let mut q = st.query([id]).at(path)?;
+    let mut out = Vec::new();
+    while let Some(r) = q.next().at(path)? {
+        let mut row = serde_json::Map::new();
+        for (i, name) in names.iter().enumerate() {
+            let v = match r.get_ref(i).at(path)? {
+                ValueRef::Null => Value::Null,
+                ValueRef::Integer(n) => json!(n),
+                ValueRef::Real(f) => json!(f),
+                ValueRef::Text(t) => match std::str::from_utf8(t) {
+                    Ok(s) => Value::String(s.to_string()),
+                    Err(_) => b64(t),
+                },
+                ValueRef::Blob(b) => b64(b),
+            };
+            row.insert(name.clone(), v);
+        }
+        out.push(row);
+    }
+    Ok(out)
+}
+
+/// [`stored_rows`] of conversation `id`, as `show --raw` prints them: a JSON array, one row a
+/// line; not found when `table` has no row `id` (its ID column `id`).
+pub(crate) fn stored_rows_json(
+    conn: &Connection,
+    path: &Path,
+    table: &str,
+    sql: &str,
+    id: &str,
+) -> Result<String> {
+    let found = conn
+        .query_row(
+            &format!("SELECT 1 FROM \"{table}\" WHERE id = ?1"),
+            [id],
+            |_| Ok(()),
+        )
+        .optional()
+        .at(path)?
+        .is_some();
+    if !found {
+        return Err(Error::ConversationNotFound { id: id.to_string() });
+    }
+    Ok(rows_array(stored_rows(conn, path, sql, id)?))
+}
+
+/// Rows as a JSON array, one row a line.
+pub(crate) fn rows_array(rows: Vec<serde_json::Map<String, serde_json::Value>>) -> String {
+    let lines: Vec<String> = rows
+        .into_iter()
+        .map(|r| serde_json::Value::Object(r).to_string())
+        .collect();
+    if lines.is_empty() {
+        "[]".into()
+    } else {
+        format!("[\n{}\n]", lines.join(",\n"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -961,3 +961,72 @@ fn real_opencode_own_compaction_and_agent_db_write_the_same_fields() {
         differ.join("\n")
     );
 }
+
+/// opencode's /undo (`POST /session/{id}/revert`) leaves `session.revert` set until the next
+/// prompt: agent-db leaves the session alone (the file unchanged) until opencode's next prompt
+/// cleared it, then compacts it.
+#[test]
+fn real_opencode_pending_undo_is_left_alone_until_the_next_prompt() {
+    let Some(bin) = opencode_bin() else { return };
+    let o = Opencode::new(bin);
+    let serve = o.serve();
+    let id = o.session(&serve, &turns(&o, "U", 6, false));
+    let last_user: String = o
+        .conn()
+        .query_row(
+            "SELECT id FROM message WHERE session_id = ?1 AND json_extract(data, '$.role') = 'user' \
+             ORDER BY time_created DESC, id DESC LIMIT 1",
+            [&id],
+            |r| r.get(0),
+        )
+        .expect("a user message");
+    o.http(
+        &serve,
+        &format!("/session/{id}/revert"),
+        json!({"messageID": last_user}),
+    );
+    o.stop(serve);
+    let revert: Option<String> = o
+        .conn()
+        .query_row("SELECT revert FROM session WHERE id = ?1", [&id], |r| {
+            r.get(0)
+        })
+        .expect("session row");
+    assert!(revert.is_some(), "opencode set session.revert");
+    let before = crate::common::files_hash(&o.db());
+    let out = o
+        .agent_db()
+        .arg("--db")
+        .arg(o.db())
+        .args([
+            "compact",
+            &id,
+            "--yes",
+            "--json",
+            "--strategy",
+            "extractive",
+        ])
+        .args(["--keep-tokens", "300"])
+        .output()
+        .expect("run agent-db");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let row = &doc["conversations"][0];
+    assert_eq!(row["status"], "skipped", "{doc:#}");
+    assert!(
+        row["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("undo pending"),
+        "{doc:#}"
+    );
+    assert_eq!(
+        crate::common::files_hash(&o.db()),
+        before,
+        "the file changed"
+    );
+    // The next prompt: opencode deletes the undone messages and clears revert.
+    let serve = o.serve();
+    o.continue_session(&serve, &id, "Next step MKU7 please.");
+    o.stop(serve);
+    o.compact(&id, &["--strategy", "extractive", "--keep-tokens", "300"]);
+}

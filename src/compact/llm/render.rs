@@ -242,7 +242,7 @@ impl Renderer {
                     }
                 }
                 Block::Image(i) => prefixed(&mut s, &i.placeholder()),
-                Block::Opaque { kind, bytes } => {
+                Block::Opaque { kind, bytes, .. } => {
                     prefixed(&mut s, &format!("[{}: {bytes} bytes]", one_line(kind)))
                 }
             }

@@ -104,6 +104,7 @@ fn content<J: Json>(v: &J) -> (String, Vec<ImageInfo>, Vec<Block>) {
                         images.push(ImageInfo::from_url(url));
                     }
                     _ => opaque.push(Block::Opaque {
+                        detail: None,
                         kind: format!("multi_content:{}", kind.unwrap_or("?")),
                         bytes: p.compact().len(),
                     }),

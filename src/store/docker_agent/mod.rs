@@ -130,6 +130,18 @@ impl Adapter for DockerAgent {
         meta(read.conn, read.path, read.limits, id)
     }
 
+    /// Every `session_items` row of the session, by `position`.
+    fn stored(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        crate::store::schema_util::stored_rows_json(
+            read.conn,
+            read.path,
+            "sessions",
+            "SELECT * FROM session_items WHERE session_id = ?1 ORDER BY position, id",
+            id,
+        )
+        .map(Some)
+    }
+
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load(read.conn, read.path, id)?;
         let todos = read::open_todos(read.conn, read.path, id)?;

@@ -256,6 +256,7 @@ fn blocks<J: Json>(role: Role, items: &[J]) -> Result<Vec<Block>, String> {
 
 fn opaque<J: Json>(kind: &str, item: &J) -> Block {
     Block::Opaque {
+        detail: None,
         kind: format!("goose:{kind}"),
         bytes: item.compact().len(),
     }

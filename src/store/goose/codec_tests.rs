@@ -201,7 +201,7 @@ fn constructed_shapes_of_every_type() {
     ] {
         let m = row(role, &format!("[{item}]"));
         assert!(
-            matches!(&m.blocks[0], Block::Opaque { kind: k, bytes } if k == kind && *bytes > 0),
+            matches!(&m.blocks[0], Block::Opaque { kind: k, bytes, .. } if k == kind && *bytes > 0),
             "{item}: {:?}",
             m.blocks
         );

@@ -146,6 +146,18 @@ impl Adapter for Goose {
         read::left_alone_all(read.conn, read.path).map(Some)
     }
 
+    /// Every `messages` row of the session (agent-hidden ones too), as goose orders them.
+    fn stored(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        crate::store::schema_util::stored_rows_json(
+            read.conn,
+            read.path,
+            "sessions",
+            "SELECT * FROM messages WHERE session_id = ?1 ORDER BY created_timestamp, id",
+            id,
+        )
+        .map(Some)
+    }
+
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load_session(read.conn, read.path, id)?;
         let todos = read::open_todos(read.conn, read.path, id)?;

@@ -212,6 +212,11 @@ impl Adapter for Kodelet {
 
     /// With kodelet's own summary at the head: the `activeDisplayStart` items kodelet sends but
     /// does not show, which its compaction put in place of the history (`SwapContext`).
+    /// `raw_messages` exactly as stored.
+    fn stored(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        Ok(Some(load(read.conn, read.path, id)?.raw_messages))
+    }
+
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let row = load(read.conn, read.path, id)?;
         let own = read::own_summary_len(read.conn, read.path, id)?;

@@ -205,6 +205,7 @@ fn decode_rows<J: Json>(
     let mut blocks = Vec::new();
     if role == Role::Assistant && skipped_for_error(info, parts) {
         blocks.push(Block::Opaque {
+            detail: None,
             kind: "opencode:skipped-error".into(),
             bytes: 0,
         });
@@ -222,6 +223,7 @@ fn decode_rows<J: Json>(
 
 fn opaque(kind: &str, bytes: usize) -> Block {
     Block::Opaque {
+        detail: None,
         kind: format!("opencode:{kind}"),
         bytes,
     }
@@ -260,13 +262,70 @@ fn part_blocks<J: Json>(role: Role, p: &J, out: &mut Vec<Block>) {
         }),
         (Role::Assistant, "tool") => tool_blocks(p, out),
         (_, "step-start" | "step-finish" | "snapshot" | "patch" | "agent" | "retry") => {
-            out.push(opaque(kind, 0))
+            out.push(Block::Opaque {
+                kind: format!("opencode:{kind}"),
+                bytes: 0,
+                detail: bookkeeping_detail(kind, p),
+            })
         }
         // Unknown (a newer opencode) or out of place: kept, counted by size, never interpreted.
         (_, other) => out.push(opaque(
             if other.is_empty() { "untyped" } else { other },
             p.compact().len(),
         )),
+    }
+}
+
+/// The opencode part types its own UI does not show (its session view renders `text`, `tool`,
+/// `reasoning` and a user's files): `show` hides them unless `--verbose`.
+pub const BOOKKEEPING: &[&str] = &[
+    "opencode:step-start",
+    "opencode:step-finish",
+    "opencode:snapshot",
+    "opencode:patch",
+    "opencode:agent",
+    "opencode:retry",
+];
+
+/// What a bookkeeping part holds, for `show --verbose`: a patch's snapshot hash and files
+/// (`{"hash","files"}`), a snapshot's hash, a step's finish reason, tokens and cost, an agent's
+/// name, a retry's attempt and error.
+fn bookkeeping_detail<J: Json>(kind: &str, p: &J) -> Option<String> {
+    let s = |k: &str| str_field(p, k).map(str::to_string);
+    let text = |v: Option<&J>| v.map(|v| v.as_str().map_or_else(|| v.compact(), str::to_string));
+    match kind {
+        "patch" => {
+            let files: Vec<String> = p
+                .get("files")
+                .and_then(J::as_array)
+                .unwrap_or_default()
+                .iter()
+                .map(|f| f.as_str().map_or_else(|| f.compact(), str::to_string))
+                .collect();
+            let hash = s("hash").unwrap_or_default();
+            Some(format!(
+                "{} file(s) changed, snapshot {}{}{}",
+                files.len(),
+                if hash.is_empty() { "-" } else { &hash },
+                if files.is_empty() { "" } else { ": " },
+                files.join(", ")
+            ))
+        }
+        "snapshot" => s("snapshot").map(|h| format!("snapshot {h}")),
+        "step-start" => s("snapshot").map(|h| format!("snapshot {h}")),
+        "step-finish" => Some(format!(
+            "{}, tokens {}, cost {}",
+            s("reason").unwrap_or_else(|| "-".into()),
+            text(p.get("tokens")).unwrap_or_else(|| "-".into()),
+            text(p.get("cost")).unwrap_or_else(|| "-".into())
+        )),
+        "agent" => s("name"),
+        "retry" => Some(format!(
+            "attempt {}: {}",
+            text(p.get("attempt")).unwrap_or_else(|| "-".into()),
+            text(p.get("error")).unwrap_or_default()
+        )),
+        _ => None,
     }
 }
 
@@ -373,6 +432,9 @@ pub const CODEC: Opencode = Opencode;
 impl crate::message::Codec for Opencode {
     fn name(&self) -> &'static str {
         "opencode"
+    }
+    fn bookkeeping(&self, kind: &str) -> bool {
+        BOOKKEEPING.contains(&kind)
     }
     fn decode(&self, raw: &RawValue) -> Result<Message, String> {
         decode(raw)

@@ -110,7 +110,7 @@ fn assistant_parts_and_a_tool_as_call_plus_result() {
         .iter()
         .any(|b| matches!(b, Block::Thinking { text, .. } if text == "thinking about it")));
     assert!(m.blocks.iter().any(
-        |b| matches!(b, Block::Opaque { kind, bytes } if kind == "opencode:hologram" && *bytes > 0)
+        |b| matches!(b, Block::Opaque { kind, bytes, .. } if kind == "opencode:hologram" && *bytes > 0)
     ));
 }
 

@@ -24,7 +24,10 @@ mod schema;
 mod write;
 
 pub use ids::{ascending as ascending_id, descending as descending_id};
-pub use read::{context_tokens, load_session, meta, rfc3339_ms, scan, Msg, Session};
+pub(crate) use read::{archived as read_archived, parent as read_parent};
+pub use read::{
+    context_tokens, load_session, meta, pending_reverts, rfc3339_ms, scan, Msg, Session, REVERT_PENDING,
+};
 pub use schema::{check_schema, Era, Schema, EVENTS_MIGRATION, NEWEST_KNOWN};
 pub use write::Proposal;
 
@@ -144,6 +147,12 @@ impl Adapter for Opencode {
         meta(read.conn, read.path, read.limits, id)
     }
 
+    /// Every `message` row of the session in opencode's order (`time_created`, `id`), each
+    /// with its `part` rows (by `id`) under `parts`; every column as stored.
+    fn stored(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        read::stored(read.conn, read.path, id).map(Some)
+    }
+
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load_session(read.conn, read.path, id)?;
         let todos = read::open_todos(read.conn, read.path, id)?;
@@ -180,6 +189,25 @@ impl Adapter for Opencode {
         )
         .at(path)?;
         Ok(())
+    }
+
+    /// A session with an undo pending (`session.revert`): opencode deletes the undone messages
+    /// on the next prompt, so a summary written now would summarize undone work and be deleted.
+    fn left_alone(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        let pending = read::pending_reverts(read.conn, read.path, "session", Some(id))?;
+        Ok((!pending.is_empty()).then(|| read::REVERT_PENDING.to_string()))
+    }
+
+    fn left_alone_now(
+        &self,
+        read: &Read<'_>,
+    ) -> Result<Option<std::collections::HashMap<String, String>>> {
+        let all = read::pending_reverts(read.conn, read.path, "session", None)?;
+        Ok(Some(
+            all.into_iter()
+                .map(|id| (id, read::REVERT_PENDING.to_string()))
+                .collect(),
+        ))
     }
 
     /// Rebuilt from the live rows and the archived part data (`originals.rs`).

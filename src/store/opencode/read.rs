@@ -39,7 +39,7 @@ const LAST_FINISHED: &str = "(SELECT m.data FROM message m WHERE m.session_id = 
 
 /// id, title, directory, time_created, time_updated, then that message's providerID, modelID,
 /// summary, tokens (total, input, output, cache read, cache write) and whether it exists, then
-/// tokens_input, tokens_output, model. The message's fields are extracted in SQL (its `data`
+/// tokens_input, tokens_output, model, parent_id, time_archived. The message's fields are extracted in SQL (its `data`
 /// never reaches Rust), from a materialized row so the subquery runs once per session.
 fn list_sql(schema: &Schema, filter: &str, order: &str) -> String {
     let col = |c: &str| {
@@ -51,13 +51,17 @@ fn list_sql(schema: &Schema, filter: &str, order: &str) -> String {
     };
     format!(
         "WITH r AS MATERIALIZED (SELECT s.id, s.title, s.directory, s.time_created, s.time_updated, \
-         {LAST_FINISHED} AS d, {} AS ti, {} AS tout, {} AS model FROM session s {filter}) \
+         {LAST_FINISHED} AS d, {} AS ti, {} AS tout, {} AS model, {} AS parent, {} AS archived \
+         FROM session s {filter}) \
          SELECT id, title, directory, time_created, time_updated, d ->> '$.providerID', d ->> '$.modelID', \
          d ->> '$.summary', d ->> '$.tokens.total', d ->> '$.tokens.input', d ->> '$.tokens.output', \
-         d ->> '$.tokens.cache.read', d ->> '$.tokens.cache.write', d IS NOT NULL, ti, tout, model FROM r {order}",
+         d ->> '$.tokens.cache.read', d ->> '$.tokens.cache.write', d IS NOT NULL, ti, tout, model, \
+         parent, archived FROM r {order}",
         col("tokens_input"),
         col("tokens_output"),
         col("model"),
+        col("parent_id"),
+        col("time_archived"),
     )
 }
 
@@ -150,7 +154,20 @@ fn usage_meta(
         updated_at: String::new(),
         created_at: String::new(),
         problem: None,
+        parent: parent(r, 17)?,
+        archived: archived(r, 18)?,
     })
+}
+
+/// A session's `parent_id` (a child session: a subagent's), when set.
+pub(crate) fn parent(r: &SqlRow<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+    Ok(lossy(r, i)?.filter(|p| !p.is_empty()))
+}
+
+/// Whether a session's `time_archived` is set (opencode's archive: hidden from its session list).
+pub(crate) fn archived(r: &SqlRow<'_>, i: usize) -> rusqlite::Result<bool> {
+    use rusqlite::types::ValueRef;
+    Ok(!matches!(r.get_ref(i)?, ValueRef::Null))
 }
 
 /// The rest of a row's metadata.
@@ -241,6 +258,8 @@ pub fn scan_facts(
             current_context: meta.current_context,
             max_context: meta.max_context,
             problem: meta.problem.as_deref(),
+            parent: meta.parent.as_deref(),
+            archived: meta.archived,
         };
         if !f(facts) {
             break;
@@ -292,6 +311,43 @@ impl Msg {
     }
 }
 
+/// What agent-db says of a session with an undo pending ([`pending_reverts`]).
+pub const REVERT_PENDING: &str = "opencode has an undo pending in this session (/undo set session.revert): \
+     opencode deletes the undone messages on the next prompt, so agent-db leaves it alone; \
+     send a prompt or /redo in opencode, then compact it";
+
+/// Every session with a pending undo (`session.revert` set, opencode's `SessionRevert.revert`;
+/// it stays until the next prompt's `SessionRevert.cleanup` deletes the undone messages, or
+/// `/redo` clears it), by id; `one`: only that session. A file without the column has none.
+pub fn pending_reverts(
+    conn: &Connection,
+    path: &Path,
+    table: &str,
+    one: Option<&str>,
+) -> Result<HashSet<String>> {
+    let cols = crate::store::schema_util::columns(conn, table, path)?;
+    if !cols.contains("revert") {
+        return Ok(HashSet::new());
+    }
+    let filter = if one.is_some() { "AND id = ?1" } else { "" };
+    let sql = format!(
+        "SELECT id FROM \"{table}\" WHERE revert IS NOT NULL AND CAST(revert AS TEXT) NOT IN ('', 'null') {filter}"
+    );
+    let mut st = conn.prepare(&sql).at(path)?;
+    let mut q = match one {
+        Some(id) => st.query([id]),
+        None => st.query([]),
+    }
+    .at(path)?;
+    let mut out = HashSet::new();
+    while let Some(r) = q.next().at(path)? {
+        if let Some(id) = lossy(r, 0).at(path)? {
+            out.insert(id);
+        }
+    }
+    Ok(out)
+}
+
 /// A session as opencode's loader has it.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -307,6 +363,8 @@ pub struct Session {
     pub max_time: i64,
     /// The newest user message (whose agent and model a compaction copies).
     pub latest_user: Option<Value>,
+    /// Whether opencode has an undo pending in the session ([`pending_reverts`]).
+    pub revert_pending: bool,
 }
 
 /// A stored message row before its data is parsed.
@@ -520,7 +578,9 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
     let digest = crate::util::version_digest(raw_messages.as_bytes());
     let version =
         format!("{n_msgs}:{newest}:{n_parts}:{part_updated}:{updated}:{digest}");
+    let revert_pending = !pending_reverts(conn, path, "session", Some(id))?.is_empty();
     Ok(Session {
+        revert_pending,
         loaded,
         raw_messages,
         version,
@@ -563,4 +623,35 @@ pub(super) fn history_before_key(
         envs.push(codec::envelope(&m.id, &m.data, &m.parts).map_err(|e| bad(id, e))?);
     }
     Ok(crate::message::join_raw(envs.iter().map(|e| e.as_ref())))
+}
+
+/// `show --raw`: every `message` row of the session (`time_created`, `id`), each with its `part`
+/// rows (`id`) under `parts`, every column as stored ([`crate::store::schema_util::stored_rows`]).
+pub fn stored(conn: &Connection, path: &Path, id: &str) -> Result<String> {
+    use crate::store::schema_util::{rows_array, stored_rows};
+    session_row(conn, path, id)?;
+    let mut messages = stored_rows(
+        conn,
+        path,
+        "SELECT * FROM message WHERE session_id = ?1 ORDER BY time_created, id",
+        id,
+    )?;
+    let parts = stored_rows(
+        conn,
+        path,
+        "SELECT * FROM part WHERE message_id IN (SELECT id FROM message WHERE session_id = ?1) \
+         ORDER BY message_id, id",
+        id,
+    )?;
+    let mut by_message: HashMap<String, Vec<Value>> = HashMap::new();
+    for p in parts {
+        let key = p.get("message_id").and_then(Value::as_str).unwrap_or("").to_string();
+        by_message.entry(key).or_default().push(Value::Object(p));
+    }
+    for m in &mut messages {
+        let key = m.get("id").and_then(Value::as_str).unwrap_or("").to_string();
+        let list = by_message.remove(&key).unwrap_or_default();
+        m.insert("parts".into(), Value::Array(list));
+    }
+    Ok(rows_array(messages))
 }

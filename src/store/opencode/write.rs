@@ -8,9 +8,11 @@
 //! - The summary assistant: `parentID` = that user message, `mode`/`agent` `"compaction"`,
 //!   `summary:true`, `finish:"stop"`, zero cost and tokens, with one `text` part holding the
 //!   summary. No `step-finish` part, so the session totals do not change (opencode sums them over `step-finish` parts).
-//! - Ids from opencode's algorithm (`ids.rs`); `time_created` after every existing message and
-//!   part of the session, so opencode's `(time_created, id)` order puts them last.
-//! - `session.time_updated` = the summary's completion time, as opencode's `touch` would.
+//! - Ids from opencode's algorithm (`ids.rs`); `time_created` 1 ms after the newest existing
+//!   message or part of the session (not the wall clock), so opencode's `(time_created, id)`
+//!   order puts them last and the session's place in time-ordered lists does not move.
+//! - `session.time_updated` = the summary's completion time when that is later, as opencode's
+//!   own compaction leaves it (at or after its newest message).
 //! - The kept tail starts at the first kept message. When the split put the latest instruction
 //!   back and it sits right before the tail, the tail starts at that instruction (opencode
 //!   keeps whole turns); otherwise (further back, on a store whose opencode ignores
@@ -110,6 +112,9 @@ impl Write for Proposal {
     }
 
     fn stage(&self, _tx: &Connection, _path: &Path, cur: Session) -> Result<Stage<Apply>> {
+        if cur.revert_pending {
+            return Ok(Stage::Changed(super::read::REVERT_PENDING.into()));
+        }
         let ids: Vec<&str> = cur.loaded.iter().map(|m| m.id.as_str()).collect();
         if ids != self.loaded.iter().map(String::as_str).collect::<Vec<_>>()
             || self.tail_start > cur.loaded.len()
@@ -144,7 +149,7 @@ impl Write for Proposal {
                     .at(path)?;
                 }
                 tx.execute(
-                    "UPDATE session SET time_updated = ?1 WHERE id = ?2",
+                    "UPDATE session SET time_updated = MAX(time_updated, ?1) WHERE id = ?2",
                     params![time_updated, self.id],
                 )
                 .at(path)?;
@@ -300,7 +305,10 @@ impl Proposal {
     /// The compaction user message and its part, then the summary assistant and its parts
     /// (step-start, the text, step-finish), as opencode 1.18 writes its own compaction.
     fn new_rows(&self, cur: &Session, text: &str, tail: Option<&str>, usage: Usage) -> Vec<NewRow> {
-        let t = now_ms().max(cur.max_time + 1);
+        // Right after the session's newest row, as if opencode had compacted it then: the
+        // session keeps its place in opencode's list (and agent-db's, and `--follow`), which
+        // order by `time_updated`; a batch of old sessions does not jump to the top.
+        let t = cur.max_time + 1;
         let seed = |n: usize| format!("{}\0{}\0{n}\0agent-db", self.id, self.version);
         let user_id = ids::ascending("msg", t, 1, &seed(0));
         let asst_id = ids::ascending("msg", t + 1, 1, &seed(2));

@@ -113,12 +113,43 @@ impl Adapter for OpencodeV2 {
         meta(read.conn, read.path, read.limits, id)
     }
 
+    /// Every `session_message` row of the session, by `seq`.
+    fn stored(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        crate::store::schema_util::stored_rows_json(
+            read.conn,
+            read.path,
+            "session_v2",
+            "SELECT * FROM session_message WHERE session_id = ?1 ORDER BY seq, id",
+            id,
+        )
+        .map(Some)
+    }
+
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load_session(read.conn, read.path, id)?;
         Ok(StoredConversation::with_state(
             id,
             s.raw_messages,
             Arc::new(Loaded { version: s.version }),
+        ))
+    }
+
+    /// A session with an undo pending (`session_v2.revert`), as for 1.x.
+    fn left_alone(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        let pending =
+            super::opencode::pending_reverts(read.conn, read.path, "session_v2", Some(id))?;
+        Ok((!pending.is_empty()).then(|| super::opencode::REVERT_PENDING.to_string()))
+    }
+
+    fn left_alone_now(
+        &self,
+        read: &Read<'_>,
+    ) -> Result<Option<std::collections::HashMap<String, String>>> {
+        let all = super::opencode::pending_reverts(read.conn, read.path, "session_v2", None)?;
+        Ok(Some(
+            all.into_iter()
+                .map(|id| (id, super::opencode::REVERT_PENDING.to_string()))
+                .collect(),
         ))
     }
 

@@ -75,10 +75,6 @@ pub fn render_recent(
     Ok(items.join("\n\n"))
 }
 
-fn now_ms() -> i64 {
-    crate::gotime::now().timestamp_millis()
-}
-
 impl Write for Proposal {
     type Version = String;
     type Current = Session;
@@ -94,7 +90,10 @@ impl Write for Proposal {
         Ok(s.map(|s| (s.version.clone(), s)))
     }
 
-    fn stage(&self, _tx: &Connection, _path: &Path, cur: Session) -> Result<Stage<Apply>> {
+    fn stage(&self, tx: &Connection, path: &Path, cur: Session) -> Result<Stage<Apply>> {
+        if !crate::store::opencode::pending_reverts(tx, path, "session_v2", Some(&self.id))?.is_empty() {
+            return Ok(Stage::Changed(crate::store::opencode::REVERT_PENDING.into()));
+        }
         let Some(summary) = &self.summary else {
             return Ok(Stage::Changed(
                 "opencode 2.x storage keeps no rewritable tool outputs; prune is not available".into(),
@@ -104,7 +103,9 @@ impl Write for Proposal {
             .recent
             .as_ref()
             .map_err(|e| Error::conversation(&self.id, format!("the kept tail cannot be rendered: {e}")))?;
-        let time = now_ms().max(cur.max_time + 1);
+        // Right after the newest row (not the wall clock): the session keeps its place in the
+        // lists ordered by `time_updated` (as for 1.x).
+        let time = cur.max_time + 1;
         let seq = cur.max_seq + 1;
         let row_id = crate::store::opencode::ascending_id(
             "msg",
@@ -151,7 +152,7 @@ impl Write for Proposal {
         )
         .at(path)?;
         tx.execute(
-            "UPDATE session_v2 SET time_updated = ?1 WHERE id = ?2",
+            "UPDATE session_v2 SET time_updated = MAX(time_updated, ?1) WHERE id = ?2",
             params![a.time, self.id],
         )
         .at(path)?;
