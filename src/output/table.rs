@@ -418,20 +418,12 @@ pub fn c(s: impl Into<String>) -> (String, Tone) {
 /// A utilization ratio as the tables show it: `38%` (0.38). Every table uses this one style;
 /// JSON keeps the ratio as a number.
 pub fn percent(ratio: f64) -> String {
-    format!("{:.0}%", ratio * 100.0)
+    agent_db::util::percent(ratio)
 }
 
 /// `12,345`
 pub fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    agent_db::util::thousands(n)
 }
 
 /// Tokens with a `~` when estimated.

@@ -23,6 +23,7 @@ mod llm;
 mod native_todos;
 mod odd_classes;
 mod odd_values;
+mod one_figure;
 mod opencode;
 mod opencode_loader;
 mod opencode_v2;

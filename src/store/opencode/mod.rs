@@ -24,7 +24,7 @@ mod schema;
 mod write;
 
 pub use ids::{ascending as ascending_id, descending as descending_id};
-pub use read::{context_tokens, load_session, meta, rfc3339_ms, scan, Msg, Session};
+pub use read::{context_tokens, has_audit, load_session, meta, rfc3339_ms, scan, Msg, Session};
 pub use schema::{check_schema, Era, Schema, EVENTS_MIGRATION, NEWEST_KNOWN};
 pub use write::Proposal;
 
