@@ -225,6 +225,14 @@ pub struct Totals {
     pub duration_ms: u64,
     /// `--max-cost` was reached and the remaining conversations were not started.
     pub stopped_by_max_cost: bool,
+    /// The run was interrupted (Ctrl-C) before the selection reached these conversations:
+    /// they are not rows. Omitted when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub not_visited: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// `x` dollars rounded to a whole nano-dollar. Costs are token counts times prices of a few

@@ -293,6 +293,18 @@ fn execute(
     if let Some(err) = write_error {
         return Err(err.into());
     }
+    if run.interrupted {
+        // The conversations the selection never reached are counted, not left out.
+        let selected = total.or_else(|| {
+            Store::open(path, agent_db::store::Access::Read)
+                .ok()
+                .and_then(|s| count_rows(&s, selector, &now))
+        });
+        if let Some(n) = selected {
+            work.not_visited = (n as usize).saturating_sub(work.conversations);
+            totals.not_visited = work.not_visited;
+        }
+    }
     if let Some(j) = json {
         j.finish(&totals)?;
     }
@@ -306,8 +318,12 @@ fn execute(
         } else {
             totals.compacted
         };
+        let rest = match work.not_visited {
+            0 => "the rest not started".to_string(),
+            n => format!("the rest not started ({n} not visited)"),
+        };
         ui.alert(&format!(
-            "interrupted (Ctrl-C): {} {done}, failed {}, and the rest not started\n\
+            "interrupted (Ctrl-C): {} {done}, failed {}, and {rest}\n\
              hint: every finished conversation is complete (see `agent-db history`); rerun the same command to go on",
             if dry { "planned" } else { "compacted" },
             totals.failed

@@ -3,7 +3,7 @@
 
 use agent_db::report::{Row, Status, Totals};
 
-use super::table::{self, Kind, Tone};
+use super::table::{self, thousands, Kind, Tone};
 use super::{Ids, Ui};
 
 fn arrow(a: Option<usize>, b: Option<usize>) -> String {
@@ -85,10 +85,13 @@ pub fn render(
     name: &dyn Fn(&str) -> String,
     skipped: &[String],
 ) -> std::io::Result<()> {
-    let skipped: String = skipped.iter().map(|l| format!("{l}\n")).collect();
+    // The table and TOTAL on stdout; the conversations the selection skipped are diagnostics,
+    // on stderr (as `list` puts them).
+    let skipped = || skipped.iter().for_each(|l| ui.status(l));
     if rows.is_empty() {
         ui.status("no conversation to compact matched the selectors");
-        return super::out(&skipped);
+        skipped();
+        return Ok(());
     }
     let mut t = table::Grid::new(&COLUMNS);
     t.collapse_constant(&["FORMAT", "WHY", "STRATEGY"]);
@@ -99,7 +102,8 @@ pub fn render(
     }
     super::out(&t.render(ui.style()))?;
     super::out(&totals_lines(ui, totals, dry_run))?;
-    super::out(&skipped)
+    skipped();
+    Ok(())
 }
 
 /// One conversation's cells, in [`COLUMNS`] order.
@@ -178,9 +182,18 @@ fn totals_lines(ui: &Ui, totals: &Totals, dry_run: bool) -> String {
     } else {
         String::new()
     };
+    // After Ctrl-C, the conversations the selection never reached are counted too.
+    let count = match totals.not_visited {
+        0 => format!("{} conversation(s)", thousands(totals.conversations)),
+        n => format!(
+            "{} of {} conversation(s) visited before Ctrl-C ({} not visited)",
+            thousands(totals.conversations),
+            thousands(totals.conversations + n),
+            thousands(n)
+        ),
+    };
     let mut text = format!(
-        "TOTAL {} conversation(s): {verb} {done}, skipped {}, failed {}{tokens}{}\n",
-        totals.conversations,
+        "TOTAL {count}: {verb} {done}, skipped {}, failed {}{tokens}{}\n",
         totals.skipped,
         totals.failed,
         if dry_run {

@@ -201,11 +201,17 @@ pub fn json(mut c: assert_cmd::Command) -> (serde_json::Value, i32) {
 }
 
 /// The ids of `conversations` rows in a JSON document with the given status.
+/// (`list --json` puts skipped rows in `skipped` and unreadable ones in `failed`.)
 pub fn ids_with_status(doc: &serde_json::Value, status: &str) -> Vec<String> {
-    doc["conversations"]
+    let mut rows: Vec<&serde_json::Value> = doc["conversations"]
         .as_array()
         .expect("conversations array")
         .iter()
+        .collect();
+    for more in ["skipped", "failed"] {
+        rows.extend(doc[more].as_array().into_iter().flatten());
+    }
+    rows.into_iter()
         .filter(|r| r["status"] == status)
         .map(|r| r["id"].as_str().expect("id").to_string())
         .collect()
