@@ -45,11 +45,17 @@ fn utilization(t: &mut table::Grid, r: &Row) -> String {
     format!("{figures}{mark}").trim_start().to_string()
 }
 
-/// The retention score, with a numbered note giving kept/total of each kind not kept in full.
+/// The retention score, with a numbered note saying, in words, what share of each kind not
+/// kept in full the new history keeps.
 pub fn kept_cell(t: &mut table::Grid, k: &agent_db::retention::Retention) -> String {
     let pct = format!("{:.0}%", k.score * 100.0);
-    match k.partial_kinds() {
-        Some(low) => format!("{pct} [{}]", t.note(&format!("kept {low}"))),
+    match k.partial_words() {
+        Some(low) => format!(
+            "{pct} [{}]",
+            t.note(&format!(
+                "the new history keeps {low} of the summarized messages"
+            ))
+        ),
         None => pct,
     }
 }

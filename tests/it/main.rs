@@ -34,6 +34,7 @@ mod pty;
 mod read_side;
 mod real_opencode;
 mod release_head;
+mod report_words;
 mod resummary;
 mod retention;
 mod roundtrip;

@@ -1,0 +1,141 @@
+//! What the report tables, notes, totals and footers say, on a real terminal (pty) at 80 and
+//! 120 columns and piped: a note is printed only when a shown row cites it, notes speak plain
+//! words, and `list --json`'s `conversations` are the selected ones.
+
+use std::collections::BTreeSet;
+
+use crate::common::{json, Env};
+use crate::pty;
+
+/// The note numbers a table's rows cite (`[N]` before the first note line) and the numbers of
+/// the notes printed under it (lines starting `[N] `).
+fn cited_and_printed(stdout: &str) -> (BTreeSet<usize>, BTreeSet<usize>) {
+    let number = |s: &str| -> Option<usize> {
+        let s = s.strip_prefix('[')?;
+        s[..s.find(']')?].parse().ok()
+    };
+    let mut cited = BTreeSet::new();
+    let mut printed = BTreeSet::new();
+    for line in stdout.lines() {
+        if let Some(n) = number(line).filter(|_| line.starts_with('[')) {
+            printed.insert(n);
+            continue;
+        }
+        for (i, _) in line.match_indices('[') {
+            if let Some(n) = number(&line[i..]) {
+                cited.insert(n);
+            }
+        }
+    }
+    (cited, printed)
+}
+
+/// A generated opencode store (its estimated token figures make the table wide).
+fn opencode(n: usize) -> (tempfile::TempDir, std::path::PathBuf) {
+    use agent_db_synth::opencode::{generate_opencode, OpencodeEra};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("opencode.db");
+    let opts = agent_db_synth::SynthOptions {
+        conversations: n,
+        seed: 42,
+        ..Default::default()
+    };
+    generate_opencode(&db, &opts, OpencodeEra::preset("opencode").unwrap()).unwrap();
+    (dir, db)
+}
+
+fn compact_dry_run(home: &std::path::Path, db: &std::path::Path, cols: u16) -> String {
+    let mut c = crate::common::std_cmd(home);
+    c.arg("--db")
+        .arg(db)
+        .args(["compact", "--all-over", "0.5", "--idle", "0", "--dry-run"]);
+    let out = pty::run(c, cols);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    // Colour codes off for matching.
+    strip_ansi(&out.stdout)
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn notes_are_printed_only_for_rows_shown_and_in_plain_words() {
+    let (dir, db) = opencode(30);
+    for cols in [80u16, 120] {
+        let text = compact_dry_run(dir.path(), &db, cols);
+        let (cited, printed) = cited_and_printed(&text);
+        assert!(!printed.is_empty(), "{cols}: some notes:\n{text}");
+        assert_eq!(
+            cited, printed,
+            "{cols}: every note printed is cited, and only those:\n{text}"
+        );
+        // Numbered from 1 without gaps.
+        assert_eq!(
+            printed.iter().copied().collect::<Vec<_>>(),
+            (1..=printed.len()).collect::<Vec<_>>(),
+            "{cols}:\n{text}"
+        );
+        for line in text.lines().filter(|l| l.starts_with('[')) {
+            assert!(
+                !line.contains("kept path") && !line.contains("kept error"),
+                "{cols}: jargon in a note: {line}\n{text}"
+            );
+        }
+        if cols == 80 {
+            assert!(!text.contains("KEPT"), "80 columns drop KEPT:\n{text}");
+            assert!(
+                !text.contains("of the summarized messages"),
+                "80 columns: no note for the dropped KEPT column:\n{text}"
+            );
+        } else {
+            assert!(text.contains("KEPT"), "{text}");
+            assert!(text.contains("% of the file paths"), "{text}");
+        }
+    }
+}
+
+#[test]
+fn list_json_conversations_are_the_selected_ones_only() {
+    let env = Env::generated(40, 42, &[]);
+    let mut c = env.cmd();
+    c.args(["list", "--all-over", "0.2", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0, "{doc}");
+    let ids = |k: &str| -> Vec<String> {
+        doc[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut selected = env.cmd();
+    selected.args(["list", "--all-over", "0.2", "--ids"]);
+    let want: Vec<String> = String::from_utf8(selected.output().unwrap().stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(ids("conversations"), want, "{doc}");
+    assert!(!ids("skipped").is_empty(), "some skipped: {doc}");
+    for r in doc["conversations"].as_array().unwrap() {
+        assert_eq!(r["status"], "selected", "{r}");
+    }
+    for r in doc["skipped"].as_array().unwrap() {
+        assert_eq!(r["status"], "skipped", "{r}");
+    }
+}
