@@ -421,10 +421,21 @@ fn after_run(
     }
     if !dry && totals.compacted > 0 && !ui.quiet {
         growth(ui, after(), rows);
-        ui.status(&format!(
-            "undo with: agent-db --db {} restore ID   (or: restore --all-since 1h); see `agent-db history`",
-            shell_quote(&path.display().to_string())
-        ));
+        let db = shell_quote(&path.display().to_string());
+        let done: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.status == Status::Compacted)
+            .collect();
+        ui.status(&match done.as_slice() {
+            // One conversation: the command that undoes it, with its ID.
+            [one] => format!(
+                "undo with: agent-db --db {db} restore {}; see `agent-db history`",
+                undo_id(ui, after(), &one.id)
+            ),
+            _ => format!(
+                "undo with: agent-db --db {db} restore ID, or restore --all-since 1h for all of them; see `agent-db history`"
+            ),
+        });
     }
     Ok(())
 }
@@ -458,6 +469,15 @@ fn count_rows(store: &Store, selector: &Selector, now: &Now) -> Option<u64> {
         })
         .ok()?;
     Some(n)
+}
+
+/// `id` as the undo line gives it: its shortest unique prefix on a terminal, else in full.
+fn undo_id(ui: &Ui, store: Option<&Store>, id: &str) -> String {
+    let short = store
+        .filter(|_| ui.stderr_tty)
+        .and_then(|s| s.all_ids().ok())
+        .map(|ids| agent_db::store::prefix::Prefixes::new(ids).short(id));
+    shell_quote(&short.unwrap_or_else(|| id.to_string()))
 }
 
 fn shell_quote(s: &str) -> String {

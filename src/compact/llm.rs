@@ -237,8 +237,10 @@ impl Llm {
         let overhead = self.request_tokens(&skeleton) + prior_room + 16;
         if overhead + 200 > self.budget {
             return Err(StrategyError::Fail(format!(
-                "the summary context of {} tokens is too small for the recipe, the rules and a {}-token prior summary (needs more than {overhead}); raise --summary-context",
-                self.budget, prior_room
+                "the summary context of {} tokens is too small for the recipe, the rules and a {}-token prior summary (needs more than {}); raise --summary-context",
+                crate::util::thousands(self.budget as usize),
+                crate::util::thousands(prior_room as usize),
+                crate::util::thousands(overhead as usize)
             )));
         }
         let room = self.budget - overhead;
@@ -426,7 +428,7 @@ impl Strategy for Llm {
                 StopReason::Truncated => {
                     return Err(StrategyError::Fail(format!(
                         "the summary{part} was cut off at {} tokens (finish reason length/max_tokens); raise --max-summary-tokens{spent_note}",
-                        self.max_summary_tokens
+                        crate::util::thousands(self.max_summary_tokens as usize)
                     )))
                 }
                 StopReason::Refused => {

@@ -199,9 +199,10 @@ fn totals_lines(ui: &Ui, totals: &Totals, dry_run: bool) -> String {
         ),
     };
     let mut text = format!(
-        "TOTAL {count}: {verb} {done}, skipped {}, failed {}{tokens}{}\n",
-        totals.skipped,
-        totals.failed,
+        "TOTAL {count}: {verb} {}, skipped {}, failed {}{tokens}{}\n",
+        thousands(done),
+        thousands(totals.skipped),
+        thousands(totals.failed),
         if dry_run {
             format!("{sep}dry run: nothing was written")
         } else {

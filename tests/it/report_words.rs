@@ -139,3 +139,71 @@ fn list_json_conversations_are_the_selected_ones_only() {
         assert_eq!(r["status"], "skipped", "{r}");
     }
 }
+
+/// After compacting exactly one conversation the undo line is the command that undoes it, with
+/// its ID; on a terminal at 80 columns it (like every stderr line) wraps at word boundaries.
+#[test]
+fn the_undo_line_names_the_conversation_and_stderr_wraps_at_words() {
+    let env = Env::generated(12, 7, &[]);
+    let ids = env.ids(
+        "SELECT c.id FROM conversations c JOIN conversation_summaries s ON s.id = c.id
+         WHERE s.message_count >= 8 ORDER BY c.id LIMIT 2",
+    );
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    // Piped: the full ID.
+    let out = env
+        .cmd()
+        .args(["compact", ids[0], "--keep-tokens", "300"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("restore {};", ids[0])),
+        "the undo line names {}:\n{stderr}",
+        ids[0]
+    );
+    assert!(!stderr.contains("restore ID"), "{stderr}");
+    // On a terminal: a unique prefix that restore takes, and lines of at most 80 columns that
+    // break between words.
+    let mut c = crate::common::std_cmd(env.dir.path());
+    c.arg("--db")
+        .arg(&env.db)
+        .args(["compact", ids[1], "--keep-tokens", "300"]);
+    let out = pty::run_stderr_on_tty(c);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // What the screen shows: a progress line overwritten with `\r` is gone.
+    let text: String = strip_ansi(&out.stderr)
+        .lines()
+        .map(|l| format!("{}\n", l.rsplit('\r').next().unwrap_or("")))
+        .collect();
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "{line:?}\n{text}");
+    }
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let undo = flat
+        .split("undo with: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    let prefix = undo
+        .split("restore ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        ids[1].starts_with(prefix) && prefix.len() >= 4,
+        "{prefix:?}\n{text}"
+    );
+    // The words survive the wrapping whole: `--db PATH` is one word on one line.
+    assert!(text.contains(&env.db.display().to_string()), "{text}");
+    let mut restore = env.cmd();
+    restore.args(["restore", prefix]);
+    let out = restore.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
