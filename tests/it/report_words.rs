@@ -207,3 +207,93 @@ fn the_undo_line_names_the_conversation_and_stderr_wraps_at_words() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `agent-db -h` and `agent-db compact -h` fit a 80×24 terminal; `--help` keeps the long form.
+#[test]
+fn short_help_fits_24_rows_and_long_help_stays_long() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [&["-h"][..], &["compact", "-h"], &["list", "-h"]] {
+        let mut c = crate::common::std_cmd(dir.path());
+        c.args(args);
+        let out = pty::run(c, 80);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+        let text = strip_ansi(&out.stdout);
+        let rows = text.trim_end().lines().count();
+        assert!(rows <= 24, "{args:?}: {rows} rows:\n{text}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= 80, "{args:?}: {line:?}");
+        }
+    }
+    let mut c = crate::common::std_cmd(dir.path());
+    c.arg("-h");
+    let short = strip_ansi(&pty::run(c, 80).stdout);
+    // The demo command is not the first listed, nor the `help` noise.
+    let first = short
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(first.trim_start().starts_with("list"), "{short}");
+    let mut c = crate::common::std_cmd(dir.path());
+    c.args(["compact", "--help"]);
+    let long = strip_ansi(&pty::run(c, 80).stdout);
+    for flag in [
+        "--min-retention",
+        "--fallback",
+        "--jobs",
+        "--max-cost",
+        "Examples:",
+    ] {
+        assert!(long.contains(flag), "compact --help lists {flag}:\n{long}");
+    }
+    let mut c = crate::common::std_cmd(dir.path());
+    c.arg("--help");
+    let long = strip_ansi(&pty::run(c, 80).stdout);
+    assert!(
+        long.contains("Exit codes:") && long.contains("init"),
+        "{long}"
+    );
+}
+
+/// Help speaks every agent's words (or neutral ones): kodelet's field names appear only on a
+/// line that names kodelet.
+#[test]
+fn help_text_uses_no_kodelet_field_names_for_other_agents() {
+    let dir = tempfile::tempdir().unwrap();
+    let subcommands = [
+        "list",
+        "show",
+        "compact",
+        "apply",
+        "history",
+        "restore",
+        "prune-archive",
+        "stats",
+        "vacuum",
+        "config",
+        "stores",
+        "hooks",
+        "recipes",
+        "init",
+    ];
+    let mut pages = vec![vec!["--help".to_string()]];
+    for s in subcommands {
+        pages.push(vec![s.to_string(), "--help".to_string()]);
+    }
+    for args in pages {
+        let out = crate::common::std_cmd(dir.path())
+            .args(&args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        // A help line may wrap: judge each paragraph (an option's help) whole.
+        for para in text.split("\n\n") {
+            for field in ["currentContextWindow", "maxContextWindow", "raw_messages"] {
+                assert!(
+                    !para.contains(field) || para.contains("kodelet"),
+                    "{args:?}: {field} without naming kodelet:\n{para}"
+                );
+            }
+        }
+    }
+}
