@@ -133,7 +133,7 @@ pub struct Plan {
     pub landing: Option<Landing>,
     /// Why `--target` cannot be reached, when it cannot (the overhead alone is above it).
     pub target_note: Option<String>,
-    /// `--target`, when it decides the kept tail.
+    /// `--target`, when it decides the kept tail (no `--keep-tokens`).
     pub target: Option<f64>,
     /// The head's artifacts ([`crate::retention::extract`]), kept when the head is released.
     pub artifacts: Option<crate::retention::Artifacts>,
@@ -551,7 +551,8 @@ pub fn plan_loaded(
         decision,
         landing,
         target_note,
-        target: opts.target,
+        // Only when the target decides the tail (no --keep-tokens).
+        target: opts.target.filter(|_| opts.keep_tokens.is_none()),
         artifacts: None,
         resummary: None,
     })

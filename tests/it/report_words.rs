@@ -297,3 +297,47 @@ fn help_text_uses_no_kodelet_field_names_for_other_agents() {
         }
     }
 }
+
+/// A conversation whose stored usage is corrupt (a negative window or context) is named with
+/// that reason, not counted among those whose window is unknown.
+#[test]
+fn corrupt_usage_is_named_with_its_reason() {
+    let env = Env::generated(12, 7, &[]);
+    let ids = env.ids(
+        "SELECT id FROM conversation_summaries WHERE json_extract(usage, '$.maxContextWindow') > 0 \
+         ORDER BY id LIMIT 2",
+    );
+    let c = env.conn();
+    for (id, field, value) in [
+        (&ids[0], "maxContextWindow", -200000),
+        (&ids[1], "currentContextWindow", -5),
+    ] {
+        for table in ["conversations", "conversation_summaries"] {
+            c.execute(
+                &format!(
+                    "UPDATE {table} SET usage = json_set(usage, '$.{field}', ?1) WHERE id = ?2"
+                ),
+                rusqlite::params![value, id],
+            )
+            .unwrap();
+        }
+    }
+    drop(c);
+    for cmd in [
+        &["list", "--all-over", "0.5"][..],
+        &["compact", "--all-over", "0.5", "--dry-run"],
+    ] {
+        let out = env.cmd().args(cmd).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        for id in &ids {
+            let line = stderr
+                .lines()
+                .find(|l| l.contains(id.as_str()))
+                .unwrap_or_else(|| panic!("{cmd:?}: {id} is named:\n{stderr}\n{stdout}"));
+            assert!(line.contains("stored usage is corrupt"), "{cmd:?}: {line}");
+            assert!(line.contains("(negative)"), "{cmd:?}: {line}");
+        }
+        assert_eq!(out.status.code(), Some(1), "{cmd:?}: {stderr}");
+    }
+}
