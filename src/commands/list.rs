@@ -297,11 +297,14 @@ fn table_list(
     Ok(())
 }
 
+/// On a narrow terminal the name keeps room (it is how a user recognizes a conversation);
+/// the provider goes first (the model says it), and a model is cut from the front, keeping the
+/// part that tells models apart (`…sonnet-4-6`, not `claude-…`).
 const COLUMNS: [table::Col; 8] = [
     table::col("ID", Kind::Fixed, 0),
-    table::col("NAME", Kind::Cut, 8),
-    table::col("PROVIDER", Kind::Fixed, 4),
-    table::col("MODEL", Kind::Cut, 3),
+    table::col("NAME", Kind::Cut, 8).min(20),
+    table::col("PROVIDER", Kind::Fixed, 2),
+    table::col("MODEL", Kind::CutFront, 3).min(12),
     table::col("MSGS", Kind::Num, 5),
     table::col("STORED CTX", Kind::Num, 7),
     table::col("USE", Kind::Num, 9),

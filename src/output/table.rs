@@ -16,8 +16,11 @@ pub enum Kind {
     Fixed,
     /// Right-aligned, never cut.
     Num,
-    /// May be cut with `…` down to a few characters (names, models, reasons).
+    /// May be cut with `…` down to a few characters (names, reasons).
     Cut,
+    /// May be cut from the front (`…sonnet-4-6`, `…/.kodelet/storage.db`): for values whose end
+    /// tells them apart (models, paths).
+    CutFront,
 }
 
 /// One column: header, kind, and priority (higher is dropped later on a narrow terminal).
@@ -26,6 +29,9 @@ pub struct Col {
     pub header: &'static str,
     pub kind: Kind,
     pub priority: u8,
+    /// The least a cut column keeps before lower-priority columns are dropped (0: a few
+    /// characters).
+    pub min: usize,
 }
 
 pub const fn col(header: &'static str, kind: Kind, priority: u8) -> Col {
@@ -33,6 +39,14 @@ pub const fn col(header: &'static str, kind: Kind, priority: u8) -> Col {
         header,
         kind,
         priority,
+        min: 0,
+    }
+}
+
+impl Col {
+    /// This column, kept at least `min` characters wide while lower-priority ones can go.
+    pub const fn min(self, min: usize) -> Col {
+        Col { min, ..self }
     }
 }
 
@@ -245,7 +259,9 @@ impl Grid {
     fn min_width(&self, i: usize, c: &Col) -> usize {
         let natural = self.natural(i);
         match c.kind {
-            Kind::Cut => natural.min(MIN_CUT.max(c.header.chars().count())),
+            Kind::Cut | Kind::CutFront => {
+                natural.min(MIN_CUT.max(c.header.chars().count()).max(c.min))
+            }
             _ => natural,
         }
     }
@@ -262,7 +278,8 @@ impl Grid {
                 .iter()
                 .copied()
                 .filter(|&i| {
-                    self.cols[i].kind == Kind::Cut && w[i] > self.min_width(i, &self.cols[i])
+                    matches!(self.cols[i].kind, Kind::Cut | Kind::CutFront)
+                        && w[i] > self.min_width(i, &self.cols[i])
                 })
                 .max_by_key(|&i| (u8::MAX - self.cols[i].priority, w[i], usize::MAX - i));
             match widest {
@@ -301,7 +318,11 @@ impl Grid {
         for r in &self.rows {
             let mut row = Row::from(idx.iter().map(|&i| {
                 let (text, tone) = &r[i];
-                let c = Cell::new(cut(&one_line(text), widths[i]));
+                let text = match self.cols[i].kind {
+                    Kind::CutFront => cut_front(&one_line(text), widths[i]),
+                    _ => cut(&one_line(text), widths[i]),
+                };
+                let c = Cell::new(text);
                 match (color, tone_color(*tone)) {
                     (true, Some(col)) => c.fg(col),
                     _ => c,
@@ -468,6 +489,28 @@ fn cut(s: &str, w: usize) -> String {
     }
 }
 
+/// `s` cut to `w` characters from the front, the first one `…` when cut: whole leading parts
+/// (up to a `/`, `-` or `_`) go first, so the part that tells values apart stays readable
+/// (`anthropic/claude-haiku-4-5` → `…haiku-4-5`, `claude-sonnet-4-6` → `…sonnet-4-6`).
+fn cut_front(s: &str, w: usize) -> String {
+    if text_width(s) <= w {
+        return s.to_string();
+    }
+    let mut rest = s;
+    while text_width(rest) + 1 > w {
+        match rest.find(['/', '-', '_']) {
+            Some(i) if i + 1 < rest.len() => rest = &rest[i + 1..],
+            _ => {
+                let n = text_width(rest);
+                let mut t = String::from("…");
+                t.extend(rest.chars().skip(n + 1 - w.max(1)));
+                return t;
+            }
+        }
+    }
+    format!("…{rest}")
+}
+
 fn text_width(s: &str) -> usize {
     s.chars().count()
 }
@@ -609,6 +652,21 @@ mod tests {
             color: true,
         });
         assert!(colored.contains("\x1b[1mID\x1b[0m"));
+    }
+
+    #[test]
+    fn cut_from_the_front_keeps_the_distinguishing_part() {
+        assert_eq!(cut_front("claude-sonnet-4-6", 12), "…sonnet-4-6");
+        assert_eq!(cut_front("anthropic/claude-haiku-4-5", 12), "…haiku-4-5");
+        assert_eq!(cut_front("gpt-4.1-mini", 12), "gpt-4.1-mini");
+        assert_eq!(
+            cut_front("~/.local/share/opencode/opencode.db", 24),
+            "…opencode/opencode.db"
+        );
+        assert_eq!(cut_front("abcdefghijklmnop", 8), "…jklmnop");
+        for w in 2..30 {
+            assert!(text_width(&cut_front("anthropic/claude-haiku-4-5", w)) <= w);
+        }
     }
 
     #[test]

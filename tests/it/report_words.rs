@@ -341,3 +341,64 @@ fn corrupt_usage_is_named_with_its_reason() {
         assert_eq!(out.status.code(), Some(1), "{cmd:?}: {stderr}");
     }
 }
+
+/// At 80 columns the name keeps room and a model is told apart by its end, never `claude-…`;
+/// at 120 the models are whole. `stores` at 80 shows each file's name.
+#[test]
+fn eighty_columns_give_the_name_room_and_models_their_distinguishing_part() {
+    let env = Env::generated(30, 42, &[]);
+    let models: BTreeSet<String> = env
+        .ids("SELECT DISTINCT json_extract(metadata, '$.model') FROM conversation_summaries WHERE json_extract(metadata, '$.model') IS NOT NULL")
+        .into_iter()
+        .collect();
+    assert!(
+        models.iter().any(|m| m.starts_with("claude-")),
+        "{models:?}"
+    );
+    for cols in [80u16, 120] {
+        let mut c = crate::common::std_cmd(env.dir.path());
+        c.arg("--db")
+            .arg(&env.db)
+            .args(["list", "--color", "never"]);
+        let out = pty::run(c, cols);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let text = out.stdout;
+        let header = text.lines().next().unwrap();
+        assert!(header.contains("MODEL"), "{cols}: {text}");
+        let name_at = header.find("NAME").unwrap();
+        let next = header[name_at + 4..]
+            .find(|c: char| c != ' ')
+            .map(|i| name_at + 4 + i)
+            .unwrap();
+        assert!(
+            next - name_at >= 22,
+            "{cols}: the name gets 20+ characters:\n{text}"
+        );
+        for line in text.lines() {
+            assert!(line.chars().count() <= usize::from(cols), "{line}");
+            assert!(!line.contains("claude-…"), "{cols}: {line}");
+        }
+        if cols == 120 {
+            for m in &models {
+                assert!(text.contains(m.as_str()), "{cols}: {m} whole:\n{text}");
+            }
+        } else {
+            assert!(
+                text.contains("…sonnet-4-") || text.contains("sonnet-4-"),
+                "{text}"
+            );
+        }
+    }
+    // `stores` at 80 columns: each file's name is readable.
+    let home = env.dir.path();
+    std::fs::create_dir_all(home.join(".kodelet")).unwrap();
+    std::fs::copy(&env.db, home.join(".kodelet/storage.db")).unwrap();
+    let mut c = crate::common::std_cmd(home);
+    c.args(["stores", "--color", "never"]);
+    let out = pty::run(c, 80);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("storage.db"), "{}", out.stdout);
+    for line in out.stdout.lines() {
+        assert!(line.chars().count() <= 80, "{line}");
+    }
+}
