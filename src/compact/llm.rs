@@ -238,9 +238,9 @@ impl Llm {
         if overhead + 200 > self.budget {
             return Err(StrategyError::Fail(format!(
                 "the summary context of {} tokens is too small for the recipe, the rules and a {}-token prior summary (needs more than {}); raise --summary-context",
-                crate::util::thousands(self.budget as usize),
-                crate::util::thousands(prior_room as usize),
-                crate::util::thousands(overhead as usize)
+                crate::util::thousands(self.budget),
+                crate::util::thousands(prior_room),
+                crate::util::thousands(overhead)
             )));
         }
         let room = self.budget - overhead;

@@ -591,7 +591,7 @@ fn prune_without_a_place_for_its_notes_skips_the_session() {
 #[test]
 fn a_session_without_usage_is_skipped_in_its_stores_words() {
     let detail = |doc: &Value, id: &str| -> String {
-        let rows = crate::common::all_rows(&doc);
+        let rows = crate::common::all_rows(doc);
         let row = rows
             .iter()
             .find(|r| r["id"] == id)
@@ -1185,7 +1185,7 @@ fn session_image(g: &G, id: &str) -> Vec<String> {
 #[test]
 fn a_session_whose_provider_manages_its_own_context_is_left_alone() {
     let row = |doc: &Value, id: &str| -> Value {
-        crate::common::all_rows(&doc)
+        crate::common::all_rows(doc)
             .iter()
             .find(|r| r["id"] == id)
             .unwrap_or_else(|| panic!("{id} not reported: {doc:#}"))
@@ -1338,7 +1338,7 @@ fn the_batch_left_alone_answer_follows_provider_name_whatever_it_holds() {
     }
     assert_eq!(want.len(), 3, "{want:?}");
     let left_alone = |doc: &Value| -> BTreeSet<String> {
-        crate::common::all_rows(&doc)
+        crate::common::all_rows(doc)
             .iter()
             .filter(|r| r["status"] == "skipped")
             .filter(|r| {

@@ -27,7 +27,7 @@ fn window(env: &Env, id: &str) -> (i64, i64) {
 }
 
 fn rows(doc: &Value) -> BTreeMap<String, Value> {
-    crate::common::all_rows(&doc)
+    crate::common::all_rows(doc)
         .iter()
         .map(|r| (r["id"].as_str().unwrap().to_string(), r.clone()))
         .collect()
