@@ -286,10 +286,14 @@ fn table_list(
         output::out(&t.render(ui.style()))?;
     }
     // As `compact`: the table and its TOTAL on stdout, the skipped conversations on stderr.
+    let file = store
+        .path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| store.path.display().to_string());
     output::out(&format!(
-        "TOTAL {} conversation(s) in {}\n",
+        "TOTAL {} conversation(s) in {file}\n",
         table::thousands(rows),
-        store.path.display()
     ))?;
     for line in skipped.lines(verbose, &ids) {
         ui.status(&line);

@@ -268,10 +268,7 @@ fn list(env: &Env, rows: &[Stored], format: SynthFormat) {
     }
     // The TOTAL line follows the table on stdout, as `compact`'s does.
     assert!(
-        stdout.contains(&format!(
-            "TOTAL {N} conversation(s) in {}",
-            env.db.display()
-        )),
+        stdout.contains(&format!("TOTAL {N} conversation(s) in storage.db")),
         "TOTAL line: {stdout}"
     );
     assert!(!stderr.contains("error"), "no errors: {stderr}");
