@@ -660,8 +660,8 @@ mod tests {
         assert_eq!(cut_front("anthropic/claude-haiku-4-5", 12), "…haiku-4-5");
         assert_eq!(cut_front("gpt-4.1-mini", 12), "gpt-4.1-mini");
         assert_eq!(
-            cut_front("~/.local/share/opencode/opencode.db", 24),
-            "…opencode/opencode.db"
+            cut_front("~/.local/share/agent/agent.db", 18),
+            "…agent/agent.db"
         );
         assert_eq!(cut_front("abcdefghijklmnop", 8), "…jklmnop");
         for w in 2..30 {
