@@ -181,7 +181,7 @@ fn parse_at_least_one(s: &str) -> Result<usize, String> {
 #[command(
     name = "agent-db",
     version,
-    about = "Offline, transactional, undoable compaction for AI coding agents' conversation stores",
+    about = "Offline, undoable compaction of AI coding agents' conversation stores",
     long_about = long_about(),
     after_help = after_help()
 )]
@@ -254,10 +254,112 @@ pub fn command() -> clap::Command {
                 .get_after_help()
                 .map(|a| format!("{a}\n\n"))
                 .unwrap_or_default();
-            sub.after_help(format!("{after}{pointer}"))
+            let sub = sub.after_long_help(format!("{after}{pointer}"));
+            short_help(sub, &name)
         });
     }
-    cmd
+    // `-h` is a screenful; `--help` the long form with examples, the store choice, exit codes.
+    cmd.after_long_help(after_help()).after_help(
+        "`agent-db --help`: every command and option, examples, the store choice and exit codes",
+    )
+}
+
+/// What a subcommand's short help (`-h`) lists, with a one-line help each; its other options
+/// are in `--help` only. Subcommands not here list every option in both.
+const SHORT_HELP: &[(&str, &[(&str, &str)])] = &[
+    (
+        "compact",
+        &[
+            ("dry_run", "Print the plan; write nothing"),
+            ("target", "Utilization to land at [default: 0.4]"),
+            ("keep_tokens", "Tokens of recent history to keep verbatim"),
+            ("strategy", "llm, extractive or prune"),
+            ("force", "Compact what the safety checks would skip"),
+            ("yes", "Do not ask for confirmation"),
+            ("json", "Machine-readable report"),
+            ("follow", "The most recently updated conversation"),
+            ("all_over", "Context utilization at least RATIO (0.7, 70%)"),
+            ("older_than", "Last updated at least DUR ago (30d, 12h)"),
+        ],
+    ),
+    (
+        "list",
+        &[
+            ("follow", "The most recently updated conversation"),
+            ("all_over", "Context utilization at least RATIO (0.7, 70%)"),
+            ("older_than", "Last updated at least DUR ago (30d, 12h)"),
+            ("since", "Updated within the last DUR"),
+            ("provider", "Only this provider or format"),
+            ("limit", "At most N conversations"),
+            ("json", "Machine-readable output"),
+            ("ids_only", "Only the selected IDs, one per line"),
+            ("verbose", "List each skipped conversation"),
+        ],
+    ),
+];
+
+/// `sub` with its short help trimmed as [`SHORT_HELP`] says.
+fn short_help(mut sub: clap::Command, name: &str) -> clap::Command {
+    let Some((_, shown)) = SHORT_HELP.iter().find(|(n, _)| *n == name) else {
+        return sub.after_help(format!(
+            "Details, examples and the global options: `agent-db {name} --help`"
+        ));
+    };
+    let ids: Vec<String> = sub
+        .get_arguments()
+        .filter(|a| !a.is_positional() && !a.is_hide_set())
+        .map(|a| a.get_id().to_string())
+        .collect();
+    for id in ids {
+        sub = match shown.iter().find(|(i, _)| *i == id) {
+            Some((_, short)) => sub.mut_arg(&id, |a| {
+                let long = a
+                    .get_long_help()
+                    .or(a.get_help())
+                    .map(|h| h.to_string())
+                    .unwrap_or_default();
+                let a = a.help(*short).long_help(long);
+                if a.get_action().takes_values() {
+                    a.hide_possible_values(true)
+                } else {
+                    a
+                }
+            }),
+            None => sub.mut_arg(&id, |a| a.hide_short_help(true)),
+        };
+    }
+    sub.after_help(format!(
+        "More options, details and examples: `agent-db {name} --help`"
+    ))
+}
+
+/// The top-level `-h`: the main commands and options on one screen (24 rows); the rest (the
+/// other commands, every option) are in `--help`.
+pub fn short_top_help() -> clap::Command {
+    const RARE: &[&str] = &["init", "config", "hooks", "recipes", "completions", "man"];
+    let mut cmd = command().disable_help_subcommand(true);
+    for name in RARE {
+        cmd = cmd.mut_subcommand(name, |s| s.hide(true));
+    }
+    for id in ["color", "config"] {
+        cmd = cmd.mut_arg(id, |a| a.hide(true));
+    }
+    cmd = cmd.disable_version_flag(true);
+    for (id, short) in [
+        ("db", "The conversation store (SQLite file)"),
+        ("agent", "Use this agent's default store"),
+        ("quiet", "Print only errors"),
+    ] {
+        cmd = cmd.mut_arg(id, |a| {
+            let a = a.help(short).help_heading(None::<&str>).hide_env(true);
+            if a.get_action().takes_values() {
+                a.hide_possible_values(true)
+            } else {
+                a
+            }
+        });
+    }
+    cmd.after_help(format!("Also: {} (`agent-db --help`)", RARE.join(", ")))
 }
 
 /// The command line with the global options shown everywhere: for shell completions, so
@@ -297,26 +399,30 @@ pub fn man_extras() -> ManExtras {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create a new, empty store in kodelet's layout (for demos and tests)
-    #[command(after_help = "Examples:\n  agent-db --db /tmp/demo.db init")]
-    Init,
-    /// List conversations with their stored context usage (cheap: no message bodies are read)
+    /// List conversations with their stored context usage
+    ///
+    /// Cheap: no message bodies are read.
     #[command(
         after_help = "Examples:\n  agent-db list\n  agent-db list --all-over 0.7 --older-than 1d\n  agent-db list --json | jq '.conversations[].id'"
     )]
     List(ListArgs),
-    /// Show one conversation as a readable transcript, neutral JSON or its stored rows
+    /// Show one conversation (transcript, JSON or stored rows)
+    ///
+    /// A readable transcript, the provider-neutral messages as JSON, or every stored row.
     #[command(
         after_help = "Examples:\n  agent-db show 3f2a91c0              (a unique ID prefix is enough)\n  agent-db show 3f2a91c0 --last 10\n  agent-db show 3f2a91c0 --json | jq '.messages | length'\n  agent-db show 3f2a91c0 --raw > original.json"
     )]
     Show(ShowArgs),
-    /// Compact the selected conversations (use --dry-run to see the plan first)
+    /// Compact the selected conversations (--dry-run: the plan)
+    ///
+    /// Use --dry-run to see the plan first. Every compaction can be undone with `restore`.
     #[command(
         after_help = "Examples:\n  agent-db compact --follow --dry-run\n  agent-db compact 3f2a91c0\n  agent-db compact --all-over 0.7 --older-than 1d --yes --quiet      (cron)\n  agent-db compact --all-over 0.8 --strategy prune --dry-run --json"
     )]
     Compact(Box<CompactArgs>),
-    /// Write the compactions of a plan made by `compact --plan-out`, refusing any conversation
-    /// changed since
+    /// Write a plan made by `compact --plan-out`
+    ///
+    /// Any conversation changed since the plan was made is refused.
     #[command(
         after_help = "Examples:\n  agent-db compact --all-over 0.7 --plan-out plan.json\n  agent-db apply plan.json"
     )]
@@ -326,29 +432,39 @@ pub enum Command {
         after_help = "Examples:\n  agent-db history --limit 20\n  agent-db history --since 1d\n  agent-db history 3f2a91c0 --json"
     )]
     History(HistoryArgs),
-    /// Undo compactions: put the archived original back, byte-identical
+    /// Undo compactions, byte for byte
+    ///
+    /// Puts the archived original back, byte-identical.
     #[command(
         after_help = "Examples:\n  agent-db restore 3f2a91c0\n  agent-db restore --compaction 12\n  agent-db restore --all-since 1h --dry-run"
     )]
     Restore(RestoreArgs),
-    /// Delete archived originals older than DUR (they can no longer be restored); see `vacuum`
+    /// Delete old archived originals (no longer restorable)
+    ///
+    /// Deletes the archived originals older than DUR: they can no longer be restored. `vacuum`
+    /// then gives the space back.
     #[command(
         after_help = "Examples:\n  agent-db prune-archive --older-than 90d --dry-run\n  agent-db prune-archive --older-than 90d --yes --vacuum"
     )]
     PruneArchive(PruneArchiveArgs),
-    /// Store figures: file size and free pages, archive size, conversations and tokens by
-    /// provider and model, utilization, compactions
+    /// Store figures: sizes, archive, models, utilization
+    ///
+    /// File size and free pages, archive size, conversations and tokens by provider and model,
+    /// utilization, compactions.
     #[command(
         after_help = "Examples:\n  agent-db stats\n  agent-db --agent docker-agent stats --json"
     )]
     Stats(StatsArgs),
-    /// Give free pages back to the file system (SQLite VACUUM); refused while another process
-    /// has the store open
+    /// Give free pages back to the file system (VACUUM)
+    ///
+    /// SQLite's VACUUM; refused while another process has the store open.
     #[command(
         after_help = "Examples:\n  agent-db prune-archive --older-than 30d --yes && agent-db vacuum"
     )]
     Vacuum(VacuumArgs),
-    /// Print the effective settings (defaults < config file < environment < flags), secrets redacted
+    /// Print the effective settings, secrets redacted
+    ///
+    /// Defaults < config file < environment < flags.
     #[command(
         after_help = "Examples:\n  agent-db config\n  agent-db --config ./team.toml config --json"
     )]
@@ -357,8 +473,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Find the agents' stores (each agent's default file, and --db) and say, for each, the
-    /// agent, its schema version and whether agent-db supports it
+    /// Find the agents' stores and whether agent-db supports them
+    ///
+    /// Each agent's default file, and --db: for each, the agent, its schema version and whether
+    /// agent-db supports it.
     #[command(
         after_help = "Examples:\n  agent-db stores\n  agent-db --db ~/.kodelet/storage.db stores --json\n\nSUPPORT is read-write (compact and restore work), read-only (the file is newer than\nthis agent-db knows: list and show work, nothing is written) or unsupported (DETAIL says why)."
     )]
@@ -381,6 +499,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Create an empty store in kodelet's layout (demos, tests)
+    #[command(after_help = "Examples:\n  agent-db --db /tmp/demo.db init")]
+    Init,
     /// Print shell completions
     #[command(
         after_help = "Examples:\n  agent-db completions bash > ~/.local/share/bash-completion/completions/agent-db\n  agent-db completions zsh > ~/.zfunc/_agent-db"
@@ -409,8 +530,8 @@ pub struct SelectArgs {
     #[arg(long)]
     pub follow: bool,
 
-    /// Conversations whose stored context utilization (currentContextWindow /
-    /// maxContextWindow) is at least RATIO, e.g. 0.7 or 70%
+    /// Conversations whose stored context utilization (the context the agent last recorded,
+    /// over its context window) is at least RATIO, e.g. 0.7 or 70%
     #[arg(long, value_name = "RATIO", value_parser = parse_ratio)]
     pub all_over: Option<f64>,
 
@@ -436,7 +557,7 @@ pub struct SelectArgs {
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
 
-    /// Context limit in tokens for conversations with no stored maxContextWindow
+    /// Context window in tokens for conversations whose store records none
     #[arg(long, value_name = "N")]
     pub context_limit: Option<i64>,
 
@@ -770,7 +891,7 @@ pub struct StatsArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Context limit in tokens for conversations with no stored maxContextWindow (utilization)
+    /// Context window in tokens for conversations whose store records none (utilization)
     #[arg(long, value_name = "N")]
     pub context_limit: Option<i64>,
 }

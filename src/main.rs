@@ -8,6 +8,12 @@ mod output;
 use clap::FromArgMatches;
 
 fn main() {
+    // `agent-db -h` alone: the short help, one screen; `--help` the long one.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.len() == 2 && args[1] == "-h" {
+        let _ = cli::short_top_help().print_help();
+        std::process::exit(0);
+    }
     let matches = cli::command().get_matches();
     let mut cli = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     cli.db_from_env = matches.value_source("db") == Some(clap::parser::ValueSource::EnvVariable);

@@ -39,24 +39,55 @@ pub struct PlanOptions {
 pub use crate::config::{StallGuard, DEFAULT_TARGET};
 
 /// Where a compaction should land, and what it cannot shrink.
+///
+/// A conversation's utilization is one figure everywhere: its stored context over its window
+/// ([`crate::store::utilization`]), the figure `list`, `show` and `--all-over` use. Estimates
+/// after a compaction are in the same units: agent-db's count of the new history, scaled to
+/// the agent's count where agent-db counts the messages higher than the agent recorded, plus
+/// the part of the stored context that is not in the messages.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Landing {
     /// The context window.
     pub limit: i64,
-    /// Stored context minus agent-db's count of the messages (system prompt, tool definitions):
-    /// what compaction cannot shrink.
+    /// The stored context (what the agent recorded), in tokens.
+    pub stored: usize,
+    /// Stored context minus agent-db's count of the messages (system prompt, tool definitions,
+    /// anything else the agent counts): what compaction cannot shrink.
     pub overhead: usize,
-    /// Utilization before, computed as every estimate after is: (overhead + agent-db's count
-    /// of the messages) / window. It is the stored utilization unless agent-db counts the
-    /// messages higher than the agent's stored context (the overhead is then 0), so before and
-    /// after figures always compare.
+    /// The stored context's share of each token agent-db counts in the messages: 1, or less
+    /// when agent-db counts the messages higher than the agent's stored context.
+    pub scale: f64,
+    /// Utilization before: the stored utilization (`stored / limit`).
     pub before: f64,
 }
 
 impl Landing {
+    /// The landing of a conversation with `stored` tokens of context in a window of `limit`,
+    /// whose messages agent-db counts at `counted`.
+    pub fn new(limit: i64, stored: usize, counted: usize) -> Landing {
+        let scale = if counted > stored && counted > 0 {
+            stored as f64 / counted as f64
+        } else {
+            1.0
+        };
+        Landing {
+            limit,
+            stored,
+            overhead: stored.saturating_sub(counted),
+            scale,
+            before: stored as f64 / limit as f64,
+        }
+    }
+
+    /// The context, in the agent's units, with `tokens` of messages (agent-db's count): what
+    /// a store records as the context after a compaction.
+    pub fn context(&self, tokens: usize) -> usize {
+        self.overhead + (tokens as f64 * self.scale).round() as usize
+    }
+
     /// Estimated utilization with `tokens` of messages.
     pub fn utilization(&self, tokens: usize) -> f64 {
-        (self.overhead + tokens) as f64 / self.limit as f64
+        self.context(tokens) as f64 / self.limit as f64
     }
 }
 
@@ -69,9 +100,11 @@ pub fn too_little_saved(before: usize, after: usize, min_saving: f64) -> Option<
     let saved = 1.0 - after as f64 / before as f64;
     (saved < min_saving).then(|| {
         format!(
-            "not worth it: compacting would save only {:.0}% of its tokens ({before} → {after}), less than \
+            "not worth it: compacting would save only {:.0}% of its tokens ({} → {}), less than \
              the minimum of {:.0}% (compact.min_saving), so nothing was written; --force compacts it anyway",
             saved * 100.0,
+            crate::util::thousands(before),
+            crate::util::thousands(after),
             min_saving * 100.0
         )
     })
@@ -104,6 +137,8 @@ pub struct Plan {
     pub landing: Option<Landing>,
     /// Why `--target` cannot be reached, when it cannot (the overhead alone is above it).
     pub target_note: Option<String>,
+    /// `--target`, when it decides the kept tail (no `--keep-tokens`).
+    pub target: Option<f64>,
     /// The head's artifacts ([`crate::retention::extract`]), kept when the head is released.
     pub artifacts: Option<crate::retention::Artifacts>,
     /// For a conversation agent-db compacted before: what its new summary is written from.
@@ -446,13 +481,8 @@ pub fn plan_loaded(
         _ => opts.context_limit,
     };
     let landing = match (limit, meta.current_context) {
-        (Some(l), Some(current)) if l > 0 => {
-            let overhead = (current.max(0) as usize).saturating_sub(loaded.total_tokens());
-            Some(Landing {
-                limit: l,
-                overhead,
-                before: (overhead + loaded.total_tokens()) as f64 / l as f64,
-            })
+        (Some(l), Some(current)) if l > 0 && current >= 0 => {
+            Some(Landing::new(l, current as usize, loaded.total_tokens()))
         }
         _ => None,
     };
@@ -493,10 +523,10 @@ pub fn plan_loaded(
         let small = matches!(&decision, Decision::NoOp(why) if why.starts_with("already small"));
         if land.before <= target && (small || matches!(decision, Decision::Compact(_))) {
             decision = Decision::NoOp(format!(
-                "under the target: its context is {:.2} of the window, at or under --target {target}, \
+                "under the target: its context is {} of the window, at or under --target {target}, \
                  so compacting it would lose detail for room it does not need; a lower --target, or --force, \
                  compacts it anyway",
-                land.before
+                crate::util::percent(land.before)
             ));
         }
     }
@@ -515,12 +545,12 @@ pub fn plan_loaded(
         // own reason.
         if land.before > target && opts.keep_tokens.is_none() && why.starts_with("already small") {
             *why = format!(
-                "its messages ({} tokens) already fit the kept tail, but the context is {:.2} of the window: \
+                "its messages ({} tokens) already fit the kept tail, but the context is {} of the window: \
                  the other {} tokens (system prompt, tool definitions) are overhead compaction cannot shrink, \
                  so --target {target} cannot be reached",
-                loaded.total_tokens(),
-                land.before,
-                land.overhead
+                crate::util::thousands(loaded.total_tokens()),
+                crate::util::percent(land.before),
+                crate::util::thousands(land.overhead)
             );
         }
     }
@@ -532,6 +562,8 @@ pub fn plan_loaded(
         decision,
         landing,
         target_note,
+        // Only when the target decides the tail (no --keep-tokens).
+        target: opts.target.filter(|_| opts.keep_tokens.is_none()),
         artifacts: None,
         resummary: None,
     })
@@ -550,16 +582,31 @@ pub fn tail_for_target(
     let goal = (target * land.limit as f64) as usize;
     let fixed = land.overhead + summary_reserve + tokens::MESSAGE_OVERHEAD;
     if fixed >= goal {
-        let note = format!(
-            "--target {target} cannot be reached: the overhead compaction cannot shrink (system prompt, tool \
-             definitions: {} tokens) plus room for the summary ({summary_reserve}) is already {:.2} of the window",
-            land.overhead,
-            fixed as f64 / land.limit as f64
-        );
-        (split::default_keep_tokens(Some(land.limit)), Some(note))
+        (
+            split::default_keep_tokens(Some(land.limit)),
+            Some(target_note(target, land, summary_reserve)),
+        )
     } else {
-        (goal - fixed, None)
+        // The budget is in agent-db's count of the messages.
+        (((goal - fixed) as f64 / land.scale) as usize, None)
     }
+}
+
+/// Why `--target` cannot be reached when what compaction cannot shrink, plus room for the
+/// summary, is already over it: the figures in the agent's units (the stored context, and how
+/// much of it agent-db finds in the messages).
+pub fn target_note(target: f64, land: &Landing, summary_reserve: usize) -> String {
+    use crate::util::{percent, thousands};
+    let fixed = land.overhead + summary_reserve + tokens::MESSAGE_OVERHEAD;
+    format!(
+        "--target {target} cannot be reached: of its stored context of {} tokens, {} are not in its \
+         messages (system prompt, tool definitions, whatever else the agent counts) and compaction \
+         cannot shrink them; with room for the summary ({} tokens) that is already {} of the window",
+        thousands(land.stored),
+        thousands(land.overhead),
+        thousands(summary_reserve),
+        percent(fixed as f64 / land.limit as f64)
+    )
 }
 
 #[cfg(test)]

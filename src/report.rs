@@ -90,7 +90,15 @@ impl Serialize for Status {
     }
 }
 
-/// One conversation's line in the report.
+/// A utilization as JSON gives it everywhere: 4 decimals (as `list --json`).
+pub fn round4(x: f64) -> f64 {
+    (x * 10000.0).round() / 10000.0
+}
+
+fn ratio4<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    v.map(round4).serialize(s)
+}
+
 /// A strategy `--fallback` left: its name and why (`retention 62% < 80%`).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Fallback {
@@ -98,6 +106,7 @@ pub struct Fallback {
     pub reason: String,
 }
 
+/// One conversation's line in the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     pub id: String,
@@ -135,12 +144,12 @@ pub struct Row {
     /// The audit-log id of a committed compaction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compaction_id: Option<i64>,
-    /// Context / window before: (overhead + agent-db's count of the messages) / window, the
-    /// stored figure unless agent-db counts the messages higher (see [`crate::plan::Landing`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The stored utilization before (stored context / window): the figure `list` gives.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ratio4")]
     pub utilization_before: Option<f64>,
-    /// Estimated context / window after: (fixed overhead + the new history) / window.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Estimated utilization after, in the same units ([`crate::plan::Landing`]): what the
+    /// store records as the context afterwards, over the window.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ratio4")]
     pub utilization_after: Option<f64>,
     /// What the result keeps of the summarized span's artifacts ([`crate::retention`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -223,6 +232,14 @@ pub struct Totals {
     /// With `--mask-observations`: the rows' masking figures added up.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub masking: Option<crate::compact::Masking>,
+    /// The run was interrupted (Ctrl-C) before the selection reached these conversations:
+    /// they are not rows. Omitted when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub not_visited: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// `x` dollars rounded to a whole nano-dollar. Costs are token counts times prices of a few

@@ -203,6 +203,9 @@ impl Selector {
             if let Some(problem) = f.problem {
                 return Verdict::Failed(problem.to_string());
             }
+            if let Some(corrupt) = crate::store::corrupt_usage(f.current_context, f.max_context) {
+                return Verdict::Failed(corrupt);
+            }
             match f.utilization(self.context_limit) {
                 Some(u) if crate::store::over_threshold(u, ratio) => {}
                 Some(_) => return Verdict::Dropped,
@@ -671,7 +674,11 @@ mod threshold_tests {
             // The oracle: the ratio of the two stored numbers, the window falling back to a
             // positive --context-limit.
             let window = max.filter(|m| *m > 0).or(limit.filter(|l| *l > 0));
-            if let (false, Some(c), Some(w)) = (problem, current, window) {
+            // A negative window is corrupt usage: reported by name (failed), never rated.
+            let corrupt = max.is_some_and(|m| m < 0);
+            if corrupt && !problem {
+                prop_assert!(matches!(outcome, Outcome::Failed { .. }), "{outcome:?}");
+            } else if let (false, Some(c), Some(w)) = (problem, current, window) {
                 let selected = matches!(outcome, Outcome::Selected { .. });
                 prop_assert_eq!(selected, (c as f64) / (w as f64) >= ratio);
             }

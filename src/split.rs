@@ -144,8 +144,9 @@ pub fn split_after(views: &[View], keep_tokens: usize, prior_len: usize) -> Deci
     }
     if suffix[0] <= keep_tokens {
         return Decision::NoOp(format!(
-            "already small: {} tokens fit in the kept tail budget of {keep_tokens}",
-            suffix[0]
+            "already small: {} tokens fit in the kept tail budget of {}",
+            crate::util::thousands(suffix[0]),
+            crate::util::thousands(keep_tokens)
         ));
     }
     let ok = valid_cuts(views);

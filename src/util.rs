@@ -18,6 +18,24 @@ pub fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
 
 /// A byte count for messages, in the binary units it names (1 KiB = 1024 bytes): `512 B`,
 /// `1.5 KiB`, `3.2 MiB`, `4.0 GiB`.
+/// `12,345`: how every count is written, in tables, notes, reasons and footers alike.
+pub fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A ratio as a whole percentage (`0.38` → `38%`): how every utilization is written.
+pub fn percent(ratio: f64) -> String {
+    format!("{:.0}%", ratio * 100.0)
+}
+
 pub fn human_bytes(n: u64) -> String {
     const K: f64 = 1024.0;
     let f = n as f64;

@@ -177,8 +177,18 @@ fn finish(
         .into());
     }
     if totals.compacted > 0 && !ui.quiet {
+        let done: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.status == Status::Compacted)
+            .map(|r| r.id.as_str())
+            .collect();
+        // One conversation: the command that undoes it, with its ID.
+        let id = match done.as_slice() {
+            [one] => *one,
+            _ => "ID",
+        };
         ui.status(&format!(
-            "undo with: agent-db --db {} restore ID; see `agent-db history`",
+            "undo with: agent-db --db {} restore {id}; see `agent-db history`",
             path.display()
         ));
     }

@@ -307,6 +307,18 @@ fn execute(
     if let Some(err) = write_error {
         return Err(err.into());
     }
+    if run.interrupted {
+        // The conversations the selection never reached are counted, not left out.
+        let selected = total.or_else(|| {
+            Store::open(path, agent_db::store::Access::Read)
+                .ok()
+                .and_then(|s| count_rows(&s, selector, &now))
+        });
+        if let Some(n) = selected {
+            work.not_visited = (n as usize).saturating_sub(work.conversations);
+            totals.not_visited = work.not_visited;
+        }
+    }
     if let Some(j) = json {
         j.finish(&totals)?;
     }
@@ -320,8 +332,12 @@ fn execute(
         } else {
             totals.compacted
         };
+        let rest = match work.not_visited {
+            0 => "the rest not started".to_string(),
+            n => format!("the rest not started ({n} not visited)"),
+        };
         ui.alert(&format!(
-            "interrupted (Ctrl-C): {} {done}, failed {}, and the rest not started\n\
+            "interrupted (Ctrl-C): {} {done}, failed {}, and {rest}\n\
              hint: every finished conversation is complete (see `agent-db history`); rerun the same command to go on",
             if dry { "planned" } else { "compacted" },
             totals.failed
@@ -405,10 +421,21 @@ fn after_run(
     }
     if !dry && totals.compacted > 0 && !ui.quiet {
         growth(ui, after(), rows);
-        ui.status(&format!(
-            "undo with: agent-db --db {} restore ID   (or: restore --all-since 1h); see `agent-db history`",
-            shell_quote(&path.display().to_string())
-        ));
+        let db = shell_quote(&path.display().to_string());
+        let done: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.status == Status::Compacted)
+            .collect();
+        ui.status(&match done.as_slice() {
+            // One conversation: the command that undoes it, with its ID.
+            [one] => format!(
+                "undo with: agent-db --db {db} restore {}; see `agent-db history`",
+                undo_id(ui, after(), &one.id)
+            ),
+            _ => format!(
+                "undo with: agent-db --db {db} restore ID, or restore --all-since 1h for all of them; see `agent-db history`"
+            ),
+        });
     }
     Ok(())
 }
@@ -442,6 +469,15 @@ fn count_rows(store: &Store, selector: &Selector, now: &Now) -> Option<u64> {
         })
         .ok()?;
     Some(n)
+}
+
+/// `id` as the undo line gives it: its shortest unique prefix on a terminal, else in full.
+fn undo_id(ui: &Ui, store: Option<&Store>, id: &str) -> String {
+    let short = store
+        .filter(|_| ui.stderr_tty)
+        .and_then(|s| s.all_ids().ok())
+        .map(|ids| agent_db::store::prefix::Prefixes::new(ids).short(id));
+    shell_quote(&short.unwrap_or_else(|| id.to_string()))
 }
 
 fn shell_quote(s: &str) -> String {

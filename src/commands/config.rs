@@ -65,21 +65,32 @@ pub fn stores(ui: &Ui, found: &[agent_db::store::Surveyed], as_json: bool) -> Cm
         ui.status("no store found: no agent's default file exists (give --db PATH)");
         return Ok(exit::OK);
     }
-    let mut t = table::new(
-        &[
-            "AGENT",
-            "FILE",
-            "SCHEMA",
-            "NEWEST KNOWN",
-            "SUPPORT",
-            "DETAIL",
-        ],
-        &[],
-    );
+    use table::{col, Kind};
+    // At 80 columns the file keeps room (cut from the front: its name stays), the newest
+    // known version goes first.
+    let mut t = table::Grid::new(&[
+        col("AGENT", Kind::Fixed, 0),
+        col("FILE", Kind::CutFront, 9).min(24),
+        col("SCHEMA", Kind::Cut, 5).min(14),
+        col("NEWEST KNOWN", Kind::Cut, 2).min(14),
+        col("SUPPORT", Kind::Fixed, 8),
+        col("DETAIL", Kind::Cut, 3),
+    ]);
+    // On a terminal, the home directory is `~`.
+    let home = ui
+        .stdout_tty
+        .then(|| std::env::var_os("HOME"))
+        .flatten()
+        .map(std::path::PathBuf::from)
+        .filter(|h| !h.as_os_str().is_empty());
     for s in found {
+        let file = match home.as_ref().and_then(|h| s.path.strip_prefix(h).ok()) {
+            Some(rest) => format!("~/{}", rest.display()),
+            None => s.path.display().to_string(),
+        };
         t.add_row(vec![
             s.agent.unwrap_or("?").to_string(),
-            s.path.display().to_string(),
+            file,
             s.schema_version.clone().unwrap_or_else(|| "-".into()),
             s.newest_known.clone().unwrap_or_else(|| "-".into()),
             s.support.to_string(),

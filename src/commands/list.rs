@@ -141,13 +141,18 @@ fn json_list(
     let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     let head =
         serde_json::json!({"path": store.path.display().to_string(), "kind": store.kind.name()});
-    let mut out = json::Stream::start(
+    let mut out = json::Stream::start_versioned(
         out,
+        json::LIST_VERSION,
         "list",
         &[("store", head)],
         "conversations",
         json::Layout::Compact,
     )?;
+    // `conversations` holds the selected ones only (`jq '.conversations[].id'` prints what was
+    // selected); the skipped and the unreadable follow in `skipped` and `failed`.
+    let mut skipped: Vec<serde_json::Value> = Vec::new();
+    let mut failed: Vec<serde_json::Value> = Vec::new();
     let mut line = Vec::with_capacity(1024);
     selector.run(store, now, |o| {
         line.clear();
@@ -158,16 +163,23 @@ fn json_list(
             ),
             Outcome::Skipped {
                 meta, reason, why, ..
-            } => serde_json::to_writer(
-                &mut line,
-                &json_row(meta, limit, "skipped", Some(reason.name()), Some(why)),
-            ),
+            } => {
+                skipped.push(
+                    serde_json::to_value(json_row(
+                        meta,
+                        limit,
+                        "skipped",
+                        Some(reason.name()),
+                        Some(why),
+                    ))
+                    .unwrap_or_default(),
+                );
+                return true;
+            }
             Outcome::Failed { id, error, .. } => {
                 failures.push((id.clone(), error.clone()));
-                serde_json::to_writer(
-                    &mut line,
-                    &serde_json::json!({"id": id, "status": "error", "detail": error}),
-                )
+                failed.push(serde_json::json!({"id": id, "status": "error", "detail": error}));
+                return true;
             }
         };
         if written.is_err() {
@@ -184,7 +196,10 @@ fn json_list(
     if let Some(e) = io_err {
         return Err(e.into());
     }
-    out.finish(&[])?;
+    out.finish(&[
+        ("skipped", serde_json::Value::Array(skipped)),
+        ("failed", serde_json::Value::Array(failed)),
+    ])?;
     Ok(())
 }
 
@@ -244,8 +259,8 @@ fn status_lines(
     }
 }
 
-/// The table, then the count and the skipped conversations (one line per reason; each one with
-/// `--verbose`) on stderr.
+/// The table and the TOTAL line on stdout, then the skipped conversations (one line per
+/// reason; each one with `--verbose`) on stderr.
 fn table_list(
     ui: &Ui,
     store: &Store,
@@ -279,15 +294,30 @@ fn table_list(
     if rows > 0 {
         output::out(&t.render(ui.style()))?;
     }
-    status_lines(ui, store, rows, &skipped, verbose, &ids);
+    // As `compact`: the table and its TOTAL on stdout, the skipped conversations on stderr.
+    let file = store
+        .path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| store.path.display().to_string());
+    output::out(&format!(
+        "TOTAL {} conversation(s) in {file}\n",
+        table::thousands(rows),
+    ))?;
+    for line in skipped.lines(verbose, &ids) {
+        ui.status(&line);
+    }
     Ok(())
 }
 
+/// On a narrow terminal the name keeps room (it is how a user recognizes a conversation);
+/// the provider goes first (the model says it), and a model is cut from the front, keeping the
+/// part that tells models apart (`…sonnet-4-6`, not `claude-…`).
 const COLUMNS: [table::Col; 8] = [
     table::col("ID", Kind::Fixed, 0),
-    table::col("NAME", Kind::Cut, 8),
-    table::col("PROVIDER", Kind::Fixed, 4),
-    table::col("MODEL", Kind::Cut, 3),
+    table::col("NAME", Kind::Cut, 8).min(20),
+    table::col("PROVIDER", Kind::Fixed, 2),
+    table::col("MODEL", Kind::CutFront, 3).min(12),
     table::col("MSGS", Kind::Num, 5),
     table::col("STORED CTX", Kind::Num, 7),
     table::col("USE", Kind::Num, 9),

@@ -45,6 +45,10 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
             "model": meta.model,
             "tokens": loaded.total_tokens(),
             "tokens_exact": loaded.format.tokens_exact(),
+            "stored_messages": meta.message_count,
+            "context_tokens": meta.current_context,
+            "max_context_tokens": meta.max_context,
+            "utilization": meta.utilization(None).map(agent_db::report::round4),
             "first_index": first,
             "messages": loaded.messages.iter().zip(&loaded.tokens).skip(first).map(|(m, t)| {
                 let mut v = serde_json::to_value(m).unwrap_or_default();
@@ -65,7 +69,7 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         .map(|m| m.blocks.iter().filter(|b| hidden(b)).count())
         .sum();
     let mut s = format!(
-        "conversation {}\n  name: {}\n  provider: {} ({}), model: {}\n  updated: {} ({})\n  {} messages, {} tokens{}\n",
+        "conversation {}\n  name: {}\n  provider: {} ({}), model: {}\n  updated: {} ({})\n  {}\n  {}\n",
         meta.id,
         meta.name
             .as_deref()
@@ -76,9 +80,8 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         meta.model.as_deref().unwrap_or("-"),
         output::ago(&agent_db::gotime::now(), &meta.updated_at),
         output::utc(&meta.updated_at).unwrap_or_else(|| meta.updated_at.clone()),
-        loaded.messages.len(),
-        table::tokens(loaded.total_tokens(), exact),
-        if exact { "" } else { " (estimated)" },
+        context_line(&meta),
+        counted_line(&meta, &loaded),
     );
     if let Some(p) = &meta.parent {
         s.push_str(&format!("  child session (a subagent's) of {p}\n"));
@@ -116,6 +119,48 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
     }
     output::page(ui, &s, args.no_pager)?;
     Ok(0)
+}
+
+/// The stored context and its utilization: the figure `list` and `compact` give.
+fn context_line(meta: &agent_db::store::ConversationMeta) -> String {
+    let stored = |n: i64| table::thousands(n.max(0) as usize);
+    match (
+        meta.utilization(None),
+        meta.current_context,
+        meta.max_context,
+    ) {
+        (Some(u), Some(c), Some(m)) if m > 0 => format!(
+            "context: {} of the window ({} of {} tokens, as stored)",
+            table::percent(u),
+            stored(c),
+            stored(m)
+        ),
+        (_, Some(c), _) => format!(
+            "context: {} tokens stored, no context window known",
+            stored(c)
+        ),
+        _ => "context: none recorded".to_string(),
+    }
+}
+
+/// The messages shown and agent-db's count of their tokens; the agent's own message count
+/// beside it when it differs (it may count rows the agent does not load, or load several
+/// messages from one row).
+fn counted_line(meta: &agent_db::store::ConversationMeta, loaded: &plan::Loaded) -> String {
+    let exact = loaded.format.tokens_exact();
+    let n = loaded.messages.len();
+    let stored = match meta.message_count {
+        Some(c) if c >= 0 && c as usize != n => {
+            format!(" ({} stored)", table::thousands(c as usize))
+        }
+        _ => String::new(),
+    };
+    format!(
+        "{} messages{stored}, {} tokens counted by agent-db{}",
+        table::thousands(n),
+        table::tokens(loaded.total_tokens(), exact),
+        if exact { "" } else { " (estimated)" },
+    )
 }
 
 fn role_name(r: Role) -> &'static str {

@@ -146,7 +146,7 @@ fn build_llm(loaded: &Settings) -> Result<Built> {
         s.api_key_source
             .as_deref()
             .unwrap_or("nowhere: local server"),
-        budget,
+        crate::util::thousands(budget),
         if price.is_none() {
             "; no price known for this model, cost not reported"
         } else {

@@ -12,6 +12,10 @@ use serde_json::{Map, Value};
 /// The JSON contract's version.
 pub const VERSION: u32 = 1;
 
+/// `list --json`'s version: 2 since `conversations` holds the selected conversations only
+/// (skipped ones moved to `skipped`, unreadable ones to `failed`).
+pub const LIST_VERSION: u32 = 2;
+
 /// The envelope of `command` followed by `fields` (an object; its keys keep their order).
 pub fn envelope(command: &str, fields: Value) -> Value {
     let mut doc = Map::new();
@@ -52,13 +56,25 @@ pub struct Stream<W: Write> {
 impl<W: Write> Stream<W> {
     /// Write the envelope, the `head` members and the array's opening bracket.
     pub fn start(
-        mut out: W,
+        out: W,
         command: &str,
         head: &[(&str, Value)],
         array: &str,
         layout: Layout,
     ) -> std::io::Result<Stream<W>> {
-        let mut text = format!("{{\"version\":{VERSION},\"command\":{}", quoted(command));
+        Stream::start_versioned(out, VERSION, command, head, array, layout)
+    }
+
+    /// [`Stream::start`] of a document at its own `version` (`list` is at [`LIST_VERSION`]).
+    pub fn start_versioned(
+        mut out: W,
+        version: u32,
+        command: &str,
+        head: &[(&str, Value)],
+        array: &str,
+        layout: Layout,
+    ) -> std::io::Result<Stream<W>> {
+        let mut text = format!("{{\"version\":{version},\"command\":{}", quoted(command));
         for (k, v) in head {
             text.push_str(&format!(",{}:{}", quoted(k), compact(v)));
         }

@@ -70,8 +70,36 @@ impl Ui {
     /// A status line on stderr (suppressed by `--quiet`).
     pub fn status(&self, msg: &str) {
         if !self.quiet {
-            eprintln!("{msg}");
+            let text: Vec<String> = msg.lines().map(|l| self.wrap("", "", "  ", l)).collect();
+            eprintln!("{}", text.join("\n"));
         }
+    }
+
+    /// `head` then `text`, wrapped at word boundaries to the terminal's width under `indent`
+    /// when stderr is a terminal (as notes are), as it is otherwise. `plain` is `head` without
+    /// colour, for its width.
+    fn wrap(&self, head: &str, plain: &str, indent: &str, text: &str) -> String {
+        if !self.stderr_tty {
+            return format!("{head}{text}");
+        }
+        let width = usize::from(stderr_width()).max(plain.chars().count() + 20);
+        let first = " ".repeat(plain.chars().count());
+        let opts = textwrap::Options::new(width)
+            .initial_indent(&first)
+            .subsequent_indent(indent)
+            .break_words(false);
+        let lines = textwrap::wrap(text, opts);
+        let mut out = String::new();
+        for (i, l) in lines.iter().enumerate() {
+            if i == 0 {
+                out.push_str(head);
+                out.push_str(l.get(first.len()..).unwrap_or("").trim_end());
+            } else {
+                out.push('\n');
+                out.push_str(l.trim_end());
+            }
+        }
+        out
     }
 
     /// A warning on stderr about a likely mistake (`warning: …`). Never suppressed: a cron job
@@ -92,14 +120,22 @@ impl Ui {
         let mut err = std::io::stderr().lock();
         let mut lines = msg.lines();
         let first = lines.next().unwrap_or("");
-        let _ = writeln!(err, "{} {first}", label.paint(self.stderr_color));
+        let head = |l: Label| {
+            (
+                format!("{} ", l.paint(self.stderr_color)),
+                format!("{} ", l.paint(false)),
+            )
+        };
+        let (h, p) = head(label);
+        let _ = writeln!(err, "{}", self.wrap(&h, &p, "  ", first));
         for l in lines {
             match l.strip_prefix("hint: ") {
-                Some(h) => {
-                    let _ = writeln!(err, "{} {h}", Label::Hint.paint(self.stderr_color));
+                Some(text) => {
+                    let (h, p) = head(Label::Hint);
+                    let _ = writeln!(err, "{}", self.wrap(&h, &p, "  ", text));
                 }
                 None => {
-                    let _ = writeln!(err, "  {l}");
+                    let _ = writeln!(err, "{}", self.wrap("  ", "  ", "  ", l));
                 }
             }
         }
@@ -116,9 +152,13 @@ impl Ui {
     pub fn ask(&self, context: &[String], question: &str) -> bool {
         let mut err = std::io::stderr().lock();
         for line in context {
-            let _ = writeln!(err, "{line}");
+            let _ = writeln!(err, "{}", self.wrap("", "", "  ", line));
         }
-        let _ = write!(err, "{question} [y/N] ");
+        let _ = write!(
+            err,
+            "{} ",
+            self.wrap("", "", "", &format!("{question} [y/N]"))
+        );
         let _ = err.flush();
         drop(err);
         let mut answer = String::new();
@@ -218,6 +258,25 @@ pub fn term_width() -> u16 {
         return w;
     }
     tty_columns().unwrap_or(80)
+}
+
+/// The width stderr's lines wrap at: `COLUMNS`, else stderr's terminal, else 80.
+fn stderr_width() -> u16 {
+    if let Some(w) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .filter(|w| *w > 0)
+    {
+        return w;
+    }
+    // SAFETY: TIOCGWINSZ fills a winsize struct we own; the fd is stderr's.
+    unsafe {
+        let mut ws: libc::winsize = std::mem::zeroed();
+        if libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut ws) == 0 && ws.ws_col > 0 {
+            return ws.ws_col;
+        }
+    }
+    80
 }
 
 fn tty_columns() -> Option<u16> {

@@ -3,7 +3,7 @@
 
 use agent_db::report::{Row, Status, Totals};
 
-use super::table::{self, Kind, Tone};
+use super::table::{self, thousands, Kind, Tone};
 use super::{Ids, Ui};
 
 fn arrow(a: Option<usize>, b: Option<usize>) -> String {
@@ -46,13 +46,17 @@ fn utilization(t: &mut table::Grid, r: &Row) -> String {
 }
 
 /// The retention score, with a numbered note giving the model's share and the artifact
-/// ledger's (for a summary with a ledger) and kept/total of each kind not kept in full.
+/// ledger's (for a summary with a ledger) and, in words, what share of each kind not kept in
+/// full the new history keeps.
 pub fn kept_cell(t: &mut table::Grid, k: &agent_db::retention::Retention) -> String {
     let pct = format!("{:.0}%", k.score * 100.0);
     let parts: Vec<String> = k
         .split()
         .into_iter()
-        .chain(k.partial_kinds().map(|low| format!("kept {low}")))
+        .chain(
+            k.partial_words()
+                .map(|low| format!("the new history keeps {low} of the summarized messages")),
+        )
         .collect();
     if parts.is_empty() {
         pct
@@ -92,10 +96,13 @@ pub fn render(
     name: &dyn Fn(&str) -> String,
     skipped: &[String],
 ) -> std::io::Result<()> {
-    let skipped: String = skipped.iter().map(|l| format!("{l}\n")).collect();
+    // The table and TOTAL on stdout; the conversations the selection skipped are diagnostics,
+    // on stderr (as `list` puts them).
+    let skipped = || skipped.iter().for_each(|l| ui.status(l));
     if rows.is_empty() {
         ui.status("no conversation to compact matched the selectors");
-        return super::out(&skipped);
+        skipped();
+        return Ok(());
     }
     let mut t = table::Grid::new(&COLUMNS);
     t.collapse_constant(&["FORMAT", "WHY", "STRATEGY"]);
@@ -106,7 +113,8 @@ pub fn render(
     }
     super::out(&t.render(ui.style()))?;
     super::out(&totals_lines(ui, totals, dry_run))?;
-    super::out(&skipped)
+    skipped();
+    Ok(())
 }
 
 /// One conversation's cells, in [`COLUMNS`] order.
@@ -185,11 +193,21 @@ fn totals_lines(ui: &Ui, totals: &Totals, dry_run: bool) -> String {
     } else {
         String::new()
     };
+    // After Ctrl-C, the conversations the selection never reached are counted too.
+    let count = match totals.not_visited {
+        0 => format!("{} conversation(s)", thousands(totals.conversations)),
+        n => format!(
+            "{} of {} conversation(s) visited before Ctrl-C ({} not visited)",
+            thousands(totals.conversations),
+            thousands(totals.conversations + n),
+            thousands(n)
+        ),
+    };
     let mut text = format!(
-        "TOTAL {} conversation(s): {verb} {done}, skipped {}, failed {}{tokens}{}\n",
-        totals.conversations,
-        totals.skipped,
-        totals.failed,
+        "TOTAL {count}: {verb} {}, skipped {}, failed {}{tokens}{}\n",
+        thousands(done),
+        thousands(totals.skipped),
+        thousands(totals.failed),
         if dry_run {
             format!("{sep}dry run: nothing was written")
         } else {

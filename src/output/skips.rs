@@ -27,7 +27,10 @@ impl Skips {
     pub fn lines(&self, verbose: bool, ids: &Ids) -> Vec<String> {
         let mut out = Vec::new();
         for (summary, list) in &self.groups {
-            out.push(format!("{} skipped: {summary}", list.len()));
+            out.push(format!(
+                "{} skipped: {summary}",
+                super::table::thousands(list.len())
+            ));
             if verbose {
                 for (id, why) in list {
                     out.push(format!("  {}: {why}", ids.show(id)));

@@ -16,8 +16,11 @@ pub enum Kind {
     Fixed,
     /// Right-aligned, never cut.
     Num,
-    /// May be cut with `…` down to a few characters (names, models, reasons).
+    /// May be cut with `…` down to a few characters (names, reasons).
     Cut,
+    /// May be cut from the front (`…sonnet-4-6`, `…/.kodelet/storage.db`): for values whose end
+    /// tells them apart (models, paths).
+    CutFront,
 }
 
 /// One column: header, kind, and priority (higher is dropped later on a narrow terminal).
@@ -26,6 +29,9 @@ pub struct Col {
     pub header: &'static str,
     pub kind: Kind,
     pub priority: u8,
+    /// The least a cut column keeps before lower-priority columns are dropped (0: a few
+    /// characters).
+    pub min: usize,
 }
 
 pub const fn col(header: &'static str, kind: Kind, priority: u8) -> Col {
@@ -33,6 +39,14 @@ pub const fn col(header: &'static str, kind: Kind, priority: u8) -> Col {
         header,
         kind,
         priority,
+        min: 0,
+    }
+}
+
+impl Col {
+    /// This column, kept at least `min` characters wide while lower-priority ones can go.
+    pub const fn min(self, min: usize) -> Col {
+        Col { min, ..self }
     }
 }
 
@@ -55,10 +69,14 @@ pub struct Style {
 }
 
 /// A table under construction, with numbered notes.
+#[derive(Clone)]
 pub struct Grid {
     cols: Vec<Col>,
     rows: Vec<Vec<(String, Tone)>>,
-    notes: Notes,
+    /// The text of each note reference a cell holds (a [`mark`] in its text), in the order
+    /// they were made. Notes are numbered when the table is drawn, from the references in the
+    /// cells shown: a note whose column is dropped on a narrow terminal is not printed.
+    refs: Vec<String>,
     /// What the rows are, for a note shared by several (`58 conversations: …`).
     subject: &'static str,
     /// Columns that, on a terminal, collapse into a line under the table when every row holds
@@ -74,7 +92,7 @@ impl Grid {
         Grid {
             cols: cols.to_vec(),
             rows: Vec::new(),
-            notes: Notes::default(),
+            refs: Vec::new(),
             subject: "rows",
             collapsible: Vec::new(),
         }
@@ -87,42 +105,64 @@ impl Grid {
         self.collapsible.extend_from_slice(headers);
     }
 
-    /// This grid without its collapsible columns that hold one value on every row, and those
-    /// columns' (header, value).
-    fn without_constant(&self) -> Option<(Grid, Vec<(&'static str, String)>)> {
+    /// The collapsible columns that hold one value on every row (two rows or more).
+    fn constant_cols(&self) -> Vec<usize> {
         if self.rows.len() < 2 {
-            return None;
+            return Vec::new();
         }
-        let constant: Vec<usize> = (0..self.cols.len())
+        (0..self.cols.len())
             .filter(|&i| self.collapsible.contains(&self.cols[i].header))
             .filter(|&i| {
                 let first = &self.rows[0][i].0;
                 !first.is_empty() && self.rows.iter().all(|r| &r[i].0 == first)
             })
-            .collect();
-        if constant.is_empty() {
-            return None;
-        }
-        let keep = |i: &usize| !constant.contains(i);
-        let grid = Grid {
-            cols: (0..self.cols.len())
-                .filter(keep)
-                .map(|i| self.cols[i])
-                .collect(),
+            .collect()
+    }
+
+    /// This grid with only the columns `keep` (indices, in order).
+    fn project(&self, keep: &[usize]) -> Grid {
+        Grid {
+            cols: keep.iter().map(|&i| self.cols[i]).collect(),
             rows: self
                 .rows
                 .iter()
-                .map(|r| (0..r.len()).filter(keep).map(|i| r[i].clone()).collect())
+                .map(|r| keep.iter().map(|&i| r[i].clone()).collect())
                 .collect(),
-            notes: Notes::default(),
+            refs: Vec::new(),
             subject: self.subject,
             collapsible: Vec::new(),
-        };
-        let lines = constant
-            .iter()
-            .map(|&i| (self.cols[i].header, self.rows[0][i].0.clone()))
-            .collect();
-        Some((grid, lines))
+        }
+    }
+
+    /// The notes referred to from the cells of the columns `shown`, numbered in the order they
+    /// are met (row by row, left to right), and each reference's number.
+    fn numbered(&self, shown: &[bool]) -> (Notes, std::collections::HashMap<usize, usize>) {
+        let mut notes = Notes::default();
+        let mut number = std::collections::HashMap::new();
+        for r in &self.rows {
+            for (i, (text, _)) in r.iter().enumerate() {
+                if shown[i] {
+                    for k in marks(text) {
+                        number.insert(k, notes.add(&self.refs[k]));
+                    }
+                }
+            }
+        }
+        (notes, number)
+    }
+
+    /// This grid with each note reference replaced by its number.
+    fn resolved(&self, number: &std::collections::HashMap<usize, usize>) -> Grid {
+        let mut g = self.clone();
+        g.refs.clear();
+        for r in &mut g.rows {
+            for (text, _) in r.iter_mut() {
+                if text.contains(MARK_OPEN) {
+                    *text = resolve(text, number);
+                }
+            }
+        }
+        g
     }
 
     pub fn row(&mut self, cells: Vec<(String, Tone)>) {
@@ -134,25 +174,48 @@ impl Grid {
         self.subject = subject;
     }
 
-    /// The number of the note for `text`, 1-based: texts that are the same sentence, numbers
-    /// aside, share one (see [`Notes`]).
-    pub fn note(&mut self, text: &str) -> usize {
-        self.notes.add(text)
+    /// A reference to the note for `text`, to put in a cell (`format!("skipped [{}]", …)`): it
+    /// becomes the note's number when the table is drawn. Texts that are the same sentence,
+    /// numbers aside, share one note (see [`Notes`]).
+    pub fn note(&mut self, text: &str) -> String {
+        self.refs.push(text.to_string());
+        format!("{MARK_OPEN}{}{MARK_CLOSE}", self.refs.len() - 1)
     }
 
     pub fn render(&self, style: Style) -> String {
-        let mut s = match (style.width, self.without_constant()) {
-            (Some(w), Some((grid, same))) => {
-                let mut s = grid.fitted(w as usize, style.color);
-                for (header, value) in same {
-                    s.push_str(&format!("{}: {value} (all rows)\n", header.to_lowercase()));
-                }
-                s
-            }
-            (Some(w), None) => self.fitted(w as usize, style.color),
-            (None, _) => self.plain(style.color),
+        let all = vec![true; self.cols.len()];
+        let Some(w) = style.width else {
+            let (notes, number) = self.numbered(&all);
+            let mut s = self.resolved(&number).plain(style.color);
+            s.push_str(&notes.render(self.subject, None));
+            return s;
         };
-        s.push_str(&self.notes.render(self.subject, style.width));
+        // The layout is decided with every note numbered (numbers only get smaller after).
+        let (_, number) = self.numbered(&all);
+        let full = self.resolved(&number);
+        let constant = full.constant_cols();
+        let rest: Vec<usize> = (0..self.cols.len())
+            .filter(|i| !constant.contains(i))
+            .collect();
+        let shown_rest = full.project(&rest).visible(w as usize);
+        // Notes only for what is on screen: the shown columns and the collapsed lines.
+        let mut on_screen = vec![false; self.cols.len()];
+        for &i in &constant {
+            on_screen[i] = true;
+        }
+        for (pos, &i) in rest.iter().enumerate() {
+            on_screen[i] = shown_rest[pos];
+        }
+        let (notes, number) = self.numbered(&on_screen);
+        let g = self.resolved(&number);
+        let mut s = g
+            .project(&rest)
+            .fitted_shown(w as usize, style.color, &shown_rest);
+        for &i in &constant {
+            let header = self.cols[i].header.to_lowercase();
+            s.push_str(&format!("{header}: {} (all rows)\n", g.rows[0][i].0));
+        }
+        s.push_str(&notes.render(self.subject, style.width));
         s
     }
 
@@ -196,7 +259,9 @@ impl Grid {
     fn min_width(&self, i: usize, c: &Col) -> usize {
         let natural = self.natural(i);
         match c.kind {
-            Kind::Cut => natural.min(MIN_CUT.max(c.header.chars().count())),
+            Kind::Cut | Kind::CutFront => {
+                natural.min(MIN_CUT.max(c.header.chars().count()).max(c.min))
+            }
             _ => natural,
         }
     }
@@ -213,7 +278,8 @@ impl Grid {
                 .iter()
                 .copied()
                 .filter(|&i| {
-                    self.cols[i].kind == Kind::Cut && w[i] > self.min_width(i, &self.cols[i])
+                    matches!(self.cols[i].kind, Kind::Cut | Kind::CutFront)
+                        && w[i] > self.min_width(i, &self.cols[i])
                 })
                 .max_by_key(|&i| (u8::MAX - self.cols[i].priority, w[i], usize::MAX - i));
             match widest {
@@ -227,8 +293,8 @@ impl Grid {
         w
     }
 
-    fn fitted(&self, width: usize, color: bool) -> String {
-        let shown = self.visible(width);
+    fn fitted_shown(&self, width: usize, color: bool, shown: &[bool]) -> String {
+        let shown = shown.to_vec();
         let widths = self.allocate(&shown, width);
         let idx: Vec<usize> = (0..self.cols.len()).filter(|i| shown[*i]).collect();
         let mut t = Table::new();
@@ -252,7 +318,11 @@ impl Grid {
         for r in &self.rows {
             let mut row = Row::from(idx.iter().map(|&i| {
                 let (text, tone) = &r[i];
-                let c = Cell::new(cut(&one_line(text), widths[i]));
+                let text = match self.cols[i].kind {
+                    Kind::CutFront => cut_front(&one_line(text), widths[i]),
+                    _ => cut(&one_line(text), widths[i]),
+                };
+                let c = Cell::new(text);
                 match (color, tone_color(*tone)) {
                     (true, Some(col)) => c.fg(col),
                     _ => c,
@@ -357,6 +427,49 @@ impl std::fmt::Display for Grid {
     }
 }
 
+/// Where a note reference starts and ends in a cell's text (private-use characters no text
+/// holds).
+const MARK_OPEN: char = '\u{E000}';
+const MARK_CLOSE: char = '\u{E001}';
+
+/// The note references in `text`, in order.
+fn marks(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(a) = rest.find(MARK_OPEN) {
+        let after = &rest[a + MARK_OPEN.len_utf8()..];
+        let Some(b) = after.find(MARK_CLOSE) else {
+            break;
+        };
+        if let Ok(k) = after[..b].parse() {
+            out.push(k);
+        }
+        rest = &after[b + MARK_CLOSE.len_utf8()..];
+    }
+    out
+}
+
+/// `text` with each note reference replaced by its number.
+fn resolve(text: &str, number: &std::collections::HashMap<usize, usize>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(a) = rest.find(MARK_OPEN) {
+        out.push_str(&rest[..a]);
+        let after = &rest[a + MARK_OPEN.len_utf8()..];
+        let Some(b) = after.find(MARK_CLOSE) else {
+            rest = after;
+            break;
+        };
+        let n = after[..b].parse().ok().and_then(|k| number.get(&k));
+        if let Some(n) = n {
+            out.push_str(&n.to_string());
+        }
+        rest = &after[b + MARK_CLOSE.len_utf8()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn one_line(s: &str) -> String {
     if s.contains(['\n', '\r', '\t']) {
         s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -374,6 +487,28 @@ fn cut(s: &str, w: usize) -> String {
         t.push('…');
         t
     }
+}
+
+/// `s` cut to `w` characters from the front, the first one `…` when cut: whole leading parts
+/// (up to a `/`, `-` or `_`) go first, so the part that tells values apart stays readable
+/// (`anthropic/claude-haiku-4-5` → `…haiku-4-5`, `claude-sonnet-4-6` → `…sonnet-4-6`).
+fn cut_front(s: &str, w: usize) -> String {
+    if text_width(s) <= w {
+        return s.to_string();
+    }
+    let mut rest = s;
+    while text_width(rest) + 1 > w {
+        match rest.find(['/', '-', '_']) {
+            Some(i) if i + 1 < rest.len() => rest = &rest[i + 1..],
+            _ => {
+                let n = text_width(rest);
+                let mut t = String::from("…");
+                t.extend(rest.chars().skip(n + 1 - w.max(1)));
+                return t;
+            }
+        }
+    }
+    format!("…{rest}")
 }
 
 fn text_width(s: &str) -> usize {
@@ -418,20 +553,12 @@ pub fn c(s: impl Into<String>) -> (String, Tone) {
 /// A utilization ratio as the tables show it: `38%` (0.38). Every table uses this one style;
 /// JSON keeps the ratio as a number.
 pub fn percent(ratio: f64) -> String {
-    format!("{:.0}%", ratio * 100.0)
+    agent_db::util::percent(ratio)
 }
 
 /// `12,345`
 pub fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    agent_db::util::thousands(n)
 }
 
 /// Tokens with a `~` when estimated.
@@ -503,8 +630,10 @@ mod tests {
     #[test]
     fn plain_is_aligned_and_one_line_per_row() {
         let mut g = grid();
-        let n = g.note("a long reason");
-        assert_eq!(g.note("a long reason"), n);
+        let a = g.note("a long reason");
+        let b = g.note("a long reason");
+        g.rows[0][3].0 = format!("x [{a}]");
+        g.rows[1][3].0 = format!("y [{b}]");
         let s = g.render(Style {
             width: None,
             color: false,
@@ -523,6 +652,21 @@ mod tests {
             color: true,
         });
         assert!(colored.contains("\x1b[1mID\x1b[0m"));
+    }
+
+    #[test]
+    fn cut_from_the_front_keeps_the_distinguishing_part() {
+        assert_eq!(cut_front("claude-sonnet-4-6", 12), "…sonnet-4-6");
+        assert_eq!(cut_front("anthropic/claude-haiku-4-5", 12), "…haiku-4-5");
+        assert_eq!(cut_front("gpt-4.1-mini", 12), "gpt-4.1-mini");
+        assert_eq!(
+            cut_front("~/.local/share/agent/agent.db", 18),
+            "…agent/agent.db"
+        );
+        assert_eq!(cut_front("abcdefghijklmnop", 8), "…jklmnop");
+        for w in 2..30 {
+            assert!(text_width(&cut_front("anthropic/claude-haiku-4-5", w)) <= w);
+        }
     }
 
     #[test]

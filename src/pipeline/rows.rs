@@ -19,8 +19,31 @@ pub(super) enum Job {
 pub(super) type Early =
     std::result::Result<Option<crate::compact::Prepared>, crate::compact::StrategyError>;
 
-pub(super) fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
+/// The notes of a row: why `--target` cannot be reached (only while the estimate after is over
+/// it: a note never contradicts its row), and why a re-compaction summarized the earlier
+/// summary.
+pub(super) fn row_note(p: &Plan, after: Option<f64>) -> Option<String> {
+    let target = p.target_note.clone().filter(|_| match (after, p.target) {
+        (Some(a), Some(t)) => a > t,
+        _ => true,
+    });
+    let carried = match &p.resummary {
+        Some(crate::plan::Resummary::CarriedSummary(why)) => Some(format!(
+            "summarized from the earlier summary, not the originals: {why}"
+        )),
+        _ => None,
+    };
+    match (target, carried) {
+        (Some(t), Some(c)) => Some(format!("{t}; {c}")),
+        (t, c) => t.or(c),
+    }
+}
+
+/// The figures after compacting to `tokens` of messages: the estimated utilization (in the
+/// units of the stored one), and the row's notes again now that it is known.
+pub(super) fn set_after(row: &mut Row, p: &Plan, tokens: usize) {
+    row.utilization_after = p.landing.map(|l| l.utilization(tokens));
+    row.note = row_note(p, row.utilization_after);
 }
 
 /// The report row for a plan, before the strategy runs.
@@ -36,15 +59,8 @@ pub fn plan_row(p: &Plan) -> Row {
     row.tokens_exact = p.loaded.format.tokens_exact();
     row.messages_before = Some(p.loaded.messages.len());
     row.tokens_before = Some(p.tokens_before());
-    row.utilization_before = p.landing.map(|l| round3(l.before));
-    row.note = p.target_note.clone();
-    if let Some(crate::plan::Resummary::CarriedSummary(why)) = &p.resummary {
-        let fell_back = format!("summarized from the earlier summary, not the originals: {why}");
-        row.note = Some(match row.note.take() {
-            Some(n) => format!("{n}; {fell_back}"),
-            None => fell_back,
-        });
-    }
+    row.utilization_before = p.landing.map(|l| l.before);
+    row.note = row_note(p, None);
     match &p.decision {
         Decision::Compact(s) => {
             let reinsert = usize::from(s.reinsert.is_some());

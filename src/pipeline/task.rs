@@ -9,7 +9,7 @@ use chrono::{DateTime, FixedOffset};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::pool::Pool;
-use super::rows::{plan_row, round3, Early};
+use super::rows::{plan_row, set_after, Early};
 use crate::compact::swap::{self, NewHistory};
 use crate::compact::{HeadInput, Rewrite, Strategy, StrategyError, Summary};
 use crate::error::Error;
@@ -227,6 +227,12 @@ async fn land(
     {
         return Err(unchanged(row, why));
     }
+    if let Some(w) = far_under_target(row, &plan, landed.offline()) {
+        row.note = Some(match row.note.take() {
+            Some(n) => format!("{n}; {w}"),
+            None => w,
+        });
+    }
     if let Some(sink) = &ctx.proposals {
         return super::review::capture(sink, &plan, &rewrite, &new, row, &label, landed.as_ref());
     }
@@ -250,6 +256,22 @@ async fn land(
     row.compaction_id = Some(compaction_id);
     hooks_after(&plan, ctx, row, &label, summary.as_deref(), compaction_id).await;
     Ok(Status::Compacted)
+}
+
+/// A warning for an offline summary that lands far under `--target` (at half of it or less)
+/// while keeping under half of what it summarized: the room was not needed, the detail was.
+fn far_under_target(row: &Row, plan: &Plan, offline: bool) -> Option<String> {
+    let (after, target) = (row.utilization_after?, plan.target?);
+    let kept = row.retention.as_ref()?.score;
+    (offline && after <= target / 2.0 && kept < 0.5).then(|| {
+        format!(
+            "landed at {}, far under --target {target}, keeping only {} of the artifacts of what it \
+             summarized (file paths, commands, errors): detail was lost for room not needed; \
+             a larger --keep-tokens, or --strategy llm, keeps more",
+            crate::util::percent(after),
+            crate::util::percent(kept)
+        )
+    })
 }
 
 /// `retention 62.0% < 80.0%`.
@@ -338,7 +360,7 @@ fn estimate(
                     + usize::from(split.reinsert.is_some()),
             );
             row.tokens_after = Some(after);
-            row.utilization_after = plan.landing.map(|l| round3(l.utilization(after)));
+            set_after(row, plan, after);
             row.cost_usd = est.cost_usd;
             if let Some(why) = min_saving
                 .and_then(|m| crate::plan::too_little_saved(plan.tokens_before(), after, m))
@@ -532,7 +554,7 @@ pub(super) fn retention_of(
 pub(super) fn record_after(row: &mut Row, plan: &Plan, new: &NewHistory) {
     row.messages_after = Some(new.messages);
     row.tokens_after = Some(new.tokens);
-    row.utilization_after = plan.landing.map(|l| round3(l.utilization(new.tokens)));
+    set_after(row, plan, new.tokens);
 }
 
 /// The audit row's `details`: the run's facts, the spend, the hooks and the format.
@@ -578,6 +600,11 @@ fn audit_details(
     }
     if let (Provenance::Strategy, Some(r)) = (provenance, resummary_detail(plan, rewrite)) {
         obj.insert("resummary".into(), r);
+    }
+    if let (Some(l), Some(t)) = (plan.landing, row.tokens_after) {
+        // The context after, in the agent's units: what a listing reports for a store that
+        // records no context of its own until the agent's next turn (opencode).
+        obj.insert("context_after".into(), l.context(t).into());
     }
     obj.insert("format".into(), plan.loaded.format.name().into());
     obj.insert("keep_tokens".into(), plan.keep_tokens.into());
@@ -665,7 +692,7 @@ pub(super) fn compaction_of(
         tail_start: split.cut,
         reinsert: split.reinsert,
         // What the agent will send next: the new history plus the fixed overhead.
-        context_after: new.tokens + plan.landing.map_or(0, |l| l.overhead),
+        context_after: plan.landing.map_or(new.tokens, |l| l.context(new.tokens)),
         history: new.raw_messages,
         call_ids: new.call_ids,
         model,

@@ -87,6 +87,20 @@ impl Kind {
         }
     }
 
+    /// The kind in words, plural (`file paths`), for notes a user reads.
+    pub fn words(self) -> &'static str {
+        match self {
+            Kind::Path => "file paths",
+            Kind::Command => "commands",
+            Kind::Error => "error messages",
+            Kind::Identifier => "identifiers",
+            Kind::Url => "URLs",
+            Kind::Rule => "rules the user gave",
+            Kind::Todo => "open to-dos",
+            Kind::Latest => "latest instruction",
+        }
+    }
+
     /// Whether it matches verbatim (else by words).
     fn verbatim(self) -> bool {
         matches!(
@@ -217,6 +231,28 @@ impl Retention {
         match self.partial_kinds() {
             Some(low) => format!("{pct} ({low})"),
             None => pct,
+        }
+    }
+
+    /// The kinds not kept in full in plain words, as a share of each (`25% of the file paths
+    /// and 0% of the error messages`); `None` when every artifact was kept.
+    pub fn partial_words(&self) -> Option<String> {
+        let low: Vec<String> = self
+            .by_kind
+            .iter()
+            .filter(|(_, c)| c.kept < c.total)
+            .map(|(k, c)| {
+                format!(
+                    "{:.0}% of the {}",
+                    100.0 * c.kept as f64 / c.total as f64,
+                    k.words()
+                )
+            })
+            .collect();
+        match low.len() {
+            0 => None,
+            1 => Some(low[0].clone()),
+            n => Some(format!("{} and {}", low[..n - 1].join(", "), low[n - 1])),
         }
     }
 

@@ -646,12 +646,30 @@ pub fn utilization(
     max: Option<i64>,
     context_limit: Option<i64>,
 ) -> Option<f64> {
+    if corrupt_usage(current, max).is_some() {
+        return None;
+    }
     let current = current?;
     let max = match max {
         Some(m) if m > 0 => m,
         _ => context_limit.filter(|l| *l > 0)?,
     };
     Some(current as f64 / max as f64)
+}
+
+/// Why a stored context and window cannot be a conversation's usage (a negative count), if
+/// they cannot: such a conversation is reported by name with this reason, not counted with
+/// those whose window is unknown.
+pub fn corrupt_usage(current: Option<i64>, max: Option<i64>) -> Option<String> {
+    match (current, max) {
+        (Some(c), _) if c < 0 => Some(format!(
+            "its stored usage is corrupt: a context of {c} tokens (negative)"
+        )),
+        (_, Some(m)) if m < 0 => Some(format!(
+            "its stored usage is corrupt: a context window of {m} tokens (negative)"
+        )),
+        _ => None,
+    }
 }
 
 /// `--all-over RATIO`'s rule, written once: a utilization at or over the ratio is selected.
@@ -688,7 +706,9 @@ impl Prefilter {
         let Some(ratio) = self.all_over else {
             return true;
         };
+        // A corrupt usage is reported (by name), never dropped.
         utilization(current, max, self.context_limit).is_none_or(|u| over_threshold(u, ratio))
+            || corrupt_usage(current, max).is_some()
     }
 }
 

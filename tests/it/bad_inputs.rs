@@ -250,20 +250,26 @@ fn set(env: &Env, id: &str, column: &str, value: &str, both: bool) {
     }
 }
 
+/// The rows of a document: `list` keeps the skipped and the unreadable apart, after the
+/// selected ones.
+fn all_rows(doc: &Value) -> Vec<&Value> {
+    let mut rows: Vec<&Value> = doc["conversations"].as_array().unwrap().iter().collect();
+    for more in ["skipped", "failed"] {
+        rows.extend(doc[more].as_array().into_iter().flatten());
+    }
+    rows
+}
+
 fn row_of<'a>(doc: &'a Value, id: &str) -> &'a Value {
-    doc["conversations"]
-        .as_array()
-        .unwrap()
-        .iter()
+    all_rows(doc)
+        .into_iter()
         .find(|r| r["id"] == id)
         .unwrap_or_else(|| panic!("no row for {id} in {doc}"))
 }
 
 fn statuses(doc: &Value) -> Vec<(String, String)> {
-    doc["conversations"]
-        .as_array()
-        .unwrap()
-        .iter()
+    all_rows(doc)
+        .into_iter()
         .map(|r| {
             (
                 r["id"].as_str().unwrap().to_string(),

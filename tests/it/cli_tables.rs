@@ -255,14 +255,36 @@ fn compact_dry_run_groups_the_notes_of_many_conversations() {
         let Some(by_kind) = r["retention"]["by_kind"].as_object() else {
             continue;
         };
+        // In words: the share of each kind, `A`, `A and B` or `A, B and C`.
+        let words = |k: &str| match k {
+            "path" => "file paths",
+            "command" => "commands",
+            "error" => "error messages",
+            "identifier" => "identifiers",
+            "url" => "URLs",
+            "rule" => "rules the user gave",
+            "todo" => "open to-dos",
+            _ => "latest instruction",
+        };
         let low: Vec<String> = by_kind
             .iter()
             .filter(|(_, c)| c["kept"].as_u64() < c["total"].as_u64())
-            .map(|(k, c)| format!("{k} {}/{}", c["kept"], c["total"]))
+            .map(|(k, c)| {
+                let share = 100.0 * c["kept"].as_f64().unwrap() / c["total"].as_f64().unwrap();
+                format!("{share:.0}% of the {}", words(k))
+            })
             .collect();
         if !low.is_empty() {
             let id = r["id"].as_str().unwrap().to_string();
-            reasons.push((id, "kept", format!("kept {}", low.join(", "))));
+            let list = match low.len() {
+                1 => low[0].clone(),
+                n => format!("{} and {}", low[..n - 1].join(", "), low[n - 1]),
+            };
+            reasons.push((
+                id,
+                "kept",
+                format!("the new history keeps {list} of the summarized messages"),
+            ));
         }
     }
     assert!(

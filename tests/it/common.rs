@@ -201,11 +201,28 @@ pub fn json(mut c: assert_cmd::Command) -> (serde_json::Value, i32) {
 }
 
 /// The ids of `conversations` rows in a JSON document with the given status.
+/// Every row of a `list` or `compact` document, owned: `conversations`, then (`list --json`)
+/// `skipped` and `failed`.
+pub fn all_rows(doc: &serde_json::Value) -> Vec<serde_json::Value> {
+    let mut rows: Vec<serde_json::Value> =
+        doc["conversations"].as_array().cloned().unwrap_or_default();
+    for more in ["skipped", "failed"] {
+        rows.extend(doc[more].as_array().into_iter().flatten().cloned());
+    }
+    rows
+}
+
+/// (`list --json` puts skipped rows in `skipped` and unreadable ones in `failed`.)
 pub fn ids_with_status(doc: &serde_json::Value, status: &str) -> Vec<String> {
-    doc["conversations"]
+    let mut rows: Vec<&serde_json::Value> = doc["conversations"]
         .as_array()
         .expect("conversations array")
         .iter()
+        .collect();
+    for more in ["skipped", "failed"] {
+        rows.extend(doc[more].as_array().into_iter().flatten());
+    }
+    rows.into_iter()
         .filter(|r| r["status"] == status)
         .map(|r| r["id"].as_str().expect("id").to_string())
         .collect()
@@ -215,9 +232,7 @@ pub fn ids_with_status(doc: &serde_json::Value, status: &str) -> Vec<String> {
 pub fn counts_and_times_of(
     doc: &serde_json::Value,
 ) -> std::collections::BTreeMap<String, (i64, String)> {
-    doc["conversations"]
-        .as_array()
-        .unwrap()
+    all_rows(doc)
         .iter()
         .map(|r| {
             let id = r["id"].as_str().unwrap().to_string();
@@ -443,3 +458,16 @@ pub fn archived_bytes(c: &Connection, filter: &str, param: &dyn rusqlite::ToSql)
 /// The archive's stored size as the test's SQL sees it: `value` bytes plus packed bytes.
 pub const ARCHIVE_BYTES_SQL: &str =
     "SELECT COALESCE(SUM(COALESCE(LENGTH(CAST(value AS BLOB)), 0) + COALESCE(LENGTH(packed), 0)), 0) FROM agent_db_archive";
+
+/// `ids` (in a store's listing order) as a `list --json` document orders them: the selected
+/// first, then the skipped and the unreadable, each in listing order.
+pub fn in_list_json_order(doc: &serde_json::Value, mut ids: Vec<String>) -> Vec<String> {
+    let selected: std::collections::HashSet<String> = doc["conversations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["id"].as_str().map(str::to_string))
+        .collect();
+    ids.sort_by_key(|id| !selected.contains(id));
+    ids
+}

@@ -246,11 +246,9 @@ fn compact(da: &Da, args: &[&str]) -> Value {
     doc
 }
 
-fn row<'a>(doc: &'a Value, id: &str) -> &'a Value {
-    doc["conversations"]
-        .as_array()
-        .unwrap()
-        .iter()
+fn row(doc: &Value, id: &str) -> Value {
+    crate::common::all_rows(doc)
+        .into_iter()
         .find(|r| r["id"] == id)
         .unwrap_or_else(|| panic!("no row for {id}: {doc:#}"))
 }
@@ -291,7 +289,7 @@ fn e2e_list_show_and_dry_run_leave_the_file_alone() {
     });
     assert_eq!(code, 0);
     assert_eq!(doc["store"]["kind"], "docker-agent");
-    let rows = doc["conversations"].as_array().unwrap();
+    let rows = crate::common::all_rows(&doc);
     assert_eq!(rows.len(), 1, "{doc:#}");
     let r = &rows[0];
     assert_eq!(r["id"], E2E_SESSION);
@@ -546,7 +544,7 @@ fn generated_generations_have_their_schema() {
         c.args(["list", "--json"]);
         c
     });
-    let listed = doc["conversations"].as_array().unwrap().len();
+    let listed = crate::common::all_rows(&doc).len();
     assert_eq!(
         listed.to_string(),
         modern.one("SELECT COUNT(*) FROM sessions WHERE parent_id IS NULL")
@@ -730,7 +728,7 @@ fn generated_store_under_all_over() {
         c
     });
     assert_eq!(code, 0);
-    let rows = doc["conversations"].as_array().unwrap();
+    let rows = crate::common::all_rows(&doc);
     let unknown: Vec<&Value> = rows
         .iter()
         .filter(|r| r["model"] == "qwen3-coder:30b" || r["model"] == "llama3.1:70b")
@@ -764,7 +762,7 @@ fn generated_store_under_all_over() {
         ]);
         c
     });
-    for r in doc["conversations"].as_array().unwrap() {
+    for r in crate::common::all_rows(&doc) {
         if r["model"] == "qwen3-coder:30b" || r["model"] == "llama3.1:70b" {
             assert_eq!(r["status"], "selected", "{r:#}");
         }
@@ -813,13 +811,9 @@ fn generated_store_under_all_over() {
         c
     });
     assert!(
-        doc["conversations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["detail"]
-                .as_str()
-                .is_some_and(|d| d.starts_with("active"))),
+        crate::common::all_rows(&doc).iter().any(|r| r["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("active"))),
         "{doc:#}"
     );
 }
@@ -959,7 +953,7 @@ fn config_context_limits_give_unknown_models_a_window() {
     });
     assert_eq!(code, 0);
     let mut seen = 0;
-    for r in doc["conversations"].as_array().unwrap() {
+    for r in crate::common::all_rows(&doc) {
         let want = match r["model"].as_str() {
             Some("qwen3-coder:30b") => 262_144,
             Some("llama3.1:70b") => 131_072,
@@ -1007,9 +1001,7 @@ fn prefiltered_listing_keeps_docker_agents_order() {
     cmd.args(["list", "--all-over", "0", "--idle", "0", "--json"]);
     let (doc, code) = json(cmd);
     assert_eq!(code, 0, "{doc}");
-    let got: Vec<String> = doc["conversations"]
-        .as_array()
-        .unwrap()
+    let got: Vec<String> = crate::common::all_rows(&doc)
         .iter()
         .map(|r| r["id"].as_str().unwrap().to_string())
         .collect();
@@ -1023,6 +1015,7 @@ fn prefiltered_listing_keeps_docker_agents_order() {
         .map(|r| r[0].clone())
         .filter(|id| got.contains(id))
         .collect();
+    let want = crate::common::in_list_json_order(&doc, want);
     assert_eq!(got, want);
     for id in [&roots[1], &roots[5], &roots[9]] {
         assert!(got.contains(id), "{id} reported");
@@ -1455,7 +1448,7 @@ fn fallback_passes_over_prune_on_an_append_only_store() {
             "--fallback",
         ],
     );
-    let rows = doc["conversations"].as_array().unwrap();
+    let rows = crate::common::all_rows(&doc);
     let mut refused = 0;
     for r in rows {
         if r["status"] == "compacted" {

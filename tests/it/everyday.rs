@@ -520,7 +520,7 @@ fn list_json_has_rfc3339_utc_times() {
     let mut c = env.cmd();
     c.args(["list", "--json"]);
     let (doc, _) = json(c);
-    for r in doc["conversations"].as_array().unwrap() {
+    for r in crate::common::all_rows(&doc) {
         let raw = r["updated_at"].as_str().unwrap();
         let utc = r["updated_at_utc"].as_str().unwrap();
         let parsed = chrono::DateTime::parse_from_rfc3339(utc).expect("RFC 3339");

@@ -621,6 +621,15 @@ fn regex_lite_ratio(s: &str) -> Option<String> {
 /// it runs and then takes a second; SIGINT (Ctrl-C) goes to agent-db while the first
 /// conversation's hook runs. Returns what agent-db printed and its exit status.
 pub fn interrupted_compaction(env: &Env, ids: &[String]) -> (std::process::Output, PathBuf) {
+    let mut args: Vec<String> = ["--concurrency", "1", "--keep-tokens", "300"]
+        .map(String::from)
+        .to_vec();
+    args.extend(ids.iter().cloned());
+    interrupted_compaction_with(env, &args)
+}
+
+/// [`interrupted_compaction`] with `compact`'s arguments given.
+pub fn interrupted_compaction_with(env: &Env, args: &[String]) -> (std::process::Output, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let marks = env.dir.path().join("marks");
     std::fs::create_dir_all(&marks).unwrap();
@@ -640,8 +649,8 @@ pub fn interrupted_compaction(env: &Env, ids: &[String]) -> (std::process::Outpu
     c.current_dir(env.dir.path())
         .arg("--db")
         .arg(&env.db)
-        .args(["compact", "--concurrency", "1", "--keep-tokens", "300"])
-        .args(ids)
+        .arg("compact")
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let child = c.spawn().unwrap();
@@ -655,6 +664,52 @@ pub fn interrupted_compaction(env: &Env, ids: &[String]) -> (std::process::Outpu
         libc::kill(child.id() as i32, libc::SIGINT);
     }
     (child.wait_with_output().unwrap(), marks)
+}
+
+/// Ctrl-C in a batch whose selection had not reached every conversation: the TOTAL line counts
+/// the ones never visited instead of leaving them out, as do the JSON totals.
+#[test]
+fn ctrl_c_counts_the_conversations_the_selection_never_reached() {
+    let env = Env::generated(40, 21, &[]);
+    let mut list = env.cmd();
+    list.args(["list", "--all-over", "0", "--ids"]);
+    let selected = String::from_utf8(list.output().unwrap().stdout)
+        .unwrap()
+        .lines()
+        .count();
+    assert!(selected > 10, "{selected}");
+    let args: Vec<String> = [
+        "--all-over",
+        "0",
+        "--yes",
+        "--jobs",
+        "1",
+        "--concurrency",
+        "1",
+        "--keep-tokens",
+        "300",
+    ]
+    .map(String::from)
+    .to_vec();
+    let (out, _) = interrupted_compaction_with(&env, &args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stdout}\n{stderr}");
+    let total = stdout
+        .lines()
+        .find(|l| l.starts_with("TOTAL "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let rows = stdout
+        .lines()
+        .filter(|l| l.contains("compacted") || l.contains("skipped"))
+        .count();
+    assert!(
+        total.contains(&format!(
+            " of {selected} conversation(s) visited before Ctrl-C"
+        )),
+        "{total}\n{stdout}\nrows {rows}"
+    );
+    assert!(stderr.contains("not visited)"), "{stderr}");
 }
 
 /// Conversations with enough messages to compact, for [`interrupted_compaction`].

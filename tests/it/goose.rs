@@ -301,7 +301,7 @@ fn auto_detection_and_agent_flag_find_the_default_path() {
         let (doc, code) = json(c);
         assert_eq!(code, 0);
         assert_eq!(doc["store"]["kind"], "goose");
-        assert_eq!(doc["conversations"].as_array().unwrap().len(), 3);
+        assert_eq!(crate::common::all_rows(&doc).len(), 3);
     }
 }
 
@@ -335,9 +335,7 @@ fn bad_rows_fail_only_their_session_or_follow_goose() {
     let doc = compact(&g, &["--all-over", "0.7", "--strategy", "extractive"]);
     let failed = ids_with_status(&doc, "failed");
     assert_eq!(failed, vec![broken.clone()], "{doc:#}");
-    let reason = doc["conversations"]
-        .as_array()
-        .unwrap()
+    let reason = crate::common::all_rows(&doc)
         .iter()
         .find(|r| r["id"] == broken.as_str())
         .unwrap()["detail"]
@@ -554,7 +552,7 @@ fn below_v3_sessions_are_listed_but_not_compacted() {
         c
     });
     assert_eq!(code, 0);
-    assert_eq!(doc["conversations"].as_array().unwrap().len(), 10);
+    assert_eq!(crate::common::all_rows(&doc).len(), 10);
     let id = big_session(&g);
     let doc = compact(&g, &["--id", &id, "--strategy", "extractive"]);
     let row = &doc["conversations"][0];
@@ -593,7 +591,7 @@ fn prune_without_a_place_for_its_notes_skips_the_session() {
 #[test]
 fn a_session_without_usage_is_skipped_in_its_stores_words() {
     let detail = |doc: &Value, id: &str| -> String {
-        let rows = doc["conversations"].as_array().unwrap();
+        let rows = crate::common::all_rows(doc);
         let row = rows
             .iter()
             .find(|r| r["id"] == id)
@@ -977,9 +975,7 @@ fn prefiltered_listing_keeps_gooses_order() {
         c
     });
     assert_eq!(code, 0, "{doc}");
-    let got: Vec<String> = doc["conversations"]
-        .as_array()
-        .unwrap()
+    let got: Vec<String> = crate::common::all_rows(&doc)
         .iter()
         .map(|r| r["id"].as_str().unwrap().to_string())
         .collect();
@@ -988,6 +984,7 @@ fn prefiltered_listing_keeps_gooses_order() {
         .into_iter()
         .filter(|id| got.contains(id))
         .collect();
+    let want = crate::common::in_list_json_order(&doc, want);
     assert_eq!(got, want);
     assert!(got.len() >= 25, "{}", got.len());
     let (doc, _) = json({
@@ -1188,9 +1185,7 @@ fn session_image(g: &G, id: &str) -> Vec<String> {
 #[test]
 fn a_session_whose_provider_manages_its_own_context_is_left_alone() {
     let row = |doc: &Value, id: &str| -> Value {
-        doc["conversations"]
-            .as_array()
-            .unwrap()
+        crate::common::all_rows(doc)
             .iter()
             .find(|r| r["id"] == id)
             .unwrap_or_else(|| panic!("{id} not reported: {doc:#}"))
@@ -1343,9 +1338,7 @@ fn the_batch_left_alone_answer_follows_provider_name_whatever_it_holds() {
     }
     assert_eq!(want.len(), 3, "{want:?}");
     let left_alone = |doc: &Value| -> BTreeSet<String> {
-        doc["conversations"]
-            .as_array()
-            .unwrap()
+        crate::common::all_rows(doc)
             .iter()
             .filter(|r| r["status"] == "skipped")
             .filter(|r| {

@@ -81,9 +81,7 @@ impl S {
             "extractive",
             "--dry-run",
         ]);
-        let row = doc["conversations"]
-            .as_array()
-            .unwrap()
+        let row = crate::common::all_rows(&doc)
             .iter()
             .find(|r| r["status"] == "planned")
             .unwrap_or_else(|| panic!("no session planned: {doc:#}"))

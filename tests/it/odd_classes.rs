@@ -202,9 +202,7 @@ fn agent(db: &Path, args: &[&str]) -> (i32, Value, String) {
 
 /// (status, detail) by conversation of a compact report.
 fn statuses(doc: &Value) -> BTreeMap<String, (String, String)> {
-    doc["conversations"]
-        .as_array()
-        .expect("conversations")
+    crate::common::all_rows(doc)
         .iter()
         .map(|r| {
             let s = |k: &str| r[k].as_str().unwrap_or("").to_string();

@@ -148,9 +148,7 @@ fn json_of(out: &Out, what: &str) -> Value {
 
 /// (id, (status, detail)) of every row of a compact report.
 fn statuses(doc: &Value) -> BTreeMap<String, (String, String)> {
-    doc["conversations"]
-        .as_array()
-        .expect("conversations")
+    crate::common::all_rows(doc)
         .iter()
         .map(|r| {
             (

@@ -159,9 +159,7 @@ fn every_era_is_detected_and_listed_from_its_live_2x_tables() {
         });
         assert_eq!(code, 0, "{era:?}: {doc:#}");
         assert_eq!(doc["store"]["kind"], "opencode", "{era:?}");
-        let listed: BTreeSet<String> = doc["conversations"]
-            .as_array()
-            .unwrap()
+        let listed: BTreeSet<String> = crate::common::all_rows(&doc)
             .iter()
             .map(|c| c["id"].as_str().unwrap().to_string())
             .collect();

@@ -176,7 +176,10 @@ fn list(env: &Env, rows: &[Stored], format: SynthFormat) {
         before,
         "list --json changed the store's files"
     );
-    assert_eq!(doc["version"], 1);
+    // Version 2: `conversations` holds the selected only, `skipped` and `failed` the rest.
+    assert_eq!(doc["version"], 2);
+    assert_eq!(doc["skipped"], serde_json::json!([]));
+    assert_eq!(doc["failed"], serde_json::json!([]));
     assert_eq!(doc["command"], "list");
     assert_eq!(doc["store"]["kind"], "kodelet");
     assert_eq!(doc["store"]["path"], env.db.display().to_string());
@@ -263,9 +266,10 @@ fn list(env: &Env, rows: &[Stored], format: SynthFormat) {
     for h in ["ID", "PROVIDER", "MODEL", "STORED CTX", "UPDATED"] {
         assert!(stdout.contains(h), "table header {h}");
     }
+    // The TOTAL line follows the table on stdout, as `compact`'s does.
     assert!(
-        stderr.contains(&format!("{N} conversation(s) in {}", env.db.display())),
-        "status line: {stderr}"
+        stdout.contains(&format!("TOTAL {N} conversation(s) in storage.db")),
+        "TOTAL line: {stdout}"
     );
     assert!(!stderr.contains("error"), "no errors: {stderr}");
 }
@@ -377,7 +381,8 @@ fn show(env: &Env, rows: &[Stored], format: SynthFormat) {
             "{text}"
         );
         assert!(
-            text.contains(&format!("{stored_len} messages, ")),
+            text.contains(&format!("{stored_len} messages, "))
+                || text.contains(&format!("{stored_len} messages (")),
             "{}: message count in the header",
             s.id
         );
@@ -546,11 +551,13 @@ fn compact_dry_run(env: &Env, rows: &[Stored], format: SynthFormat) {
     );
     assert!(text.contains(&total), "totals line {total:?} in:\n{text}");
     if unrated > 0 {
+        // A diagnostic, on stderr (as `list` puts it).
         let line = format!("{unrated} skipped: no context window known — give --context-limit N");
+        let err = utf8(&out.stderr);
         assert_eq!(
-            text.lines().filter(|l| *l == line).count(),
+            err.lines().filter(|l| *l == line).count(),
             1,
-            "{line:?} in:\n{text}"
+            "{line:?} in:\n{err}"
         );
     }
     assert!(text.contains("dry run: nothing was written"), "{text}");

@@ -154,11 +154,18 @@ struct Got {
     detail: Option<String>,
 }
 
+/// The rows of a `list` or `compact` document: `list` keeps the skipped and the unreadable
+/// apart (`skipped`, `failed`), after the selected ones.
 fn rows_of(doc: &Value) -> Vec<Got> {
-    doc["conversations"]
+    let mut rows: Vec<&Value> = doc["conversations"]
         .as_array()
         .expect("conversations")
         .iter()
+        .collect();
+    for more in ["skipped", "failed"] {
+        rows.extend(doc[more].as_array().into_iter().flatten());
+    }
+    rows.into_iter()
         .map(|r| Got {
             id: r["id"].as_str().expect("id").to_string(),
             status: r["status"].as_str().expect("status").to_string(),
@@ -208,7 +215,24 @@ fn check(args: &[&str], got: &[Got], want: &[(String, Want)], reason: Option<&st
             )
         })
         .collect();
-    assert_eq!(g, w, "{args:?}: (id, status) in order");
+    // In selection order within each status (`list` gives the skipped apart, after).
+    let by_status = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = v
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        v.sort_by_key(|(_, st)| st != "selected");
+        v
+    };
+    assert_eq!(
+        by_status(&g),
+        by_status(&w),
+        "{args:?}: (id, status) in order"
+    );
+    let mut got: Vec<&Got> = got.iter().collect();
+    got.sort_by_key(|r| r.status != "selected");
+    let mut want: Vec<&(String, Want)> = want.iter().collect();
+    want.sort_by_key(|(_, w)| !matches!(w, Want::Selected));
     for (r, (_, w)) in got.iter().zip(want) {
         match w {
             Want::Selected => assert!(r.detail.is_none(), "{args:?} {}: {:?}", r.id, r.detail),
@@ -760,7 +784,11 @@ fn provider_alone_applies_the_idle_default() {
         let args = ["--provider", name];
         let got = list(&env, &args);
         let want = list(&env, &["--provider", name, "--idle", "0"]);
-        let ids = |v: &[Got]| v.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+        let ids = |v: &[Got]| {
+            let mut ids = v.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+            ids.sort();
+            ids
+        };
         assert_eq!(ids(&got), ids(&want), "{args:?}: the same conversations");
         for r in &got {
             let c = convs.iter().find(|c| c.id == r.id).unwrap();
@@ -876,8 +904,21 @@ fn conversations_without_a_usable_summary_row_are_merged_into_the_order() {
          ORDER BY k DESC, src, r",
     );
     assert_eq!(want.len(), N);
-    let got: Vec<String> = list(&env, &[]).into_iter().map(|r| r.id).collect();
-    assert_eq!(got, want, "list order");
+    let rows = list(&env, &[]);
+    let got: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+    // Every one listed; in the listing's order within `conversations` (the skipped and the
+    // unreadable are listed apart, after).
+    let (mut a, mut b) = (got.clone(), want.clone());
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "listed");
+    let selected: Vec<&String> = rows
+        .iter()
+        .filter(|r| r.status == "selected")
+        .map(|r| &r.id)
+        .collect();
+    let want_order: Vec<&String> = want.iter().filter(|id| selected.contains(id)).collect();
+    assert_eq!(selected, want_order, "list order");
     for id in [missing, numeric, moved] {
         assert!(got.contains(id), "{id} listed");
     }
@@ -886,12 +927,19 @@ fn conversations_without_a_usable_summary_row_are_merged_into_the_order() {
     assert_eq!(pos(missing), pos(tie_with) + 1, "ties: summary rows first");
 
     // The same walk drives the batch selectors, and --limit stops inside it.
-    let got: Vec<String> = list(&env, &["--all-over", "0", "--idle", "0"])
-        .into_iter()
-        .map(|r| r.id)
+    let rows = list(&env, &["--all-over", "0", "--idle", "0"]);
+    let got: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+    let selected: Vec<String> = rows
+        .iter()
+        .filter(|r| r.status == "selected")
+        .map(|r| r.id.clone())
         .collect();
-    let want_sel: Vec<String> = want.iter().filter(|id| got.contains(id)).cloned().collect();
-    assert_eq!(got, want_sel);
+    let want_sel: Vec<String> = want
+        .iter()
+        .filter(|id| selected.contains(id))
+        .cloned()
+        .collect();
+    assert_eq!(selected, want_sel);
     assert!(got.contains(missing) && got.contains(numeric));
     let limited: Vec<Got> = list(&env, &["--all-over", "0", "--idle", "0", "--limit", "7"]);
     let sel: Vec<&str> = limited
@@ -967,8 +1015,21 @@ fn conversations_missing_summary_rows_anywhere_in_the_id_order_are_listed() {
          ORDER BY k DESC, src, r",
     );
     assert_eq!(want.len(), N);
-    let got: Vec<String> = list(&env, &[]).into_iter().map(|r| r.id).collect();
-    assert_eq!(got, want, "list order");
+    let rows = list(&env, &[]);
+    let got: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+    // Every one listed; in the listing's order within `conversations` (the skipped and the
+    // unreadable are listed apart, after).
+    let (mut a, mut b) = (got.clone(), want.clone());
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "listed");
+    let selected: Vec<&String> = rows
+        .iter()
+        .filter(|r| r.status == "selected")
+        .map(|r| &r.id)
+        .collect();
+    let want_order: Vec<&String> = want.iter().filter(|id| selected.contains(id)).collect();
+    assert_eq!(selected, want_order, "list order");
     let selected: Vec<String> = list(&env, &["--all-over", "0", "--idle", "0"])
         .into_iter()
         .map(|r| r.id)

@@ -186,13 +186,21 @@ fn compact_and_check(format: SynthFormat) {
             .as_i64()
             .unwrap();
         // The new stored context: the new history plus the fixed overhead (the stored context
-        // before minus agent-db's count of the messages, never below 0).
+        // before minus agent-db's count of the messages, never below 0), in the stored
+        // context's units (agent-db's count scaled down where it counts higher).
         let cur_before: i64 = serde_json::from_str::<serde_json::Value>(&ub).unwrap()
             ["currentContextWindow"]
             .as_i64()
             .unwrap();
-        let overhead = (cur_before - row["tokens_before"].as_i64().unwrap()).max(0);
-        assert_eq!(cur, row["tokens_after"].as_i64().unwrap() + overhead);
+        let tokens_before = row["tokens_before"].as_i64().unwrap();
+        let overhead = (cur_before - tokens_before).max(0);
+        let scale = if tokens_before > cur_before {
+            cur_before as f64 / tokens_before as f64
+        } else {
+            1.0
+        };
+        let history = (row["tokens_after"].as_i64().unwrap() as f64 * scale).round() as i64;
+        assert_eq!(cur, history + overhead);
         // tool_results: only entries whose call is gone are dropped, the others keep their bytes.
         if let (Some(tb), Some(ta)) = (&before["tool_results"], &after["tool_results"]) {
             let mb: BTreeMap<String, Box<RawValue>> = serde_json::from_str(tb).unwrap();

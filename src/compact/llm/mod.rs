@@ -226,8 +226,10 @@ impl Llm {
         let overhead = self.overhead(input, rules, task);
         if overhead + 200 > self.budget {
             return Err(StrategyError::Fail(format!(
-                "the summary context of {} tokens is too small for the recipe, the rules and a {}-token prior summary (needs more than {overhead}); raise --summary-context",
-                self.budget, prior_room
+                "the summary context of {} tokens is too small for the recipe, the rules and a {}-token prior summary (needs more than {}); raise --summary-context",
+                crate::util::thousands(self.budget),
+                crate::util::thousands(prior_room),
+                crate::util::thousands(overhead)
             )));
         }
         let room = self.budget - overhead;

@@ -37,11 +37,32 @@ const LAST_FINISHED: &str = "(SELECT m.data FROM message m WHERE m.session_id = 
      AND m.data ->> '$.role' = 'assistant' AND m.data ->> '$.finish' IS NOT NULL \
      ORDER BY m.time_created DESC, m.id DESC LIMIT 1)";
 
+/// The context agent-db recorded after its own compaction, when the newest finished assistant
+/// is that compaction's summary (still in place: not restored): opencode records no context
+/// until its next turn, and the summary's own tokens are not the context. `r.id` is the session.
+const OURS: &str = "(SELECT c.details ->> '$.context_after' FROM agent_db_compactions c \
+     WHERE c.conversation_id = r.id AND c.restored_at IS NULL \
+     AND c.details ->> '$.opencode.summary_message' = (SELECT m.id FROM message m WHERE m.session_id = r.id \
+     AND json_valid(m.data) AND m.data ->> '$.role' = 'assistant' AND m.data ->> '$.finish' IS NOT NULL \
+     ORDER BY m.time_created DESC, m.id DESC LIMIT 1) ORDER BY c.id DESC LIMIT 1)";
+
+/// Whether the file has agent-db's audit table (it has once agent-db compacted in it).
+pub fn has_audit(conn: &Connection, path: &Path) -> Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agent_db_compactions')",
+        [],
+        |r| r.get(0),
+    )
+    .at(path)
+}
+
 /// id, title, directory, time_created, time_updated, then that message's providerID, modelID,
 /// summary, tokens (total, input, output, cache read, cache write) and whether it exists, then
-/// tokens_input, tokens_output, model, parent_id, time_archived. The message's fields are extracted in SQL (its `data`
-/// never reaches Rust), from a materialized row so the subquery runs once per session.
-fn list_sql(schema: &Schema, filter: &str, order: &str) -> String {
+/// tokens_input, tokens_output, model, parent_id, time_archived, and the context agent-db
+/// recorded after its compaction ([`OURS`], only when the newest is a summary and the file has
+/// agent-db's audit table). The message's fields are extracted in SQL (its `data` never reaches
+/// Rust), from a materialized row so the subquery runs once per session.
+fn list_sql(schema: &Schema, audit: bool, filter: &str, order: &str) -> String {
     let col = |c: &str| {
         if schema.session_has(c) {
             format!("s.{c}")
@@ -56,12 +77,17 @@ fn list_sql(schema: &Schema, filter: &str, order: &str) -> String {
          SELECT id, title, directory, time_created, time_updated, d ->> '$.providerID', d ->> '$.modelID', \
          d ->> '$.summary', d ->> '$.tokens.total', d ->> '$.tokens.input', d ->> '$.tokens.output', \
          d ->> '$.tokens.cache.read', d ->> '$.tokens.cache.write', d IS NOT NULL, ti, tout, model, \
-         parent, archived FROM r {order}",
+         parent, archived, {} FROM r {order}",
         col("tokens_input"),
         col("tokens_output"),
         col("model"),
         col("parent_id"),
         col("time_archived"),
+        if audit {
+            format!("CASE WHEN d ->> '$.summary' THEN {OURS} END")
+        } else {
+            "NULL".into()
+        },
     )
 }
 
@@ -84,9 +110,10 @@ fn count(total: Option<i64>, parts: [Option<i64>; 4]) -> i64 {
     }
 }
 
-/// The utilization facts of the newest finished assistant (columns 5..=13): (model, current
-/// context). After a compaction (the newest is a summary) the context is the summary itself:
-/// its output tokens.
+/// The utilization facts of the newest finished assistant (columns 5..=13, 19): (model,
+/// current context). After a compaction (the newest is a summary) the context is what agent-db
+/// recorded after its own compaction, else (opencode's own) the summary itself: its output
+/// tokens.
 fn usage(r: &SqlRow<'_>) -> rusqlite::Result<(Option<String>, Option<i64>)> {
     if int(r, 13)? != Some(1) {
         return Ok((None, None));
@@ -97,7 +124,8 @@ fn usage(r: &SqlRow<'_>) -> rusqlite::Result<(Option<String>, Option<i64>)> {
         _ => None,
     };
     let current = if int(r, 7)? == Some(1) {
-        int(r, 10)?
+        // agent-db's own estimate after its compaction, else the summary's output.
+        int(r, 19)?.or(int(r, 10)?)
     } else {
         Some(count(int(r, 8)?, [int(r, 9)?, int(r, 10)?, int(r, 11)?, int(r, 12)?]))
     };
@@ -203,7 +231,7 @@ pub fn scan(
     f: &mut dyn FnMut(ConversationMeta) -> bool,
 ) -> Result<()> {
     let schema = check_schema(conn, path)?;
-    let sql = list_sql(&schema, "", "ORDER BY time_updated DESC, id");
+    let sql = list_sql(&schema, has_audit(conn, path)?, "", "ORDER BY time_updated DESC, id");
     let mut stmt = conn.prepare(&sql).at(path)?;
     let mut count = conn.prepare(COUNT_SQL).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
@@ -233,7 +261,7 @@ pub fn scan_facts(
     f: &mut dyn FnMut(Facts<'_>) -> bool,
 ) -> Result<()> {
     let schema = check_schema(conn, path)?;
-    let sql = list_sql(&schema, "", "ORDER BY time_updated DESC, id");
+    let sql = list_sql(&schema, has_audit(conn, path)?, "", "ORDER BY time_updated DESC, id");
     let mut stmt = conn.prepare(&sql).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     let mut windows = Windows::new();
@@ -276,7 +304,7 @@ pub fn meta(
     id: &str,
 ) -> Result<Option<ConversationMeta>> {
     let schema = check_schema(conn, path)?;
-    let sql = list_sql(&schema, "WHERE s.id = ?1", "");
+    let sql = list_sql(&schema, has_audit(conn, path)?, "WHERE s.id = ?1", "");
     meta_with_count(conn, path, &sql, COUNT_SQL, id, |r| meta_from_row(r, limits))
 }
 

@@ -34,11 +34,25 @@ const LAST_SQL: &str = "(SELECT m.{col} FROM session_message m WHERE m.session_i
       OR (m.type = 'compaction' AND json_extract(m.data, '$.status') = 'completed')) \
      ORDER BY m.seq DESC LIMIT 1)";
 
-fn list_sql(filter: &str) -> String {
+/// The session listing; its 14th column (13 from 0) is the context agent-db recorded after its own
+/// compaction when the newest measured row is that compaction (only with `audit`: the file has
+/// agent-db's audit table), as opencode measures nothing until its next reply.
+fn list_sql(audit: bool, filter: &str) -> String {
+    let ours = if audit {
+        format!(
+            "CASE WHEN {} = 'compaction' THEN (SELECT c.details ->> '$.context_after' \
+             FROM agent_db_compactions c WHERE c.conversation_id = s.id AND c.restored_at IS NULL \
+             AND c.details ->> '$.opencode.compaction_row' = {} ORDER BY c.id DESC LIMIT 1) END",
+            LAST_SQL.replace("{col}", "type"),
+            LAST_SQL.replace("{col}", "id")
+        )
+    } else {
+        "NULL".into()
+    };
     format!(
         "SELECT s.id, s.title, s.directory, s.time_created, s.time_updated, s.model, s.tokens_input, \
          s.tokens_output, {}, {}, (SELECT COUNT(*) FROM session_message c WHERE c.session_id = s.id), \
-         s.parent_id, s.time_archived FROM session_v2 s {filter} ORDER BY s.time_updated DESC, s.id",
+         s.parent_id, s.time_archived, {ours} FROM session_v2 s {filter} ORDER BY s.time_updated DESC, s.id",
         LAST_SQL.replace("{col}", "type"),
         LAST_SQL.replace("{col}", "data")
     )
@@ -83,6 +97,8 @@ fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<Con
             d.get("model").and_then(model_name).or(session_model),
             context_tokens(d),
         ),
+        // After agent-db's own compaction: the context it recorded.
+        (Some("compaction"), _) => (session_model, int(r, 13)?),
         _ => (session_model, None),
     };
     let max_context = model.as_deref().and_then(|m| limits.of(m));
@@ -117,7 +133,7 @@ pub fn scan(
     f: &mut dyn FnMut(ConversationMeta) -> bool,
 ) -> Result<()> {
     check_schema(conn, path)?;
-    let mut stmt = conn.prepare(&list_sql("")).at(path)?;
+    let mut stmt = conn.prepare(&list_sql(crate::store::opencode::has_audit(conn, path)?, "")).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     while let Some(r) = rows.next().at(path)? {
         let meta = meta_from_row(r, limits).at(path)?;
@@ -139,7 +155,7 @@ pub fn meta(
     id: &str,
 ) -> Result<Option<ConversationMeta>> {
     check_schema(conn, path)?;
-    conn.query_row(&list_sql("WHERE s.id = ?1"), [id], |r| {
+    conn.query_row(&list_sql(crate::store::opencode::has_audit(conn, path)?, "WHERE s.id = ?1"), [id], |r| {
         meta_from_row(r, limits)
     })
     .optional()
