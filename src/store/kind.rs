@@ -94,6 +94,13 @@ pub trait Adapter: Sync + 'static {
     ) -> Result<()> {
         Ok(())
     }
+    /// Whether the agent added to conversation `id` after agent-db's compaction
+    /// `compaction_id`, in a way its archived cells do not show (goose: a message row of the
+    /// session past the rows that compaction inserted). A restore then needs `--force`. The
+    /// default: the archived cells alone tell.
+    fn changed_after(&self, _read: &Read<'_>, _id: &str, _compaction_id: i64) -> Result<bool> {
+        Ok(false)
+    }
     /// Why agent-db leaves conversation `id` alone, by the agent's own rules or records: the
     /// agent never compacts it (goose's providers that manage their own context), or the agent
     /// is working on it now (kodelet's running `chat_turns`). Selection skips it with this

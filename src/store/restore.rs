@@ -1,6 +1,8 @@
 //! Undoing compactions from the archive, reading the audit log, and pruning old archives.
 //! Store-agnostic: the archive names its own tables, keys and columns.
 
+use std::collections::HashMap;
+
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 
@@ -81,14 +83,14 @@ pub fn history(store: &Store, conversation: Option<&str>) -> Result<Vec<Compacti
 }
 
 /// Whether restoring compaction `id` needs `--force`: the archived cells no longer hold what
-/// it wrote (a later compaction or the agent changed them), the check `restore` makes.
+/// it wrote (a later compaction or the agent changed them), or the agent added to that
+/// conversation since; the check `restore` makes.
 pub fn needs_force(store: &Store, id: i64) -> Result<bool> {
     let (conn, path) = (&store.conn, store.path.as_path());
     let archived = archive::load(conn, id).at(path)?;
     if archived.is_empty() {
         return Ok(false);
     }
-    let cells: Vec<_> = archived.into_iter().map(|a| a.cell).collect();
     let post: Option<String> = conn
         .query_row(
             "SELECT post_image_sha256 FROM agent_db_compactions WHERE id = ?1",
@@ -96,11 +98,60 @@ pub fn needs_force(store: &Store, id: i64) -> Result<bool> {
             |r| r.get(0),
         )
         .at(path)?;
-    Ok(post.is_some_and(|p| {
-        archive::image_hash(conn, &cells)
-            .map(|h| h != p)
-            .unwrap_or(false)
-    }))
+    let Some(post) = post else {
+        return Ok(false);
+    };
+    let conversation: String = conn
+        .query_row(
+            "SELECT conversation_id FROM agent_db_compactions WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .at(path)?;
+    let at = StoreRef {
+        path,
+        kind: store.kind,
+        limits: &store.limits,
+    };
+    Ok(changed_after(&at, conn, id, &conversation, &archived, &post)?.0)
+}
+
+/// Whether the conversation changed after compaction `id`, judged by that conversation alone:
+/// its archived cells against the post-image hash (a shared `sqlite_sequence` row counted as
+/// the value the compaction left, [`archive::sequence_after`]), and the store's own check of
+/// rows the agent added to it ([`super::kind::Adapter::changed_after`]). Also returns the
+/// expected `sqlite_sequence` values, for [`archive::restorable`].
+fn changed_after(
+    store: &StoreRef<'_>,
+    conn: &rusqlite::Connection,
+    id: i64,
+    conversation: &str,
+    archived: &[archive::Archived],
+    post: &str,
+) -> Result<(bool, HashMap<usize, archive::CellValue>)> {
+    let path = store.path;
+    let expected = archive::sequence_after(conn, id, archived).at(path)?;
+    let cells: Vec<_> = archived.iter().map(|a| a.cell.clone()).collect();
+    let mut changed = archive::image_hash_expecting(conn, &cells, &expected).at(path)? != post;
+    if !changed {
+        let read = super::kind::Read {
+            conn,
+            path,
+            limits: store.limits,
+        };
+        changed = store
+            .kind
+            .adapter()
+            .changed_after(&read, conversation, id)?;
+    }
+    Ok((changed, expected))
+}
+
+/// What [`changed_after`] needs of the store while its connection is in a transaction.
+struct StoreRef<'a> {
+    path: &'a std::path::Path,
+    kind: super::StoreKind,
+    limits: &'a crate::models::ContextLimits,
 }
 
 /// One audit row.
@@ -162,7 +213,6 @@ pub fn restore(store: &mut Store, id: i64, force: bool, now: &str) -> Result<Res
     if archived.is_empty() {
         return Ok(refuse("no archived pre-image".into()));
     }
-    let cells: Vec<_> = archived.iter().map(|a| a.cell.clone()).collect();
     let post: String = tx
         .query_row(
             "SELECT post_image_sha256 FROM agent_db_compactions WHERE id = ?1",
@@ -170,7 +220,18 @@ pub fn restore(store: &mut Store, id: i64, force: bool, now: &str) -> Result<Res
             |r| r.get(0),
         )
         .at(path)?;
-    let changed = archive::image_hash(&tx, &cells).at(path)? != post;
+    let (changed, expected) = changed_after(
+        &StoreRef {
+            path,
+            kind: store.kind,
+            limits: &store.limits,
+        },
+        &tx,
+        id,
+        &c.conversation_id,
+        &archived,
+        &post,
+    )?;
     if !force && changed {
         return Ok(refuse(format!(
             "conversation {} changed after this compaction (a later compaction or the agent wrote to it); \
@@ -178,6 +239,7 @@ pub fn restore(store: &mut Store, id: i64, force: bool, now: &str) -> Result<Res
             c.conversation_id
         )));
     }
+    let archived = archive::restorable(&tx, archived, &expected).at(path)?;
     archive::apply(&tx, id, &archived).at(path)?;
     store
         .kind

@@ -1490,3 +1490,117 @@ fn prefiltered_counts_and_times_follow_the_tests_sql() {
         assert!(updated.contains(&t), "{t}");
     }
 }
+
+/// Append one message to session `id` as goose's `insert_message` does (`session_manager.rs`,
+/// `aaif-goose/goose@017176d0`): a new `messages` row (AUTOINCREMENT id, `msg_…` id, never
+/// before the session's latest `created_timestamp`) and `sessions.updated_at` now.
+fn goose_appends(g: &G, id: &str, text: &str) {
+    let c = g.conn();
+    let content = serde_json::json!([{"type": "text", "text": text}]).to_string();
+    c.execute(
+        "INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp, metadata_json)
+         VALUES ('msg_' || ?1 || '_' || lower(hex(randomblob(16))), ?1, 'user', ?2,
+                 (SELECT COALESCE(MAX(created_timestamp), 0) FROM messages WHERE session_id = ?1),
+                 '{\"userVisible\":true,\"agentVisible\":true}')",
+        rusqlite::params![id, content],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE sessions SET updated_at = datetime('now') WHERE id = ?1",
+        [id],
+    )
+    .unwrap();
+}
+
+/// Restore is judged by the compacted session alone: goose writing to a third session (which
+/// moves the `sqlite_sequence` row every session shares) does not make undoing two compactions
+/// need `--force`, in either order; goose writing to a compacted session still does (exit 7),
+/// and the shared high-water mark never goes back below a row goose inserted.
+#[test]
+fn restore_is_refused_only_when_that_session_changed() {
+    for preset in ["goose-v17", "goose-v7"] {
+        let g = G::new(preset, 20);
+        let over: Vec<String> = g.over(0.7).into_iter().collect();
+        assert!(over.len() >= 3, "{preset}: {over:?}");
+        let (a, b) = (&over[0], &over[1]);
+        let third = g
+            .strings("SELECT id FROM sessions ORDER BY id")
+            .into_iter()
+            .find(|s| s != a && s != b)
+            .unwrap();
+        let before = g.dump();
+        let doc = compact(&g, &[a, b, "--strategy", "extractive"]);
+        let done = ids_with_status(&doc, "compacted");
+        assert_eq!(done.len(), 2, "{preset}: {doc:#}");
+        goose_appends(&g, &third, "goose went on in another session");
+        let seq_after_goose =
+            g.strings("SELECT CAST(seq AS TEXT) FROM sqlite_sequence WHERE name = 'messages'");
+        // `history` does not call them changed either.
+        let out = g.cmd().args(["history", "--json"]).output().unwrap();
+        assert!(out.status.success());
+        // b first, then a: any order.
+        for id in [b, a] {
+            let out = g.cmd().args(["restore", id]).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{preset}: restore {id}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        // Everything is back but goose's own row in the third session, its `updated_at` and
+        // the high-water mark goose moved.
+        let after = g.dump();
+        for (table, rows) in &before {
+            if !["messages", "sessions", "sqlite_sequence"].contains(&table.as_str()) {
+                assert_eq!(rows, &after[table], "{preset}: {table}");
+            }
+        }
+        let ours = |d: &BTreeMap<String, Vec<Vec<String>>>, t: &str| -> Vec<Vec<String>> {
+            d[t].iter()
+                .filter(|r| {
+                    r.iter()
+                        .any(|c| *c == format!("Text({a:?})") || *c == format!("Text({b:?})"))
+                })
+                .cloned()
+                .collect()
+        };
+        assert_eq!(
+            ours(&before, "messages"),
+            ours(&after, "messages"),
+            "{preset}"
+        );
+        assert_eq!(
+            ours(&before, "sessions"),
+            ours(&after, "sessions"),
+            "{preset}"
+        );
+        assert_eq!(
+            g.strings("SELECT CAST(seq AS TEXT) FROM sqlite_sequence WHERE name = 'messages'"),
+            seq_after_goose,
+            "{preset}: the high-water mark goose moved stays"
+        );
+
+        // A change to the compacted session itself is still refused.
+        let doc = compact(&g, &[a, "--strategy", "extractive"]);
+        assert_eq!(
+            ids_with_status(&doc, "compacted").len(),
+            1,
+            "{preset}: {doc:#}"
+        );
+        goose_appends(&g, a, "goose went on in this very session");
+        let held = g.dump();
+        let out = g.cmd().args(["restore", a]).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{preset}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("changed after this compaction"),
+            "{preset}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(held, g.dump(), "{preset}: a refused restore writes nothing");
+    }
+}

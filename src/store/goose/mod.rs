@@ -146,6 +146,13 @@ impl Adapter for Goose {
         read::left_alone_all(read.conn, read.path).map(Some)
     }
 
+    /// goose appends to a session with new `messages` rows (and `updated_at`, which the
+    /// archive holds, but to the second): a row of the session past the ones the compaction
+    /// inserted means goose went on with it.
+    fn changed_after(&self, read: &Read<'_>, id: &str, compaction_id: i64) -> Result<bool> {
+        read::added_after(read.conn, read.path, id, compaction_id)
+    }
+
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load_session(read.conn, read.path, id)?;
         let todos = read::open_todos(read.conn, read.path, id)?;

@@ -585,3 +585,19 @@ mod tests {
         assert_eq!(sqlite_utc("2026-02-30 10:00:00"), None);
     }
 }
+
+/// Whether session `id` has a `messages` row past every row agent-db's compaction
+/// `compaction_id` inserted (ids are `AUTOINCREMENT`, so a later insert has a larger id): goose
+/// went on with the session after it. `false` when the compaction inserted no row.
+pub fn added_after(conn: &Connection, path: &Path, id: &str, compaction_id: i64) -> Result<bool> {
+    let inserted = crate::store::archive::inserted_rowids(conn, compaction_id, "messages").at(path)?;
+    let Some(last) = inserted.into_iter().max() else {
+        return Ok(false);
+    };
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND id > ?2)",
+        rusqlite::params![id, last],
+        |r| r.get(0),
+    )
+    .at(path)
+}
