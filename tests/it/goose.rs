@@ -1604,3 +1604,62 @@ fn restore_is_refused_only_when_that_session_changed() {
         assert_eq!(held, g.dump(), "{preset}: a refused restore writes nothing");
     }
 }
+
+/// goose's provider is the session's `provider_name` (ollama, openai, claude-code…): the
+/// listing shows it, `--provider` selects by it, and a provider no session has is warned about
+/// with the providers the store does have.
+#[test]
+fn provider_is_gooses_provider_name() {
+    let g = G::new("goose-v17", 30);
+    let want: BTreeSet<String> = g
+        .strings("SELECT id FROM sessions WHERE provider_name = 'ollama'")
+        .into_iter()
+        .collect();
+    assert!(!want.is_empty());
+    let (doc, code) = json({
+        let mut c = g.cmd();
+        c.args(["list", "--provider", "ollama", "--idle", "0", "--json"]);
+        c
+    });
+    assert_eq!(code, 0, "{doc:#}");
+    let got: BTreeSet<String> = ids_with_status(&doc, "selected").into_iter().collect();
+    assert_eq!(got, want);
+    for row in doc["conversations"].as_array().unwrap() {
+        assert_eq!(row["provider"], "ollama", "{row}");
+    }
+    // Every row's PROVIDER is its provider_name.
+    let (doc, _) = json({
+        let mut c = g.cmd();
+        c.args(["list", "--json"]);
+        c
+    });
+    let stored: BTreeMap<String, String> = g
+        .strings("SELECT id || '|' || COALESCE(NULLIF(provider_name, ''), 'goose') FROM sessions")
+        .into_iter()
+        .map(|r| {
+            let (id, p) = r.split_once('|').unwrap();
+            (id.to_string(), p.to_string())
+        })
+        .collect();
+    for row in doc["conversations"].as_array().unwrap() {
+        let id = row["id"].as_str().unwrap();
+        assert_eq!(
+            row["provider"].as_str(),
+            stored.get(id).map(String::as_str),
+            "{id}"
+        );
+    }
+    let out = g
+        .cmd()
+        .args(["list", "--provider", "lmstudio"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let present: BTreeSet<String> = stored.values().cloned().collect();
+    let listed = present.iter().cloned().collect::<Vec<_>>().join(", ");
+    assert!(
+        err.contains(&format!("providers present: {listed}")),
+        "{err}"
+    );
+    assert!(!err.contains("openai-chat"), "{err}");
+}

@@ -32,8 +32,8 @@ use super::kind::{Adapter, LoadedState, Read, SchemaStatus, Unrated};
 use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 use crate::error::Result;
 
-/// The provider name agent-db gives goose sessions (shown in listings; the
-/// adapter hands out its codec).
+/// The provider name agent-db gives a goose session that records none (before schema v6, or
+/// `provider_name` empty); a session's own `provider_name` is shown otherwise.
 pub const PROVIDER: &str = "goose";
 
 /// The goose store kind.
@@ -106,8 +106,9 @@ impl Adapter for Goose {
         Ok(true)
     }
 
-    fn providers(&self, _read: &Read<'_>) -> Result<Vec<String>> {
-        Ok(vec![PROVIDER.to_string()])
+    /// goose's `provider_name` of each session (v6+), [`PROVIDER`] where none is stored.
+    fn providers(&self, read: &Read<'_>) -> Result<Vec<String>> {
+        read::providers(read.conn, read.path)
     }
 
     fn scan(

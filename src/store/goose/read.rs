@@ -71,7 +71,7 @@ fn rfc3339_cell(r: &SqlRow<'_>, i: usize) -> rusqlite::Result<Option<String>> {
 }
 
 /// The listing query: id, name, description, working_dir, created_at, updated_at,
-/// total_tokens, input_tokens, output_tokens, model_config_json, rowid.
+/// total_tokens, input_tokens, output_tokens, model_config_json, rowid, provider_name.
 fn list_sql(schema: &Schema, tail: &str) -> String {
     let col = |c: &str| {
         if schema.session_has(c) {
@@ -81,12 +81,13 @@ fn list_sql(schema: &Schema, tail: &str) -> String {
         }
     };
     format!(
-        "SELECT s.id, {}, {}, s.working_dir, s.created_at, s.updated_at, s.total_tokens, {}, {}, {}, s.rowid FROM sessions s {tail}",
+        "SELECT s.id, {}, {}, s.working_dir, s.created_at, s.updated_at, s.total_tokens, {}, {}, {}, s.rowid, {} FROM sessions s {tail}",
         col("name"),
         col("description"),
         col("input_tokens"),
         col("output_tokens"),
         col("model_config_json"),
+        col("provider_name"),
     )
 }
 
@@ -156,7 +157,7 @@ fn meta_with(r: &SqlRow<'_>, model: Option<String>, max: i64) -> rusqlite::Resul
     Ok(ConversationMeta {
         id: lossy(r, 0)?.unwrap_or_default(),
         name,
-        provider: PROVIDER.to_string(),
+        provider: provider_of(lossy(r, 11)?),
         codec: Some(&super::codec::CODEC),
         api_mode: None,
         model,
@@ -170,6 +171,31 @@ fn meta_with(r: &SqlRow<'_>, model: Option<String>, max: i64) -> rusqlite::Resul
         created_at,
         problem: None,
     })
+}
+
+/// The provider a session ran with, as goose stores it in `provider_name` (v6+: `ollama`,
+/// `openai`, `claude-code`…), else [`PROVIDER`].
+fn provider_of(stored: Option<String>) -> String {
+    match stored.map(|p| p.trim().to_string()) {
+        Some(p) if !p.is_empty() => p,
+        _ => PROVIDER.to_string(),
+    }
+}
+
+/// The distinct providers of the store's sessions, as the listing names them, sorted.
+pub fn providers(conn: &Connection, path: &Path) -> Result<Vec<String>> {
+    if !has_provider(conn, path)? {
+        return Ok(vec![PROVIDER.to_string()]);
+    }
+    let mut stmt = conn
+        .prepare("SELECT DISTINCT CAST(provider_name AS TEXT) FROM sessions")
+        .at(path)?;
+    let mut rows = stmt.query([]).at(path)?;
+    let mut out = std::collections::BTreeSet::new();
+    while let Some(r) = rows.next().at(path)? {
+        out.insert(provider_of(lossy(r, 0).at(path)?));
+    }
+    Ok(out.into_iter().collect())
 }
 
 /// A session's message count (on `idx_messages_session`, index only).
