@@ -496,6 +496,11 @@ pub struct ShowArgs {
     /// The stored raw_messages JSON, exactly as stored
     #[arg(long)]
     pub raw: bool,
+
+    /// Also what the agent keeps but no longer sends to the model (goose's rows hidden by a
+    /// compaction, which goose's UI still shows)
+    #[arg(long, short, conflicts_with = "raw")]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

@@ -21,7 +21,23 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         output::out("\n")?;
         return Ok(0);
     }
+    let hidden = store.hidden(&id)?.filter(|h| h.rows > 0);
     let loaded = plan::decode(row, &meta)?;
+    // The leading messages that are an earlier summary, and who wrote it: agent-db, or the
+    // agent's own compaction (shown under the agent's name, never as agent-db's).
+    let lead =
+        agent_db::summary::prior_len(loaded.format, &loaded.messages, loaded.row.agent_summary);
+    let summary_by = (lead > 0).then(|| {
+        if loaded.messages[..lead]
+            .iter()
+            .any(|m| agent_db::summary::is_agent_db_summary(&m.text()))
+        {
+            "agent-db"
+        } else {
+            store.kind.name()
+        }
+    });
+    let label = |i: usize| summary_by.filter(|_| i < lead);
     // `--last N`: the last N messages, numbered as in the whole conversation.
     let first = args
         .last
@@ -37,11 +53,15 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
             "tokens": loaded.total_tokens(),
             "tokens_exact": loaded.format.tokens_exact(),
             "first_index": first,
-            "messages": loaded.messages.iter().zip(&loaded.tokens).skip(first).map(|(m, t)| {
+            "messages": loaded.messages.iter().zip(&loaded.tokens).enumerate().skip(first).map(|(i, (m, t))| {
                 let mut v = serde_json::to_value(m).unwrap_or_default();
                 v["tokens"] = (*t).into();
+                if let Some(by) = label(i) {
+                    v["summary_by"] = by.into();
+                }
                 v
             }).collect::<Vec<_>>(),
+            "hidden_rows": hidden.as_ref().map_or(0, |h| h.rows),
         });
         json::print("show", doc)?;
         return Ok(0);
@@ -60,6 +80,36 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         table::tokens(loaded.total_tokens(), exact),
         if exact { "" } else { " (estimated)" },
     );
+    if let Some(h) = &hidden {
+        s.push_str(&format!(
+            "  {} stored row(s) hidden from the model by a compaction ({} still shows them); {}\n",
+            h.rows,
+            store.kind.name(),
+            if args.verbose {
+                "shown first below"
+            } else {
+                "--verbose shows them"
+            }
+        ));
+    }
+    if let (Some(h), true) = (&hidden, args.verbose) {
+        // Every row, agent-visible or not (decode_all keeps only what the model is sent).
+        let rows: Vec<Message> = agent_db::message::split_raw(&h.raw_messages)
+            .map_err(|e| agent_db::error::Error::conversation(&meta.id, e.to_string()))?
+            .into_iter()
+            .filter_map(|raw| agent_db::message::decode(loaded.format, raw).ok())
+            .collect();
+        s.push_str(&format!(
+            "\n══ hidden from the model ({} row(s), in {}'s order) ══\n",
+            h.rows,
+            store.kind.name()
+        ));
+        for m in &rows {
+            let t = agent_db::tokens::message_tokens(loaded.format, m);
+            s.push_str(&render_message_as("hidden", m, t, exact, None));
+        }
+        s.push_str("\n══ sent to the model ══\n");
+    }
     if first > 0 {
         s.push_str(&format!(
             "\n… {first} earlier message(s) not shown (--last)\n"
@@ -77,7 +127,7 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         .enumerate()
         .skip(first)
     {
-        let text = render_message(i, m, *t, exact);
+        let text = render_message_as(&i.to_string(), m, *t, exact, label(i));
         match width {
             Some(w) => s.push_str(&wrap_indented(&text, w)),
             None => s.push_str(&text),
@@ -206,9 +256,22 @@ fn wrap_line(line: &str, width: usize) -> Vec<String> {
     lines
 }
 
-fn render_message(i: usize, m: &Message, tokens: usize, exact: bool) -> String {
+/// One message of the transcript: `── [i] role · tokens`, with who wrote it when it is an
+/// earlier summary (`summary_by`: `agent-db`, or the agent's name for its own compaction).
+fn render_message_as(
+    i: &str,
+    m: &Message,
+    tokens: usize,
+    exact: bool,
+    summary_by: Option<&str>,
+) -> String {
+    let by = match summary_by {
+        Some("agent-db") => " · agent-db's summary".to_string(),
+        Some(agent) => format!(" · {agent}'s own summary"),
+        None => String::new(),
+    };
     let mut s = format!(
-        "\n── [{i}] {} · {} tokens\n",
+        "\n── [{i}] {}{by} · {} tokens\n",
         role_name(m.role),
         table::tokens(tokens, exact)
     );

@@ -101,6 +101,12 @@ pub trait Adapter: Sync + 'static {
     fn changed_after(&self, _read: &Read<'_>, _id: &str, _compaction_id: i64) -> Result<bool> {
         Ok(false)
     }
+    /// What the store keeps of conversation `id` but the agent no longer sends to the model
+    /// (goose's rows a compaction hid, which its UI still shows): `None`, the default, when the
+    /// store keeps nothing of the kind.
+    fn hidden(&self, _read: &Read<'_>, _id: &str) -> Result<Option<Hidden>> {
+        Ok(None)
+    }
     /// Why agent-db leaves conversation `id` alone, by the agent's own rules or records: the
     /// agent never compacts it (goose's providers that manage their own context), or the agent
     /// is working on it now (kodelet's running `chat_turns`). Selection skips it with this
@@ -149,6 +155,15 @@ pub trait Adapter: Sync + 'static {
             no_window: "maxContextWindow is 0 or missing (give --context-limit N)",
         }
     }
+}
+
+/// Messages a store keeps but the agent does not send ([`Adapter::hidden`]).
+#[derive(Debug, Clone, Default)]
+pub struct Hidden {
+    /// How many stored rows.
+    pub rows: usize,
+    /// Those rows as a JSON array of the store's message JSON, in the agent's order.
+    pub raw_messages: String,
 }
 
 /// A file's schema version against what agent-db knows ([`Adapter::schema_status`]).

@@ -732,6 +732,12 @@ impl Store {
         self.kind.adapter().left_alone_now(&self.read())
     }
 
+    /// What the store keeps of conversation `id` but the agent does not send to the model
+    /// ([`kind::Adapter::hidden`]).
+    pub fn hidden(&self, id: &str) -> Result<Option<kind::Hidden>> {
+        self.kind.adapter().hidden(&self.read(), id)
+    }
+
     /// Load one conversation for planning.
     pub fn load(&self, id: &str) -> Result<StoredConversation> {
         self.kind.adapter().load(&self.read(), id)

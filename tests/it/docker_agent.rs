@@ -1601,3 +1601,50 @@ fn prefiltered_counts_and_latest_times_follow_the_tests_sql() {
         assert_eq!(got, &want(id), "{id}");
     }
 }
+
+/// docker-agent's own summary is shown as docker-agent sends it (`Session Summary: …`) and
+/// labelled as docker-agent's, never under agent-db's header, in the transcript and in
+/// `show --json`.
+#[test]
+fn the_agents_own_summary_is_shown_as_the_agents() {
+    let da = generated(Generation::Modern, 10, 3);
+    let sessions: Vec<(String, String)> = da
+        .query(
+            "SELECT s.id, i.summary_text FROM sessions s JOIN session_items i ON i.session_id = s.id
+             WHERE i.item_type = 'summary' AND i.summary_text <> '' AND (s.parent_id IS NULL OR s.parent_id = '')
+               AND i.position = (SELECT MAX(position) FROM session_items j WHERE j.session_id = s.id AND j.item_type = 'summary')",
+        )
+        .into_iter()
+        .map(|r| (r[0].clone(), r[1].clone()))
+        .collect();
+    assert!(!sessions.is_empty());
+    for (id, text) in &sessions {
+        let out = da.cmd().args(["show", id, "--no-pager"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = String::from_utf8_lossy(&out.stdout);
+        assert!(!s.contains("[agent-db compaction summary]"), "{s}");
+        assert!(
+            s.contains("── [0] user · docker-agent's own summary"),
+            "{s}"
+        );
+        let first_line = text.lines().next().unwrap();
+        assert!(s.contains(&format!("Session Summary: {first_line}")), "{s}");
+        let (doc, code) = json({
+            let mut c = da.cmd();
+            c.args(["show", id, "--json"]);
+            c
+        });
+        assert_eq!(code, 0);
+        let m0 = &doc["messages"][0];
+        assert_eq!(m0["summary_by"], "docker-agent", "{m0}");
+        assert!(
+            !m0.to_string().contains("agent-db compaction summary"),
+            "{m0}"
+        );
+        assert!(doc["messages"][1].get("summary_by").is_none());
+    }
+}

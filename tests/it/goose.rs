@@ -1663,3 +1663,64 @@ fn provider_is_gooses_provider_name() {
     );
     assert!(!err.contains("openai-chat"), "{err}");
 }
+
+/// goose's own compaction is marked as goose's in `show`, and the rows it hid from the model are
+/// counted (the listing's MSGS counts them too) and shown with `--verbose`.
+#[test]
+fn gooses_own_compaction_is_marked_and_its_hidden_rows_are_shown_on_request() {
+    let g = G::new("goose-v17", 30);
+    // Sessions goose compacted itself: rows hidden from the agent, and no agent-db tables.
+    let compacted = g.strings(
+        "SELECT session_id FROM messages WHERE json_extract(metadata_json, '$.agentVisible') = 0
+         GROUP BY session_id ORDER BY session_id",
+    );
+    assert!(!compacted.is_empty());
+    let mut marked = 0;
+    for id in &compacted {
+        let hidden = g.strings(&format!(
+            "SELECT CAST(COUNT(*) AS TEXT) FROM messages WHERE session_id = '{id}'
+             AND json_extract(metadata_json, '$.agentVisible') = 0 AND role IN ('user', 'assistant')"
+        ))[0]
+            .clone();
+        let out = g.cmd().args(["show", id, "--no-pager"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{id}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            s.contains(&format!("{hidden} stored row(s) hidden from the model by a compaction (goose still shows them); --verbose shows them")),
+            "{id}: {s}"
+        );
+        assert!(!s.contains("hidden from the model ("), "{id}");
+        assert!(!s.contains("agent-db's summary"), "{id}: {s}");
+        if s.contains("── [0] user · goose's own summary") {
+            marked += 1;
+        }
+        let out = g
+            .cmd()
+            .args(["show", id, "--no-pager", "--verbose"])
+            .output()
+            .unwrap();
+        let v = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            v.contains(&format!(
+                "══ hidden from the model ({hidden} row(s), in goose's order) ══"
+            )),
+            "{id}: {v}"
+        );
+        assert_eq!(
+            v.matches("── [hidden] ").count(),
+            hidden.parse::<usize>().unwrap(),
+            "{id}"
+        );
+        let (doc, _) = json({
+            let mut c = g.cmd();
+            c.args(["show", id, "--json"]);
+            c
+        });
+        assert_eq!(doc["hidden_rows"].to_string(), hidden, "{id}");
+    }
+    assert!(marked > 0, "no goose summary marked as goose's");
+}

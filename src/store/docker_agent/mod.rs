@@ -139,8 +139,19 @@ impl Adapter for DockerAgent {
         };
         Ok(
             StoredConversation::with_state(s.id, s.raw_messages, Arc::new(state))
-                .with_native_todos(todos),
+                .with_native_todos(todos)
+                .with_agent_summary(s.agent_summary),
         )
+    }
+
+    /// Whether the history before the compaction started with docker-agent's own summary.
+    fn archived_agent_summary(
+        &self,
+        read: &Read<'_>,
+        id: &str,
+        compaction_id: i64,
+    ) -> Result<usize> {
+        originals::agent_summary_before(read.conn, read.path, id, compaction_id)
     }
 
     /// Rebuilt from the live rows and the archived cells (`originals.rs`).

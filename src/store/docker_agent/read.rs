@@ -425,23 +425,38 @@ pub struct Session {
     pub item_count: i64,
     /// The legacy `sessions.messages` text, when the column exists.
     pub legacy_messages: Option<String>,
+    /// 1 when the history starts with docker-agent's own summary, else 0.
+    pub agent_summary: usize,
 }
 
 /// The synthetic first message's text for a stored summary: agent-db's own summaries keep
-/// their framing; any other summary (docker-agent's, a hook's) gets one.
+/// their framing under agent-db's header; any other summary (docker-agent's own, a hook's) is
+/// shown as docker-agent sends it, `Session Summary: <text>`, and counted as the agent's own
+/// ([`is_native_summary`]).
 pub fn present_summary(stored: &str) -> String {
     let header = crate::summary::SUMMARY_HEADER;
     let s = stored.trim_start();
     let s = s.strip_prefix(header).map(str::trim_start).unwrap_or(s);
-    let framing = s.split("\n\n").next().unwrap_or("");
-    if framing.contains("agent-db replaced") {
-        format!("{header}\n{s}")
+    if is_native_summary(stored) {
+        format!("{NATIVE_PREFIX}{s}")
     } else {
-        format!(
-            "{header}\nThis session continues an earlier conversation. docker-agent loads this summary \
-             (a summary item) in place of the earlier messages; everything after it is verbatim.\n\n{s}"
-        )
+        format!("{header}\n{s}")
     }
+}
+
+/// How docker-agent sends its last summary to the model (`GetMessages`).
+pub const NATIVE_PREFIX: &str = "Session Summary: ";
+
+/// Whether a stored summary is not agent-db's (its framing paragraph does not say agent-db
+/// replaced the earlier messages): docker-agent's own compaction wrote it.
+pub fn is_native_summary(stored: &str) -> bool {
+    let header = crate::summary::SUMMARY_HEADER;
+    let s = stored.trim_start();
+    let s = s.strip_prefix(header).map(str::trim_start).unwrap_or(s);
+    !s.split("\n\n")
+        .next()
+        .unwrap_or("")
+        .contains("agent-db replaced")
 }
 
 /// Load one root session's active history (see the module doc).
@@ -460,6 +475,7 @@ pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -
         ));
     }
     let (raw, slots) = active_history(&items.slice, &updates, id)?;
+    let agent_summary = usize::from(native_head(&items.slice));
     let marker = format!(
         "items:{}:{}:{}:{}",
         items.count,
@@ -478,7 +494,17 @@ pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -
         slice_len: items.slice.len(),
         item_count: items.count,
         legacy_messages,
+        agent_summary,
     })
+}
+
+/// Whether the history docker-agent sends from `slice` starts with a summary docker-agent
+/// wrote itself ([`is_native_summary`]).
+pub(super) fn native_head(slice: &[Entry]) -> bool {
+    slice.iter().rev().find_map(|e| match e {
+        Entry::Summary { text, .. } if !text.is_empty() => Some(is_native_summary(text)),
+        _ => None,
+    }) == Some(true)
 }
 
 /// The session's row: its token columns and the legacy `messages` JSON. A missing session is
@@ -860,16 +886,18 @@ mod tests {
     }
 
     #[test]
-    fn summaries_are_presented_with_the_header() {
+    fn summaries_are_presented_as_their_writer_wrote_them() {
         let own = "[agent-db compaction summary]\nThis session continues an earlier conversation. agent-db replaced 3 earlier messages (about 10 tokens) with this summary on 2026-11-01; everything after it is verbatim.\n\n## Goal\nx";
         let stripped = own.strip_prefix("[agent-db compaction summary]\n").unwrap();
         assert_eq!(present_summary(stripped), own);
         assert_eq!(present_summary(own), own);
+        assert!(!is_native_summary(stripped));
+        // docker-agent's own summary: as docker-agent sends it, never under agent-db's header.
         let native = present_summary("The user asked for a fix.\n\nDone: tests pass.");
-        assert!(crate::summary::is_summary_text(&native));
         assert_eq!(
-            crate::summary::summary_body(&native),
-            "The user asked for a fix.\n\nDone: tests pass."
+            native,
+            "Session Summary: The user asked for a fix.\n\nDone: tests pass."
         );
+        assert!(!crate::summary::is_summary_text(&native));
     }
 }

@@ -154,6 +154,12 @@ impl Adapter for Goose {
         read::added_after(read.conn, read.path, id, compaction_id)
     }
 
+    /// The session's rows goose does not send (`agentVisible` false: hidden by a compaction,
+    /// goose's or agent-db's), which goose's UI still shows.
+    fn hidden(&self, read: &Read<'_>, id: &str) -> Result<Option<super::kind::Hidden>> {
+        read::hidden_rows(read.conn, read.path, id).map(Some)
+    }
+
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load_session(read.conn, read.path, id)?;
         let todos = read::open_todos(read.conn, read.path, id)?;

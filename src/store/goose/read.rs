@@ -627,3 +627,25 @@ pub fn added_after(conn: &Connection, path: &Path, id: &str, compaction_id: i64)
     )
     .at(path)
 }
+
+/// The session's rows goose does not send to the model (`agentVisible` false), as envelopes in
+/// goose's order; a row whose envelope cannot be built is counted but left out.
+pub fn hidden_rows(conn: &Connection, path: &Path, id: &str) -> Result<crate::store::kind::Hidden> {
+    let schema = check_schema(conn, path)?;
+    let (all, _) = read_rows(conn, path, &schema, id)?;
+    let mut parts = Vec::new();
+    let mut rows = 0;
+    for r in all {
+        if codec::visibility(r.metadata.as_deref()).agent {
+            continue;
+        }
+        rows += 1;
+        if let Ok(env) = codec::envelope(&r.role, &r.content, r.metadata.as_deref()) {
+            parts.push(env);
+        }
+    }
+    Ok(crate::store::kind::Hidden {
+        rows,
+        raw_messages: crate::message::join_raw(parts.iter().map(|p| p.as_ref())),
+    })
+}
