@@ -577,7 +577,7 @@ pub const SKIP_NO_USAGE: &str = "no context usage recorded";
 pub const SKIP_NO_WINDOW: &str = "no context window known — give --context-limit N";
 /// [`Outcome::Skipped`]'s summary: the store's own rules leave it alone ([`left_alone`]).
 pub const SKIP_LEFT_ALONE: &str =
-    "left to the agent (it manages this context itself, or is running a turn in it now)";
+    "left to the agent (it manages this context itself, is running a turn in it now, or has an undo pending)";
 /// [`Outcome::Skipped`]'s summary: updated within the idle window.
 pub const SKIP_ACTIVE: &str = "active within the idle window (--idle 0 includes them)";
 

@@ -25,6 +25,7 @@ mod odd_classes;
 mod odd_values;
 mod opencode;
 mod opencode_loader;
+mod opencode_state;
 mod opencode_v2;
 mod plan_apply;
 mod preflight;

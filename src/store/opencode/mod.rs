@@ -24,7 +24,9 @@ mod schema;
 mod write;
 
 pub use ids::{ascending as ascending_id, descending as descending_id};
-pub use read::{context_tokens, load_session, meta, rfc3339_ms, scan, Msg, Session};
+pub use read::{
+    context_tokens, load_session, meta, pending_reverts, rfc3339_ms, scan, Msg, Session, REVERT_PENDING,
+};
 pub use schema::{check_schema, Era, Schema, EVENTS_MIGRATION, NEWEST_KNOWN};
 pub use write::Proposal;
 
@@ -180,6 +182,25 @@ impl Adapter for Opencode {
         )
         .at(path)?;
         Ok(())
+    }
+
+    /// A session with an undo pending (`session.revert`): opencode deletes the undone messages
+    /// on the next prompt, so a summary written now would summarize undone work and be deleted.
+    fn left_alone(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        let pending = read::pending_reverts(read.conn, read.path, "session", Some(id))?;
+        Ok((!pending.is_empty()).then(|| read::REVERT_PENDING.to_string()))
+    }
+
+    fn left_alone_now(
+        &self,
+        read: &Read<'_>,
+    ) -> Result<Option<std::collections::HashMap<String, String>>> {
+        let all = read::pending_reverts(read.conn, read.path, "session", None)?;
+        Ok(Some(
+            all.into_iter()
+                .map(|id| (id, read::REVERT_PENDING.to_string()))
+                .collect(),
+        ))
     }
 
     /// Rebuilt from the live rows and the archived part data (`originals.rs`).

@@ -292,6 +292,43 @@ impl Msg {
     }
 }
 
+/// What agent-db says of a session with an undo pending ([`pending_reverts`]).
+pub const REVERT_PENDING: &str = "opencode has an undo pending in this session (/undo set session.revert): \
+     opencode deletes the undone messages on the next prompt, so agent-db leaves it alone; \
+     send a prompt or /redo in opencode, then compact it";
+
+/// Every session with a pending undo (`session.revert` set, opencode's `SessionRevert.revert`;
+/// it stays until the next prompt's `SessionRevert.cleanup` deletes the undone messages, or
+/// `/redo` clears it), by id; `one`: only that session. A file without the column has none.
+pub fn pending_reverts(
+    conn: &Connection,
+    path: &Path,
+    table: &str,
+    one: Option<&str>,
+) -> Result<HashSet<String>> {
+    let cols = crate::store::schema_util::columns(conn, table, path)?;
+    if !cols.contains("revert") {
+        return Ok(HashSet::new());
+    }
+    let filter = if one.is_some() { "AND id = ?1" } else { "" };
+    let sql = format!(
+        "SELECT id FROM \"{table}\" WHERE revert IS NOT NULL AND CAST(revert AS TEXT) NOT IN ('', 'null') {filter}"
+    );
+    let mut st = conn.prepare(&sql).at(path)?;
+    let mut q = match one {
+        Some(id) => st.query([id]),
+        None => st.query([]),
+    }
+    .at(path)?;
+    let mut out = HashSet::new();
+    while let Some(r) = q.next().at(path)? {
+        if let Some(id) = lossy(r, 0).at(path)? {
+            out.insert(id);
+        }
+    }
+    Ok(out)
+}
+
 /// A session as opencode's loader has it.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -307,6 +344,8 @@ pub struct Session {
     pub max_time: i64,
     /// The newest user message (whose agent and model a compaction copies).
     pub latest_user: Option<Value>,
+    /// Whether opencode has an undo pending in the session ([`pending_reverts`]).
+    pub revert_pending: bool,
 }
 
 /// A stored message row before its data is parsed.
@@ -520,7 +559,9 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
     let digest = crate::util::version_digest(raw_messages.as_bytes());
     let version =
         format!("{n_msgs}:{newest}:{n_parts}:{part_updated}:{updated}:{digest}");
+    let revert_pending = !pending_reverts(conn, path, "session", Some(id))?.is_empty();
     Ok(Session {
+        revert_pending,
         loaded,
         raw_messages,
         version,

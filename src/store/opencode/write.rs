@@ -110,6 +110,9 @@ impl Write for Proposal {
     }
 
     fn stage(&self, _tx: &Connection, _path: &Path, cur: Session) -> Result<Stage<Apply>> {
+        if cur.revert_pending {
+            return Ok(Stage::Changed(super::read::REVERT_PENDING.into()));
+        }
         let ids: Vec<&str> = cur.loaded.iter().map(|m| m.id.as_str()).collect();
         if ids != self.loaded.iter().map(String::as_str).collect::<Vec<_>>()
             || self.tail_start > cur.loaded.len()

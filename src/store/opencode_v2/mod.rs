@@ -122,6 +122,25 @@ impl Adapter for OpencodeV2 {
         ))
     }
 
+    /// A session with an undo pending (`session_v2.revert`), as for 1.x.
+    fn left_alone(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        let pending =
+            super::opencode::pending_reverts(read.conn, read.path, "session_v2", Some(id))?;
+        Ok((!pending.is_empty()).then(|| super::opencode::REVERT_PENDING.to_string()))
+    }
+
+    fn left_alone_now(
+        &self,
+        read: &Read<'_>,
+    ) -> Result<Option<std::collections::HashMap<String, String>>> {
+        let all = super::opencode::pending_reverts(read.conn, read.path, "session_v2", None)?;
+        Ok(Some(
+            all.into_iter()
+                .map(|id| (id, super::opencode::REVERT_PENDING.to_string()))
+                .collect(),
+        ))
+    }
+
     fn unrated(&self) -> Unrated {
         Unrated {
             no_usage: "no finished assistant message with token counts since the latest compaction",

@@ -94,7 +94,10 @@ impl Write for Proposal {
         Ok(s.map(|s| (s.version.clone(), s)))
     }
 
-    fn stage(&self, _tx: &Connection, _path: &Path, cur: Session) -> Result<Stage<Apply>> {
+    fn stage(&self, tx: &Connection, path: &Path, cur: Session) -> Result<Stage<Apply>> {
+        if !crate::store::opencode::pending_reverts(tx, path, "session_v2", Some(&self.id))?.is_empty() {
+            return Ok(Stage::Changed(crate::store::opencode::REVERT_PENDING.into()));
+        }
         let Some(summary) = &self.summary else {
             return Ok(Stage::Changed(
                 "opencode 2.x storage keeps no rewritable tool outputs; prune is not available".into(),

@@ -1,0 +1,151 @@
+//! opencode's own session state respected (1.x and 2.x): a pending /undo (`revert`), child
+//! sessions (`parent_id`), archived sessions (`time_archived`), the session list's order after
+//! a batch, `show --raw` as the stored rows, and the transcript as opencode's UI shows it.
+//! Every store is generated from opencode's DDL; the test's own SQL is the oracle.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use agent_db_synth::opencode::{generate_opencode, OpencodeEra};
+use agent_db_synth::opencode_v2::{generate_opencode_v2, V2Era};
+use agent_db_synth::SynthOptions;
+use rusqlite::Connection;
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::common::{bare_cmd, files_hash, ids_with_status, json};
+
+/// One generated store: a 1.x file (`session`) or a 2.x file (`session_v2`).
+struct O {
+    dir: TempDir,
+    db: PathBuf,
+    session: &'static str,
+}
+
+impl O {
+    fn v1(n: usize) -> O {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("opencode.db");
+        let opts = SynthOptions {
+            conversations: n,
+            seed: 7,
+            scale: 0.5,
+            ..SynthOptions::default()
+        };
+        generate_opencode(&db, &opts, OpencodeEra::Effect).unwrap();
+        O {
+            dir,
+            db,
+            session: "session",
+        }
+    }
+
+    fn v2(n: usize) -> O {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("opencode.db");
+        generate_opencode_v2(&db, n, 11, V2Era::Newest).unwrap();
+        O {
+            dir,
+            db,
+            session: "session_v2",
+        }
+    }
+
+    fn both(n: usize) -> [O; 2] {
+        [O::v1(n), O::v2(n)]
+    }
+
+    fn cmd(&self) -> assert_cmd::Command {
+        let mut c = bare_cmd(self.dir.path());
+        c.arg("--db").arg(&self.db);
+        c
+    }
+
+    fn conn(&self) -> Connection {
+        Connection::open(&self.db).unwrap()
+    }
+
+    fn strings(&self, sql: &str) -> Vec<String> {
+        let c = self.conn();
+        let mut st = c.prepare(sql).unwrap();
+        let rows = st.query_map([], |r| r.get::<_, String>(0)).unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    }
+
+    fn exec(&self, sql: &str) {
+        self.conn().execute_batch(sql).unwrap();
+    }
+
+    /// Root sessions, newest `time_updated` first.
+    fn roots(&self) -> Vec<String> {
+        self.strings(&format!(
+            "SELECT id FROM {} WHERE parent_id IS NULL ORDER BY time_updated DESC, id",
+            self.session
+        ))
+    }
+
+    fn run_json(&self, args: &[&str]) -> (Value, i32) {
+        let mut c = self.cmd();
+        c.args(args);
+        json(c)
+    }
+}
+
+fn row<'a>(doc: &'a Value, id: &str) -> &'a Value {
+    doc["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .unwrap_or_else(|| panic!("{id} not in {doc:#}"))
+}
+
+#[test]
+fn a_pending_undo_is_left_alone_and_nothing_is_written() {
+    for o in O::both(6) {
+        let ids = o.roots();
+        let undone = &ids[0];
+        // What opencode's /undo leaves until the next prompt (`SessionRevert.revert`).
+        o.exec(&format!(
+            "UPDATE {} SET revert = '{{\"messageID\":\"msg_x\",\"snapshot\":\"abc\"}}' WHERE id = '{undone}'",
+            o.session
+        ));
+        let before = files_hash(&o.db);
+        let (doc, code) = o.run_json(&["compact", undone, "--yes", "--json"]);
+        assert_eq!(code, 0, "{}: {doc:#}", o.session);
+        let r = row(&doc, undone);
+        assert_eq!(r["status"], "skipped", "{doc:#}");
+        let why = r.to_string();
+        assert!(
+            why.contains("undo pending") && why.contains("/redo") && why.contains("prompt"),
+            "{why}"
+        );
+        assert_eq!(files_hash(&o.db), before, "{}: the file changed", o.session);
+        // A batch skips it with the same reason and compacts the others.
+        let (doc, _) = o.run_json(&[
+            "compact",
+            "--all-over",
+            "0",
+            "--idle",
+            "0",
+            "--yes",
+            "--json",
+            "--strategy",
+            "extractive",
+            "--keep-tokens",
+            "80",
+            "--force",
+        ]);
+        assert_eq!(row(&doc, undone)["status"], "skipped", "{doc:#}");
+        assert!(!ids_with_status(&doc, "compacted").is_empty(), "{doc:#}");
+        let n: i64 = o
+            .conn()
+            .query_row(
+                "SELECT COUNT(*) FROM agent_db_compactions WHERE conversation_id = ?1",
+                [undone],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(n, 0);
+    }
+}
