@@ -437,6 +437,11 @@ pub struct SelectArgs {
     /// Context limit in tokens for conversations with no stored maxContextWindow
     #[arg(long, value_name = "N")]
     pub context_limit: Option<i64>,
+
+    /// Also select conversations archived in the agent (opencode's archived sessions), which
+    /// batch selections leave out
+    #[arg(long)]
+    pub include_archived: bool,
 }
 
 impl SelectArgs {
@@ -453,6 +458,7 @@ impl SelectArgs {
             provider: self.provider.clone(),
             limit: self.limit,
             context_limit: self.context_limit,
+            include_archived: self.include_archived,
         }
     }
 }

@@ -57,6 +57,8 @@ pub struct Selector {
     pub limit: Option<usize>,
     /// Context limit used when a conversation has no stored maxContextWindow.
     pub context_limit: Option<i64>,
+    /// `--include-archived`: batch selections take archived conversations too.
+    pub include_archived: bool,
 }
 
 /// The fate of one conversation during selection.
@@ -217,6 +219,9 @@ impl Selector {
                 }
             }
         }
+        if let Some(v) = self.set_aside(f) {
+            return v;
+        }
         if let (Some(idle), Some(a)) = (self.idle_window(), age_std) {
             if a < idle {
                 let why = format!(
@@ -231,6 +236,37 @@ impl Selector {
             }
         }
         Verdict::Selected
+    }
+
+    /// A conversation a batch selection leaves out although it matches, by the agent's own
+    /// standing of it: archived (unless `--include-archived`), or a child session (when any
+    /// selector but `--provider` is given; a plain `list` shows children, marked). A
+    /// conversation named by ID is never set aside.
+    fn set_aside(&self, f: &Facts<'_>) -> Option<Verdict> {
+        if !self.ids.is_empty() {
+            return None;
+        }
+        if f.archived && !self.include_archived {
+            return Some(Verdict::Skipped {
+                why:
+                    "archived in the agent (--include-archived selects it; naming its ID does too)"
+                        .into(),
+                summary: SKIP_ARCHIVED,
+            });
+        }
+        let batch = self.follow
+            || self.all_over.is_some()
+            || self.older_than.is_some()
+            || self.since.is_some();
+        match f.parent {
+            Some(p) if batch => Some(Verdict::Skipped {
+                why: format!(
+                    "a child session (a subagent's) of {p}: the agent works in it for its parent; name its ID to compact it"
+                ),
+                summary: SKIP_CHILD,
+            }),
+            _ => None,
+        }
     }
 
     /// Run the selection, streaming outcomes to `f` (which returns `false` to stop). Conversations
@@ -283,6 +319,9 @@ impl Selector {
             let mut best: Option<(DateTime<FixedOffset>, ConversationMeta)> = None;
             let mut failures = Vec::new();
             store.scan(|meta| {
+                if self.set_aside(&meta.facts()).is_some() {
+                    return true;
+                }
                 match meta.updated() {
                     Ok(t) => {
                         if best.as_ref().is_none_or(|(b, _)| t > *b) {
@@ -578,6 +617,10 @@ pub const SKIP_NO_WINDOW: &str = "no context window known — give --context-lim
 /// [`Outcome::Skipped`]'s summary: the store's own rules leave it alone ([`left_alone`]).
 pub const SKIP_LEFT_ALONE: &str =
     "left to the agent (it manages this context itself, is running a turn in it now, or has an undo pending)";
+/// [`Outcome::Skipped`]'s summary: archived in the agent.
+pub const SKIP_ARCHIVED: &str = "archived in the agent (--include-archived selects them)";
+/// [`Outcome::Skipped`]'s summary: a child session (a subagent's).
+pub const SKIP_CHILD: &str = "child sessions (a subagent's; name one by ID to compact it)";
 /// [`Outcome::Skipped`]'s summary: updated within the idle window.
 pub const SKIP_ACTIVE: &str = "active within the idle window (--idle 0 includes them)";
 
@@ -614,6 +657,8 @@ mod threshold_tests {
             created_at: "2026-01-01T00:00:00Z".into(),
             updated_at: "2026-01-01T00:00:00Z".into(),
             problem: problem.then(|| "bad usage".to_string()),
+            parent: None,
+            archived: false,
         }
     }
 

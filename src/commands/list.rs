@@ -28,6 +28,12 @@ struct JsonRow<'a> {
     reason: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     detail: Option<&'a str>,
+    /// The session this one is a child of (opencode's `parent_id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_id: Option<&'a str>,
+    /// Archived in the agent (opencode's `time_archived`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    archived: bool,
 }
 
 /// [`json_row`] for a selected row; like the table, a timestamp that cannot be read is reported.
@@ -90,6 +96,8 @@ fn json_row_of<'a>(
         status,
         reason,
         detail,
+        parent_id: m.parent.as_deref(),
+        archived: m.archived,
     }
 }
 
@@ -300,7 +308,7 @@ fn table_row(
     };
     vec![
         table::c(ids.show(&meta.id)),
-        table::c(table::ellipsize(meta.name.as_deref().unwrap_or(""), 40)),
+        table::c(table::ellipsize(&list_name(meta), 40)),
         table::c(meta.provider.clone()),
         table::c(meta.model.clone().unwrap_or_default()),
         table::c(
@@ -316,4 +324,27 @@ fn table_row(
         (util.map(table::percent).unwrap_or_else(|| "-".into()), tone),
         table::c(output::ago(now, &meta.updated_at)),
     ]
+}
+
+/// The NAME cell: a child session (a subagent's) is marked `↳ `, an archived one `[archived] `.
+fn list_name(meta: &ConversationMeta) -> String {
+    let name = meta.name.as_deref().unwrap_or("");
+    let mut out = String::new();
+    if meta.parent.is_some() {
+        out.push_str("↳ ");
+    }
+    if meta.archived {
+        out.push_str("[archived] ");
+    }
+    out.push_str(&first_line(name));
+    out
+}
+
+/// The first line of a name (a title may hold several), with `…` when more follow.
+pub fn first_line(name: &str) -> std::borrow::Cow<'_, str> {
+    let t = name.trim_matches(['\n', '\r']);
+    match t.split_once('\n') {
+        Some((head, _)) => format!("{}…", head.trim_end()).into(),
+        None => t.into(),
+    }
 }

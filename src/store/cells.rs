@@ -648,6 +648,8 @@ fn unpack(b: &[u8], codecs: &[crate::message::Format]) -> Result<super::Conversa
         created_at,
         updated_at,
         problem,
+        parent: None,
+        archived: false,
     })
 }
 
@@ -706,6 +708,8 @@ fn unpack_facts(b: &[u8]) -> Result<super::Facts<'_>> {
         current_context,
         max_context,
         problem,
+        parent: None,
+        archived: false,
     })
 }
 
@@ -758,6 +762,8 @@ mod tests {
             Just(Some(crate::message::OPENAI_CHAT)),
         ];
         (texts, opts, nums, codec).prop_map(|(t, o, n, codec)| super::super::ConversationMeta {
+            parent: None,
+            archived: false,
             id: t[0].clone(),
             provider: t[1].clone(),
             created_at: t[2].clone(),
@@ -792,98 +798,99 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(120))]
-        /// In memory or spilled, the order is SQLite's own `ORDER BY k DESC, rowid` on a table
-        /// the test writes itself, and every row and key comes back as it was pushed.
-        #[test]
-        fn newest_first_is_sqlites_order(
-            rows in prop::collection::vec((value(), meta()), 0..40),
-            cap in 0usize..45,
-        ) {
-            let path = Path::new("test");
-            let db = Connection::open_in_memory().unwrap();
-            db.execute_batch("CREATE TABLE t (k)").unwrap();
-            let mut kept = NewestFirst::with_cap(cap);
-            let mut pushed = std::collections::HashMap::new();
-            for (k, m) in &rows {
-                db.execute("INSERT INTO t (k) VALUES (?1)", [k]).unwrap();
-                let rowid = db.last_insert_rowid();
-                let key = db
-                    .query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| Ok(SortKey::of(r.get_ref(0)?)))
-                    .unwrap();
-                let mut m = m.clone();
-                m.id = format!("{rowid}:{}", m.id);
-                pushed.insert(rowid, (key.clone(), fields(&m)));
-                if rowid % 2 == 0 {
-                    kept.push_meta(path, key, rowid, m).unwrap();
-                } else {
-                    // The same row keyed by the stored value as read.
+            #![proptest_config(ProptestConfig::with_cases(120))]
+            /// In memory or spilled, the order is SQLite's own `ORDER BY k DESC, rowid` on a table
+            /// the test writes itself, and every row and key comes back as it was pushed.
+            #[test]
+            fn newest_first_is_sqlites_order(
+                rows in prop::collection::vec((value(), meta()), 0..40),
+                cap in 0usize..45,
+            ) {
+                let path = Path::new("test");
+                let db = Connection::open_in_memory().unwrap();
+                db.execute_batch("CREATE TABLE t (k)").unwrap();
+                let mut kept = NewestFirst::with_cap(cap);
+                let mut pushed = std::collections::HashMap::new();
+                for (k, m) in &rows {
+                    db.execute("INSERT INTO t (k) VALUES (?1)", [k]).unwrap();
+                    let rowid = db.last_insert_rowid();
+                    let key = db
+                        .query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| Ok(SortKey::of(r.get_ref(0)?)))
+                        .unwrap();
+                    let mut m = m.clone();
+                    m.id = format!("{rowid}:{}", m.id);
+                    pushed.insert(rowid, (key.clone(), fields(&m)));
+                    if rowid % 2 == 0 {
+                        kept.push_meta(path, key, rowid, m).unwrap();
+                    } else {
+                        // The same row keyed by the stored value as read.
+                        db.query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| {
+                            kept.push_meta_at(path, r.get_ref(0)?, rowid, m).unwrap();
+                            Ok(())
+                        })
+                        .unwrap();
+                    }
+                }
+                let want = sqlites_order(&db);
+                let mut got = Vec::new();
+                kept.with_sorted(path, |next| {
+                    while let Some((key, m)) = next()? {
+                        let rowid: i64 = m.id.split(':').next().unwrap().parse().unwrap();
+                        let (k, f) = &pushed[&rowid];
+                        assert_eq!((&key, &fields(&m)), (k, f));
+                        got.push(rowid);
+                    }
+                    Ok(())
+                })
+                .unwrap();
+                prop_assert_eq!(got, want);
+            }
+
+            /// Facts alone ([`NewestFirst::push_facts_at`]), in memory or spilled: SQLite's order,
+            /// and every field back as pushed.
+            #[test]
+            fn facts_come_back_in_sqlites_order(
+                rows in prop::collection::vec(
+                    (value(), text(), text(), prop::option::of(text()),
+                     prop::option::of(any::<i64>()), prop::option::of(any::<i64>())),
+                    0..40,
+                ),
+                cap in 0usize..45,
+            ) {
+                let path = Path::new("test");
+                let db = Connection::open_in_memory().unwrap();
+                db.execute_batch("CREATE TABLE t (k)").unwrap();
+                let mut kept = NewestFirst::with_cap(cap);
+                let mut pushed = std::collections::HashMap::new();
+                for (k, id, updated_at, problem, current, max) in &rows {
+                    db.execute("INSERT INTO t (k) VALUES (?1)", [k]).unwrap();
+                    let rowid = db.last_insert_rowid();
+                    let id = format!("{rowid}:{id}");
+                    let f = super::super::Facts {
+    parent: None, archived: false,
+                        id: &id,
+                        updated_at,
+                        current_context: *current,
+                        max_context: *max,
+                        problem: problem.as_deref(),
+                    };
+                    pushed.insert(rowid, format!("{f:?}"));
                     db.query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| {
-                        kept.push_meta_at(path, r.get_ref(0)?, rowid, m).unwrap();
+                        kept.push_facts_at(path, r.get_ref(0)?, rowid, &f).unwrap();
                         Ok(())
                     })
                     .unwrap();
                 }
-            }
-            let want = sqlites_order(&db);
-            let mut got = Vec::new();
-            kept.with_sorted(path, |next| {
-                while let Some((key, m)) = next()? {
-                    let rowid: i64 = m.id.split(':').next().unwrap().parse().unwrap();
-                    let (k, f) = &pushed[&rowid];
-                    assert_eq!((&key, &fields(&m)), (k, f));
+                let want = sqlites_order(&db);
+                let mut got = Vec::new();
+                kept.each_facts(path, |f| {
+                    let rowid: i64 = f.id.split(':').next().unwrap().parse().unwrap();
+                    assert_eq!(format!("{f:?}"), pushed[&rowid]);
                     got.push(rowid);
-                }
-                Ok(())
-            })
-            .unwrap();
-            prop_assert_eq!(got, want);
-        }
-
-        /// Facts alone ([`NewestFirst::push_facts_at`]), in memory or spilled: SQLite's order,
-        /// and every field back as pushed.
-        #[test]
-        fn facts_come_back_in_sqlites_order(
-            rows in prop::collection::vec(
-                (value(), text(), text(), prop::option::of(text()),
-                 prop::option::of(any::<i64>()), prop::option::of(any::<i64>())),
-                0..40,
-            ),
-            cap in 0usize..45,
-        ) {
-            let path = Path::new("test");
-            let db = Connection::open_in_memory().unwrap();
-            db.execute_batch("CREATE TABLE t (k)").unwrap();
-            let mut kept = NewestFirst::with_cap(cap);
-            let mut pushed = std::collections::HashMap::new();
-            for (k, id, updated_at, problem, current, max) in &rows {
-                db.execute("INSERT INTO t (k) VALUES (?1)", [k]).unwrap();
-                let rowid = db.last_insert_rowid();
-                let id = format!("{rowid}:{id}");
-                let f = super::super::Facts {
-                    id: &id,
-                    updated_at,
-                    current_context: *current,
-                    max_context: *max,
-                    problem: problem.as_deref(),
-                };
-                pushed.insert(rowid, format!("{f:?}"));
-                db.query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| {
-                    kept.push_facts_at(path, r.get_ref(0)?, rowid, &f).unwrap();
-                    Ok(())
+                    Ok(true)
                 })
                 .unwrap();
+                prop_assert_eq!(got, want);
             }
-            let want = sqlites_order(&db);
-            let mut got = Vec::new();
-            kept.each_facts(path, |f| {
-                let rowid: i64 = f.id.split(':').next().unwrap().parse().unwrap();
-                assert_eq!(format!("{f:?}"), pushed[&rowid]);
-                got.push(rowid);
-                Ok(true)
-            })
-            .unwrap();
-            prop_assert_eq!(got, want);
         }
-    }
 }

@@ -494,6 +494,14 @@ pub struct ConversationMeta {
     /// A problem reading the stored usage, reported instead of failing the whole listing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// The conversation this one is a child of (opencode's `parent_id`: a subagent's
+    /// session): listed, marked, and left out of batch selections unless named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Archived in the agent (opencode's `time_archived`): left out of batch selections
+    /// unless `--include-archived`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
 }
 
 #[derive(serde::Deserialize)]
@@ -558,6 +566,8 @@ impl ConversationMeta {
             created_at,
             updated_at,
             problem,
+            parent: None,
+            archived: false,
         }
     }
 
@@ -588,6 +598,8 @@ impl ConversationMeta {
             current_context: self.current_context,
             max_context: self.max_context,
             problem: self.problem.as_deref(),
+            parent: self.parent.as_deref(),
+            archived: self.archived,
         }
     }
 }
@@ -603,6 +615,9 @@ pub struct Facts<'a> {
     pub max_context: Option<i64>,
     /// A problem reading the stored usage ([`ConversationMeta::problem`]).
     pub problem: Option<&'a str>,
+    /// [`ConversationMeta::parent`] and [`ConversationMeta::archived`].
+    pub parent: Option<&'a str>,
+    pub archived: bool,
 }
 
 impl Facts<'_> {

@@ -149,3 +149,88 @@ fn a_pending_undo_is_left_alone_and_nothing_is_written() {
         assert_eq!(n, 0);
     }
 }
+
+fn selected(o: &O, args: &[&str]) -> BTreeSet<String> {
+    let mut all = vec!["list", "--json", "--idle", "0"];
+    all.extend_from_slice(args);
+    let (doc, code) = o.run_json(&all);
+    assert!(code == 0, "{doc:#}");
+    ids_with_status(&doc, "selected").into_iter().collect()
+}
+
+#[test]
+fn child_and_archived_sessions_are_marked_and_left_out_of_batches_unless_asked() {
+    for o in O::both(8) {
+        let t = o.session;
+        let rated = selected(&o, &["--all-over", "0"]);
+        let mut it = rated.iter();
+        let (parent, child, archived) = (
+            it.next().unwrap().clone(),
+            it.next().unwrap().clone(),
+            it.next().unwrap().clone(),
+        );
+        o.exec(&format!(
+            "UPDATE {t} SET parent_id = '{parent}' WHERE id = '{child}';
+             UPDATE {t} SET time_archived = time_updated + 1 WHERE id = '{archived}';"
+        ));
+        // The oracle: sessions with neither, by the test's own SQL, among the rated ones.
+        let plain: BTreeSet<String> = o
+            .strings(&format!(
+                "SELECT id FROM {t} WHERE (parent_id IS NULL OR parent_id = '') AND time_archived IS NULL"
+            ))
+            .into_iter()
+            .filter(|id| rated.contains(id))
+            .collect();
+        assert_eq!(selected(&o, &["--all-over", "0"]), plain, "{t}");
+        let mut with_archived = plain.clone();
+        with_archived.insert(archived.clone());
+        assert_eq!(
+            selected(&o, &["--all-over", "0", "--include-archived"]),
+            with_archived,
+            "{t}"
+        );
+        // A plain listing shows the child, marked, and leaves the archived one out.
+        let (doc, _) = o.run_json(&["list", "--json"]);
+        assert_eq!(row(&doc, &child)["parent_id"], parent.as_str(), "{doc:#}");
+        assert_eq!(row(&doc, &child)["status"], "selected");
+        assert_ne!(row(&doc, &archived)["status"], "selected");
+        let table = o
+            .cmd()
+            .args(["list", "--include-archived"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&table.stdout);
+        let line = |id: &str| {
+            text.lines()
+                .find(|l| l.contains(&id[..12]))
+                .unwrap_or_else(|| panic!("{id}:\n{text}"))
+                .to_string()
+        };
+        assert!(line(&child).contains('↳'), "{text}");
+        assert!(line(&archived).contains("[archived]"), "{text}");
+        // Named, each is compacted as any other.
+        for id in [&child, &archived] {
+            let (doc, code) = o.run_json(&["compact", id, "--dry-run", "--json", "--force"]);
+            assert_eq!(code, 0, "{doc:#}");
+            let detail = row(&doc, id)["detail"].to_string();
+            assert!(
+                !detail.contains("child session") && !detail.contains("archived"),
+                "{doc:#}"
+            );
+        }
+        // --follow passes over them.
+        let newest_plain = o.strings(&format!(
+            "SELECT id FROM {t} WHERE (parent_id IS NULL OR parent_id = '') AND time_archived IS NULL \
+             ORDER BY time_updated DESC, id LIMIT 1"
+        ));
+        o.exec(&format!(
+            "UPDATE {t} SET time_updated = time_updated + 999999999 WHERE id IN ('{child}', '{archived}')"
+        ));
+        let (doc, _) = o.run_json(&["list", "--follow", "--json"]);
+        assert_eq!(
+            ids_with_status(&doc, "selected"),
+            newest_plain,
+            "{t}: {doc:#}"
+        );
+    }
+}

@@ -200,6 +200,7 @@ fn meta_from_row(
     let model = lossy(r, 7)?;
     let current = current(input, output);
     let meta = ConversationMeta {
+parent: None, archived: false,
         id,
         name: lossy(r, 1)?.filter(|t| !t.is_empty()),
         provider: PROVIDER.to_string(),
@@ -296,6 +297,7 @@ pub fn scan_facts(
             };
             let id = lossy_ref(r, 0).at(path)?;
             let facts = Facts {
+parent: None, archived: false,
                 id: id.as_deref().unwrap_or_default(),
                 updated_at: updated_at.as_deref().unwrap_or_default(),
                 current_context,

@@ -155,6 +155,7 @@ fn meta_with(r: &SqlRow<'_>, model: Option<String>, max: i64) -> rusqlite::Resul
         .or(lossy(r, 2)?.filter(|d| !d.is_empty()));
     let created_at = rfc3339_cell(r, 4)?.unwrap_or_default();
     Ok(ConversationMeta {
+parent: None, archived: false,
         id: lossy(r, 0)?.unwrap_or_default(),
         name,
         provider: provider_of(lossy(r, 11)?),
@@ -268,6 +269,7 @@ pub fn scan_facts(
                 None => rfc3339_cell(r, 4).at(path)?.unwrap_or_default(),
             };
             let facts = Facts {
+parent: None, archived: false,
                 id: id.as_deref().unwrap_or_default(),
                 updated_at: &updated_at,
                 current_context: current,

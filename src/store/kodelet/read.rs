@@ -542,6 +542,7 @@ fn prefiltered_rows(
             let updated_at = lossy_value(key).filter(|_| prefilter.times);
             let id = lossy_value(id);
             let f = Facts {
+parent: None, archived: false,
                 id: id.as_deref().unwrap_or_default(),
                 updated_at: updated_at.as_deref().unwrap_or_default(),
                 current_context: current,

@@ -24,6 +24,7 @@ mod schema;
 mod write;
 
 pub use ids::{ascending as ascending_id, descending as descending_id};
+pub(crate) use read::{archived as read_archived, parent as read_parent};
 pub use read::{
     context_tokens, load_session, meta, pending_reverts, rfc3339_ms, scan, Msg, Session, REVERT_PENDING,
 };

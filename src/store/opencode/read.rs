@@ -39,7 +39,7 @@ const LAST_FINISHED: &str = "(SELECT m.data FROM message m WHERE m.session_id = 
 
 /// id, title, directory, time_created, time_updated, then that message's providerID, modelID,
 /// summary, tokens (total, input, output, cache read, cache write) and whether it exists, then
-/// tokens_input, tokens_output, model. The message's fields are extracted in SQL (its `data`
+/// tokens_input, tokens_output, model, parent_id, time_archived. The message's fields are extracted in SQL (its `data`
 /// never reaches Rust), from a materialized row so the subquery runs once per session.
 fn list_sql(schema: &Schema, filter: &str, order: &str) -> String {
     let col = |c: &str| {
@@ -51,13 +51,17 @@ fn list_sql(schema: &Schema, filter: &str, order: &str) -> String {
     };
     format!(
         "WITH r AS MATERIALIZED (SELECT s.id, s.title, s.directory, s.time_created, s.time_updated, \
-         {LAST_FINISHED} AS d, {} AS ti, {} AS tout, {} AS model FROM session s {filter}) \
+         {LAST_FINISHED} AS d, {} AS ti, {} AS tout, {} AS model, {} AS parent, {} AS archived \
+         FROM session s {filter}) \
          SELECT id, title, directory, time_created, time_updated, d ->> '$.providerID', d ->> '$.modelID', \
          d ->> '$.summary', d ->> '$.tokens.total', d ->> '$.tokens.input', d ->> '$.tokens.output', \
-         d ->> '$.tokens.cache.read', d ->> '$.tokens.cache.write', d IS NOT NULL, ti, tout, model FROM r {order}",
+         d ->> '$.tokens.cache.read', d ->> '$.tokens.cache.write', d IS NOT NULL, ti, tout, model, \
+         parent, archived FROM r {order}",
         col("tokens_input"),
         col("tokens_output"),
         col("model"),
+        col("parent_id"),
+        col("time_archived"),
     )
 }
 
@@ -150,7 +154,20 @@ fn usage_meta(
         updated_at: String::new(),
         created_at: String::new(),
         problem: None,
+        parent: parent(r, 17)?,
+        archived: archived(r, 18)?,
     })
+}
+
+/// A session's `parent_id` (a child session: a subagent's), when set.
+pub(crate) fn parent(r: &SqlRow<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+    Ok(lossy(r, i)?.filter(|p| !p.is_empty()))
+}
+
+/// Whether a session's `time_archived` is set (opencode's archive: hidden from its session list).
+pub(crate) fn archived(r: &SqlRow<'_>, i: usize) -> rusqlite::Result<bool> {
+    use rusqlite::types::ValueRef;
+    Ok(!matches!(r.get_ref(i)?, ValueRef::Null))
 }
 
 /// The rest of a row's metadata.
@@ -241,6 +258,8 @@ pub fn scan_facts(
             current_context: meta.current_context,
             max_context: meta.max_context,
             problem: meta.problem.as_deref(),
+            parent: meta.parent.as_deref(),
+            archived: meta.archived,
         };
         if !f(facts) {
             break;

@@ -37,8 +37,8 @@ const LAST_SQL: &str = "(SELECT m.{col} FROM session_message m WHERE m.session_i
 fn list_sql(filter: &str) -> String {
     format!(
         "SELECT s.id, s.title, s.directory, s.time_created, s.time_updated, s.model, s.tokens_input, \
-         s.tokens_output, {}, {}, (SELECT COUNT(*) FROM session_message c WHERE c.session_id = s.id) \
-         FROM session_v2 s {filter} ORDER BY s.time_updated DESC, s.id",
+         s.tokens_output, {}, {}, (SELECT COUNT(*) FROM session_message c WHERE c.session_id = s.id), \
+         s.parent_id, s.time_archived FROM session_v2 s {filter} ORDER BY s.time_updated DESC, s.id",
         LAST_SQL.replace("{col}", "type"),
         LAST_SQL.replace("{col}", "data")
     )
@@ -103,6 +103,8 @@ fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<Con
         created_at: rfc3339_ms(created),
         updated_at: rfc3339_ms(int(r, 4)?.unwrap_or(created)),
         problem: None,
+        parent: crate::store::opencode::read_parent(r, 11)?,
+        archived: crate::store::opencode::read_archived(r, 12)?,
     })
 }
 

@@ -25,6 +25,8 @@ const SESSION_REQUIRED: &[&str] = &[
     "tokens_output",
     "time_created",
     "time_updated",
+    "parent_id",
+    "time_archived",
 ];
 const MESSAGE_REQUIRED: &[&str] = &[
     "id",
