@@ -260,9 +260,15 @@ impl Selector {
             || self.since.is_some();
         match f.parent {
             Some(p) if batch => Some(Verdict::Skipped {
-                why: format!(
-                    "a child session (a subagent's) of {p}: the agent works in it for its parent; name its ID to compact it"
-                ),
+                why: if p.is_empty() {
+                    "a session the agent keeps for itself (a subagent's or a hidden one, parent not recorded): \
+                     the agent does not list it; name its ID to compact it"
+                        .to_string()
+                } else {
+                    format!(
+                        "a child session (a subagent's) of {p}: the agent works in it for its parent; name its ID to compact it"
+                    )
+                },
                 summary: SKIP_CHILD,
             }),
             _ => None,

@@ -586,9 +586,17 @@ fn pack(m: &super::ConversationMeta, codecs: &mut Vec<crate::message::Format>, o
     for s in [&m.id, &m.provider, &m.created_at, &m.updated_at] {
         text(out, Some(s.as_str()));
     }
-    for s in [&m.name, &m.api_mode, &m.model, &m.cwd, &m.problem] {
+    for s in [
+        &m.name,
+        &m.api_mode,
+        &m.model,
+        &m.cwd,
+        &m.problem,
+        &m.parent,
+    ] {
         text(out, s.as_deref());
     }
+    out.push(u8::from(m.archived));
     for n in [
         m.message_count,
         m.current_context,
@@ -623,7 +631,9 @@ fn unpack(b: &[u8], codecs: &[crate::message::Format]) -> Result<super::Conversa
     };
     let [id, provider, created_at, updated_at] =
         [text()?, text()?, text()?, text()?].map(Option::unwrap_or_default);
-    let [name, api_mode, model, cwd, problem] = [text()?, text()?, text()?, text()?, text()?];
+    let [name, api_mode, model, cwd, problem, parent] =
+        [text()?, text()?, text()?, text()?, text()?, text()?];
+    let archived = take(1)?[0] != 0;
     let mut num = || -> Result<Option<i64>> {
         Ok(match take(1)?[0] {
             0 => None,
@@ -648,15 +658,15 @@ fn unpack(b: &[u8], codecs: &[crate::message::Format]) -> Result<super::Conversa
         created_at,
         updated_at,
         problem,
-        parent: None,
-        archived: false,
+        parent,
+        archived,
     })
 }
 
 /// [`super::Facts`] as bytes, appended: the two strings length-prefixed, the problem too
 /// (`u32::MAX`: none), the numbers as in [`pack`].
 fn pack_facts(f: &super::Facts<'_>, out: &mut Vec<u8>) {
-    for s in [Some(f.id), Some(f.updated_at), f.problem] {
+    for s in [Some(f.id), Some(f.updated_at), f.problem, f.parent] {
         match s {
             Some(s) => {
                 out.extend_from_slice(&(s.len() as u32).to_le_bytes());
@@ -674,6 +684,7 @@ fn pack_facts(f: &super::Facts<'_>, out: &mut Vec<u8>) {
             None => out.push(0),
         }
     }
+    out.push(u8::from(f.archived));
 }
 
 /// [`pack_facts`]' inverse, borrowing the strings.
@@ -694,7 +705,7 @@ fn unpack_facts(b: &[u8]) -> Result<super::Facts<'_>> {
             .map(Some)
             .map_err(|_| bad())
     };
-    let [id, updated_at, problem] = [text()?, text()?, text()?];
+    let [id, updated_at, problem, parent] = [text()?, text()?, text()?, text()?];
     let mut num = || -> Result<Option<i64>> {
         Ok(match take(1)?[0] {
             0 => None,
@@ -702,14 +713,15 @@ fn unpack_facts(b: &[u8]) -> Result<super::Facts<'_>> {
         })
     };
     let [current_context, max_context] = [num()?, num()?];
+    let archived = take(1)?[0] != 0;
     Ok(super::Facts {
         id: id.unwrap_or_default(),
         updated_at: updated_at.unwrap_or_default(),
         current_context,
         max_context,
         problem,
-        parent: None,
-        archived: false,
+        parent,
+        archived,
     })
 }
 
@@ -754,31 +766,33 @@ mod tests {
 
     fn meta() -> impl Strategy<Value = super::super::ConversationMeta> {
         let texts = prop::collection::vec(text(), 4);
-        let opts = prop::collection::vec(prop::option::of(text()), 5);
+        let opts = prop::collection::vec(prop::option::of(text()), 6);
         let nums = prop::collection::vec(prop::option::of(any::<i64>()), 5);
         let codec = prop_oneof![
             Just(None),
             Just(Some(crate::message::ANTHROPIC)),
             Just(Some(crate::message::OPENAI_CHAT)),
         ];
-        (texts, opts, nums, codec).prop_map(|(t, o, n, codec)| super::super::ConversationMeta {
-            parent: None,
-            archived: false,
-            id: t[0].clone(),
-            provider: t[1].clone(),
-            created_at: t[2].clone(),
-            updated_at: t[3].clone(),
-            name: o[0].clone(),
-            api_mode: o[1].clone(),
-            model: o[2].clone(),
-            cwd: o[3].clone(),
-            problem: o[4].clone(),
-            message_count: n[0],
-            current_context: n[1],
-            max_context: n[2],
-            input_tokens: n[3],
-            output_tokens: n[4],
-            codec,
+        (texts, opts, nums, codec, any::<bool>()).prop_map(|(t, o, n, codec, archived)| {
+            super::super::ConversationMeta {
+                parent: o[5].clone(),
+                archived,
+                id: t[0].clone(),
+                provider: t[1].clone(),
+                created_at: t[2].clone(),
+                updated_at: t[3].clone(),
+                name: o[0].clone(),
+                api_mode: o[1].clone(),
+                model: o[2].clone(),
+                cwd: o[3].clone(),
+                problem: o[4].clone(),
+                message_count: n[0],
+                current_context: n[1],
+                max_context: n[2],
+                input_tokens: n[3],
+                output_tokens: n[4],
+                codec,
+            }
         })
     }
 
@@ -798,99 +812,101 @@ mod tests {
     }
 
     proptest! {
-            #![proptest_config(ProptestConfig::with_cases(120))]
-            /// In memory or spilled, the order is SQLite's own `ORDER BY k DESC, rowid` on a table
-            /// the test writes itself, and every row and key comes back as it was pushed.
-            #[test]
-            fn newest_first_is_sqlites_order(
-                rows in prop::collection::vec((value(), meta()), 0..40),
-                cap in 0usize..45,
-            ) {
-                let path = Path::new("test");
-                let db = Connection::open_in_memory().unwrap();
-                db.execute_batch("CREATE TABLE t (k)").unwrap();
-                let mut kept = NewestFirst::with_cap(cap);
-                let mut pushed = std::collections::HashMap::new();
-                for (k, m) in &rows {
-                    db.execute("INSERT INTO t (k) VALUES (?1)", [k]).unwrap();
-                    let rowid = db.last_insert_rowid();
-                    let key = db
-                        .query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| Ok(SortKey::of(r.get_ref(0)?)))
-                        .unwrap();
-                    let mut m = m.clone();
-                    m.id = format!("{rowid}:{}", m.id);
-                    pushed.insert(rowid, (key.clone(), fields(&m)));
-                    if rowid % 2 == 0 {
-                        kept.push_meta(path, key, rowid, m).unwrap();
-                    } else {
-                        // The same row keyed by the stored value as read.
-                        db.query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| {
-                            kept.push_meta_at(path, r.get_ref(0)?, rowid, m).unwrap();
-                            Ok(())
-                        })
-                        .unwrap();
-                    }
-                }
-                let want = sqlites_order(&db);
-                let mut got = Vec::new();
-                kept.with_sorted(path, |next| {
-                    while let Some((key, m)) = next()? {
-                        let rowid: i64 = m.id.split(':').next().unwrap().parse().unwrap();
-                        let (k, f) = &pushed[&rowid];
-                        assert_eq!((&key, &fields(&m)), (k, f));
-                        got.push(rowid);
-                    }
-                    Ok(())
-                })
-                .unwrap();
-                prop_assert_eq!(got, want);
-            }
-
-            /// Facts alone ([`NewestFirst::push_facts_at`]), in memory or spilled: SQLite's order,
-            /// and every field back as pushed.
-            #[test]
-            fn facts_come_back_in_sqlites_order(
-                rows in prop::collection::vec(
-                    (value(), text(), text(), prop::option::of(text()),
-                     prop::option::of(any::<i64>()), prop::option::of(any::<i64>())),
-                    0..40,
-                ),
-                cap in 0usize..45,
-            ) {
-                let path = Path::new("test");
-                let db = Connection::open_in_memory().unwrap();
-                db.execute_batch("CREATE TABLE t (k)").unwrap();
-                let mut kept = NewestFirst::with_cap(cap);
-                let mut pushed = std::collections::HashMap::new();
-                for (k, id, updated_at, problem, current, max) in &rows {
-                    db.execute("INSERT INTO t (k) VALUES (?1)", [k]).unwrap();
-                    let rowid = db.last_insert_rowid();
-                    let id = format!("{rowid}:{id}");
-                    let f = super::super::Facts {
-    parent: None, archived: false,
-                        id: &id,
-                        updated_at,
-                        current_context: *current,
-                        max_context: *max,
-                        problem: problem.as_deref(),
-                    };
-                    pushed.insert(rowid, format!("{f:?}"));
+        #![proptest_config(ProptestConfig::with_cases(120))]
+        /// In memory or spilled, the order is SQLite's own `ORDER BY k DESC, rowid` on a table
+        /// the test writes itself, and every row and key comes back as it was pushed.
+        #[test]
+        fn newest_first_is_sqlites_order(
+            rows in prop::collection::vec((value(), meta()), 0..40),
+            cap in 0usize..45,
+        ) {
+            let path = Path::new("test");
+            let db = Connection::open_in_memory().unwrap();
+            db.execute_batch("CREATE TABLE t (k)").unwrap();
+            let mut kept = NewestFirst::with_cap(cap);
+            let mut pushed = std::collections::HashMap::new();
+            for (k, m) in &rows {
+                db.execute("INSERT INTO t (k) VALUES (?1)", [k]).unwrap();
+                let rowid = db.last_insert_rowid();
+                let key = db
+                    .query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| Ok(SortKey::of(r.get_ref(0)?)))
+                    .unwrap();
+                let mut m = m.clone();
+                m.id = format!("{rowid}:{}", m.id);
+                pushed.insert(rowid, (key.clone(), fields(&m)));
+                if rowid % 2 == 0 {
+                    kept.push_meta(path, key, rowid, m).unwrap();
+                } else {
+                    // The same row keyed by the stored value as read.
                     db.query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| {
-                        kept.push_facts_at(path, r.get_ref(0)?, rowid, &f).unwrap();
+                        kept.push_meta_at(path, r.get_ref(0)?, rowid, m).unwrap();
                         Ok(())
                     })
                     .unwrap();
                 }
-                let want = sqlites_order(&db);
-                let mut got = Vec::new();
-                kept.each_facts(path, |f| {
-                    let rowid: i64 = f.id.split(':').next().unwrap().parse().unwrap();
-                    assert_eq!(format!("{f:?}"), pushed[&rowid]);
+            }
+            let want = sqlites_order(&db);
+            let mut got = Vec::new();
+            kept.with_sorted(path, |next| {
+                while let Some((key, m)) = next()? {
+                    let rowid: i64 = m.id.split(':').next().unwrap().parse().unwrap();
+                    let (k, f) = &pushed[&rowid];
+                    assert_eq!((&key, &fields(&m)), (k, f));
                     got.push(rowid);
-                    Ok(true)
+                }
+                Ok(())
+            })
+            .unwrap();
+            prop_assert_eq!(got, want);
+        }
+
+        /// Facts alone ([`NewestFirst::push_facts_at`]), in memory or spilled: SQLite's order,
+        /// and every field back as pushed.
+        #[test]
+        fn facts_come_back_in_sqlites_order(
+            rows in prop::collection::vec(
+                (value(), text(), text(), prop::option::of(text()),
+                 prop::option::of(any::<i64>()), prop::option::of(any::<i64>())),
+                0..40,
+            ),
+            cap in 0usize..45,
+        ) {
+            let path = Path::new("test");
+            let db = Connection::open_in_memory().unwrap();
+            db.execute_batch("CREATE TABLE t (k)").unwrap();
+            let mut kept = NewestFirst::with_cap(cap);
+            let mut pushed = std::collections::HashMap::new();
+            for (k, id, updated_at, problem, current, max) in &rows {
+                db.execute("INSERT INTO t (k) VALUES (?1)", [k]).unwrap();
+                let rowid = db.last_insert_rowid();
+                let id = format!("{rowid}:{id}");
+                let parent = (rowid % 3 == 0).then(|| format!("p{rowid}"));
+                let f = super::super::Facts {
+                    parent: parent.as_deref(),
+                    archived: rowid % 2 == 0,
+                    id: &id,
+                    updated_at,
+                    current_context: *current,
+                    max_context: *max,
+                    problem: problem.as_deref(),
+                };
+                pushed.insert(rowid, format!("{f:?}"));
+                db.query_row("SELECT k FROM t WHERE rowid = ?1", [rowid], |r| {
+                    kept.push_facts_at(path, r.get_ref(0)?, rowid, &f).unwrap();
+                    Ok(())
                 })
                 .unwrap();
-                prop_assert_eq!(got, want);
             }
+            let want = sqlites_order(&db);
+            let mut got = Vec::new();
+            kept.each_facts(path, |f| {
+                let rowid: i64 = f.id.split(':').next().unwrap().parse().unwrap();
+                assert_eq!(format!("{f:?}"), pushed[&rowid]);
+                got.push(rowid);
+                Ok(true)
+            })
+            .unwrap();
+            prop_assert_eq!(got, want);
         }
+    }
 }

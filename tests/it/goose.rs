@@ -1724,3 +1724,75 @@ fn gooses_own_compaction_is_marked_and_its_hidden_rows_are_shown_on_request() {
     }
     assert!(marked > 0, "no goose summary marked as goose's");
 }
+
+/// goose's own standing of a session: `sub_agent` and `hidden` sessions (goose lists only user
+/// and scheduled ones) are marked in `list` and left out of `--all-over`; an archived session
+/// (`archived_at`, set as goose's session update sets it) too, unless `--include-archived`.
+#[test]
+fn sub_agent_hidden_and_archived_sessions_are_marked_and_left_out_of_batches() {
+    let g = G::new("goose-v17", 40);
+    let children: BTreeSet<String> = g
+        .strings("SELECT id FROM sessions WHERE session_type IN ('sub_agent', 'hidden')")
+        .into_iter()
+        .collect();
+    assert!(!children.is_empty());
+    let over = g.over(0.7);
+    let archived = over
+        .iter()
+        .find(|id| !children.contains(*id))
+        .unwrap()
+        .clone();
+    g.conn()
+        .execute(
+            "UPDATE sessions SET archived_at = '2026-10-30T10:00:00+00:00' WHERE id = ?1",
+            [&archived],
+        )
+        .unwrap();
+    let select = |extra: &[&str]| -> (BTreeSet<String>, Value) {
+        let (doc, code) = json({
+            let mut c = g.cmd();
+            c.args(["list", "--all-over", "0.7", "--idle", "0", "--json"])
+                .args(extra);
+            c
+        });
+        assert_eq!(code, 0, "{doc:#}");
+        (ids_with_status(&doc, "selected").into_iter().collect(), doc)
+    };
+    let (got, doc) = select(&[]);
+    let want: BTreeSet<String> = over
+        .iter()
+        .filter(|id| !children.contains(*id) && **id != archived)
+        .cloned()
+        .collect();
+    assert_eq!(got, want);
+    let skipped: BTreeSet<String> = ids_with_status(&doc, "skipped").into_iter().collect();
+    assert!(skipped.contains(&archived), "{doc:#}");
+    for id in over.iter().filter(|id| children.contains(*id)) {
+        assert!(skipped.contains(id), "{id}: {doc:#}");
+    }
+    let (got, _) = select(&["--include-archived"]);
+    assert!(got.contains(&archived));
+    // The plain listing marks them.
+    let (doc, _) = json({
+        let mut c = g.cmd();
+        c.args(["list", "--json"]);
+        c
+    });
+    for row in doc["conversations"].as_array().unwrap() {
+        let id = row["id"].as_str().unwrap();
+        assert_eq!(
+            row.get("parent_id").is_some(),
+            children.contains(id),
+            "{row}"
+        );
+        assert_eq!(row.get("archived").is_some(), id == archived, "{row}");
+    }
+    let out = g
+        .cmd()
+        .args(["list", "--include-archived"])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("[archived]"), "{table}");
+    assert!(table.contains("↳"), "{table}");
+}

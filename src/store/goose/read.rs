@@ -71,7 +71,8 @@ fn rfc3339_cell(r: &SqlRow<'_>, i: usize) -> rusqlite::Result<Option<String>> {
 }
 
 /// The listing query: id, name, description, working_dir, created_at, updated_at,
-/// total_tokens, input_tokens, output_tokens, model_config_json, rowid, provider_name.
+/// total_tokens, input_tokens, output_tokens, model_config_json, rowid, provider_name,
+/// session_type, archived_at, parent_session_id.
 fn list_sql(schema: &Schema, tail: &str) -> String {
     let col = |c: &str| {
         if schema.session_has(c) {
@@ -81,13 +82,16 @@ fn list_sql(schema: &Schema, tail: &str) -> String {
         }
     };
     format!(
-        "SELECT s.id, {}, {}, s.working_dir, s.created_at, s.updated_at, s.total_tokens, {}, {}, {}, s.rowid, {} FROM sessions s {tail}",
+        "SELECT s.id, {}, {}, s.working_dir, s.created_at, s.updated_at, s.total_tokens, {}, {}, {}, s.rowid, {}, {}, {}, {} FROM sessions s {tail}",
         col("name"),
         col("description"),
         col("input_tokens"),
         col("output_tokens"),
         col("model_config_json"),
         col("provider_name"),
+        col("session_type"),
+        col("archived_at"),
+        col("parent_session_id"),
     )
 }
 
@@ -154,8 +158,10 @@ fn meta_with(r: &SqlRow<'_>, model: Option<String>, max: i64) -> rusqlite::Resul
         .filter(|n| !n.is_empty())
         .or(lossy(r, 2)?.filter(|d| !d.is_empty()));
     let created_at = rfc3339_cell(r, 4)?.unwrap_or_default();
+    let (parent, archived) = standing(r)?;
     Ok(ConversationMeta {
-parent: None, archived: false,
+        parent,
+        archived,
         id: lossy(r, 0)?.unwrap_or_default(),
         name,
         provider: provider_of(lossy(r, 11)?),
@@ -172,6 +178,24 @@ parent: None, archived: false,
         created_at,
         problem: None,
     })
+}
+
+/// A session's standing in goose (`SessionType` and `archived_at`, `session_manager.rs`): a
+/// `sub_agent` or `hidden` session (goose lists only `user` and `scheduled` ones) is a child,
+/// of its `parent_session_id` (v15+) or of no recorded session (`""`); an `archived_at` set
+/// means archived.
+fn standing(r: &SqlRow<'_>) -> rusqlite::Result<(Option<String>, bool)> {
+    let kind = lossy(r, 12)?.unwrap_or_default();
+    let parent = lossy(r, 14)?.filter(|p| !p.is_empty());
+    let child = matches!(kind.as_str(), "sub_agent" | "hidden");
+    let parent = match (child, parent) {
+        (_, Some(p)) => Some(p),
+        (true, None) => Some(String::new()),
+        (false, None) => None,
+    };
+    let archived = !matches!(r.get_ref(13)?, ValueRef::Null)
+        && lossy(r, 13)?.is_some_and(|a| !a.trim().is_empty());
+    Ok((parent, archived))
 }
 
 /// The provider a session ran with, as goose stores it in `provider_name` (v6+: `ollama`,
@@ -268,8 +292,10 @@ pub fn scan_facts(
                 Some(u) => u,
                 None => rfc3339_cell(r, 4).at(path)?.unwrap_or_default(),
             };
+            let (parent, archived) = standing(r).at(path)?;
             let facts = Facts {
-parent: None, archived: false,
+                parent: parent.as_deref(),
+                archived,
                 id: id.as_deref().unwrap_or_default(),
                 updated_at: &updated_at,
                 current_context: current,
