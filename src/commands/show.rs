@@ -80,6 +80,25 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         table::tokens(loaded.total_tokens(), exact),
         if exact { "" } else { " (estimated)" },
     );
+    if let Some(p) = &meta.parent {
+        s.push_str(&format!(
+            "  a child session of {p} (agent-db show {p} shows its parent)\n"
+        ));
+    }
+    let children = store.children(&id)?;
+    if !children.is_empty() {
+        let named: Vec<String> = children
+            .iter()
+            .map(|(c, t)| match t {
+                Some(t) => format!("{c} ({t})"),
+                None => c.clone(),
+            })
+            .collect();
+        s.push_str(&format!(
+            "  child sessions (agent-db show ID shows one): {}\n",
+            named.join(", ")
+        ));
+    }
     if let Some(h) = &hidden {
         s.push_str(&format!(
             "  {} stored row(s) hidden from the model by a compaction ({} still shows them); {}\n",

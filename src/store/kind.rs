@@ -101,6 +101,11 @@ pub trait Adapter: Sync + 'static {
     fn changed_after(&self, _read: &Read<'_>, _id: &str, _compaction_id: i64) -> Result<bool> {
         Ok(false)
     }
+    /// The child sessions conversation `id` ran (docker-agent's sub-sessions), each with its
+    /// title, in the conversation's order: none, the default.
+    fn children(&self, _read: &Read<'_>, _id: &str) -> Result<Vec<(String, Option<String>)>> {
+        Ok(Vec::new())
+    }
     /// What the store keeps of conversation `id` but the agent no longer sends to the model
     /// (goose's rows a compaction hid, which its UI still shows): `None`, the default, when the
     /// store keeps nothing of the kind.

@@ -747,6 +747,12 @@ impl Store {
         self.kind.adapter().left_alone_now(&self.read())
     }
 
+    /// The child sessions conversation `id` ran, with their titles
+    /// ([`kind::Adapter::children`]).
+    pub fn children(&self, id: &str) -> Result<Vec<(String, Option<String>)>> {
+        self.kind.adapter().children(&self.read(), id)
+    }
+
     /// What the store keeps of conversation `id` but the agent does not send to the model
     /// ([`kind::Adapter::hidden`]).
     pub fn hidden(&self, id: &str) -> Result<Option<kind::Hidden>> {

@@ -824,33 +824,58 @@ fn generated_store_under_all_over() {
     );
 }
 
+/// A sub-session is shown by its ID (marked as its parent's child, with the transcript
+/// docker-agent keeps for it), its parent's transcript names it, and it is never compacted on
+/// its own: named, it is skipped with the reason, nothing written.
 #[test]
-fn sub_session_ids_are_refused_by_name() {
+fn sub_sessions_are_shown_named_by_their_parent_and_never_compacted() {
     let da = generated(Generation::Modern, 8, 4);
-    let sub = da.query("SELECT id, parent_id FROM sessions WHERE parent_id IS NOT NULL LIMIT 1");
-    let (sub, parent) = (&sub[0][0], &sub[0][1]);
-    let before = files_hash(&da.db);
-    let out = da.cmd().args(["show", sub]).output().unwrap();
-    assert_eq!(out.status.code(), Some(5));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(sub.as_str())
-            && err.contains(&format!("is a sub-session of {parent}; compact its parent")),
-        "{err}"
+    let sub = da.query(
+        "SELECT x.id, x.parent_id FROM sessions x JOIN session_items i ON i.subsession_id = x.id
+         WHERE x.parent_id IS NOT NULL AND x.parent_id <> '' AND i.session_id = x.parent_id LIMIT 1",
     );
+    let (sub, parent) = (&sub[0][0], &sub[0][1]);
+    let items = da.one(&format!(
+        "SELECT COUNT(*) FROM session_items WHERE session_id = '{sub}' AND item_type = 'message'"
+    ));
+    let before = files_hash(&da.db);
+    let out = da.cmd().args(["show", sub, "--no-pager"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("a child session of {parent}")),
+        "{text}"
+    );
+    assert!(text.contains(&format!("{items} messages")), "{text}");
+    let out = da
+        .cmd()
+        .args(["show", parent, "--no-pager"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("child sessions (agent-db show ID shows one): "),
+        "{text}"
+    );
+    assert!(text.contains(sub.as_str()), "{text}");
     let (doc, code) = json({
         let mut c = da.cmd();
         c.args(["compact", "--id", sub, "--idle", "0", "--yes", "--json"]);
         c
     });
-    assert_eq!(code, 1);
+    assert_eq!(code, 0, "{doc:#}");
     let r = row(&doc, sub);
-    assert_eq!(r["status"], "failed");
+    assert_eq!(r["status"], "skipped", "{r:#}");
     assert!(
         r["detail"]
             .as_str()
             .unwrap()
-            .contains("is a sub-session of"),
+            .contains(&format!("a docker-agent sub-session of {parent}")),
         "{r:#}"
     );
     assert_eq!(files_hash(&da.db), before);

@@ -130,6 +130,17 @@ impl Adapter for DockerAgent {
         meta(read.conn, read.path, read.limits, id)
     }
 
+    /// A sub-session: docker-agent runs it inside its parent and never resumes it alone.
+    fn left_alone(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        Ok(read::parent_of(read.conn, read.path, id)?.map(|p| {
+            format!("a docker-agent sub-session of {p}: docker-agent runs it inside its parent; compact the parent")
+        }))
+    }
+
+    fn children(&self, read: &Read<'_>, id: &str) -> Result<Vec<(String, Option<String>)>> {
+        read::children(read.conn, read.path, id)
+    }
+
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load(read.conn, read.path, id)?;
         let todos = read::open_todos(read.conn, read.path, id)?;

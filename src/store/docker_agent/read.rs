@@ -390,11 +390,11 @@ pub fn meta(
         .query_row(&sql, [id], |r| meta_from_row(r, limits))
         .optional()
         .at(path)?;
-    match found {
-        Some((_, Some(parent))) => Err(sub_session_error(id, &parent)),
-        Some((m, None)) => Ok(Some(m)),
-        None => Ok(None),
-    }
+    // A sub-session is found too (to be shown), marked with its parent.
+    Ok(found.map(|(mut m, parent)| {
+        m.parent = parent;
+        m
+    }))
 }
 
 // ---- loading --------------------------------------------------------------------------------
@@ -463,7 +463,19 @@ pub fn is_native_summary(stored: &str) -> bool {
 
 /// Load one root session's active history (see the module doc).
 pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -> Result<Session> {
-    let (input, output, legacy_messages, context) = read_session_row(conn, path, schema, id)?;
+    load_session_with(conn, path, schema, id, false)
+}
+
+/// [`load_session`]; `child_ok`: a sub-session loads too (to be shown, never written).
+fn load_session_with(
+    conn: &Connection,
+    path: &Path,
+    schema: &Schema,
+    id: &str,
+    child_ok: bool,
+) -> Result<Session> {
+    let (input, output, legacy_messages, context) =
+        session_row(conn, path, schema, id, child_ok)?;
     let updates = instruction_updates(context.as_deref(), id)?;
     let items = read_items(conn, path, schema, id)?;
     if items.count == 0
@@ -517,6 +529,17 @@ pub(super) fn read_session_row(
     schema: &Schema,
     id: &str,
 ) -> Result<SessionRow> {
+    session_row(conn, path, schema, id, false)
+}
+
+/// [`read_session_row`]; `child_ok`: a sub-session's row is read too.
+fn session_row(
+    conn: &Connection,
+    path: &Path,
+    schema: &Schema,
+    id: &str,
+    child_ok: bool,
+) -> Result<SessionRow> {
     let legacy = if schema.legacy_messages {
         "s.messages"
     } else {
@@ -547,7 +570,7 @@ pub(super) fn read_session_row(
         .at(path)?;
     let (parent, input, output, legacy_messages, context) =
         head.ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })?;
-    if let Some(p) = parent.filter(|p| !p.is_empty()) {
+    if let Some(p) = parent.filter(|p| !p.is_empty() && !child_ok) {
         return Err(sub_session_error(id, &p));
     }
     Ok((input, output, legacy_messages, context))
@@ -808,10 +831,43 @@ pub fn open_todos(conn: &Connection, path: &Path, id: &str) -> Result<Vec<String
         .collect())
 }
 
-/// Load one root session's active history as docker-agent would (see the module doc).
+/// Load one session's active history as docker-agent would (see the module doc); a
+/// sub-session loads too, to be shown (selection leaves it alone, and the write refuses it).
 pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<Session> {
     let schema = check_schema(conn, path)?;
-    load_session(conn, path, &schema, id)
+    load_session_with(conn, path, &schema, id, true)
+}
+
+/// The parent of session `id` when it is a sub-session.
+pub fn parent_of(conn: &Connection, path: &Path, id: &str) -> Result<Option<String>> {
+    Ok(conn
+        .query_row("SELECT parent_id FROM sessions WHERE id = ?1", [id], |r| {
+            lossy(r, 0)
+        })
+        .optional()
+        .at(path)?
+        .flatten()
+        .filter(|p| !p.is_empty()))
+}
+
+/// The sub-sessions session `id` runs (its `subsession` items whose session exists), in its
+/// order, each with its title.
+pub fn children(conn: &Connection, path: &Path, id: &str) -> Result<Vec<(String, Option<String>)>> {
+    let schema = check_schema(conn, path)?;
+    let title = if schema.title { "x.title" } else { "NULL" };
+    let mut stmt = conn
+        .prepare(&format!(
+            "SELECT x.id, {title} FROM session_items i JOIN sessions x ON x.id = i.subsession_id
+             WHERE i.session_id = ?1 AND i.item_type = 'subsession' ORDER BY i.position, i.id"
+        ))
+        .at(path)?;
+    let mut rows = stmt.query([id]).at(path)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().at(path)? {
+        let child = lossy(r, 0).at(path)?.unwrap_or_default();
+        out.push((child, lossy(r, 1).at(path)?.filter(|t| !t.is_empty())));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
