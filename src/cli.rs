@@ -138,7 +138,11 @@ const SELECTORS: &str = "Selectors";
 /// default file as help.
 fn agent_parser() -> impl clap::builder::TypedValueParser<Value = StoreKind> {
     use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-    let values = StoreKind::all().map(|k| PossibleValue::new(k.name()).help(k.default_path_doc()));
+    let values = StoreKind::all().map(|k| {
+        PossibleValue::new(k.name())
+            .help(k.default_path_doc())
+            .aliases(k.aliases().iter().copied())
+    });
     PossibleValuesParser::new(values)
         .map(|name| StoreKind::parse(&name).expect("clap accepts registered names only"))
 }

@@ -63,25 +63,21 @@ pub fn stores(ui: &Ui, found: &[agent_db::store::Surveyed], as_json: bool) -> Cm
         ui.status("no store found: no agent's default file exists (give --db PATH)");
         return Ok(exit::OK);
     }
-    let mut t = table::new(
-        &[
-            "AGENT",
-            "FILE",
-            "SCHEMA",
-            "NEWEST KNOWN",
-            "SUPPORT",
-            "DETAIL",
-        ],
-        &[],
-    );
+    let mut t = table::new(&["AGENT", "FILE", "VERSION", "SUPPORT", "DETAIL"], &[]);
     for s in found {
         t.add_row(vec![
             s.agent.unwrap_or("?").to_string(),
             s.path.display().to_string(),
-            s.schema_version.clone().unwrap_or_else(|| "-".into()),
-            s.newest_known.clone().unwrap_or_else(|| "-".into()),
+            s.version_name
+                .clone()
+                .or_else(|| s.schema_version.clone())
+                .unwrap_or_else(|| "-".into()),
             s.support.to_string(),
-            s.detail.clone().unwrap_or_default(),
+            match (&s.detail, s.how.starts_with("beside")) {
+                (Some(d), _) => d.clone(),
+                (None, true) => s.how.clone(),
+                (None, false) => String::new(),
+            },
         ]);
     }
     output::out(&format!("{t}\n"))?;

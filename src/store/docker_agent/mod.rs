@@ -65,6 +65,11 @@ impl Adapter for DockerAgent {
         "docker-agent"
     }
 
+    /// docker-agent was cagent; its file is still `~/.cagent/session.db`.
+    fn aliases(&self) -> &'static [&'static str] {
+        &["cagent"]
+    }
+
     fn signature_tables(&self) -> &'static [&'static str] {
         &["sessions", "session_items", "migrations"]
     }
@@ -75,6 +80,11 @@ impl Adapter for DockerAgent {
 
     /// A file newer than agent-db knows fails the schema check itself (for every command), so
     /// a file that passes it is written.
+    /// docker-agent names no release in its file: its migration number.
+    fn version_name(&self, version: &str) -> String {
+        format!("docker-agent, migration {version}")
+    }
+
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
         let schema = check_schema(conn, path)?;
         Ok(SchemaStatus::checked(schema.max_migration.to_string(), NEWEST_KNOWN))

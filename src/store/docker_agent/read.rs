@@ -180,10 +180,12 @@ impl<'c> Latest<'c> {
     }
 }
 
-/// A session's context tokens: its input plus output tokens, when either is recorded.
+/// A session's context tokens: its input plus output tokens, when either is recorded. Both 0
+/// (the columns' default: no model call yet, an empty session) is no usage recorded, not a
+/// context of 0 tokens.
 fn current(input: Option<i64>, output: Option<i64>) -> Option<i64> {
     match (input, output) {
-        (None, None) => None,
+        (None | Some(0), None | Some(0)) => None,
         // Stored numbers can be anything a program wrote; never overflow on them.
         (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
     }
