@@ -1673,3 +1673,64 @@ fn the_agents_own_summary_is_shown_as_the_agents() {
         assert!(doc["messages"][1].get("summary_by").is_none());
     }
 }
+
+/// The listing is newest first by instant, whatever offset each `created_at` was written with
+/// (docker-agent writes local time in RFC 3339), with and without a prefilter.
+#[test]
+fn list_is_newest_first_by_instant_across_offsets() {
+    let da = generated(Generation::Modern, 12, 9);
+    let roots: Vec<String> = da
+        .query("SELECT id FROM sessions WHERE parent_id IS NULL OR parent_id = '' ORDER BY rowid")
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    // Instants one hour apart, written under offsets that make the text order differ.
+    let offsets = ["-07:00", "+05:30", "+00:00", "-03:00", "+09:00", "+01:00"];
+    let base = chrono::DateTime::parse_from_rfc3339("2026-10-01T12:00:00Z").unwrap();
+    let mut want: Vec<(chrono::DateTime<chrono::FixedOffset>, String)> = Vec::new();
+    {
+        let c = da.conn();
+        for (i, id) in roots.iter().enumerate() {
+            let at = base + chrono::Duration::hours(i as i64 * 7 % 13);
+            let off = offsets[i % offsets.len()];
+            let tz = chrono::FixedOffset::east_opt({
+                let sign = if off.starts_with('-') { -1 } else { 1 };
+                let h: i32 = off[1..3].parse().unwrap();
+                let m: i32 = off[4..6].parse().unwrap();
+                sign * (h * 3600 + m * 60)
+            })
+            .unwrap();
+            let text = at.with_timezone(&tz).to_rfc3339();
+            c.execute(
+                "UPDATE sessions SET created_at = ?1 WHERE id = ?2",
+                rusqlite::params![text, id],
+            )
+            .unwrap();
+            want.push((at, id.clone()));
+        }
+    }
+    // Newest first; equal instants in rowid order (the stable sort keeps it).
+    want.sort_by(|a, b| b.0.cmp(&a.0));
+    let want: Vec<String> = want.into_iter().map(|(_, id)| id).collect();
+    for extra in [
+        &[][..],
+        &["--all-over", "0", "--context-limit", "1000000"][..],
+    ] {
+        let (doc, code) = json({
+            let mut c = da.cmd();
+            c.args(["list", "--idle", "0", "--json"]).args(extra);
+            c
+        });
+        assert_eq!(code, 0, "{doc:#}");
+        let got: Vec<String> = doc["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .filter(|id| want.contains(id))
+            .collect();
+        let expected: Vec<String> = want.iter().filter(|id| got.contains(id)).cloned().collect();
+        assert!(got.len() >= 5, "{extra:?}: {got:?}");
+        assert_eq!(got, expected, "{extra:?}");
+    }
+}

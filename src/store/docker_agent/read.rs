@@ -79,7 +79,7 @@ fn list_sql(schema: &Schema, filter: &str, lean: bool) -> String {
     if lean {
         return format!(
             "SELECT s.id, {title}, s.created_at, {wd}, s.input_tokens, s.output_tokens, NULL,
-  {model}, NULL, s.parent_id, s.rowid, j.position, j.id, {created}
+  {model}, NULL, s.parent_id, s.rowid, j.position, j.id, {created}, {INSTANT}
 FROM sessions s LEFT JOIN session_items j ON j.rowid = {found} {filter}",
             model = model("j"),
             created = created_sql("j"),
@@ -92,7 +92,8 @@ FROM sessions s LEFT JOIN session_items j ON j.rowid = {found} {filter}",
   {found},
   ({latest}),
   s.parent_id,
-  s.rowid
+  s.rowid,
+  {INSTANT}
 FROM sessions s {filter}",
         found = latest_assistant(&model("i")),
         latest = latest_sql(),
@@ -222,10 +223,17 @@ parent: None, archived: false,
     Ok((meta, lossy(r, 9)?.filter(|p| !p.is_empty())))
 }
 
+/// A session's `created_at` as an instant (SQLite's `julianday`, which reads RFC 3339 with any
+/// offset), so sessions written under different offsets (`-07:00`, `+05:30`) sort by when they
+/// were created, not by their text; NULL (sorted last) when it cannot be read.
+const INSTANT: &str = "julianday(s.created_at)";
+/// The listing column holding [`INSTANT`] in the lean query.
+const LEAN_INSTANT: usize = 14;
+
 /// Root sessions, in docker-agent's order (newest `created_at` first, ties in rowid order).
 const ROOTS: &str = "WHERE s.parent_id IS NULL OR s.parent_id = ''";
 const ROOTS_ORDERED: &str =
-    "WHERE s.parent_id IS NULL OR s.parent_id = '' ORDER BY s.created_at DESC, s.rowid";
+    "WHERE s.parent_id IS NULL OR s.parent_id = '' ORDER BY julianday(s.created_at) DESC, s.rowid";
 
 /// Stream every root session's metadata, newest `created_at` first (docker-agent's own order),
 /// ties in rowid order; `f` returns `false` to stop. With a prefilter, the sessions are read in
@@ -306,7 +314,12 @@ parent: None, archived: false,
                 max_context,
                 problem: None,
             };
-            kept.push_facts_at(path, r.get_ref(2).at(path)?, r.get(10).at(path)?, &facts)?;
+            kept.push_facts_at(
+                path,
+                r.get_ref(LEAN_INSTANT).at(path)?,
+                r.get(10).at(path)?,
+                &facts,
+            )?;
         }
         kept
     };
@@ -365,8 +378,8 @@ fn kept_unordered(
         if let Some(u) = latest.of(path, &id, r)? {
             meta.updated_at = u;
         }
-        // Newest first by created_at, ties in rowid order.
-        let key = SortKey::of(r.get_ref(2).at(path)?);
+        // Newest first by the instant of created_at, ties in rowid order.
+        let key = SortKey::of(r.get_ref(LEAN_INSTANT).at(path)?);
         kept.push_meta(path, key, rowid, meta)?;
     }
     Ok(kept)
