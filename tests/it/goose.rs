@@ -1796,3 +1796,40 @@ fn sub_agent_hidden_and_archived_sessions_are_marked_and_left_out_of_batches() {
     assert!(table.contains("[archived]"), "{table}");
     assert!(table.contains("↳"), "{table}");
 }
+
+/// On a terminal, goose's IDs are shown whole (`20261128_1` is never cut to `20261128`, a
+/// date): every session's full ID starts a line of `list` at 120 columns.
+#[test]
+fn list_on_a_terminal_shows_gooses_ids_whole() {
+    let g = G::new("goose-v17", 30);
+    // The sessions the listing shows, in full (`--ids`, piped).
+    let out = g
+        .cmd()
+        .args(["list", "--include-archived", "--ids"])
+        .output()
+        .unwrap();
+    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(ids.len() > 20);
+    assert!(ids.iter().all(|id| g
+        .strings(&format!("SELECT id FROM sessions WHERE id = '{id}'"))
+        .len()
+        == 1));
+    let mut c = crate::common::std_cmd(g.dir.path());
+    c.arg("--db")
+        .arg(&g.db)
+        .args(["list", "--include-archived"])
+        .env("NO_COLOR", "1");
+    let out = crate::pty::run(c, 120);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let firsts: BTreeSet<String> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    for id in &ids {
+        assert!(firsts.contains(id), "{id} not shown whole:\n{}", out.stdout);
+    }
+}
