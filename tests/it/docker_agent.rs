@@ -1734,3 +1734,55 @@ fn list_is_newest_first_by_instant_across_offsets() {
         assert_eq!(got, expected, "{extra:?}");
     }
 }
+
+/// A docker-agent file from before `first_kept_entry` (migration 21) cannot keep a tail: the
+/// dry run and the written row both say the summary replaces the whole history, and why.
+#[test]
+fn an_old_file_that_cannot_keep_a_tail_says_so() {
+    let da = generated(Generation::Legacy, 10, 21);
+    let targets = big_sessions(&da, 12);
+    assert!(!targets.is_empty());
+    let id = &targets[0];
+    for dry in [true, false] {
+        let (doc, code) = json({
+            let mut c = da.cmd();
+            c.args([
+                "compact",
+                "--id",
+                id,
+                "--idle",
+                "0",
+                "--yes",
+                "--json",
+                "--strategy",
+                "extractive",
+            ]);
+            if dry {
+                c.arg("--dry-run");
+            }
+            c
+        });
+        assert_eq!(code, 0, "{doc:#}");
+        let r = row(&doc, id);
+        let note = r["note"].as_str().unwrap_or_default();
+        assert!(note.contains("cannot keep a tail"), "dry {dry}: {r:#}");
+    }
+    let out = da
+        .cmd()
+        .args([
+            "compact",
+            "--id",
+            id,
+            "--idle",
+            "0",
+            "--dry-run",
+            "--strategy",
+            "extractive",
+            "--force",
+        ])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("cannot keep a tail"), "{text}");
+}
