@@ -1042,7 +1042,7 @@ fn prefiltered_listing_keeps_docker_agents_order() {
     let want: Vec<String> = da
         .query(
             "SELECT id FROM sessions WHERE parent_id IS NULL OR parent_id = ''
-             ORDER BY created_at DESC, rowid",
+             ORDER BY julianday(created_at) DESC, rowid",
         )
         .into_iter()
         .map(|r| r[0].clone())
@@ -1710,7 +1710,7 @@ fn list_is_newest_first_by_instant_across_offsets() {
         }
     }
     // Newest first; equal instants in rowid order (the stable sort keeps it).
-    want.sort_by(|a, b| b.0.cmp(&a.0));
+    want.sort_by_key(|w| std::cmp::Reverse(w.0));
     let want: Vec<String> = want.into_iter().map(|(_, id)| id).collect();
     for extra in [
         &[][..],

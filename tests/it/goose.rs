@@ -101,10 +101,35 @@ impl G {
     /// those whose provider manages its own context.
     fn over(&self, ratio: f64) -> BTreeSet<String> {
         let managed = self.managed();
+        let aside = self.set_aside();
         self.over_any(ratio)
             .into_iter()
-            .filter(|id| !managed.contains_key(id))
+            .filter(|id| !managed.contains_key(id) && !aside.contains(id))
             .collect()
+    }
+
+    /// Sessions batch selections leave out by goose's own standing: `sub_agent` and `hidden`
+    /// ones (goose lists only user and scheduled sessions) and archived ones.
+    fn set_aside(&self) -> BTreeSet<String> {
+        let has = |c: &str| {
+            !self
+                .strings(&format!(
+                    "SELECT name FROM pragma_table_info('sessions') WHERE name = '{c}'"
+                ))
+                .is_empty()
+        };
+        let mut out = BTreeSet::new();
+        if has("session_type") {
+            out.extend(
+                self.strings(
+                    "SELECT id FROM sessions WHERE session_type IN ('sub_agent', 'hidden')",
+                ),
+            );
+        }
+        if has("archived_at") {
+            out.extend(self.strings("SELECT id FROM sessions WHERE archived_at IS NOT NULL"));
+        }
+        out
     }
 
     /// The sessions whose `provider_name` is one of [`MANAGED_CONTEXT`], with it.
@@ -1200,10 +1225,11 @@ fn a_session_whose_provider_manages_its_own_context_is_left_alone() {
         let g = G::new(preset, 24);
         let managed = g.managed();
         let all_over = g.over_any(0.7);
+        let aside = g.set_aside();
         // A managed session --all-over would otherwise select, and an ordinary one.
         let (id, provider) = managed
             .iter()
-            .find(|(id, _)| all_over.contains(*id))
+            .find(|(id, _)| all_over.contains(*id) && !aside.contains(*id))
             .unwrap_or_else(|| panic!("{preset}: no managed session over 0.7: {managed:?}"));
         let normal = g.over(0.7).into_iter().next().expect("an ordinary session");
         let why = format!(

@@ -577,6 +577,44 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
     })
 }
 
+/// Whether session `id` has a `messages` row past every row agent-db's compaction
+/// `compaction_id` inserted (ids are `AUTOINCREMENT`, so a later insert has a larger id): goose
+/// went on with the session after it. `false` when the compaction inserted no row.
+pub fn added_after(conn: &Connection, path: &Path, id: &str, compaction_id: i64) -> Result<bool> {
+    let inserted = crate::store::archive::inserted_rowids(conn, compaction_id, "messages").at(path)?;
+    let Some(last) = inserted.into_iter().max() else {
+        return Ok(false);
+    };
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND id > ?2)",
+        rusqlite::params![id, last],
+        |r| r.get(0),
+    )
+    .at(path)
+}
+
+/// The session's rows goose does not send to the model (`agentVisible` false), as envelopes in
+/// goose's order; a row whose envelope cannot be built is counted but left out.
+pub fn hidden_rows(conn: &Connection, path: &Path, id: &str) -> Result<crate::store::kind::Hidden> {
+    let schema = check_schema(conn, path)?;
+    let (all, _) = read_rows(conn, path, &schema, id)?;
+    let mut parts = Vec::new();
+    let mut rows = 0;
+    for r in all {
+        if codec::visibility(r.metadata.as_deref()).agent {
+            continue;
+        }
+        rows += 1;
+        if let Ok(env) = codec::envelope(&r.role, &r.content, r.metadata.as_deref()) {
+            parts.push(env);
+        }
+    }
+    Ok(crate::store::kind::Hidden {
+        rows,
+        raw_messages: crate::message::join_raw(parts.iter().map(|p| p.as_ref())),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -638,42 +676,4 @@ mod tests {
         assert_eq!(rfc3339("2026-11-01 12:00:00"), "2026-11-01T12:00:00Z");
         assert_eq!(sqlite_utc("2026-02-30 10:00:00"), None);
     }
-}
-
-/// Whether session `id` has a `messages` row past every row agent-db's compaction
-/// `compaction_id` inserted (ids are `AUTOINCREMENT`, so a later insert has a larger id): goose
-/// went on with the session after it. `false` when the compaction inserted no row.
-pub fn added_after(conn: &Connection, path: &Path, id: &str, compaction_id: i64) -> Result<bool> {
-    let inserted = crate::store::archive::inserted_rowids(conn, compaction_id, "messages").at(path)?;
-    let Some(last) = inserted.into_iter().max() else {
-        return Ok(false);
-    };
-    conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND id > ?2)",
-        rusqlite::params![id, last],
-        |r| r.get(0),
-    )
-    .at(path)
-}
-
-/// The session's rows goose does not send to the model (`agentVisible` false), as envelopes in
-/// goose's order; a row whose envelope cannot be built is counted but left out.
-pub fn hidden_rows(conn: &Connection, path: &Path, id: &str) -> Result<crate::store::kind::Hidden> {
-    let schema = check_schema(conn, path)?;
-    let (all, _) = read_rows(conn, path, &schema, id)?;
-    let mut parts = Vec::new();
-    let mut rows = 0;
-    for r in all {
-        if codec::visibility(r.metadata.as_deref()).agent {
-            continue;
-        }
-        rows += 1;
-        if let Ok(env) = codec::envelope(&r.role, &r.content, r.metadata.as_deref()) {
-            parts.push(env);
-        }
-    }
-    Ok(crate::store::kind::Hidden {
-        rows,
-        raw_messages: crate::message::join_raw(parts.iter().map(|p| p.as_ref())),
-    })
 }
