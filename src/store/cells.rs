@@ -880,10 +880,9 @@ mod tests {
                 db.execute("INSERT INTO t (k) VALUES (?1)", [k]).unwrap();
                 let rowid = db.last_insert_rowid();
                 let id = format!("{rowid}:{id}");
-                let parent = (rowid % 3 == 0).then(|| format!("p{rowid}"));
                 let f = super::super::Facts {
-                    parent: parent.as_deref(),
-                    archived: rowid % 2 == 0,
+                    parent: problem.as_deref(),
+                    archived: current.is_some_and(|c| c % 2 == 0),
                     id: &id,
                     updated_at,
                     current_context: *current,
