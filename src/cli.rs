@@ -138,7 +138,11 @@ const SELECTORS: &str = "Selectors";
 /// default file as help.
 fn agent_parser() -> impl clap::builder::TypedValueParser<Value = StoreKind> {
     use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-    let values = StoreKind::all().map(|k| PossibleValue::new(k.name()).help(k.default_path_doc()));
+    let values = StoreKind::all().map(|k| {
+        PossibleValue::new(k.name())
+            .help(k.default_path_doc())
+            .aliases(k.aliases().iter().copied())
+    });
     PossibleValuesParser::new(values)
         .map(|name| StoreKind::parse(&name).expect("clap accepts registered names only"))
 }
@@ -622,8 +626,9 @@ pub struct ShowArgs {
     #[arg(long, conflicts_with = "raw")]
     pub json: bool,
 
-    /// Also the agent's bookkeeping items its own UI hides (opencode's step-start,
-    /// step-finish, snapshot, patch, agent and retry parts), with what they hold
+    /// Also what the agent keeps but does not show or send: opencode's bookkeeping parts
+    /// (step-start, step-finish, snapshot, patch, agent, retry) with what they hold, goose's
+    /// rows hidden by a compaction (which goose's UI still shows)
     #[arg(long, short, conflicts_with_all = ["raw", "json"])]
     pub verbose: bool,
 

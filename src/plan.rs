@@ -321,12 +321,23 @@ pub fn plan(
     let row = store.load(&meta.id)?;
     let mut plan = if !store.can_keep_tail()? {
         // The store cannot express a kept tail (docker-agent before migration 21): the summary
-        // covers the whole history, as the agent's own compaction does there.
+        // covers the whole history, as the agent's own compaction does there. The row says so.
         let opts = PlanOptions {
             keep_tokens: Some(0),
             ..opts.clone()
         };
-        plan_loaded(row, meta, reason, &opts)?
+        let mut plan = plan_loaded(row, meta, reason, &opts)?;
+        let note = format!(
+            "this {} file cannot keep a tail (it predates first_kept_entry): the summary replaces \
+             the whole history, as the agent's own compaction does there; upgrade the agent to keep \
+             recent messages verbatim",
+            store.kind.name()
+        );
+        plan.target_note = Some(match plan.target_note.take() {
+            Some(t) => format!("{note}; {t}"),
+            None => note,
+        });
+        plan
     } else {
         plan_loaded(row, meta, reason, opts)?
     };

@@ -263,9 +263,15 @@ impl Selector {
             || self.since.is_some();
         match f.parent {
             Some(p) if batch => Some(Verdict::Skipped {
-                why: format!(
-                    "a child session (a subagent's) of {p}: the agent works in it for its parent; name its ID to compact it"
-                ),
+                why: if p.is_empty() {
+                    "a session the agent keeps for itself (a subagent's or a hidden one, parent not recorded): \
+                     the agent does not list it; name its ID to compact it"
+                        .to_string()
+                } else {
+                    format!(
+                        "a child session (a subagent's) of {p}: the agent works in it for its parent; name its ID to compact it"
+                    )
+                },
                 summary: SKIP_CHILD,
             }),
             _ => None,
@@ -554,9 +560,24 @@ pub fn provider_warning(selector: &Selector, store: &Store) -> Result<Option<Str
     } else {
         present.join(", ")
     };
+    // The store's own message formats, which `--provider` also matches.
+    let formats: Vec<String> = store
+        .kind
+        .codecs()
+        .iter()
+        .map(|f| f.name().to_string())
+        .filter(|f| !present.contains(f))
+        .collect();
+    let also = match formats.as_slice() {
+        [] => String::new(),
+        [one] => format!(" (format {one} is accepted too: every conversation of this store)"),
+        many => format!(
+            " (formats {} are accepted too)",
+            crate::store::join_and(many, "and")
+        ),
+    };
     Ok(Some(format!(
-        "no conversation in this store has provider {wanted:?}; providers present: {shown} \
-         (formats anthropic, openai-chat and openai-responses are accepted too)"
+        "no conversation in this store has provider {wanted:?}; providers present: {shown}{also}"
     )))
 }
 

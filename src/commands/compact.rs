@@ -40,6 +40,15 @@ pub fn run(ui: &Ui, store: Store, args: &CompactArgs, settings: &Settings) -> Cm
         .into());
     }
     let built = build::build(settings, choice(args))?;
+    if built.strategy.rewrites_head() && !store.kind.rewrites_history() {
+        return Err(Error::Config(format!(
+            "--strategy {} is not available for {} stores: their history is append-only \
+             (use --strategy extractive or llm)",
+            built.strategy.name(),
+            store.kind.name()
+        ))
+        .into());
+    }
     let now = gotime::now();
     if args.edit {
         super::apply::check_one(&store, &selector, &now)?;

@@ -66,13 +66,11 @@ pub fn stores(ui: &Ui, found: &[agent_db::store::Surveyed], as_json: bool) -> Cm
         return Ok(exit::OK);
     }
     use table::{col, Kind};
-    // At 80 columns the file keeps room (cut from the front: its name stays), the newest
-    // known version goes first.
+    // At 80 columns the file keeps room (cut from the front: its name stays).
     let mut t = table::Grid::new(&[
         col("AGENT", Kind::Fixed, 0),
         col("FILE", Kind::CutFront, 9).min(24),
-        col("SCHEMA", Kind::Cut, 5).min(14),
-        col("NEWEST KNOWN", Kind::Cut, 2).min(14),
+        col("VERSION", Kind::Cut, 5).min(16),
         col("SUPPORT", Kind::Fixed, 8),
         col("DETAIL", Kind::Cut, 3),
     ]);
@@ -91,10 +89,16 @@ pub fn stores(ui: &Ui, found: &[agent_db::store::Surveyed], as_json: bool) -> Cm
         t.add_row(vec![
             s.agent.unwrap_or("?").to_string(),
             file,
-            s.schema_version.clone().unwrap_or_else(|| "-".into()),
-            s.newest_known.clone().unwrap_or_else(|| "-".into()),
+            s.version_name
+                .clone()
+                .or_else(|| s.schema_version.clone())
+                .unwrap_or_else(|| "-".into()),
             s.support.to_string(),
-            s.detail.clone().unwrap_or_default(),
+            match (&s.detail, s.how.starts_with("beside")) {
+                (Some(d), _) => d.clone(),
+                (None, true) => s.how.clone(),
+                (None, false) => String::new(),
+            },
         ]);
     }
     output::out(&format!("{t}\n"))?;

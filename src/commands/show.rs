@@ -30,7 +30,24 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
     }
     let meta = store.meta(&id)?;
     let row = store.load(&id)?;
+    // The rows the agent keeps but does not send (goose's rows hidden by a compaction).
+    let hidden_rows = store.hidden(&id)?.filter(|h| h.rows > 0);
     let loaded = plan::decode(row, &meta)?;
+    // The leading messages that are an earlier summary, and who wrote it: agent-db, or the
+    // agent's own compaction (shown under the agent's name, never as agent-db's).
+    let lead =
+        agent_db::summary::prior_len(loaded.format, &loaded.messages, loaded.row.agent_summary);
+    let summary_by = (lead > 0).then(|| {
+        if loaded.messages[..lead]
+            .iter()
+            .any(|m| agent_db::summary::is_agent_db_summary(&m.text()))
+        {
+            "agent-db"
+        } else {
+            store.kind.name()
+        }
+    });
+    let label = |i: usize| summary_by.filter(|_| i < lead);
     // `--last N`: the last N messages, numbered as in the whole conversation.
     let first = args
         .last
@@ -50,11 +67,15 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
             "max_context_tokens": meta.max_context,
             "utilization": meta.utilization(None).map(agent_db::report::round4),
             "first_index": first,
-            "messages": loaded.messages.iter().zip(&loaded.tokens).skip(first).map(|(m, t)| {
+            "messages": loaded.messages.iter().zip(&loaded.tokens).enumerate().skip(first).map(|(i, (m, t))| {
                 let mut v = serde_json::to_value(m).unwrap_or_default();
                 v["tokens"] = (*t).into();
+                if let Some(by) = label(i) {
+                    v["summary_by"] = by.into();
+                }
                 v
             }).collect::<Vec<_>>(),
+            "hidden_rows": hidden_rows.as_ref().map_or(0, |h| h.rows),
         });
         json::print("show", doc)?;
         return Ok(0);
@@ -84,7 +105,9 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         counted_line(&meta, &loaded),
     );
     if let Some(p) = &meta.parent {
-        s.push_str(&format!("  child session (a subagent's) of {p}\n"));
+        s.push_str(&format!(
+            "  a child session (a subagent's) of {p} (agent-db show {p} shows its parent)\n"
+        ));
     }
     if meta.archived {
         s.push_str("  archived in the agent\n");
@@ -93,6 +116,50 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         s.push_str(&format!(
             "  {n_hidden} bookkeeping item(s) the agent's own view hides are not shown (--verbose shows them)\n"
         ));
+    }
+    let children = store.children(&id)?;
+    if !children.is_empty() {
+        let named: Vec<String> = children
+            .iter()
+            .map(|(c, t)| match t {
+                Some(t) => format!("{c} ({t})"),
+                None => c.clone(),
+            })
+            .collect();
+        s.push_str(&format!(
+            "  child sessions (agent-db show ID shows one): {}\n",
+            named.join(", ")
+        ));
+    }
+    if let Some(h) = &hidden_rows {
+        s.push_str(&format!(
+            "  {} stored row(s) hidden from the model by a compaction ({} still shows them); {}\n",
+            h.rows,
+            store.kind.name(),
+            if args.verbose {
+                "shown first below"
+            } else {
+                "--verbose shows them"
+            }
+        ));
+    }
+    if let (Some(h), true) = (&hidden_rows, args.verbose) {
+        // Every row, agent-visible or not (decode_all keeps only what the model is sent).
+        let rows: Vec<Message> = agent_db::message::split_raw(&h.raw_messages)
+            .map_err(|e| agent_db::error::Error::conversation(&meta.id, e.to_string()))?
+            .into_iter()
+            .filter_map(|raw| agent_db::message::decode(loaded.format, raw).ok())
+            .collect();
+        s.push_str(&format!(
+            "\n══ hidden from the model ({} row(s), in {}'s order) ══\n",
+            h.rows,
+            store.kind.name()
+        ));
+        for m in &rows {
+            let t = agent_db::tokens::message_tokens(loaded.format, m);
+            s.push_str(&render_message_as("hidden", m, t, exact, None, &|_: &Block| false));
+        }
+        s.push_str("\n══ sent to the model ══\n");
     }
     if first > 0 {
         s.push_str(&format!(
@@ -111,7 +178,7 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         .enumerate()
         .skip(first)
     {
-        let text = render_message(i, m, *t, exact, &hidden);
+        let text = render_message_as(&i.to_string(), m, *t, exact, label(i), &hidden);
         match width {
             Some(w) => s.push_str(&wrap_indented(&text, w)),
             None => s.push_str(&text),
@@ -282,15 +349,24 @@ fn wrap_line(line: &str, width: usize) -> Vec<String> {
     lines
 }
 
-fn render_message(
-    i: usize,
+/// One message of the transcript: `── [i] role · tokens`, with who wrote it when it is an
+/// earlier summary (`summary_by`: `agent-db`, or the agent's name for its own compaction);
+/// blocks `hidden` says the agent's own view hides are left out.
+fn render_message_as(
+    i: &str,
     m: &Message,
     tokens: usize,
     exact: bool,
+    summary_by: Option<&str>,
     hidden: &dyn Fn(&Block) -> bool,
 ) -> String {
+    let by = match summary_by {
+        Some("agent-db") => " · agent-db's summary".to_string(),
+        Some(agent) => format!(" · {agent}'s own summary"),
+        None => String::new(),
+    };
     let mut s = format!(
-        "\n── [{i}] {} · {} tokens\n",
+        "\n── [{i}] {}{by} · {} tokens\n",
         role_name(m.role),
         table::tokens(tokens, exact)
     );

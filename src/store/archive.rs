@@ -393,6 +393,96 @@ fn image_hash_after(
     Ok(hex::encode(h.finalize()))
 }
 
+/// The table holding each `AUTOINCREMENT` table's high-water mark (one row per table, keyed by
+/// `name`, column `seq`). A store that archives its row (goose) shares it with every other
+/// conversation: any insert anywhere moves it. So a restore compares it with the value the
+/// compaction itself left ([`sequence_after`]), not with the current one, and puts the archived
+/// value back only while nobody moved it since ([`restorable`]).
+pub const SEQUENCE_TABLE: &str = "sqlite_sequence";
+
+/// For each archived [`SEQUENCE_TABLE`] cell of compaction `compaction_id` (by its index in
+/// `archived`): the value that compaction left, which `AUTOINCREMENT` makes the larger of the
+/// archived value and the largest rowid the compaction inserted into that table.
+pub fn sequence_after(
+    conn: &Connection,
+    compaction_id: i64,
+    archived: &[Archived],
+) -> rusqlite::Result<std::collections::HashMap<usize, CellValue>> {
+    let mut out = std::collections::HashMap::new();
+    for (i, a) in archived.iter().enumerate() {
+        let c = &a.cell;
+        if c.table != SEQUENCE_TABLE || c.column == "*" || a.encoding.is_some() {
+            continue;
+        }
+        let before: Option<i64> = conn
+            .prepare_cached(
+                "SELECT CASE WHEN typeof(value) = 'integer' THEN value END FROM agent_db_archive
+                 WHERE compaction_id = ?1 AND seq = ?2",
+            )?
+            .query_row(params![compaction_id, a.seq], |r| r.get(0))?;
+        let CellValue::Text(table) = &c.key else {
+            continue;
+        };
+        let inserted = inserted_rowids(conn, compaction_id, &String::from_utf8_lossy(table))?;
+        let after = inserted.into_iter().chain(before).max();
+        if let Some(v) = after {
+            out.insert(i, CellValue::Integer(v));
+        }
+    }
+    Ok(out)
+}
+
+/// [`image_hash`] with the cells at the indexes of `expected` hashed as holding those values
+/// (for [`SEQUENCE_TABLE`] cells: the value the compaction left, see [`sequence_after`]).
+pub fn image_hash_expecting(
+    conn: &Connection,
+    cells: &[Cell],
+    expected: &std::collections::HashMap<usize, CellValue>,
+) -> rusqlite::Result<String> {
+    let mut h = Sha256::new();
+    for (i, c) in cells.iter().enumerate() {
+        match expected.get(&i) {
+            Some(v) => hash_cell(&mut h, c, Some(v.as_ref())),
+            None => match current_value(conn, c)? {
+                Some(v) => hash_cell(&mut h, c, Some(v.as_ref())),
+                None => hash_cell(&mut h, c, None),
+            },
+        }
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// A cell's current value (`None`: its row is absent; `1` for a row marker whose row exists).
+fn current_value(conn: &Connection, c: &Cell) -> rusqlite::Result<Option<CellValue>> {
+    let sql = format!("SELECT {} {}", c.column_expr()?, c.row_clause(1)?);
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query([&c.key])?;
+    match rows.next()? {
+        Some(r) => Ok(Some(CellValue::from_ref(r.get_ref(0)?))),
+        None => Ok(None),
+    }
+}
+
+/// The archived cells a restore writes back: all but the [`SEQUENCE_TABLE`] cells some other
+/// insert moved since the compaction (their value is no longer the one in `expected`); those
+/// keep their high-water mark, so no rowid is ever handed out twice.
+pub fn restorable(
+    conn: &Connection,
+    archived: Vec<Archived>,
+    expected: &std::collections::HashMap<usize, CellValue>,
+) -> rusqlite::Result<Vec<Archived>> {
+    let mut out = Vec::with_capacity(archived.len());
+    for (i, a) in archived.into_iter().enumerate() {
+        if let Some(v) = expected.get(&i) {
+            if current_value(conn, &a.cell)?.as_ref() != Some(v) {
+                continue;
+            }
+        }
+        out.push(a);
+    }
+    Ok(out)
+}
+
 /// An archived cell; its pre-image value stays in the archive table (see [`apply`]).
 #[derive(Debug, Clone)]
 pub struct Archived {

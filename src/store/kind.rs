@@ -31,12 +31,22 @@ pub struct Read<'a> {
 pub trait Adapter: Sync + 'static {
     /// The name users type (`--agent`, `[store] agent`) and the audit log records.
     fn name(&self) -> &'static str;
+    /// Other names users know the agent by (`cagent` for docker-agent), accepted wherever the
+    /// name is (`--agent`, `[store] agent`).
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// Tables whose presence (all of them) identifies a file of this kind.
     fn signature_tables(&self) -> &'static [&'static str];
     /// Refuse a file of this kind whose schema agent-db does not know (read-only check).
     fn check_schema(&self, conn: &Connection, path: &Path) -> Result<()>;
     /// The agent's default store file.
     fn default_path(&self) -> PathBuf;
+    /// Files beside the default one that the agent writes in other setups (opencode's
+    /// `opencode-<channel>.db`), for discovery messages and `stores`: none, the default.
+    fn nearby(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
     /// How [`Adapter::default_path`] is found, for `--help` (`~/.cagent/session.db`).
     fn default_path_doc(&self) -> &'static str;
     /// Where the store keeps its conversation IDs (table, column), for ID prefixes.
@@ -81,6 +91,11 @@ pub trait Adapter: Sync + 'static {
             writable: true,
         })
     }
+    /// The file's schema version `version` (as [`Adapter::schema_status`] gives it) in the
+    /// words the agent's users know (`opencode 2.x`, `goose schema v16 (goose 1.47)`).
+    fn version_name(&self, version: &str) -> String {
+        format!("{} {version}", self.name())
+    }
     /// Bring data the agent derives from a conversation (a search index) up to date after a
     /// restore put the conversation's archived cells back, in the restore's transaction.
     /// `changed`: the agent wrote to the conversation after the compaction (a `--force`d
@@ -93,6 +108,24 @@ pub trait Adapter: Sync + 'static {
         _changed: bool,
     ) -> Result<()> {
         Ok(())
+    }
+    /// Whether the agent added to conversation `id` after agent-db's compaction
+    /// `compaction_id`, in a way its archived cells do not show (goose: a message row of the
+    /// session past the rows that compaction inserted). A restore then needs `--force`. The
+    /// default: the archived cells alone tell.
+    fn changed_after(&self, _read: &Read<'_>, _id: &str, _compaction_id: i64) -> Result<bool> {
+        Ok(false)
+    }
+    /// The child sessions conversation `id` ran (docker-agent's sub-sessions), each with its
+    /// title, in the conversation's order: none, the default.
+    fn children(&self, _read: &Read<'_>, _id: &str) -> Result<Vec<(String, Option<String>)>> {
+        Ok(Vec::new())
+    }
+    /// What the store keeps of conversation `id` but the agent no longer sends to the model
+    /// (goose's rows a compaction hid, which its UI still shows): `None`, the default, when the
+    /// store keeps nothing of the kind.
+    fn hidden(&self, _read: &Read<'_>, _id: &str) -> Result<Option<Hidden>> {
+        Ok(None)
     }
     /// Why agent-db leaves conversation `id` alone, by the agent's own rules or records: the
     /// agent never compacts it (goose's providers that manage their own context), or the agent
@@ -149,6 +182,15 @@ pub trait Adapter: Sync + 'static {
             no_window: "maxContextWindow is 0 or missing (give --context-limit N)",
         }
     }
+}
+
+/// Messages a store keeps but the agent does not send ([`Adapter::hidden`]).
+#[derive(Debug, Clone, Default)]
+pub struct Hidden {
+    /// How many stored rows.
+    pub rows: usize,
+    /// Those rows as a JSON array of the store's message JSON, in the agent's order.
+    pub raw_messages: String,
 }
 
 /// A file's schema version against what agent-db knows ([`Adapter::schema_status`]).
@@ -231,9 +273,14 @@ impl StoreKind {
             .map(|(_, k)| *k)
     }
 
-    /// The kind named `s` (`kodelet`, `docker-agent`).
+    /// The kind named `s` (`kodelet`, `docker-agent`, or an alias such as `cagent`).
     pub fn parse(s: &str) -> Option<StoreKind> {
-        StoreKind::all().find(|k| k.name() == s)
+        StoreKind::all().find(|k| k.name() == s || k.aliases().contains(&s))
+    }
+
+    /// Other names the agent is known by ([`Adapter::aliases`]).
+    pub fn aliases(self) -> &'static [&'static str] {
+        self.0.aliases()
     }
 
     /// The first kind whose signature tables are all among `tables`.
@@ -257,6 +304,11 @@ impl StoreKind {
     /// This agent's default store file.
     pub fn default_path(self) -> PathBuf {
         self.0.default_path()
+    }
+
+    /// The agent's files beside its default one ([`Adapter::nearby`]).
+    pub fn nearby(self) -> Vec<PathBuf> {
+        self.0.nearby()
     }
 
     /// Whether the store can hold a rewritten head (the `prune` strategy), or only append.
@@ -324,6 +376,10 @@ mod tests {
             assert_eq!(StoreKind::detect(&tables[1..]), None);
         }
         assert_eq!(StoreKind::parse("pi"), None);
+        assert_eq!(
+            StoreKind::parse("cagent"),
+            Some(super::super::docker_agent::KIND)
+        );
         // opencode's two forms answer to one name; a file upgraded from 1.x to 2.x (both table
         // sets) is read from its live 2.x tables.
         assert_eq!(KINDS.len(), names.len() + 1);

@@ -124,8 +124,10 @@ pub fn resolve_store(explicit: Option<&Path>, choice: &StoreChoice) -> Result<Re
         });
     }
     if let Some(kind) = choice.agent_flag {
+        let path = kind.default_path();
+        missing_beside(kind, &path)?;
         return Ok(Resolved {
-            path: kind.default_path(),
+            path,
             how: "--agent".into(),
         });
     }
@@ -136,8 +138,10 @@ pub fn resolve_store(explicit: Option<&Path>, choice: &StoreChoice) -> Result<Re
         });
     }
     if let Some(kind) = choice.config_agent {
+        let path = kind.default_path();
+        missing_beside(kind, &path)?;
         return Ok(Resolved {
-            path: kind.default_path(),
+            path,
             how: "[store] agent".into(),
         });
     }
@@ -162,6 +166,34 @@ pub fn resolve_store(explicit: Option<&Path>, choice: &StoreChoice) -> Result<Re
     }
 }
 
+/// The agent's default file is missing but the agent's files for other setups are there
+/// ([`StoreKind::nearby`]): an error naming them and how to use one, instead of "no such file".
+fn missing_beside(kind: StoreKind, path: &Path) -> Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    let nearby = kind.nearby();
+    let Some(first) = nearby.first() else {
+        return Ok(());
+    };
+    let listed: Vec<String> = nearby.iter().map(|p| p.display().to_string()).collect();
+    Err(Error::StoreNotFound {
+        looked: vec![
+            format!(
+                "{} ({}'s default: no such file)",
+                path.display(),
+                kind.name()
+            ),
+            format!(
+                "beside it: {} ({}'s file for another channel; use it with --db {})",
+                join_and(&listed, "and"),
+                kind.name(),
+                first.display()
+            ),
+        ],
+    })
+}
+
 /// What `agent-db stores` reports of one file.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Surveyed {
@@ -170,6 +202,8 @@ pub struct Surveyed {
     pub path: PathBuf,
     /// Why agent-db looked here (`kodelet default`, `--db`).
     pub how: String,
+    /// The file's version in the words the agent's users know (`opencode 2.x`).
+    pub version_name: Option<String>,
     /// The file's schema version, as the agent numbers it.
     pub schema_version: Option<String>,
     /// The newest schema version of this agent that agent-db knows.
@@ -194,6 +228,14 @@ pub fn survey(explicit: Option<(&Path, &str)>) -> Vec<Surveyed> {
         if p.is_file() && !candidates.iter().any(|(c, _)| *c == p) {
             candidates.push((p, format!("{} default", k.name())));
         }
+        for p in k.nearby() {
+            if !candidates.iter().any(|(c, _)| *c == p) {
+                candidates.push((
+                    p,
+                    format!("beside {}'s default (another channel)", k.name()),
+                ));
+            }
+        }
     }
     candidates
         .into_iter()
@@ -206,6 +248,7 @@ fn survey_one(path: PathBuf, how: String) -> Surveyed {
         agent,
         path: path.clone(),
         how: how.clone(),
+        version_name: None,
         schema_version: None,
         newest_known: None,
         support: "unsupported",
@@ -231,6 +274,10 @@ fn survey_one(path: PathBuf, how: String) -> Surveyed {
             agent,
             path: path.clone(),
             how,
+            version_name: st
+                .version
+                .as_deref()
+                .map(|v| kind.adapter().version_name(v)),
             schema_version: st.version,
             newest_known: st.newest_known,
             support: if st.writable {
@@ -770,6 +817,18 @@ impl Store {
     /// can tell them at once ([`kind::Adapter::left_alone_now`]).
     pub fn left_alone_now(&self) -> Result<Option<std::collections::HashMap<String, String>>> {
         self.kind.adapter().left_alone_now(&self.read())
+    }
+
+    /// The child sessions conversation `id` ran, with their titles
+    /// ([`kind::Adapter::children`]).
+    pub fn children(&self, id: &str) -> Result<Vec<(String, Option<String>)>> {
+        self.kind.adapter().children(&self.read(), id)
+    }
+
+    /// What the store keeps of conversation `id` but the agent does not send to the model
+    /// ([`kind::Adapter::hidden`]).
+    pub fn hidden(&self, id: &str) -> Result<Option<kind::Hidden>> {
+        self.kind.adapter().hidden(&self.read(), id)
     }
 
     /// Load one conversation for planning.

@@ -14,6 +14,10 @@ use crate::error::{Error, Result, SqlContext};
 
 /// Shortest prefix a table shows.
 pub const MIN_SHOWN: usize = 8;
+/// IDs this short are always shown whole: goose's `20261013_110320` or `20261128_1` cut to a
+/// prefix would read as another ID or a date (`20261013_11`, `20261128`), and resuming in goose
+/// takes the full ID. Longer IDs (UUIDs, opencode's `ses_…`) show their shortest unique prefix.
+pub const SHOWN_WHOLE: usize = 16;
 /// Shortest prefix accepted as input (a full ID of any length is always accepted).
 pub const MIN_INPUT: usize = 4;
 /// Candidates listed in an ambiguity error.
@@ -204,8 +208,12 @@ impl Prefixes {
     }
 
     /// Characters of `id` needed to tell it apart from every other ID (at least
-    /// [`MIN_SHOWN`], at most the whole ID).
+    /// [`MIN_SHOWN`], at most the whole ID; the whole of an ID of at most [`SHOWN_WHOLE`]).
     pub fn len(&self, id: &str) -> usize {
+        let whole = id.chars().count();
+        if whole <= SHOWN_WHOLE {
+            return whole;
+        }
         let common =
             |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
         let i = self.sorted.partition_point(|x| x.as_str() < id);
@@ -245,14 +253,30 @@ mod tests {
     #[test]
     fn shortest_unique_prefix() {
         let p = Prefixes::new(vec![
-            "aaaaaaaa1111".into(),
-            "aaaaaaaa1122".into(),
-            "bbbbbbbbbbbb".into(),
+            "aaaaaaaa1111-0000-0000".into(),
+            "aaaaaaaa1122-0000-0000".into(),
+            "bbbbbbbbbbbb-0000-0000".into(),
             "short".into(),
         ]);
-        assert_eq!(p.short("aaaaaaaa1111"), "aaaaaaaa111");
-        assert_eq!(p.short("aaaaaaaa1122"), "aaaaaaaa112");
-        assert_eq!(p.short("bbbbbbbbbbbb"), "bbbbbbbb");
+        assert_eq!(p.short("aaaaaaaa1111-0000-0000"), "aaaaaaaa111");
+        assert_eq!(p.short("aaaaaaaa1122-0000-0000"), "aaaaaaaa112");
+        assert_eq!(p.short("bbbbbbbbbbbb-0000-0000"), "bbbbbbbb");
         assert_eq!(p.short("short"), "short");
+    }
+
+    /// goose's IDs are shown whole: no prefix reads as another session or a date.
+    #[test]
+    fn short_ids_are_shown_whole() {
+        let p = Prefixes::new(vec![
+            "20261013_110320".into(),
+            "20261013_110321".into(),
+            "20261128_1".into(),
+            "20261128_10".into(),
+            "0d7c253c-8993-44d3-a4a5-e08727579a33".into(),
+        ]);
+        assert_eq!(p.short("20261013_110320"), "20261013_110320");
+        assert_eq!(p.short("20261128_1"), "20261128_1");
+        assert_eq!(p.short("20261128_10"), "20261128_10");
+        assert_eq!(p.short("0d7c253c-8993-44d3-a4a5-e08727579a33"), "0d7c253c");
     }
 }

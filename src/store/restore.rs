@@ -1,6 +1,8 @@
 //! Undoing compactions from the archive, reading the audit log, and pruning old archives.
 //! Store-agnostic: the archive names its own tables, keys and columns.
 
+use std::collections::HashMap;
+
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 
@@ -81,14 +83,14 @@ pub fn history(store: &Store, conversation: Option<&str>) -> Result<Vec<Compacti
 }
 
 /// Whether restoring compaction `id` needs `--force`: the archived cells no longer hold what
-/// it wrote (a later compaction or the agent changed them), the check `restore` makes.
+/// it wrote (a later compaction or the agent changed them), or the agent added to that
+/// conversation since; the check `restore` makes.
 pub fn needs_force(store: &Store, id: i64) -> Result<bool> {
     let (conn, path) = (&store.conn, store.path.as_path());
     let archived = archive::load(conn, id).at(path)?;
     if archived.is_empty() {
         return Ok(false);
     }
-    let cells: Vec<_> = archived.into_iter().map(|a| a.cell).collect();
     let post: Option<String> = conn
         .query_row(
             "SELECT post_image_sha256 FROM agent_db_compactions WHERE id = ?1",
@@ -96,11 +98,60 @@ pub fn needs_force(store: &Store, id: i64) -> Result<bool> {
             |r| r.get(0),
         )
         .at(path)?;
-    Ok(post.is_some_and(|p| {
-        archive::image_hash(conn, &cells)
-            .map(|h| h != p)
-            .unwrap_or(false)
-    }))
+    let Some(post) = post else {
+        return Ok(false);
+    };
+    let conversation: String = conn
+        .query_row(
+            "SELECT conversation_id FROM agent_db_compactions WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .at(path)?;
+    let at = StoreRef {
+        path,
+        kind: store.kind,
+        limits: &store.limits,
+    };
+    Ok(changed_after(&at, conn, id, &conversation, &archived, &post)?.0)
+}
+
+/// Whether the conversation changed after compaction `id`, judged by that conversation alone:
+/// its archived cells against the post-image hash (a shared `sqlite_sequence` row counted as
+/// the value the compaction left, [`archive::sequence_after`]), and the store's own check of
+/// rows the agent added to it ([`super::kind::Adapter::changed_after`]). Also returns the
+/// expected `sqlite_sequence` values, for [`archive::restorable`].
+fn changed_after(
+    store: &StoreRef<'_>,
+    conn: &rusqlite::Connection,
+    id: i64,
+    conversation: &str,
+    archived: &[archive::Archived],
+    post: &str,
+) -> Result<(bool, HashMap<usize, archive::CellValue>)> {
+    let path = store.path;
+    let expected = archive::sequence_after(conn, id, archived).at(path)?;
+    let cells: Vec<_> = archived.iter().map(|a| a.cell.clone()).collect();
+    let mut changed = archive::image_hash_expecting(conn, &cells, &expected).at(path)? != post;
+    if !changed {
+        let read = super::kind::Read {
+            conn,
+            path,
+            limits: store.limits,
+        };
+        changed = store
+            .kind
+            .adapter()
+            .changed_after(&read, conversation, id)?;
+    }
+    Ok((changed, expected))
+}
+
+/// What [`changed_after`] needs of the store while its connection is in a transaction.
+struct StoreRef<'a> {
+    path: &'a std::path::Path,
+    kind: super::StoreKind,
+    limits: &'a crate::models::ContextLimits,
 }
 
 /// One audit row.
@@ -145,21 +196,24 @@ fn ago(now: &str, at: &str) -> String {
 enum Check {
     /// Nothing to do or refused: the result to report as it is.
     Done(Restored),
-    /// It can be restored: its archived cells, and whether the conversation changed since.
+    /// It can be restored: its archived cells, whether the conversation changed since, and the
+    /// `sqlite_sequence` values the compaction left ([`changed_after`]).
     Go {
         c: Box<Compaction>,
         archived: Vec<archive::Archived>,
         changed: bool,
+        expected: HashMap<usize, archive::CellValue>,
     },
 }
 
 fn check(
     conn: &rusqlite::Connection,
-    path: &std::path::Path,
+    at: &StoreRef<'_>,
     id: i64,
     force: bool,
     now: &str,
 ) -> Result<Check> {
+    let path = at.path;
     let c = conn
         .query_row(
             &format!("SELECT {COLUMNS} FROM agent_db_compactions WHERE id = ?1"),
@@ -196,7 +250,6 @@ fn check(
     if archived.is_empty() {
         return refuse("no archived pre-image".into());
     }
-    let cells: Vec<_> = archived.iter().map(|a| a.cell.clone()).collect();
     let post: String = conn
         .query_row(
             "SELECT post_image_sha256 FROM agent_db_compactions WHERE id = ?1",
@@ -204,7 +257,7 @@ fn check(
             |r| r.get(0),
         )
         .at(path)?;
-    let changed = archive::image_hash(conn, &cells).at(path)? != post;
+    let (changed, expected) = changed_after(at, conn, id, &c.conversation_id, &archived, &post)?;
     if !force && changed {
         return refuse(format!(
             "conversation {} changed after this compaction (a later compaction or the agent wrote to it); \
@@ -216,13 +269,19 @@ fn check(
         c: Box::new(c),
         archived,
         changed,
+        expected,
     })
 }
 
 /// What [`restore`] would do to compaction `id`, writing nothing (`restore --dry-run`): the
 /// same result, with `would restore` for one it would restore.
 pub fn preview(store: &Store, id: i64, force: bool, now: &str) -> Result<Restored> {
-    Ok(match check(&store.conn, &store.path, id, force, now)? {
+    let at = StoreRef {
+        path: &store.path,
+        kind: store.kind,
+        limits: &store.limits,
+    };
+    Ok(match check(&store.conn, &at, id, force, now)? {
         Check::Done(r) => r,
         Check::Go { c, changed, .. } => Restored {
             compaction_id: id,
@@ -242,17 +301,24 @@ pub fn preview(store: &Store, id: i64, force: bool, now: &str) -> Result<Restore
 /// nothing to do.
 pub fn restore(store: &mut Store, id: i64, force: bool, now: &str) -> Result<Restored> {
     let (conn, path) = (&mut store.conn, store.path.as_path());
+    let at = StoreRef {
+        path,
+        kind: store.kind,
+        limits: &store.limits,
+    };
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .at(path)?;
-    let (c, archived, changed) = match check(&tx, path, id, force, now)? {
+    let (c, archived, changed, expected) = match check(&tx, &at, id, force, now)? {
         Check::Done(r) => return Ok(r),
         Check::Go {
             c,
             archived,
             changed,
-        } => (c, archived, changed),
+            expected,
+        } => (c, archived, changed, expected),
     };
+    let archived = archive::restorable(&tx, archived, &expected).at(path)?;
     archive::apply(&tx, id, &archived).at(path)?;
     store
         .kind

@@ -818,33 +818,58 @@ fn generated_store_under_all_over() {
     );
 }
 
+/// A sub-session is shown by its ID (marked as its parent's child, with the transcript
+/// docker-agent keeps for it), its parent's transcript names it, and it is never compacted on
+/// its own: named, it is skipped with the reason, nothing written.
 #[test]
-fn sub_session_ids_are_refused_by_name() {
+fn sub_sessions_are_shown_named_by_their_parent_and_never_compacted() {
     let da = generated(Generation::Modern, 8, 4);
-    let sub = da.query("SELECT id, parent_id FROM sessions WHERE parent_id IS NOT NULL LIMIT 1");
-    let (sub, parent) = (&sub[0][0], &sub[0][1]);
-    let before = files_hash(&da.db);
-    let out = da.cmd().args(["show", sub]).output().unwrap();
-    assert_eq!(out.status.code(), Some(5));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(sub.as_str())
-            && err.contains(&format!("is a sub-session of {parent}; compact its parent")),
-        "{err}"
+    let sub = da.query(
+        "SELECT x.id, x.parent_id FROM sessions x JOIN session_items i ON i.subsession_id = x.id
+         WHERE x.parent_id IS NOT NULL AND x.parent_id <> '' AND i.session_id = x.parent_id LIMIT 1",
     );
+    let (sub, parent) = (&sub[0][0], &sub[0][1]);
+    let items = da.one(&format!(
+        "SELECT COUNT(*) FROM session_items WHERE session_id = '{sub}' AND item_type = 'message'"
+    ));
+    let before = files_hash(&da.db);
+    let out = da.cmd().args(["show", sub, "--no-pager"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("a child session of {parent}")),
+        "{text}"
+    );
+    assert!(text.contains(&format!("{items} messages")), "{text}");
+    let out = da
+        .cmd()
+        .args(["show", parent, "--no-pager"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("child sessions (agent-db show ID shows one): "),
+        "{text}"
+    );
+    assert!(text.contains(sub.as_str()), "{text}");
     let (doc, code) = json({
         let mut c = da.cmd();
         c.args(["compact", "--id", sub, "--idle", "0", "--yes", "--json"]);
         c
     });
-    assert_eq!(code, 1);
+    assert_eq!(code, 0, "{doc:#}");
     let r = row(&doc, sub);
-    assert_eq!(r["status"], "failed");
+    assert_eq!(r["status"], "skipped", "{r:#}");
     assert!(
         r["detail"]
             .as_str()
             .unwrap()
-            .contains("is a sub-session of"),
+            .contains(&format!("a docker-agent sub-session of {parent}")),
         "{r:#}"
     );
     assert_eq!(files_hash(&da.db), before);
@@ -1009,7 +1034,7 @@ fn prefiltered_listing_keeps_docker_agents_order() {
     let want: Vec<String> = da
         .query(
             "SELECT id FROM sessions WHERE parent_id IS NULL OR parent_id = ''
-             ORDER BY created_at DESC, rowid",
+             ORDER BY julianday(created_at) DESC, rowid",
         )
         .into_iter()
         .map(|r| r[0].clone())
@@ -1593,4 +1618,164 @@ fn prefiltered_counts_and_latest_times_follow_the_tests_sql() {
     for (id, got) in &few {
         assert_eq!(got, &want(id), "{id}");
     }
+}
+
+/// docker-agent's own summary is shown as docker-agent sends it (`Session Summary: …`) and
+/// labelled as docker-agent's, never under agent-db's header, in the transcript and in
+/// `show --json`.
+#[test]
+fn the_agents_own_summary_is_shown_as_the_agents() {
+    let da = generated(Generation::Modern, 10, 3);
+    let sessions: Vec<(String, String)> = da
+        .query(
+            "SELECT s.id, i.summary_text FROM sessions s JOIN session_items i ON i.session_id = s.id
+             WHERE i.item_type = 'summary' AND i.summary_text <> '' AND (s.parent_id IS NULL OR s.parent_id = '')
+               AND i.position = (SELECT MAX(position) FROM session_items j WHERE j.session_id = s.id AND j.item_type = 'summary')",
+        )
+        .into_iter()
+        .map(|r| (r[0].clone(), r[1].clone()))
+        .collect();
+    assert!(!sessions.is_empty());
+    for (id, text) in &sessions {
+        let out = da.cmd().args(["show", id, "--no-pager"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = String::from_utf8_lossy(&out.stdout);
+        assert!(!s.contains("[agent-db compaction summary]"), "{s}");
+        assert!(
+            s.contains("── [0] user · docker-agent's own summary"),
+            "{s}"
+        );
+        let first_line = text.lines().next().unwrap();
+        assert!(s.contains(&format!("Session Summary: {first_line}")), "{s}");
+        let (doc, code) = json({
+            let mut c = da.cmd();
+            c.args(["show", id, "--json"]);
+            c
+        });
+        assert_eq!(code, 0);
+        let m0 = &doc["messages"][0];
+        assert_eq!(m0["summary_by"], "docker-agent", "{m0}");
+        assert!(
+            !m0.to_string().contains("agent-db compaction summary"),
+            "{m0}"
+        );
+        assert!(doc["messages"][1].get("summary_by").is_none());
+    }
+}
+
+/// The listing is newest first by instant, whatever offset each `created_at` was written with
+/// (docker-agent writes local time in RFC 3339), with and without a prefilter.
+#[test]
+fn list_is_newest_first_by_instant_across_offsets() {
+    let da = generated(Generation::Modern, 12, 9);
+    let roots: Vec<String> = da
+        .query("SELECT id FROM sessions WHERE parent_id IS NULL OR parent_id = '' ORDER BY rowid")
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    // Instants one hour apart, written under offsets that make the text order differ.
+    let offsets = ["-07:00", "+05:30", "+00:00", "-03:00", "+09:00", "+01:00"];
+    let base = chrono::DateTime::parse_from_rfc3339("2026-10-01T12:00:00Z").unwrap();
+    let mut want: Vec<(chrono::DateTime<chrono::FixedOffset>, String)> = Vec::new();
+    {
+        let c = da.conn();
+        for (i, id) in roots.iter().enumerate() {
+            let at = base + chrono::Duration::hours(i as i64 * 7 % 13);
+            let off = offsets[i % offsets.len()];
+            let tz = chrono::FixedOffset::east_opt({
+                let sign = if off.starts_with('-') { -1 } else { 1 };
+                let h: i32 = off[1..3].parse().unwrap();
+                let m: i32 = off[4..6].parse().unwrap();
+                sign * (h * 3600 + m * 60)
+            })
+            .unwrap();
+            let text = at.with_timezone(&tz).to_rfc3339();
+            c.execute(
+                "UPDATE sessions SET created_at = ?1 WHERE id = ?2",
+                rusqlite::params![text, id],
+            )
+            .unwrap();
+            want.push((at, id.clone()));
+        }
+    }
+    // Newest first; equal instants in rowid order (the stable sort keeps it).
+    want.sort_by_key(|w| std::cmp::Reverse(w.0));
+    let want: Vec<String> = want.into_iter().map(|(_, id)| id).collect();
+    for extra in [
+        &[][..],
+        &["--all-over", "0", "--context-limit", "1000000"][..],
+    ] {
+        let (doc, code) = json({
+            let mut c = da.cmd();
+            c.args(["list", "--idle", "0", "--json"]).args(extra);
+            c
+        });
+        assert_eq!(code, 0, "{doc:#}");
+        let got: Vec<String> = doc["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .filter(|id| want.contains(id))
+            .collect();
+        let expected: Vec<String> = want.iter().filter(|id| got.contains(id)).cloned().collect();
+        assert!(got.len() >= 5, "{extra:?}: {got:?}");
+        assert_eq!(got, expected, "{extra:?}");
+    }
+}
+
+/// A docker-agent file from before `first_kept_entry` (migration 21) cannot keep a tail: the
+/// dry run and the written row both say the summary replaces the whole history, and why.
+#[test]
+fn an_old_file_that_cannot_keep_a_tail_says_so() {
+    let da = generated(Generation::Legacy, 10, 21);
+    let targets = big_sessions(&da, 12);
+    assert!(!targets.is_empty());
+    let id = &targets[0];
+    for dry in [true, false] {
+        let (doc, code) = json({
+            let mut c = da.cmd();
+            c.args([
+                "compact",
+                "--id",
+                id,
+                "--idle",
+                "0",
+                "--yes",
+                "--json",
+                "--strategy",
+                "extractive",
+            ]);
+            if dry {
+                c.arg("--dry-run");
+            }
+            c
+        });
+        assert_eq!(code, 0, "{doc:#}");
+        let r = row(&doc, id);
+        let note = r["note"].as_str().unwrap_or_default();
+        assert!(note.contains("cannot keep a tail"), "dry {dry}: {r:#}");
+    }
+    let out = da
+        .cmd()
+        .args([
+            "compact",
+            "--id",
+            id,
+            "--idle",
+            "0",
+            "--dry-run",
+            "--strategy",
+            "extractive",
+            "--force",
+        ])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("cannot keep a tail"), "{text}");
 }

@@ -101,10 +101,35 @@ impl G {
     /// those whose provider manages its own context.
     fn over(&self, ratio: f64) -> BTreeSet<String> {
         let managed = self.managed();
+        let aside = self.set_aside();
         self.over_any(ratio)
             .into_iter()
-            .filter(|id| !managed.contains_key(id))
+            .filter(|id| !managed.contains_key(id) && !aside.contains(id))
             .collect()
+    }
+
+    /// Sessions batch selections leave out by goose's own standing: `sub_agent` and `hidden`
+    /// ones (goose lists only user and scheduled sessions) and archived ones.
+    fn set_aside(&self) -> BTreeSet<String> {
+        let has = |c: &str| {
+            !self
+                .strings(&format!(
+                    "SELECT name FROM pragma_table_info('sessions') WHERE name = '{c}'"
+                ))
+                .is_empty()
+        };
+        let mut out = BTreeSet::new();
+        if has("session_type") {
+            out.extend(
+                self.strings(
+                    "SELECT id FROM sessions WHERE session_type IN ('sub_agent', 'hidden')",
+                ),
+            );
+        }
+        if has("archived_at") {
+            out.extend(self.strings("SELECT id FROM sessions WHERE archived_at IS NOT NULL"));
+        }
+        out
     }
 
     /// The sessions whose `provider_name` is one of [`MANAGED_CONTEXT`], with it.
@@ -1195,10 +1220,11 @@ fn a_session_whose_provider_manages_its_own_context_is_left_alone() {
         let g = G::new(preset, 24);
         let managed = g.managed();
         let all_over = g.over_any(0.7);
+        let aside = g.set_aside();
         // A managed session --all-over would otherwise select, and an ordinary one.
         let (id, provider) = managed
             .iter()
-            .find(|(id, _)| all_over.contains(*id))
+            .find(|(id, _)| all_over.contains(*id) && !aside.contains(*id))
             .unwrap_or_else(|| panic!("{preset}: no managed session over 0.7: {managed:?}"));
         let normal = g.over(0.7).into_iter().next().expect("an ordinary session");
         let why = format!(
@@ -1481,5 +1507,348 @@ fn prefiltered_counts_and_times_follow_the_tests_sql() {
         "1761998400",
     ] {
         assert!(updated.contains(&t), "{t}");
+    }
+}
+
+/// Append one message to session `id` as goose's `insert_message` does (`session_manager.rs`,
+/// `aaif-goose/goose@017176d0`): a new `messages` row (AUTOINCREMENT id, `msg_…` id, never
+/// before the session's latest `created_timestamp`) and `sessions.updated_at` now.
+fn goose_appends(g: &G, id: &str, text: &str) {
+    let c = g.conn();
+    let content = serde_json::json!([{"type": "text", "text": text}]).to_string();
+    c.execute(
+        "INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp, metadata_json)
+         VALUES ('msg_' || ?1 || '_' || lower(hex(randomblob(16))), ?1, 'user', ?2,
+                 (SELECT COALESCE(MAX(created_timestamp), 0) FROM messages WHERE session_id = ?1),
+                 '{\"userVisible\":true,\"agentVisible\":true}')",
+        rusqlite::params![id, content],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE sessions SET updated_at = datetime('now') WHERE id = ?1",
+        [id],
+    )
+    .unwrap();
+}
+
+/// Restore is judged by the compacted session alone: goose writing to a third session (which
+/// moves the `sqlite_sequence` row every session shares) does not make undoing two compactions
+/// need `--force`, in either order; goose writing to a compacted session still does (exit 7),
+/// and the shared high-water mark never goes back below a row goose inserted.
+#[test]
+fn restore_is_refused_only_when_that_session_changed() {
+    for preset in ["goose-v17", "goose-v7"] {
+        let g = G::new(preset, 20);
+        let over: Vec<String> = g.over(0.7).into_iter().collect();
+        assert!(over.len() >= 3, "{preset}: {over:?}");
+        let (a, b) = (&over[0], &over[1]);
+        let third = g
+            .strings("SELECT id FROM sessions ORDER BY id")
+            .into_iter()
+            .find(|s| s != a && s != b)
+            .unwrap();
+        let before = g.dump();
+        let doc = compact(&g, &[a, b, "--strategy", "extractive"]);
+        let done = ids_with_status(&doc, "compacted");
+        assert_eq!(done.len(), 2, "{preset}: {doc:#}");
+        goose_appends(&g, &third, "goose went on in another session");
+        let seq_after_goose =
+            g.strings("SELECT CAST(seq AS TEXT) FROM sqlite_sequence WHERE name = 'messages'");
+        // `history` does not call them changed either.
+        let out = g.cmd().args(["history", "--json"]).output().unwrap();
+        assert!(out.status.success());
+        // b first, then a: any order.
+        for id in [b, a] {
+            let out = g.cmd().args(["restore", id]).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{preset}: restore {id}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        // Everything is back but goose's own row in the third session, its `updated_at` and
+        // the high-water mark goose moved.
+        let after = g.dump();
+        for (table, rows) in &before {
+            if !["messages", "sessions", "sqlite_sequence"].contains(&table.as_str()) {
+                assert_eq!(rows, &after[table], "{preset}: {table}");
+            }
+        }
+        let ours = |d: &BTreeMap<String, Vec<Vec<String>>>, t: &str| -> Vec<Vec<String>> {
+            d[t].iter()
+                .filter(|r| {
+                    r.iter()
+                        .any(|c| *c == format!("Text({a:?})") || *c == format!("Text({b:?})"))
+                })
+                .cloned()
+                .collect()
+        };
+        assert_eq!(
+            ours(&before, "messages"),
+            ours(&after, "messages"),
+            "{preset}"
+        );
+        assert_eq!(
+            ours(&before, "sessions"),
+            ours(&after, "sessions"),
+            "{preset}"
+        );
+        assert_eq!(
+            g.strings("SELECT CAST(seq AS TEXT) FROM sqlite_sequence WHERE name = 'messages'"),
+            seq_after_goose,
+            "{preset}: the high-water mark goose moved stays"
+        );
+
+        // A change to the compacted session itself is still refused.
+        let doc = compact(&g, &[a, "--strategy", "extractive"]);
+        assert_eq!(
+            ids_with_status(&doc, "compacted").len(),
+            1,
+            "{preset}: {doc:#}"
+        );
+        goose_appends(&g, a, "goose went on in this very session");
+        let held = g.dump();
+        let out = g.cmd().args(["restore", a]).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{preset}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("changed after this compaction"),
+            "{preset}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(held, g.dump(), "{preset}: a refused restore writes nothing");
+    }
+}
+
+/// goose's provider is the session's `provider_name` (ollama, openai, claude-code…): the
+/// listing shows it, `--provider` selects by it, and a provider no session has is warned about
+/// with the providers the store does have.
+#[test]
+fn provider_is_gooses_provider_name() {
+    let g = G::new("goose-v17", 30);
+    let want: BTreeSet<String> = g
+        .strings("SELECT id FROM sessions WHERE provider_name = 'ollama'")
+        .into_iter()
+        .collect();
+    assert!(!want.is_empty());
+    let (doc, code) = json({
+        let mut c = g.cmd();
+        c.args(["list", "--provider", "ollama", "--idle", "0", "--json"]);
+        c
+    });
+    assert_eq!(code, 0, "{doc:#}");
+    let got: BTreeSet<String> = ids_with_status(&doc, "selected").into_iter().collect();
+    assert_eq!(got, want);
+    for row in doc["conversations"].as_array().unwrap() {
+        assert_eq!(row["provider"], "ollama", "{row}");
+    }
+    // Every row's PROVIDER is its provider_name.
+    let (doc, _) = json({
+        let mut c = g.cmd();
+        c.args(["list", "--json"]);
+        c
+    });
+    let stored: BTreeMap<String, String> = g
+        .strings("SELECT id || '|' || COALESCE(NULLIF(provider_name, ''), 'goose') FROM sessions")
+        .into_iter()
+        .map(|r| {
+            let (id, p) = r.split_once('|').unwrap();
+            (id.to_string(), p.to_string())
+        })
+        .collect();
+    for row in doc["conversations"].as_array().unwrap() {
+        let id = row["id"].as_str().unwrap();
+        assert_eq!(
+            row["provider"].as_str(),
+            stored.get(id).map(String::as_str),
+            "{id}"
+        );
+    }
+    let out = g
+        .cmd()
+        .args(["list", "--provider", "lmstudio"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let present: BTreeSet<String> = stored.values().cloned().collect();
+    let listed = present.iter().cloned().collect::<Vec<_>>().join(", ");
+    assert!(
+        err.contains(&format!("providers present: {listed}")),
+        "{err}"
+    );
+    assert!(!err.contains("openai-chat"), "{err}");
+}
+
+/// goose's own compaction is marked as goose's in `show`, and the rows it hid from the model are
+/// counted (the listing's MSGS counts them too) and shown with `--verbose`.
+#[test]
+fn gooses_own_compaction_is_marked_and_its_hidden_rows_are_shown_on_request() {
+    let g = G::new("goose-v17", 30);
+    // Sessions goose compacted itself: rows hidden from the agent, and no agent-db tables.
+    let compacted = g.strings(
+        "SELECT session_id FROM messages WHERE json_extract(metadata_json, '$.agentVisible') = 0
+         GROUP BY session_id ORDER BY session_id",
+    );
+    assert!(!compacted.is_empty());
+    let mut marked = 0;
+    for id in &compacted {
+        let hidden = g.strings(&format!(
+            "SELECT CAST(COUNT(*) AS TEXT) FROM messages WHERE session_id = '{id}'
+             AND json_extract(metadata_json, '$.agentVisible') = 0 AND role IN ('user', 'assistant')"
+        ))[0]
+            .clone();
+        let out = g.cmd().args(["show", id, "--no-pager"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{id}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            s.contains(&format!("{hidden} stored row(s) hidden from the model by a compaction (goose still shows them); --verbose shows them")),
+            "{id}: {s}"
+        );
+        assert!(!s.contains("hidden from the model ("), "{id}");
+        assert!(!s.contains("agent-db's summary"), "{id}: {s}");
+        if s.contains("── [0] user · goose's own summary") {
+            marked += 1;
+        }
+        let out = g
+            .cmd()
+            .args(["show", id, "--no-pager", "--verbose"])
+            .output()
+            .unwrap();
+        let v = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            v.contains(&format!(
+                "══ hidden from the model ({hidden} row(s), in goose's order) ══"
+            )),
+            "{id}: {v}"
+        );
+        assert_eq!(
+            v.matches("── [hidden] ").count(),
+            hidden.parse::<usize>().unwrap(),
+            "{id}"
+        );
+        let (doc, _) = json({
+            let mut c = g.cmd();
+            c.args(["show", id, "--json"]);
+            c
+        });
+        assert_eq!(doc["hidden_rows"].to_string(), hidden, "{id}");
+    }
+    assert!(marked > 0, "no goose summary marked as goose's");
+}
+
+/// goose's own standing of a session: `sub_agent` and `hidden` sessions (goose lists only user
+/// and scheduled ones) are marked in `list` and left out of `--all-over`; an archived session
+/// (`archived_at`, set as goose's session update sets it) too, unless `--include-archived`.
+#[test]
+fn sub_agent_hidden_and_archived_sessions_are_marked_and_left_out_of_batches() {
+    let g = G::new("goose-v17", 40);
+    let children: BTreeSet<String> = g
+        .strings("SELECT id FROM sessions WHERE session_type IN ('sub_agent', 'hidden')")
+        .into_iter()
+        .collect();
+    assert!(!children.is_empty());
+    let over = g.over(0.7);
+    let archived = over
+        .iter()
+        .find(|id| !children.contains(*id))
+        .unwrap()
+        .clone();
+    g.conn()
+        .execute(
+            "UPDATE sessions SET archived_at = '2026-10-30T10:00:00+00:00' WHERE id = ?1",
+            [&archived],
+        )
+        .unwrap();
+    let select = |extra: &[&str]| -> (BTreeSet<String>, Value) {
+        let (doc, code) = json({
+            let mut c = g.cmd();
+            c.args(["list", "--all-over", "0.7", "--idle", "0", "--json"])
+                .args(extra);
+            c
+        });
+        assert_eq!(code, 0, "{doc:#}");
+        (ids_with_status(&doc, "selected").into_iter().collect(), doc)
+    };
+    let (got, doc) = select(&[]);
+    let want: BTreeSet<String> = over
+        .iter()
+        .filter(|id| !children.contains(*id) && **id != archived)
+        .cloned()
+        .collect();
+    assert_eq!(got, want);
+    let skipped: BTreeSet<String> = ids_with_status(&doc, "skipped").into_iter().collect();
+    assert!(skipped.contains(&archived), "{doc:#}");
+    for id in over.iter().filter(|id| children.contains(*id)) {
+        assert!(skipped.contains(id), "{id}: {doc:#}");
+    }
+    let (got, _) = select(&["--include-archived"]);
+    assert!(got.contains(&archived));
+    // The plain listing marks them.
+    let (doc, _) = json({
+        let mut c = g.cmd();
+        c.args(["list", "--json"]);
+        c
+    });
+    for row in doc["conversations"].as_array().unwrap() {
+        let id = row["id"].as_str().unwrap();
+        assert_eq!(
+            row.get("parent_id").is_some(),
+            children.contains(id),
+            "{row}"
+        );
+        assert_eq!(row.get("archived").is_some(), id == archived, "{row}");
+    }
+    let out = g
+        .cmd()
+        .args(["list", "--include-archived"])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("[archived]"), "{table}");
+    assert!(table.contains("↳"), "{table}");
+}
+
+/// On a terminal, goose's IDs are shown whole (`20261128_1` is never cut to `20261128`, a
+/// date): every session's full ID starts a line of `list` at 120 columns.
+#[test]
+fn list_on_a_terminal_shows_gooses_ids_whole() {
+    let g = G::new("goose-v17", 30);
+    // The sessions the listing shows, in full (`--ids`, piped).
+    let out = g
+        .cmd()
+        .args(["list", "--include-archived", "--ids"])
+        .output()
+        .unwrap();
+    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(ids.len() > 20);
+    assert!(ids.iter().all(|id| g
+        .strings(&format!("SELECT id FROM sessions WHERE id = '{id}'"))
+        .len()
+        == 1));
+    let mut c = crate::common::std_cmd(g.dir.path());
+    c.arg("--db")
+        .arg(&g.db)
+        .args(["list", "--include-archived"])
+        .env("NO_COLOR", "1");
+    let out = crate::pty::run(c, 120);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let firsts: BTreeSet<String> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    for id in &ids {
+        assert!(firsts.contains(id), "{id} not shown whole:\n{}", out.stdout);
     }
 }

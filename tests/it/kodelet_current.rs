@@ -659,10 +659,14 @@ fn stores_reports_the_version_and_what_agent_db_does_with_it() {
     });
     assert_eq!(doc["stores"][0]["support"], "read-only", "{doc:#}");
     assert_eq!(doc["stores"][0]["schema_version"], "20261015120000");
+    assert_eq!(
+        doc["stores"][0]["version_name"],
+        "kodelet, migrations to 2026-10-15"
+    );
     let text = env.cmd().arg("stores").output().unwrap();
     let out = String::from_utf8_lossy(&text.stdout);
     assert!(
-        out.contains("read-only") && out.contains("20261015120000"),
+        out.contains("read-only") && out.contains("kodelet, migrations to 2026-10-15"),
         "{out}"
     );
     let not_a_store = env.file("notes.txt", b"hello");

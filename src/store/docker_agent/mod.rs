@@ -65,6 +65,11 @@ impl Adapter for DockerAgent {
         "docker-agent"
     }
 
+    /// docker-agent was cagent; its file is still `~/.cagent/session.db`.
+    fn aliases(&self) -> &'static [&'static str] {
+        &["cagent"]
+    }
+
     fn signature_tables(&self) -> &'static [&'static str] {
         &["sessions", "session_items", "migrations"]
     }
@@ -75,6 +80,11 @@ impl Adapter for DockerAgent {
 
     /// A file newer than agent-db knows fails the schema check itself (for every command), so
     /// a file that passes it is written.
+    /// docker-agent names no release in its file: its migration number.
+    fn version_name(&self, version: &str) -> String {
+        format!("docker-agent, migration {version}")
+    }
+
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
         let schema = check_schema(conn, path)?;
         Ok(SchemaStatus::checked(schema.max_migration.to_string(), NEWEST_KNOWN))
@@ -142,6 +152,17 @@ impl Adapter for DockerAgent {
         .map(Some)
     }
 
+    /// A sub-session: docker-agent runs it inside its parent and never resumes it alone.
+    fn left_alone(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
+        Ok(read::parent_of(read.conn, read.path, id)?.map(|p| {
+            format!("a docker-agent sub-session of {p}: docker-agent runs it inside its parent; compact the parent")
+        }))
+    }
+
+    fn children(&self, read: &Read<'_>, id: &str) -> Result<Vec<(String, Option<String>)>> {
+        read::children(read.conn, read.path, id)
+    }
+
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let s = load(read.conn, read.path, id)?;
         let todos = read::open_todos(read.conn, read.path, id)?;
@@ -151,8 +172,19 @@ impl Adapter for DockerAgent {
         };
         Ok(
             StoredConversation::with_state(s.id, s.raw_messages, Arc::new(state))
-                .with_native_todos(todos),
+                .with_native_todos(todos)
+                .with_agent_summary(s.agent_summary),
         )
+    }
+
+    /// Whether the history before the compaction started with docker-agent's own summary.
+    fn archived_agent_summary(
+        &self,
+        read: &Read<'_>,
+        id: &str,
+        compaction_id: i64,
+    ) -> Result<usize> {
+        originals::agent_summary_before(read.conn, read.path, id, compaction_id)
     }
 
     /// Rebuilt from the live rows and the archived cells (`originals.rs`).

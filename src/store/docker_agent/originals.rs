@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use std::path::Path;
 
 use super::check_schema;
-use super::read::{active_history, instruction_updates, read_items, read_session_row};
+use super::read::{active_history, instruction_updates, native_head, read_items, read_session_row};
 use crate::error::{Result, SqlContext};
 use crate::store::archive::inserted_rowids;
 
@@ -30,4 +30,21 @@ pub fn history_before(
     };
     let (raw, _) = active_history(&items.slice[..cut], &updates, id)?;
     Ok(Some(raw))
+}
+
+/// 1 when the history before compaction `compaction_id` started with docker-agent's own
+/// summary (see [`history_before`]), else 0.
+pub fn agent_summary_before(
+    conn: &Connection,
+    path: &Path,
+    id: &str,
+    compaction_id: i64,
+) -> Result<usize> {
+    let inserted = inserted_rowids(conn, compaction_id, "session_items").at(path)?;
+    let schema = check_schema(conn, path)?;
+    let items = read_items(conn, path, &schema, id)?;
+    let Some(cut) = items.ids.iter().position(|i| inserted.contains(i)) else {
+        return Ok(0);
+    };
+    Ok(usize::from(native_head(&items.slice[..cut])))
 }

@@ -79,7 +79,7 @@ fn list_sql(schema: &Schema, filter: &str, lean: bool) -> String {
     if lean {
         return format!(
             "SELECT s.id, {title}, s.created_at, {wd}, s.input_tokens, s.output_tokens, NULL,
-  {model}, NULL, s.parent_id, s.rowid, j.position, j.id, {created}
+  {model}, NULL, s.parent_id, s.rowid, j.position, j.id, {created}, {INSTANT}
 FROM sessions s LEFT JOIN session_items j ON j.rowid = {found} {filter}",
             model = model("j"),
             created = created_sql("j"),
@@ -92,7 +92,8 @@ FROM sessions s LEFT JOIN session_items j ON j.rowid = {found} {filter}",
   {found},
   ({latest}),
   s.parent_id,
-  s.rowid
+  s.rowid,
+  {INSTANT}
 FROM sessions s {filter}",
         found = latest_assistant(&model("i")),
         latest = latest_sql(),
@@ -180,10 +181,12 @@ impl<'c> Latest<'c> {
     }
 }
 
-/// A session's context tokens: its input plus output tokens, when either is recorded.
+/// A session's context tokens: its input plus output tokens, when either is recorded. Both 0
+/// (the columns' default: no model call yet, an empty session) is no usage recorded, not a
+/// context of 0 tokens.
 fn current(input: Option<i64>, output: Option<i64>) -> Option<i64> {
     match (input, output) {
-        (None, None) => None,
+        (None | Some(0), None | Some(0)) => None,
         // Stored numbers can be anything a program wrote; never overflow on them.
         (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
     }
@@ -220,10 +223,17 @@ parent: None, archived: false,
     Ok((meta, lossy(r, 9)?.filter(|p| !p.is_empty())))
 }
 
+/// A session's `created_at` as an instant (SQLite's `julianday`, which reads RFC 3339 with any
+/// offset), so sessions written under different offsets (`-07:00`, `+05:30`) sort by when they
+/// were created, not by their text; NULL (sorted last) when it cannot be read.
+const INSTANT: &str = "julianday(s.created_at)";
+/// The listing column holding [`INSTANT`] in the lean query.
+const LEAN_INSTANT: usize = 14;
+
 /// Root sessions, in docker-agent's order (newest `created_at` first, ties in rowid order).
 const ROOTS: &str = "WHERE s.parent_id IS NULL OR s.parent_id = ''";
 const ROOTS_ORDERED: &str =
-    "WHERE s.parent_id IS NULL OR s.parent_id = '' ORDER BY s.created_at DESC, s.rowid";
+    "WHERE s.parent_id IS NULL OR s.parent_id = '' ORDER BY julianday(s.created_at) DESC, s.rowid";
 
 /// Stream every root session's metadata, newest `created_at` first (docker-agent's own order),
 /// ties in rowid order; `f` returns `false` to stop. With a prefilter, the sessions are read in
@@ -304,7 +314,12 @@ parent: None, archived: false,
                 max_context,
                 problem: None,
             };
-            kept.push_facts_at(path, r.get_ref(2).at(path)?, r.get(10).at(path)?, &facts)?;
+            kept.push_facts_at(
+                path,
+                r.get_ref(LEAN_INSTANT).at(path)?,
+                r.get(10).at(path)?,
+                &facts,
+            )?;
         }
         kept
     };
@@ -363,8 +378,8 @@ fn kept_unordered(
         if let Some(u) = latest.of(path, &id, r)? {
             meta.updated_at = u;
         }
-        // Newest first by created_at, ties in rowid order.
-        let key = SortKey::of(r.get_ref(2).at(path)?);
+        // Newest first by the instant of created_at, ties in rowid order.
+        let key = SortKey::of(r.get_ref(LEAN_INSTANT).at(path)?);
         kept.push_meta(path, key, rowid, meta)?;
     }
     Ok(kept)
@@ -390,11 +405,11 @@ pub fn meta(
         .query_row(&sql, [id], |r| meta_from_row(r, limits))
         .optional()
         .at(path)?;
-    match found {
-        Some((_, Some(parent))) => Err(sub_session_error(id, &parent)),
-        Some((m, None)) => Ok(Some(m)),
-        None => Ok(None),
-    }
+    // A sub-session is found too (to be shown), marked with its parent.
+    Ok(found.map(|(mut m, parent)| {
+        m.parent = parent;
+        m
+    }))
 }
 
 // ---- loading --------------------------------------------------------------------------------
@@ -427,28 +442,55 @@ pub struct Session {
     pub item_count: i64,
     /// The legacy `sessions.messages` text, when the column exists.
     pub legacy_messages: Option<String>,
+    /// 1 when the history starts with docker-agent's own summary, else 0.
+    pub agent_summary: usize,
 }
 
 /// The synthetic first message's text for a stored summary: agent-db's own summaries keep
-/// their framing; any other summary (docker-agent's, a hook's) gets one.
+/// their framing under agent-db's header; any other summary (docker-agent's own, a hook's) is
+/// shown as docker-agent sends it, `Session Summary: <text>`, and counted as the agent's own
+/// ([`is_native_summary`]).
 pub fn present_summary(stored: &str) -> String {
     let header = crate::summary::SUMMARY_HEADER;
     let s = stored.trim_start();
     let s = s.strip_prefix(header).map(str::trim_start).unwrap_or(s);
-    let framing = s.split("\n\n").next().unwrap_or("");
-    if framing.contains("agent-db replaced") {
-        format!("{header}\n{s}")
+    if is_native_summary(stored) {
+        format!("{NATIVE_PREFIX}{s}")
     } else {
-        format!(
-            "{header}\nThis session continues an earlier conversation. docker-agent loads this summary \
-             (a summary item) in place of the earlier messages; everything after it is verbatim.\n\n{s}"
-        )
+        format!("{header}\n{s}")
     }
+}
+
+/// How docker-agent sends its last summary to the model (`GetMessages`).
+pub const NATIVE_PREFIX: &str = "Session Summary: ";
+
+/// Whether a stored summary is not agent-db's (its framing paragraph does not say agent-db
+/// replaced the earlier messages): docker-agent's own compaction wrote it.
+pub fn is_native_summary(stored: &str) -> bool {
+    let header = crate::summary::SUMMARY_HEADER;
+    let s = stored.trim_start();
+    let s = s.strip_prefix(header).map(str::trim_start).unwrap_or(s);
+    !s.split("\n\n")
+        .next()
+        .unwrap_or("")
+        .contains("agent-db replaced")
 }
 
 /// Load one root session's active history (see the module doc).
 pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -> Result<Session> {
-    let (input, output, legacy_messages, context) = read_session_row(conn, path, schema, id)?;
+    load_session_with(conn, path, schema, id, false)
+}
+
+/// [`load_session`]; `child_ok`: a sub-session loads too (to be shown, never written).
+fn load_session_with(
+    conn: &Connection,
+    path: &Path,
+    schema: &Schema,
+    id: &str,
+    child_ok: bool,
+) -> Result<Session> {
+    let (input, output, legacy_messages, context) =
+        session_row(conn, path, schema, id, child_ok)?;
     let updates = instruction_updates(context.as_deref(), id)?;
     let items = read_items(conn, path, schema, id)?;
     if items.count == 0
@@ -462,6 +504,7 @@ pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -
         ));
     }
     let (raw, slots) = active_history(&items.slice, &updates, id)?;
+    let agent_summary = usize::from(native_head(&items.slice));
     let marker = format!(
         "items:{}:{}:{}:{}",
         items.count,
@@ -480,7 +523,17 @@ pub fn load_session(conn: &Connection, path: &Path, schema: &Schema, id: &str) -
         slice_len: items.slice.len(),
         item_count: items.count,
         legacy_messages,
+        agent_summary,
     })
+}
+
+/// Whether the history docker-agent sends from `slice` starts with a summary docker-agent
+/// wrote itself ([`is_native_summary`]).
+pub(super) fn native_head(slice: &[Entry]) -> bool {
+    slice.iter().rev().find_map(|e| match e {
+        Entry::Summary { text, .. } if !text.is_empty() => Some(is_native_summary(text)),
+        _ => None,
+    }) == Some(true)
 }
 
 /// The session's row: its token columns and the legacy `messages` JSON. A missing session is
@@ -490,6 +543,17 @@ pub(super) fn read_session_row(
     path: &Path,
     schema: &Schema,
     id: &str,
+) -> Result<SessionRow> {
+    session_row(conn, path, schema, id, false)
+}
+
+/// [`read_session_row`]; `child_ok`: a sub-session's row is read too.
+fn session_row(
+    conn: &Connection,
+    path: &Path,
+    schema: &Schema,
+    id: &str,
+    child_ok: bool,
 ) -> Result<SessionRow> {
     let legacy = if schema.legacy_messages {
         "s.messages"
@@ -521,7 +585,7 @@ pub(super) fn read_session_row(
         .at(path)?;
     let (parent, input, output, legacy_messages, context) =
         head.ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })?;
-    if let Some(p) = parent.filter(|p| !p.is_empty()) {
+    if let Some(p) = parent.filter(|p| !p.is_empty() && !child_ok) {
         return Err(sub_session_error(id, &p));
     }
     Ok((input, output, legacy_messages, context))
@@ -782,10 +846,43 @@ pub fn open_todos(conn: &Connection, path: &Path, id: &str) -> Result<Vec<String
         .collect())
 }
 
-/// Load one root session's active history as docker-agent would (see the module doc).
+/// Load one session's active history as docker-agent would (see the module doc); a
+/// sub-session loads too, to be shown (selection leaves it alone, and the write refuses it).
 pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<Session> {
     let schema = check_schema(conn, path)?;
-    load_session(conn, path, &schema, id)
+    load_session_with(conn, path, &schema, id, true)
+}
+
+/// The parent of session `id` when it is a sub-session.
+pub fn parent_of(conn: &Connection, path: &Path, id: &str) -> Result<Option<String>> {
+    Ok(conn
+        .query_row("SELECT parent_id FROM sessions WHERE id = ?1", [id], |r| {
+            lossy(r, 0)
+        })
+        .optional()
+        .at(path)?
+        .flatten()
+        .filter(|p| !p.is_empty()))
+}
+
+/// The sub-sessions session `id` runs (its `subsession` items whose session exists), in its
+/// order, each with its title.
+pub fn children(conn: &Connection, path: &Path, id: &str) -> Result<Vec<(String, Option<String>)>> {
+    let schema = check_schema(conn, path)?;
+    let title = if schema.title { "x.title" } else { "NULL" };
+    let mut stmt = conn
+        .prepare(&format!(
+            "SELECT x.id, {title} FROM session_items i JOIN sessions x ON x.id = i.subsession_id
+             WHERE i.session_id = ?1 AND i.item_type = 'subsession' ORDER BY i.position, i.id"
+        ))
+        .at(path)?;
+    let mut rows = stmt.query([id]).at(path)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().at(path)? {
+        let child = lossy(r, 0).at(path)?.unwrap_or_default();
+        out.push((child, lossy(r, 1).at(path)?.filter(|t| !t.is_empty())));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -862,16 +959,18 @@ mod tests {
     }
 
     #[test]
-    fn summaries_are_presented_with_the_header() {
+    fn summaries_are_presented_as_their_writer_wrote_them() {
         let own = "[agent-db compaction summary]\nThis session continues an earlier conversation. agent-db replaced 3 earlier messages (about 10 tokens) with this summary on 2026-11-01; everything after it is verbatim.\n\n## Goal\nx";
         let stripped = own.strip_prefix("[agent-db compaction summary]\n").unwrap();
         assert_eq!(present_summary(stripped), own);
         assert_eq!(present_summary(own), own);
+        assert!(!is_native_summary(stripped));
+        // docker-agent's own summary: as docker-agent sends it, never under agent-db's header.
         let native = present_summary("The user asked for a fix.\n\nDone: tests pass.");
-        assert!(crate::summary::is_summary_text(&native));
         assert_eq!(
-            crate::summary::summary_body(&native),
-            "The user asked for a fix.\n\nDone: tests pass."
+            native,
+            "Session Summary: The user asked for a fix.\n\nDone: tests pass."
         );
+        assert!(!crate::summary::is_summary_text(&native));
     }
 }

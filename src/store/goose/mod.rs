@@ -32,8 +32,8 @@ use super::kind::{Adapter, LoadedState, Read, SchemaStatus, Unrated};
 use super::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 use crate::error::Result;
 
-/// The provider name agent-db gives goose sessions (shown in listings; the
-/// adapter hands out its codec).
+/// The provider name agent-db gives a goose session that records none (before schema v6, or
+/// `provider_name` empty); a session's own `provider_name` is shown otherwise.
 pub const PROVIDER: &str = "goose";
 
 /// The goose store kind.
@@ -65,12 +65,21 @@ impl Adapter for Goose {
 
     /// A file newer than agent-db knows fails the schema check itself (for every command), so
     /// a file that passes it is written.
+    /// `goose schema v16 (goose 1.47)`: the release is named where agent-db's sources date it.
+    fn version_name(&self, version: &str) -> String {
+        match version {
+            "16" => "goose schema v16 (goose 1.47)".to_string(),
+            v => format!("goose schema v{v}"),
+        }
+    }
+
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
         let schema = check_schema(conn, path)?;
         Ok(SchemaStatus::checked(schema.version.to_string(), NEWEST_KNOWN))
     }
 
-    /// `$GOOSE_PATH_ROOT/data/sessions/sessions.db` (an absolute `GOOSE_PATH_ROOT`), else
+    /// `$GOOSE_PATH_ROOT/data/sessions/sessions.db` (a relative root is taken from the current
+    /// directory), else
     /// `$XDG_DATA_HOME/goose/sessions/sessions.db`, else `~/.local/share/goose/…`.
     fn default_path_doc(&self) -> &'static str {
         "goose: $GOOSE_PATH_ROOT/data/sessions/sessions.db or ~/.local/share/goose/sessions/sessions.db"
@@ -78,7 +87,16 @@ impl Adapter for Goose {
 
     fn default_path(&self) -> PathBuf {
         let abs = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
-        let data = match abs(std::env::var_os("GOOSE_PATH_ROOT")) {
+        // goose takes GOOSE_PATH_ROOT as given, so a relative one is relative to the directory
+        // it runs in: here, the current directory.
+        let root = std::env::var_os("GOOSE_PATH_ROOT")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .map(|p| match p.is_absolute() {
+                true => p,
+                false => std::env::current_dir().unwrap_or_default().join(p),
+            });
+        let data = match root {
             Some(root) => root.join("data"),
             None => match abs(std::env::var_os("XDG_DATA_HOME")) {
                 Some(x) => x.join("goose"),
@@ -106,8 +124,9 @@ impl Adapter for Goose {
         Ok(true)
     }
 
-    fn providers(&self, _read: &Read<'_>) -> Result<Vec<String>> {
-        Ok(vec![PROVIDER.to_string()])
+    /// goose's `provider_name` of each session (v6+), [`PROVIDER`] where none is stored.
+    fn providers(&self, read: &Read<'_>) -> Result<Vec<String>> {
+        read::providers(read.conn, read.path)
     }
 
     fn scan(
@@ -156,6 +175,19 @@ impl Adapter for Goose {
             id,
         )
         .map(Some)
+    }
+
+    /// goose appends to a session with new `messages` rows (and `updated_at`, which the
+    /// archive holds, but to the second): a row of the session past the ones the compaction
+    /// inserted means goose went on with it.
+    fn changed_after(&self, read: &Read<'_>, id: &str, compaction_id: i64) -> Result<bool> {
+        read::added_after(read.conn, read.path, id, compaction_id)
+    }
+
+    /// The session's rows goose does not send (`agentVisible` false: hidden by a compaction,
+    /// goose's or agent-db's), which goose's UI still shows.
+    fn hidden(&self, read: &Read<'_>, id: &str) -> Result<Option<super::kind::Hidden>> {
+        read::hidden_rows(read.conn, read.path, id).map(Some)
     }
 
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {

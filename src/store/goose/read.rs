@@ -71,7 +71,8 @@ fn rfc3339_cell(r: &SqlRow<'_>, i: usize) -> rusqlite::Result<Option<String>> {
 }
 
 /// The listing query: id, name, description, working_dir, created_at, updated_at,
-/// total_tokens, input_tokens, output_tokens, model_config_json, rowid.
+/// total_tokens, input_tokens, output_tokens, model_config_json, rowid, provider_name,
+/// session_type, archived_at, parent_session_id.
 fn list_sql(schema: &Schema, tail: &str) -> String {
     let col = |c: &str| {
         if schema.session_has(c) {
@@ -81,12 +82,16 @@ fn list_sql(schema: &Schema, tail: &str) -> String {
         }
     };
     format!(
-        "SELECT s.id, {}, {}, s.working_dir, s.created_at, s.updated_at, s.total_tokens, {}, {}, {}, s.rowid FROM sessions s {tail}",
+        "SELECT s.id, {}, {}, s.working_dir, s.created_at, s.updated_at, s.total_tokens, {}, {}, {}, s.rowid, {}, {}, {}, {} FROM sessions s {tail}",
         col("name"),
         col("description"),
         col("input_tokens"),
         col("output_tokens"),
         col("model_config_json"),
+        col("provider_name"),
+        col("session_type"),
+        col("archived_at"),
+        col("parent_session_id"),
     )
 }
 
@@ -153,11 +158,13 @@ fn meta_with(r: &SqlRow<'_>, model: Option<String>, max: i64) -> rusqlite::Resul
         .filter(|n| !n.is_empty())
         .or(lossy(r, 2)?.filter(|d| !d.is_empty()));
     let created_at = rfc3339_cell(r, 4)?.unwrap_or_default();
+    let (parent, archived) = standing(r)?;
     Ok(ConversationMeta {
-parent: None, archived: false,
+        parent,
+        archived,
         id: lossy(r, 0)?.unwrap_or_default(),
         name,
-        provider: PROVIDER.to_string(),
+        provider: provider_of(lossy(r, 11)?),
         codec: Some(&super::codec::CODEC),
         api_mode: None,
         model,
@@ -171,6 +178,49 @@ parent: None, archived: false,
         created_at,
         problem: None,
     })
+}
+
+/// A session's standing in goose (`SessionType` and `archived_at`, `session_manager.rs`): a
+/// `sub_agent` or `hidden` session (goose lists only `user` and `scheduled` ones) is a child,
+/// of its `parent_session_id` (v15+) or of no recorded session (`""`); an `archived_at` set
+/// means archived.
+fn standing(r: &SqlRow<'_>) -> rusqlite::Result<(Option<String>, bool)> {
+    let kind = lossy(r, 12)?.unwrap_or_default();
+    let parent = lossy(r, 14)?.filter(|p| !p.is_empty());
+    let child = matches!(kind.as_str(), "sub_agent" | "hidden");
+    let parent = match (child, parent) {
+        (_, Some(p)) => Some(p),
+        (true, None) => Some(String::new()),
+        (false, None) => None,
+    };
+    let archived = !matches!(r.get_ref(13)?, ValueRef::Null)
+        && lossy(r, 13)?.is_some_and(|a| !a.trim().is_empty());
+    Ok((parent, archived))
+}
+
+/// The provider a session ran with, as goose stores it in `provider_name` (v6+: `ollama`,
+/// `openai`, `claude-code`…), else [`PROVIDER`].
+fn provider_of(stored: Option<String>) -> String {
+    match stored.map(|p| p.trim().to_string()) {
+        Some(p) if !p.is_empty() => p,
+        _ => PROVIDER.to_string(),
+    }
+}
+
+/// The distinct providers of the store's sessions, as the listing names them, sorted.
+pub fn providers(conn: &Connection, path: &Path) -> Result<Vec<String>> {
+    if !has_provider(conn, path)? {
+        return Ok(vec![PROVIDER.to_string()]);
+    }
+    let mut stmt = conn
+        .prepare("SELECT DISTINCT CAST(provider_name AS TEXT) FROM sessions")
+        .at(path)?;
+    let mut rows = stmt.query([]).at(path)?;
+    let mut out = std::collections::BTreeSet::new();
+    while let Some(r) = rows.next().at(path)? {
+        out.insert(provider_of(lossy(r, 0).at(path)?));
+    }
+    Ok(out.into_iter().collect())
 }
 
 /// A session's message count (on `idx_messages_session`, index only).
@@ -242,8 +292,10 @@ pub fn scan_facts(
                 Some(u) => u,
                 None => rfc3339_cell(r, 4).at(path)?.unwrap_or_default(),
             };
+            let (parent, archived) = standing(r).at(path)?;
             let facts = Facts {
-parent: None, archived: false,
+                parent: parent.as_deref(),
+                archived,
                 id: id.as_deref().unwrap_or_default(),
                 updated_at: &updated_at,
                 current_context: current,
@@ -522,6 +574,44 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
         raw_messages,
         version,
         schema,
+    })
+}
+
+/// Whether session `id` has a `messages` row past every row agent-db's compaction
+/// `compaction_id` inserted (ids are `AUTOINCREMENT`, so a later insert has a larger id): goose
+/// went on with the session after it. `false` when the compaction inserted no row.
+pub fn added_after(conn: &Connection, path: &Path, id: &str, compaction_id: i64) -> Result<bool> {
+    let inserted = crate::store::archive::inserted_rowids(conn, compaction_id, "messages").at(path)?;
+    let Some(last) = inserted.into_iter().max() else {
+        return Ok(false);
+    };
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND id > ?2)",
+        rusqlite::params![id, last],
+        |r| r.get(0),
+    )
+    .at(path)
+}
+
+/// The session's rows goose does not send to the model (`agentVisible` false), as envelopes in
+/// goose's order; a row whose envelope cannot be built is counted but left out.
+pub fn hidden_rows(conn: &Connection, path: &Path, id: &str) -> Result<crate::store::kind::Hidden> {
+    let schema = check_schema(conn, path)?;
+    let (all, _) = read_rows(conn, path, &schema, id)?;
+    let mut parts = Vec::new();
+    let mut rows = 0;
+    for r in all {
+        if codec::visibility(r.metadata.as_deref()).agent {
+            continue;
+        }
+        rows += 1;
+        if let Ok(env) = codec::envelope(&r.role, &r.content, r.metadata.as_deref()) {
+            parts.push(env);
+        }
+    }
+    Ok(crate::store::kind::Hidden {
+        rows,
+        raw_messages: crate::message::join_raw(parts.iter().map(|p| p.as_ref())),
     })
 }
 

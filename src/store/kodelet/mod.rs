@@ -56,6 +56,16 @@ impl Adapter for Kodelet {
         "kodelet: $KODELET_BASE_PATH/storage.db or ~/.kodelet/storage.db"
     }
 
+    /// `kodelet, migrations to 2026-09-29`.
+    fn version_name(&self, version: &str) -> String {
+        match (version.get(0..4), version.get(4..6), version.get(6..8)) {
+            (Some(y), Some(m), Some(d)) if version.len() == 14 => {
+                format!("kodelet, migrations to {y}-{m}-{d}")
+            }
+            _ => format!("kodelet {version}"),
+        }
+    }
+
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
         let version = read::newest_migration(conn, path)?;
         Ok(SchemaStatus {

@@ -61,6 +61,26 @@ struct Loaded {
 
 /// opencode's data directory: `$XDG_DATA_HOME/opencode` (absolute), else
 /// `~/.local/share/opencode`.
+/// opencode's files for its other channels in the data dir (`opencode-<channel>.db`,
+/// `storage/db.ts`: every channel but latest, beta and prod has its own file), sorted.
+pub fn channel_files() -> Vec<PathBuf> {
+    let Ok(dir) = std::fs::read_dir(data_dir()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = dir
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_file()
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("opencode-") && n.ends_with(".db"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 fn data_dir() -> PathBuf {
     match std::env::var_os("XDG_DATA_HOME")
         .map(PathBuf::from)
@@ -86,6 +106,10 @@ impl Adapter for Opencode {
 
     /// A file newer than agent-db knows fails the schema check itself (for every command), so
     /// a file that passes it is written.
+    fn version_name(&self, _version: &str) -> String {
+        "opencode 1.x".to_string()
+    }
+
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
         let schema = check_schema(conn, path)?;
         Ok(SchemaStatus::checked(schema.newest.clone(), NEWEST_KNOWN))
@@ -103,6 +127,10 @@ impl Adapter for Opencode {
             Some(v) => data_dir().join(v),
             None => data_dir().join("opencode.db"),
         }
+    }
+
+    fn nearby(&self) -> Vec<PathBuf> {
+        channel_files()
     }
 
     fn id_column(&self) -> (&'static str, &'static str) {

@@ -57,6 +57,10 @@ impl Adapter for OpencodeV2 {
         check_schema(conn, path).map(|_| ())
     }
 
+    fn version_name(&self, _version: &str) -> String {
+        "opencode 2.x".to_string()
+    }
+
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
         let s = check_schema(conn, path)?;
         if s.writable() && s.import_pending {
@@ -76,6 +80,10 @@ impl Adapter for OpencodeV2 {
 
     fn default_path(&self) -> PathBuf {
         super::opencode::KIND.default_path()
+    }
+
+    fn nearby(&self) -> Vec<PathBuf> {
+        super::opencode::channel_files()
     }
 
     fn id_column(&self) -> (&'static str, &'static str) {
