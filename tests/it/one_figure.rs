@@ -23,6 +23,7 @@ fn opts(n: usize) -> SynthOptions {
 fn shape() -> agent_db_synth::StoreShape {
     agent_db_synth::StoreShape {
         over_share: Some(0.5),
+        ..Default::default()
     }
 }
 
