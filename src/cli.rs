@@ -565,7 +565,7 @@ pub struct SelectArgs {
     #[arg(long, value_name = "N")]
     pub context_limit: Option<i64>,
 
-    /// Also select conversations archived in the agent (opencode's archived sessions), which
+    /// Also select conversations archived in the agent (opencode's and goose's archived ones), which
     /// batch selections leave out
     #[arg(long)]
     pub include_archived: bool,

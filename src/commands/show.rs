@@ -106,7 +106,7 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
     );
     if let Some(p) = &meta.parent {
         s.push_str(&format!(
-            "  a child session (a subagent's) of {p} (agent-db show {p} shows its parent)\n"
+            "  a child session of {p}, a subagent's (agent-db show {p} shows its parent)\n"
         ));
     }
     if meta.archived {

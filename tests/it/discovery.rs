@@ -156,7 +156,8 @@ fn docker_agent_by_its_old_name_prune_refused_and_empty_sessions() {
         c
     });
     for id in &empty {
-        let row = doc["conversations"]
+        // list --json version 2: skipped conversations are under `skipped`.
+        let row = doc["skipped"]
             .as_array()
             .unwrap()
             .iter()

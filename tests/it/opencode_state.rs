@@ -91,11 +91,12 @@ impl O {
     }
 }
 
+/// A listed row, selected or skipped (`list --json` version 2 keeps them apart).
 fn row<'a>(doc: &'a Value, id: &str) -> &'a Value {
-    doc["conversations"]
-        .as_array()
-        .unwrap()
+    ["conversations", "skipped"]
         .iter()
+        .filter_map(|k| doc[*k].as_array())
+        .flatten()
         .find(|r| r["id"] == id)
         .unwrap_or_else(|| panic!("{id} not in {doc:#}"))
 }
