@@ -157,7 +157,14 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         ));
         for m in &rows {
             let t = agent_db::tokens::message_tokens(loaded.format, m);
-            s.push_str(&render_message_as("hidden", m, t, exact, None, &|_: &Block| false));
+            s.push_str(&render_message_as(
+                "hidden",
+                m,
+                t,
+                exact,
+                None,
+                &|_: &Block| false,
+            ));
         }
         s.push_str("\n══ sent to the model ══\n");
     }

@@ -27,8 +27,8 @@ pub mod render;
 
 use async_trait::async_trait;
 
-use super::{Estimate, HeadInput, Masking, Prepared, Rewrite, Strategy, StrategyError, Summary};
 use super::extractive::StandingRule;
+use super::{Estimate, HeadInput, Masking, Prepared, Rewrite, Strategy, StrategyError, Summary};
 use crate::message::Message;
 use crate::provider::pricing::{cost, Price};
 use crate::provider::{ChatRequest, Client, StopReason};
@@ -572,7 +572,10 @@ fn with_ledger(
     // Whitespace is normalized once over both (normalizing the tail first changes nothing).
     let seen = Corpus::of_messages_and(input.plan.tail(), &format!("\n{body}"));
     let room = (reserve.saturating_sub(count_text(&body)) * 3).max(LEDGER_MAX_CHARS);
-    let rules: Vec<(String, bool)> = rules.iter().map(|r| (r.text.clone(), r.is_live())).collect();
+    let rules: Vec<(String, bool)> = rules
+        .iter()
+        .map(|r| (r.text.clone(), r.is_live()))
+        .collect();
     let ctx = LedgerContext {
         rules: &rules,
         later: input.plan.tail(),
