@@ -114,7 +114,9 @@ fn is_placeholder(line: &str) -> bool {
         .trim_start_matches(['-', '*', ' '])
         .trim_matches(['(', ')', '.', '_', '*', ' '])
         .to_lowercase();
-    matches!(l.as_str(), "none" | "n/a" | "nothing" | "none yet" | "")
+    // A line of punctuation only ("(", "-") is not "nothing": it is kept as written, so merging
+    // an answer into itself gives it back.
+    matches!(l.as_str(), "none" | "n/a" | "nothing" | "none yet")
 }
 
 /// The least content an answer must have, in tokens (heading lines and "None." lines not
