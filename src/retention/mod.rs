@@ -1419,6 +1419,7 @@ pub struct LedgerContext<'a> {
 }
 
 /// [`ledger_in`] with no knowledge of the rest of the history.
+#[cfg(test)]
 pub fn ledger(arts: &Artifacts, result: &Corpus, max_chars: usize) -> Option<String> {
     ledger_in(arts, result, &LedgerContext::default(), max_chars)
 }

@@ -107,6 +107,13 @@ pub fn holder(path: &Path) -> Option<String> {
 
 /// The process holding a lock that conflicts with a write lock on byte `at` of `file`.
 fn lock_owner(file: &Path, at: libc::off_t) -> Option<i32> {
+    conflicting_lock(file, at).filter(|pid| *pid > 0)
+}
+
+/// Whether another process holds a lock on byte `at` of `file` that conflicts with a write
+/// lock: `Some` with the holder's pid as `F_GETLK` reports it (not positive for a lock it
+/// cannot attribute to a process), `None` when there is none or the file cannot be opened.
+pub(crate) fn conflicting_lock(file: &Path, at: libc::off_t) -> Option<i32> {
     let f = std::fs::File::open(file).ok()?;
     use std::os::fd::AsRawFd;
     // SAFETY: F_GETLK fills a flock struct we own; the fd is valid while `f` lives.
@@ -116,12 +123,8 @@ fn lock_owner(file: &Path, at: libc::off_t) -> Option<i32> {
         fl.l_whence = libc::SEEK_SET as _;
         fl.l_start = at;
         fl.l_len = 1;
-        if libc::fcntl(f.as_raw_fd(), libc::F_GETLK, &mut fl) == 0
-            && i32::from(fl.l_type) != libc::F_UNLCK
-            && fl.l_pid > 0
-        {
-            return Some(fl.l_pid);
-        }
+        (libc::fcntl(f.as_raw_fd(), libc::F_GETLK, &mut fl) == 0
+            && i32::from(fl.l_type) != libc::F_UNLCK)
+            .then_some(fl.l_pid)
     }
-    None
 }

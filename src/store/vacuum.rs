@@ -85,20 +85,7 @@ const SHM_DMS_BYTE: libc::off_t = 128;
 pub fn open_elsewhere(path: &Path) -> bool {
     let mut shm = path.as_os_str().to_owned();
     shm.push("-shm");
-    let Ok(f) = std::fs::File::open(Path::new(&shm)) else {
-        return false;
-    };
-    use std::os::fd::AsRawFd;
-    // SAFETY: F_GETLK fills a flock struct we own; the fd is valid while `f` lives.
-    unsafe {
-        let mut fl: libc::flock = std::mem::zeroed();
-        fl.l_type = libc::F_WRLCK as _;
-        fl.l_whence = libc::SEEK_SET as _;
-        fl.l_start = SHM_DMS_BYTE;
-        fl.l_len = 1;
-        libc::fcntl(f.as_raw_fd(), libc::F_GETLK, &mut fl) == 0
-            && i32::from(fl.l_type) != libc::F_UNLCK
-    }
+    super::busy::conflicting_lock(Path::new(&shm), SHM_DMS_BYTE).is_some()
 }
 
 /// Vacuum the recognized store at `path`. The caller holds the agent-db lock and has no

@@ -60,7 +60,7 @@ mod turns;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::compact::HeadInput;
 use crate::compact::{is_summary_text, SUMMARY_HEADER};
@@ -300,7 +300,9 @@ const RULE_CHARS: usize = 400;
 /// The user's own sentences that still stand, verbatim, de-duplicated, in order: those that
 /// name something distinctive (a path, identifier, command, number or name) and that no later
 /// user turn took back (the latest [`MAX_RULES`], each short). The LLM strategy names them as
-/// things to preserve.
+/// things to preserve. Read over the head alone: the LLM strategy uses [`standing_rules_over`];
+/// this is the tests' account of the statements' rules.
+#[cfg(test)]
 pub fn standing_rules(format: crate::message::Format, messages: &[Message]) -> Vec<String> {
     rules_of(&gather(
         format,
@@ -314,7 +316,9 @@ pub fn standing_rules(format: crate::message::Format, messages: &[Message]) -> V
 }
 
 /// The standing rules of gathered facts (see [`standing_rules`]).
+#[cfg(test)]
 fn rules_of(f: &Facts) -> Vec<String> {
+    use std::collections::HashSet;
     let superseded: HashSet<usize> = f
         .withdrawals
         .iter()

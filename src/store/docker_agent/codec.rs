@@ -131,7 +131,9 @@ pub fn prune(v: &mut Value, placeholder: &dyn Fn(&str) -> String, elide_images: 
         return true;
     }
     match v.get_mut("multi_content") {
-        Some(Value::Array(parts)) if elide_images => crate::message::openai_chat::elide_image_parts(parts),
+        Some(Value::Array(parts)) if elide_images => {
+            crate::message::openai_chat::elide_image_parts(parts)
+        }
         _ => false,
     }
 }
@@ -173,7 +175,10 @@ mod tests {
     /// A repeated key reads as Go's `encoding/json` reads it: the last value.
     #[test]
     fn a_repeated_key_reads_as_go_does() {
-        let m = decode(&raw(r#"{"role":"tool","role":"user","content":"a","content":"b"}"#)).unwrap();
+        let m = decode(&raw(
+            r#"{"role":"tool","role":"user","content":"a","content":"b"}"#,
+        ))
+        .unwrap();
         assert_eq!((m.role, m.text()), (Role::User, "b".to_string()));
     }
 

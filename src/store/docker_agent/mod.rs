@@ -20,7 +20,9 @@ mod schema;
 mod write;
 
 pub use read::{load, load_session, meta, present_summary, scan, Session};
-pub use schema::{check_schema, is_known, newest_known_name, Schema, KNOWN_MIGRATIONS, NEWEST_KNOWN};
+pub use schema::{
+    check_schema, is_known, newest_known_name, Schema, KNOWN_MIGRATIONS, NEWEST_KNOWN,
+};
 pub use write::{strip_header, Proposal, INSTRUCTION_LINE};
 
 use std::path::PathBuf;
@@ -87,7 +89,10 @@ impl Adapter for DockerAgent {
 
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
         let schema = check_schema(conn, path)?;
-        Ok(SchemaStatus::checked(schema.max_migration.to_string(), NEWEST_KNOWN))
+        Ok(SchemaStatus::checked(
+            schema.max_migration.to_string(),
+            NEWEST_KNOWN,
+        ))
     }
 
     fn default_path_doc(&self) -> &'static str {

@@ -66,7 +66,8 @@ fn list_sql(schema: &Schema, filter: &str, lean: bool) -> String {
             "COALESCE(NULLIF(CASE WHEN typeof({i}.message_json ->> '$.model') = 'text' THEN {i}.message_json ->> '$.model' END, ''), {item_model})"
         )
     };
-    let role = "CASE WHEN json_valid(i.message_json) THEN json_extract(i.message_json, '$.role') END";
+    let role =
+        "CASE WHEN json_valid(i.message_json) THEN json_extract(i.message_json, '$.role') END";
     let latest_assistant = |select: &str| {
         format!(
             "(SELECT {select} FROM session_items i
@@ -142,9 +143,8 @@ struct Latest<'c> {
 
 impl<'c> Latest<'c> {
     fn new(conn: &'c Connection, path: &Path) -> Result<Latest<'c>> {
-        let after = latest_after(
-            "\n       AND i.position >= ?2 AND (i.position > ?2 OR i.id > ?3)",
-        );
+        let after =
+            latest_after("\n       AND i.position >= ?2 AND (i.position > ?2 OR i.id > ?3)");
         Ok(Latest {
             whole: conn.prepare(&latest_sql().replace("s.id", "?1")).at(path)?,
             after: conn.prepare(&after.replace("s.id", "?1")).at(path)?,
@@ -157,9 +157,9 @@ impl<'c> Latest<'c> {
             ValueRef::Text(_) => lossy(r, 13).at(path)?,
             _ => None,
         };
-        let Some(own) = own.filter(|_| {
-            !matches!(position, ValueRef::Null) && !matches!(item, ValueRef::Null)
-        }) else {
+        let Some(own) =
+            own.filter(|_| !matches!(position, ValueRef::Null) && !matches!(item, ValueRef::Null))
+        else {
             return self
                 .whole
                 .query_row([id], |c| lossy(c, 0))
@@ -171,7 +171,11 @@ impl<'c> Latest<'c> {
             .after
             // Bound as stored: a `From<ValueRef>` conversion panics on text that is not UTF-8.
             .query_row(
-                rusqlite::params![id, ToSqlOutput::Borrowed(position), ToSqlOutput::Borrowed(item)],
+                rusqlite::params![
+                    id,
+                    ToSqlOutput::Borrowed(position),
+                    ToSqlOutput::Borrowed(item)
+                ],
                 |c| lossy(c, 0),
             )
             .optional()
@@ -203,7 +207,8 @@ fn meta_from_row(
     let model = lossy(r, 7)?;
     let current = current(input, output);
     let meta = ConversationMeta {
-parent: None, archived: false,
+        parent: None,
+        archived: false,
         id,
         name: lossy(r, 1)?.filter(|t| !t.is_empty()),
         provider: PROVIDER.to_string(),
@@ -270,7 +275,15 @@ pub fn scan(
     // session is handed on.
     let kept = {
         let _read = one_read(conn, path)?;
-        kept_unordered(conn, path, &schema, limits, &prefilter, &mut counts, &mut latest)?
+        kept_unordered(
+            conn,
+            path,
+            &schema,
+            limits,
+            &prefilter,
+            &mut counts,
+            &mut latest,
+        )?
     };
     kept.each(path, |meta| Ok(f(meta)))
 }
@@ -300,14 +313,17 @@ pub fn scan_facts(
             // As [`meta_from_row`] and [`kept_unordered`] read them.
             let updated_at = if !prefilter.times {
                 None
-            } else if let Some(u) = latest.of(path, &CellValue::from_ref(r.get_ref(0).at(path)?), r)? {
+            } else if let Some(u) =
+                latest.of(path, &CellValue::from_ref(r.get_ref(0).at(path)?), r)?
+            {
                 Some(u)
             } else {
                 lossy(r, 2).at(path)?
             };
             let id = lossy_ref(r, 0).at(path)?;
             let facts = Facts {
-parent: None, archived: false,
+                parent: None,
+                archived: false,
                 id: id.as_deref().unwrap_or_default(),
                 updated_at: updated_at.as_deref().unwrap_or_default(),
                 current_context,
@@ -489,8 +505,7 @@ fn load_session_with(
     id: &str,
     child_ok: bool,
 ) -> Result<Session> {
-    let (input, output, legacy_messages, context) =
-        session_row(conn, path, schema, id, child_ok)?;
+    let (input, output, legacy_messages, context) = session_row(conn, path, schema, id, child_ok)?;
     let updates = instruction_updates(context.as_deref(), id)?;
     let items = read_items(conn, path, schema, id)?;
     if items.count == 0
@@ -655,7 +670,12 @@ pub(super) struct Items {
 
 /// Read the session's items ordered by `position` (then `id`) into the slice docker-agent
 /// loads.
-pub(super) fn read_items(conn: &Connection, path: &Path, schema: &Schema, id: &str) -> Result<Items> {
+pub(super) fn read_items(
+    conn: &Connection,
+    path: &Path,
+    schema: &Schema,
+    id: &str,
+) -> Result<Items> {
     let fke = if schema.first_kept_entry {
         "COALESCE(first_kept_entry, 0)"
     } else {
@@ -752,7 +772,11 @@ pub fn update_position(slot: i64) -> Option<i64> {
 /// instruction update at its position and each message docker-agent does not hold back
 /// (pending and `legacy_run` input are held). Each entry's slot: the message's slice index, -1
 /// for the summary, [`update_slot`] for an update.
-pub(super) fn active_history(slice: &[Entry], updates: &[Update], id: &str) -> Result<(String, Vec<i64>)> {
+pub(super) fn active_history(
+    slice: &[Entry],
+    updates: &[Update],
+    id: &str,
+) -> Result<(String, Vec<i64>)> {
     let last_summary = slice
         .iter()
         .rposition(|e| matches!(e, Entry::Summary { text, .. } if !text.is_empty()));
@@ -830,8 +854,7 @@ pub fn open_todos(conn: &Connection, path: &Path, id: &str) -> Result<Vec<String
         .optional()
         .at(path)?
         .flatten();
-    let Some(items) = todos
-        .and_then(|t| serde_json::from_str::<Vec<serde_json::Value>>(&t).ok())
+    let Some(items) = todos.and_then(|t| serde_json::from_str::<Vec<serde_json::Value>>(&t).ok())
     else {
         return Ok(Vec::new());
     };
@@ -928,7 +951,10 @@ mod tests {
         let v: Vec<serde_json::Value> = serde_json::from_str(&raw).unwrap();
         let contents: Vec<&str> = v.iter().map(|m| m["content"].as_str().unwrap()).collect();
         assert_eq!(contents[1..], ["u1", "u3", "m3", "u5"]);
-        assert_eq!(slots, vec![-1, update_slot(1), update_slot(3), 3, update_slot(5)]);
+        assert_eq!(
+            slots,
+            vec![-1, update_slot(1), update_slot(3), 3, update_slot(5)]
+        );
         assert_eq!(update_position(update_slot(3)), Some(3));
         assert_eq!(update_position(-1), None);
         assert_eq!(update_position(3), None);

@@ -23,9 +23,9 @@
 use serde::Deserialize;
 use serde_json::{value::RawValue, Map, Value};
 
+pub use crate::message::codec::ToolPair;
 use crate::message::lite::{Json, Lite};
 use crate::message::{str_field, Block, ImageInfo, Message, Role};
-pub use crate::message::codec::ToolPair;
 
 /// goose's `MessageMetadata::agent_only()` (`userVisible:false, agentVisible:true`).
 pub const AGENT_ONLY: &str = r#"{"userVisible":false,"agentVisible":true}"#;
@@ -380,8 +380,10 @@ fn tool_result<J: Json>(id: &str, result: &J) -> Block {
                 .and_then(J::as_bool)
                 .unwrap_or(false);
             // The legacy form is a bare array of content items.
-            let items =
-                v.and_then(|v| v.as_array().or_else(|| v.get("content").and_then(J::as_array)));
+            let items = v.and_then(|v| {
+                v.as_array()
+                    .or_else(|| v.get("content").and_then(J::as_array))
+            });
             for c in items.into_iter().flatten().filter(|c| for_assistant(*c)) {
                 match str_field(c, "type") {
                     Some("text") => push_line(&mut text, str_field(c, "text").unwrap_or("")),

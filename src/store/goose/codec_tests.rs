@@ -320,13 +320,8 @@ fn summary_and_continuation_are_goose_shaped() {
 fn prune_replaces_results_and_marks_agent_only() {
     let env = envelope("user", U2, None).unwrap();
     let m = decode(&env).unwrap();
-    let out = crate::message::prune_message(
-        &CODEC,
-        &m,
-        &|id| format!("[pruned {id}]"),
-        false,
-    )
-    .unwrap();
+    let out =
+        crate::message::prune_message(&CODEC, &m, &|id| format!("[pruned {id}]"), false).unwrap();
     let p = split_envelope(&out).unwrap();
     assert_eq!(p.metadata.unwrap().get(), AGENT_ONLY);
     assert_eq!(
@@ -341,13 +336,7 @@ fn prune_replaces_results_and_marks_agent_only() {
     // Nothing to prune in a plain text message or an assistant request.
     for (role, c) in [("user", U1), ("assistant", A1)] {
         let m = decode(&envelope(role, c, None).unwrap()).unwrap();
-        assert!(crate::message::prune_message(
-            &CODEC,
-            &m,
-            &|_| String::new(),
-            true
-        )
-        .is_none());
+        assert!(crate::message::prune_message(&CODEC, &m, &|_| String::new(), true).is_none());
     }
     // Images go with elide_images.
     let img = envelope(
@@ -357,9 +346,7 @@ fn prune_replaces_results_and_marks_agent_only() {
     )
     .unwrap();
     let m = decode(&img).unwrap();
-    let out =
-        crate::message::prune_message(&CODEC, &m, &|_| String::new(), true)
-            .unwrap();
+    let out = crate::message::prune_message(&CODEC, &m, &|_| String::new(), true).unwrap();
     assert!(split_envelope(&out)
         .unwrap()
         .content

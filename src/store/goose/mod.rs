@@ -75,7 +75,10 @@ impl Adapter for Goose {
 
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
         let schema = check_schema(conn, path)?;
-        Ok(SchemaStatus::checked(schema.version.to_string(), NEWEST_KNOWN))
+        Ok(SchemaStatus::checked(
+            schema.version.to_string(),
+            NEWEST_KNOWN,
+        ))
     }
 
     /// `$GOOSE_PATH_ROOT/data/sessions/sessions.db` (a relative root is taken from the current

@@ -17,9 +17,9 @@
 
 use serde_json::value::RawValue;
 
+use super::codec;
 use super::read::{Row, Session};
 use crate::error::{Error, Result};
-use super::codec;
 use crate::message;
 
 /// What happens to one loaded row.
@@ -186,8 +186,7 @@ fn changes(id: &str, rows: &[Row], history: &str, tail_start: usize) -> Result<V
     }
     let mut out = Vec::with_capacity(rows.len());
     for (i, (raw, r)) in parts.iter().zip(rows).enumerate() {
-        let original =
-            codec::envelope(&r.role, &r.content, r.metadata.as_deref()).map_err(bad)?;
+        let original = codec::envelope(&r.role, &r.content, r.metadata.as_deref()).map_err(bad)?;
         if raw.get() == original.get() {
             out.push(Change::Keep);
             continue;
@@ -219,7 +218,8 @@ mod tests {
 
     const REQ: &str = r#"[{"type":"toolRequest","id":"c1","toolCall":{"status":"success","value":{"name":"x","arguments":{}}}}]"#;
     const RES: &str = r#"[{"type":"toolResponse","id":"c1","toolResult":{"status":"success","value":{"content":[]}}}]"#;
-    const NOTE: &str = r#"[{"type":"text","text":"[agent-db pruned a call to x {}: 0 B of output]"}]"#;
+    const NOTE: &str =
+        r#"[{"type":"text","text":"[agent-db pruned a call to x {}: 0 B of output]"}]"#;
 
     fn row(id: i64, role: &str, content: &str, created: i64) -> Row {
         Row {
@@ -259,7 +259,10 @@ mod tests {
         };
         let parts = [
             env(&s.rows[0], None),
-            env(&s.rows[1], Some(r#"{"userVisible":true,"agentVisible":false}"#)),
+            env(
+                &s.rows[1],
+                Some(r#"{"userVisible":true,"agentVisible":false}"#),
+            ),
             codec::envelope("user", NOTE, Some(codec::AGENT_ONLY)).unwrap(),
             env(&s.rows[3], None),
             env(&s.rows[4], None),
@@ -276,13 +279,19 @@ mod tests {
         assert_eq!(e.insert[0].content, NOTE);
         // After row 3, before row 4: row 3's second.
         assert_eq!(e.insert[0].created, 12);
-        assert_eq!(e.insert[0].timestamp.as_deref(), Some("2026-01-01 00:00:12"));
+        assert_eq!(
+            e.insert[0].timestamp.as_deref(),
+            Some("2026-01-01 00:00:12")
+        );
         assert_eq!(e.order, vec![Ok(1), Err(0), Ok(4), Ok(5)]);
         assert_eq!((e.left, e.context_after), (0, 500));
         // Row 3 shares its second with row 4: the gap between rows 1 and 2 is used.
         let s = session([10, 11, 13, 13, 14]);
         let e = edits("s", &s, &history(&s), 4, 500).unwrap().unwrap();
-        assert_eq!(e.insert[0].created, 11, "after row 2's second, before row 3's");
+        assert_eq!(
+            e.insert[0].created, 11,
+            "after row 2's second, before row 3's"
+        );
         assert_eq!(e.order, vec![Ok(1), Err(0), Ok(4), Ok(5)]);
         // Every neighbour in one second: nothing can be placed.
         let s = session([10, 10, 10, 10, 10]);

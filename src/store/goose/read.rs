@@ -10,10 +10,10 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row as SqlRow};
 use sha2::{Digest, Sha256};
 
+use super::codec;
 use super::schema::{check_schema, Schema};
 use super::PROVIDER;
 use crate::error::{Error, Result, SqlContext};
-use super::codec;
 use crate::models::ContextLimits;
 use crate::store::cells::{int, lossy, lossy_ref, NewestFirst, SortKey};
 use crate::store::schema_util::{meta_with_count, one_read, KeptCounts};
@@ -38,7 +38,13 @@ pub fn rfc3339(t: &str) -> String {
 /// `None` for anything else, which the format string then reads.
 fn sqlite_utc(t: &str) -> Option<String> {
     let b = t.as_bytes();
-    if b.len() != 19 || b[4] != b'-' || b[7] != b'-' || b[10] != b' ' || b[13] != b':' || b[16] != b':' {
+    if b.len() != 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b' '
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let num = |at: usize, len: usize| {
@@ -113,7 +119,10 @@ fn model_config(json: Option<&str>) -> (Option<String>, Option<i64>) {
     let (model, limit) = match serde_json::from_str::<ModelConfig>(json) {
         Ok(c) if json.trim_start().starts_with('{') => (c.model_name, c.context_limit),
         _ => match serde_json::from_str::<serde_json::Value>(json) {
-            Ok(v) => (v.get("model_name").cloned(), v.get("context_limit").cloned()),
+            Ok(v) => (
+                v.get("model_name").cloned(),
+                v.get("context_limit").cloned(),
+            ),
             Err(_) => (None, None),
         },
     };
@@ -153,7 +162,11 @@ fn meta_from_row(r: &SqlRow<'_>, limits: &ContextLimits) -> rusqlite::Result<Con
 }
 
 /// A row's metadata, its model and window already read.
-fn meta_with(r: &SqlRow<'_>, model: Option<String>, max: i64) -> rusqlite::Result<ConversationMeta> {
+fn meta_with(
+    r: &SqlRow<'_>,
+    model: Option<String>,
+    max: i64,
+) -> rusqlite::Result<ConversationMeta> {
     let name = lossy(r, 1)?
         .filter(|n| !n.is_empty())
         .or(lossy(r, 2)?.filter(|d| !d.is_empty()));
@@ -228,7 +241,8 @@ const COUNT_SQL: &str = "SELECT COUNT(*) FROM messages WHERE session_id = ?1";
 
 /// The same count for every session with a text id, by rowid ([`KeptCounts`]). `s.id || ''` is
 /// the id as [`COUNT_SQL`] binds it: text without affinity.
-const ALL_COUNTS_SQL: &str = "SELECT s.rowid, (SELECT COUNT(*) FROM messages WHERE session_id = s.id || '')
+const ALL_COUNTS_SQL: &str =
+    "SELECT s.rowid, (SELECT COUNT(*) FROM messages WHERE session_id = s.id || '')
  FROM sessions s WHERE typeof(s.id) = 'text'";
 
 /// Stream every session's metadata, most recently updated first (goose's own order), ties in
@@ -349,7 +363,9 @@ pub fn meta(
 ) -> Result<Option<ConversationMeta>> {
     let schema = check_schema(conn, path)?;
     let sql = list_sql(&schema, "WHERE s.id = ?1");
-    meta_with_count(conn, path, &sql, COUNT_SQL, id, |r| meta_from_row(r, limits))
+    meta_with_count(conn, path, &sql, COUNT_SQL, id, |r| {
+        meta_from_row(r, limits)
+    })
 }
 
 /// The goose providers whose `manages_own_context()` is true (aaif-goose `main`: the CLI
@@ -372,7 +388,9 @@ pub const MANAGES_OWN_CONTEXT: &[&str] = &[
 /// [`MANAGES_OWN_CONTEXT`].
 fn managed_reason(p: &str) -> Option<String> {
     MANAGES_OWN_CONTEXT.contains(&p).then(|| {
-        format!("goose's provider {p} manages its own context, so goose never compacts this session")
+        format!(
+            "goose's provider {p} manages its own context, so goose never compacts this session"
+        )
     })
 }
 
@@ -410,7 +428,10 @@ pub fn left_alone_all(conn: &Connection, path: &Path) -> Result<HashMap<String, 
     if !has_provider(conn, path)? {
         return Ok(HashMap::new());
     }
-    let names: Vec<String> = MANAGES_OWN_CONTEXT.iter().map(|p| format!("'{p}'")).collect();
+    let names: Vec<String> = MANAGES_OWN_CONTEXT
+        .iter()
+        .map(|p| format!("'{p}'"))
+        .collect();
     let sql = format!(
         "SELECT id, CAST(provider_name AS TEXT) FROM sessions
          WHERE typeof(id) = 'text' AND CAST(provider_name AS TEXT) IN ({})",
@@ -581,7 +602,8 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
 /// `compaction_id` inserted (ids are `AUTOINCREMENT`, so a later insert has a larger id): goose
 /// went on with the session after it. `false` when the compaction inserted no row.
 pub fn added_after(conn: &Connection, path: &Path, id: &str, compaction_id: i64) -> Result<bool> {
-    let inserted = crate::store::archive::inserted_rowids(conn, compaction_id, "messages").at(path)?;
+    let inserted =
+        crate::store::archive::inserted_rowids(conn, compaction_id, "messages").at(path)?;
     let Some(last) = inserted.into_iter().max() else {
         return Ok(false);
     };
@@ -638,9 +660,15 @@ mod tests {
         ];
         (
             prop::sample::select(vec![
-                "2026-02-28 23:59:59", "2024-02-29 12:00:00", "2023-02-29 12:00:00",
-                "0000-01-01 00:00:00", "9999-12-31 23:59:60", "2026-13-01 00:00:00",
-                "2026-04-31 00:00:00", "2026-01-01 24:00:00", "2026-01-01 00:60:00",
+                "2026-02-28 23:59:59",
+                "2024-02-29 12:00:00",
+                "2023-02-29 12:00:00",
+                "0000-01-01 00:00:00",
+                "9999-12-31 23:59:60",
+                "2026-13-01 00:00:00",
+                "2026-04-31 00:00:00",
+                "2026-01-01 24:00:00",
+                "2026-01-01 00:60:00",
             ]),
             prop::collection::vec((0usize..19, byte), 0..3),
             prop_oneof![Just(""), Just(" "), Just("\t")],
@@ -670,7 +698,13 @@ mod tests {
 
     #[test]
     fn rfc3339_reads_sqlites_shape_and_leaves_the_rest() {
-        for t in ["2026-11-01 12:00:00", " 2024-02-29 23:59:59 ", "2026-02-30 10:00:00", "", "x"] {
+        for t in [
+            "2026-11-01 12:00:00",
+            " 2024-02-29 23:59:59 ",
+            "2026-02-30 10:00:00",
+            "",
+            "x",
+        ] {
             assert_eq!(rfc3339(t), by_chrono(t), "{t:?}");
         }
         assert_eq!(rfc3339("2026-11-01 12:00:00"), "2026-11-01T12:00:00Z");

@@ -27,10 +27,10 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 
+use super::codec;
 use super::read::{load_session, Row, Session};
 use super::schema::Schema;
 use crate::error::{Error, Result, SqlContext};
-use super::codec;
 use crate::store::archive::Cell;
 use crate::store::commit::{Stage, Staged, Write};
 
@@ -309,8 +309,13 @@ impl Proposal {
 
     /// A prune's rows (`prune.rs`): tool pairs hidden, one agent-only note each in their place.
     fn pruned(&self, tx: &Connection, path: &Path, cur: &Session) -> Result<Option<Rows>> {
-        let Some(e) =
-            super::prune::edits(&self.id, cur, &self.history, self.tail_start, self.context_after)?
+        let Some(e) = super::prune::edits(
+            &self.id,
+            cur,
+            &self.history,
+            self.tail_start,
+            self.context_after,
+        )?
         else {
             return Ok(None);
         };

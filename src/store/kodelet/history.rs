@@ -267,15 +267,19 @@ mod tests {
         assert!(parse(Some("null")).unwrap().is_none());
         assert!(parse(Some("{")).is_err());
         assert!(parse(Some(r#"{"segments":null,"activeDisplayStart":-1}"#)).is_err());
-        let h = parse(Some(r#"{"segments":[{"rawMessages":[],"marker":{}}],"activeDisplayStart":2}"#))
-            .unwrap()
-            .unwrap();
+        let h = parse(Some(
+            r#"{"segments":[{"rawMessages":[],"marker":{}}],"activeDisplayStart":2}"#,
+        ))
+        .unwrap()
+        .unwrap();
         assert_eq!((h.segments.len(), h.start), (1, 2));
     }
 
     #[test]
     fn first_compaction_files_the_replaced_head() {
-        let loaded = items(r#"[{"role":"user","content":"a"}, {"role":"assistant","content":"b"},{"role":"user","content":"c"}]"#);
+        let loaded = items(
+            r#"[{"role":"user","content":"a"}, {"role":"assistant","content":"b"},{"role":"user","content":"c"}]"#,
+        );
         // summary + tail of 1: new_len 2.
         let a = append(None, &loaded, 2, 2, &MARK).unwrap();
         assert_eq!(a.start, 1);
@@ -291,7 +295,9 @@ mod tests {
         // kodelet's summary at 0 (hidden), then three visible items.
         let old_json = r#"{"segments":[{"rawMessages":[{"role":"user","content":"orig"}],"marker":{"id":"k"}}],"activeDisplayStart":1}"#;
         let old = parse(Some(old_json)).unwrap().unwrap();
-        let loaded = items(r#"[{"role":"user","content":"ksum"},{"role":"user","content":"x"},{"role":"assistant","content":"y"},{"role":"user","content":"z"}]"#);
+        let loaded = items(
+            r#"[{"role":"user","content":"ksum"},{"role":"user","content":"x"},{"role":"assistant","content":"y"},{"role":"user","content":"z"}]"#,
+        );
         let a = append(Some(&old), &loaded, 3, 2, &MARK).unwrap();
         assert_eq!(a.start, 1);
         let v: serde_json::Value = serde_json::from_str(&a.json).unwrap();
@@ -303,11 +309,15 @@ mod tests {
         assert_eq!(a.first_segment, r#"[{"role":"user","content":"orig"}]"#);
         assert_eq!(a.segment_roles, 3);
         // A cut inside kodelet's hidden replacement keeps the rest of it hidden.
-        let old = parse(Some(r#"{"segments":[],"activeDisplayStart":3}"#)).unwrap().unwrap();
+        let old = parse(Some(r#"{"segments":[],"activeDisplayStart":3}"#))
+            .unwrap()
+            .unwrap();
         let a = append(Some(&old), &loaded, 1, 4, &MARK).unwrap();
         assert_eq!(a.start, 1 + 2);
         // A boundary past the end is refused.
-        let bad = parse(Some(r#"{"segments":[],"activeDisplayStart":9}"#)).unwrap().unwrap();
+        let bad = parse(Some(r#"{"segments":[],"activeDisplayStart":9}"#))
+            .unwrap()
+            .unwrap();
         assert!(append(Some(&bad), &loaded, 1, 4, &MARK)
             .unwrap_err()
             .contains("invalid compaction display boundary"));

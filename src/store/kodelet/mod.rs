@@ -128,7 +128,11 @@ impl Adapter for Kodelet {
     }
 
     fn codecs(&self) -> &'static [crate::message::Format] {
-        &[crate::message::ANTHROPIC, crate::message::OPENAI_CHAT, crate::message::OPENAI_RESPONSES]
+        &[
+            crate::message::ANTHROPIC,
+            crate::message::OPENAI_CHAT,
+            crate::message::OPENAI_RESPONSES,
+        ]
     }
 
     fn rewrites_history(&self) -> bool {
@@ -211,9 +215,13 @@ impl Adapter for Kodelet {
         compaction_id: i64,
     ) -> Result<Option<String>> {
         // The compaction rewrote `raw_messages` in place; its pre-image is the history it read.
-        let value =
-            super::archive::archived_value(read.conn, compaction_id, "conversations", "raw_messages")
-                .at(read.path)?;
+        let value = super::archive::archived_value(
+            read.conn,
+            compaction_id,
+            "conversations",
+            "raw_messages",
+        )
+        .at(read.path)?;
         Ok(match value {
             Some(CellValue::Text(b) | CellValue::Blob(b)) => String::from_utf8(b).ok(),
             _ => None,
@@ -230,13 +238,10 @@ impl Adapter for Kodelet {
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let row = load(read.conn, read.path, id)?;
         let own = read::own_summary_len(read.conn, read.path, id)?;
-        Ok(conversation(
-            row.id,
-            row.raw_messages,
-            row.version_marker,
-            row.raw_blob,
+        Ok(
+            conversation(row.id, row.raw_messages, row.version_marker, row.raw_blob)
+                .with_agent_summary(own),
         )
-        .with_agent_summary(own))
     }
 }
 

@@ -196,7 +196,9 @@ impl<'a> Scan<'a> {
         if (d.len() > 1 && d[0] == b'0') || matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
             return None;
         }
-        Some(Some(d.iter().fold(0i64, |n, c| n * 10 + i64::from(c - b'0'))))
+        Some(Some(
+            d.iter().fold(0i64, |n, c| n * 10 + i64::from(c - b'0')),
+        ))
     }
 
     /// A value serde ignores without error: a plain string, a number in JSON's grammar (short
@@ -386,12 +388,22 @@ mod tests {
                 .prop_map(|(values, flip)| {
                     // kodelet's `llm.Usage` fields, in its order.
                     let keys = [
-                        "inputTokens", "outputTokens", "cacheCreationInputTokens",
-                        "cacheReadInputTokens", "inputCost", "outputCost", "cacheCreationCost",
-                        "cacheReadCost", "currentContextWindow", "maxContextWindow",
+                        "inputTokens",
+                        "outputTokens",
+                        "cacheCreationInputTokens",
+                        "cacheReadInputTokens",
+                        "inputCost",
+                        "outputCost",
+                        "cacheCreationCost",
+                        "cacheReadCost",
+                        "currentContextWindow",
+                        "maxContextWindow",
                     ];
-                    let body: Vec<String> =
-                        keys.iter().zip(&values).map(|(k, v)| format!("\"{k}\":{v}")).collect();
+                    let body: Vec<String> = keys
+                        .iter()
+                        .zip(&values)
+                        .map(|(k, v)| format!("\"{k}\":{v}"))
+                        .collect();
                     let mut b = format!("{{{}}}", body.join(",")).into_bytes();
                     if let Some((i, byte)) = flip {
                         let i = i.index(b.len());
@@ -409,7 +421,12 @@ mod tests {
             let m = decoded(bytes);
             prop_assert_eq!(m.problem, None);
             prop_assert_eq!(
-                (m.current_context, m.max_context, m.input_tokens, m.output_tokens),
+                (
+                    m.current_context,
+                    m.max_context,
+                    m.input_tokens,
+                    m.output_tokens
+                ),
                 (current, max, input, output),
                 "{}",
                 String::from_utf8_lossy(bytes)

@@ -97,10 +97,12 @@ impl Columns {
 
 /// The highest version in `schema_migrations` (`None`: no rows, or not integers).
 pub fn newest_migration(conn: &Connection, path: &Path) -> Result<Option<i64>> {
-    conn.prepare_cached("SELECT MAX(version) FROM schema_migrations WHERE typeof(version) = 'integer'")
-        .at(path)?
-        .query_row([], |r| r.get::<_, Option<i64>>(0))
-        .at(path)
+    conn.prepare_cached(
+        "SELECT MAX(version) FROM schema_migrations WHERE typeof(version) = 'integer'",
+    )
+    .at(path)?
+    .query_row([], |r| r.get::<_, Option<i64>>(0))
+    .at(path)
 }
 
 fn table_columns(conn: &Connection, table: &str, path: &Path) -> Result<Vec<(String, String)>> {
@@ -293,7 +295,8 @@ WHERE NOT EXISTS (SELECT 1 FROM conversation_summaries s WHERE s.id = c.id)";
 
 /// Conversations whose summary row's `updated_at` is not TEXT, found by ranges of
 /// `idx_summaries_updated_at` (numbers sort before any text, BLOBs after).
-const FALLBACK_SQL: &str = "SELECT c.rowid FROM conversation_summaries s JOIN conversations c ON c.id = s.id
+const FALLBACK_SQL: &str =
+    "SELECT c.rowid FROM conversation_summaries s JOIN conversations c ON c.id = s.id
 WHERE s.updated_at < ''
 UNION ALL
 SELECT c.rowid FROM conversation_summaries s JOIN conversations c ON c.id = s.id
@@ -542,7 +545,8 @@ fn prefiltered_rows(
             let updated_at = lossy_value(key).filter(|_| prefilter.times);
             let id = lossy_value(id);
             let f = Facts {
-parent: None, archived: false,
+                parent: None,
+                archived: false,
                 id: id.as_deref().unwrap_or_default(),
                 updated_at: updated_at.as_deref().unwrap_or_default(),
                 current_context: current,

@@ -294,8 +294,17 @@ mod tests {
         // key it spells, and a number past f64 fails the whole decode.
         let twice = r#"[{"role":"assistant","role":"user","content":[{"text":"a","text":"b"}]}]"#;
         assert_eq!(fm(twice, None), "b");
-        assert_eq!(fm(r#"[{"r\u006fle":"user","content":[{"text":"e"}]}]"#, None), "e");
-        assert_eq!(fm(r#"[{"role":"user","content":[{"text":"n"}],"x":1e400}]"#, None), "");
+        assert_eq!(
+            fm(r#"[{"r\u006fle":"user","content":[{"text":"e"}]}]"#, None),
+            "e"
+        );
+        assert_eq!(
+            fm(
+                r#"[{"role":"user","content":[{"text":"n"}],"x":1e400}]"#,
+                None
+            ),
+            ""
+        );
     }
 
     #[test]
@@ -370,7 +379,10 @@ mod tests {
     fn current_kodelet_takes_string_content_too() {
         let raw = r#"[{"role":"user","content":""},{"role":"user","content":"How many CPUs?"}]"#;
         assert_eq!(first_user_text(raw), None);
-        assert_eq!(first_user_text_current(raw).as_deref(), Some("How many CPUs?"));
+        assert_eq!(
+            first_user_text_current(raw).as_deref(),
+            Some("How many CPUs?")
+        );
         let raw = r#"[{"role":"user","content":[{"type":"text","text":"arr"}]}]"#;
         assert_eq!(first_user_text_current(raw).as_deref(), Some("arr"));
     }

@@ -250,7 +250,11 @@ fn prune_marks_completed_tools_only() {
 /// the message's other rows with it; a tool state read in place gives the same blocks.
 #[test]
 fn a_repeated_key_reads_as_json_parse_does() {
-    let tool_twice = TOOL.replacen(r#""status":"completed""#, r#""status":"error","error":"boom","status":"completed""#, 1);
+    let tool_twice = TOOL.replacen(
+        r#""status":"completed""#,
+        r#""status":"error","error":"boom","status":"completed""#,
+        1,
+    );
     let raw = env(
         "msg_1",
         ASSISTANT,
@@ -279,7 +283,10 @@ fn the_envelope_frames_the_stored_bytes() {
     let e = envelope(
         "msg_\"é\u{1}",
         " {\"role\" : \"user\",\"t\":\"\\u00e9\"} ",
-        &[("prt_1".into(), "{\"type\":\"text\",  \"text\":\"a\\nb\"}".into())],
+        &[(
+            "prt_1".into(),
+            "{\"type\":\"text\",  \"text\":\"a\\nb\"}".into(),
+        )],
     )
     .unwrap();
     assert_eq!(
@@ -287,5 +294,8 @@ fn the_envelope_frames_the_stored_bytes() {
         r#"{"id":"msg_\"é\u0001","info":{"role" : "user","t":"\u00e9"},"parts":[{"id":"prt_1","data":{"type":"text",  "text":"a\nb"}}]}"#
     );
     let bad = envelope("m", "{", &[]).unwrap_err();
-    assert!(bad.starts_with("message m: data is not valid JSON"), "{bad}");
+    assert!(
+        bad.starts_with("message m: data is not valid JSON"),
+        "{bad}"
+    );
 }

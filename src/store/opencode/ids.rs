@@ -12,12 +12,20 @@ const LOW48: u64 = (1 << 48) - 1;
 /// An ascending id (`msg`, `prt`) made at `ms` with the per-process `counter` (1 for the first
 /// id of a millisecond), its random part drawn from `seed`.
 pub fn ascending(prefix: &str, ms: i64, counter: u64, seed: &str) -> String {
-    make(prefix, (ms as u64).wrapping_mul(4096).wrapping_add(counter), seed)
+    make(
+        prefix,
+        (ms as u64).wrapping_mul(4096).wrapping_add(counter),
+        seed,
+    )
 }
 
 /// A descending id (`ses`).
 pub fn descending(prefix: &str, ms: i64, counter: u64, seed: &str) -> String {
-    make(prefix, !(ms as u64).wrapping_mul(4096).wrapping_add(counter), seed)
+    make(
+        prefix,
+        !(ms as u64).wrapping_mul(4096).wrapping_add(counter),
+        seed,
+    )
 }
 
 fn make(prefix: &str, v: u64, seed: &str) -> String {

@@ -46,17 +46,16 @@ pub fn history_before(
     let Some((time, first_id)) = first else {
         return Ok(None);
     };
-    let part_data: HashMap<String, String> =
-        values_before(conn, id, compaction_id, "part", "data")
-            .at(path)?
-            .into_iter()
-            .filter_map(|(k, v)| match v {
-                CellValue::Text(b) | CellValue::Blob(b) => {
-                    Some((k, String::from_utf8_lossy(&b).into_owned()))
-                }
-                _ => None,
-            })
-            .collect();
+    let part_data: HashMap<String, String> = values_before(conn, id, compaction_id, "part", "data")
+        .at(path)?
+        .into_iter()
+        .filter_map(|(k, v)| match v {
+            CellValue::Text(b) | CellValue::Blob(b) => {
+                Some((k, String::from_utf8_lossy(&b).into_owned()))
+            }
+            _ => None,
+        })
+        .collect();
     match history_before_key(conn, path, id, (time, &first_id), &part_data) {
         Ok(h) => Ok(Some(h)),
         // A message opencode could not load then either: the originals are not readable.

@@ -14,10 +14,10 @@ use std::path::Path;
 use rusqlite::{Connection, OptionalExtension, Row as SqlRow};
 use serde_json::Value;
 
+use super::codec;
 use super::schema::{check_schema, Schema};
 use super::PROVIDER;
 use crate::error::{Error, Result, SqlContext};
-use super::codec;
 use crate::message::str_field;
 use crate::models::ContextLimits;
 use crate::store::cells::{int, lossy, lossy_ref};
@@ -33,7 +33,8 @@ pub fn rfc3339_ms(ms: i64) -> String {
 
 /// The newest finished assistant message of the session (opencode's `finished`, as its overflow check reads it):
 /// newest first on `message(session_id, time_created, id)`, one row.
-const LAST_FINISHED: &str = "(SELECT m.data FROM message m WHERE m.session_id = s.id AND json_valid(m.data) \
+const LAST_FINISHED: &str =
+    "(SELECT m.data FROM message m WHERE m.session_id = s.id AND json_valid(m.data) \
      AND m.data ->> '$.role' = 'assistant' AND m.data ->> '$.finish' IS NOT NULL \
      ORDER BY m.time_created DESC, m.id DESC LIMIT 1)";
 
@@ -98,7 +99,13 @@ pub fn context_tokens(info: &Value) -> Option<i64> {
     let n = |v: &Value| v.as_f64().map(|f| f as i64);
     Some(count(
         n(&t["total"]),
-        [&t["input"], &t["output"], &t["cache"]["read"], &t["cache"]["write"]].map(n),
+        [
+            &t["input"],
+            &t["output"],
+            &t["cache"]["read"],
+            &t["cache"]["write"],
+        ]
+        .map(n),
     ))
 }
 
@@ -127,7 +134,10 @@ fn usage(r: &SqlRow<'_>) -> rusqlite::Result<(Option<String>, Option<i64>)> {
         // agent-db's own estimate after its compaction, else the summary's output.
         int(r, 19)?.or(int(r, 10)?)
     } else {
-        Some(count(int(r, 8)?, [int(r, 9)?, int(r, 10)?, int(r, 11)?, int(r, 12)?]))
+        Some(count(
+            int(r, 8)?,
+            [int(r, 9)?, int(r, 10)?, int(r, 11)?, int(r, 12)?],
+        ))
     };
     Ok((model, current))
 }
@@ -156,14 +166,12 @@ fn usage_meta(
     // The window is the input opencode's overflow rule allows (`isOverflow`), so a
     // utilization of 1.0 is where opencode compacts.
     let max_context = match &model {
-        Some(m) => *windows
-            .entry(m.clone())
-            .or_insert_with(|| {
-                limits
-                    .of(m)
-                    .map(|w| super::limits::usable_input(m, w))
-                    .filter(|u| *u > 0)
-            }),
+        Some(m) => *windows.entry(m.clone()).or_insert_with(|| {
+            limits
+                .of(m)
+                .map(|w| super::limits::usable_input(m, w))
+                .filter(|u| *u > 0)
+        }),
         None => None,
     };
     Ok(ConversationMeta {
@@ -231,7 +239,12 @@ pub fn scan(
     f: &mut dyn FnMut(ConversationMeta) -> bool,
 ) -> Result<()> {
     let schema = check_schema(conn, path)?;
-    let sql = list_sql(&schema, has_audit(conn, path)?, "", "ORDER BY time_updated DESC, id");
+    let sql = list_sql(
+        &schema,
+        has_audit(conn, path)?,
+        "",
+        "ORDER BY time_updated DESC, id",
+    );
     let mut stmt = conn.prepare(&sql).at(path)?;
     let mut count = conn.prepare(COUNT_SQL).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
@@ -261,7 +274,12 @@ pub fn scan_facts(
     f: &mut dyn FnMut(Facts<'_>) -> bool,
 ) -> Result<()> {
     let schema = check_schema(conn, path)?;
-    let sql = list_sql(&schema, has_audit(conn, path)?, "", "ORDER BY time_updated DESC, id");
+    let sql = list_sql(
+        &schema,
+        has_audit(conn, path)?,
+        "",
+        "ORDER BY time_updated DESC, id",
+    );
     let mut stmt = conn.prepare(&sql).at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     let mut windows = Windows::new();
@@ -305,7 +323,9 @@ pub fn meta(
 ) -> Result<Option<ConversationMeta>> {
     let schema = check_schema(conn, path)?;
     let sql = list_sql(&schema, has_audit(conn, path)?, "WHERE s.id = ?1", "");
-    meta_with_count(conn, path, &sql, COUNT_SQL, id, |r| meta_from_row(r, limits))
+    meta_with_count(conn, path, &sql, COUNT_SQL, id, |r| {
+        meta_from_row(r, limits)
+    })
 }
 
 /// One stored message as loaded.
@@ -340,7 +360,8 @@ impl Msg {
 }
 
 /// What agent-db says of a session with an undo pending ([`pending_reverts`]).
-pub const REVERT_PENDING: &str = "opencode has an undo pending in this session (/undo set session.revert): \
+pub const REVERT_PENDING: &str =
+    "opencode has an undo pending in this session (/undo set session.revert): \
      opencode deletes the undone messages on the next prompt, so agent-db leaves it alone; \
      send a prompt or /redo in opencode, then compact it";
 
@@ -455,7 +476,10 @@ fn filter_compacted(session: &str, rows: Vec<RowData>, parts: &mut Parts) -> Res
     let mut retain: Option<String> = None;
     for row in rows.into_iter().rev() {
         let info: Value = serde_json::from_str(&row.data).map_err(|e| {
-            bad(session, format!("message {}: data is not valid JSON ({e})", row.id))
+            bad(
+                session,
+                format!("message {}: data is not valid JSON ({e})", row.id),
+            )
         })?;
         let m = Msg {
             parts: parts.remove(&row.id).unwrap_or_default(),
@@ -500,8 +524,7 @@ fn filter_compacted(session: &str, rows: Vec<RowData>, parts: &mut Parts) -> Res
 pub fn reorder(msgs: Vec<Msg>) -> Vec<Msg> {
     let w = msgs.iter().rposition(|m| {
         m.role() == "user"
-            && m
-                .compaction()
+            && m.compaction()
                 .is_some_and(|c| str_field(&c, "tail_start_id").is_some())
     });
     let Some(w) = w else { return msgs };
@@ -531,7 +554,12 @@ fn session_row(conn: &Connection, path: &Path, id: &str) -> Result<(String, Stri
     conn.query_row(
         "SELECT directory, CAST(time_updated AS TEXT) FROM session WHERE id = ?1",
         [id],
-        |r| Ok((lossy(r, 0)?.unwrap_or_default(), lossy(r, 1)?.unwrap_or_default())),
+        |r| {
+            Ok((
+                lossy(r, 0)?.unwrap_or_default(),
+                lossy(r, 1)?.unwrap_or_default(),
+            ))
+        },
     )
     .optional()
     .at(path)?
@@ -558,7 +586,10 @@ pub fn open_todos(conn: &Connection, path: &Path, id: &str) -> Result<Vec<String
         .at(path)?;
     let rows = st
         .query_map([id], |r| {
-            Ok((r.get::<_, Option<String>>(0)?, r.get::<_, Option<String>>(1)?))
+            Ok((
+                r.get::<_, Option<String>>(0)?,
+                r.get::<_, Option<String>>(1)?,
+            ))
         })
         .at(path)?;
     let mut out = Vec::new();
@@ -604,8 +635,7 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
     }
     let raw_messages = crate::message::join_raw(envs.iter().map(|e| e.as_ref()));
     let digest = crate::util::version_digest(raw_messages.as_bytes());
-    let version =
-        format!("{n_msgs}:{newest}:{n_parts}:{part_updated}:{updated}:{digest}");
+    let version = format!("{n_msgs}:{newest}:{n_parts}:{part_updated}:{updated}:{digest}");
     let revert_pending = !pending_reverts(conn, path, "session", Some(id))?.is_empty();
     Ok(Session {
         revert_pending,
@@ -673,11 +703,19 @@ pub fn stored(conn: &Connection, path: &Path, id: &str) -> Result<String> {
     )?;
     let mut by_message: HashMap<String, Vec<Value>> = HashMap::new();
     for p in parts {
-        let key = p.get("message_id").and_then(Value::as_str).unwrap_or("").to_string();
+        let key = p
+            .get("message_id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         by_message.entry(key).or_default().push(Value::Object(p));
     }
     for m in &mut messages {
-        let key = m.get("id").and_then(Value::as_str).unwrap_or("").to_string();
+        let key = m
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let list = by_message.remove(&key).unwrap_or_default();
         m.insert("parts".into(), Value::Array(list));
     }

@@ -83,7 +83,11 @@ fn stamp(id: &str) -> Option<&str> {
 }
 
 /// The migrations the file records (ids), and its era.
-fn recorded(conn: &Connection, path: &Path, tables: &HashSet<String>) -> Result<(Era, Vec<String>)> {
+fn recorded(
+    conn: &Connection,
+    path: &Path,
+    tables: &HashSet<String>,
+) -> Result<(Era, Vec<String>)> {
     if tables.contains("migration") {
         let ids = strings(conn, path, "SELECT id FROM migration")?;
         if !ids.is_empty() || !tables.contains("__drizzle_migrations") {
@@ -101,26 +105,33 @@ fn recorded(conn: &Connection, path: &Path, tables: &HashSet<String>) -> Result<
         strings(conn, path, "SELECT name FROM __drizzle_migrations")?
     } else {
         // The oldest drizzle layout: `created_at` is Date.UTC of the folder's 14-digit prefix.
-        strings(conn, path, "SELECT CAST(created_at AS TEXT) FROM __drizzle_migrations")?
-            .into_iter()
-            .map(|ms| {
-                ms.parse::<i64>()
-                    .ok()
-                    .and_then(chrono::DateTime::from_timestamp_millis)
-                    .map(|t| format!("{}_", t.format("%Y%m%d%H%M%S")))
-                    .unwrap_or(ms)
-            })
-            .collect()
+        strings(
+            conn,
+            path,
+            "SELECT CAST(created_at AS TEXT) FROM __drizzle_migrations",
+        )?
+        .into_iter()
+        .map(|ms| {
+            ms.parse::<i64>()
+                .ok()
+                .and_then(chrono::DateTime::from_timestamp_millis)
+                .map(|t| format!("{}_", t.format("%Y%m%d%H%M%S")))
+                .unwrap_or(ms)
+        })
+        .collect()
     };
     Ok((Era::Drizzle, ids))
 }
 
 /// Read and check the schema (again inside every write transaction).
 pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
-    let tables: HashSet<String> =
-        strings(conn, path, "SELECT name FROM sqlite_master WHERE type = 'table'")?
-            .into_iter()
-            .collect();
+    let tables: HashSet<String> = strings(
+        conn,
+        path,
+        "SELECT name FROM sqlite_master WHERE type = 'table'",
+    )?
+    .into_iter()
+    .collect();
     let (era, ids) = recorded(conn, path, &tables)?;
     let newest_known = stamp(NEWEST_KNOWN).expect("a stamped id");
     let mut newest = String::new();

@@ -31,10 +31,10 @@ use std::path::Path;
 use rusqlite::{params, Connection};
 use serde_json::{json, Value};
 
+use super::codec;
 use super::ids;
 use super::read::{load_session, Msg, Session};
 use crate::error::{Error, Result, SqlContext};
-use super::codec;
 use crate::message::{self, str_field};
 use crate::store::archive::Cell;
 use crate::store::commit::{Stage, Staged, Write};
@@ -213,7 +213,10 @@ impl Proposal {
         let parts = message::split_raw(&cur.raw_messages)
             .map_err(|e| Error::conversation(&self.id, e.to_string()))?;
         let raw = parts.get(i).ok_or_else(|| {
-            Error::conversation(&self.id, format!("message {i} (the latest instruction) is not loaded"))
+            Error::conversation(
+                &self.id,
+                format!("message {i} (the latest instruction) is not loaded"),
+            )
         })?;
         let m = message::decode(&crate::store::opencode::codec::CODEC, raw)
             .map_err(|e| Error::conversation(&self.id, e))?;
@@ -256,7 +259,8 @@ impl Proposal {
             .map(|r| Cell::inserted_row(r.table, "id", r.id.clone()))
             .collect();
         cells.push(Cell::new("session", "id", self.id.clone(), "time_updated"));
-        let totals = cur.schema.session_has("tokens_input") && cur.schema.session_has("tokens_output");
+        let totals =
+            cur.schema.session_has("tokens_input") && cur.schema.session_has("tokens_output");
         if totals {
             cells.push(Cell::new("session", "id", self.id.clone(), "tokens_input"));
             cells.push(Cell::new("session", "id", self.id.clone(), "tokens_output"));
@@ -337,7 +341,8 @@ impl Proposal {
             "tokens": usage.tokens(),
             "modelID": model["modelID"], "providerID": model["providerID"],
             "time": {"created": t + 1, "completed": t + 2}, "finish": "stop"});
-        let text_part = json!({"type": "text", "text": text, "time": {"start": t + 1, "end": t + 2}});
+        let text_part =
+            json!({"type": "text", "text": text, "time": {"start": t + 1, "end": t + 2}});
         let step_finish =
             json!({"reason": "stop", "type": "step-finish", "tokens": usage.tokens(), "cost": 0});
         let row = |table, id: String, message_id: Option<&str>, time, v: &Value| NewRow {
@@ -349,11 +354,35 @@ impl Proposal {
         };
         vec![
             row("message", user_id.clone(), None, t, &user),
-            row("part", ids::ascending("prt", t, 1, &seed(1)), Some(&user_id), t, &compaction),
+            row(
+                "part",
+                ids::ascending("prt", t, 1, &seed(1)),
+                Some(&user_id),
+                t,
+                &compaction,
+            ),
             row("message", asst_id.clone(), None, t + 1, &asst),
-            row("part", ids::ascending("prt", t + 1, 1, &seed(3)), Some(&asst_id), t + 1, &json!({"type": "step-start"})),
-            row("part", ids::ascending("prt", t + 1, 2, &seed(4)), Some(&asst_id), t + 1, &text_part),
-            row("part", ids::ascending("prt", t + 2, 1, &seed(5)), Some(&asst_id), t + 2, &step_finish),
+            row(
+                "part",
+                ids::ascending("prt", t + 1, 1, &seed(3)),
+                Some(&asst_id),
+                t + 1,
+                &json!({"type": "step-start"}),
+            ),
+            row(
+                "part",
+                ids::ascending("prt", t + 1, 2, &seed(4)),
+                Some(&asst_id),
+                t + 1,
+                &text_part,
+            ),
+            row(
+                "part",
+                ids::ascending("prt", t + 2, 1, &seed(5)),
+                Some(&asst_id),
+                t + 2,
+                &step_finish,
+            ),
         ]
     }
 
@@ -383,7 +412,9 @@ impl Proposal {
             }
         }
         if parts.is_empty() {
-            return Ok(Stage::Changed("nothing to prune: no completed tool output before the kept tail".into()));
+            return Ok(Stage::Changed(
+                "nothing to prune: no completed tool output before the kept tail".into(),
+            ));
         }
         let mut cells = Vec::new();
         for (pid, _) in &parts {

@@ -28,7 +28,8 @@ use crate::store::{ConversationMeta, Prefilter};
 
 /// The newest row opencode measures a context by: a finished assistant with tokens, or a
 /// completed compaction (after which nothing is measured until the next reply).
-const LAST_SQL: &str = "(SELECT m.{col} FROM session_message m WHERE m.session_id = s.id AND json_valid(m.data) AND \
+const LAST_SQL: &str =
+    "(SELECT m.{col} FROM session_message m WHERE m.session_id = s.id AND json_valid(m.data) AND \
      ((m.type = 'assistant' AND json_extract(m.data, '$.time.completed') IS NOT NULL \
        AND json_extract(m.data, '$.tokens') IS NOT NULL) \
       OR (m.type = 'compaction' AND json_extract(m.data, '$.status') = 'completed')) \
@@ -133,7 +134,12 @@ pub fn scan(
     f: &mut dyn FnMut(ConversationMeta) -> bool,
 ) -> Result<()> {
     check_schema(conn, path)?;
-    let mut stmt = conn.prepare(&list_sql(crate::store::opencode::has_audit(conn, path)?, "")).at(path)?;
+    let mut stmt = conn
+        .prepare(&list_sql(
+            crate::store::opencode::has_audit(conn, path)?,
+            "",
+        ))
+        .at(path)?;
     let mut rows = stmt.query([]).at(path)?;
     while let Some(r) = rows.next().at(path)? {
         let meta = meta_from_row(r, limits).at(path)?;
@@ -155,9 +161,14 @@ pub fn meta(
     id: &str,
 ) -> Result<Option<ConversationMeta>> {
     check_schema(conn, path)?;
-    conn.query_row(&list_sql(crate::store::opencode::has_audit(conn, path)?, "WHERE s.id = ?1"), [id], |r| {
-        meta_from_row(r, limits)
-    })
+    conn.query_row(
+        &list_sql(
+            crate::store::opencode::has_audit(conn, path)?,
+            "WHERE s.id = ?1",
+        ),
+        [id],
+        |r| meta_from_row(r, limits),
+    )
     .optional()
     .at(path)
 }
@@ -191,8 +202,12 @@ fn latest_compaction(conn: &Connection, path: &Path, id: &str) -> Result<Option<
     while let Some(r) = rows.next().at(path)? {
         let seq: i64 = r.get(0).at(path)?;
         let data = lossy(r, 1).at(path)?.unwrap_or_default();
-        let v: Value = serde_json::from_str(&data)
-            .map_err(|e| bad(id, format!("compaction row seq {seq}: data is not JSON ({e})")))?;
+        let v: Value = serde_json::from_str(&data).map_err(|e| {
+            bad(
+                id,
+                format!("compaction row seq {seq}: data is not JSON ({e})"),
+            )
+        })?;
         if str_field(&v, "status") == Some("completed")
             && v.get("providerContext").is_none_or(Value::is_null)
         {
@@ -234,7 +249,8 @@ fn tool_part(c: &Value) -> Value {
         Some("running") => "running",
         _ => "pending",
     };
-    let mut s = json!({"status": status, "input": state.get("input").cloned().unwrap_or(json!({}))});
+    let mut s =
+        json!({"status": status, "input": state.get("input").cloned().unwrap_or(json!({}))});
     match status {
         "completed" => s["output"] = json!(content_text(state)),
         "error" => {
@@ -294,7 +310,9 @@ fn envelopes(id: &str, kind: &str, v: &Value) -> Vec<Box<RawValue>> {
 pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session> {
     check_schema(conn, path)?;
     let exists: Option<String> = conn
-        .query_row("SELECT id FROM session_v2 WHERE id = ?1", [id], |r| r.get(0))
+        .query_row("SELECT id FROM session_v2 WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
         .optional()
         .at(path)?;
     if exists.is_none() {

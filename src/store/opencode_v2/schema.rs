@@ -76,10 +76,13 @@ fn strings(conn: &Connection, path: &Path, sql: &str) -> Result<Vec<String>> {
 /// Read and check the schema (again inside every write transaction). A newer migration is
 /// accepted here (the file is read); [`Schema::writable`] decides the writes.
 pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
-    let tables: HashSet<String> =
-        strings(conn, path, "SELECT name FROM sqlite_master WHERE type = 'table'")?
-            .into_iter()
-            .collect();
+    let tables: HashSet<String> = strings(
+        conn,
+        path,
+        "SELECT name FROM sqlite_master WHERE type = 'table'",
+    )?
+    .into_iter()
+    .collect();
     if !tables.contains("migration") {
         return Err(changed(
             path,
@@ -120,9 +123,10 @@ pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
             ));
         }
     }
-    let import_pending = tables.contains("session") && {
-        let phase: Option<String> = if tables.contains("kv") {
-            conn.query_row(
+    let import_pending = tables.contains("session")
+        && {
+            let phase: Option<String> = if tables.contains("kv") {
+                conn.query_row(
                 "SELECT json_extract(value, '$.phase') FROM kv WHERE key = ?1 AND json_valid(value)",
                 [IMPORT_KEY],
                 |r| r.get(0),
@@ -130,11 +134,11 @@ pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
             .optional()
             .at(path)?
             .flatten()
-        } else {
-            None
+            } else {
+                None
+            };
+            phase.as_deref() != Some("completed")
         };
-        phase.as_deref() != Some("completed")
-    };
     Ok(Schema {
         newest,
         import_pending,

@@ -51,7 +51,10 @@ pub fn render_recent(
     from: usize,
 ) -> std::result::Result<String, String> {
     let raws = message::split_raw(loaded).map_err(|e| e.to_string())?;
-    let picks = first.filter(|i| *i < from).into_iter().chain(from..raws.len());
+    let picks = first
+        .filter(|i| *i < from)
+        .into_iter()
+        .chain(from..raws.len());
     let mut items: Vec<String> = Vec::new();
     for i in picks {
         let Some(raw) = raws.get(i) else { continue };
@@ -91,18 +94,22 @@ impl Write for Proposal {
     }
 
     fn stage(&self, tx: &Connection, path: &Path, cur: Session) -> Result<Stage<Apply>> {
-        if !crate::store::opencode::pending_reverts(tx, path, "session_v2", Some(&self.id))?.is_empty() {
-            return Ok(Stage::Changed(crate::store::opencode::REVERT_PENDING.into()));
+        if !crate::store::opencode::pending_reverts(tx, path, "session_v2", Some(&self.id))?
+            .is_empty()
+        {
+            return Ok(Stage::Changed(
+                crate::store::opencode::REVERT_PENDING.into(),
+            ));
         }
         let Some(summary) = &self.summary else {
             return Ok(Stage::Changed(
-                "opencode 2.x storage keeps no rewritable tool outputs; prune is not available".into(),
+                "opencode 2.x storage keeps no rewritable tool outputs; prune is not available"
+                    .into(),
             ));
         };
-        let recent = self
-            .recent
-            .as_ref()
-            .map_err(|e| Error::conversation(&self.id, format!("the kept tail cannot be rendered: {e}")))?;
+        let recent = self.recent.as_ref().map_err(|e| {
+            Error::conversation(&self.id, format!("the kept tail cannot be rendered: {e}"))
+        })?;
         // Right after the newest row (not the wall clock): the session keeps its place in the
         // lists ordered by `time_updated` (as for 1.x).
         let time = cur.max_time + 1;
