@@ -13,7 +13,8 @@
 //!   compaction in its own transaction; tasks hand it proposals and wait for the outcome.
 //!
 //! Files: `pool.rs` (the planning pool), `dispatch.rs` (order, `--concurrency`, `--max-cost`),
-//! `task.rs` (one conversation's steps), `rows.rs` (rows before the strategy runs),
+//! `task.rs` (one conversation's steps), `land.rs` (the one landing path every writer takes:
+//! audit row, proposal, write, after hooks), `rows.rs` (rows before the strategy runs),
 //! `review.rs` (proposals captured instead of written, and a plan of them applied).
 //! - A failure on one conversation becomes its report row; the batch goes on.
 //!
@@ -21,6 +22,7 @@
 //! never prints.
 
 mod dispatch;
+mod land;
 mod pool;
 mod review;
 mod rows;

@@ -26,6 +26,7 @@ mod native_todos;
 mod odd_classes;
 mod odd_values;
 mod one_figure;
+mod one_landing_path;
 mod opencode;
 mod opencode_loader;
 mod opencode_state;
