@@ -722,8 +722,24 @@ fn odd_cells_never_panic_and_restore_byte_for_byte() {
 // A panic inside one conversation (a bug in agent-db or a dependency, injected at each stage)
 // is that conversation's failure.
 
+/// The failpoint is compiled only with the `failpoints` feature (src/failpoint.rs): a binary
+/// without it cannot inject the panic, and the test says so instead of proving nothing.
+fn require_failpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bare_cmd(dir.path()).arg("--version").output().unwrap();
+    let version = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        version.contains("features: failpoints"),
+        "the agent-db binary under test was built without the `failpoints` feature ({}), so it \
+         cannot inject a panic: run `cargo test` (agent-db's dev-dependency on itself turns the \
+         feature on) or `cargo test --features failpoints`",
+        version.trim()
+    );
+}
+
 #[test]
 fn a_panic_in_one_conversation_fails_only_that_conversation() {
+    require_failpoints();
     let (_dir, db) = kodelet_store(16, 515);
     let args = [
         "compact",
