@@ -81,7 +81,9 @@ pub fn run(
     let hooks = if args.no_hooks {
         None
     } else {
-        Some(std::sync::Arc::new(super::compact::hooks(ui, settings)?))
+        Some(std::sync::Arc::new(super::config::announced_hooks(
+            ui, settings,
+        )?))
     };
     // A dry run writes nothing and takes no lock.
     let _lock = if args.dry_run {

@@ -197,7 +197,7 @@ fn run_options(ui: &Ui, args: &CompactArgs, built: &Built) -> Result<RunOptions,
     let hooks = if args.no_hooks || args.dry_run {
         None
     } else {
-        Some(Arc::new(hooks(ui, settings)?))
+        Some(Arc::new(super::config::announced_hooks(ui, settings)?))
     };
     if args.dry_run {
         ui.status("dry run: hooks are not run");
@@ -228,26 +228,6 @@ fn run_options(ui: &Ui, args: &CompactArgs, built: &Built) -> Result<RunOptions,
         busy_wait: settings.busy_wait,
         proposals: None,
     })
-}
-
-/// The run's hooks, announced.
-pub(super) fn hooks(ui: &Ui, settings: &Settings) -> Result<agent_db::hooks::Hooks, Error> {
-    let found = super::config::discover_hooks(settings)?;
-    for i in &found.ignored {
-        ui.status(&format!("hook ignored: {}: {}", i.path.display(), i.why));
-    }
-    if !found.is_empty() {
-        ui.status(&format!(
-            "hooks: {}",
-            found
-                .hooks
-                .iter()
-                .map(|h| format!("{} ({})", h.name, h.events.join(", ")))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    Ok(found)
 }
 
 /// Run the pipeline, reporting each row as it finishes (progress, failures, the JSON report),
