@@ -461,6 +461,26 @@ impl Llm {
         Ok(answer::clean(&done.text))
     }
 
+    /// The summary written, with what its requests used.
+    fn summary(&self, text: String, spend: Spend, masking: Option<Masking>) -> Rewrite {
+        let Spend {
+            prompt_tokens,
+            completion_tokens,
+            model,
+            ..
+        } = spend;
+        Rewrite::Summary(Summary {
+            text,
+            model: Some(model),
+            prompt_tokens: Some(prompt_tokens),
+            completion_tokens: Some(completion_tokens),
+            cost_usd: self
+                .price
+                .map(|p| cost(&p, prompt_tokens, completion_tokens)),
+            masking,
+        })
+    }
+
     /// A random delimiter tag that the texts of the request do not contain.
     fn nonce_for(texts: &[&str]) -> String {
         let mut n = prompt::nonce();
@@ -588,22 +608,7 @@ impl Strategy for Llm {
             (None, None) => String::new(),
         };
         let body = with_ledger(input, &rules, own, self.summary_reserve());
-        let Spend {
-            prompt_tokens,
-            completion_tokens,
-            model,
-            ..
-        } = spend;
-        Ok(Rewrite::Summary(Summary {
-            text: frame(input, &body),
-            model: Some(model),
-            prompt_tokens: Some(prompt_tokens),
-            completion_tokens: Some(completion_tokens),
-            cost_usd: self
-                .price
-                .map(|p| cost(&p, prompt_tokens, completion_tokens)),
-            masking,
-        }))
+        Ok(self.summary(frame(input, &body), spend, masking))
     }
 }
 
