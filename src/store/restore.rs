@@ -369,6 +369,24 @@ pub fn since(store: &Store, since: &str) -> Result<Vec<i64>> {
     rows.collect::<std::result::Result<_, _>>().at(path)
 }
 
+/// The conversations with a compaction made at or after `since` (RFC 3339 UTC) that is not
+/// restored: what `list --since` leaves out where a compaction does not move the agent's own
+/// last-activity time.
+pub fn conversations_compacted_since(store: &Store, since: &str) -> Result<Vec<String>> {
+    let (conn, path) = (&store.conn, store.path.as_path());
+    if !super::agent_tables::present(conn).at(path)? {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn
+        .prepare(
+            "SELECT DISTINCT conversation_id FROM agent_db_compactions
+             WHERE compacted_at >= ?1 AND restored_at IS NULL",
+        )
+        .at(path)?;
+    let rows = stmt.query_map([since], |r| r.get(0)).at(path)?;
+    rows.collect::<std::result::Result<_, _>>().at(path)
+}
+
 /// What `prune-archive` freed.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Pruned {

@@ -1779,3 +1779,71 @@ fn an_old_file_that_cannot_keep_a_tail_says_so() {
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("cannot keep a tail"), "{text}");
 }
+
+/// docker-agent records no time for a summary item, so a compaction leaves UPDATED (the newest
+/// message's time) where it was: `list --since` compares the agent's own last activity and does
+/// not list a conversation that was only compacted; it says how many it left out and that
+/// `history --since` lists them (issue 46, item 10).
+#[test]
+fn list_since_names_the_compactions_it_leaves_out() {
+    let da = generated(Generation::Modern, 10, 5);
+    let target = big_sessions(&da, 14)[0].clone();
+    // Precondition: the session's last activity is older than the window.
+    let (listed, _) = json({
+        let mut c = da.cmd();
+        c.args(["list", "--json", "--id", &target]);
+        c
+    });
+    let updated = listed["conversations"][0]["updated_at_utc"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let newest = chrono::DateTime::parse_from_rfc3339(&updated).expect("an RFC 3339 time");
+    assert!(
+        chrono::Utc::now().signed_duration_since(newest) > chrono::Duration::hours(2),
+        "the generated session must be older than the window: {newest}"
+    );
+    compact(&da, &["--keep-tokens", "1500", "--id", &target]);
+
+    let out = da
+        .cmd()
+        .args(["list", "--since", "1h", "--idle", "0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!stdout.contains(&target[..8]), "{stdout}");
+    assert!(
+        stderr.contains("1 conversation(s) agent-db compacted within the last 1h are not listed")
+            && stderr.contains("agent-db history --since 1h"),
+        "{stderr}"
+    );
+    // The same under --ids.
+    let out = da
+        .cmd()
+        .args(["list", "--since", "1h", "--idle", "0", "--ids"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 conversation(s) agent-db compacted"));
+
+    // Where the note points: history lists it.
+    let (doc, code) = json({
+        let mut c = da.cmd();
+        c.args(["history", "--since", "1h", "--json"]);
+        c
+    });
+    assert_eq!(code, 0);
+    assert!(doc.to_string().contains(&target), "{doc:#}");
+
+    // A window that holds the conversation lists it and needs no note.
+    let out = da
+        .cmd()
+        .args(["list", "--since", "100000d", "--idle", "0", "--ids"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&target));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("agent-db compacted within"));
+}
