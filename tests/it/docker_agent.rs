@@ -505,10 +505,10 @@ fn big_sessions(da: &Da, min: usize) -> Vec<String> {
 fn generated_generations_have_their_schema() {
     let legacy = generated(Generation::Legacy, 8, 3);
     let modern = generated(Generation::Modern, 8, 3);
-    let s = agent_db::store::docker_agent::check_schema(&legacy.conn(), &legacy.db).unwrap();
+    let s = agent_db::agents::docker_agent::check_schema(&legacy.conn(), &legacy.db).unwrap();
     assert_eq!(s.max_migration, 19);
     assert!(s.legacy_messages && !s.first_kept_entry && !s.item_cost && !s.item_model);
-    let s = agent_db::store::docker_agent::check_schema(&modern.conn(), &modern.db).unwrap();
+    let s = agent_db::agents::docker_agent::check_schema(&modern.conn(), &modern.db).unwrap();
     assert_eq!(s.max_migration, 29);
     assert!(!s.legacy_messages && s.first_kept_entry && s.item_cost && s.item_model);
     for da in [&legacy, &modern] {
@@ -919,7 +919,7 @@ fn default_location_and_ambiguity() {
 
     let kodelet = home.path().join(".kodelet");
     std::fs::create_dir_all(&kodelet).unwrap();
-    drop(agent_db::store::kodelet::init_store(&kodelet.join("storage.db")).unwrap());
+    drop(agent_db::agents::kodelet::init_store(&kodelet.join("storage.db")).unwrap());
     let out = bare_cmd(home.path()).arg("list").output().unwrap();
     assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -936,7 +936,7 @@ fn a_live_append_changes_the_version() {
     let da = generated(Generation::Modern, 4, 8);
     let id = big_sessions(&da, 4).remove(0);
     let c = da.conn();
-    let v1 = agent_db::store::docker_agent::load(&c, &da.db, &id)
+    let v1 = agent_db::agents::docker_agent::load(&c, &da.db, &id)
         .unwrap()
         .version;
     c.execute(
@@ -945,7 +945,7 @@ fn a_live_append_changes_the_version() {
         [&id],
     )
     .unwrap();
-    let v2 = agent_db::store::docker_agent::load(&c, &da.db, &id)
+    let v2 = agent_db::agents::docker_agent::load(&c, &da.db, &id)
         .unwrap()
         .version;
     assert_ne!(v1, v2);
@@ -955,7 +955,7 @@ fn a_live_append_changes_the_version() {
         [],
     )
     .unwrap();
-    let v3 = agent_db::store::docker_agent::load(&c, &da.db, &id)
+    let v3 = agent_db::agents::docker_agent::load(&c, &da.db, &id)
         .unwrap()
         .version;
     assert_ne!(v2, v3);
@@ -1149,7 +1149,7 @@ fn without_updates(texts: &[String]) -> Vec<String> {
 fn current_generations_have_their_schema() {
     for n in [29, 30, 31, 34, 36, 38] {
         let da = generated(Generation::Current(n), 8, 3);
-        let s = agent_db::store::docker_agent::check_schema(&da.conn(), &da.db).unwrap();
+        let s = agent_db::agents::docker_agent::check_schema(&da.conn(), &da.db).unwrap();
         assert_eq!(s.max_migration, n);
         assert!(s.first_kept_entry && s.item_cost && s.item_model && s.instruction_context);
         assert_eq!(s.actor_pending, n >= 31, "{n}");
@@ -1202,7 +1202,7 @@ fn current_loader_rules_replayed() {
         .map(|r| r[0].clone())
     {
         let (summary, msgs) = docker_agent_view(&da, &id);
-        let loaded = agent_db::store::docker_agent::load(&conn, &da.db, &id).unwrap();
+        let loaded = agent_db::agents::docker_agent::load(&conn, &da.db, &id).unwrap();
         let mut got: Vec<Value> = serde_json::from_str(&loaded.raw_messages).unwrap();
         if let Some(s) = &summary {
             let first = got.remove(0);

@@ -110,7 +110,7 @@ pub fn example(nonce: &str) -> ChatRequest {
         {"role": "user", "content": "continue"}
     ])
     .to_string();
-    let format = crate::message::OPENAI_CHAT;
+    let format = crate::store::StoreKind::codec("openai-chat").expect("a registered codec");
     let messages = crate::message::decode_all(format, &raw).expect("the example decodes");
     let recipe = crate::recipe::parse(EXAMPLE_RECIPE, "example", "example").expect("parses");
     let rules = super::extractive::standing_rules_over(format, &messages[..3], &messages[3..]);
