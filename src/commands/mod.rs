@@ -162,7 +162,7 @@ fn writing_unless(dry: bool) -> Access {
 fn init(ui: &Ui, db: Option<std::path::PathBuf>) -> CmdResult {
     let path =
         db.ok_or_else(|| Error::Usage("init needs --db PATH (the new store's file)".into()))?;
-    let kind = store::init_store(&path)?;
+    let kind = agent_db::agents::init_store(&path)?;
     ui.status(&format!(
         "created an empty {kind}-layout store at {}",
         path.display()
