@@ -374,7 +374,7 @@ pub fn since(store: &Store, since: &str) -> Result<Vec<i64>> {
 /// last-activity time.
 pub fn conversations_compacted_since(store: &Store, since: &str) -> Result<Vec<String>> {
     let (conn, path) = (&store.conn, store.path.as_path());
-    if !super::agent_tables::present(conn).at(path)? {
+    if !crate::store::agent_tables::present(conn).at(path)? {
         return Ok(Vec::new());
     }
     let mut stmt = conn

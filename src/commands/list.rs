@@ -265,7 +265,7 @@ impl CompactedInWindow {
             return Ok(Self::default());
         };
         let from = *now - chrono::Duration::from_std(window).unwrap_or_default();
-        let ids = agent_db::store::restore::conversations_compacted_since(
+        let ids = agent_db::archive::restore::conversations_compacted_since(
             store,
             &gotime::rfc3339_utc(&from),
         )?;
