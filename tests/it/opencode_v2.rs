@@ -203,7 +203,7 @@ fn all_over_selects_what_the_rule_replayed_in_sql_selects() {
 }
 
 #[test]
-fn compaction_is_what_opencode_loads_and_restore_gives_every_row_back() {
+fn opencode_v2_replay_loads_the_compaction_and_restore_gives_every_row_back() {
     for era in ERAS {
         let o = O::new(era, 12);
         let before = o.dump();
