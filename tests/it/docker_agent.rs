@@ -1,7 +1,8 @@
 //! docker-agent (cagent) `session.db`: the real end-to-end database docker-agent ships (read from
-//! `../shared/fixtures/`; skipped when absent, a failure when `CI` is set) and generated stores
-//! of both generations. Every check runs the real binary on a copy; the history docker-agent
-//! would send after a compaction is rebuilt here independently of the library (stores.md §2.6).
+//! the shared fixtures, [`shared_fixture`]; skipped when absent, a failure when `CI` is set) and
+//! generated stores of both generations. Every check runs the real binary on a copy; the history
+//! docker-agent would send after a compaction is rebuilt here independently of the library
+//! (docs/stores.md, docker-agent).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -74,8 +75,7 @@ impl Da {
 
 /// The real docker-agent database, copied; `None` (with a message) when the shared fixtures are
 /// not present (a fresh clone of this repository alone). Under `CI` a missing file fails the
-/// test instead, and `AGENT_DB_SHARED_DIR` points elsewhere than `../shared` (see
-/// [`shared_fixture`]).
+/// test instead, and `AGENT_DB_SHARED_DIR` points elsewhere (see [`shared_fixture`]).
 fn e2e() -> Option<Da> {
     let src = shared_fixture("fixtures/docker-agent-e2e-session.db")?;
     let dir = tempfile::tempdir().expect("tempdir");

@@ -1,4 +1,6 @@
-//! An oracle for opencode's loading rule, written from /work/notes/opencode.md §5.3 and
+//! Our replay of opencode's loading rule (opencode itself runs in `real_opencode.rs`), written
+//! from `anomalyco/opencode` `packages/opencode/src/session/message-v2.ts@007a9409`
+//! (`filterCompacted`, `toModelMessages`; docs/stores.md, opencode, cites the same sources) and
 //! independent of `src/`: read a session's messages in `(time_created, id)` order and their
 //! parts by `id`, replay `filterCompacted` (walk newest → oldest, stop at the compaction user
 //! message of the newest completed summary, or at its `tail_start_id`), the reorder that puts
@@ -65,7 +67,7 @@ fn done_summary(info: &Value) -> bool {
         && info["error"].is_null()
 }
 
-/// §5.3 steps 2–3.
+/// `filterCompacted`: newest to oldest, up to the newest completed compaction.
 fn filter_compacted(all: Vec<Row>) -> Vec<Row> {
     let mut out = Vec::new();
     let mut completed: Vec<String> = Vec::new();
@@ -96,7 +98,7 @@ fn filter_compacted(all: Vec<Row>) -> Vec<Row> {
     out
 }
 
-/// §5.3 step 4.
+/// The reorder after `filterCompacted`: the compaction and its summary before the kept tail.
 fn reorder(v: Vec<Row>) -> Vec<Row> {
     let Some(w) = v.iter().rposition(|r| {
         r.info["role"] == "user" && compaction(r).is_some_and(|c| c["tail_start_id"].is_string())
@@ -128,7 +130,7 @@ fn reorder(v: Vec<Row>) -> Vec<Row> {
     }
 }
 
-/// §5.3 step 6, texts only.
+/// `toModelMessages` for one message, texts only.
 fn to_model(r: &Row) -> Option<Sent> {
     let role = r.info["role"].as_str().unwrap_or("").to_string();
     if role == "assistant" && !r.info["error"].is_null() {
