@@ -47,7 +47,7 @@ impl Env {
     pub fn empty() -> Env {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("storage.db");
-        drop(agent_db::store::kodelet::init_store(&db).expect("init"));
+        drop(agent_db_synth::kodelet_schema::create(&db).expect("init"));
         Env { dir, db }
     }
 

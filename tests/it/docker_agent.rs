@@ -919,7 +919,7 @@ fn default_location_and_ambiguity() {
 
     let kodelet = home.path().join(".kodelet");
     std::fs::create_dir_all(&kodelet).unwrap();
-    drop(agent_db::store::kodelet::init_store(&kodelet.join("storage.db")).unwrap());
+    drop(agent_db_synth::kodelet_schema::create(&kodelet.join("storage.db")).unwrap());
     let out = bare_cmd(home.path()).arg("list").output().unwrap();
     assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -1778,4 +1778,84 @@ fn an_old_file_that_cannot_keep_a_tail_says_so() {
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("cannot keep a tail"), "{text}");
+}
+
+/// The replay of docker-agent's loader can say no: on a session of plain messages, a summary
+/// item appended with SQL moves the start as `loadSessionItems` does (after the summary, or
+/// from its `first_kept_entry` when that points inside the slice, not when it points past the
+/// summary), and a later summary with no text is passed over. A replay that sent every row
+/// would fail each step.
+#[test]
+fn docker_agent_replay_starts_where_the_latest_summary_says() {
+    let da = generated(Generation::Modern, 10, 5);
+    let id = da
+        .query(
+            "SELECT s.id FROM sessions s WHERE s.parent_id IS NULL
+               AND NOT EXISTS (SELECT 1 FROM session_items i WHERE i.session_id = s.id AND i.item_type <> 'message')
+               AND (SELECT COUNT(*) FROM session_items i WHERE i.session_id = s.id) >= 6
+             ORDER BY s.id LIMIT 1",
+        )
+        .remove(0)
+        .remove(0);
+    let messages: Vec<String> = da
+        .query(&format!(
+            "SELECT message_json FROM session_items WHERE session_id = '{id}' ORDER BY position, id"
+        ))
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    let next: i64 = da
+        .one(&format!(
+            "SELECT MAX(position) + 1 FROM session_items WHERE session_id = '{id}'"
+        ))
+        .parse()
+        .unwrap();
+    let view = |da: &Da| {
+        let (summary, msgs) = docker_agent_view(da, &id);
+        (summary, values(&msgs))
+    };
+    assert_eq!(view(&da), (None, values(&messages)), "the plain history");
+    let c = da.conn();
+    c.execute(
+        "INSERT INTO session_items (session_id, position, item_type, summary_text, first_kept_entry) \
+         VALUES (?1, ?2, 'summary', 'S1', 0)",
+        rusqlite::params![id, next],
+    )
+    .unwrap();
+    assert_eq!(
+        view(&da),
+        (Some("Session Summary: S1".into()), vec![]),
+        "nothing after the summary is sent"
+    );
+    c.execute(
+        "UPDATE session_items SET first_kept_entry = 2 WHERE session_id = ?1 AND item_type = 'summary'",
+        [&id],
+    )
+    .unwrap();
+    assert_eq!(
+        view(&da),
+        (Some("Session Summary: S1".into()), values(&messages[2..])),
+        "kept from the entry the summary names"
+    );
+    c.execute(
+        "UPDATE session_items SET first_kept_entry = 10000 WHERE session_id = ?1 AND item_type = 'summary'",
+        [&id],
+    )
+    .unwrap();
+    assert_eq!(
+        view(&da),
+        (Some("Session Summary: S1".into()), vec![]),
+        "a first_kept_entry past the summary is not followed"
+    );
+    c.execute(
+        "INSERT INTO session_items (session_id, position, item_type, summary_text, first_kept_entry) \
+         VALUES (?1, ?2, 'summary', '', 0)",
+        rusqlite::params![id, next + 1],
+    )
+    .unwrap();
+    assert_eq!(
+        view(&da),
+        (Some("Session Summary: S1".into()), vec![]),
+        "a summary without text is passed over"
+    );
 }

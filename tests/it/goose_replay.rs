@@ -274,7 +274,7 @@ pub fn check_pruned(l: &Loaded) -> Result<(), String> {
 }
 
 #[test]
-fn the_oracle_reads_goose_rows() {
+fn goose_replay_reads_goose_rows_and_rejects_orphans_and_unknown_items() {
     let conn = Connection::open_in_memory().unwrap();
     conn.execute_batch(
         "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT, session_id TEXT, role TEXT, \

@@ -477,7 +477,7 @@ fn kodelet_replay_loads_the_openai_responses_rows_agent_db_writes() {
 
 /// The replay refuses what kodelet could not send: it is an oracle that can say no.
 #[test]
-fn the_replay_refuses_histories_kodelet_cannot_send() {
+fn kodelet_replay_refuses_histories_kodelet_cannot_send() {
     let none = Value::Null;
     let ok = r#"[{"role":"user","content":[{"type":"text","text":"ls"}]},
         {"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"bash","input":{}}]},
