@@ -499,7 +499,10 @@ fn src_dir() -> std::path::PathBuf {
 #[test]
 fn no_two_files_import_each_other() {
     let g = file_edges_in(&src_dir());
-    assert!(g["store/kind.rs"].contains("store/conversation.rs"), "{g:?}");
+    assert!(
+        g["store/kind.rs"].contains("store/conversation.rs"),
+        "{g:?}"
+    );
     let found = circles(&g);
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
