@@ -341,7 +341,7 @@ fn a_batch_over_odd_rows_completes_and_restores_every_cell() {
 }
 
 /// kodelet's `first_message` for a first user text: its first 97 bytes and `...` when longer
-/// than 100 bytes, cut by bytes as Go does (stores.md §1.7), computed here independently.
+/// than 100 bytes, cut by bytes as Go does (docs/stores.md, kodelet), computed here independently.
 fn go_first_message(text: &str) -> Vec<u8> {
     if text.len() > 100 {
         let mut v = text.as_bytes()[..97].to_vec();
