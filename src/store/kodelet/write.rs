@@ -505,6 +505,9 @@ impl Proposal {
             &marker,
         )
         .map_err(fail)?;
+        if *self.format == *crate::message::OPENAI_RESPONSES {
+            super::history::responses_boundary(&self.raw_messages, a.start).map_err(fail)?;
+        }
         let visible: i64 = new_items[a.start..]
             .iter()
             .map(|m| super::history::count_roles(m.get()))
