@@ -840,3 +840,63 @@ fn a_responses_boundary_kodelet_refuses_is_never_written() {
         responses_thread_loads(&r, h.as_deref()).unwrap_or_else(|e| panic!("{other}: {e}"));
     }
 }
+
+/// kodelet's search indexer (`pkg/conversations/searchindex/indexer.go@7464b048`, `index`),
+/// replayed: a running kodelet remembers the summary row's `updated_at` it last indexed per
+/// conversation and skips a pending conversation whose `updated_at` equals it. After agent-db's
+/// compaction every compacted conversation is pending and its `updated_at` moved (both rows
+/// alike, as kodelet's own save writes them), so a running kodelet re-indexes the new messages;
+/// after a restore too.
+#[test]
+fn a_running_kodelets_search_index_picks_up_the_compaction() {
+    let env = Env::generated(10, 21, &[SynthFormat::Anthropic]);
+    upgrade(&env, 20260929120000);
+    let c = env.conn();
+    c.execute_batch(
+        "INSERT INTO conversation_search_state SELECT id, updated_at, 1, 'h' FROM conversation_summaries",
+    )
+    .unwrap();
+    let seen = |c: &Connection| -> BTreeMap<String, String> {
+        c.prepare("SELECT id, updated_at FROM conversation_summaries")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    let indexed = seen(&c);
+    let (doc, code) = compact(&env);
+    assert_eq!(code, 0, "{doc:#}");
+    let compacted = ids_with_status(&doc, "compacted");
+    assert!(!compacted.is_empty());
+    let would_index = |c: &Connection, indexed: &BTreeMap<String, String>| -> Vec<String> {
+        let now = seen(c);
+        pending_search(c)
+            .into_iter()
+            .filter(|id| indexed.get(id) != now.get(id))
+            .collect()
+    };
+    let mut got = would_index(&c, &indexed);
+    got.sort();
+    let mut want = compacted.clone();
+    want.sort();
+    assert_eq!(got, want);
+    for id in &compacted {
+        let (conv, sum): (String, String) = c
+            .query_row(
+                "SELECT c.updated_at, s.updated_at FROM conversations c JOIN conversation_summaries s USING (id) WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(conv, sum, "{id}");
+    }
+    // kodelet indexes the compacted conversations; a restore is picked up the same way.
+    let indexed = seen(&c);
+    c.execute_batch(
+        "INSERT OR REPLACE INTO conversation_search_state SELECT id, updated_at, 1, 'h2' FROM conversation_summaries",
+    )
+    .unwrap();
+    restore(&env, &compacted[0], false);
+    assert_eq!(would_index(&c, &indexed), vec![compacted[0].clone()]);
+}
