@@ -8,6 +8,7 @@ mod crash;
 mod discovery;
 mod docker_agent;
 mod docs_promises;
+mod drift;
 mod edit;
 mod everyday;
 mod exit_codes;

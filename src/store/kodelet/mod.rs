@@ -13,6 +13,7 @@ mod write;
 
 pub use read::{
     check_schema, init_store, load, meta, scan, sql_type, version_marker, Columns, KodeletRow,
+    KNOWN_MIGRATIONS, NEWEST_KNOWN,
 };
 pub use write::{bump_codex_generation, filter_tool_results, splice_current_context, Version};
 
