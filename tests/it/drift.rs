@@ -43,8 +43,15 @@ fn support_row(docs: &str, label: &str) -> String {
 
 /// Every loader fact names a source file and a commit.
 fn check_facts(v: &Value) {
-    for f in v.get("loader").and_then(Value::as_array).into_iter().flatten() {
-        assert!(!s(f, "fact").is_empty() && !s(f, "source").is_empty() && !s(f, "commit").is_empty());
+    for f in v
+        .get("loader")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        assert!(
+            !s(f, "fact").is_empty() && !s(f, "source").is_empty() && !s(f, "commit").is_empty()
+        );
     }
 }
 
@@ -67,13 +74,25 @@ fn kodelet_migrations_equal_the_upstream_record() {
         .map(|(v, n)| (*v, n.to_string()))
         .collect();
     assert_eq!(code, file);
-    assert_eq!(s(&v, "newest"), agent_db::store::kodelet::NEWEST_KNOWN.to_string());
+    assert_eq!(
+        s(&v, "newest"),
+        agent_db::store::kodelet::NEWEST_KNOWN.to_string()
+    );
     check_facts(&v);
     // docs/stores.md names every migration after the first eight `init` records.
     let docs = stores_md();
-    let kodelet = docs.split("\n## kodelet").nth(1).unwrap().split("\n## ").next().unwrap();
+    let kodelet = docs
+        .split("\n## kodelet")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
     for (version, name) in file.iter().skip(8) {
-        assert!(kodelet.contains(&version.to_string()), "docs/stores.md misses kodelet {version}_{name}");
+        assert!(
+            kodelet.contains(&version.to_string()),
+            "docs/stores.md misses kodelet {version}_{name}"
+        );
     }
 }
 
@@ -106,7 +125,10 @@ fn goose_versions_equal_the_upstream_record() {
         .collect();
     let code: Vec<i64> = (1..=agent_db::store::goose::NEWEST_KNOWN).collect();
     assert_eq!(code, file);
-    assert_eq!(s(&v, "newest"), agent_db::store::goose::NEWEST_KNOWN.to_string());
+    assert_eq!(
+        s(&v, "newest"),
+        agent_db::store::goose::NEWEST_KNOWN.to_string()
+    );
     check_facts(&v);
 }
 
@@ -125,7 +147,13 @@ fn opencode_migrations_equal_the_upstream_record() {
 #[test]
 fn the_support_table_follows_the_upstream_records() {
     let docs = stores_md();
-    for name in ["kodelet", "docker-agent", "goose", "opencode", "opencode-v2"] {
+    for name in [
+        "kodelet",
+        "docker-agent",
+        "goose",
+        "opencode",
+        "opencode-v2",
+    ] {
         let v = upstream(name);
         let row = support_row(&docs, s(&v, "docs_row"));
         assert!(row.contains(s(&v, "newest")), "{name}: {row}");

@@ -203,6 +203,9 @@ fn list_all_over_selects_exactly_the_sessions_over_the_ratio() {
     }
 }
 
+/// One `messages` row: (session_id, everything but metadata_json, metadata_json).
+type MessageRow = (String, String, Option<String>);
+
 /// Rows of `messages` keyed by id, each (session_id, everything but metadata_json, metadata_json).
 fn messages(g: &G) -> BTreeMap<i64, (String, String, Option<String>)> {
     let c = g.conn();
@@ -1875,23 +1878,37 @@ fn compaction_writes_gooses_current_continuation_and_a_visible_copy_of_the_instr
             .map(|(_, body, _)| body.split('|').nth(1).unwrap().to_string())
             .collect();
         for id in &compacted {
-            let new: Vec<(&i64, &(String, String, Option<String>))> = after
+            let new: Vec<(&i64, &MessageRow)> = after
                 .iter()
                 .filter(|(k, (s, _, _))| s == id && !before.contains_key(k))
                 .collect();
             let role = |b: &str| b.split('|').next().unwrap().to_string();
-            let content = |b: &str| -> Value { serde_json::from_str(b.split('|').nth(1).unwrap()).unwrap() };
+            let content =
+                |b: &str| -> Value { serde_json::from_str(b.split('|').nth(1).unwrap()).unwrap() };
             assert!(new.len() == 2 || new.len() == 3, "{preset} {id}: {new:?}");
             let (_, (_, cont, cont_meta)) = new[1];
             assert_eq!(role(cont), "assistant", "{preset} {id}");
-            assert_eq!(content(cont)[0]["text"], GOOSE_MANUAL_CONTINUATION, "{preset} {id}");
+            assert_eq!(
+                content(cont)[0]["text"],
+                GOOSE_MANUAL_CONTINUATION,
+                "{preset} {id}"
+            );
             let m: Value = serde_json::from_str(cont_meta.as_deref().unwrap()).unwrap();
-            assert_eq!((m["userVisible"].clone(), m["agentVisible"].clone()), (Value::Bool(false), Value::Bool(true)));
+            assert_eq!(
+                (m["userVisible"].clone(), m["agentVisible"].clone()),
+                (Value::Bool(false), Value::Bool(true))
+            );
             if let Some((_, (_, copy, copy_meta))) = new.get(2) {
                 assert_eq!(role(copy), "user", "{preset} {id}");
-                assert!(contents.contains(copy.split('|').nth(1).unwrap()), "{preset} {id}: not a copy");
+                assert!(
+                    contents.contains(copy.split('|').nth(1).unwrap()),
+                    "{preset} {id}: not a copy"
+                );
                 let m: Value = serde_json::from_str(copy_meta.as_deref().unwrap()).unwrap();
-                assert_eq!(m["userVisible"], true, "{preset} {id}: the copy is hidden from the user");
+                assert_eq!(
+                    m["userVisible"], true,
+                    "{preset} {id}: the copy is hidden from the user"
+                );
                 assert_eq!(m["agentVisible"], true, "{preset} {id}");
                 copies += 1;
             }

@@ -811,11 +811,14 @@ fn a_responses_boundary_kodelet_refuses_is_never_written() {
     let (raw, _) = stored(&c, &id);
     let mut all = items(&raw);
     for n in 0..2 {
-        all.push(serde_json::json!({"type": "function_call", "call_id": format!("pending_{n}"),
-            "name": "bash", "arguments": "{}"}));
+        all.push(
+            serde_json::json!({"type": "function_call", "call_id": format!("pending_{n}"),
+            "name": "bash", "arguments": "{}"}),
+        );
     }
     let raw = serde_json::to_string(&all).unwrap();
-    let history = serde_json::json!({"segments": [], "activeDisplayStart": all.len() - 1}).to_string();
+    let history =
+        serde_json::json!({"segments": [], "activeDisplayStart": all.len() - 1}).to_string();
     assert!(responses_thread_loads(&raw, Some(&history)).is_err());
     c.execute(
         "UPDATE conversations SET raw_messages = ?1, compaction_history = ?2 WHERE id = ?3",
@@ -829,11 +832,19 @@ fn a_responses_boundary_kodelet_refuses_is_never_written() {
     assert!(err.contains(&id) && err.contains("function_call"), "{err}");
     let (doc, _) = compact(&env);
     let failed = ids_with_status(&doc, "failed");
-    let row = doc["conversations"].as_array().unwrap().iter().find(|r| r["id"] == id.as_str()).cloned();
+    let row = doc["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id.as_str())
+        .cloned();
     assert!(failed.contains(&id), "{row:#?}");
     let c = env.conn();
     let (raw_after, history_after) = stored(&c, &id);
-    assert_eq!((raw_after.as_str(), history_after.as_deref()), (raw.as_str(), Some(history.as_str())));
+    assert_eq!(
+        (raw_after.as_str(), history_after.as_deref()),
+        (raw.as_str(), Some(history.as_str()))
+    );
     // Every conversation agent-db did write still loads in kodelet's Responses thread.
     for other in ids_with_status(&doc, "compacted") {
         let (r, h) = stored(&c, &other);

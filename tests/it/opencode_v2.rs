@@ -114,7 +114,8 @@ impl O {
         rows.into_iter()
             .enumerate()
             .filter(|(i, (_, t, v))| {
-                !native(t, v) && !(t == "system" && last_native.is_some_and(|n| *i < n))
+                let retired = t == "system" && last_native.is_some_and(|n| *i < n);
+                !native(t, v) && !retired
             })
             .map(|(_, r)| r)
             .collect()
@@ -480,7 +481,10 @@ fn system_rows_before_a_native_checkpoint_are_not_part_of_the_history() {
         )
         .unwrap();
     let rows = [
-        ("system", serde_json::json!({"text": "RETIRED instruction update"})),
+        (
+            "system",
+            serde_json::json!({"text": "RETIRED instruction update"}),
+        ),
         (
             "compaction",
             serde_json::json!({"status": "completed", "reason": "auto", "summary": "", "recent": "",
@@ -488,8 +492,14 @@ fn system_rows_before_a_native_checkpoint_are_not_part_of_the_history() {
                     "modelID": "gpt-5", "route": "responses", "protocol": "openai-responses", "endpoint": "e"},
                     "messages": [{"role": "user", "content": [{"type": "text", "text": "NATIVE window"}]}]}}),
         ),
-        ("system", serde_json::json!({"text": "LIVE instruction update"})),
-        ("user", serde_json::json!({"text": "LIVE request after the checkpoint", "time": {"created": t + 4}})),
+        (
+            "system",
+            serde_json::json!({"text": "LIVE instruction update"}),
+        ),
+        (
+            "user",
+            serde_json::json!({"text": "LIVE request after the checkpoint", "time": {"created": t + 4}}),
+        ),
     ];
     for (n, (kind, data)) in rows.iter().enumerate() {
         let n = n as i64 + 1;
@@ -502,7 +512,9 @@ fn system_rows_before_a_native_checkpoint_are_not_part_of_the_history() {
     }
     let sent = o.sent(&s);
     let texts = |v: &Value| v.to_string();
-    assert!(sent.iter().all(|(_, _, v)| !texts(v).contains("RETIRED") && !texts(v).contains("NATIVE")));
+    assert!(sent
+        .iter()
+        .all(|(_, _, v)| !texts(v).contains("RETIRED") && !texts(v).contains("NATIVE")));
     let (doc, code) = json({
         let mut c = o.cmd();
         c.args(["show", &s, "--json"]);
@@ -518,7 +530,10 @@ fn system_rows_before_a_native_checkpoint_are_not_part_of_the_history() {
     let all = shown.join("\n");
     assert!(!all.contains("RETIRED instruction update"), "{all}");
     assert!(!all.contains("NATIVE window"), "{all}");
-    assert!(all.contains("LIVE instruction update") && all.contains("LIVE request after the checkpoint"));
+    assert!(
+        all.contains("LIVE instruction update")
+            && all.contains("LIVE request after the checkpoint")
+    );
     // One message per row the rule sends (no compaction among them here).
     assert_eq!(shown.len(), sent.len(), "{all}");
 }

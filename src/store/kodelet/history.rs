@@ -97,9 +97,13 @@ pub fn is_responses(provider: &str, metadata: Option<&str>) -> bool {
     let api_mode = || {
         metadata
             .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
-            .and_then(|v| v.get("api_mode").and_then(|a| a.as_str().map(str::to_string)))
+            .and_then(|v| {
+                v.get("api_mode")
+                    .and_then(|a| a.as_str().map(str::to_string))
+            })
     };
-    provider == "openai-responses" || (provider == "openai" && api_mode().as_deref() == Some("responses"))
+    provider == "openai-responses"
+        || (provider == "openai" && api_mode().as_deref() == Some("responses"))
 }
 
 /// A segment's `rawMessages` text (`[]` when it has none).
@@ -292,11 +296,15 @@ mod tests {
         let raw = r#"[{"type":"message","role":"user"},{"type":"function_call","call_id":"a"},{"type":"function_call","call_id":"b"}]"#;
         assert!(responses_boundary(raw, 1).is_ok());
         assert!(responses_boundary(raw, 2).is_err());
-        let answered = r#"[{"type":"message"},{"type":"function_call"},{"type":"function_call_output"}]"#;
+        let answered =
+            r#"[{"type":"message"},{"type":"function_call"},{"type":"function_call_output"}]"#;
         assert!(responses_boundary(answered, 3).is_ok());
         assert!(is_responses("openai", Some(r#"{"api_mode":"responses"}"#)));
         assert!(is_responses("openai-responses", None));
-        assert!(!is_responses("openai", Some(r#"{"api_mode":"chat_completions"}"#)));
+        assert!(!is_responses(
+            "openai",
+            Some(r#"{"api_mode":"chat_completions"}"#)
+        ));
     }
 
     fn items(json: &str) -> Vec<&RawValue> {

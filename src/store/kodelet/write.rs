@@ -321,7 +321,9 @@ pub struct Apply {
 
 /// Now as kodelet stores a save time: Go's `time.Time.String()` form, in UTC.
 pub fn saved_at() -> String {
-    let now = crate::gotime::now().with_timezone(&chrono::Utc).fixed_offset();
+    let now = crate::gotime::now()
+        .with_timezone(&chrono::Utc)
+        .fixed_offset();
     crate::gotime::format_go(&now, Some("UTC"))
 }
 
