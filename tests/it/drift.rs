@@ -69,14 +69,14 @@ fn kodelet_migrations_equal_the_upstream_record() {
             (version.parse().unwrap(), rest.to_string())
         })
         .collect();
-    let code: Vec<(i64, String)> = agent_db::store::kodelet::KNOWN_MIGRATIONS
+    let code: Vec<(i64, String)> = agent_db::agents::kodelet::KNOWN_MIGRATIONS
         .iter()
         .map(|(v, n)| (*v, n.to_string()))
         .collect();
     assert_eq!(code, file);
     assert_eq!(
         s(&v, "newest"),
-        agent_db::store::kodelet::NEWEST_KNOWN.to_string()
+        agent_db::agents::kodelet::NEWEST_KNOWN.to_string()
     );
     check_facts(&v);
     // docs/stores.md names every migration after the first eight `init` records.
@@ -105,7 +105,7 @@ fn docker_agent_migrations_equal_the_upstream_record() {
         .iter()
         .map(|m| (m["id"].as_integer().unwrap(), s(m, "name").to_string()))
         .collect();
-    let code: Vec<(i64, String)> = agent_db::store::docker_agent::KNOWN_MIGRATIONS
+    let code: Vec<(i64, String)> = agent_db::agents::docker_agent::KNOWN_MIGRATIONS
         .iter()
         .map(|(i, n)| (*i, n.to_string()))
         .collect();
@@ -123,11 +123,11 @@ fn goose_versions_equal_the_upstream_record() {
         .iter()
         .map(|x| x.as_integer().unwrap())
         .collect();
-    let code: Vec<i64> = (1..=agent_db::store::goose::NEWEST_KNOWN).collect();
+    let code: Vec<i64> = (1..=agent_db::agents::goose::NEWEST_KNOWN).collect();
     assert_eq!(code, file);
     assert_eq!(
         s(&v, "newest"),
-        agent_db::store::goose::NEWEST_KNOWN.to_string()
+        agent_db::agents::goose::NEWEST_KNOWN.to_string()
     );
     check_facts(&v);
 }
@@ -135,10 +135,10 @@ fn goose_versions_equal_the_upstream_record() {
 #[test]
 fn opencode_migrations_equal_the_upstream_record() {
     let v1 = upstream("opencode");
-    assert_eq!(s(&v1, "newest"), agent_db::store::opencode::NEWEST_KNOWN);
+    assert_eq!(s(&v1, "newest"), agent_db::agents::opencode::NEWEST_KNOWN);
     let v2 = upstream("opencode-v2");
-    assert_eq!(s(&v2, "first"), agent_db::store::opencode_v2::FIRST);
-    assert_eq!(s(&v2, "newest"), agent_db::store::opencode_v2::NEWEST_KNOWN);
+    assert_eq!(s(&v2, "first"), agent_db::agents::opencode_v2::FIRST);
+    assert_eq!(s(&v2, "newest"), agent_db::agents::opencode_v2::NEWEST_KNOWN);
     check_facts(&v2);
 }
 
