@@ -138,7 +138,10 @@ fn opencode_migrations_equal_the_upstream_record() {
     assert_eq!(s(&v1, "newest"), agent_db::agents::opencode::NEWEST_KNOWN);
     let v2 = upstream("opencode-v2");
     assert_eq!(s(&v2, "first"), agent_db::agents::opencode_v2::FIRST);
-    assert_eq!(s(&v2, "newest"), agent_db::agents::opencode_v2::NEWEST_KNOWN);
+    assert_eq!(
+        s(&v2, "newest"),
+        agent_db::agents::opencode_v2::NEWEST_KNOWN
+    );
     check_facts(&v2);
 }
 
