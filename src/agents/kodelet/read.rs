@@ -61,10 +61,38 @@ const INIT_MIGRATIONS: &[(i64, &str)] = &[
     (20260719170000, "create steering_messages"),
 ];
 
-/// The newest kodelet migration agent-db knows (`20260929120000`, the conversation search
-/// index). A file with a newer one was written by a kodelet agent-db has not been checked
-/// against: it is read, never written (docs/stores.md "Schema versions").
-pub const NEWEST_KNOWN: i64 = 20260929120000;
+/// Every kodelet migration agent-db has read upstream and handles (`pkg/db/migrations/`;
+/// `fixtures/upstream/kodelet.toml` records the commit of each, and a test keeps the two equal).
+/// Those after `init`'s change nothing agent-db reads or writes but for `chat_turns`
+/// (20260906130000), image artifacts (20260910120000), `compaction_history` (20260920120000)
+/// and the search index (20260929120000); the others add runner, login and token tables or
+/// `steering_messages.run_id`.
+pub const KNOWN_MIGRATIONS: &[(i64, &str)] = &[
+    (20260204163000, "create_conversations"),
+    (20260204163001, "add_performance_indexes"),
+    (20260204163002, "add_provider_to_summaries"),
+    (20260204163003, "add_background_processes"),
+    (20260204163004, "create_acp_session_updates"),
+    (20260226120000, "add_metadata_to_summaries"),
+    (20260331120000, "add_cwd_to_conversations"),
+    (20260719170000, "create_steering_messages"),
+    (20260806120000, "create_runner_state"),
+    (20260807120000, "add_runner_environment_profile"),
+    (20260812120000, "create_control_plane_auth"),
+    (20260813120000, "create_user_api_credentials"),
+    (20260813130000, "create_runner_dpop_replays"),
+    (20260906130000, "create_chat_turns"),
+    (20260906160000, "scope_child_steering"),
+    (20260910120000, "create_image_artifacts"),
+    (20260920120000, "add_compaction_history"),
+    (20260924120000, "create_user_refresh_tokens"),
+    (20260929120000, "create_conversation_search"),
+];
+
+/// The newest kodelet migration agent-db knows (the last of [`KNOWN_MIGRATIONS`]). A file with
+/// a newer one was written by a kodelet agent-db has not been checked against: it is read,
+/// never written (docs/stores.md "Schema versions").
+pub const NEWEST_KNOWN: i64 = KNOWN_MIGRATIONS[KNOWN_MIGRATIONS.len() - 1].0;
 
 /// Which of the optional columns and tables exist.
 #[derive(Debug, Clone, Copy, Default)]
