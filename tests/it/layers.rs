@@ -496,11 +496,28 @@ fn src_dir() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
+/// Circles in folders another piece of work is reshaping (one landing path, the provider
+/// tables): printed, and left out of the assertion until that work is merged (then this list is
+/// emptied).
+const CIRCLES_REMOVED_ELSEWHERE: &[&str] = &[
+    "commands/apply.rs <-> commands/compact.rs",
+    "pipeline/review.rs <-> pipeline/task.rs",
+    "provider/pricing.rs <-> provider/table.rs",
+];
+
 #[test]
 fn no_two_files_import_each_other() {
     let g = file_edges_in(&src_dir());
-    assert!(g["store/kind.rs"].contains("store/conversation.rs"), "{g:?}");
-    let found = circles(&g);
+    assert!(
+        g["store/kind.rs"].contains("store/conversation.rs"),
+        "{g:?}"
+    );
+    let (pending, found): (Vec<String>, Vec<String>) = circles(&g)
+        .into_iter()
+        .partition(|c| CIRCLES_REMOVED_ELSEWHERE.contains(&c.as_str()));
+    if !pending.is_empty() {
+        eprintln!("circles removed elsewhere:\n{}", pending.join("\n"));
+    }
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
@@ -582,4 +599,285 @@ fn the_message_model_names_no_agent() {
         })
         .collect();
     assert!(hits.is_empty(), "{}", hits.join("\n"));
+}
+
+// ---- Function length: no non-test function over 80 lines. ----
+
+/// The longest a non-test function may be, in lines from its `fn` line to its closing brace.
+const MAX_FN_LINES: usize = 80;
+
+/// `text` with comments, string and char literals blanked to spaces (newlines kept), so
+/// braces and `fn` are found only in code.
+fn code_only(text: &str) -> String {
+    let b: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < b.len() && b[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i] == '/' && b.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if b[i] == '*' && b.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+        } else if c == 'r'
+            && matches!(next, Some('"') | Some('#'))
+            && !b[..i]
+                .last()
+                .is_some_and(|p| p.is_alphanumeric() || *p == '_')
+        {
+            // A raw string r"…" or r#"…"#.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while b.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if b.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            j += 1;
+            loop {
+                if j >= b.len() {
+                    break;
+                }
+                if b[j] == '"' && (0..hashes).all(|k| b.get(j + 1 + k) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            for &x in &b[i..j.min(b.len())] {
+                out.push(blank(x));
+            }
+            i = j;
+        } else if c == '"' {
+            out.push(' ');
+            i += 1;
+            while i < b.len() && b[i] != '"' {
+                if b[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if i < b.len() {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+            out.push(' ');
+            i += 1;
+        } else if c == '\'' {
+            // A char literal ('x', '\n', '\''), or a lifetime ('a), left as it is.
+            let end = if next == Some('\\') {
+                (i + 2..b.len()).find(|&k| b[k] == '\'' && k > i + 2)
+            } else if b.get(i + 2) == Some(&'\'') {
+                Some(i + 2)
+            } else {
+                None
+            };
+            match end {
+                Some(e) => {
+                    for &x in &b[i..=e] {
+                        out.push(blank(x));
+                    }
+                    i = e + 1;
+                }
+                None => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Every function with a body in `text` that is not test code: (name, first line, lines).
+/// Test code is an item under `#[cfg(test)]` or `#[test]` (a test module, a test helper).
+fn function_lengths(text: &str) -> Vec<(String, usize, usize)> {
+    let code = code_only(text);
+    let b = code.as_bytes();
+    let line_at = |i: usize| code[..i].matches('\n').count() + 1;
+    // The spans of test items: from a `#[cfg(test)]`/`#[test]` to its item's closing brace.
+    let mut test_spans = Vec::new();
+    for attr in ["#[cfg(test)]", "#[test]"] {
+        for (i, _) in code.match_indices(attr) {
+            if let Some(open) = code[i..].find(['{', ';']).map(|k| i + k) {
+                if b[open] == b'{' {
+                    test_spans.push((i, matching(b, open)));
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("fn ") {
+        if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') {
+            continue;
+        }
+        if test_spans.iter().any(|&(s, e)| s <= i && i <= e) {
+            continue;
+        }
+        let name: String = code[i + 3..]
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue; // `fn(…)` pointer types
+        }
+        // The body: the first `{` outside the signature's parentheses and angle brackets, unless a
+        // `;` ends a bodiless declaration first.
+        let mut depth = 0i32;
+        let mut body = None;
+        for (k, &c) in b.iter().enumerate().skip(i) {
+            match c {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b';' if depth == 0 => break,
+                b'{' if depth == 0 => {
+                    body = Some(k);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if let Some(open) = body {
+            let close = matching(b, open);
+            out.push((name, line_at(i), line_at(close) - line_at(i) + 1));
+        }
+    }
+    out
+}
+
+/// The index of the brace closing the one at `open`.
+fn matching(b: &[u8], open: usize) -> usize {
+    let mut depth = 0;
+    for (k, &c) in b.iter().enumerate().skip(open) {
+        match c {
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return k;
+                }
+            }
+            _ => {}
+        }
+    }
+    b.len() - 1
+}
+
+/// Non-test functions over [`MAX_FN_LINES`] in the library and the binary, as
+/// `file:line name (N lines)`. Files that are test modules (`tests.rs`, `*_tests.rs`) are left
+/// out.
+fn long_functions() -> Vec<String> {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        let name = f.file_name().unwrap().to_string_lossy();
+        if name == "tests.rs" || name.ends_with("_tests.rs") {
+            continue;
+        }
+        for (fname, line, n) in function_lengths(&std::fs::read_to_string(&f).unwrap()) {
+            if n > MAX_FN_LINES {
+                out.push(format!("src/{rel}:{line} {fname} ({n} lines)"));
+            }
+        }
+    }
+    out
+}
+
+/// Folders another piece of work is splitting; their functions are counted and printed, and
+/// left out of the assertion until that work is merged (then this list is emptied).
+const SPLIT_ELSEWHERE: &[&str] = &["src/commands/", "src/pipeline/", "src/provider/"];
+
+/// Functions over the limit not split yet, by file and name (a new long function, or one of
+/// these grown into another file, fails).
+const NOT_SPLIT_YET: &[(&str, &str)] = &[
+    ("src/compact/extractive/errors.rs", "error_line_near"),
+    ("src/compact/extractive/rules.rs", "rules_over"),
+    ("src/compact/llm/mod.rs", "rewrite_prepared"),
+    ("src/compact/llm/prompt.rs", "user_message"),
+    ("src/compact/prune.rs", "rewrite"),
+    ("src/plan.rs", "plan_loaded"),
+    ("src/retention/mod.rs", "extract"),
+    ("src/retention/mod.rs", "ledger_in"),
+    ("src/select.rs", "run"),
+];
+
+#[test]
+fn no_non_test_function_is_over_80_lines() {
+    let long = long_functions();
+    let (pending, found): (Vec<&String>, Vec<&String>) = long.iter().partition(|l| {
+        SPLIT_ELSEWHERE.iter().any(|p| l.starts_with(p))
+            || NOT_SPLIT_YET
+                .iter()
+                .any(|(f, n)| l.starts_with(&format!("{f}:")) && l.contains(&format!(" {n} (")))
+    });
+    if !pending.is_empty() {
+        eprintln!(
+            "{} functions over {MAX_FN_LINES} lines, split elsewhere or not yet:\n{}",
+            pending.len(),
+            pending
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    assert!(
+        found.is_empty(),
+        "{} functions over {MAX_FN_LINES} lines:\n{}",
+        found.len(),
+        found
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// The counter on planted code: braces in strings, chars and comments do not count, a
+/// bodiless trait method is no function, test items are left out.
+#[test]
+fn the_function_counter_counts_lines_of_code() {
+    let text = "trait T {\n    fn decl(&self) -> u8;\n}\n\
+                fn three(x: &str) -> Vec<u8> {\n    let s = \"}{\"; // }\n    let c = '{'; let r = r#\"}\"#; vec![]\n}\n\
+                fn generic<'a, F: Fn(u8) -> u8>(f: F) where F: Copy {\n}\n\
+                #[cfg(test)]\nmod tests {\n    fn helper() {\n    }\n}\n\
+                #[test]\nfn t() {\n}\n";
+    let found = function_lengths(text);
+    assert_eq!(
+        found,
+        [("three".to_string(), 4, 4), ("generic".to_string(), 8, 2)]
+    );
 }
