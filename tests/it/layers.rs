@@ -881,3 +881,107 @@ fn the_function_counter_counts_lines_of_code() {
         [("three".to_string(), 4, 4), ("generic".to_string(), 8, 2)]
     );
 }
+
+// ---- docs/architecture.md describes the house as it is. ----
+
+fn architecture_md() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+        .unwrap()
+}
+
+/// docs/architecture.md's `house` block: each line a folder under `src/` and its files
+/// (without `.rs`).
+fn documented_house() -> Vec<(String, Vec<String>)> {
+    let doc = architecture_md();
+    let block = doc
+        .split("```house\n")
+        .nth(1)
+        .expect("docs/architecture.md has a ```house block")
+        .split("```")
+        .next()
+        .unwrap()
+        .to_string();
+    block
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(dir, files)| {
+            (
+                dir.trim().to_string(),
+                files.split_whitespace().map(String::from).collect(),
+            )
+        })
+        .collect()
+}
+
+/// Every file the block names exists, every source file in those folders is named (test
+/// modules, `*_tests.rs`, aside), and every agent folder is in it.
+#[test]
+fn architecture_md_lists_every_file_of_the_house() {
+    let src = src_dir();
+    let house = documented_house();
+    let mut problems = Vec::new();
+    for (dir, files) in &house {
+        for f in files {
+            if !src.join(dir).join(format!("{f}.rs")).is_file() {
+                problems.push(format!("src/{dir}/{f}.rs is named but does not exist"));
+            }
+        }
+        let Ok(entries) = std::fs::read_dir(src.join(dir)) else {
+            problems.push(format!("src/{dir} does not exist"));
+            continue;
+        };
+        for e in entries {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".rs") {
+                if !stem.ends_with("_tests") && !files.iter().any(|f| f == stem) {
+                    problems.push(format!("src/{dir}/{name} is not named"));
+                }
+            }
+        }
+    }
+    for e in std::fs::read_dir(src.join("agents")).unwrap() {
+        let e = e.unwrap();
+        if e.path().is_dir() {
+            let dir = format!("agents/{}", e.file_name().to_string_lossy());
+            if !house.iter().any(|(d, _)| *d == dir) {
+                problems.push(format!("src/{dir}/ is not in the house block"));
+            }
+        }
+    }
+    for top in ["store", "archive"] {
+        if !house.iter().any(|(d, _)| d == top) {
+            problems.push(format!("src/{top}/ is not in the house block"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Every method of the `Adapter` trait is named in docs/architecture.md's section on it.
+#[test]
+fn architecture_md_names_every_adapter_method() {
+    let kind = std::fs::read_to_string(src_dir().join("store/kind.rs")).unwrap();
+    let start = kind.find("pub trait Adapter").expect("the Adapter trait");
+    let body = &kind[start..];
+    let body = &body[..matching(body.as_bytes(), body.find('{').unwrap())];
+    let methods: Vec<String> = body
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("fn "))
+        .map(|l| {
+            l.chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect()
+        })
+        .collect();
+    assert!(methods.len() > 20, "{methods:?}");
+    let doc = architecture_md();
+    let section = doc
+        .split("## The Adapter trait")
+        .nth(1)
+        .expect("docs/architecture.md has a section on the Adapter trait");
+    let section = section.split("\n## ").next().unwrap();
+    let missing: Vec<&String> = methods
+        .iter()
+        .filter(|m| !section.contains(&format!("`{m}`")))
+        .collect();
+    assert!(missing.is_empty(), "not in architecture.md: {missing:?}");
+}
