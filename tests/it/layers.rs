@@ -496,15 +496,6 @@ fn src_dir() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-/// Circles in folders another piece of work is reshaping (one landing path, the provider
-/// tables): printed, and left out of the assertion until that work is merged (then this list is
-/// emptied).
-const CIRCLES_REMOVED_ELSEWHERE: &[&str] = &[
-    "commands/apply.rs <-> commands/compact.rs",
-    "pipeline/review.rs <-> pipeline/task.rs",
-    "provider/pricing.rs <-> provider/table.rs",
-];
-
 #[test]
 fn no_two_files_import_each_other() {
     let g = file_edges_in(&src_dir());
@@ -512,12 +503,7 @@ fn no_two_files_import_each_other() {
         g["store/kind.rs"].contains("store/conversation.rs"),
         "{g:?}"
     );
-    let (pending, found): (Vec<String>, Vec<String>) = circles(&g)
-        .into_iter()
-        .partition(|c| CIRCLES_REMOVED_ELSEWHERE.contains(&c.as_str()));
-    if !pending.is_empty() {
-        eprintln!("circles removed elsewhere:\n{}", pending.join("\n"));
-    }
+    let found = circles(&g);
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
@@ -816,53 +802,14 @@ fn long_functions() -> Vec<String> {
     out
 }
 
-/// Folders another piece of work is splitting; their functions are counted and printed, and
-/// left out of the assertion until that work is merged (then this list is emptied).
-const SPLIT_ELSEWHERE: &[&str] = &["src/commands/", "src/pipeline/", "src/provider/"];
-
-/// Functions over the limit not split yet, by file and name (a new long function, or one of
-/// these grown into another file, fails).
-const NOT_SPLIT_YET: &[(&str, &str)] = &[
-    ("src/compact/extractive/errors.rs", "error_line_near"),
-    ("src/compact/extractive/rules.rs", "rules_over"),
-    ("src/compact/llm/mod.rs", "rewrite_prepared"),
-    ("src/compact/llm/prompt.rs", "user_message"),
-    ("src/compact/prune.rs", "rewrite"),
-    ("src/plan.rs", "plan_loaded"),
-    ("src/retention/mod.rs", "extract"),
-    ("src/retention/mod.rs", "ledger_in"),
-    ("src/select.rs", "run"),
-];
-
 #[test]
 fn no_non_test_function_is_over_80_lines() {
     let long = long_functions();
-    let (pending, found): (Vec<&String>, Vec<&String>) = long.iter().partition(|l| {
-        SPLIT_ELSEWHERE.iter().any(|p| l.starts_with(p))
-            || NOT_SPLIT_YET
-                .iter()
-                .any(|(f, n)| l.starts_with(&format!("{f}:")) && l.contains(&format!(" {n} (")))
-    });
-    if !pending.is_empty() {
-        eprintln!(
-            "{} functions over {MAX_FN_LINES} lines, split elsewhere or not yet:\n{}",
-            pending.len(),
-            pending
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-    }
     assert!(
-        found.is_empty(),
+        long.is_empty(),
         "{} functions over {MAX_FN_LINES} lines:\n{}",
-        found.len(),
-        found
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
+        long.len(),
+        long.join("\n")
     );
 }
 
