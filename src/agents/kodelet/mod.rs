@@ -354,7 +354,7 @@ impl LoadedState for Loaded {
         &self,
         meta: &ConversationMeta,
         raw_messages: &str,
-    ) -> std::result::Result<crate::message::Format, String> {
+    ) -> std::result::Result<crate::message::Format, crate::message::FormatError> {
         let stated = detect(&meta.provider, meta.api_mode.as_deref());
         let unstated = match &stated {
             Err(_) => meta.provider != "google",
