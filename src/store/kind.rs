@@ -174,6 +174,12 @@ pub trait Adapter: Sync + 'static {
     fn stored(&self, _read: &Read<'_>, _id: &str) -> Result<Option<String>> {
         Ok(None)
     }
+    /// Which of the file's tables hold which kind of bytes (live history, hidden history, the
+    /// agent's logs and caches), for `stats`' space figures ([`super::space`]), and how to count
+    /// a conversation's bytes. The default: every table is "other agent tables".
+    fn space_map(&self, _read: &Read<'_>) -> Result<super::space::SpaceMap> {
+        Ok(super::space::SpaceMap::default())
+    }
     /// Why `--all-over` cannot rate a conversation, in this store's words: (no current context
     /// stored, no context window known).
     fn unrated(&self) -> Unrated {

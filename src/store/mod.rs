@@ -21,6 +21,7 @@ pub mod prefix;
 pub mod preflight;
 pub mod restore;
 mod schema_util;
+pub mod space;
 pub mod stats;
 pub mod vacuum;
 pub mod writer;

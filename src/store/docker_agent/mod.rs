@@ -18,6 +18,7 @@ mod originals;
 mod read;
 mod schema;
 mod write;
+mod space;
 
 pub use read::{load, load_session, meta, present_summary, scan, Session};
 pub use schema::{
@@ -63,6 +64,10 @@ struct Loaded {
 }
 
 impl Adapter for DockerAgent {
+    fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
+        space::map(read)
+    }
+
     fn name(&self) -> &'static str {
         "docker-agent"
     }

@@ -15,6 +15,7 @@ mod prune;
 mod read;
 mod schema;
 mod write;
+mod space;
 
 pub use read::{
     left_alone, load_session, meta, scan, Row, Session, GOOSE_DEFAULT_LIMIT, MANAGES_OWN_CONTEXT,
@@ -51,6 +52,10 @@ struct Loaded {
 }
 
 impl Adapter for Goose {
+    fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
+        space::map(read)
+    }
+
     fn name(&self) -> &'static str {
         "goose"
     }

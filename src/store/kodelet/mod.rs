@@ -10,6 +10,7 @@ mod quick;
 mod read;
 pub mod summaries;
 mod write;
+mod space;
 
 pub use read::{
     check_schema, init_store, load, meta, scan, sql_type, version_marker, Columns, KodeletRow,
@@ -36,6 +37,10 @@ pub const KIND: StoreKind = StoreKind::new(&Kodelet);
 pub struct Kodelet;
 
 impl Adapter for Kodelet {
+    fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
+        space::map(read)
+    }
+
     fn name(&self) -> &'static str {
         "kodelet"
     }

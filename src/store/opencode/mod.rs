@@ -22,6 +22,7 @@ mod originals;
 mod read;
 mod schema;
 mod write;
+mod space;
 
 pub use ids::{ascending as ascending_id, descending as descending_id};
 pub(crate) use read::{archived as read_archived, parent as read_parent};
@@ -92,6 +93,10 @@ fn data_dir() -> PathBuf {
 }
 
 impl Adapter for Opencode {
+    fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
+        space::map(read)
+    }
+
     fn name(&self) -> &'static str {
         "opencode"
     }

@@ -15,6 +15,7 @@
 mod read;
 mod schema;
 mod write;
+mod space;
 
 pub use read::{load_session, meta, scan, Session};
 pub use schema::{check_schema, check_writable, Schema, FIRST, NEWEST_KNOWN};
@@ -45,6 +46,10 @@ struct Loaded {
 }
 
 impl Adapter for OpencodeV2 {
+    fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
+        space::map(read)
+    }
+
     fn name(&self) -> &'static str {
         "opencode"
     }
