@@ -44,6 +44,7 @@ mod roundtrip;
 mod selectors;
 mod settings;
 mod show_raw;
+mod space;
 mod split_props;
 mod target;
 mod tokens_golden;

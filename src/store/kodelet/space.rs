@@ -16,6 +16,9 @@ pub(super) fn map(read: &Read<'_>) -> Result<SpaceMap> {
             ("acp_session_updates", Category::AgentData),
             ("image_artifacts", Category::AgentData),
             ("conversation_artifacts", Category::AgentData),
+            // The conversation search index kodelet rebuilds from the conversations.
+            ("conversation_search_entries", Category::AgentData),
+            ("conversation_search_state", Category::AgentData),
         ],
         ..SpaceMap::default()
     };
