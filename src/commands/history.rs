@@ -214,7 +214,7 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
 }
 
 /// Ask on a terminal; `--yes`, and runs without a terminal, never ask.
-fn ask(ui: &Ui, yes: bool, question: &str) -> bool {
+pub(super) fn ask(ui: &Ui, yes: bool, question: &str) -> bool {
     yes || !ui.interactive() || ui.ask(&[], question)
 }
 
@@ -287,7 +287,7 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
     Ok(exit::OK)
 }
 
-fn vacuum_report(v: &vacuum::Vacuumed) -> std::io::Result<()> {
+pub(super) fn vacuum_report(v: &vacuum::Vacuumed) -> std::io::Result<()> {
     output::out(&format!(
         "vacuumed: {} → {} ({} free pages given back); journal_mode {}, integrity_check {}\n",
         human_bytes(v.bytes_before),

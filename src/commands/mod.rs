@@ -4,6 +4,7 @@ mod apply;
 mod compact;
 mod config;
 mod history;
+mod reclaim;
 mod list;
 mod show;
 mod stats;
@@ -155,6 +156,14 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
                 Access::Write
             };
             history::restore(ui, open(access)?, &args)
+        }
+        Command::Reclaim(args) => {
+            let access = if args.dry_run {
+                Access::Read
+            } else {
+                Access::Write
+            };
+            reclaim::run(ui, open(access)?, &args)
         }
         Command::PruneArchive(args) => {
             let access = if args.dry_run {

@@ -19,6 +19,7 @@ pub mod lock;
 pub mod originals;
 pub mod prefix;
 pub mod preflight;
+pub mod reclaim;
 pub mod restore;
 mod schema_util;
 pub mod space;

@@ -22,6 +22,7 @@ mod originals;
 mod read;
 mod schema;
 mod write;
+mod reclaim;
 mod space;
 
 pub use ids::{ascending as ascending_id, descending as descending_id};
@@ -95,6 +96,15 @@ fn data_dir() -> PathBuf {
 impl Adapter for Opencode {
     fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
         space::map(read)
+    }
+
+    fn reclaimable(
+        &self,
+        read: &Read<'_>,
+        idle_before_ms: i64,
+        only: Option<&str>,
+    ) -> Result<Vec<crate::store::reclaim::Unit>> {
+        reclaim::reclaimable(read, idle_before_ms, only)
     }
 
     fn name(&self) -> &'static str {
