@@ -35,6 +35,7 @@ mod preflight;
 mod provider;
 mod pty;
 mod read_side;
+mod reclaim;
 mod real_opencode;
 mod release_head;
 mod report_words;
