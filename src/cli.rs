@@ -939,6 +939,10 @@ pub struct VacuumArgs {
     #[arg(long, short = 'n')]
     pub dry_run: bool,
 
+    /// Write a compacted copy to PATH (VACUUM INTO; must not exist); the store is unchanged
+    #[arg(long, value_name = "PATH")]
+    pub into: Option<std::path::PathBuf>,
+
     /// Machine-readable output on stdout
     #[arg(long)]
     pub json: bool,

@@ -320,6 +320,25 @@ pub fn vacuum(ui: &Ui, store: Store, args: &VacuumArgs) -> CmdResult {
     let path = store.path.clone();
     // Our own connection would count as "another connection" to the exclusive lock.
     drop(store);
+    if let Some(into) = &args.into {
+        let v = vacuum::vacuum_into(&path, into)?;
+        if json {
+            json::print("vacuum", serde_json::json!({"vacuum_into": v}))?;
+        } else if !ui.quiet || v.integrity_check != "ok" {
+            output::out(&format!(
+                "wrote {} ({} → {}); the store is unchanged; integrity_check {}\n",
+                v.into,
+                human_bytes(v.bytes_before),
+                human_bytes(v.bytes_after),
+                v.integrity_check
+            ))?;
+        }
+        return Ok(if v.integrity_check == "ok" {
+            exit::OK
+        } else {
+            exit::STORE
+        });
+    }
     let _lock = lock::acquire(&path)?;
     let v = vacuum::vacuum(&path)?;
     if json {

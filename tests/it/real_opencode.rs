@@ -1142,3 +1142,102 @@ fn real_opencode_store_stats_space_sums_to_the_file() {
     assert!(bytes("live history") > 0);
     assert_eq!(space["top"].as_array().expect("top").len(), 10);
 }
+
+/// `opencode export ID`: the session as opencode exports it (stdout, as bytes).
+fn export(o: &Opencode, id: &str) -> Vec<u8> {
+    let out = o
+        .command()
+        .args(["export", id])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run opencode export");
+    assert!(
+        out.status.success(),
+        "opencode export {id}: {:?}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.stdout.is_empty(), "opencode export {id} printed nothing");
+    out.stdout
+}
+
+/// `agent-db reclaim` on a store the real opencode wrote (and inflated to over 100 sessions):
+/// every session's `opencode export` is byte-identical before and after, opencode continues a
+/// reclaimed session with its whole history sent to the model, and `restore` puts the event
+/// log back.
+#[test]
+fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
+    let Some(bin) = opencode_bin() else { return };
+    let o = Opencode::new(bin);
+    let serve = o.serve();
+    let a = o.session(&serve, &turns(&o, "RA", 4, true));
+    let b = o.session(&serve, &turns(&o, "RB", 3, false));
+    o.stop(serve);
+    let count = |sql: &str| -> i64 { o.conn().query_row(sql, [], |r| r.get(0)).expect("count") };
+    inflate(&o.conn(), 50);
+    let sessions: Vec<String> = {
+        let c = o.conn();
+        let mut st = c.prepare("SELECT id FROM session ORDER BY id").expect("sessions");
+        let ids = st.query_map([], |r| r.get::<_, String>(0)).expect("ids");
+        ids.map(|r| r.expect("id")).collect()
+    };
+    assert!(sessions.len() > 100, "{} sessions", sessions.len());
+    // Exporting is opencode's start-up each time: the two real sessions and a sample of copies.
+    let sample: Vec<&String> = sessions
+        .iter()
+        .filter(|s| **s == a || **s == b || s.ends_with("_c7") || s.ends_with("_c34"))
+        .collect();
+    let before: Vec<Vec<u8>> = sample.iter().map(|s| export(&o, s)).collect();
+    let events_before = count("SELECT COUNT(*) FROM event");
+    assert!(events_before > 0);
+
+    let out = o
+        .agent_db()
+        .arg("--db")
+        .arg(o.db())
+        .args(["reclaim", "--idle", "0s", "--yes", "--json"])
+        .output()
+        .expect("run agent-db");
+    assert!(
+        out.status.success(),
+        "reclaim: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(count("SELECT COUNT(*) FROM event"), 0, "every idle session's events went");
+    for (s, want) in sample.iter().zip(&before) {
+        assert!(
+            export(&o, s) == *want,
+            "opencode export {s} differs after reclaim"
+        );
+    }
+
+    // opencode goes on with a reclaimed session and sends its whole history.
+    let serve = o.serve();
+    let sent = history(&o.continue_session(&serve, &a, "Next step MKRA5 please."));
+    o.stop(serve);
+    let all: String = sent.iter().map(all_text).collect::<Vec<_>>().join("\n");
+    for i in 1..=4 {
+        assert!(all.contains(&format!("MKRA{i}")), "turn {i} sent after reclaim:\n{}", show(&sent));
+        assert!(all.contains(&format!("MKRAOUT{i}")), "tool output {i} sent after reclaim");
+    }
+
+    // restore puts every reclaimed event back (the continued session's new events stay).
+    let new_events = count("SELECT COUNT(*) FROM event");
+    for s in &sessions {
+        let out = o
+            .agent_db()
+            .arg("--db")
+            .arg(o.db())
+            .args(["restore", s])
+            .output()
+            .expect("run agent-db");
+        assert!(out.status.success(), "restore {s}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!(count("SELECT COUNT(*) FROM event"), events_before + new_events);
+    let check: String = o
+        .conn()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity_check");
+    assert_eq!(check, "ok");
+}

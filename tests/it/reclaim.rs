@@ -288,3 +288,38 @@ fn reclaim_of_a_store_with_nothing_to_reclaim_changes_nothing() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to reclaim"));
     assert_eq!(env.files_hash(), hash);
 }
+
+/// After a reclaim, `vacuum --into PATH` writes a smaller copy holding the same rows and leaves
+/// the store as it was; an existing PATH is refused (exit 2) with nothing written.
+#[test]
+fn vacuum_into_writes_a_compacted_copy_and_leaves_the_store() {
+    let o = O::new("opencode-1.18", 6);
+    o.cmd().args(["reclaim", "--yes"]).assert().success();
+    let hash = files_hash(&o.db);
+    let into = o.dir.path().join("copy.db");
+    o.cmd()
+        .args(["vacuum", "--into"])
+        .arg(&into)
+        .assert()
+        .success();
+    assert_eq!(files_hash(&o.db), hash, "the store is unchanged");
+    let (a, b) = (o.conn(), Connection::open(&into).unwrap());
+    assert_eq!(dump(&b), dump(&a), "the copy holds the same rows");
+    let free: i64 = a
+        .query_row("PRAGMA freelist_count", [], |r| r.get(0))
+        .unwrap();
+    assert!(free > 0, "the reclaim freed pages");
+    assert!(
+        std::fs::metadata(&into).unwrap().len() < std::fs::metadata(&o.db).unwrap().len(),
+        "the copy has no free pages"
+    );
+    let before = std::fs::read(&into).unwrap();
+    let out = o
+        .cmd()
+        .args(["vacuum", "--into"])
+        .arg(&into)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(std::fs::read(&into).unwrap(), before);
+}
