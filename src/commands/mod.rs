@@ -4,8 +4,8 @@ mod apply;
 mod compact;
 mod config;
 mod history;
-mod reclaim;
 mod list;
+mod reclaim;
 mod show;
 mod stats;
 

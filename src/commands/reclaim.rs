@@ -120,7 +120,10 @@ pub fn run(ui: &Ui, store: Store, args: &ReclaimArgs) -> CmdResult {
     } else {
         let mut o = lines(&totals, "removed");
         for r in removed.iter().filter(|r| r.status != "removed") {
-            o.push_str(&format!("{} {}: {}\n", r.category, r.conversation, r.status));
+            o.push_str(&format!(
+                "{} {}: {}\n",
+                r.category, r.conversation, r.status
+            ));
         }
         if !ui.quiet || failed {
             output::out(&o)?;

@@ -660,7 +660,9 @@ pub fn apply(conn: &Connection, compaction_id: i64, archived: &[Archived]) -> ru
             // The row's cells follow its marker: insert it again from them.
             let n = archived[i..]
                 .iter()
-                .take_while(|b| !b.cell.is_marker() && b.cell.table == c.table && b.cell.key == c.key)
+                .take_while(|b| {
+                    !b.cell.is_marker() && b.cell.table == c.table && b.cell.key == c.key
+                })
                 .count();
             insert_row(conn, compaction_id, &archived[i..i + n])?;
             i += n;

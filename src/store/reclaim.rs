@@ -119,9 +119,9 @@ pub fn remove(store: &mut Store, unit: &Unit, idle_before_ms: i64, now: &str) ->
         path: &path,
         limits: &limits,
     };
-    let now_units =
-        kind.adapter()
-            .reclaimable(&read, idle_before_ms, Some(&unit.conversation))?;
+    let now_units = kind
+        .adapter()
+        .reclaimable(&read, idle_before_ms, Some(&unit.conversation))?;
     if !now_units.iter().any(|u| u == unit) {
         out.status = "skipped: changed since read (the agent wrote to it); nothing removed".into();
         return Ok(out);

@@ -152,7 +152,8 @@ fn types(conn: &Connection) -> rusqlite::Result<HashMap<String, String>> {
 }
 
 fn is_sqlite_own(name: &str) -> bool {
-    matches!(name, "sqlite_schema" | "sqlite_master" | "sqlite_sequence") || name.starts_with("sqlite_stat")
+    matches!(name, "sqlite_schema" | "sqlite_master" | "sqlite_sequence")
+        || name.starts_with("sqlite_stat")
 }
 
 /// Why a category of this file has no table, when the agent said nothing of it.

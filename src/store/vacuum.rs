@@ -253,8 +253,13 @@ mod tests {
         let p = dir.path().join("s.db");
         std::fs::write(&p, b"x").unwrap();
         assert!(free_disk(dir.path()).is_some_and(|f| f > 0));
-        let e = need_room(&p, &p, u64::MAX / 2, " (give `vacuum --into PATH` on another disk)")
-            .unwrap_err();
+        let e = need_room(
+            &p,
+            &p,
+            u64::MAX / 2,
+            " (give `vacuum --into PATH` on another disk)",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("--into"), "{e}");
         assert_eq!(e.exit_code(), crate::error::exit::STORE);
         need_room(&p, &p, 0, "").unwrap();

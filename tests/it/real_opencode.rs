@@ -1048,7 +1048,11 @@ fn inflate(c: &Connection, copies: usize) {
             .map(|r| r.expect("column"))
             .collect();
         drop(st);
-        let original = if table == "session" { "id" } else { cols[0].as_str() };
+        let original = if table == "session" {
+            "id"
+        } else {
+            cols[0].as_str()
+        };
         let key = if table == "event_sequence" || table == "event" {
             "aggregate_id"
         } else if table == "session" {
@@ -1109,7 +1113,11 @@ fn real_opencode_store_stats_space_sums_to_the_file() {
         .args(["stats", "--json"])
         .output()
         .expect("run agent-db");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
     let space = &doc["space"];
     let sum: u64 = space["tables"]
@@ -1138,7 +1146,11 @@ fn real_opencode_store_stats_space_sums_to_the_file() {
             |r| r.get(0),
         )
         .expect("dbstat");
-    assert_eq!(bytes("agent logs and caches"), event_pages as u64, "{space}");
+    assert_eq!(
+        bytes("agent logs and caches"),
+        event_pages as u64,
+        "{space}"
+    );
     assert!(bytes("live history") > 0);
     assert_eq!(space["top"].as_array().expect("top").len(), 10);
 }
@@ -1157,7 +1169,10 @@ fn export(o: &Opencode, id: &str) -> Vec<u8> {
         out.status.code(),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(!out.stdout.is_empty(), "opencode export {id} printed nothing");
+    assert!(
+        !out.stdout.is_empty(),
+        "opencode export {id} printed nothing"
+    );
     out.stdout
 }
 
@@ -1177,7 +1192,9 @@ fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
     inflate(&o.conn(), 50);
     let sessions: Vec<String> = {
         let c = o.conn();
-        let mut st = c.prepare("SELECT id FROM session ORDER BY id").expect("sessions");
+        let mut st = c
+            .prepare("SELECT id FROM session ORDER BY id")
+            .expect("sessions");
         let ids = st.query_map([], |r| r.get::<_, String>(0)).expect("ids");
         ids.map(|r| r.expect("id")).collect()
     };
@@ -1204,7 +1221,11 @@ fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(count("SELECT COUNT(*) FROM event"), 0, "every idle session's events went");
+    assert_eq!(
+        count("SELECT COUNT(*) FROM event"),
+        0,
+        "every idle session's events went"
+    );
     for (s, want) in sample.iter().zip(&before) {
         assert!(
             export(&o, s) == *want,
@@ -1218,8 +1239,15 @@ fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
     o.stop(serve);
     let all: String = sent.iter().map(all_text).collect::<Vec<_>>().join("\n");
     for i in 1..=4 {
-        assert!(all.contains(&format!("MKRA{i}")), "turn {i} sent after reclaim:\n{}", show(&sent));
-        assert!(all.contains(&format!("MKRAOUT{i}")), "tool output {i} sent after reclaim");
+        assert!(
+            all.contains(&format!("MKRA{i}")),
+            "turn {i} sent after reclaim:\n{}",
+            show(&sent)
+        );
+        assert!(
+            all.contains(&format!("MKRAOUT{i}")),
+            "tool output {i} sent after reclaim"
+        );
     }
 
     // restore puts every reclaimed event back (the continued session's new events stay).
@@ -1232,9 +1260,16 @@ fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
             .args(["restore", s])
             .output()
             .expect("run agent-db");
-        assert!(out.status.success(), "restore {s}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "restore {s}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
-    assert_eq!(count("SELECT COUNT(*) FROM event"), events_before + new_events);
+    assert_eq!(
+        count("SELECT COUNT(*) FROM event"),
+        events_before + new_events
+    );
     let check: String = o
         .conn()
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))

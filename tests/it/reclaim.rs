@@ -221,7 +221,11 @@ fn reclaim_removes_only_what_opencode_never_reads_and_restore_puts_it_back() {
     assert_eq!(idle["rows"], idle_rows, "{doc}");
     assert_eq!(idle["bytes"], idle_bytes, "{doc}");
     let orphans = category(&doc, ORPHANS).expect("orphan category");
-    assert_eq!(orphans["rows"], orphan_rows + 1, "events and the sequence row: {doc}");
+    assert_eq!(
+        orphans["rows"],
+        orphan_rows + 1,
+        "events and the sequence row: {doc}"
+    );
     assert!(orphans["bytes"].as_u64().unwrap() > orphan_bytes, "{doc}");
 
     // The reclaim.

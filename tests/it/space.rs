@@ -216,7 +216,12 @@ fn kodelet_space_with_archive_and_free_pages() {
     ]);
     c.assert().success();
     let after = check(env.dir.path(), &env.db, &e);
-    assert!(category(&after, "agent-db archive")["bytes"].as_u64().unwrap() > 0);
+    assert!(
+        category(&after, "agent-db archive")["bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
     env.cmd()
         .args(["prune-archive", "--older-than", "0s", "--yes"])
         .assert()
@@ -358,7 +363,12 @@ fn opencode_space_puts_events_with_the_agents_logs() {
             },
         );
         if events {
-            assert!(category(&space, "agent logs and caches")["bytes"].as_u64().unwrap() > 0);
+            assert!(
+                category(&space, "agent logs and caches")["bytes"]
+                    .as_u64()
+                    .unwrap()
+                    > 0
+            );
         }
     }
 }

@@ -17,8 +17,8 @@ pub mod codec;
 mod originals;
 mod read;
 mod schema;
-mod write;
 mod space;
+mod write;
 
 pub use read::{load, load_session, meta, present_summary, scan, Session};
 pub use schema::{

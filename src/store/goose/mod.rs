@@ -14,8 +14,8 @@ mod originals;
 mod prune;
 mod read;
 mod schema;
-mod write;
 mod space;
+mod write;
 
 pub use read::{
     left_alone, load_session, meta, scan, Row, Session, GOOSE_DEFAULT_LIMIT, MANAGES_OWN_CONTEXT,

@@ -8,9 +8,9 @@
 pub mod history;
 mod quick;
 mod read;
+mod space;
 pub mod summaries;
 mod write;
-mod space;
 
 pub use read::{
     check_schema, init_store, load, meta, scan, sql_type, version_marker, Columns, KodeletRow,

@@ -20,10 +20,10 @@ mod ids;
 mod limits;
 mod originals;
 mod read;
-mod schema;
-mod write;
 mod reclaim;
+mod schema;
 mod space;
+mod write;
 
 pub use ids::{ascending as ascending_id, descending as descending_id};
 pub(crate) use read::{archived as read_archived, parent as read_parent};

@@ -19,7 +19,11 @@ pub const ORPHANS: &str = "events of deleted sessions";
 /// Every column's bytes of an `event` row aliased `e`.
 const EVENT_BYTES: &str = "octet_length(e.id) + octet_length(e.aggregate_id) + 8 + octet_length(e.type) + octet_length(e.data)";
 
-pub(super) fn reclaimable(read: &Read<'_>, idle_before_ms: i64, only: Option<&str>) -> Result<Vec<Unit>> {
+pub(super) fn reclaimable(
+    read: &Read<'_>,
+    idle_before_ms: i64,
+    only: Option<&str>,
+) -> Result<Vec<Unit>> {
     let (conn, path) = (read.conn, read.path);
     if !has_table(conn, "event").at(path)? || !has_table(conn, "event_sequence").at(path)? {
         return Ok(Vec::new());
@@ -51,7 +55,15 @@ pub(super) fn reclaimable(read: &Read<'_>, idle_before_ms: i64, only: Option<&st
         guards.join(" AND "),
         only_clause("s.id")
     );
-    group(read, &idle, idle_before_ms, only, IDLE_EVENTS, false, &mut out)?;
+    group(
+        read,
+        &idle,
+        idle_before_ms,
+        only,
+        IDLE_EVENTS,
+        false,
+        &mut out,
+    )?;
     let orphans = format!(
         "SELECT e.aggregate_id, e.id, {EVENT_BYTES} FROM event e \
          WHERE e.aggregate_id LIKE 'ses\\_%' ESCAPE '\\' AND ?1 = ?1 \
@@ -59,7 +71,15 @@ pub(super) fn reclaimable(read: &Read<'_>, idle_before_ms: i64, only: Option<&st
          ORDER BY e.aggregate_id, e.seq, e.id",
         only_clause("e.aggregate_id")
     );
-    group(read, &orphans, idle_before_ms, only, ORPHANS, true, &mut out)?;
+    group(
+        read,
+        &orphans,
+        idle_before_ms,
+        only,
+        ORPHANS,
+        true,
+        &mut out,
+    )?;
     Ok(out)
 }
 

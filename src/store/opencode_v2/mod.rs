@@ -14,8 +14,8 @@
 
 mod read;
 mod schema;
-mod write;
 mod space;
+mod write;
 
 pub use read::{load_session, meta, scan, Session};
 pub use schema::{check_schema, check_writable, Schema, FIRST, NEWEST_KNOWN};
