@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use agent_db::archive::vacuum;
 use agent_db::error::exit;
 use agent_db::gotime;
-use agent_db::store::{lock, reclaim, vacuum, Store};
+use agent_db::store::{lock, reclaim, Store};
 use agent_db::util::human_bytes;
 
 use super::history::{ask, vacuum_report};

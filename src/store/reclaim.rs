@@ -8,8 +8,8 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, TransactionBehavior};
 use serde::Serialize;
 
-use super::archive::{self, AuditEntry, Cell, CellValue, Packed};
 use super::kind::Read;
+use super::pre_image::{self as archive, AuditEntry, Cell, CellValue, Packed};
 use super::Store;
 use crate::error::{Error, Result, SqlContext};
 
