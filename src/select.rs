@@ -571,7 +571,7 @@ pub fn provider_warning(selector: &Selector, store: &Store) -> Result<Option<Str
         [one] => format!(" (format {one} is accepted too: every conversation of this store)"),
         many => format!(
             " (formats {} are accepted too)",
-            crate::store::join_and(many, "and")
+            crate::util::join_and(many, "and")
         ),
     };
     Ok(Some(format!(
