@@ -8,7 +8,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, TransactionBehavior};
 use serde::Serialize;
 
-use super::kind::Read;
+use super::conversation::Read;
 use super::pre_image::{self as archive, AuditEntry, Cell, CellValue, Packed};
 use super::Store;
 use crate::error::{Error, Result, SqlContext};

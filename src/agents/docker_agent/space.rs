@@ -1,7 +1,7 @@
 //! docker-agent's tables by kind of bytes, for `stats` (docs/stores.md, "docker-agent").
 
 use crate::error::{Result, SqlContext};
-use crate::store::kind::Read;
+use crate::store::conversation::Read;
 use crate::store::schema_util::columns;
 use crate::store::space::{has_table, octets, top_of, Category, SpaceMap};
 

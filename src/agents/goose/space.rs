@@ -1,7 +1,7 @@
 //! goose's tables by kind of bytes, for `stats` (docs/stores.md, "goose").
 
 use crate::error::Result;
-use crate::store::kind::Read;
+use crate::store::conversation::Read;
 use crate::store::space::{octets, Category, SpaceMap, Within};
 
 pub(super) fn map(_read: &Read<'_>) -> Result<SpaceMap> {

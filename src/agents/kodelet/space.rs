@@ -1,7 +1,7 @@
 //! kodelet's tables by kind of bytes, for `stats` (docs/stores.md, "kodelet").
 
 use crate::error::Result;
-use crate::store::kind::Read;
+use crate::store::conversation::Read;
 use crate::store::schema_util::columns;
 use crate::store::space::{octets, Category, SpaceMap, Within};
 

@@ -7,7 +7,7 @@
 use rusqlite::types::ValueRef;
 
 use crate::error::{Result, SqlContext};
-use crate::store::kind::Read;
+use crate::store::conversation::Read;
 use crate::store::pre_image::CellValue;
 use crate::store::reclaim::{Rows, Unit};
 use crate::store::schema_util::columns;

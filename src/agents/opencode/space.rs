@@ -1,7 +1,7 @@
 //! opencode 1.x's tables by kind of bytes, for `stats` (docs/stores.md, "opencode").
 
 use crate::error::{Result, SqlContext};
-use crate::store::kind::Read;
+use crate::store::conversation::Read;
 use crate::store::space::{has_table, top_of, Category, SpaceMap};
 
 pub(super) fn map(read: &Read<'_>) -> Result<SpaceMap> {

@@ -1,7 +1,7 @@
 //! opencode 2.x's tables by kind of bytes, for `stats` (docs/stores.md, "opencode 2.x").
 
 use crate::error::Result;
-use crate::store::kind::Read;
+use crate::store::conversation::Read;
 use crate::store::space::{top_of, Category, SpaceMap};
 
 pub(super) fn map(_read: &Read<'_>) -> Result<SpaceMap> {
