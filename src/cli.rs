@@ -459,6 +459,15 @@ pub enum Command {
         after_help = "Examples:\n  agent-db prune-archive --older-than 90d --dry-run\n  agent-db prune-archive --older-than 90d --yes --vacuum"
     )]
     PruneArchive(PruneArchiveArgs),
+    /// Remove rows the agent never reads again (undoable)
+    ///
+    /// Per agent, what its own source shows it never reads back (opencode: the event log of
+    /// idle sessions, events of deleted sessions). Each conversation's rows are removed in one
+    /// transaction and archived: `restore` puts them back. `vacuum` then gives the space back.
+    #[command(
+        after_help = "Examples:\n  agent-db reclaim --dry-run\n  agent-db reclaim --yes --vacuum"
+    )]
+    Reclaim(ReclaimArgs),
     /// Store figures: sizes, archive, models, utilization
     ///
     /// File size and free pages, archive size, conversations and tokens by provider and model,
@@ -899,6 +908,29 @@ pub struct PruneArchiveArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ReclaimArgs {
+    /// Print the bytes per category that would be removed; change nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+
+    /// Leave conversations the agent wrote to in the last DUR alone [default: 10m]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub idle: Option<Duration>,
+
+    /// Do not ask (agent-db asks only when stdin and stderr are terminals)
+    #[arg(long, short)]
+    pub yes: bool,
+
+    /// Then give the freed space back to the file system (as `agent-db vacuum`)
+    #[arg(long)]
+    pub vacuum: bool,
+
+    /// Machine-readable output on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct StatsArgs {
     /// Machine-readable output on stdout (see docs/json-output.md)
     #[arg(long)]
@@ -914,6 +946,10 @@ pub struct VacuumArgs {
     /// Say how much would be given back (the store's free pages); change nothing
     #[arg(long, short = 'n')]
     pub dry_run: bool,
+
+    /// Write a compacted copy to PATH (VACUUM INTO; must not exist); the store is unchanged
+    #[arg(long, value_name = "PATH")]
+    pub into: Option<std::path::PathBuf>,
 
     /// Machine-readable output on stdout
     #[arg(long)]

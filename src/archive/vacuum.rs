@@ -88,6 +88,86 @@ pub fn open_elsewhere(path: &Path) -> bool {
     crate::store::busy::conflicting_lock(Path::new(&shm), SHM_DMS_BYTE).is_some()
 }
 
+/// Bytes an unprivileged process may still write on the file system holding `dir`.
+pub fn free_disk(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a writable statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// The directory a file is (or will be) in.
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Refuse, before writing anything, when the file system of `at` has less than `need` bytes
+/// free: SQLite's VACUUM writes a whole copy of the store first.
+fn need_room(store: &Path, at: &Path, need: u64, hint: &str) -> Result<()> {
+    match free_disk(dir_of(at)) {
+        Some(free) if free < need => Err(Error::Unwritable {
+            path: store.to_path_buf(),
+            detail: format!(
+                "VACUUM writes a copy of up to {} and {} has {} free{hint}; nothing was changed",
+                crate::util::human_bytes(need),
+                dir_of(at).display(),
+                crate::util::human_bytes(free)
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// What `vacuum --into` wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct VacuumedInto {
+    pub into: String,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub integrity_check: String,
+}
+
+/// `VACUUM INTO`: a compacted copy of the store at `into` (which must not exist), the store
+/// itself unchanged. Reads in one transaction, so the agent may keep running.
+pub fn vacuum_into(path: &Path, into: &Path) -> Result<VacuumedInto> {
+    if into.exists() {
+        return Err(Error::Usage(format!(
+            "--into {}: the file exists; VACUUM INTO writes a new file",
+            into.display()
+        )));
+    }
+    let bytes_before = store_bytes(path);
+    need_room(path, into, bytes_before, "")?;
+    let store = Store::open(path, Access::Read)?;
+    let target = into.to_string_lossy().into_owned();
+    store
+        .conn
+        .execute("VACUUM INTO ?1", [&target])
+        .map_err(|e| Error::Unwritable {
+            path: into.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+    drop(store);
+    let copy = Store::open(into, Access::Read)?;
+    let integrity: String = copy
+        .conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .at(into)?;
+    Ok(VacuumedInto {
+        into: target,
+        bytes_before,
+        bytes_after: store_bytes(into),
+        integrity_check: integrity,
+    })
+}
+
 /// Vacuum the recognized store at `path`. The caller holds the agent-db lock and has no
 /// connection to the store open.
 pub fn vacuum(path: &Path) -> Result<Vacuumed> {
@@ -95,6 +175,12 @@ pub fn vacuum(path: &Path) -> Result<Vacuumed> {
         return Err(refused(path));
     }
     let bytes_before = store_bytes(path);
+    need_room(
+        path,
+        path,
+        bytes_before,
+        " (give `vacuum --into PATH` on another disk)",
+    )?;
     let (free_pages_before, mode_before) = {
         let store = Store::open(path, Access::Write)?;
         let c = &store.conn;
@@ -153,4 +239,29 @@ pub fn vacuum(path: &Path) -> Result<Vacuumed> {
         journal_mode: mode,
         integrity_check: integrity,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The free-disk check reads the real file system: a need beyond any disk is refused
+    /// (naming the store and `--into`), no need passes.
+    #[test]
+    fn vacuum_refuses_without_room_for_its_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.db");
+        std::fs::write(&p, b"x").unwrap();
+        assert!(free_disk(dir.path()).is_some_and(|f| f > 0));
+        let e = need_room(
+            &p,
+            &p,
+            u64::MAX / 2,
+            " (give `vacuum --into PATH` on another disk)",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("--into"), "{e}");
+        assert_eq!(e.exit_code(), crate::error::exit::STORE);
+        need_room(&p, &p, 0, "").unwrap();
+    }
 }

@@ -227,7 +227,7 @@ fn say_restored(
 }
 
 /// Ask on a terminal; `--yes`, and runs without a terminal, never ask.
-fn ask(ui: &Ui, yes: bool, question: &str) -> bool {
+pub(super) fn ask(ui: &Ui, yes: bool, question: &str) -> bool {
     yes || !ui.interactive() || ui.ask(&[], question)
 }
 
@@ -300,7 +300,7 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
     Ok(exit::OK)
 }
 
-fn vacuum_report(v: &vacuum::Vacuumed) -> std::io::Result<()> {
+pub(super) fn vacuum_report(v: &vacuum::Vacuumed) -> std::io::Result<()> {
     output::out(&format!(
         "vacuumed: {} → {} ({} free pages given back); journal_mode {}, integrity_check {}\n",
         human_bytes(v.bytes_before),
@@ -333,6 +333,25 @@ pub fn vacuum(ui: &Ui, store: Store, args: &VacuumArgs) -> CmdResult {
     let path = store.path.clone();
     // Our own connection would count as "another connection" to the exclusive lock.
     drop(store);
+    if let Some(into) = &args.into {
+        let v = vacuum::vacuum_into(&path, into)?;
+        if json {
+            json::print("vacuum", serde_json::json!({"vacuum_into": v}))?;
+        } else if !ui.quiet || v.integrity_check != "ok" {
+            output::out(&format!(
+                "wrote {} ({} → {}); the store is unchanged; integrity_check {}\n",
+                v.into,
+                human_bytes(v.bytes_before),
+                human_bytes(v.bytes_after),
+                v.integrity_check
+            ))?;
+        }
+        return Ok(if v.integrity_check == "ok" {
+            exit::OK
+        } else {
+            exit::STORE
+        });
+    }
     let _lock = lock::acquire(&path)?;
     let v = vacuum::vacuum(&path)?;
     if json {

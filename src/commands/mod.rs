@@ -5,6 +5,7 @@ mod compact;
 mod config;
 mod history;
 mod list;
+mod reclaim;
 mod show;
 mod stats;
 
@@ -104,6 +105,7 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
         }
         Command::History(args) => history::history(ui, &open(Access::Read)?, &args),
         Command::Restore(args) => history::restore(ui, open(writing_unless(args.dry_run))?, &args),
+        Command::Reclaim(args) => reclaim::run(ui, open(writing_unless(args.dry_run))?, &args),
         Command::PruneArchive(args) => {
             history::prune_archive(ui, open(writing_unless(args.dry_run))?, &args)
         }

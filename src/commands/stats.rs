@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use agent_db::archive::stats;
-use agent_db::store::Store;
+use agent_db::store::{space, Store};
 use agent_db::util::human_bytes;
 use serde::Serialize;
 
@@ -12,6 +12,9 @@ use super::CmdResult;
 use crate::cli::StatsArgs;
 use crate::output::table::{self, Kind};
 use crate::output::{self, json, Ui};
+
+/// How many of the largest conversations `stats` lists.
+const TOP: usize = 10;
 
 #[derive(Debug, Default, Serialize)]
 struct ModelRow {
@@ -90,6 +93,7 @@ pub fn run(ui: &Ui, store: &Store, args: &StatsArgs) -> CmdResult {
     let file = stats::file_stats(store)?;
     let archive = stats::archive_stats(store)?;
     let s = scan(store, args.context_limit)?;
+    let space = space::space(store, TOP)?;
     if args.json {
         let doc = serde_json::json!({
             "store": {"path": store.path.display().to_string(), "kind": store.kind.name()},
@@ -99,11 +103,15 @@ pub fn run(ui: &Ui, store: &Store, args: &StatsArgs) -> CmdResult {
             "conversations": s.total,
             "by_model": s.models,
             "utilization": s.histogram,
+            "space": space,
         });
         json::print("stats", doc)?;
         return Ok(agent_db::error::exit::OK);
     }
-    output::out(&text(ui, store, &file, &archive, &s))?;
+    let mut t = text(ui, store, &file, &archive, &s);
+    t.push('\n');
+    t.push_str(&space_text(ui, &space));
+    output::out(&t)?;
     Ok(agent_db::error::exit::OK)
 }
 
@@ -213,4 +221,44 @@ fn histogram(ui: &Ui, s: &Scan) -> String {
         ]);
     }
     h.render(ui.style())
+}
+
+/// Bytes by category, each with a bar (its share of the file), the categories' notes, and the
+/// largest conversations.
+fn space_text(ui: &Ui, sp: &space::Space) -> String {
+    let mut h = table::Grid::new(&[
+        table::col("SPACE", Kind::Cut, 0),
+        table::col("BYTES", Kind::Num, 0),
+        table::col("SHARE", Kind::Num, 0),
+        table::col("", Kind::Fixed, 1),
+    ]);
+    let total = sp.pages_bytes.max(1);
+    let mut notes = String::new();
+    for c in &sp.categories {
+        let share = c.bytes as f64 / total as f64;
+        let bar = "█".repeat((share * 30.0).ceil() as usize);
+        h.row(vec![
+            table::c(c.name.to_string()),
+            table::c(human_bytes(c.bytes)),
+            table::c(format!("{:.1}%", share * 100.0)),
+            table::c(bar),
+        ]);
+        if let Some(why) = c.note {
+            notes.push_str(&format!("  {}: {why}\n", c.name));
+        }
+    }
+    let mut o = h.render(ui.style());
+    o.push_str(&notes);
+    if !sp.top.is_empty() {
+        o.push('\n');
+        let mut t = table::Grid::new(&[
+            table::col("LARGEST CONVERSATIONS", Kind::Fixed, 0),
+            table::col("BYTES", Kind::Num, 0),
+        ]);
+        for c in &sp.top {
+            t.row(vec![table::c(c.id.clone()), table::c(human_bytes(c.bytes))]);
+        }
+        o.push_str(&t.render(ui.style()));
+    }
+    o
 }

@@ -175,6 +175,24 @@ pub trait Adapter: Sync + 'static {
     fn stored(&self, _read: &Read<'_>, _id: &str) -> Result<Option<String>> {
         Ok(None)
     }
+    /// Rows the agent never reads again, per conversation and category, that `reclaim` may
+    /// remove ([`super::reclaim`]): each category established from the agent's own source
+    /// (docs/stores.md). `idle_before_ms`: only conversations the agent last wrote before this
+    /// time (Unix milliseconds); `only`: that conversation alone. None, the default.
+    fn reclaimable(
+        &self,
+        _read: &Read<'_>,
+        _idle_before_ms: i64,
+        _only: Option<&str>,
+    ) -> Result<Vec<super::reclaim::Unit>> {
+        Ok(Vec::new())
+    }
+    /// Which of the file's tables hold which kind of bytes (live history, hidden history, the
+    /// agent's logs and caches), for `stats`' space figures ([`super::space`]), and how to count
+    /// a conversation's bytes. The default: every table is "other agent tables".
+    fn space_map(&self, _read: &Read<'_>) -> Result<super::space::SpaceMap> {
+        Ok(super::space::SpaceMap::default())
+    }
     /// Whether `--provider wanted` matches conversations whose stored provider is `provider`:
     /// the same name, the default; a store whose provider implies a format (kodelet) also
     /// matches the format's name.

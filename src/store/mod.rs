@@ -24,7 +24,9 @@ pub mod open;
 pub mod pre_image;
 pub mod prefix;
 pub mod preflight;
+pub mod reclaim;
 pub(crate) mod schema_util;
+pub mod space;
 pub mod writer;
 
 use std::path::PathBuf;

@@ -6,8 +6,9 @@
 //! no value ever passes through a Rust `String`, so TEXT that is not valid UTF-8, a BLOB or a
 //! number in a TEXT column, and very long values all come back with their storage class and
 //! bytes (the archive's `value` column has BLOB affinity, so nothing is converted). A row the
-//! compaction inserts is archived as column `*` with a NULL value: restoring deletes it. Restore
-//! is therefore store-agnostic.
+//! compaction inserts is archived as column `*` with a NULL value: restoring deletes it. A row
+//! agent-db deletes (`reclaim`) is archived as column `-` (NULL value) followed by each of its
+//! columns' cells: restoring inserts it again from them. Restore is therefore store-agnostic.
 //!
 //! One exception, for speed and size: a store that already holds a cell's current bytes (it
 //! loaded them, and its version check proves in the transaction that they are still the stored
@@ -174,9 +175,19 @@ impl Cell {
         Cell::new(table, key_column, key, "*")
     }
 
+    /// Marker for a row that will be deleted; the cells of its columns follow it.
+    pub fn deleted_row(table: &str, key_column: &str, key: impl Into<CellValue>) -> Cell {
+        Cell::new(table, key_column, key, DELETED)
+    }
+
+    /// Whether this is a row marker (`*` inserted, `-` deleted), not a column's cell.
+    pub fn is_marker(&self) -> bool {
+        self.column == "*" || self.column == DELETED
+    }
+
     /// The SQL expression selecting this cell's value from its row (`1` for a row marker).
     fn column_expr(&self) -> rusqlite::Result<String> {
-        Ok(if self.column == "*" {
+        Ok(if self.is_marker() {
             "1".to_string()
         } else {
             format!("\"{}\"", ident(&self.column)?)
@@ -192,6 +203,9 @@ impl Cell {
         ))
     }
 }
+
+/// The archive's column name of a deleted-row marker ([`Cell::deleted_row`]).
+pub const DELETED: &str = "-";
 
 /// Identifiers come from agent-db's code or its own archive; refuse anything but plain names.
 fn ident(s: &str) -> rusqlite::Result<&str> {
@@ -216,7 +230,7 @@ pub fn save_pre_image(
     for (seq, c) in cells.iter().enumerate() {
         let (value, encoding, packed) = match &c.packed {
             Some(p) => ("NULL".to_string(), Some(p.encoding()), Some(&p.zstd[..])),
-            None if c.column == "*" => ("NULL".to_string(), None, None),
+            None if c.is_marker() => ("NULL".to_string(), None, None),
             None => (
                 format!("(SELECT {} {})", c.column_expr()?, c.row_clause(5)?),
                 None,
@@ -237,11 +251,21 @@ pub fn save_pre_image(
             encoding,
             packed,
         ])?;
-        if c.column != "*" && c.packed.is_none() {
+        if !c.is_marker() && c.packed.is_none() && !deleting(cells, seq) {
             refuse_unrestorable_null(conn, compaction_id, seq as i64, c)?;
         }
     }
     Ok(())
+}
+
+/// Whether cell `i` belongs to a row being deleted (a `-` marker of its row precedes it): its
+/// NULL goes back with the whole row, by INSERT.
+fn deleting(cells: &[Cell], i: usize) -> bool {
+    cells[..i]
+        .iter()
+        .rev()
+        .take_while(|c| c.table == cells[i].table && c.key == cells[i].key)
+        .any(|c| c.column == DELETED)
 }
 
 /// A legacy row can hold NULL in a column the schema now declares NOT NULL. A restore could not
@@ -411,7 +435,7 @@ pub fn sequence_after(
     let mut out = std::collections::HashMap::new();
     for (i, a) in archived.iter().enumerate() {
         let c = &a.cell;
-        if c.table != SEQUENCE_TABLE || c.column == "*" || a.encoding.is_some() {
+        if c.table != SEQUENCE_TABLE || c.is_marker() || a.encoding.is_some() {
             continue;
         }
         let before: Option<i64> = conn
@@ -627,9 +651,22 @@ pub fn key_text(key: &CellValue) -> String {
 /// archive itself, so the cell gets back its exact bytes and storage class; a packed value is
 /// decompressed and bound with the storage class it was archived with.
 pub fn apply(conn: &Connection, compaction_id: i64, archived: &[Archived]) -> rusqlite::Result<()> {
-    for a in archived {
+    let mut i = 0;
+    while i < archived.len() {
+        let a = &archived[i];
         let c = &a.cell;
-        if c.column == "*" {
+        i += 1;
+        if c.column == DELETED {
+            // The row's cells follow its marker: insert it again from them.
+            let n = archived[i..]
+                .iter()
+                .take_while(|b| {
+                    !b.cell.is_marker() && b.cell.table == c.table && b.cell.key == c.key
+                })
+                .count();
+            insert_row(conn, compaction_id, &archived[i..i + n])?;
+            i += n;
+        } else if c.column == "*" {
             let sql = format!("DELETE {}", c.row_clause(1)?);
             conn.execute(&sql, [&c.key])?;
         } else if let Some(encoding) = &a.encoding {
@@ -657,6 +694,45 @@ pub fn apply(conn: &Connection, compaction_id: i64, archived: &[Archived]) -> ru
             conn.execute(&sql, params![c.key, compaction_id, a.seq])?;
         }
     }
+    Ok(())
+}
+
+/// Insert a deleted row again from its archived cells (each value copied by SQLite, or unpacked
+/// and bound with its storage class).
+fn insert_row(conn: &Connection, compaction_id: i64, cells: &[Archived]) -> rusqlite::Result<()> {
+    let Some(first) = cells.first() else {
+        return Ok(());
+    };
+    let mut cols = Vec::with_capacity(cells.len());
+    let mut exprs = Vec::with_capacity(cells.len());
+    let mut values = Vec::new();
+    for a in cells {
+        cols.push(format!("\"{}\"", ident(&a.cell.column)?));
+        match &a.encoding {
+            Some(encoding) => {
+                let packed: Vec<u8> = conn.query_row(
+                    "SELECT packed FROM agent_db_archive WHERE compaction_id = ?1 AND seq = ?2",
+                    params![compaction_id, a.seq],
+                    |r| r.get(0),
+                )?;
+                values.push(unpack(encoding, &packed)?);
+                exprs.push(format!("?{}", values.len() + 1));
+            }
+            None => exprs.push(format!(
+                "(SELECT value FROM agent_db_archive WHERE compaction_id = ?1 AND seq = {})",
+                a.seq
+            )),
+        }
+    }
+    let sql = format!(
+        "INSERT INTO \"{}\" ({}) VALUES ({})",
+        ident(&first.cell.table)?,
+        cols.join(", "),
+        exprs.join(", ")
+    );
+    let mut bound: Vec<&dyn ToSql> = vec![&compaction_id];
+    bound.extend(values.iter().map(|v| v as &dyn ToSql));
+    conn.prepare_cached(&sql)?.execute(bound.as_slice())?;
     Ok(())
 }
 
@@ -800,6 +876,75 @@ mod tests {
             let back = unpack(p.encoding(), &p.zstd).unwrap();
             let want = if blob { CellValue::Blob(bytes) } else { CellValue::Text(bytes) };
             prop_assert_eq!(back, want);
+        }
+    }
+
+    fn any_value() -> impl Strategy<Value = CellValue> {
+        prop_oneof![
+            Just(CellValue::Null),
+            any::<i64>().prop_map(CellValue::Integer),
+            any::<f64>()
+                .prop_filter("NaN is stored as NULL", |f| !f.is_nan())
+                .prop_map(CellValue::Real),
+            proptest::collection::vec(any::<u8>(), 0..600).prop_map(CellValue::Text),
+            proptest::collection::vec(any::<u8>(), 0..600).prop_map(CellValue::Blob),
+        ]
+    }
+
+    proptest! {
+        /// Rows deleted with their pre-image archived (a deleted-row marker, then each column's
+        /// cell, some packed) come back from `apply` with every value's storage class and bytes,
+        /// and the post-image hash after the delete is that of absent rows.
+        #[test]
+        fn deleted_rows_come_back_value_for_value(
+            rows in proptest::collection::vec((any_value(), any_value()), 1..6),
+            pack in any::<bool>(),
+        ) {
+            let conn = Connection::open_in_memory().unwrap();
+            conn.execute_batch(
+                "CREATE TABLE agent_db_archive (compaction_id INTEGER, seq INTEGER, table_name TEXT,
+                   key_column TEXT, row_key BLOB, column_name TEXT, value BLOB, encoding TEXT, packed BLOB);
+                 CREATE TABLE t(id INTEGER PRIMARY KEY, a, b);",
+            )
+            .unwrap();
+            for (i, (a, b)) in rows.iter().enumerate() {
+                conn.execute("INSERT INTO t VALUES (?1, ?2, ?3)", params![i as i64, a, b])
+                    .unwrap();
+            }
+            let dump = |c: &Connection| -> Vec<Vec<CellValue>> {
+                let mut st = c.prepare("SELECT id, a, b FROM t ORDER BY id").unwrap();
+                let r = st
+                    .query_map([], |r| {
+                        Ok((0..3)
+                            .map(|i| CellValue::from_ref(r.get_ref(i).unwrap()))
+                            .collect::<Vec<_>>())
+                    })
+                    .unwrap();
+                r.map(|x| x.unwrap()).collect()
+            };
+            let before = dump(&conn);
+            let mut cells = Vec::new();
+            for (i, (a, b)) in rows.iter().enumerate() {
+                let key = i as i64;
+                cells.push(Cell::deleted_row("t", "id", key));
+                cells.push(Cell::new("t", "id", key, "id"));
+                for (col, v) in [("a", a), ("b", b)] {
+                    let packed = match v {
+                        CellValue::Text(t) if pack => Some(Packed::new(t, false).unwrap()),
+                        CellValue::Blob(t) if pack => Some(Packed::new(t, true).unwrap()),
+                        _ => None,
+                    };
+                    cells.push(
+                        Cell::new("t", "id", key, col).with_packed(packed.map(std::sync::Arc::new)),
+                    );
+                }
+            }
+            save_pre_image(&conn, 1, &cells).unwrap();
+            conn.execute("DELETE FROM t", []).unwrap();
+            let absent = image_hash(&conn, &cells).unwrap();
+            apply(&conn, 1, &load(&conn, 1).unwrap()).unwrap();
+            prop_assert_eq!(dump(&conn), before);
+            prop_assert_ne!(image_hash(&conn, &cells).unwrap(), absent);
         }
     }
 

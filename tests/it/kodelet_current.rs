@@ -85,7 +85,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
 ];
 
 /// Apply kodelet's migrations up to `to` to a generated store.
-fn upgrade(env: &Env, to: i64) {
+pub(crate) fn upgrade(env: &Env, to: i64) {
     let c = env.conn();
     for (version, ddl) in MIGRATIONS.iter().filter(|(v, _)| *v <= to) {
         if !ddl.is_empty() {
@@ -111,7 +111,7 @@ fn is_user_text(m: &Value) -> bool {
 /// visible message goes into a segment, `raw_messages` becomes the summary alone, and the
 /// boundary is 1; then the conversation goes on (the messages after the chosen user message
 /// stand for what was said after kodelet's compaction).
-fn kodelet_compacted(c: &Connection, id: &str) -> bool {
+pub(crate) fn kodelet_compacted(c: &Connection, id: &str) -> bool {
     let raw: String = c
         .query_row(
             "SELECT raw_messages FROM conversations WHERE id = ?1",

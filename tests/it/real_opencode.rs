@@ -1040,3 +1040,249 @@ fn real_opencode_pending_undo_is_left_alone_until_the_next_prompt() {
     o.stop(serve);
     o.compact(&id, &["--strategy", "extractive", "--keep-tokens", "300"]);
 }
+
+/// Copies every session `copies` times in the file (its messages, parts, events, event
+/// sequence), each copy's ids suffixed with `_c<k>`: a store of many sessions shaped like the
+/// ones opencode wrote.
+fn inflate(c: &Connection, copies: usize) {
+    let ids = ["id", "session_id", "message_id", "aggregate_id", "slug"];
+    let tables = ["session", "message", "part", "event_sequence", "event"];
+    let tx = c.unchecked_transaction().expect("tx");
+    for table in tables {
+        let mut st = tx
+            .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+            .expect("columns");
+        let cols: Vec<String> = st
+            .query_map([], |r| r.get(0))
+            .expect("columns")
+            .map(|r| r.expect("column"))
+            .collect();
+        drop(st);
+        let original = if table == "session" {
+            "id"
+        } else {
+            cols[0].as_str()
+        };
+        let key = if table == "event_sequence" || table == "event" {
+            "aggregate_id"
+        } else if table == "session" {
+            "id"
+        } else {
+            "session_id"
+        };
+        for k in 1..=copies {
+            let exprs: Vec<String> = cols
+                .iter()
+                .map(|col| {
+                    if ids.contains(&col.as_str()) {
+                        format!("\"{col}\" || '_c{k}'")
+                    } else {
+                        format!("\"{col}\"")
+                    }
+                })
+                .collect();
+            tx.execute(
+                &format!(
+                    "INSERT INTO \"{table}\" ({}) SELECT {} FROM \"{table}\" WHERE \"{key}\" NOT LIKE '%\\_c%' ESCAPE '\\' AND \"{original}\" NOT LIKE '%\\_c%' ESCAPE '\\'",
+                    cols.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(", "),
+                    exprs.join(", ")
+                ),
+                [],
+            )
+            .unwrap_or_else(|e| panic!("copy {table}: {e}"));
+        }
+    }
+    tx.commit().expect("commit");
+}
+
+/// `stats --json` on a file the real opencode wrote, inflated to over 100 sessions: its tables
+/// sum to the file within 5% (exactly, once the WAL is checkpointed), and the event log is
+/// counted with opencode's logs, not its history.
+#[test]
+fn real_opencode_store_stats_space_sums_to_the_file() {
+    let Some(bin) = opencode_bin() else { return };
+    let o = Opencode::new(bin);
+    let serve = o.serve();
+    let mut ids = Vec::new();
+    for tag in ["S", "T", "U"] {
+        ids.push(o.session(&serve, &turns(&o, tag, 3, true)));
+    }
+    o.stop(serve);
+    {
+        let c = o.conn();
+        inflate(&c, 34);
+        let n: i64 = c
+            .query_row("SELECT COUNT(*) FROM session", [], |r| r.get(0))
+            .expect("count");
+        assert!(n > 100, "{n} sessions");
+    }
+    let out = o
+        .agent_db()
+        .arg("--db")
+        .arg(o.db())
+        .args(["stats", "--json"])
+        .output()
+        .expect("run agent-db");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let space = &doc["space"];
+    let sum: u64 = space["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .map(|t| t["bytes"].as_u64().expect("bytes"))
+        .sum();
+    let file = std::fs::metadata(o.db()).expect("file").len();
+    let off = (sum as f64 - file as f64).abs() / file as f64;
+    assert!(off <= 0.05, "tables sum {sum}, file {file}: {space}");
+    let bytes = |name: &str| -> u64 {
+        space["categories"]
+            .as_array()
+            .expect("categories")
+            .iter()
+            .find(|c| c["name"] == name)
+            .and_then(|c| c["bytes"].as_u64())
+            .expect("category")
+    };
+    let c = o.conn();
+    let event_pages: i64 = c
+        .query_row(
+            "SELECT SUM(pgsize) FROM dbstat WHERE name IN ('event', 'event_sequence')",
+            [],
+            |r| r.get(0),
+        )
+        .expect("dbstat");
+    assert_eq!(
+        bytes("agent logs and caches"),
+        event_pages as u64,
+        "{space}"
+    );
+    assert!(bytes("live history") > 0);
+    assert_eq!(space["top"].as_array().expect("top").len(), 10);
+}
+
+/// `opencode export ID`: the session as opencode exports it (stdout, as bytes).
+fn export(o: &Opencode, id: &str) -> Vec<u8> {
+    let out = o
+        .command()
+        .args(["export", id])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run opencode export");
+    assert!(
+        out.status.success(),
+        "opencode export {id}: {:?}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.stdout.is_empty(),
+        "opencode export {id} printed nothing"
+    );
+    out.stdout
+}
+
+/// `agent-db reclaim` on a store the real opencode wrote (and inflated to over 100 sessions):
+/// every session's `opencode export` is byte-identical before and after, opencode continues a
+/// reclaimed session with its whole history sent to the model, and `restore` puts the event
+/// log back.
+#[test]
+fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
+    let Some(bin) = opencode_bin() else { return };
+    let o = Opencode::new(bin);
+    let serve = o.serve();
+    let a = o.session(&serve, &turns(&o, "RA", 4, true));
+    let b = o.session(&serve, &turns(&o, "RB", 3, false));
+    o.stop(serve);
+    let count = |sql: &str| -> i64 { o.conn().query_row(sql, [], |r| r.get(0)).expect("count") };
+    inflate(&o.conn(), 50);
+    let sessions: Vec<String> = {
+        let c = o.conn();
+        let mut st = c
+            .prepare("SELECT id FROM session ORDER BY id")
+            .expect("sessions");
+        let ids = st.query_map([], |r| r.get::<_, String>(0)).expect("ids");
+        ids.map(|r| r.expect("id")).collect()
+    };
+    assert!(sessions.len() > 100, "{} sessions", sessions.len());
+    // Exporting is opencode's start-up each time: the two real sessions and a sample of copies.
+    let sample: Vec<&String> = sessions
+        .iter()
+        .filter(|s| **s == a || **s == b || s.ends_with("_c7") || s.ends_with("_c34"))
+        .collect();
+    let before: Vec<Vec<u8>> = sample.iter().map(|s| export(&o, s)).collect();
+    let events_before = count("SELECT COUNT(*) FROM event");
+    assert!(events_before > 0);
+
+    let out = o
+        .agent_db()
+        .arg("--db")
+        .arg(o.db())
+        .args(["reclaim", "--idle", "0s", "--yes", "--json"])
+        .output()
+        .expect("run agent-db");
+    assert!(
+        out.status.success(),
+        "reclaim: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        count("SELECT COUNT(*) FROM event"),
+        0,
+        "every idle session's events went"
+    );
+    for (s, want) in sample.iter().zip(&before) {
+        assert!(
+            export(&o, s) == *want,
+            "opencode export {s} differs after reclaim"
+        );
+    }
+
+    // opencode goes on with a reclaimed session and sends its whole history.
+    let serve = o.serve();
+    let sent = history(&o.continue_session(&serve, &a, "Next step MKRA5 please."));
+    o.stop(serve);
+    let all: String = sent.iter().map(all_text).collect::<Vec<_>>().join("\n");
+    for i in 1..=4 {
+        assert!(
+            all.contains(&format!("MKRA{i}")),
+            "turn {i} sent after reclaim:\n{}",
+            show(&sent)
+        );
+        assert!(
+            all.contains(&format!("MKRAOUT{i}")),
+            "tool output {i} sent after reclaim"
+        );
+    }
+
+    // restore puts every reclaimed event back (the continued session's new events stay).
+    let new_events = count("SELECT COUNT(*) FROM event");
+    for s in &sessions {
+        let out = o
+            .agent_db()
+            .arg("--db")
+            .arg(o.db())
+            .args(["restore", s])
+            .output()
+            .expect("run agent-db");
+        assert!(
+            out.status.success(),
+            "restore {s}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(
+        count("SELECT COUNT(*) FROM event"),
+        events_before + new_events
+    );
+    let check: String = o
+        .conn()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity_check");
+    assert_eq!(check, "ok");
+}

@@ -134,7 +134,7 @@ fn documented_table() -> BTreeMap<String, Vec<String>> {
         .collect()
 }
 
-const ALL_COMMANDS: [&str; 16] = [
+const ALL_COMMANDS: [&str; 17] = [
     "list",
     "show",
     "compact",
@@ -142,6 +142,7 @@ const ALL_COMMANDS: [&str; 16] = [
     "history",
     "restore",
     "prune-archive",
+    "reclaim",
     "stats",
     "vacuum",
     "init",
@@ -207,6 +208,7 @@ fn line(command: &str, s: &Stage, id: &str) -> Vec<String> {
         "history" => v(&["history", id]),
         "restore" => v(&["restore", id]),
         "prune-archive" => v(&["prune-archive", "--older-than", "1s", "--yes"]),
+        "reclaim" => v(&["reclaim", "--yes"]),
         "stats" => v(&["stats"]),
         "vacuum" => v(&["vacuum"]),
         "init" => v(&["init"]),
@@ -396,6 +398,7 @@ fn the_behaviour_table_of_usage_md_is_the_binarys() {
         "restore",
         "vacuum",
         "prune-archive",
+        "reclaim",
     ];
     for c in order {
         let mut command = cmd(&s, &line(c, &s, &case_id(c, &s)));

@@ -17,6 +17,7 @@ pub mod codec;
 mod originals;
 mod read;
 mod schema;
+mod space;
 mod write;
 
 pub use read::{load, load_session, meta, present_summary, scan, Session};
@@ -68,6 +69,10 @@ struct Loaded {
 }
 
 impl Adapter for DockerAgent {
+    fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
+        space::map(read)
+    }
+
     fn name(&self) -> &'static str {
         "docker-agent"
     }

@@ -14,6 +14,7 @@ mod originals;
 mod prune;
 mod read;
 mod schema;
+mod space;
 mod write;
 
 pub use read::{
@@ -56,6 +57,10 @@ struct Loaded {
 }
 
 impl Adapter for Goose {
+    fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
+        space::map(read)
+    }
+
     fn name(&self) -> &'static str {
         "goose"
     }

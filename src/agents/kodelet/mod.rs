@@ -14,6 +14,7 @@ mod quick;
 mod read;
 pub mod responses;
 pub mod shape;
+mod space;
 pub mod summaries;
 mod write;
 
@@ -51,6 +52,10 @@ static REGISTER: StoreKind = KIND;
 pub struct Kodelet;
 
 impl Adapter for Kodelet {
+    fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
+        space::map(read)
+    }
+
     fn name(&self) -> &'static str {
         "kodelet"
     }

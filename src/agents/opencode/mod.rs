@@ -21,7 +21,9 @@
 mod limits;
 mod originals;
 mod read;
+mod reclaim;
 mod schema;
+mod space;
 mod write;
 
 pub use read::{load_session, meta, scan, Msg, Session};
@@ -58,6 +60,19 @@ struct Loaded {
 }
 
 impl Adapter for Opencode {
+    fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
+        space::map(read)
+    }
+
+    fn reclaimable(
+        &self,
+        read: &Read<'_>,
+        idle_before_ms: i64,
+        only: Option<&str>,
+    ) -> Result<Vec<crate::store::reclaim::Unit>> {
+        reclaim::reclaimable(read, idle_before_ms, only)
+    }
+
     fn name(&self) -> &'static str {
         "opencode"
     }

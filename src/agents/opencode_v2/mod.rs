@@ -14,6 +14,7 @@
 
 mod read;
 mod schema;
+mod space;
 mod write;
 
 pub use read::{load_session, meta, scan, Session};
@@ -50,6 +51,10 @@ struct Loaded {
 }
 
 impl Adapter for OpencodeV2 {
+    fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
+        space::map(read)
+    }
+
     fn name(&self) -> &'static str {
         "opencode"
     }

@@ -1,0 +1,140 @@
+//! `agent-db reclaim`: what the agent never reads again, by category, removed one conversation
+//! per transaction with the rows archived for `restore`; `--dry-run` prints the bytes only.
+
+use std::time::Duration;
+
+use agent_db::archive::vacuum;
+use agent_db::error::exit;
+use agent_db::gotime;
+use agent_db::store::{lock, reclaim, Store};
+use agent_db::util::human_bytes;
+
+use super::history::{ask, vacuum_report};
+use super::CmdResult;
+use crate::cli::ReclaimArgs;
+use crate::output::{self, json, Ui};
+
+/// The idle guard when `--idle` is not given.
+const IDLE: Duration = Duration::from_secs(600);
+
+fn lines(totals: &[reclaim::CategoryTotal], verb: &str) -> String {
+    let mut o = String::new();
+    for t in totals {
+        o.push_str(&format!(
+            "{verb} {}: {} in {} rows of {} conversation(s)\n",
+            t.category,
+            human_bytes(t.bytes),
+            t.rows,
+            t.conversations
+        ));
+    }
+    o
+}
+
+pub fn run(ui: &Ui, store: Store, args: &ReclaimArgs) -> CmdResult {
+    let _lock = if args.dry_run {
+        None
+    } else {
+        Some(lock::acquire(&store.path)?)
+    };
+    let mut store = store;
+    let now = gotime::now();
+    let idle = args.idle.unwrap_or(IDLE);
+    let cutoff = (now - chrono::Duration::from_std(idle).unwrap_or_default()).timestamp_millis();
+    let units = reclaim::plan(&store, cutoff)?;
+    let would = reclaim::totals(&units);
+    if args.dry_run || units.is_empty() {
+        if args.json {
+            json::print(
+                "reclaim",
+                serde_json::json!({"dry_run": args.dry_run, "categories": would, "removed": []}),
+            )?;
+        } else if units.is_empty() {
+            if !ui.quiet || args.dry_run {
+                output::out(&format!(
+                    "nothing to reclaim in this {} store\n",
+                    store.kind.name()
+                ))?;
+            }
+        } else {
+            output::out(&format!(
+                "{}dry run: nothing was removed\n",
+                lines(&would, "would remove")
+            ))?;
+        }
+        return Ok(exit::OK);
+    }
+    let total: u64 = would.iter().map(|t| t.bytes).sum();
+    let question = format!(
+        "remove {} from {} conversation(s) ({})? `agent-db restore` puts them back.",
+        human_bytes(total),
+        units.len(),
+        would
+            .iter()
+            .map(|t| t.category)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if !ask(ui, args.yes, &question) {
+        ui.status("nothing done");
+        return Ok(exit::OK);
+    }
+    let stamp = gotime::rfc3339_utc(&now);
+    let mut removed = Vec::with_capacity(units.len());
+    let mut failed = false;
+    for u in &units {
+        match reclaim::remove(&mut store, u, cutoff, &stamp) {
+            Ok(r) => removed.push(r),
+            Err(e) => {
+                // One conversation's failure is its own.
+                failed = true;
+                removed.push(reclaim::Removed {
+                    category: u.category,
+                    conversation: u.conversation.clone(),
+                    status: format!("failed: {e}"),
+                    compaction_id: None,
+                    rows: 0,
+                    bytes: 0,
+                });
+            }
+        }
+    }
+    let done: Vec<reclaim::Unit> = units
+        .iter()
+        .zip(&removed)
+        .filter(|(_, r)| r.status == "removed")
+        .map(|(u, _)| u.clone())
+        .collect();
+    let totals = reclaim::totals(&done);
+    let path = store.path.clone();
+    drop(store);
+    let v = if args.vacuum {
+        Some(vacuum::vacuum(&path)?)
+    } else {
+        None
+    };
+    if args.json {
+        json::print(
+            "reclaim",
+            serde_json::json!({"dry_run": false, "categories": totals, "removed": removed, "vacuum": v}),
+        )?;
+    } else {
+        let mut o = lines(&totals, "removed");
+        for r in removed.iter().filter(|r| r.status != "removed") {
+            o.push_str(&format!(
+                "{} {}: {}\n",
+                r.category, r.conversation, r.status
+            ));
+        }
+        if !ui.quiet || failed {
+            output::out(&o)?;
+        }
+        match &v {
+            Some(v) => vacuum_report(v)?,
+            None => ui.status(
+                "SQLite reuses the freed pages; `agent-db vacuum` gives them back to the file system",
+            ),
+        }
+    }
+    Ok(if failed { exit::PARTIAL } else { exit::OK })
+}
