@@ -47,6 +47,10 @@ pub trait Adapter: Sync + 'static {
     fn nearby(&self) -> Vec<PathBuf> {
         Vec::new()
     }
+    /// What the files of [`Adapter::nearby`] are, for discovery messages and `stores`.
+    fn nearby_role(&self) -> &'static str {
+        "another channel"
+    }
     /// How [`Adapter::default_path`] is found, for `--help` (`~/.cagent/session.db`).
     fn default_path_doc(&self) -> &'static str;
     /// Where the store keeps its conversation IDs (table, column), for ID prefixes.
@@ -363,7 +367,10 @@ mod tests {
     #[test]
     fn every_kind_parses_by_its_name_and_detects_by_its_tables() {
         let names: Vec<&str> = StoreKind::all().map(StoreKind::name).collect();
-        assert_eq!(names, ["kodelet", "docker-agent", "goose", "opencode"]);
+        assert_eq!(
+            names,
+            ["kodelet", "docker-agent", "goose", "opencode", "crush"]
+        );
         for &k in KINDS {
             assert_eq!(StoreKind::parse(k.name()), Some(k));
             let tables: Vec<String> = k

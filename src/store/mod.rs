@@ -35,7 +35,7 @@ macro_rules! register_stores {
     };
 }
 
-register_stores!(kodelet, docker_agent, goose, opencode_v2, opencode);
+register_stores!(kodelet, docker_agent, goose, opencode_v2, opencode, crush);
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -185,9 +185,10 @@ fn missing_beside(kind: StoreKind, path: &Path) -> Result<()> {
                 kind.name()
             ),
             format!(
-                "beside it: {} ({}'s file for another channel; use it with --db {})",
+                "beside it: {} ({}'s file for {}; use it with --db {})",
                 join_and(&listed, "and"),
                 kind.name(),
+                kind.adapter().nearby_role(),
                 first.display()
             ),
         ],
@@ -232,7 +233,11 @@ pub fn survey(explicit: Option<(&Path, &str)>) -> Vec<Surveyed> {
             if !candidates.iter().any(|(c, _)| *c == p) {
                 candidates.push((
                     p,
-                    format!("beside {}'s default (another channel)", k.name()),
+                    format!(
+                        "beside {}'s default ({})",
+                        k.name(),
+                        k.adapter().nearby_role()
+                    ),
                 ));
             }
         }

@@ -5,6 +5,7 @@ mod bad_inputs;
 mod cli_tables;
 mod common;
 mod crash;
+mod crush;
 mod discovery;
 mod docker_agent;
 mod docs_promises;
