@@ -92,7 +92,8 @@ fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
 pub fn text_parts(text: &str, finish_time: Option<i64>) -> String {
     let mut parts = vec![serde_json::json!({"type": "text", "data": {"text": text}})];
     if let Some(t) = finish_time {
-        parts.push(serde_json::json!({"type": "finish", "data": {"reason": "end_turn", "time": t}}));
+        parts
+            .push(serde_json::json!({"type": "finish", "data": {"reason": "end_turn", "time": t}}));
     }
     Value::Array(parts).to_string()
 }
@@ -104,7 +105,11 @@ pub fn prune(v: &mut Value, placeholder: &dyn Fn(&str) -> String, elide_images: 
     };
     let mut changed = false;
     for p in parts.iter_mut() {
-        let kind = p.get("type").and_then(Value::as_str).unwrap_or("").to_string();
+        let kind = p
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         match kind.as_str() {
             "tool_result" => {
                 if let Some(d) = p.get_mut("data").and_then(Value::as_object_mut) {
@@ -185,7 +190,9 @@ mod tests {
 
     #[test]
     fn refuses_what_crush_cannot_load() {
-        let unknown = decode(&raw(r#"{"role":"user","parts":[{"type":"video","data":{}}]}"#));
+        let unknown = decode(&raw(
+            r#"{"role":"user","parts":[{"type":"video","data":{}}]}"#,
+        ));
         assert!(unknown.unwrap_err().contains("\"video\""));
         assert!(decode(&raw(r#"{"role":"user","parts":"[]"}"#)).is_err());
         assert!(decode(&raw(r#"{"role":"robot","parts":[]}"#)).is_err());
@@ -194,6 +201,9 @@ mod tests {
     #[test]
     fn a_user_text_message_decodes_to_its_text() {
         let m = decode(&CODEC.user_text_message("a \"quoted\" line")).unwrap();
-        assert_eq!((m.role, m.text()), (Role::User, "a \"quoted\" line".to_string()));
+        assert_eq!(
+            (m.role, m.text()),
+            (Role::User, "a \"quoted\" line".to_string())
+        );
     }
 }

@@ -143,7 +143,12 @@ impl Adapter for Crush {
     /// The session row and every `messages` row of the session, in Crush's order.
     fn stored(&self, read: &Read<'_>, id: &str) -> Result<Option<String>> {
         use crate::store::schema_util::{rows_array, stored_rows};
-        let mut rows = stored_rows(read.conn, read.path, "SELECT * FROM sessions WHERE id = ?1", id)?;
+        let mut rows = stored_rows(
+            read.conn,
+            read.path,
+            "SELECT * FROM sessions WHERE id = ?1",
+            id,
+        )?;
         if rows.is_empty() {
             return Err(crate::error::Error::ConversationNotFound { id: id.to_string() });
         }

@@ -50,7 +50,11 @@ pub fn find_upward(cwd: &Path) -> Option<PathBuf> {
 /// Crush's `projects.json` (`internal/projects/projects.go`): beside `GlobalConfigData()`,
 /// `$CRUSH_GLOBAL_DATA`, else `$XDG_DATA_HOME/crush`, else `~/.local/share/crush`.
 pub fn projects_file() -> PathBuf {
-    let var = |k| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |k| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     let dir = match (var("CRUSH_GLOBAL_DATA"), var("XDG_DATA_HOME")) {
         (Some(d), _) => d,
         (None, Some(x)) => x.join("crush"),
@@ -149,8 +153,13 @@ fn meta_from_row(r: &Row<'_>, limits: &ContextLimits) -> rusqlite::Result<Conver
         (Some(_), Some(_)) => None,
         _ => Some(format!(
             "{} is {}, not Unix seconds; Crush cannot read this session",
-            if created.is_none() { "created_at" } else { "updated_at" },
-            lossy(r, if created.is_none() { 5 } else { 6 })?.map_or("NULL".to_string(), |v| format!("{v:?}"))
+            if created.is_none() {
+                "created_at"
+            } else {
+                "updated_at"
+            },
+            lossy(r, if created.is_none() { 5 } else { 6 })?
+                .map_or("NULL".to_string(), |v| format!("{v:?}"))
         )),
     };
     let created_at = created.unwrap_or_else(|| "1970-01-01T00:00:00Z".to_string());
@@ -329,7 +338,9 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
     };
     let session = {
         let mut st = conn
-            .prepare(&format!("SELECT {summary_col}, * FROM sessions WHERE id = ?1"))
+            .prepare(&format!(
+                "SELECT {summary_col}, * FROM sessions WHERE id = ?1"
+            ))
             .at(path)?;
         let mut rows = st.query([id]).at(path)?;
         let Some(r) = rows.next().at(path)? else {

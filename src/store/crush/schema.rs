@@ -24,7 +24,10 @@ pub const KNOWN_MIGRATIONS: &[(i64, &str)] = &[
     (20250812000000, "add_todos_to_sessions"),
     (20251120000000, "add_metadata_to_messages"),
     (20251220000000, "add_rate_limit_tracking"),
-    (20260127000000, "add_read_files_table / add_tool_chain_summary"),
+    (
+        20260127000000,
+        "add_read_files_table / add_tool_chain_summary",
+    ),
     (20260128000000, "add_past_memory_to_sessions"),
     (20260221000000, "add_context_epoch_and_file_tracking_fields"),
     (20260305000000, "add_dispatch_system"),
@@ -129,14 +132,12 @@ fn applied(conn: &Connection, path: &Path) -> Result<Vec<i64>> {
             (Some(v), Some(a)) => {
                 latest.insert(v, a != 0);
             }
-            _ => {
-                return Err(changed(
-                    path,
-                    "goose_db_version holds a row whose version_id or is_applied is not an integer; \
+            _ => return Err(changed(
+                path,
+                "goose_db_version holds a row whose version_id or is_applied is not an integer; \
                      Crush's migration record is not one agent-db can read"
-                        .into(),
-                ))
-            }
+                    .into(),
+            )),
         }
     }
     Ok(latest

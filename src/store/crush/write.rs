@@ -241,7 +241,15 @@ impl Write for Proposal {
                 )
                 .at(path)?;
             }
-            let mut cols = vec!["id", "session_id", "role", "parts", "is_summary_message", "created_at", "updated_at"];
+            let mut cols = vec![
+                "id",
+                "session_id",
+                "role",
+                "parts",
+                "is_summary_message",
+                "created_at",
+                "updated_at",
+            ];
             let mut vals: Vec<rusqlite::types::Value> = vec![
                 a.new_id.clone().into(),
                 self.id.clone().into(),
@@ -299,7 +307,13 @@ impl Write for Proposal {
 }
 
 /// Load the session by Crush's rule: it must be the summary, then exactly the kept tail.
-fn self_check(tx: &Connection, path: &Path, id: &str, summary: &str, tail: &[String]) -> Result<()> {
+fn self_check(
+    tx: &Connection,
+    path: &Path,
+    id: &str,
+    summary: &str,
+    tail: &[String],
+) -> Result<()> {
     let s = load_session(tx, path, id)?;
     let sent: Vec<&str> = s.rows[s.start..].iter().map(|r| r.id.as_str()).collect();
     let want: Vec<&str> = std::iter::once(summary)
