@@ -396,6 +396,35 @@ fn compaction_is_read_back_by_crushs_loader_and_restores_cell_for_cell() {
 }
 
 #[test]
+fn prune_is_refused_naming_the_append_only_store() {
+    let (cr, c) = Cr::new(NEWEST_MAIN);
+    fill(&c, "s1", 3, false, 1_780_000_000);
+    drop(c);
+    let hash = files_hash(&cr.db);
+    let out = cr
+        .cmd()
+        .args([
+            "compact",
+            "--id",
+            "s1",
+            "--idle",
+            "0",
+            "--strategy",
+            "prune",
+            "--yes",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not available for crush stores") && err.contains("--strategy extractive"),
+        "{err}"
+    );
+    assert_eq!(files_hash(&cr.db), hash);
+}
+
+#[test]
 fn the_replay_rejects_a_bad_history() {
     let (cr, c) = Cr::new(NEWEST_MAIN);
     let ids = fill(&c, "s1", 4, true, 1_780_000_000);
