@@ -1048,7 +1048,8 @@ mod tests {
              docker-agent's sessions, session_items and migrations tables, \
              goose's sessions, messages and schema_version tables, \
              opencode's session_v2, session_message and migration tables, \
-             or opencode's session, message and part tables; found: notes"
+             opencode's session, message and part tables, \
+             or crush's sessions, messages, files and goose_db_version tables; found: notes"
         );
     }
 }
