@@ -291,6 +291,10 @@ impl Cr {
 const NEWEST_MAIN: i64 = 20260127000000;
 
 fn compact(cr: &Cr, id: &str) -> Value {
+    compact_keeping(cr, id, "3000")
+}
+
+fn compact_keeping(cr: &Cr, id: &str, keep: &str) -> Value {
     let mut c = cr.cmd();
     c.args([
         "compact",
@@ -299,7 +303,7 @@ fn compact(cr: &Cr, id: &str) -> Value {
         "--idle",
         "0",
         "--keep-tokens",
-        "3000",
+        keep,
         "--yes",
         "--json",
     ]);
@@ -393,6 +397,108 @@ fn compaction_is_read_back_by_crushs_loader_and_restores_cell_for_cell() {
         );
         assert_eq!(agent_cells(&cr.conn()), before, "same_second={same_second}");
     }
+}
+
+/// A second compaction, after Crush went on with the session, summarizes the originals (read
+/// back from the live rows and the archive), and two restores, newest first, give every cell
+/// back.
+#[test]
+fn a_second_compaction_reads_the_originals_and_both_restore() {
+    let (cr, c) = Cr::new(NEWEST_MAIN);
+    let ids = fill(&c, "s1", 10, true, 1_780_000_000);
+    drop(c);
+    let before = agent_cells(&cr.conn());
+    compact(&cr, "s1");
+    // Crush goes on: six new turns a minute later, and the session's usage of its last call.
+    let c = cr.conn();
+    let mut more = ids.clone();
+    for turn in 0..6 {
+        let late = [
+            (
+                "user",
+                parts(&[text(&format!("now read file {} and fix it", 90 + turn))]),
+            ),
+            (
+                "assistant",
+                parts(&[
+                    text(&format!("file {} is fixed", 90 + turn)),
+                    finish("end_turn", 1_780_000_100),
+                ]),
+            ),
+        ];
+        for (k, (role, p)) in late.into_iter().enumerate() {
+            let mid = format!("s1-late-{turn}-{k}");
+            c.execute(
+                "INSERT INTO messages (id, session_id, role, parts, is_summary_message, created_at, updated_at)
+                 VALUES (?1, 's1', ?2, ?3, 0, ?4, ?4)",
+                params![mid, role, p, 1_780_000_100 + turn],
+            )
+            .unwrap();
+            more.push(mid);
+        }
+    }
+    c.execute(
+        "UPDATE sessions SET prompt_tokens = 9000 WHERE id = 's1'",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    let after_first = agent_cells(&cr.conn());
+    let doc = compact_keeping(&cr, "s1", "300");
+    assert_eq!(doc["conversations"][0]["status"], "compacted", "{doc:#}");
+    let c = cr.conn();
+    let details: String = c
+        .query_row(
+            "SELECT details FROM agent_db_compactions ORDER BY id DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let details: Value = serde_json::from_str(&details).unwrap();
+    assert_eq!(details["resummary"]["from"], "originals", "{details:#}");
+    let loaded = replay(&c, "s1").unwrap();
+    let kept = loaded.len() - 1;
+    let tail = &more[more.len() - kept..];
+    let gone: Vec<String> = more[..more.len() - kept].to_vec();
+    check_compacted(&c, "s1", tail, &gone).unwrap();
+    drop(c);
+    let out = cr.cmd().args(["restore", "s1"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(agent_cells(&cr.conn()), after_first);
+    // Crush wrote to the session after the first compaction: its restore needs --force, and
+    // then Crush loads every message again, the late ones too.
+    let out = cr.cmd().args(["restore", "s1"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    let out = cr
+        .cmd()
+        .args(["restore", "s1", "--force"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let loaded: Vec<String> = replay(&cr.conn(), "s1")
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(loaded, more);
+    let now = agent_cells(&cr.conn());
+    let without_late = |d: &BTreeMap<String, Vec<Vec<String>>>| -> Vec<Vec<String>> {
+        d["messages"]
+            .iter()
+            .filter(|r| !r[1].contains("s1-late"))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(without_late(&now), without_late(&before));
 }
 
 #[test]

@@ -9,6 +9,7 @@
 //! - `write.rs`: the typed proposal; `codec.rs`: the `parts` JSON.
 
 pub mod codec;
+mod originals;
 mod read;
 mod schema;
 mod write;
@@ -173,6 +174,26 @@ impl Adapter for Crush {
             StoredConversation::with_state(id, s.raw_messages, Arc::new(state))
                 .with_agent_summary(usize::from(summarized)),
         )
+    }
+
+    /// Rebuilt from the live rows and the archived cells (`originals.rs`).
+    fn archived_history(
+        &self,
+        read: &Read<'_>,
+        id: &str,
+        compaction_id: i64,
+    ) -> Result<Option<String>> {
+        originals::history_before(read.conn, read.path, id, compaction_id)
+    }
+
+    /// Whether that history started at a summary message.
+    fn archived_agent_summary(
+        &self,
+        read: &Read<'_>,
+        id: &str,
+        compaction_id: i64,
+    ) -> Result<usize> {
+        originals::agent_summary_before(read.conn, read.path, id, compaction_id)
     }
 
     fn unrated(&self) -> Unrated {

@@ -292,7 +292,7 @@ fn digest_cell(buf: &mut Vec<u8>, v: ValueRef<'_>) {
 }
 
 /// The `parts` cell as Crush's Go reads it (`string(parts)`): text or a BLOB holding JSON.
-fn parts_text(v: ValueRef<'_>, id: &str, msg: &str) -> Result<String> {
+pub(super) fn parts_text(v: ValueRef<'_>, id: &str, msg: &str) -> Result<String> {
     let bytes = match v {
         ValueRef::Text(b) | ValueRef::Blob(b) => b,
         ValueRef::Null => {
@@ -325,6 +325,33 @@ fn parts_text(v: ValueRef<'_>, id: &str, msg: &str) -> Result<String> {
         ));
     }
     Ok(text.to_string())
+}
+
+/// Crush's `getSessionMessages` over messages already in its order (`ids`, with each one's
+/// role and parts): from the one `summary` names on, that one read as the user's. Returns the
+/// summary's index and the history as a JSON array of envelopes.
+pub(super) fn history(
+    ids: &[&str],
+    bodies: &[(String, String)],
+    summary: Option<&str>,
+) -> (Option<usize>, String) {
+    let at = summary.and_then(|s| ids.iter().position(|r| *r == s));
+    let start = at.unwrap_or(0);
+    let mut out = String::from("[");
+    for (i, (id, (role, parts))) in ids.iter().zip(bodies).enumerate().skip(start) {
+        if i > start {
+            out.push(',');
+        }
+        let role = if Some(i) == at { "user" } else { role.as_str() };
+        out.push_str(&format!(
+            "{{\"id\":{},\"role\":{},\"parts\":{}}}",
+            serde_json::to_string(id).expect("strings serialize"),
+            serde_json::to_string(role).expect("strings serialize"),
+            parts
+        ));
+    }
+    out.push(']');
+    (at, out)
 }
 
 /// Load session `id` by Crush's rule.
@@ -387,24 +414,9 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
             created_at,
         });
     }
-    let at = session
-        .as_deref()
-        .and_then(|s| rows.iter().position(|r| r.id == s));
+    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    let (at, out) = history(&ids, &bodies, session.as_deref());
     let start = at.unwrap_or(0);
-    let mut out = String::from("[");
-    for (i, (row, (role, parts))) in rows.iter().zip(&bodies).enumerate().skip(start) {
-        if i > start {
-            out.push(',');
-        }
-        let role = if Some(i) == at { "user" } else { role.as_str() };
-        out.push_str(&format!(
-            "{{\"id\":{},\"role\":{},\"parts\":{}}}",
-            serde_json::to_string(&row.id).expect("strings serialize"),
-            serde_json::to_string(role).expect("strings serialize"),
-            parts
-        ));
-    }
-    out.push(']');
     Ok(Session {
         rows,
         start,
