@@ -672,11 +672,22 @@ fn a_newer_or_unknown_migration_is_refused_naming_both_versions() {
 #[test]
 fn a_file_before_is_summary_message_is_listed_but_not_written() {
     let (cr, c) = Cr::new(20250627000000);
-    c.execute_batch(
-        "INSERT INTO sessions (id, title, updated_at, created_at, prompt_tokens) VALUES ('s1', 't', 1, 1, 100000);
-         INSERT INTO messages (id, session_id, role, parts, created_at, updated_at) VALUES ('m1', 's1', 'user', '[]', 1, 1);",
+    c.execute(
+        "INSERT INTO sessions (id, title, updated_at, created_at, prompt_tokens) VALUES ('s1', 't', 1, 1, 20000)",
+        [],
     )
     .unwrap();
+    for i in 0..16 {
+        let (role, body) = match i % 2 {
+            0 => ("user", format!("question {i}")),
+            _ => ("assistant", format!("answer {i} ").repeat(300)),
+        };
+        c.execute(
+            "INSERT INTO messages (id, session_id, role, parts, created_at, updated_at) VALUES (?1, 's1', ?2, ?3, ?4, ?4)",
+            params![format!("m{i}"), role, parts(&[text(&body)]), 1_780_000_000 + i],
+        )
+        .unwrap();
+    }
     drop(c);
     let (doc, code) = json({
         let mut c = cr.cmd();
@@ -684,11 +695,37 @@ fn a_file_before_is_summary_message_is_listed_but_not_written() {
         c
     });
     assert_eq!(code, 0, "{doc:#}");
-    let text = doc.to_string();
     assert!(
-        text.contains("read-only") && text.contains("20250627000000_add_provider_to_messages"),
+        doc.to_string()
+            .contains("20250627000000_add_provider_to_messages"),
         "{doc:#}"
     );
+    assert!(cr
+        .cmd()
+        .args(["show", "s1"])
+        .output()
+        .unwrap()
+        .status
+        .success());
+    let cells = agent_cells(&cr.conn());
+    let out = cr
+        .cmd()
+        .args([
+            "compact", "--id", "s1", "--idle", "0", "--force", "--yes", "--json",
+        ])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = &doc["conversations"][0];
+    assert_eq!(row["status"], "failed", "{doc:#}");
+    assert!(
+        row["detail"]
+            .as_str()
+            .unwrap()
+            .contains("add_is_summary_message"),
+        "{doc:#}"
+    );
+    assert_eq!(agent_cells(&cr.conn()), cells);
 }
 
 /// Values of every storage class a column could hold that Crush would not write there.

@@ -66,15 +66,14 @@ impl Adapter for Crush {
         }
     }
 
-    /// A newer file fails the schema check itself; a file before `is_summary_message` is read
-    /// only.
+    /// A newer file fails the schema check itself, so a file that passes it is written (one
+    /// before `is_summary_message` refuses each compaction, naming the migration).
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
         let schema = check_schema(conn, path)?;
-        Ok(SchemaStatus {
-            version: Some(schema.version.to_string()),
-            newest_known: Some(NEWEST_KNOWN.to_string()),
-            writable: schema.writable(),
-        })
+        Ok(SchemaStatus::checked(
+            schema.version.to_string(),
+            NEWEST_KNOWN,
+        ))
     }
 
     fn default_path_doc(&self) -> &'static str {

@@ -62,7 +62,7 @@ pub const KNOWN_MIGRATIONS: &[(i64, &str)] = &[
 pub const NEWEST_KNOWN: i64 = 20260925000000;
 
 /// The first migration with `messages.is_summary_message`: below it Crush's own summary cannot
-/// be told from an answer, so agent-db does not write (the file is listed and shown).
+/// be told from an answer, so agent-db does not write a compaction (the file is listed and shown).
 pub const FIRST_WRITABLE: i64 = 20250810000000;
 
 const SESSION_REQUIRED: &[&str] = &[

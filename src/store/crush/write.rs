@@ -152,8 +152,8 @@ impl Write for Proposal {
         };
         if !schema.writable() {
             return fail(format!(
-                "this Crush file (migration {}) predates is_summary_message: agent-db only reads it",
-                schema.version
+                "this Crush file ({}) predates 20250810000000_add_is_summary_message: Crush cannot tell a summary there, so agent-db does not write one; nothing written",
+                super::migration_name(schema.version)
             ));
         }
         let loaded = cur.rows.len() - cur.start;
