@@ -925,3 +925,71 @@ fn discovery_from_the_current_directory_and_projects_json() {
         "{err}"
     );
 }
+
+/// A compaction keeping the last `keep` loaded messages, built by the test.
+fn neutral(raw: &str, keep: usize) -> agent_db::store::Compaction {
+    let n = agent_db::message::split_raw(raw).unwrap().len();
+    agent_db::store::Compaction {
+        format: &agent_db::store::crush::codec::CODEC,
+        history: raw.to_string(),
+        summary: Some("[agent-db compaction summary]\nthe work so far".into()),
+        tail_start: n - keep,
+        reinsert: None,
+        context_after: 100,
+        call_ids: Default::default(),
+        model: None,
+        message_tokens: Vec::new(),
+    }
+}
+
+fn audit(id: &str) -> agent_db::store::archive::AuditEntry {
+    agent_db::store::archive::AuditEntry {
+        conversation_id: id.into(),
+        store_kind: "crush".into(),
+        reason: "manual".into(),
+        strategy: "extractive".into(),
+        model: None,
+        messages_before: 0,
+        messages_after: 0,
+        tokens_before: 0,
+        tokens_after: 0,
+        summary_sha256: String::new(),
+        retention: None,
+        details: serde_json::json!({}),
+    }
+}
+
+/// Crush streams an answer into its message row (`UpdateMessage`: new parts, `updated_at`)
+/// between agent-db's plan and its commit: nothing is written; a fresh plan commits.
+#[test]
+fn a_live_crush_write_between_plan_and_commit_is_detected() {
+    use agent_db::store::{Access, Store, Written};
+    let (cr, c) = Cr::new(NEWEST_MAIN);
+    let ids = fill(&c, "s1", 4, true, 1_780_000_000);
+    drop(c);
+    let store = Store::open(&cr.db, Access::Read).unwrap();
+    let row = store.load("s1").unwrap();
+    let proposal = row.propose(neutral(&row.raw_messages, 4), audit("s1"), None);
+    cr.conn()
+        .execute(
+            "UPDATE messages SET parts = ?1, finished_at = 1780000009 WHERE id = ?2",
+            params![
+                parts(&[text("streamed more"), finish("end_turn", 1_780_000_009)]),
+                ids.last().unwrap()
+            ],
+        )
+        .unwrap();
+    let before = agent_cells(&cr.conn());
+    let mut writer = Store::open(&cr.db, Access::Write).unwrap();
+    let w = writer.commit(&proposal, "2026-11-01T12:00:02Z").unwrap();
+    assert!(
+        matches!(w, Written::Changed(ref why) if why.contains("changed since read")),
+        "{w:?}"
+    );
+    assert_eq!(agent_cells(&cr.conn()), before, "nothing written");
+    let row = store.load("s1").unwrap();
+    let proposal = row.propose(neutral(&row.raw_messages, 4), audit("s1"), None);
+    let w = writer.commit(&proposal, "2026-11-01T12:00:03Z").unwrap();
+    assert!(matches!(w, Written::Committed { .. }), "{w:?}");
+    check_compacted(&cr.conn(), "s1", &ids[12..], &ids[..12]).unwrap();
+}
