@@ -930,7 +930,7 @@ fn discovery_from_the_current_directory_and_projects_json() {
 fn neutral(raw: &str, keep: usize) -> agent_db::store::Compaction {
     let n = agent_db::message::split_raw(raw).unwrap().len();
     agent_db::store::Compaction {
-        format: &agent_db::store::crush::codec::CODEC,
+        format: &agent_db::agents::crush::codec::CODEC,
         history: raw.to_string(),
         summary: Some("[agent-db compaction summary]\nthe work so far".into()),
         tail_start: n - keep,
@@ -942,8 +942,8 @@ fn neutral(raw: &str, keep: usize) -> agent_db::store::Compaction {
     }
 }
 
-fn audit(id: &str) -> agent_db::store::archive::AuditEntry {
-    agent_db::store::archive::AuditEntry {
+fn audit(id: &str) -> agent_db::store::pre_image::AuditEntry {
+    agent_db::store::pre_image::AuditEntry {
         conversation_id: id.into(),
         store_kind: "crush".into(),
         reason: "manual".into(),
