@@ -30,6 +30,8 @@ fn sections() -> Vec<(i64, String)> {
 /// `goose_db_version` as goose records it (version 0 first).
 fn build(db: &Path, upto: i64) -> Connection {
     let c = Connection::open(db).unwrap();
+    // The test's own writes need no fsync (agent-db's keep theirs).
+    c.pragma_update(None, "synchronous", "OFF").unwrap();
     for (version, sql) in sections() {
         if version > upto {
             break;
@@ -992,4 +994,78 @@ fn a_live_crush_write_between_plan_and_commit_is_detected() {
     let w = writer.commit(&proposal, "2026-11-01T12:00:03Z").unwrap();
     assert!(matches!(w, Written::Committed { .. }), "{w:?}");
     check_compacted(&cr.conn(), "s1", &ids[12..], &ids[..12]).unwrap();
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// Whatever whole-second times the messages have (ties anywhere, gaps, insertion order
+        /// unlike time order) and wherever the tail starts, the compaction's times make Crush's
+        /// loader (the replay) send the summary and exactly the planned tail; the summarized
+        /// messages keep their order among themselves; restore gives every cell back.
+        #[test]
+        fn any_whole_second_layout_loads_as_summary_and_tail(
+            steps in prop::collection::vec(0i64..3, 4..14),
+            keep_from in 1usize..13,
+            shuffled in any::<bool>(),
+        ) {
+            let (cr, c) = Cr::new(NEWEST_MAIN);
+            c.execute(
+                "INSERT INTO sessions (id, title, updated_at, created_at) VALUES ('s1', 't', 1, 1)",
+                [],
+            )
+            .unwrap();
+            let mut t = 1_780_000_000;
+            let mut rows: Vec<(String, i64)> = Vec::new();
+            for (i, step) in steps.iter().enumerate() {
+                t += step;
+                rows.push((format!("m{i:02}"), t));
+            }
+            // Insert in reverse when `shuffled`: rowid order then differs from time order.
+            let mut order: Vec<usize> = (0..rows.len()).collect();
+            if shuffled {
+                order.reverse();
+            }
+            for i in order {
+                let (id, at) = &rows[i];
+                c.execute(
+                    "INSERT INTO messages (id, session_id, role, parts, created_at, updated_at) VALUES (?1, 's1', 'user', ?2, ?3, ?3)",
+                    params![id, parts(&[text(&format!("message {i}"))]), at],
+                )
+                .unwrap();
+            }
+            drop(c);
+            let before = agent_cells(&cr.conn());
+            let loaded: Vec<String> = replay(&cr.conn(), "s1").unwrap().into_iter().map(|m| m.id).collect();
+            let keep = loaded.len() - keep_from.min(loaded.len() - 1);
+            use agent_db::store::{Access, Store, Written};
+            let store = Store::open(&cr.db, Access::Read).unwrap();
+            let row = store.load("s1").unwrap();
+            let proposal = row.propose(neutral(&row.raw_messages, keep), audit("s1"), None);
+            drop(store);
+            let mut writer = Store::open(&cr.db, Access::Write).unwrap();
+            let w = writer.commit(&proposal, "2026-11-01T12:00:02Z").unwrap();
+            prop_assert!(matches!(w, Written::Committed { .. }), "{:?}", w);
+            let c = cr.conn();
+            let cut = loaded.len() - keep;
+            prop_assert_eq!(check_compacted(&c, "s1", &loaded[cut..], &loaded[..cut]), Ok(()));
+            // The summarized messages, in Crush's order now, are in the order they had.
+            let mut st = c
+                .prepare("SELECT id FROM messages WHERE session_id = 's1' AND is_summary_message = 0 ORDER BY created_at ASC")
+                .unwrap();
+            let now: Vec<String> = st.query_map([], |r| r.get(0)).unwrap().map(|r| r.unwrap()).collect();
+            prop_assert_eq!(&now, &loaded);
+            drop(st);
+            drop(c);
+            let Written::Committed { compaction_id } = w else { unreachable!() };
+            let restored =
+                agent_db::archive::restore::restore(&mut writer, compaction_id, false, "2026-11-01T12:00:03Z").unwrap();
+            prop_assert!(restored.ok, "{:?}", restored);
+            prop_assert_eq!(agent_cells(&cr.conn()), before);
+        }
+    }
 }
