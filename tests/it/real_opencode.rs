@@ -50,18 +50,13 @@ fn require_opencode(bin: PathBuf, ci: Option<std::ffi::OsString>) -> Option<Path
     if bin.is_file() {
         return Some(bin);
     }
-    if ci.is_some_and(|v| !v.is_empty()) {
-        panic!(
-            "the real opencode is missing at {} and CI is set: run `bash .ci/opencode.sh` \
-             (it installs opencode-ai@{VERSION} from npm) before `cargo test`",
+    crate::common::skip_with(
+        &format!(
+            "the real opencode is missing at {}: run `bash .ci/opencode.sh` (it installs \
+             opencode-ai@{VERSION} from npm) before `cargo test`",
             bin.display()
-        );
-    }
-    eprintln!(
-        "\n########## SKIPPING the real-opencode test: {} is absent. Run `bash .ci/opencode.sh` \
-         (needs npm) to install opencode-ai@{VERSION}, then `cargo test --test it real_opencode`. \
-         ##########\n",
-        bin.display()
+        ),
+        ci,
     );
     None
 }
@@ -880,15 +875,21 @@ fn compared_fields() -> Vec<(&'static str, Box<dyn Fn(&Written) -> Value>)> {
             "session: time_updated >= its newest message",
             Box::new(|w: &Written| json!(w.after.time_updated >= w.after.newest_message)),
         ),
-        (
-            "event rows written for the session",
-            Box::new(|w: &Written| json!(w.after.events > w.before.events)),
-        ),
     ]
 }
 
+/// The one field agent-db does not match, left out of [`compared_fields`]: opencode appends
+/// `event` rows for its compaction; agent-db writes none (docs/stores.md, opencode 1.x, "A
+/// compaction writes": the loader never reads them). The comparison test checks that the difference is still there,
+/// so the day agent-db writes them the field moves into [`compared_fields`].
+fn writes_event_rows(w: &Written) -> bool {
+    w.after.events > w.before.events
+}
+
+/// opencode's own compaction and agent-db's write the same fields, compared one by one
+/// ([`compared_fields`]), all but one: the `event` rows opencode appends and agent-db does not
+/// write ([`writes_event_rows`]), which is asserted to differ as documented.
 #[test]
-#[ignore = "agent-db does not write opencode's event rows for its compaction (docs/stores.md, opencode, 'What a compaction writes' item 6); every other compared field matches"]
 fn real_opencode_own_compaction_and_agent_db_write_the_same_fields() {
     let Some(bin) = opencode_bin() else { return };
     let o = Opencode::new(bin);
@@ -959,6 +960,15 @@ fn real_opencode_own_compaction_and_agent_db_write_the_same_fields() {
         "{} field(s) differ between opencode's own compaction and agent-db's:\n{}",
         differ.len(),
         differ.join("\n")
+    );
+    // The field left out, stated: opencode writes event rows, agent-db does not.
+    assert!(
+        writes_event_rows(&a),
+        "opencode wrote event rows for its compaction"
+    );
+    assert!(
+        !writes_event_rows(&b),
+        "agent-db now writes event rows: move the field into compared_fields and the docs"
     );
 }
 

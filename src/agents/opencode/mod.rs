@@ -36,7 +36,8 @@ use rusqlite::Connection;
 use super::opencode_family::{self as family, channel_files, default_path, PROVIDER};
 use crate::error::Result;
 use crate::store::commit::Commit;
-use crate::store::kind::{Adapter, LoadedState, Read, SchemaStatus, Unrated};
+use crate::store::conversation::{LoadedState, Read};
+use crate::store::kind::{Adapter, SchemaStatus, Unrated};
 use crate::store::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 
 /// The opencode store kind.
@@ -220,7 +221,7 @@ impl LoadedState for Loaded {
     fn propose(
         &self,
         id: &str,
-        _loaded: crate::store::kind::Loaded<'_>,
+        _loaded: crate::store::conversation::Loaded<'_>,
         c: Compaction,
         _read: Option<&Read<'_>>,
     ) -> Box<dyn Commit> {
