@@ -5,6 +5,7 @@
 //! machinery (`crate::store`), never each other, except the shared
 //! [`opencode_family`].
 
+pub mod crush;
 pub mod docker_agent;
 pub mod goose;
 pub mod kodelet;
@@ -66,14 +67,18 @@ mod tests {
              docker-agent's sessions, session_items and migrations tables, \
              goose's sessions, messages and schema_version tables, \
              opencode's session_v2, session_message and migration tables, \
-             or opencode's session, message and part tables; found: notes"
+             opencode's session, message and part tables, \
+             or crush's sessions, messages, files and goose_db_version tables; found: notes"
         );
     }
 
     #[test]
     fn every_kind_parses_by_its_name_and_detects_by_its_tables() {
         let names: Vec<&str> = StoreKind::all().map(StoreKind::name).collect();
-        assert_eq!(names, ["kodelet", "docker-agent", "goose", "opencode"]);
+        assert_eq!(
+            names,
+            ["kodelet", "docker-agent", "goose", "opencode", "crush"]
+        );
         for &k in KINDS.iter() {
             assert_eq!(StoreKind::parse(k.name()), Some(k));
             let tables: Vec<String> = k
@@ -110,7 +115,7 @@ mod tests {
 
     /// The registry is every agent's folder, in the detection order of their ranks: kodelet,
     /// docker-agent, goose, opencode 2.x, then opencode 1.x (whose tables an upgraded 2.x file
-    /// also has), each rank once.
+    /// also has), then Crush, each rank once.
     #[test]
     fn the_registry_is_in_detection_order() {
         let order: Vec<(&str, &str)> = KINDS
@@ -125,6 +130,7 @@ mod tests {
                 ("goose", "sessions"),
                 ("opencode", "session_v2"),
                 ("opencode", "session"),
+                ("crush", "sessions"),
             ]
         );
         let mut ranks: Vec<u32> = KINDS.iter().map(|k| k.rank()).collect();

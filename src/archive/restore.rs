@@ -319,7 +319,24 @@ pub fn restore(store: &mut Store, id: i64, force: bool, now: &str) -> Result<Res
         } => (c, archived, changed, expected),
     };
     let archived = archive::restorable(&tx, archived, &expected).at(path)?;
-    archive::apply(&tx, id, &archived).at(path)?;
+    // The archived cells go back exactly: an agent's triggers (Crush stamps `updated_at` and
+    // counts messages on every write) would write their own values over them, so they do not
+    // run while the cells are put back.
+    let triggers = tx
+        .db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER)
+        .at(path)?;
+    tx.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+        false,
+    )
+    .at(path)?;
+    let applied = archive::apply(&tx, id, &archived).at(path);
+    tx.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+        triggers,
+    )
+    .at(path)?;
+    applied?;
     store
         .kind
         .adapter()

@@ -48,6 +48,10 @@ pub trait Adapter: Sync + 'static {
     fn nearby(&self) -> Vec<PathBuf> {
         Vec::new()
     }
+    /// What the files of [`Adapter::nearby`] are, for discovery messages and `stores`.
+    fn nearby_role(&self) -> &'static str {
+        "another channel"
+    }
     /// How [`Adapter::default_path`] is found, for `--help` (`~/.cagent/session.db`).
     fn default_path_doc(&self) -> &'static str;
     /// Where the store keeps its conversation IDs (table, column), for ID prefixes.

@@ -109,9 +109,10 @@ fn missing_beside(kind: StoreKind, path: &Path) -> Result<()> {
                 kind.name()
             ),
             format!(
-                "beside it: {} ({}'s file for another channel; use it with --db {})",
+                "beside it: {} ({}'s file for {}; use it with --db {})",
                 join_and(&listed, "and"),
                 kind.name(),
+                kind.adapter().nearby_role(),
                 first.display()
             ),
         ],
@@ -156,7 +157,11 @@ pub fn survey(explicit: Option<(&Path, &str)>) -> Vec<Surveyed> {
             if !candidates.iter().any(|(c, _)| *c == p) {
                 candidates.push((
                     p,
-                    format!("beside {}'s default (another channel)", k.name()),
+                    format!(
+                        "beside {}'s default ({})",
+                        k.name(),
+                        k.adapter().nearby_role()
+                    ),
                 ));
             }
         }

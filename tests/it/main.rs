@@ -6,6 +6,7 @@ mod busy_store;
 mod cli_tables;
 mod common;
 mod crash;
+mod crush;
 mod discovery;
 mod docker_agent;
 mod docs_promises;
