@@ -35,7 +35,7 @@ macro_rules! register_stores {
     };
 }
 
-register_stores!(kodelet, docker_agent, goose, opencode_v2, opencode);
+register_stores!(kodelet, docker_agent, goose, opencode_v2, kilo, opencode);
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

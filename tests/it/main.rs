@@ -35,6 +35,8 @@ mod preflight;
 mod provider;
 mod pty;
 mod read_side;
+mod real_agents;
+mod real_kilo;
 mod real_opencode;
 mod release_head;
 mod report_words;

@@ -29,7 +29,9 @@ pub use read::{
     context_tokens, has_audit, load_session, meta, pending_reverts, rfc3339_ms, scan, Msg, Session,
     REVERT_PENDING,
 };
-pub use schema::{check_schema, Era, Schema, EVENTS_MIGRATION, NEWEST_KNOWN};
+pub use schema::{
+    check_schema, check_schema_as, Era, Flavor, Schema, EVENTS_MIGRATION, NEWEST_KNOWN, OPENCODE,
+};
 pub use write::Proposal;
 
 use std::path::PathBuf;
@@ -47,90 +49,134 @@ use crate::error::Result;
 pub const PROVIDER: &str = "opencode";
 
 /// The opencode store kind.
-pub const KIND: StoreKind = StoreKind::new(&Opencode);
+pub const KIND: StoreKind = StoreKind::new(&ADAPTER);
 
 /// opencode's adapter.
-pub struct Opencode;
+pub static ADAPTER: Family = Family {
+    name: "opencode",
+    app: "opencode",
+    flavor: &OPENCODE,
+    signature: &["session", "message", "part"],
+    db_env: "OPENCODE_DB",
+    default_path_doc: "opencode: $OPENCODE_DB or ~/.local/share/opencode/opencode.db",
+    version_name: |_| "opencode 1.x".to_string(),
+};
+
+/// An agent that keeps opencode 1.x's store (opencode, or a fork such as Kilo): what differs
+/// between them is here, the format and every read and write are this module's.
+pub struct Family {
+    /// The name users type (`--agent`).
+    pub name: &'static str,
+    /// The agent's application name: its data directory (`$XDG_DATA_HOME/<app>`), its file
+    /// (`<app>.db`) and its other channels' files (`<app>-<channel>.db`).
+    pub app: &'static str,
+    /// The migrations its files carry.
+    pub flavor: &'static Flavor,
+    /// Tables whose presence (all of them) identifies its file.
+    pub signature: &'static [&'static str],
+    /// The variable that overrides its file (absolute, or relative to the data directory).
+    pub db_env: &'static str,
+    pub default_path_doc: &'static str,
+    /// The file's newest migration in the words its users know.
+    pub version_name: fn(&str) -> String,
+}
 
 /// What a loaded session keeps for its proposal: the version token and the loaded ids.
 #[derive(Debug, Clone)]
 struct Loaded {
+    flavor: &'static Flavor,
     version: String,
     ids: Vec<String>,
 }
 
-/// opencode's data directory: `$XDG_DATA_HOME/opencode` (absolute), else
-/// `~/.local/share/opencode`.
-/// opencode's files for its other channels in the data dir (`opencode-<channel>.db`,
-/// `storage/db.ts`: every channel but latest, beta and prod has its own file), sorted.
-pub fn channel_files() -> Vec<PathBuf> {
-    let Ok(dir) = std::fs::read_dir(data_dir()) else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = dir
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| {
-            p.is_file()
-                && p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("opencode-") && n.ends_with(".db"))
-        })
-        .collect();
-    out.sort();
-    out
-}
+impl Family {
+    /// The agent's files for its other channels in the data dir (`<app>-<channel>.db`,
+    /// opencode's `storage/db.ts`: every channel but latest, beta and prod has its own file),
+    /// sorted.
+    pub fn channel_files(&self) -> Vec<PathBuf> {
+        let Ok(dir) = std::fs::read_dir(self.data_dir()) else {
+            return Vec::new();
+        };
+        let prefix = format!("{}-", self.app);
+        let mut out: Vec<PathBuf> = dir
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| {
+                p.is_file()
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".db"))
+            })
+            .collect();
+        out.sort();
+        out
+    }
 
-fn data_dir() -> PathBuf {
-    match std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-    {
-        Some(x) => x.join("opencode"),
-        None => super::home_dir().join(".local/share/opencode"),
+    /// The agent's data directory: `$XDG_DATA_HOME/<app>` (absolute), else
+    /// `~/.local/share/<app>`.
+    fn data_dir(&self) -> PathBuf {
+        match std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+        {
+            Some(x) => x.join(self.app),
+            None => super::home_dir().join(".local/share").join(self.app),
+        }
+    }
+
+    fn check(&self, conn: &Connection, path: &std::path::Path) -> Result<Schema> {
+        check_schema_as(conn, path, self.flavor)
     }
 }
 
-impl Adapter for Opencode {
+/// opencode's files for its other channels ([`Family::channel_files`]).
+pub fn channel_files() -> Vec<PathBuf> {
+    ADAPTER.channel_files()
+}
+
+impl Adapter for Family {
     fn name(&self) -> &'static str {
-        "opencode"
+        self.name
     }
 
     fn signature_tables(&self) -> &'static [&'static str] {
-        &["session", "message", "part"]
+        self.signature
     }
 
     fn check_schema(&self, conn: &Connection, path: &std::path::Path) -> Result<()> {
-        check_schema(conn, path).map(|_| ())
+        self.check(conn, path).map(|_| ())
     }
 
     /// A file newer than agent-db knows fails the schema check itself (for every command), so
     /// a file that passes it is written.
-    fn version_name(&self, _version: &str) -> String {
-        "opencode 1.x".to_string()
+    fn version_name(&self, version: &str) -> String {
+        (self.version_name)(version)
     }
 
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
-        let schema = check_schema(conn, path)?;
-        Ok(SchemaStatus::checked(schema.newest.clone(), NEWEST_KNOWN))
+        let schema = self.check(conn, path)?;
+        Ok(SchemaStatus::checked(
+            schema.newest.clone(),
+            self.flavor.newest_known(),
+        ))
     }
 
     fn default_path_doc(&self) -> &'static str {
-        "opencode: $OPENCODE_DB or ~/.local/share/opencode/opencode.db"
+        self.default_path_doc
     }
 
-    /// `OPENCODE_DB` (absolute as is, relative under the data dir), else the data dir's
-    /// `opencode.db` (the `latest`, `beta` and `prod` channels' file).
+    /// `OPENCODE_DB` (`KILO_DB`; absolute as is, relative under the data dir), else the data
+    /// dir's `opencode.db` (`kilo.db`: the `latest`, `beta` and `prod` channels' file).
     fn default_path(&self) -> PathBuf {
-        match std::env::var_os("OPENCODE_DB").filter(|v| !v.is_empty()) {
+        match std::env::var_os(self.db_env).filter(|v| !v.is_empty()) {
             Some(v) if PathBuf::from(&v).is_absolute() => PathBuf::from(v),
-            Some(v) => data_dir().join(v),
-            None => data_dir().join("opencode.db"),
+            Some(v) => self.data_dir().join(v),
+            None => self.data_dir().join(format!("{}.db", self.app)),
         }
     }
 
     fn nearby(&self) -> Vec<PathBuf> {
-        channel_files()
+        self.channel_files()
     }
 
     fn id_column(&self) -> (&'static str, &'static str) {
@@ -147,7 +193,7 @@ impl Adapter for Opencode {
     }
 
     fn keeps_tail(&self, read: &Read<'_>) -> Result<bool> {
-        Ok(check_schema(read.conn, read.path)?.keeps_tail())
+        Ok(self.check(read.conn, read.path)?.keeps_tail())
     }
 
     fn providers(&self, _read: &Read<'_>) -> Result<Vec<String>> {
@@ -186,6 +232,7 @@ impl Adapter for Opencode {
         let s = load_session(read.conn, read.path, id)?;
         let todos = read::open_todos(read.conn, read.path, id)?;
         let state = Loaded {
+            flavor: self.flavor,
             version: s.version,
             ids: s.loaded.into_iter().map(|m| m.id).collect(),
         };
@@ -266,6 +313,7 @@ impl LoadedState for Loaded {
         _read: Option<&Read<'_>>,
     ) -> Box<dyn Commit> {
         Box::new(Proposal {
+            flavor: self.flavor,
             id: id.to_string(),
             version: self.version.clone(),
             loaded: self.ids.clone(),

@@ -123,8 +123,76 @@ fn recorded(
     Ok((Era::Drizzle, ids))
 }
 
-/// Read and check the schema (again inside every write transaction).
+/// An agent that writes opencode's 1.x store: opencode itself, or a fork (Kilo) whose files
+/// record opencode's migrations up to one of them and the fork's own after it.
+#[derive(Debug)]
+pub struct Flavor {
+    /// The agent's name in messages (`opencode`, `Kilo`).
+    pub agent: &'static str,
+    /// The newest of opencode's migrations its files record.
+    pub upstream_newest: &'static str,
+    /// Its own migrations after that one, by name, oldest first (none for opencode).
+    pub own: &'static [&'static str],
+}
+
+impl Flavor {
+    /// The newest migration of this agent that agent-db knows.
+    pub fn newest_known(&self) -> &'static str {
+        self.own.last().copied().unwrap_or(self.upstream_newest)
+    }
+
+    /// Refuses a migration this agent's files do not carry as agent-db knows them: one newer
+    /// than the newest known (naming both), or one past opencode's that is not the agent's own.
+    fn admit(&self, id: &str, path: &Path) -> Result<()> {
+        let agent = self.agent;
+        let newest_known = self.newest_known();
+        let upstream = stamp(self.upstream_newest).expect("a stamped id");
+        match stamp(id) {
+            Some(s) if s <= upstream => Ok(()),
+            Some(_) if self.own.contains(&id) => Ok(()),
+            Some(s) if s > stamp(newest_known).expect("a stamped id") => Err(changed(
+                path,
+                format!(
+                    "{agent} migration {id} is newer than any agent-db knows (the newest it knows is \
+                     {newest_known}); a newer {agent} wrote this file, so agent-db will not touch it (upgrade agent-db)"
+                ),
+            )),
+            _ => Err(changed(
+                path,
+                format!("{agent} migration {id:?} is not one agent-db knows, so it will not touch this file"),
+            )),
+        }
+    }
+}
+
+/// opencode itself.
+pub static OPENCODE: Flavor = Flavor {
+    agent: "opencode",
+    upstream_newest: NEWEST_KNOWN,
+    own: &[],
+};
+
+/// Read and check the schema of an opencode file (again inside every write transaction).
 pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
+    check_schema_as(conn, path, &OPENCODE)
+}
+
+/// [`check_schema`] for the files `flavor` writes: every recorded migration one it carries.
+pub fn check_schema_as(conn: &Connection, path: &Path, flavor: &Flavor) -> Result<Schema> {
+    let (schema, ids) = inspect_ids(conn, path)?;
+    for id in &ids {
+        flavor.admit(id, path)?;
+    }
+    Ok(schema)
+}
+
+/// The schema as the file has it, its migrations unchecked: for reads of a file the store's
+/// open already checked (`check_schema_as`).
+pub(crate) fn inspect(conn: &Connection, path: &Path) -> Result<Schema> {
+    inspect_ids(conn, path).map(|(s, _)| s)
+}
+
+fn inspect_ids(conn: &Connection, path: &Path) -> Result<(Schema, Vec<String>)> {
     let tables: HashSet<String> = strings(
         conn,
         path,
@@ -133,26 +201,13 @@ pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
     .into_iter()
     .collect();
     let (era, ids) = recorded(conn, path, &tables)?;
-    let newest_known = stamp(NEWEST_KNOWN).expect("a stamped id");
     let mut newest = String::new();
     for id in &ids {
-        match stamp(id) {
-            Some(s) if s <= newest_known => {}
-            Some(_) => {
-                return Err(changed(
-                    path,
-                    format!(
-                        "opencode migration {id} is newer than any agent-db knows (the newest it knows is \
-                         {NEWEST_KNOWN}); a newer opencode wrote this file, so agent-db will not touch it (upgrade agent-db)"
-                    ),
-                ))
-            }
-            None => {
-                return Err(changed(
-                    path,
-                    format!("opencode migration {id:?} is not one agent-db knows, so it will not touch this file"),
-                ))
-            }
+        if stamp(id).is_none() {
+            return Err(changed(
+                path,
+                format!("opencode migration {id:?} is not one agent-db knows, so it will not touch this file"),
+            ));
         }
         if id.as_str() > newest.as_str() {
             newest = id.clone();
@@ -173,10 +228,11 @@ pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
             ));
         }
     }
-    Ok(Schema {
+    let schema = Schema {
         era,
         newest,
         session,
         events: tables.contains("event") && tables.contains("event_sequence"),
-    })
+    };
+    Ok((schema, ids))
 }
