@@ -363,7 +363,10 @@ mod tests {
     #[test]
     fn every_kind_parses_by_its_name_and_detects_by_its_tables() {
         let names: Vec<&str> = StoreKind::all().map(StoreKind::name).collect();
-        assert_eq!(names, ["kodelet", "docker-agent", "goose", "opencode", "kilo"]);
+        assert_eq!(
+            names,
+            ["kodelet", "docker-agent", "goose", "opencode", "kilo"]
+        );
         for &k in KINDS {
             assert_eq!(StoreKind::parse(k.name()), Some(k));
             let tables: Vec<String> = k

@@ -1043,6 +1043,7 @@ mod tests {
              docker-agent's sessions, session_items and migrations tables, \
              goose's sessions, messages and schema_version tables, \
              opencode's session_v2, session_message and migration tables, \
+             kilo's session, message, part and kilo_board tables, \
              or opencode's session, message and part tables; found: notes"
         );
     }

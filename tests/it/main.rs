@@ -17,6 +17,7 @@ mod goose;
 mod goose_loader;
 mod hooks;
 mod json_snapshots;
+mod kilo;
 mod kodelet_current;
 mod kodelet_load;
 mod layers;

@@ -81,7 +81,10 @@ impl RealAgent {
             if p.is_file() {
                 return Some(p);
             }
-            return self.missing(&format!("{} names {}, which is absent", self.bin_env, p.display()), ci);
+            return self.missing(
+                &format!("{} names {}, which is absent", self.bin_env, p.display()),
+                ci,
+            );
         }
         match self.install(&root(), OsStr::new("npm")) {
             Ok(bin) => Some(bin),
@@ -123,7 +126,8 @@ impl RealAgent {
         if ready() {
             return Ok(bin);
         }
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let lock_path = root.join(".lock");
         let lock = std::fs::File::create(&lock_path)
             .map_err(|e| format!("cannot create {}: {e}", lock_path.display()))?;

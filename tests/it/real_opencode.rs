@@ -325,6 +325,42 @@ impl Opencode {
         serve.stop();
     }
 
+    /// `agent-db --db <file> show ID --json`: the session as agent-db loads it.
+    fn show(&self, id: &str) -> Value {
+        let out = self
+            .agent_db()
+            .arg("--db")
+            .arg(self.db())
+            .args(["show", id, "--json"])
+            .output()
+            .expect("run agent-db");
+        assert!(
+            out.status.success(),
+            "agent-db show {id}: exit {:?}\nstderr: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("show --json")
+    }
+
+    /// `<agent> export ID`: the session as the agent itself exports it.
+    fn export(&self, id: &str) -> String {
+        let out = self
+            .command()
+            .args(["export", id])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run export");
+        assert!(
+            out.status.success(),
+            "{} export {id}: exit {:?}\nstderr: {}",
+            self.agent.name,
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 export")
+    }
+
     fn restore(&self, id: &str) {
         let out = self
             .agent_db()
@@ -586,9 +622,23 @@ pub(crate) fn continues_sessions_agent_db_compacted_and_restored(agent: &'static
     // Extractive: summary + kept tail, nothing of the head. Prune: the head's tool outputs
     // cleared, the tail's kept.
     let extractive = ["--strategy", "extractive", "--keep-tokens", "300"];
-    o.compact(&ext, &extractive);
+    let prune = ["--strategy", "prune", "--keep-tokens", "300"];
+    // A restore right after a compaction gives the session back as the agent's own export
+    // shows it, to the byte; then it is compacted again (`--force`: past the stall guard).
+    for (id, args) in [(&ext, &extractive), (&pru, &prune)] {
+        let before = o.export(id);
+        o.compact(id, args);
+        assert_ne!(
+            o.export(id),
+            before,
+            "{} export after a compaction",
+            agent.name
+        );
+        o.restore(id);
+        assert_eq!(o.export(id), before, "{} export after restore", agent.name);
+        o.compact(id, &[&args[..], &["--force"]].concat());
+    }
     o.compact(&rec, &extractive);
-    o.compact(&pru, &["--strategy", "prune", "--keep-tokens", "300"]);
     let (summary, tail) = compaction_rows(&o.conn(), &ext);
     assert!(tail.is_some(), "agent-db kept a tail (tail_start_id)");
     let (first_summary, _) = compaction_rows(&o.conn(), &rec);
@@ -757,6 +807,8 @@ struct Written {
     rows: Vec<(Value, Vec<Value>)>,
     before: SessionFigures,
     after: SessionFigures,
+    /// The session as agent-db loads it afterwards (`show --json`).
+    shown: Value,
 }
 
 /// The fields opencode's own compaction and agent-db's must both write, each as a function of
@@ -870,6 +922,31 @@ fn compared_fields() -> Vec<(&'static str, Box<dyn Fn(&Written) -> Value>)> {
             Box::new(|w: &Written| json!(w.after.time_updated >= w.after.newest_message)),
         ),
         (
+            "agent-db reads it: the first two messages' roles, the second a summary",
+            Box::new(|w: &Written| {
+                let m = &w.shown["messages"];
+                json!([m[0]["role"], m[1]["role"], m[1]["summary_by"].is_string()])
+            }),
+        ),
+        (
+            "agent-db reads it: the second message is the stored summary",
+            Box::new(|w: &Written| {
+                let text: String = w.shown["messages"][1]["blocks"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|b| b["text"].as_str())
+                    .collect();
+                let stored = w.rows[1]
+                    .1
+                    .iter()
+                    .find(|p| p["type"] == "text")
+                    .and_then(|p| p["text"].as_str())
+                    .unwrap_or_default();
+                json!(!stored.is_empty() && text.trim() == stored.trim())
+            }),
+        ),
+        (
             "event rows written for the session",
             Box::new(|w: &Written| json!(w.after.events > w.before.events)),
         ),
@@ -932,11 +1009,13 @@ pub(crate) fn own_compaction_and_agent_db_fields(agent: &'static RealAgent) -> O
         rows: new_messages(&c, &by_opencode, &ids_a),
         before: before_a,
         after: session_figures(&c, &by_opencode),
+        shown: o.show(&by_opencode),
     };
     let b = Written {
         rows: new_messages(&c, &by_agent_db, &ids_b),
         before: before_b,
         after: session_figures(&c, &by_agent_db),
+        shown: o.show(&by_agent_db),
     };
     assert_eq!(a.rows.len(), 2, "opencode's compaction: two messages");
     assert_eq!(b.rows.len(), 2, "agent-db's compaction: two messages");
@@ -950,6 +1029,15 @@ pub(crate) fn own_compaction_and_agent_db_fields(agent: &'static RealAgent) -> O
         "opencode stored the model's summary"
     );
 
+    // agent-db shows each summary under its writer's name.
+    assert_eq!(
+        (
+            &a.shown["messages"][1]["summary_by"],
+            &b.shown["messages"][1]["summary_by"]
+        ),
+        (&json!(agent.name), &json!("agent-db")),
+        "agent-db's show of both compactions"
+    );
     let mut differ = Vec::new();
     for (name, field) in compared_fields() {
         let (va, vb) = (field(&a), field(&b));

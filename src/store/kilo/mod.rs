@@ -12,10 +12,12 @@ use super::StoreKind;
 /// 1.18.33 migration, then its own).
 pub const UPSTREAM_NEWEST: &str = "20260622202450_simplify_session_input";
 
-/// Kilo's own migrations after opencode's, oldest first: what the released Kilo 7.7.9 records
-/// (`packages/opencode/migration/` in Kilo-Org/kilocode).
+/// Kilo's own migrations after opencode's, oldest first: what the released Kilo 7.7.9 records,
+/// and `recall-part-index` (Kilo-Org/kilocode's migration list; it adds only the
+/// `recall_part_search_idx` index on `part`, which a 7.7.9 file has).
 pub const OWN_MIGRATIONS: &[&str] = &[
     "20260714141136_session-message-legacy-writer-compat",
+    "20260731102142_recall-part-index",
     "20260828074139_kilocode_board",
     "20260903104806_kilocode_board_reset",
     "20260907102000_kilocode_model_usage_index",
