@@ -107,14 +107,14 @@ fn stores_lists_kilos_default_file_and_agent_kilo_opens_it() {
     assert_eq!(s["support"], "read-write");
 
     let mut c = cmd(dir.path());
-    c.args(["--agent", "kilo", "list", "--all", "--json"]);
+    c.args(["--agent", "kilo", "list", "--json"]);
     let (doc, code) = json(c);
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["store"]["kind"], "kilo", "{doc:#}");
     assert_eq!(doc["conversations"].as_array().map(Vec::len), Some(3));
     // With only Kilo's file, agent-db finds it without being told.
     let mut c = cmd(dir.path());
-    c.args(["list", "--all", "--json"]);
+    c.args(["list", "--json"]);
     let (doc, code) = json(c);
     assert_eq!(
         (code, &doc["store"]["kind"]),
@@ -126,7 +126,7 @@ fn stores_lists_kilos_default_file_and_agent_kilo_opens_it() {
     kilo_store(&other);
     let mut c = cmd(dir.path());
     c.env("KILO_DB", "elsewhere.db")
-        .args(["--agent", "kilo", "list", "--all", "--json"]);
+        .args(["--agent", "kilo", "list", "--json"]);
     let (doc, code) = json(c);
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["conversations"].as_array().map(Vec::len), Some(0));
@@ -162,8 +162,15 @@ fn a_newer_kilo_is_refused_naming_both_versions_never_as_opencode() {
             .unwrap();
         let before = files_hash(&db);
         for args in [
-            &["list", "--all"][..],
-            &["compact", "--all", "--yes", "--strategy", "extractive"],
+            &["list"][..],
+            &[
+                "compact",
+                "--all-over",
+                "0",
+                "--yes",
+                "--strategy",
+                "extractive",
+            ],
         ] {
             let out = cmd(dir.path())
                 .arg("--db")
@@ -189,7 +196,7 @@ fn a_kilo_session_compacts_and_restores_cell_identical() {
     kilo_with_sessions(&db, 3);
     let before = dump_all(&Connection::open(&db).unwrap());
     let mut c = cmd(dir.path());
-    c.arg("--db").arg(&db).args(["list", "--all", "--json"]);
+    c.arg("--db").arg(&db).args(["list", "--json"]);
     let (doc, _) = json(c);
     let id = doc["conversations"][0]["id"].as_str().unwrap().to_string();
     let mut c = cmd(dir.path());
