@@ -7,6 +7,8 @@
 //! commits each compaction in its own transaction with an archived pre-image. The library never
 //! prints: the binary's CLI layer renders reports.
 
+pub mod agents;
+pub mod archive;
 pub mod compact;
 pub mod config;
 pub mod error;

@@ -276,22 +276,11 @@ fn release(m: &mut Message) {
     m.raw = serde_json::value::RawValue::from_string("null".into()).expect("null is JSON");
 }
 
-/// The format of a loaded row: from `provider` and `metadata.api_mode`, and from the shape of
-/// the messages where those do not say it (an unknown provider, or an OpenAI row whose
-/// `api_mode` is missing or unreadable) and the shape is unambiguous.
+/// The format of a loaded row, by its store's rule ([`StoredConversation::format`]: the format
+/// the metadata states, or where it does not, the one the history's shape shows).
 pub fn format_of(row: &StoredConversation, meta: &ConversationMeta) -> Result<Format> {
-    let stated = meta.format();
-    let unstated = match &stated {
-        Err(_) => meta.provider != "google",
-        Ok(f) if *f == message::OPENAI_CHAT => meta.api_mode.as_deref().is_none_or(str::is_empty),
-        Ok(_) => false,
-    };
-    if unstated {
-        if let Some(f) = message::shape::detect(&row.raw_messages) {
-            return Ok(f);
-        }
-    }
-    stated.map_err(|why| Error::conversation(&row.id, why))
+    row.format(meta)
+        .map_err(|why| Error::conversation(&row.id, why))
 }
 
 /// Decode a loaded row.
@@ -343,7 +332,7 @@ pub fn plan(
     };
     // The guard's reason wins over "already small": in a loop it is the reason that matters.
     if let Some(guard) = opts.stall {
-        if let Some(last) = crate::store::restore::last_compaction(store, &plan.meta.id)? {
+        if let Some(last) = crate::archive::restore::last_compaction(store, &plan.meta.id)? {
             if let Some(why) = stalled(&guard, &last, plan.loaded.messages.len()) {
                 plan.decision = Decision::NoOp(why);
             }
@@ -364,7 +353,7 @@ pub fn plan(
 /// history in between, e.g. with its own compaction) starts the originals over. `None`: agent-db
 /// never compacted it (the earlier summary is another writer's).
 pub fn originals(store: &Store, plan: &Plan) -> Option<Resummary> {
-    use crate::store::originals::Originals;
+    use crate::archive::originals::Originals;
     let split = plan.split()?;
     let found = match store.originals(&plan.meta.id) {
         Ok(Originals::None) => return None,
@@ -393,7 +382,7 @@ pub fn originals(store: &Store, plan: &Plan) -> Option<Resummary> {
 /// message.
 fn rebuild(
     format: Format,
-    pre_images: &[crate::store::originals::PreImage],
+    pre_images: &[crate::archive::originals::PreImage],
     written_last: usize,
     current: &[Message],
     cut: usize,
@@ -454,7 +443,7 @@ fn rebuild(
 /// The stall guard's verdict on a conversation agent-db last compacted as `last`.
 pub fn stalled(
     guard: &StallGuard,
-    last: &crate::store::restore::LastCompaction,
+    last: &crate::archive::restore::LastCompaction,
     messages_now: usize,
 ) -> Option<String> {
     let new = messages_now.saturating_sub(last.messages_after.max(0) as usize);
@@ -623,7 +612,12 @@ pub fn target_note(target: f64, land: &Landing, summary_reserve: usize) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::originals::PreImage;
+    use crate::archive::originals::PreImage;
+
+    /// The registered codec named `name` (the formats kodelet stores).
+    fn codec(name: &str) -> crate::message::Format {
+        crate::store::StoreKind::codec(name).expect("a registered codec")
+    }
 
     const SUMMARY: &str =
         "[agent-db compaction summary]\nagent-db replaced 2 earlier messages.\n\nbody";
@@ -650,7 +644,7 @@ mod tests {
     }
 
     fn messages(names: &[&str]) -> Vec<Message> {
-        message::decode_all(message::OPENAI_CHAT, &history(names)).unwrap()
+        message::decode_all(codec("openai-chat"), &history(names)).unwrap()
     }
 
     fn texts(m: &[Message]) -> Vec<String> {
@@ -677,7 +671,7 @@ mod tests {
     #[test]
     fn the_originals_are_the_first_pre_image_and_what_came_after_each_compaction() {
         let now = messages(&["S", "a7", "u8", "a9"]);
-        let head = rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 3)
+        let head = rebuild(codec("openai-chat"), &chain(), 2, &now, 3)
             .unwrap()
             .0;
         assert_eq!(
@@ -689,13 +683,13 @@ mod tests {
     #[test]
     fn a_new_tail_reaching_into_the_last_kept_tail_ends_the_originals_before_it() {
         let now = messages(&["S", "a7", "u8", "a9"]);
-        let head = rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 1)
+        let head = rebuild(codec("openai-chat"), &chain(), 2, &now, 1)
             .unwrap()
             .0;
         assert_eq!(texts(&head), ["u0", "a1", "u2", "a3", "u4", "a5", "u6"]);
         // The kept tail no longer matches the archive: no originals, and why.
         let changed = messages(&["S", "a7-edited", "u8", "a9"]);
-        let e = rebuild(message::OPENAI_CHAT, &chain(), 2, &changed, 1).unwrap_err();
+        let e = rebuild(codec("openai-chat"), &chain(), 2, &changed, 1).unwrap_err();
         assert!(e.contains("does not match"), "{e}");
     }
 
@@ -709,7 +703,7 @@ mod tests {
         let now = messages(&["S", "a7", "u8", "a9"]);
         let mut chain = chain;
         chain[1].agent_summary = 1;
-        let (head, agent_summary) = rebuild(message::OPENAI_CHAT, &chain, 2, &now, 2).unwrap();
+        let (head, agent_summary) = rebuild(codec("openai-chat"), &chain, 2, &now, 2).unwrap();
         assert_eq!(texts(&head), ["uAgentSummary", "a3", "u6", "a7"]);
         // The agent's own summary the store saw at the start of that pre-image is still first.
         assert_eq!(agent_summary, 1);
@@ -722,24 +716,24 @@ mod tests {
             pre(2, &["P", "u6", "a7"], 2),
         ];
         let now = messages(&["S", "a7", "u8", "a9"]);
-        let head = rebuild(message::OPENAI_CHAT, &chain, 2, &now, 2).unwrap().0;
+        let head = rebuild(codec("openai-chat"), &chain, 2, &now, 2).unwrap().0;
         assert_eq!(texts(&head), [PRESENTED, "u6", "a7"]);
     }
 
     #[test]
     fn a_history_that_does_not_start_with_the_last_summary_has_no_originals() {
         let now = messages(&["u0", "a7", "u8", "a9"]);
-        assert!(rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 3).is_err());
+        assert!(rebuild(codec("openai-chat"), &chain(), 2, &now, 3).is_err());
         // Another writer's summary presented under the header is not agent-db's.
         let now = messages(&["P", "a7", "u8", "a9"]);
-        assert!(rebuild(message::OPENAI_CHAT, &chain(), 2, &now, 3).is_err());
+        assert!(rebuild(codec("openai-chat"), &chain(), 2, &now, 3).is_err());
         let bad = vec![PreImage {
             compaction_id: 1,
             history: "not json".into(),
             written_before: 0,
             agent_summary: 0,
         }];
-        let e = rebuild(message::OPENAI_CHAT, &bad, 2, &messages(&["S", "a1"]), 2).unwrap_err();
+        let e = rebuild(codec("openai-chat"), &bad, 2, &messages(&["S", "a1"]), 2).unwrap_err();
         assert!(e.contains("compaction 1"), "{e}");
     }
 }

@@ -547,11 +547,9 @@ pub fn provider_warning(selector: &Selector, store: &Store) -> Result<Option<Str
         return Ok(None);
     };
     let present = store.providers()?;
-    let matches = present.iter().any(|p| {
-        p == wanted
-            || crate::message::detect(p, None).is_ok_and(|f| f.name() == wanted)
-            || (p == "openai" && wanted == "openai-responses")
-    });
+    let matches = present
+        .iter()
+        .any(|p| store.kind.provider_matches(p, wanted));
     if matches {
         return Ok(None);
     }

@@ -499,9 +499,9 @@ struct Built {
 
 fn build(i: usize) -> Built {
     let format = [
-        agent_db::message::ANTHROPIC,
-        agent_db::message::OPENAI_CHAT,
-        agent_db::message::OPENAI_RESPONSES,
+        agent_db::agents::kodelet::ANTHROPIC,
+        agent_db::agents::kodelet::OPENAI_CHAT,
+        agent_db::agents::kodelet::OPENAI_RESPONSES,
     ][i % 3];
     let mut rng = Rng::new(1000 + i as u64);
     let k = format!("{}{}", word(&mut rng), i);

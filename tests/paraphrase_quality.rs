@@ -944,9 +944,9 @@ fn plant_all(pl: &mut Planter<'_>, p: &Project) {
 
 fn build(i: usize, corpus: &Corpus, decks: &mut Decks) -> Built {
     let format = [
-        agent_db::message::ANTHROPIC,
-        agent_db::message::OPENAI_CHAT,
-        agent_db::message::OPENAI_RESPONSES,
+        agent_db::agents::kodelet::ANTHROPIC,
+        agent_db::agents::kodelet::OPENAI_CHAT,
+        agent_db::agents::kodelet::OPENAI_RESPONSES,
     ][i % 3];
     let mut rng = Rng::new(7_000 + i as u64);
     let p = Project::new(&mut rng, Lang::ALL[(i / 3) % 4]);

@@ -453,7 +453,7 @@ fn after_run(
 fn growth(ui: &Ui, store: Option<&Store>, rows: &[Row]) {
     let Some(store) = store else { return };
     let ids: Vec<i64> = rows.iter().filter_map(|r| r.compaction_id).collect();
-    if let Ok(bytes) = agent_db::store::stats::archived_bytes_of(store, &ids) {
+    if let Ok(bytes) = agent_db::archive::stats::archived_bytes_of(store, &ids) {
         if bytes > 0 {
             ui.status(&format!(
                 "the store grew by about {} because the originals were archived (so they can be restored); \

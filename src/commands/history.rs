@@ -1,9 +1,10 @@
 //! `history`, `restore`, `prune-archive` and `vacuum`: the audit log, undo, and getting space
 //! back.
 
+use agent_db::archive::{restore, stats, vacuum};
 use agent_db::error::exit;
 use agent_db::gotime;
-use agent_db::store::{lock, prefix, restore, stats, vacuum, Store};
+use agent_db::store::{lock, prefix, Store};
 use agent_db::util::human_bytes;
 use agent_db::Error;
 

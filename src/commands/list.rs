@@ -218,17 +218,25 @@ fn ids_list(
     let mut io_err: Option<std::io::Error> = None;
     let mut rows = 0usize;
     let mut skipped = output::skips::Skips::default();
+    let mut compacted = CompactedInWindow::read(store, selector, now)?;
     selector.run_ids(store, now, |p| {
         match p {
             Picked::Selected(id) => {
                 rows += 1;
+                compacted.seen(id);
                 if let Err(e) = out.write_all(id.as_bytes()).and(out.write_all(b"\n")) {
                     io_err = Some(e);
                     return false;
                 }
             }
-            Picked::Skipped { id, why, summary } => skipped.add(summary, id, why),
-            Picked::Failed { id, error } => failures.push((id.to_string(), error.to_string())),
+            Picked::Skipped { id, why, summary } => {
+                compacted.seen(id);
+                skipped.add(summary, id, why)
+            }
+            Picked::Failed { id, error } => {
+                compacted.seen(id);
+                failures.push((id.to_string(), error.to_string()))
+            }
         }
         true
     })?;
@@ -237,7 +245,57 @@ fn ids_list(
         None => out.flush()?,
     }
     status_lines(ui, store, rows, &skipped, verbose, &output::Ids::full());
+    compacted.note(ui);
     Ok(())
+}
+
+/// Under `--since`: the conversations agent-db compacted within the window. `--since` compares
+/// the agent's own last-activity time, which a compaction moves only where the agent's own
+/// compaction does (goose), so the listing may leave a just-compacted conversation out; the
+/// note says how many and where to find them (`history --since`).
+#[derive(Default)]
+struct CompactedInWindow {
+    window: Option<std::time::Duration>,
+    ids: std::collections::HashSet<String>,
+}
+
+impl CompactedInWindow {
+    fn read(store: &Store, selector: &Selector, now: &Now) -> agent_db::error::Result<Self> {
+        let Some(window) = selector.since else {
+            return Ok(Self::default());
+        };
+        let from = *now - chrono::Duration::from_std(window).unwrap_or_default();
+        let ids = agent_db::archive::restore::conversations_compacted_since(
+            store,
+            &gotime::rfc3339_utc(&from),
+        )?;
+        Ok(Self {
+            window: Some(window),
+            ids: ids.into_iter().collect(),
+        })
+    }
+
+    /// A conversation the listing showed (or reported as skipped or failed).
+    fn seen(&mut self, id: &str) {
+        if !self.ids.is_empty() {
+            self.ids.remove(id);
+        }
+    }
+
+    fn note(&self, ui: &Ui) {
+        let (Some(window), n) = (self.window, self.ids.len()) else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        let dur = humantime::format_duration(window);
+        ui.status(&format!(
+            "{n} conversation(s) agent-db compacted within the last {dur} are not listed: \
+             --since compares the agent's own last activity, which a compaction does not move on \
+             this store; `agent-db history --since {dur}` lists them"
+        ));
+    }
 }
 
 /// The count and the skipped conversations (one line per reason; each one with `--verbose`), on
@@ -275,10 +333,12 @@ fn table_list(
     t.collapse_constant(&["PROVIDER", "MODEL"]);
     let mut rows = 0usize;
     let mut skipped = output::skips::Skips::default();
+    let mut compacted = CompactedInWindow::read(store, selector, now)?;
     selector.run(store, now, |o| {
         match o {
             Outcome::Selected { meta, .. } => {
                 rows += 1;
+                compacted.seen(&meta.id);
                 if let Err(e) = meta.updated() {
                     failures.push((meta.id.clone(), e.to_string()));
                 }
@@ -286,8 +346,14 @@ fn table_list(
             }
             Outcome::Skipped {
                 meta, why, summary, ..
-            } => skipped.add(summary, &meta.id, &why),
-            Outcome::Failed { id, error, .. } => failures.push((id, error)),
+            } => {
+                compacted.seen(&meta.id);
+                skipped.add(summary, &meta.id, &why)
+            }
+            Outcome::Failed { id, error, .. } => {
+                compacted.seen(&id);
+                failures.push((id, error))
+            }
         }
         true
     })?;
@@ -307,6 +373,7 @@ fn table_list(
     for line in skipped.lines(verbose, &ids) {
         ui.status(&line);
     }
+    compacted.note(ui);
     Ok(())
 }
 

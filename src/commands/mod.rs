@@ -97,7 +97,7 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
             let path = cli.db.ok_or_else(|| {
                 Error::Usage("init needs --db PATH (the new store's file)".into())
             })?;
-            let kind = store::init_store(&path)?;
+            let kind = agent_db::agents::init_store(&path)?;
             ui.status(&format!(
                 "created an empty {kind}-layout store at {}",
                 path.display()

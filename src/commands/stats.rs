@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use agent_db::store::{stats, Store};
+use agent_db::archive::stats;
+use agent_db::store::Store;
 use agent_db::util::human_bytes;
 use serde::Serialize;
 

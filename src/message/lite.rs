@@ -364,35 +364,6 @@ mod tests {
         assert!(matches!(l.get("b"), Some(Lite::Str(Cow::Owned(_)))));
     }
 
-    /// A codec reads a repeated key as kodelet's Go decode does (the last value), and an
-    /// escaped key as the key it spells.
-    #[test]
-    fn the_codecs_read_repeated_and_escaped_keys_as_a_value_does() {
-        let raw = |s: &str| serde_json::value::RawValue::from_string(s.to_string()).unwrap();
-        let text = |m: crate::message::Message| m.text();
-        let m = crate::message::anthropic::decode(&raw(
-            r#"{"role":"user","content":[{"type":"text","text":"first","text":"last"}]}"#,
-        ))
-        .unwrap();
-        assert_eq!(text(m), "last");
-        let m = crate::message::anthropic::decode(&raw(
-            r#"{"role":"user","content":[{"type":"text","t\u0065xt":"escaped"}]}"#,
-        ))
-        .unwrap();
-        assert_eq!(text(m), "escaped");
-        let m = crate::message::openai_chat::decode(&raw(
-            r#"{"role":"tool","role":"user","content":"hi"}"#,
-        ))
-        .unwrap();
-        assert_eq!(m.role, crate::message::Role::User);
-        // A stored message is JSON, but a number past `f64` is one a `Value` cannot hold.
-        let err = crate::message::responses::decode(&raw(
-            r#"{"type":"message","role":"user","content":"x","n":1e400}"#,
-        ))
-        .unwrap_err();
-        assert!(err.starts_with("invalid JSON"), "{err}");
-    }
-
     #[test]
     fn repeated_keys_and_non_json_are_turned_away() {
         assert_eq!(Lite::parse(r#"{"a":1,"a":2}"#), None);

@@ -1,19 +1,14 @@
-//! The provider-neutral message model, the [`Codec`] trait, and the codecs for kodelet's three
-//! live `raw_messages` formats. Every other store's codec lives in its folder under
-//! `src/store/`, handed out by its adapter.
+//! The provider-neutral message model and the [`Codec`] trait. Every agent's codecs live in its
+//! folder under `src/agents/`, handed out by its adapter.
 //!
 //! Every decoded [`Message`] keeps its original JSON bytes (`raw`). A message agent-db does not
 //! change is written back from those bytes, so it stays byte-identical; only new messages (a
 //! summary) or deliberately rewritten ones (prune placeholders) are produced by a codec.
 //! Nothing here touches SQLite or the terminal.
 
-pub mod anthropic;
 pub mod codec;
 pub mod image;
 pub(crate) mod lite;
-pub mod openai_chat;
-pub mod responses;
-pub mod shape;
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -23,29 +18,6 @@ pub use image::ImageInfo;
 
 /// The wire format of a conversation's messages: the codec that reads and writes them.
 pub type Format = &'static dyn Codec;
-
-/// kodelet's `provider=anthropic` format.
-pub const ANTHROPIC: Format = &anthropic::Anthropic;
-/// kodelet's `provider=openai` format, `api_mode` `chat_completions` or absent.
-pub const OPENAI_CHAT: Format = &openai_chat::OpenAiChat;
-/// kodelet's `provider=openai` with `api_mode=responses`, or legacy `provider=openai-responses`.
-pub const OPENAI_RESPONSES: Format = &responses::OpenAiResponses;
-
-/// kodelet's format from its stored `provider` and `metadata.api_mode`; `Err` says why the
-/// conversation cannot be compacted.
-pub fn detect(provider: &str, api_mode: Option<&str>) -> Result<Format, String> {
-    match (provider, api_mode) {
-        ("anthropic", _) => Ok(ANTHROPIC),
-        ("openai", Some("responses")) | ("openai-responses", _) => Ok(OPENAI_RESPONSES),
-        ("openai", None | Some("chat_completions") | Some("")) => Ok(OPENAI_CHAT),
-        ("openai", Some(other)) => Err(format!("unsupported openai api_mode {other:?}")),
-        ("google", _) => Err(
-            "provider google is unsupported: the agent removed it (2026-04) and no longer loads these rows"
-                .into(),
-        ),
-        (other, _) => Err(format!("unknown provider {other:?}")),
-    }
-}
 
 /// Who a message is from, normalized across formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -305,19 +277,6 @@ pub(crate) fn str_field<'a, J: lite::Json>(v: &'a J, key: &str) -> Option<&'a st
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn detect_formats() {
-        assert_eq!(detect("anthropic", None), Ok(ANTHROPIC));
-        assert_eq!(detect("openai", None), Ok(OPENAI_CHAT));
-        assert_eq!(detect("openai", Some("chat_completions")), Ok(OPENAI_CHAT));
-        assert_eq!(detect("openai", Some("responses")), Ok(OPENAI_RESPONSES));
-        assert_eq!(detect("openai-responses", None), Ok(OPENAI_RESPONSES));
-        assert!(detect("google", None).unwrap_err().contains("google"));
-        assert!(detect("mistral", None)
-            .unwrap_err()
-            .contains("unknown provider"));
-    }
 
     #[test]
     fn go_escaping() {

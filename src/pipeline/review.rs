@@ -19,7 +19,7 @@ use crate::plan::{Plan, PlanOptions};
 use crate::report::{NotStarted, Row, Status};
 use crate::select::Reason;
 use crate::split::{Decision, Split};
-use crate::store::archive::AuditEntry;
+use crate::store::pre_image::AuditEntry;
 use crate::store::writer::{Writer, WriterHandle};
 use crate::store::{Access, Location, Store, Written};
 

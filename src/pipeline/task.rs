@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::hooks::{self, Hooks, Verdict};
 use crate::plan::Plan;
 use crate::report::{NotStarted, Row, Status};
-use crate::store::archive::AuditEntry;
+use crate::store::pre_image::AuditEntry;
 use crate::store::writer::WriterHandle;
 use crate::store::{Compaction, Proposal, StoreKind, Written};
 

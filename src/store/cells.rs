@@ -735,6 +735,11 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The registered codec named `name` (the formats kodelet stores).
+    fn codec(name: &str) -> crate::message::Format {
+        crate::store::StoreKind::codec(name).expect("a registered codec")
+    }
+
     fn value() -> impl Strategy<Value = Value> {
         prop_oneof![
             Just(Value::Null),
@@ -770,8 +775,8 @@ mod tests {
         let nums = prop::collection::vec(prop::option::of(any::<i64>()), 5);
         let codec = prop_oneof![
             Just(None),
-            Just(Some(crate::message::ANTHROPIC)),
-            Just(Some(crate::message::OPENAI_CHAT)),
+            Just(Some(codec("anthropic"))),
+            Just(Some(codec("openai-chat"))),
         ];
         (texts, opts, nums, codec, any::<bool>()).prop_map(|(t, o, n, codec, archived)| {
             super::super::ConversationMeta {

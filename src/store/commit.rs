@@ -11,8 +11,8 @@ use std::path::Path;
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::archive::{self, AuditEntry, Cell};
-use super::Written;
+use super::conversation::Written;
+use super::pre_image::{self, AuditEntry, Cell};
 use crate::error::{Result, SqlContext};
 
 /// What a store decided, inside the transaction, once the version matched.
@@ -31,8 +31,8 @@ pub struct Staged<A> {
     /// A `details` entry (key, value) the store adds to the audit row.
     pub details: Option<(&'static str, serde_json::Value)>,
     /// The post-image hash of the first cells, when the store computed it from the values it
-    /// writes (see [`archive::HashedPrefix`]).
-    pub hashed: Option<archive::HashedPrefix>,
+    /// writes (see [`pre_image::HashedPrefix`]).
+    pub hashed: Option<pre_image::HashedPrefix>,
     pub apply: A,
 }
 
@@ -113,10 +113,10 @@ pub fn commit<W: Write>(
     if let (Some((key, value)), Some(obj)) = (staged.details, audit.details.as_object_mut()) {
         obj.insert(key.into(), value);
     }
-    let compaction_id = archive::insert_audit(&tx, &audit, now).at(path)?;
-    archive::save_pre_image(&tx, compaction_id, &staged.cells).at(path)?;
+    let compaction_id = pre_image::insert_audit(&tx, &audit, now).at(path)?;
+    pre_image::save_pre_image(&tx, compaction_id, &staged.cells).at(path)?;
     w.apply(&tx, path, staged.apply)?;
-    archive::finish_audit(&tx, compaction_id, &staged.cells, staged.hashed).at(path)?;
+    pre_image::finish_audit(&tx, compaction_id, &staged.cells, staged.hashed).at(path)?;
     tx.commit().at(path)?;
     Ok(Written::Committed { compaction_id })
 }

@@ -1,8 +1,8 @@
 //! The registry of store kinds, and the trait each kind's adapter implements.
 //!
-//! A store kind is one folder under `store/` (`kodelet/`, `docker_agent/`) whose `mod.rs`
-//! implements [`Adapter`] and exports `pub const KIND: StoreKind`; [`KINDS`] lists them, and is
-//! the only place that names them all. Everything that used to `match` on the kind (detection,
+//! A store kind is one folder under `src/agents/` (`kodelet/`, `docker_agent/`) whose `mod.rs`
+//! implements [`Adapter`], exports `pub const KIND: StoreKind` with its detection rank, and adds
+//! it to [`REGISTERED`]; [`KINDS`] is them in detection order. Nothing names them all. Everything that used to `match` on the kind (detection,
 //! default path, name, scan, meta, providers, load, capabilities) asks the adapter. The write
 //! side is the store's typed proposal ([`LoadedState::propose`]), committed by the shared
 //! protocol in [`super::commit`].
@@ -11,12 +11,23 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
-use super::{commit::Commit, Compaction, ConversationMeta, Facts, Prefilter, StoredConversation};
+use super::commit::Commit;
+use super::conversation::{Compaction, StoredConversation};
+use super::meta::{ConversationMeta, Facts, Prefilter};
 use crate::error::Result;
 use crate::models::ContextLimits;
 
-/// The registry (declared with the store modules in `store/mod.rs`).
-pub use super::KINDS;
+/// Every registered store kind, in link order: each agent's folder adds its `KIND` with
+/// `#[linkme::distributed_slice(crate::store::kind::REGISTERED)]`.
+#[linkme::distributed_slice]
+pub static REGISTERED: [StoreKind];
+
+/// Every store kind agent-db understands, in detection order (by [`StoreKind::rank`]).
+pub static KINDS: std::sync::LazyLock<Vec<StoreKind>> = std::sync::LazyLock::new(|| {
+    let mut kinds = REGISTERED.to_vec();
+    kinds.sort_by_key(|k| k.rank);
+    kinds
+});
 
 /// What an adapter reads with: the store's connection, its path (for errors) and the context
 /// limits given to the store when it was opened.
@@ -147,7 +158,7 @@ pub trait Adapter: Sync + 'static {
     /// `id` (kodelet: the archived pre-image; docker-agent, goose, opencode: the live rows
     /// ordered before the compaction's first inserted row, with the cells the archive holds as
     /// they were then), as a JSON array of the store's message JSON, for a re-compaction that
-    /// summarizes the originals ([`super::originals`]). `None`, the default, or when it cannot be read
+    /// summarizes the originals ([`crate::archive::originals`]). `None`, the default, or when it cannot be read
     /// back: the re-compaction summarizes the earlier summary and says so.
     fn archived_history(
         &self,
@@ -173,6 +184,12 @@ pub trait Adapter: Sync + 'static {
     /// no such form, and `show --raw` is refused.
     fn stored(&self, _read: &Read<'_>, _id: &str) -> Result<Option<String>> {
         Ok(None)
+    }
+    /// Whether `--provider wanted` matches conversations whose stored provider is `provider`:
+    /// the same name, the default; a store whose provider implies a format (kodelet) also
+    /// matches the format's name.
+    fn provider_matches(&self, provider: &str, wanted: &str) -> bool {
+        provider == wanted
     }
     /// Why `--all-over` cannot rate a conversation, in this store's words: (no current context
     /// stored, no context window known).
@@ -234,6 +251,17 @@ pub trait LoadedState: std::fmt::Debug + Send + Sync {
     fn seal(&self, _loaded: &str) -> Option<Sealed> {
         None
     }
+
+    /// The conversation's message format, by the store's rule: the one its metadata states
+    /// ([`ConversationMeta::format`]), the default. A store whose rows may not state it
+    /// (kodelet) tells it from `raw_messages`' shape; `Err` says why it cannot be compacted.
+    fn format(
+        &self,
+        meta: &ConversationMeta,
+        _raw_messages: &str,
+    ) -> std::result::Result<crate::message::Format, String> {
+        meta.format()
+    }
 }
 
 /// The loaded history, as [`LoadedState::propose`] receives it.
@@ -250,17 +278,27 @@ pub struct Sealed {
     pub digest: String,
     /// The history compressed, as the archive keeps it (`None`: compression failed, and the
     /// writer copies the stored cell itself).
-    pub packed: Option<std::sync::Arc<super::archive::Packed>>,
+    pub packed: Option<std::sync::Arc<super::pre_image::Packed>>,
 }
 
-/// A store kind: a handle on its registered [`Adapter`].
+/// A store kind: a handle on its registered [`Adapter`], with its detection rank.
 #[derive(Clone, Copy)]
-pub struct StoreKind(&'static dyn Adapter);
+pub struct StoreKind {
+    adapter: &'static dyn Adapter,
+    rank: u32,
+}
 
 impl StoreKind {
-    /// The kind of `adapter` (each folder's `KIND` constant).
-    pub const fn new(adapter: &'static dyn Adapter) -> StoreKind {
-        StoreKind(adapter)
+    /// The kind of `adapter` (each folder's `KIND` constant). `rank` places it in detection
+    /// order ([`StoreKind::detect`] tries lower ranks first): a kind whose signature tables are
+    /// a subset of another's ranks after it.
+    pub const fn new(adapter: &'static dyn Adapter, rank: u32) -> StoreKind {
+        StoreKind { adapter, rank }
+    }
+
+    /// Its place in detection order.
+    pub fn rank(self) -> u32 {
+        self.rank
     }
 
     /// Every agent: the first registered kind of each name (opencode's 2.x and 1.x kinds
@@ -280,50 +318,63 @@ impl StoreKind {
 
     /// Other names the agent is known by ([`Adapter::aliases`]).
     pub fn aliases(self) -> &'static [&'static str] {
-        self.0.aliases()
+        self.adapter.aliases()
     }
 
     /// The first kind whose signature tables are all among `tables`.
     pub fn detect(tables: &[String]) -> Option<StoreKind> {
         KINDS.iter().copied().find(|k| {
-            k.0.signature_tables()
+            k.adapter
+                .signature_tables()
                 .iter()
                 .all(|t| tables.iter().any(|n| n == t))
         })
     }
 
     pub fn name(self) -> &'static str {
-        self.0.name()
+        self.adapter.name()
     }
 
     /// How the default file is found, for `--help`.
     pub fn default_path_doc(self) -> &'static str {
-        self.0.default_path_doc()
+        self.adapter.default_path_doc()
     }
 
     /// This agent's default store file.
     pub fn default_path(self) -> PathBuf {
-        self.0.default_path()
+        self.adapter.default_path()
     }
 
     /// The agent's files beside its default one ([`Adapter::nearby`]).
     pub fn nearby(self) -> Vec<PathBuf> {
-        self.0.nearby()
+        self.adapter.nearby()
     }
 
     /// Whether the store can hold a rewritten head (the `prune` strategy), or only append.
     pub fn rewrites_history(self) -> bool {
-        self.0.rewrites_history()
+        self.adapter.rewrites_history()
+    }
+
+    /// Whether `--provider wanted` matches a stored provider `provider`
+    /// ([`Adapter::provider_matches`]).
+    pub fn provider_matches(self, provider: &str, wanted: &str) -> bool {
+        self.adapter.provider_matches(provider, wanted)
     }
 
     /// Why `--all-over` cannot rate a conversation of this kind.
     pub fn unrated(self) -> Unrated {
-        self.0.unrated()
+        self.adapter.unrated()
     }
 
     /// The codecs of this kind's message formats.
     pub fn codecs(self) -> &'static [crate::message::Format] {
-        self.0.codecs()
+        self.adapter.codecs()
+    }
+
+    /// The registered codec named `name` ([`crate::message::Codec::name`]: `anthropic`,
+    /// `openai-chat`, `opencode`), of whichever kind hands it out.
+    pub fn codec(name: &str) -> Option<crate::message::Format> {
+        StoreKind::all_codecs().find(|c| c.name() == name)
     }
 
     /// Every registered codec, of every kind (a codec shared by two kinds appears twice).
@@ -332,7 +383,7 @@ impl StoreKind {
     }
 
     pub(crate) fn adapter(self) -> &'static dyn Adapter {
-        self.0
+        self.adapter
     }
 }
 
@@ -353,54 +404,5 @@ impl std::fmt::Debug for StoreKind {
 impl serde::Serialize for StoreKind {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.serialize_str(self.name())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_kind_parses_by_its_name_and_detects_by_its_tables() {
-        let names: Vec<&str> = StoreKind::all().map(StoreKind::name).collect();
-        assert_eq!(
-            names,
-            ["kodelet", "docker-agent", "goose", "opencode", "kilo"]
-        );
-        for &k in KINDS {
-            assert_eq!(StoreKind::parse(k.name()), Some(k));
-            let tables: Vec<String> = k
-                .adapter()
-                .signature_tables()
-                .iter()
-                .map(|t| t.to_string())
-                .collect();
-            assert_eq!(StoreKind::detect(&tables), Some(k));
-            assert_eq!(StoreKind::detect(&tables[1..]), None);
-        }
-        assert_eq!(StoreKind::parse("pi"), None);
-        assert_eq!(
-            StoreKind::parse("cagent"),
-            Some(super::super::docker_agent::KIND)
-        );
-        // opencode's two forms answer to one name; a file upgraded from 1.x to 2.x (both table
-        // sets) is read from its live 2.x tables.
-        assert_eq!(KINDS.len(), names.len() + 1);
-        let upgraded: Vec<String> = [
-            "session",
-            "message",
-            "part",
-            "session_v2",
-            "session_message",
-            "migration",
-        ]
-        .map(String::from)
-        .to_vec();
-        let kind = StoreKind::detect(&upgraded).unwrap();
-        assert_eq!(kind.adapter().signature_tables()[0], "session_v2");
-        let v1 = StoreKind::detect(&upgraded[..3]).unwrap();
-        assert_eq!(v1.adapter().signature_tables()[0], "session");
-        assert!(super::super::kodelet::KIND.rewrites_history());
-        assert!(!super::super::docker_agent::KIND.rewrites_history());
     }
 }

@@ -100,6 +100,11 @@ pub fn history_tokens(format: Format, messages: &[Message]) -> usize {
 mod tests {
     use super::*;
 
+    /// The registered codec named `name` (the formats kodelet stores).
+    fn codec(name: &str) -> crate::message::Format {
+        crate::store::StoreKind::codec(name).expect("a registered codec")
+    }
+
     #[test]
     fn o200k_counts_are_exact() {
         // Reference values from tiktoken's o200k_base.
@@ -121,14 +126,11 @@ mod tests {
             r#"{"role":"user","content":"hello world"}"#.into(),
         )
         .unwrap();
-        let m = crate::message::openai_chat::decode(&raw).unwrap();
+        let m = crate::message::decode(codec("openai-chat"), &raw).unwrap();
         assert_eq!(
-            message_tokens(crate::message::OPENAI_CHAT, &m),
+            message_tokens(codec("openai-chat"), &m),
             2 + MESSAGE_OVERHEAD
         );
-        assert_eq!(
-            message_tokens(crate::message::ANTHROPIC, &m),
-            3 + MESSAGE_OVERHEAD
-        );
+        assert_eq!(message_tokens(codec("anthropic"), &m), 3 + MESSAGE_OVERHEAD);
     }
 }

@@ -43,7 +43,7 @@ impl Env {
     pub fn empty() -> Env {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("storage.db");
-        drop(agent_db::store::kodelet::init_store(&db).expect("init"));
+        drop(agent_db::agents::kodelet::init_store(&db).expect("init"));
         Env { dir, db }
     }
 

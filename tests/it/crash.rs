@@ -77,14 +77,14 @@ fn check_consistent(c: &Connection, orig: &HashMap<String, String>) -> usize {
             archived == raw.as_bytes(),
             "{id}: archive does not hold the original"
         );
-        let cells: Vec<agent_db::store::archive::Cell> =
-            agent_db::store::archive::load(c, audits[0].0)
+        let cells: Vec<agent_db::store::pre_image::Cell> =
+            agent_db::store::pre_image::load(c, audits[0].0)
                 .unwrap()
                 .into_iter()
                 .map(|a| a.cell)
                 .collect();
         assert_eq!(
-            agent_db::store::archive::image_hash(c, &cells).unwrap(),
+            agent_db::store::pre_image::image_hash(c, &cells).unwrap(),
             audits[0].1,
             "{id}: the write is not complete"
         );

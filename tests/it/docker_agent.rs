@@ -505,10 +505,10 @@ fn big_sessions(da: &Da, min: usize) -> Vec<String> {
 fn generated_generations_have_their_schema() {
     let legacy = generated(Generation::Legacy, 8, 3);
     let modern = generated(Generation::Modern, 8, 3);
-    let s = agent_db::store::docker_agent::check_schema(&legacy.conn(), &legacy.db).unwrap();
+    let s = agent_db::agents::docker_agent::check_schema(&legacy.conn(), &legacy.db).unwrap();
     assert_eq!(s.max_migration, 19);
     assert!(s.legacy_messages && !s.first_kept_entry && !s.item_cost && !s.item_model);
-    let s = agent_db::store::docker_agent::check_schema(&modern.conn(), &modern.db).unwrap();
+    let s = agent_db::agents::docker_agent::check_schema(&modern.conn(), &modern.db).unwrap();
     assert_eq!(s.max_migration, 29);
     assert!(!s.legacy_messages && s.first_kept_entry && s.item_cost && s.item_model);
     for da in [&legacy, &modern] {
@@ -919,7 +919,7 @@ fn default_location_and_ambiguity() {
 
     let kodelet = home.path().join(".kodelet");
     std::fs::create_dir_all(&kodelet).unwrap();
-    drop(agent_db::store::kodelet::init_store(&kodelet.join("storage.db")).unwrap());
+    drop(agent_db::agents::kodelet::init_store(&kodelet.join("storage.db")).unwrap());
     let out = bare_cmd(home.path()).arg("list").output().unwrap();
     assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -936,7 +936,7 @@ fn a_live_append_changes_the_version() {
     let da = generated(Generation::Modern, 4, 8);
     let id = big_sessions(&da, 4).remove(0);
     let c = da.conn();
-    let v1 = agent_db::store::docker_agent::load(&c, &da.db, &id)
+    let v1 = agent_db::agents::docker_agent::load(&c, &da.db, &id)
         .unwrap()
         .version;
     c.execute(
@@ -945,7 +945,7 @@ fn a_live_append_changes_the_version() {
         [&id],
     )
     .unwrap();
-    let v2 = agent_db::store::docker_agent::load(&c, &da.db, &id)
+    let v2 = agent_db::agents::docker_agent::load(&c, &da.db, &id)
         .unwrap()
         .version;
     assert_ne!(v1, v2);
@@ -955,7 +955,7 @@ fn a_live_append_changes_the_version() {
         [],
     )
     .unwrap();
-    let v3 = agent_db::store::docker_agent::load(&c, &da.db, &id)
+    let v3 = agent_db::agents::docker_agent::load(&c, &da.db, &id)
         .unwrap()
         .version;
     assert_ne!(v2, v3);
@@ -1149,7 +1149,7 @@ fn without_updates(texts: &[String]) -> Vec<String> {
 fn current_generations_have_their_schema() {
     for n in [29, 30, 31, 34, 36, 38] {
         let da = generated(Generation::Current(n), 8, 3);
-        let s = agent_db::store::docker_agent::check_schema(&da.conn(), &da.db).unwrap();
+        let s = agent_db::agents::docker_agent::check_schema(&da.conn(), &da.db).unwrap();
         assert_eq!(s.max_migration, n);
         assert!(s.first_kept_entry && s.item_cost && s.item_model && s.instruction_context);
         assert_eq!(s.actor_pending, n >= 31, "{n}");
@@ -1202,7 +1202,7 @@ fn current_loader_rules_replayed() {
         .map(|r| r[0].clone())
     {
         let (summary, msgs) = docker_agent_view(&da, &id);
-        let loaded = agent_db::store::docker_agent::load(&conn, &da.db, &id).unwrap();
+        let loaded = agent_db::agents::docker_agent::load(&conn, &da.db, &id).unwrap();
         let mut got: Vec<Value> = serde_json::from_str(&loaded.raw_messages).unwrap();
         if let Some(s) = &summary {
             let first = got.remove(0);
@@ -1778,4 +1778,72 @@ fn an_old_file_that_cannot_keep_a_tail_says_so() {
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("cannot keep a tail"), "{text}");
+}
+
+/// docker-agent records no time for a summary item, so a compaction leaves UPDATED (the newest
+/// message's time) where it was: `list --since` compares the agent's own last activity and does
+/// not list a conversation that was only compacted; it says how many it left out and that
+/// `history --since` lists them (issue 46, item 10).
+#[test]
+fn list_since_names_the_compactions_it_leaves_out() {
+    let da = generated(Generation::Modern, 10, 5);
+    let target = big_sessions(&da, 14)[0].clone();
+    // Precondition: the session's last activity is older than the window.
+    let (listed, _) = json({
+        let mut c = da.cmd();
+        c.args(["list", "--json", "--id", &target]);
+        c
+    });
+    let updated = listed["conversations"][0]["updated_at_utc"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let newest = chrono::DateTime::parse_from_rfc3339(&updated).expect("an RFC 3339 time");
+    assert!(
+        chrono::Utc::now().signed_duration_since(newest) > chrono::Duration::hours(2),
+        "the generated session must be older than the window: {newest}"
+    );
+    compact(&da, &["--keep-tokens", "1500", "--id", &target]);
+
+    let out = da
+        .cmd()
+        .args(["list", "--since", "1h", "--idle", "0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!stdout.contains(&target[..8]), "{stdout}");
+    assert!(
+        stderr.contains("1 conversation(s) agent-db compacted within the last 1h are not listed")
+            && stderr.contains("agent-db history --since 1h"),
+        "{stderr}"
+    );
+    // The same under --ids.
+    let out = da
+        .cmd()
+        .args(["list", "--since", "1h", "--idle", "0", "--ids"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 conversation(s) agent-db compacted"));
+
+    // Where the note points: history lists it.
+    let (doc, code) = json({
+        let mut c = da.cmd();
+        c.args(["history", "--since", "1h", "--json"]);
+        c
+    });
+    assert_eq!(code, 0);
+    assert!(doc.to_string().contains(&target), "{doc:#}");
+
+    // A window that holds the conversation lists it and needs no note.
+    let out = da
+        .cmd()
+        .args(["list", "--since", "100000d", "--idle", "0", "--ids"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&target));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("agent-db compacted within"));
 }

@@ -233,7 +233,7 @@ fn store_choice_errors_name_the_right_file() {
     generate_docker_agent(&cagent.join("session.db"), &opts, Generation::Modern).unwrap();
     let kodelet = home.path().join(".kodelet");
     std::fs::create_dir_all(&kodelet).unwrap();
-    drop(agent_db::store::kodelet::init_store(&kodelet.join("storage.db")).unwrap());
+    drop(agent_db::agents::kodelet::init_store(&kodelet.join("storage.db")).unwrap());
 
     // Two stores and no choice: the error is about both, not prefixed with one file's path.
     let out = run(bare_cmd(home.path()).arg("list"));

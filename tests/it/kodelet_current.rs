@@ -770,3 +770,51 @@ fn a_second_compaction_after_the_conversation_went_on_keeps_the_whole_display() 
         }
     }
 }
+
+/// kodelet's own compaction (a summary at `activeDisplayStart`) is shown as kodelet's, never under
+/// agent-db's header, in `show` and `show --json` (`summary_by`); a conversation kodelet never
+/// compacted has no such label.
+#[test]
+fn kodelets_own_summary_is_labelled_as_kodelets() {
+    let env = Env::generated(4, 25, &[SynthFormat::Anthropic]);
+    upgrade(&env, 20260929120000);
+    let c = env.conn();
+    let ids = env.ids("SELECT id FROM conversations ORDER BY id");
+    let own = ids
+        .iter()
+        .find(|id| kodelet_compacted(&c, id))
+        .expect("a conversation kodelet can compact")
+        .clone();
+    let other = ids.iter().find(|id| **id != own).unwrap().clone();
+    let out = env
+        .cmd()
+        .args(["show", &own, "--no-pager"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("── [0] user · kodelet's own summary"), "{s}");
+    assert!(!s.contains("[agent-db compaction summary]"), "{s}");
+    let doc = |id: &str| -> Value {
+        let out = env.cmd().args(["show", id, "--json"]).output().unwrap();
+        assert!(out.status.success());
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let d = doc(&own);
+    assert_eq!(
+        d["messages"][0]["summary_by"], "kodelet",
+        "{}",
+        d["messages"][0]
+    );
+    assert!(d["messages"][1].get("summary_by").is_none());
+    let d = doc(&other);
+    assert!(
+        d["messages"][0].get("summary_by").is_none(),
+        "{}",
+        d["messages"][0]
+    );
+}

@@ -203,13 +203,13 @@ const STORE_WORDS: &[&str] = &[
     "opencode",
 ];
 
-/// Where library code outside `src/store/` names a store kind: every line of a library file
+/// Where library code outside `src/agents/` names an agent: every line of a library file
 /// (test code included) that is not a comment line and contains one of [`STORE_WORDS`]
 /// (case-insensitive: identifiers, string literals, type names). Comment lines (`//`, `///`,
 /// `//!`) are left out, and so is `cli.rs`, whose `--help` examples name agents the way the
 /// docs do (`agent-db --agent docker-agent stats`); the rest of the binary (`main.rs`,
 /// `commands/`, `output/`) is counted.
-fn store_names_outside_store() -> Vec<String> {
+fn agent_names_outside_agents() -> Vec<String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
@@ -223,7 +223,7 @@ fn store_names_outside_store() -> Vec<String> {
             .as_os_str()
             .to_string_lossy();
         let top = top.trim_end_matches(".rs");
-        if top == "store" || top == "cli" {
+        if top == "agents" || top == "cli" {
             continue;
         }
         let text = std::fs::read_to_string(&f).unwrap();
@@ -250,8 +250,8 @@ fn code_lines_naming_stores(text: &str) -> Vec<(usize, String)> {
 }
 
 #[test]
-fn library_code_outside_store_names_no_store_kind() {
-    let hits = store_names_outside_store();
+fn library_code_outside_agents_names_no_agent() {
+    let hits = agent_names_outside_agents();
     assert!(
         hits.is_empty(),
         "{} places:\n{}",
@@ -262,7 +262,7 @@ fn library_code_outside_store_names_no_store_kind() {
 
 #[test]
 fn the_store_name_count_sees_names_in_code_not_in_comments() {
-    let text = "/// goose rows\nuse crate::store::goose::codec;\nlet f = Format::DockerAgent;\n// opencode\nlet s = \"kodelet\";\nlet x = 1;";
+    let text = "/// goose rows\nuse crate::agents::goose::codec;\nlet f = Format::DockerAgent;\n// opencode\nlet s = \"kodelet\";\nlet x = 1;";
     let lines: Vec<usize> = code_lines_naming_stores(text)
         .into_iter()
         .map(|(n, _)| n)

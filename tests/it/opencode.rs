@@ -990,7 +990,7 @@ fn default_path_follows_opencode_db_and_xdg() {
 fn neutral(raw: &str, keep: usize) -> agent_db::store::Compaction {
     let n = agent_db::message::split_raw(raw).unwrap().len();
     agent_db::store::Compaction {
-        format: &agent_db::store::opencode::codec::CODEC,
+        format: &agent_db::agents::opencode_family::codec::CODEC,
         history: raw.to_string(),
         summary: Some(format!("{HEADER}\nthe work so far")),
         tail_start: n - keep,
@@ -1002,8 +1002,8 @@ fn neutral(raw: &str, keep: usize) -> agent_db::store::Compaction {
     }
 }
 
-fn audit(id: &str) -> agent_db::store::archive::AuditEntry {
-    agent_db::store::archive::AuditEntry {
+fn audit(id: &str) -> agent_db::store::pre_image::AuditEntry {
+    agent_db::store::pre_image::AuditEntry {
         conversation_id: id.into(),
         store_kind: "opencode".into(),
         reason: "manual".into(),

@@ -398,3 +398,68 @@ fn a_multi_line_title_is_one_header_line() {
         assert!(lines[2].starts_with("  provider: "), "{}", tty.stdout);
     }
 }
+
+/// What the model is sent is what opencode shows and sends: its bookkeeping parts (step-start,
+/// step-finish, snapshot, patch, agent, retry) are left out of the llm transcript, as `show`
+/// leaves them out. The parts' presence in the summarized head is the test's own SQL.
+#[test]
+fn the_llm_transcript_leaves_out_opencodes_bookkeeping_parts() {
+    use crate::llm::{llm_args, ok, prompt, transcript, Server, KEY};
+    use agent_db::provider::ProviderKind;
+    let o = O::v1(10);
+    let sid = o.roots()[0].clone();
+    let bookkeeping: i64 = o
+        .conn()
+        .query_row(
+            "SELECT COUNT(*) FROM part p JOIN message m ON m.id = p.message_id WHERE m.session_id = ?1 \
+             AND json_extract(p.data, '$.type') IN ('step-start','step-finish','snapshot','patch','agent','retry')",
+            [&sid],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(bookkeeping > 2, "{bookkeeping}");
+    let kind = ProviderKind::OpenAi;
+    let server = Server::start(move |_, _| ok(kind, "BOOKKEEPING-SUMMARY", (10, 5)));
+    let out = o
+        .cmd()
+        .env("AGENT_DB_API_KEY", KEY)
+        .args([
+            "compact",
+            &sid,
+            "--idle",
+            "0",
+            "--yes",
+            "--keep-tokens",
+            "500",
+            "--json",
+        ])
+        .args(["--summary-context", "400000"])
+        .args(llm_args(kind, &server))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reqs = server.requests();
+    assert!(!reqs.is_empty());
+    let mut sent = String::new();
+    for r in &reqs {
+        sent.push_str(transcript(&prompt(kind, r).user));
+    }
+    assert!(sent.contains("[assistant]"), "{sent}");
+    for part in [
+        "step-start",
+        "step-finish",
+        "snapshot",
+        "patch",
+        "agent",
+        "retry",
+    ] {
+        assert!(
+            !sent.contains(&format!("[opencode:{part}")),
+            "{part}:\n{sent}"
+        );
+    }
+}

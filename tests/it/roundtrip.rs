@@ -41,9 +41,9 @@ fn api_mode(metadata: Option<&str>) -> Option<String> {
 
 fn expected(f: SynthFormat) -> Format {
     match f {
-        SynthFormat::Anthropic => message::ANTHROPIC,
-        SynthFormat::OpenAiChat => message::OPENAI_CHAT,
-        SynthFormat::OpenAiResponses => message::OPENAI_RESPONSES,
+        SynthFormat::Anthropic => agent_db::agents::kodelet::ANTHROPIC,
+        SynthFormat::OpenAiChat => agent_db::agents::kodelet::OPENAI_CHAT,
+        SynthFormat::OpenAiResponses => agent_db::agents::kodelet::OPENAI_RESPONSES,
     }
 }
 
@@ -58,7 +58,7 @@ fn round_trip(format: SynthFormat, seeds: &[u64]) {
             let id = &row.id;
             let mode = api_mode(row.metadata.as_deref());
             flavours.insert((row.provider.clone(), mode.clone()));
-            let f = message::detect(&row.provider, mode.as_deref())
+            let f = agent_db::agents::kodelet::detect(&row.provider, mode.as_deref())
                 .unwrap_or_else(|e| panic!("{id}: {e}"));
             assert_eq!(f, expected(format), "{id}: detected format");
 

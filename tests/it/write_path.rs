@@ -532,7 +532,7 @@ fn proposal_for_the_largest(env: &Env) -> (String, agent_db::store::Proposal) {
     use agent_db::compact::{swap, Extractive, HeadInput, Strategy};
     use agent_db::plan::{self, PlanOptions};
     use agent_db::select::Reason;
-    use agent_db::store::archive::AuditEntry;
+    use agent_db::store::pre_image::AuditEntry;
     use agent_db::store::{Access, Compaction, Store};
 
     let id = env

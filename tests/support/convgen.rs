@@ -5,10 +5,10 @@
 
 #![allow(dead_code)]
 
+use agent_db::agents::kodelet;
 use agent_db::message::Format;
 use agent_db::plan::{plan_loaded, Plan, PlanOptions};
 use agent_db::select::Reason;
-use agent_db::store::{ConversationMeta, StoredConversation};
 use serde_json::{json, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -275,8 +275,13 @@ pub fn plan_of(id: &str, name: &str, format: Format, raw: String, keep_tokens: u
     };
     let at = "2026-10-28 14:02:11.482913 +0100 CET".to_string();
     let usage = r#"{"currentContextWindow":150000,"maxContextWindow":200000}"#.to_string();
-    let row = StoredConversation::new(id, raw, "2026-11-01 10:00:00 +0000 UTC");
-    let meta = ConversationMeta::from_columns(
+    let row = kodelet::conversation(
+        id.into(),
+        raw,
+        "2026-11-01 10:00:00 +0000 UTC".into(),
+        false,
+    );
+    let meta = kodelet::meta_from_columns(
         id.into(),
         provider.into(),
         Some(usage),

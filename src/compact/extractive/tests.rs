@@ -17,6 +17,11 @@ use chrono::{DateTime, FixedOffset};
 use serde_json::json;
 use serde_json::Value;
 
+/// The registered codec named `name` (the formats kodelet stores).
+fn codec(name: &str) -> crate::message::Format {
+    crate::store::StoreKind::codec(name).expect("a registered codec")
+}
+
 use super::render::{CAP_COMMANDS, CAP_FILES, PRIOR_END, WITHDRAWN_LEAD};
 
 fn now() -> DateTime<FixedOffset> {
@@ -136,28 +141,26 @@ impl Conv {
         serde_json::to_string(&self.msgs).unwrap()
     }
     fn plan(&self, keep_tokens: usize) -> Plan {
-        let (provider, metadata) = match self.format.name() {
+        let created = "2026-10-30 10:00:00.000000000 +0000 UTC".to_string();
+        // The row as kodelet stores it: its provider and `metadata.api_mode` state the format.
+        let (provider, api_mode) = match self.format.name() {
             "anthropic" => ("anthropic", None),
-            "openai-chat" => (
-                "openai",
-                Some(r#"{"api_mode":"chat_completions"}"#.to_string()),
-            ),
-            "openai-responses" => ("openai", Some(r#"{"api_mode":"responses"}"#.to_string())),
+            "openai-chat" => ("openai", Some("chat_completions")),
+            "openai-responses" => ("openai", Some("responses")),
             other => unimplemented!("these helpers build the Anthropic, OpenAI chat and Responses formats only, not {other}"),
         };
-        let created = "2026-10-30 10:00:00.000000000 +0000 UTC".to_string();
-        let usage = r#"{"currentContextWindow":1000,"maxContextWindow":200000}"#.to_string();
-        let row = StoredConversation::new("conv-1", self.raw(), "2026-11-01 10:00:00 +0000 UTC");
-        let meta = ConversationMeta::from_columns(
-            "conv-1".into(),
-            provider.into(),
-            Some(usage),
-            created.clone(),
-            created,
-            None,
-            metadata.as_deref(),
-            None,
-        );
+        let row = StoredConversation::detached("conv-1", self.raw());
+        let meta = ConversationMeta {
+            id: "conv-1".into(),
+            provider: provider.into(),
+            api_mode: api_mode.map(String::from),
+            codec: Some(self.format),
+            current_context: Some(1000),
+            max_context: Some(200000),
+            created_at: created.clone(),
+            updated_at: created,
+            ..Default::default()
+        };
         let opts = PlanOptions {
             keep_tokens: Some(keep_tokens),
             context_limit: None,
@@ -359,7 +362,7 @@ fn session(format: Format) -> Conv {
 
 #[test]
 fn header_and_framing_are_exact() {
-    let plan = session(crate::message::ANTHROPIC).plan(300);
+    let plan = session(codec("anthropic")).plan(300);
     let s = summary_of(&plan);
     let split = plan.split().unwrap();
     let expected = format!(
@@ -379,9 +382,9 @@ fn header_and_framing_are_exact() {
 #[test]
 fn sections_are_populated_from_a_realistic_head() {
     for format in [
-        crate::message::ANTHROPIC,
-        crate::message::OPENAI_CHAT,
-        crate::message::OPENAI_RESPONSES,
+        codec("anthropic"),
+        codec("openai-chat"),
+        codec("openai-responses"),
     ] {
         let plan = session(format).plan(300);
         let s = summary_of(&plan);
@@ -447,9 +450,9 @@ fn sections_are_populated_from_a_realistic_head() {
 #[test]
 fn formats_give_the_same_sections() {
     let bodies: Vec<String> = [
-        crate::message::ANTHROPIC,
-        crate::message::OPENAI_CHAT,
-        crate::message::OPENAI_RESPONSES,
+        codec("anthropic"),
+        codec("openai-chat"),
+        codec("openai-responses"),
     ]
     .into_iter()
     .map(|f| summary_body(&summary_of(&session(f).plan(300))))
@@ -461,17 +464,17 @@ fn formats_give_the_same_sections() {
 
 #[test]
 fn deterministic() {
-    let plan = session(crate::message::OPENAI_RESPONSES).plan(300);
+    let plan = session(codec("openai-responses")).plan(300);
     let a = summary_of(&plan);
     let b = summary_of(&plan.clone());
-    let c = summary_of(&session(crate::message::OPENAI_RESPONSES).plan(300));
+    let c = summary_of(&session(codec("openai-responses")).plan(300));
     assert_eq!(a, b);
     assert_eq!(a, c);
 }
 
 #[test]
 fn huge_head_is_bounded_and_middle_turns_shrink_first() {
-    let mut c = Conv::new(crate::message::ANTHROPIC);
+    let mut c = Conv::new(codec("anthropic"));
     c.user("Refactor the whole billing service. Money values stay in integer cents. Card numbers never go to the logs.");
     for i in 0..400 {
         let path = format!("services/billing/src/module_{i}/handler_{}.rs", i * 7 % 13);
@@ -531,7 +534,7 @@ fn huge_head_is_bounded_and_middle_turns_shrink_first() {
     assert!(section(&s, "Files touched").lines().count() <= CAP_FILES + 2);
     assert!(section(&s, "Commands run").lines().count() <= CAP_COMMANDS + 2);
     // Summarizing a small head stays within its budget (plus the parts never cut).
-    let small = session(crate::message::OPENAI_CHAT).plan(300);
+    let small = session(codec("openai-chat")).plan(300);
     let ss = summary_of(&small);
     let head = small.split().unwrap().head_tokens;
     assert!(
@@ -550,9 +553,9 @@ fn realistic_heads_are_compressed_at_least_five_times() {
         "fine by me",
     ];
     for (k, format) in [
-        crate::message::ANTHROPIC,
-        crate::message::OPENAI_CHAT,
-        crate::message::OPENAI_RESPONSES,
+        codec("anthropic"),
+        codec("openai-chat"),
+        codec("openai-responses"),
     ]
     .into_iter()
     .enumerate()
@@ -574,7 +577,7 @@ fn realistic_heads_are_compressed_at_least_five_times() {
 
 #[test]
 fn latest_instruction_in_the_head_is_noted() {
-    let mut c = Conv::new(crate::message::ANTHROPIC);
+    let mut c = Conv::new(codec("anthropic"));
     c.user("Investigate why the nightly export job times out.");
     for i in 0..30 {
         let id = format!("t{i}");
@@ -630,7 +633,7 @@ fn images_show_as_placeholders() {
     png.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
     use base64::Engine;
     let data = base64::engine::general_purpose::STANDARD.encode(&png);
-    let mut c = Conv::new(crate::message::ANTHROPIC);
+    let mut c = Conv::new(codec("anthropic"));
     c.msgs.push(json!({"role":"user","content":[
         {"type":"text","text":"The login button is misaligned, see screenshot."},
         {"type":"image","source":{"type":"base64","media_type":"image/png","data":data}}
@@ -651,7 +654,7 @@ fn images_show_as_placeholders() {
 
 #[test]
 fn tool_output_is_compressed_to_its_signal() {
-    let mut c = Conv::new(crate::message::OPENAI_CHAT);
+    let mut c = Conv::new(codec("openai-chat"));
     c.user("Make the ledger tests pass.");
     let log: String = (0..80)
         .map(|i| format!("=== RUN   TestLedger{i}\n--- PASS: TestLedger{i} (0.00s)\n"))
@@ -738,7 +741,7 @@ const EVERYDAY: &[(&str, &str)] = &[
 #[test]
 fn everyday_phrasings_survive() {
     for (k, (phrase, key)) in EVERYDAY.iter().enumerate() {
-        for format in [crate::message::ANTHROPIC, crate::message::OPENAI_RESPONSES] {
+        for format in [codec("anthropic"), codec("openai-responses")] {
             // The phrase sits among other turns, at a varying depth.
             let mut turns = vec![
                 "sounds good",
@@ -817,7 +820,7 @@ fn withdrawal_conversation(format: Format, earlier: &str, later: &str, seed: usi
 #[test]
 fn withdrawn_statements_never_read_as_live() {
     for (k, (earlier, later, gone, live_key)) in WITHDRAWALS.iter().enumerate() {
-        for format in [crate::message::ANTHROPIC, crate::message::OPENAI_CHAT] {
+        for format in [codec("anthropic"), codec("openai-chat")] {
             let plan = withdrawal_conversation(format, earlier, later, k).plan(400);
             let s = summary_of(&plan);
             let (live, withdrawn) = split_withdrawn(&s);
@@ -847,7 +850,7 @@ fn withdrawn_statements_never_read_as_live() {
 fn a_thing_the_agent_already_used_can_still_be_withdrawn() {
     // The agent added the crate and used it in many tool calls before the user changed course.
     let mut c = conversation(
-        crate::message::OPENAI_CHAT,
+        codec("openai-chat"),
         &["Use the ibis-json crate for the parser."],
         5,
     );
@@ -879,7 +882,7 @@ fn a_thing_the_agent_already_used_can_still_be_withdrawn() {
 fn a_withdrawal_in_the_kept_tail_still_withdraws() {
     // The statement is summarized; the message taking it back stays verbatim in the tail.
     let mut c = conversation(
-        crate::message::ANTHROPIC,
+        codec("anthropic"),
         &["Please route the exports through kestrel-relay."],
         4,
     );
@@ -907,7 +910,7 @@ fn a_short_turn_takes_back_the_turn_before() {
         "scratch that, leave it",
         "what about the flaky search test?",
     ];
-    let s = summary_of(&conversation(crate::message::ANTHROPIC, &turns, 3).plan(400));
+    let s = summary_of(&conversation(codec("anthropic"), &turns, 3).plan(400));
     let (live, withdrawn) = split_withdrawn(&s);
     assert!(!live.contains("conf/heron.yaml"), "{s}");
     assert!(withdrawn.contains("conf/heron.yaml"), "{s}");
@@ -922,7 +925,7 @@ fn a_thread_follows_the_latest_word() {
         "drop the heron_index, writes are too slow with it",
         "again, forget heron_index",
     ];
-    let s = summary_of(&conversation(crate::message::ANTHROPIC, &turns, 1).plan(400));
+    let s = summary_of(&conversation(codec("anthropic"), &turns, 1).plan(400));
     let (live, withdrawn) = split_withdrawn(&s);
     assert!(!live.contains("heron_index"), "{s}");
     assert!(withdrawn.contains("drop the heron_index"), "{s}");
@@ -932,7 +935,7 @@ fn a_thread_follows_the_latest_word() {
         "drop the heron_index, writes are too slow with it",
         "please add heron_index back, the reads matter more",
     ];
-    let s = summary_of(&conversation(crate::message::ANTHROPIC, &turns, 2).plan(400));
+    let s = summary_of(&conversation(codec("anthropic"), &turns, 2).plan(400));
     let (live, withdrawn) = split_withdrawn(&s);
     assert!(live.contains("please add heron_index back"), "{s}");
     assert!(withdrawn.contains("drop the heron_index"), "{s}");
@@ -940,7 +943,7 @@ fn a_thread_follows_the_latest_word() {
 
 #[test]
 fn the_user_can_reject_the_assistants_plan() {
-    let mut c = Conv::new(crate::message::OPENAI_CHAT);
+    let mut c = Conv::new(codec("openai-chat"));
     c.user("The cache in src/search/cache.rs thrashes; find a better eviction scheme.");
     busy(&mut c, 4, 1);
     c.assistant(
@@ -975,7 +978,7 @@ fn restating_a_rule_keeps_it_live() {
         ),
     ];
     for (k, (a, b, key)) in pairs.iter().enumerate() {
-        let s = summary_of(&withdrawal_conversation(crate::message::ANTHROPIC, a, b, k).plan(400));
+        let s = summary_of(&withdrawal_conversation(codec("anthropic"), a, b, k).plan(400));
         let (live, _) = split_withdrawn(&s);
         assert!(live.contains(key), "{key:?} lost:\n{s}");
         assert!(!s.contains("## Withdrawn"), "{s}");
@@ -986,7 +989,7 @@ fn restating_a_rule_keeps_it_live() {
 fn the_sessions_topic_is_never_withdrawn() {
     // The project's name is in many messages: a negative remark about one aspect of it does not
     // take the project back.
-    let mut c = Conv::new(crate::message::ANTHROPIC);
+    let mut c = Conv::new(codec("anthropic"));
     c.user("We are moving the curlew-billing exporter to the event bus.");
     for k in 0..4 {
         busy(&mut c, 3, k);
@@ -1009,13 +1012,13 @@ fn the_sessions_topic_is_never_withdrawn() {
 fn earlier_withdrawals_are_carried_forward_and_still_masked() {
     // First compaction: a withdrawal in the head.
     let (earlier, later, gone, _) = WITHDRAWALS[0];
-    let first = withdrawal_conversation(crate::message::OPENAI_CHAT, earlier, later, 0);
+    let first = withdrawal_conversation(codec("openai-chat"), earlier, later, 0);
     let plan = first.plan(400);
     let s1 = summary_of(&plan);
     assert!(s1.contains("[W1] = `kestrel-relay`"), "{s1}");
     // Re-compaction: the summary heads the history, followed by more work that mentions the
     // withdrawn subject in passing, and a new withdrawal.
-    let mut c = Conv::new(crate::message::OPENAI_CHAT);
+    let mut c = Conv::new(codec("openai-chat"));
     c.user(&s1);
     c.assistant(
         None,
@@ -1048,7 +1051,7 @@ fn earlier_withdrawals_are_carried_forward_and_still_masked() {
 fn a_models_withdrawn_section_is_merged_too() {
     let body = "## User requests and instructions\nThe user wants the scheduler on tokio.\n\n## Withdrawn or superseded\nThe user first asked for async-std, then dropped it for tokio.\n\n## Where we stopped\nTimer wheel.";
     let earlier = format!("{SUMMARY_HEADER}\nThis session continues an earlier conversation. agent-db replaced 9 earlier messages (about 9000 tokens) with this summary, written by a model on 2026-10-01; everything after it is verbatim. Read it as your own notes of what happened so far.\n\n{body}\n");
-    let mut c = Conv::new(crate::message::ANTHROPIC);
+    let mut c = Conv::new(codec("anthropic"));
     c.user(&earlier);
     busy(&mut c, 4, 1);
     c.user("Use the egret-timer crate for the wheel.");
@@ -1075,7 +1078,7 @@ fn prior_summary_is_carried_forward() {
     let earlier = format!(
         "{SUMMARY_HEADER}\nThis session continues an earlier conversation. agent-db replaced 40 earlier messages (about 50000 tokens) with this summary on 2026-10-01; everything after it is verbatim. Read it as your own notes of what happened so far.\n\n{body}\n"
     );
-    let mut c = Conv::new(crate::message::OPENAI_CHAT);
+    let mut c = Conv::new(codec("openai-chat"));
     c.user(&earlier);
     c.assistant(
         None,
@@ -1113,7 +1116,7 @@ fn prior_summary_is_carried_forward() {
 #[test]
 fn standing_rules_are_the_users_named_statements_that_still_stand() {
     let (earlier, later, gone, _) = WITHDRAWALS[2];
-    let plan = withdrawal_conversation(crate::message::ANTHROPIC, earlier, later, 2).plan(400);
+    let plan = withdrawal_conversation(codec("anthropic"), earlier, later, 2).plan(400);
     let rules = standing_rules(plan.loaded.format, plan.head());
     assert!(rules.iter().any(|r| r.contains("src/export/")), "{rules:?}");
     assert!(rules.iter().all(|r| !r.contains(gone)), "{rules:?}");
@@ -1252,9 +1255,7 @@ const TAKEN_BACK: &[(&str, &str, &str)] = &[
 #[test]
 fn withdrawal_phrasings() {
     for (k, (a, b, key)) in TAKEN_BACK.iter().enumerate() {
-        let s = summary_of(
-            &withdrawal_conversation(crate::message::OPENAI_RESPONSES, a, b, k).plan(400),
-        );
+        let s = summary_of(&withdrawal_conversation(codec("openai-responses"), a, b, k).plan(400));
         let (live, withdrawn) = split_withdrawn(&s);
         assert!(!live.contains(key), "{a:?} -> {b:?}: {key:?} is live:\n{s}");
         assert!(
@@ -1291,7 +1292,7 @@ fn a_request_never_acted_upon_and_brought_up_again_is_dropped() {
         ),
     ];
     for (k, (earlier, later, key)) in cases.iter().enumerate() {
-        let plan = withdrawal_conversation(crate::message::ANTHROPIC, earlier, later, k).plan(400);
+        let plan = withdrawal_conversation(codec("anthropic"), earlier, later, k).plan(400);
         for cues in [true, false] {
             let s = summary_with_cues(&plan, cues);
             let (live, withdrawn) = split_withdrawn(&s);
@@ -1300,7 +1301,7 @@ fn a_request_never_acted_upon_and_brought_up_again_is_dropped() {
         }
     }
     // The assistant's plan, set aside by the user the same way.
-    let mut c = conversation(crate::message::OPENAI_CHAT, &[], 3);
+    let mut c = conversation(codec("openai-chat"), &[], 3);
     c.assistant(
         None,
         "Next I'll put a grebe_cache layer in front of the reader.",
@@ -1335,7 +1336,7 @@ fn asking_restating_or_working_on_it_is_not_dropping() {
         ),
     ];
     for (k, (a, b, key)) in pairs.iter().enumerate() {
-        let plan = withdrawal_conversation(crate::message::OPENAI_RESPONSES, a, b, k).plan(400);
+        let plan = withdrawal_conversation(codec("openai-responses"), a, b, k).plan(400);
         for cues in [true, false] {
             let s = summary_with_cues(&plan, cues);
             let (live, _) = split_withdrawn(&s);
@@ -1344,7 +1345,7 @@ fn asking_restating_or_working_on_it_is_not_dropping() {
         }
     }
     // The latest word, with no work after it yet: the agent has not had the chance to act.
-    let mut c = Conv::new(crate::message::ANTHROPIC);
+    let mut c = Conv::new(codec("anthropic"));
     c.user("Please wire the puffin_metrics exporter into the scheduler.");
     busy(&mut c, 8, 2);
     c.user("puffin_metrics should report per tenant, by the way");
@@ -1359,7 +1360,7 @@ fn asking_restating_or_working_on_it_is_not_dropping() {
     }
     // The agent works on it (tool calls name it), then the user comments on it.
     let mut c = conversation(
-        crate::message::ANTHROPIC,
+        codec("anthropic"),
         &["Use the ibis-json crate for the parser."],
         5,
     );
@@ -1387,7 +1388,7 @@ fn asking_restating_or_working_on_it_is_not_dropping() {
 #[test]
 fn the_cue_switch_turns_off_the_cue_words() {
     let mut c = conversation(
-        crate::message::OPENAI_CHAT,
+        codec("openai-chat"),
         &["Use the ibis-json crate for the parser."],
         5,
     );
@@ -1413,7 +1414,7 @@ fn the_cue_switch_turns_off_the_cue_words() {
 #[test]
 fn a_pasted_wall_of_text_is_not_a_statement() {
     let filler: Vec<String> = (0..8000).map(|i| format!("w{i}")).collect();
-    let mut c = Conv::new(crate::message::OPENAI_CHAT);
+    let mut c = Conv::new(codec("openai-chat"));
     c.user(&format!("HUGE-START {} HUGE-END", filler.join(" ")));
     busy(&mut c, 10, 1);
     c.user("Thanks. Keep scripts/deploy_prod.sh untouched.");
@@ -1545,7 +1546,7 @@ fn a_withdrawal_can_refer_back_by_description() {
         ),
     ];
     for (k, (steps, gone, live)) in cases.iter().enumerate() {
-        for format in [crate::message::ANTHROPIC, crate::message::OPENAI_CHAT] {
+        for format in [codec("anthropic"), codec("openai-chat")] {
             let s = summary_of(&scripted(format, steps, k));
             assert_final_state(&s, &[gone], &[live], gone);
         }
@@ -1561,7 +1562,7 @@ fn a_new_option_of_the_same_kind_replaces_the_old_one() {
         Work,
         User("hmm, use the kiln_queue instead"),
     ];
-    let s = summary_of(&scripted(crate::message::OPENAI_RESPONSES, &steps, 2));
+    let s = summary_of(&scripted(codec("openai-responses"), &steps, 2));
     assert_final_state(&s, &["fennel_queue"], &["kiln_queue"], "replace");
 }
 
@@ -1583,7 +1584,7 @@ fn a_withdrawal_can_come_as_a_question_or_aside() {
     ];
     for (k, (a, b, key)) in cases.iter().enumerate() {
         let steps = [User(a), Work, User(b)];
-        let s = summary_of(&scripted(crate::message::ANTHROPIC, &steps, k));
+        let s = summary_of(&scripted(codec("anthropic"), &steps, k));
         assert_final_state(&s, &[key], &[], b);
     }
 }
@@ -1600,7 +1601,7 @@ fn the_assistant_can_take_back_with_the_users_consent_or_its_own_plan() {
         UserOnly("yep, go ahead"),
         Work,
     ];
-    let s = summary_of(&scripted(crate::message::OPENAI_CHAT, &offer, 1));
+    let s = summary_of(&scripted(codec("openai-chat"), &offer, 1));
     assert_final_state(&s, &["pelican_shim"], &[], "offer accepted");
 
     let refused = [
@@ -1610,7 +1611,7 @@ fn the_assistant_can_take_back_with_the_users_consent_or_its_own_plan() {
         UserOnly("no, keep it, the retries are too slow"),
         Work,
     ];
-    let s = summary_of(&scripted(crate::message::OPENAI_CHAT, &refused, 1));
+    let s = summary_of(&scripted(codec("openai-chat"), &refused, 1));
     let (live, _) = split_withdrawn(&s);
     assert!(live.contains("pelican_shim"), "offer refused:\n{s}");
 
@@ -1621,7 +1622,7 @@ fn the_assistant_can_take_back_with_the_users_consent_or_its_own_plan() {
         UserOnly("ok"),
         Work,
     ];
-    let s = summary_of(&scripted(crate::message::ANTHROPIC, &done, 2));
+    let s = summary_of(&scripted(codec("anthropic"), &done, 2));
     assert_final_state(&s, &["pelican_shim"], &[], "dropped, no objection");
 
     let objected = [
@@ -1631,7 +1632,7 @@ fn the_assistant_can_take_back_with_the_users_consent_or_its_own_plan() {
         UserOnly("wait, we still want pelican_shim, the router retries are too slow"),
         Work,
     ];
-    let s = summary_of(&scripted(crate::message::ANTHROPIC, &objected, 2));
+    let s = summary_of(&scripted(codec("anthropic"), &objected, 2));
     let (live, _) = split_withdrawn(&s);
     assert!(live.contains("pelican_shim"), "objected:\n{s}");
 
@@ -1641,7 +1642,7 @@ fn the_assistant_can_take_back_with_the_users_consent_or_its_own_plan() {
         Said("On reflection I'm dropping quill_cache: the lookups are already O(1), so plain HashMap reads it is."),
         Work,
     ];
-    let s = summary_of(&scripted(crate::message::ANTHROPIC, &own, 3));
+    let s = summary_of(&scripted(codec("anthropic"), &own, 3));
     assert_final_state(&s, &["quill_cache"], &["HashMap"], "own plan");
 }
 
@@ -1689,7 +1690,7 @@ fn insisting_or_reinstating_keeps_it_live() {
         ),
     ];
     for (k, (steps, key)) in cases.iter().enumerate() {
-        let s = summary_of(&scripted(crate::message::OPENAI_RESPONSES, steps, k));
+        let s = summary_of(&scripted(codec("openai-responses"), steps, k));
         let (live, _) = split_withdrawn(&s);
         assert!(live.contains(key), "{key:?} lost:\n{s}");
     }
@@ -1704,7 +1705,7 @@ fn a_path_can_be_taken_back_by_its_file_name() {
         Work,
         User("forget pool_tuner.rs, it's getting deleted next sprint"),
     ];
-    let s = summary_of(&scripted(crate::message::ANTHROPIC, &steps, 4));
+    let s = summary_of(&scripted(codec("anthropic"), &steps, 4));
     assert_final_state(&s, &["src/net/pool_tuner.rs"], &[], "basename");
 }
 
@@ -1725,14 +1726,14 @@ fn struck_out_in_markdown_is_withdrawn() {
     ];
     for (k, (a, b)) in cases.iter().enumerate() {
         let steps = [User(a), Work, User(b), Work];
-        let s = summary_of(&scripted(crate::message::ANTHROPIC, &steps, k));
+        let s = summary_of(&scripted(codec("anthropic"), &steps, k));
         assert_final_state(&s, &["gannet_probe"], &[], b);
     }
     let home = [
         User("Keep the config in ~/.config/gannet/ as before."),
         Work,
     ];
-    let s = summary_of(&scripted(crate::message::ANTHROPIC, &home, 3));
+    let s = summary_of(&scripted(codec("anthropic"), &home, 3));
     let (live, _) = split_withdrawn(&s);
     assert!(live.contains("~/.config/gannet/"), "{s}");
 }
@@ -1751,7 +1752,7 @@ fn the_assistant_reversing_a_request_takes_it_back() {
         UserOnly("what does sparrow_gc do?"),
         Work,
     ];
-    let s = summary_of(&scripted(crate::message::OPENAI_CHAT, &reversed, 4));
+    let s = summary_of(&scripted(codec("openai-chat"), &reversed, 4));
     assert_final_state(&s, &["merlin_fallback"], &[], "reversed");
 
     let objected = [
@@ -1761,7 +1762,7 @@ fn the_assistant_reversing_a_request_takes_it_back() {
         UserOnly("no, please add merlin_fallback, the retries are not enough"),
         Work,
     ];
-    let s = summary_of(&scripted(crate::message::OPENAI_CHAT, &objected, 4));
+    let s = summary_of(&scripted(codec("openai-chat"), &objected, 4));
     let (live, _) = split_withdrawn(&s);
     assert!(live.contains("merlin_fallback"), "objected:\n{s}");
 
@@ -1771,7 +1772,7 @@ fn the_assistant_reversing_a_request_takes_it_back() {
         Said("On second thought I won't touch kestrel_vendor at all, understood."),
         Work,
     ];
-    let s = summary_of(&scripted(crate::message::ANTHROPIC, &agreed, 5));
+    let s = summary_of(&scripted(codec("anthropic"), &agreed, 5));
     let (live, _) = split_withdrawn(&s);
     assert!(
         live.contains("kestrel_vendor"),
@@ -1792,7 +1793,7 @@ fn a_change_of_mind_negated_in_a_later_clause_takes_the_request_back() {
         UserOnly("fine"),
         Work,
     ];
-    let s = summary_of(&scripted(crate::message::OPENAI_CHAT, &steps, 4));
+    let s = summary_of(&scripted(codec("openai-chat"), &steps, 4));
     assert_final_state(
         &s,
         &["heron_shadow_flag"],
@@ -1811,14 +1812,14 @@ fn a_take_back_of_its_own_action_is_no_withdrawal() {
         User("Read your comparison. I think the osprey_queue wins, since ops already runs it. Anyway, go ahead when ready, no need to wait for me."),
         Work,
     ];
-    let s = summary_of(&scripted(crate::message::ANTHROPIC, &own, 4));
+    let s = summary_of(&scripted(codec("anthropic"), &own, 4));
     assert_final_state(&s, &[], &["osprey_queue"], "own action");
 
     let back = [
         User("Also add the osprey_queue metrics exporter to the worker. Hmm, no need to do that."),
         Work,
     ];
-    let s = summary_of(&scripted(crate::message::ANTHROPIC, &back, 4));
+    let s = summary_of(&scripted(codec("anthropic"), &back, 4));
     assert_final_state(&s, &["osprey_queue"], &[], "refers back");
 }
 
@@ -1829,7 +1830,7 @@ fn stats_remembered_answers_follow_the_kept_tail() {
     // messages below.
     let dec = |j: Value| {
         let raw = serde_json::value::RawValue::from_string(j.to_string()).unwrap();
-        crate::message::openai_chat::decode(&raw).unwrap()
+        crate::message::decode(codec("openai-chat"), &raw).unwrap()
     };
     let call = |id: &str, cmd: &str| {
         json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",
@@ -1874,9 +1875,9 @@ proptest::proptest! {
         f in 0usize..3,
     ) {
         let format = [
-            crate::message::ANTHROPIC,
-            crate::message::OPENAI_CHAT,
-            crate::message::OPENAI_RESPONSES,
+            codec("anthropic"),
+            codec("openai-chat"),
+            codec("openai-responses"),
         ][f];
         let extra = [
             "Always run cargo fmt before committing changes to crates/netkit.",
@@ -1901,7 +1902,7 @@ proptest::proptest! {
 #[test]
 fn a_re_summary_of_the_originals_keeps_the_turns_the_earlier_one_quoted() {
     let conv = |n: usize| {
-        let mut c = Conv::new(crate::message::OPENAI_CHAT);
+        let mut c = Conv::new(codec("openai-chat"));
         for i in 1..=n {
             c.user(&format!(
                 "Step TURN{i}: {}",
@@ -1966,7 +1967,7 @@ fn split_before<'a>(plan: &'a Plan, at: &str) -> (&'a [Message], &'a [Message]) 
 fn a_rule_replaced_in_the_kept_tail_is_not_live_and_its_replacement_is() {
     let earlier = "Run `make lint-sedge` before each commit.";
     let later = "no need to run make lint-sedge anymore; run `make check` instead";
-    for format in [crate::message::ANTHROPIC, crate::message::OPENAI_CHAT] {
+    for format in [codec("anthropic"), codec("openai-chat")] {
         let plan = withdrawal_conversation(format, earlier, later, 3).plan(400);
         let (head, tail) = split_before(&plan, later);
         let rules = standing_rules_over(format, head, tail);
@@ -1992,7 +1993,7 @@ fn a_rule_replaced_in_the_kept_tail_is_not_live_and_its_replacement_is() {
 #[test]
 fn rules_withdrawn_in_the_tail_are_never_live() {
     for (k, (earlier, later, gone, live_key)) in WITHDRAWALS.iter().enumerate() {
-        for format in [crate::message::ANTHROPIC, crate::message::OPENAI_CHAT] {
+        for format in [codec("anthropic"), codec("openai-chat")] {
             let plan = withdrawal_conversation(format, earlier, later, k).plan(400);
             let (head, tail) = split_before(&plan, later);
             let rules = standing_rules_over(format, head, tail);
@@ -2026,7 +2027,7 @@ fn rules_withdrawn_in_the_tail_are_never_live() {
 fn a_rule_withdrawn_in_the_head_is_withdrawn_with_the_latest_word() {
     let earlier = "Pin serde_quartz to 0.9 in Cargo.toml.";
     let later = "ignore what I said about serde_quartz, the pin is not needed";
-    let plan = withdrawal_conversation(crate::message::ANTHROPIC, earlier, later, 1).plan(400);
+    let plan = withdrawal_conversation(codec("anthropic"), earlier, later, 1).plan(400);
     let all = &plan.loaded.messages;
     let rules = standing_rules_over(plan.loaded.format, all, &[]);
     let r = rules.iter().find(|r| r.text == earlier).expect("listed");
@@ -2088,7 +2089,7 @@ proptest::proptest! {
         seed in 0usize..50,
         anthropic in proptest::bool::ANY,
     ) {
-        let format = if anthropic { crate::message::ANTHROPIC } else { crate::message::OPENAI_CHAT };
+        let format = if anthropic { codec("anthropic") } else { codec("openai-chat") };
         // Events: each rule's statement, then (maybe) its withdrawal, interleaved by `order`
         // while keeping each rule's statement before its withdrawal.
         let mut stated: Vec<(String, Option<String>)> = Vec::new();

@@ -110,14 +110,14 @@ pub fn example(nonce: &str) -> ChatRequest {
         {"role": "user", "content": "continue"}
     ])
     .to_string();
-    let format = crate::message::OPENAI_CHAT;
+    let format = crate::store::StoreKind::codec("openai-chat").expect("a registered codec");
     let messages = crate::message::decode_all(format, &raw).expect("the example decodes");
     let recipe = crate::recipe::parse(EXAMPLE_RECIPE, "example", "example").expect("parses");
     let rules = super::extractive::standing_rules_over(format, &messages[..3], &messages[3..]);
     let task = task_in(&messages[..3], messages.last());
     let refs: Vec<&Message> = messages[..3].iter().collect();
     let transcript = split_transcript(
-        render::unit_texts(&refs, Default::default()).into_iter(),
+        render::unit_texts(&refs, format, Default::default()).into_iter(),
         usize::MAX / 2,
     )
     .concat();
@@ -234,14 +234,17 @@ impl Llm {
         }
         let room = self.budget - overhead;
         if !self.mask_observations {
-            let texts = render::unit_texts(&messages, Default::default());
+            let texts = render::unit_texts(&messages, input.plan.loaded.format, Default::default());
             return Ok((split_transcript(texts.into_iter(), room), None));
         }
         let elide = render::masked(&messages);
         let elided = elide.len();
-        let masked = split_transcript(render::unit_texts(&messages, elide).into_iter(), room);
+        let masked = split_transcript(
+            render::unit_texts(&messages, input.plan.loaded.format, elide).into_iter(),
+            room,
+        );
         let unmasked = split_transcript(
-            render::unit_texts(&messages, Default::default()).into_iter(),
+            render::unit_texts(&messages, input.plan.loaded.format, Default::default()).into_iter(),
             room,
         );
         let tokens = |chunks: &[String]| {

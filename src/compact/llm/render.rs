@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::message::{Block, Message, Role};
+use crate::message::{Block, Format, Message, Role};
 use crate::tokens::count_text;
 
 /// What starts every line of content in the transcript.
@@ -147,6 +147,9 @@ pub struct Renderer {
     next: usize,
     /// `(message, block)` of the tool results elided by `--mask-observations`.
     elide: HashSet<(usize, usize)>,
+    /// The stored format, whose bookkeeping blocks (opencode's step, patch and snapshot parts)
+    /// the agent neither shows nor sends: they are left out as its own view leaves them out.
+    format: Option<Format>,
 }
 
 /// The role label of a message: a message of tool results only is `[tool]` whatever role its
@@ -167,17 +170,28 @@ fn label(m: &Message) -> &'static str {
 
 impl Renderer {
     /// A renderer that elides the results in `elide` ([`masked`]).
-    pub fn masking(elide: HashSet<(usize, usize)>) -> Renderer {
+    pub fn masking(format: Format, elide: HashSet<(usize, usize)>) -> Renderer {
         Renderer {
             elide,
+            format: Some(format),
             ..Renderer::default()
         }
     }
 
+    fn hidden(&self, b: &Block) -> bool {
+        matches!((b, self.format), (Block::Opaque { kind, .. }, Some(f)) if f.bookkeeping(kind))
+    }
+
     /// Message `index` of the head as transcript text.
     pub fn message(&mut self, index: usize, m: &Message) -> String {
+        if !m.blocks.is_empty() && m.blocks.iter().all(|b| self.hidden(b)) {
+            return String::new();
+        }
         let mut s = format!("[{}]\n", label(m));
         for (j, b) in m.blocks.iter().enumerate() {
+            if self.hidden(b) {
+                continue;
+            }
             match b {
                 Block::Text { text } => {
                     if !text.trim().is_empty() {
@@ -315,8 +329,12 @@ pub fn units(messages: &[&Message]) -> Vec<std::ops::Range<usize>> {
 }
 
 /// The transcript texts of the head's units (see [`units`]), rendered in order.
-pub fn unit_texts(messages: &[&Message], elide: HashSet<(usize, usize)>) -> Vec<String> {
-    let mut r = Renderer::masking(elide);
+pub fn unit_texts(
+    messages: &[&Message],
+    format: Format,
+    elide: HashSet<(usize, usize)>,
+) -> Vec<String> {
+    let mut r = Renderer::masking(format, elide);
     units(messages)
         .into_iter()
         .map(|range| {

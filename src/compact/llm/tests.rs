@@ -137,7 +137,7 @@ proptest! {
     ) {
         let messages = conversation(&steps);
         let refs: Vec<&Message> = messages.iter().collect();
-        let chunks = split_transcript(render::unit_texts(&refs, Default::default()).into_iter(), room);
+        let chunks = split_transcript(render::unit_texts(&refs, crate::message::ANTHROPIC, Default::default()).into_iter(), room);
         for (c, chunk) in chunks.iter().enumerate() {
             for line in chunk.lines() {
                 if let Some(of) = line.strip_prefix("← result of ") {
@@ -249,7 +249,7 @@ fn results_are_named_by_their_call_in_every_format() {
     let mut shown = Vec::new();
     for role in [Role::Tool, Role::User] {
         let (c, r) = (call.clone(), result(role));
-        let texts = render::unit_texts(&[&c, &r], Default::default());
+        let texts = render::unit_texts(&[&c, &r], crate::message::ANTHROPIC, Default::default());
         assert_eq!(texts.len(), 1, "one unit");
         shown.push(texts[0].clone());
     }
