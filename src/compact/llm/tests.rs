@@ -3,6 +3,11 @@ use crate::message::{Block, Message, Role};
 use crate::tokens::count_text;
 use proptest::prelude::*;
 
+/// The registered codec named `name` (the formats kodelet stores).
+fn codec(name: &str) -> crate::message::Format {
+    crate::store::StoreKind::codec(name).expect("a registered codec")
+}
+
 /// The rule the lazy split must reproduce: count every unit.
 fn split_counting_everything(texts: &[String], room: usize) -> Vec<String> {
     let mut chunks = Vec::new();
@@ -137,7 +142,7 @@ proptest! {
     ) {
         let messages = conversation(&steps);
         let refs: Vec<&Message> = messages.iter().collect();
-        let chunks = split_transcript(render::unit_texts(&refs, crate::message::ANTHROPIC, Default::default()).into_iter(), room);
+        let chunks = split_transcript(render::unit_texts(&refs, codec("anthropic"), Default::default()).into_iter(), room);
         for (c, chunk) in chunks.iter().enumerate() {
             for line in chunk.lines() {
                 if let Some(of) = line.strip_prefix("← result of ") {
@@ -249,7 +254,7 @@ fn results_are_named_by_their_call_in_every_format() {
     let mut shown = Vec::new();
     for role in [Role::Tool, Role::User] {
         let (c, r) = (call.clone(), result(role));
-        let texts = render::unit_texts(&[&c, &r], crate::message::ANTHROPIC, Default::default());
+        let texts = render::unit_texts(&[&c, &r], codec("anthropic"), Default::default());
         assert_eq!(texts.len(), 1, "one unit");
         shown.push(texts[0].clone());
     }
