@@ -75,7 +75,10 @@ mod tests {
     #[test]
     fn every_kind_parses_by_its_name_and_detects_by_its_tables() {
         let names: Vec<&str> = StoreKind::all().map(StoreKind::name).collect();
-        assert_eq!(names, ["kodelet", "docker-agent", "goose", "opencode", "kilo"]);
+        assert_eq!(
+            names,
+            ["kodelet", "docker-agent", "goose", "opencode", "kilo"]
+        );
         for &k in KINDS.iter() {
             assert_eq!(StoreKind::parse(k.name()), Some(k));
             let tables: Vec<String> = k
@@ -111,8 +114,8 @@ mod tests {
     }
 
     /// The registry is every agent's folder, in the detection order of their ranks: kodelet,
-    /// docker-agent, goose, opencode 2.x, then opencode 1.x (whose tables an upgraded 2.x file
-    /// also has), each rank once.
+    /// docker-agent, goose, opencode 2.x, Kilo, then opencode 1.x (whose tables an upgraded 2.x
+    /// file and a Kilo file also have), each rank once.
     #[test]
     fn the_registry_is_in_detection_order() {
         let order: Vec<(&str, &str)> = KINDS
@@ -126,6 +129,7 @@ mod tests {
                 ("docker-agent", "sessions"),
                 ("goose", "sessions"),
                 ("opencode", "session_v2"),
+                ("kilo", "session"),
                 ("opencode", "session"),
             ]
         );

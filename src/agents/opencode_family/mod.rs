@@ -9,10 +9,10 @@
 pub mod codec;
 mod ids;
 
-pub use ids::{ascending as ascending_id, descending as descending_id};
 /// The opencode 1.x store's adapter and migration check, for a fork that keeps that store
 /// under its own names and migrations (Kilo).
 pub use super::opencode::{Family, Flavor};
+pub use ids::{ascending as ascending_id, descending as descending_id};
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
