@@ -98,7 +98,10 @@ result concurrency "$CONCURRENCY"
 
 # ---------------------------------------------------------------------------------------------
 log "build ($PROFILE)"
-cargo build --profile "$PROFILE" --bin agent-db --bin gen_store --example llm_mock_server
+# The example builds with the dev-dependencies, which turn the test-only failpoint on: it builds
+# first, and the binaries after, on their own, as released.
+cargo build --profile "$PROFILE" --example llm_mock_server
+cargo build --profile "$PROFILE" --bin agent-db --bin gen_store
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 # The target dir may be shared with concurrent builds: benchmark private copies.
@@ -111,6 +114,9 @@ done
 ADB="$OUT/bin/agent-db"
 GEN="$OUT/bin/gen_store"
 MOCK="$OUT/bin/llm_mock_server"
+if "$ADB" --version | grep -q failpoints; then
+  die "$ADB was built with the test-only failpoint; a benchmark measures the released binary"
+fi
 
 LONG_OUTPUTS=${BENCH_LLM_LONG_OUTPUTS:-}
 LONG_ARGS=()

@@ -25,8 +25,10 @@ command -v valgrind >/dev/null || { echo "llm_instructions.sh: needs valgrind" >
 # measure DIR: build in DIR (a checkout), run once under cachegrind, print one line.
 measure() {
   local dir=$1 label=$2
+  # The example first (its dev-dependencies turn the test-only failpoint on), the binaries after.
   (cd "$dir" && CARGO_TARGET_DIR="$ROOT/target" cargo build -q --profile profiling \
-    --bin agent-db --bin gen_store --example llm_mock_server)
+    --example llm_mock_server &&
+    CARGO_TARGET_DIR="$ROOT/target" cargo build -q --profile profiling --bin agent-db --bin gen_store)
   local bin="$OUT/bin-$label"
   mkdir -p "$bin"
   cp "$ROOT/target/profiling/agent-db" "$ROOT/target/profiling/gen_store" \

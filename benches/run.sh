@@ -102,7 +102,10 @@ if [[ "${BENCH_NO_BUILD:-0}" == 1 ]]; then # the binaries an earlier run copied 
 elif [[ "$ONLY_P1" == 1 ]]; then
   cargo build --release --bins
 else
-  cargo build --release --examples --bins
+  # Examples build with the dev-dependencies, which turn the test-only failpoint on: they build
+  # first, and the binaries after, on their own, as released.
+  cargo build --release --examples
+  cargo build --release --bins
   BINS+=(examples/count_tokens examples/llm_mock_server)
 fi
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps |
@@ -114,6 +117,9 @@ done
 ADB="$OUT/bin/agent-db"
 GEN="$OUT/bin/gen_store"
 COUNT="$OUT/bin/count_tokens"
+if "$ADB" --version | grep -q failpoints; then
+  die "$ADB was built with the test-only failpoint; a benchmark measures the released binary"
+fi
 
 log "machine"
 result machine.nproc "$(nproc)"

@@ -181,10 +181,18 @@ fn parse_at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
+/// `--version` (`-V` gives the version alone): the version, and the failpoint when the build
+/// has it (`src/failpoint.rs`; the tests check for it).
+#[cfg(feature = "failpoints")]
+const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (features: failpoints)");
+#[cfg(not(feature = "failpoints"))]
+const LONG_VERSION: &str = env!("CARGO_PKG_VERSION");
+
 #[derive(Debug, Parser)]
 #[command(
     name = "agent-db",
     version,
+    long_version = LONG_VERSION,
     about = "Offline, undoable compaction of AI coding agents' conversation stores",
     long_about = long_about(),
     after_help = after_help()

@@ -1,12 +1,16 @@
 //! Fault injection for the tests of the failure boundaries: `AGENT_DB_FAILPOINT=STAGE:ID` makes
 //! agent-db panic at that stage of that one conversation (`plan`, `strategy` or `write`), as a
 //! bug in agent-db or in a dependency would. The tests use it to prove that such a panic stays
-//! that conversation's failure. Unset (always, outside those tests) it does nothing but read one
-//! environment variable once.
+//! that conversation's failure.
+//!
+//! It exists only in a build with the cargo feature `failpoints`, which `cargo test` turns on
+//! (agent-db's dev-dependency on itself) and a release build (`cargo build --release`,
+//! `cargo install`) does not: there [`hit`] is an empty inline function and the variable is
+//! never read. A binary built with it says so in `agent-db --version`.
 
-use std::sync::OnceLock;
-
+#[cfg(feature = "failpoints")]
 fn armed() -> Option<&'static str> {
+    use std::sync::OnceLock;
     static SPEC: OnceLock<Option<String>> = OnceLock::new();
     SPEC.get_or_init(|| {
         std::env::var("AGENT_DB_FAILPOINT")
@@ -17,6 +21,7 @@ fn armed() -> Option<&'static str> {
 }
 
 /// Panic when the failpoint `stage:id` is armed.
+#[cfg(feature = "failpoints")]
 pub fn hit(stage: &str, id: &str) {
     if let Some(spec) = armed() {
         if spec.split_once(':') == Some((stage, id)) {
@@ -24,3 +29,8 @@ pub fn hit(stage: &str, id: &str) {
         }
     }
 }
+
+/// Without the `failpoints` feature: nothing.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn hit(_stage: &str, _id: &str) {}

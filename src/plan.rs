@@ -514,46 +514,8 @@ pub fn plan_loaded(
         keep_tokens = loaded.total_tokens() / 2;
         decision = split::split_after(&views, keep_tokens, prior_len);
     }
-    if let (true, None, Some(target), Some(land)) = (
-        opts.skip_under_target,
-        opts.keep_tokens,
-        opts.target,
-        landing,
-    ) {
-        let small = matches!(&decision, Decision::NoOp(why) if why.starts_with("already small"));
-        if land.before <= target && (small || matches!(decision, Decision::Compact(_))) {
-            decision = Decision::NoOp(format!(
-                "under the target: its context is {} of the window, at or under --target {target}, \
-                 so compacting it would lose detail for room it does not need; a lower --target, or --force, \
-                 compacts it anyway",
-                crate::util::percent(land.before)
-            ));
-        }
-    }
-    if let Decision::NoOp(why) = &mut decision {
-        if why.starts_with("already small") {
-            let hint = if opts.keep_tokens.is_some() {
-                "a smaller --keep-tokens compacts it"
-            } else {
-                "nothing to gain; --keep-tokens N with a smaller N compacts it anyway"
-            };
-            why.push_str(&format!(" ({hint})"));
-        }
-    }
-    if let (Decision::NoOp(why), Some(target), Some(land)) = (&mut decision, opts.target, landing) {
-        // Only "already small" is about the budget; empty or one-message histories keep their
-        // own reason.
-        if land.before > target && opts.keep_tokens.is_none() && why.starts_with("already small") {
-            *why = format!(
-                "its messages ({} tokens) already fit the kept tail, but the context is {} of the window: \
-                 the other {} tokens (system prompt, tool definitions) are overhead compaction cannot shrink, \
-                 so --target {target} cannot be reached",
-                crate::util::thousands(loaded.total_tokens()),
-                crate::util::percent(land.before),
-                crate::util::thousands(land.overhead)
-            );
-        }
-    }
+    under_target(&mut decision, opts, landing);
+    explain_small(&mut decision, opts, landing, loaded.total_tokens());
     Ok(Plan {
         meta,
         reason,
@@ -567,6 +529,61 @@ pub fn plan_loaded(
         artifacts: None,
         resummary: None,
     })
+}
+
+/// Without `--force`: a conversation whose context is at or under `--target` is not compacted
+/// (it would lose detail for room it does not need).
+fn under_target(decision: &mut Decision, opts: &PlanOptions, landing: Option<Landing>) {
+    if let (true, None, Some(target), Some(land)) = (
+        opts.skip_under_target,
+        opts.keep_tokens,
+        opts.target,
+        landing,
+    ) {
+        let small = matches!(&*decision, Decision::NoOp(why) if why.starts_with("already small"));
+        if land.before <= target && (small || matches!(*decision, Decision::Compact(_))) {
+            *decision = Decision::NoOp(format!(
+                "under the target: its context is {} of the window, at or under --target {target}, \
+                 so compacting it would lose detail for room it does not need; a lower --target, or --force, \
+                 compacts it anyway",
+                crate::util::percent(land.before)
+            ));
+        }
+    }
+}
+
+/// Why a conversation already small is left alone, and what would compact it: a smaller
+/// `--keep-tokens`, or nothing when the context is overhead (`total_tokens`: its messages').
+fn explain_small(
+    decision: &mut Decision,
+    opts: &PlanOptions,
+    landing: Option<Landing>,
+    total_tokens: usize,
+) {
+    if let Decision::NoOp(why) = decision {
+        if why.starts_with("already small") {
+            let hint = if opts.keep_tokens.is_some() {
+                "a smaller --keep-tokens compacts it"
+            } else {
+                "nothing to gain; --keep-tokens N with a smaller N compacts it anyway"
+            };
+            why.push_str(&format!(" ({hint})"));
+        }
+    }
+    if let (Decision::NoOp(why), Some(target), Some(land)) = (decision, opts.target, landing) {
+        // Only "already small" is about the budget; empty or one-message histories keep their
+        // own reason.
+        if land.before > target && opts.keep_tokens.is_none() && why.starts_with("already small") {
+            *why = format!(
+                "its messages ({} tokens) already fit the kept tail, but the context is {} of the window: \
+                 the other {} tokens (system prompt, tool definitions) are overhead compaction cannot shrink, \
+                 so --target {target} cannot be reached",
+                crate::util::thousands(total_tokens),
+                crate::util::percent(land.before),
+                crate::util::thousands(land.overhead)
+            );
+        }
+    }
 }
 
 /// The kept-tail budget that lands a compaction at `target`: what the window allows at the

@@ -278,6 +278,32 @@ impl Selector {
         }
     }
 
+    /// `--follow`: the conversation updated last (of those not set aside), and the conversations
+    /// whose update time cannot be read.
+    fn latest(&self, store: &Store) -> Result<(Option<ConversationMeta>, Vec<Outcome>)> {
+        let mut best: Option<(DateTime<FixedOffset>, ConversationMeta)> = None;
+        let mut failures = Vec::new();
+        store.scan(|meta| {
+            if self.set_aside(&meta.facts()).is_some() {
+                return true;
+            }
+            match meta.updated() {
+                Ok(t) => {
+                    if best.as_ref().is_none_or(|(b, _)| t > *b) {
+                        best = Some((t, meta));
+                    }
+                }
+                Err(e) => failures.push(Outcome::Failed {
+                    id: meta.id.clone(),
+                    reason: self.reason(),
+                    error: e.to_string(),
+                }),
+            }
+            true
+        })?;
+        Ok((best.map(|(_, meta)| meta), failures))
+    }
+
     /// Run the selection, streaming outcomes to `f` (which returns `false` to stop). Conversations
     /// that simply do not match are not reported; skipped ones carry a reason.
     pub fn run(
@@ -320,31 +346,12 @@ impl Selector {
             return Ok(());
         }
         if self.follow {
-            let mut best: Option<(DateTime<FixedOffset>, ConversationMeta)> = None;
-            let mut failures = Vec::new();
-            store.scan(|meta| {
-                if self.set_aside(&meta.facts()).is_some() {
-                    return true;
-                }
-                match meta.updated() {
-                    Ok(t) => {
-                        if best.as_ref().is_none_or(|(b, _)| t > *b) {
-                            best = Some((t, meta));
-                        }
-                    }
-                    Err(e) => failures.push(Outcome::Failed {
-                        id: meta.id.clone(),
-                        reason: self.reason(),
-                        error: e.to_string(),
-                    }),
-                }
-                true
-            })?;
+            let (best, failures) = self.latest(store)?;
             for o in failures {
                 f(o);
             }
             match best {
-                Some((_, meta)) => {
+                Some(meta) => {
                     let o = self.evaluate(meta, now, unrated);
                     emit(left_alone(o, |id| store.left_alone(id)), &mut f);
                 }
@@ -571,7 +578,7 @@ pub fn provider_warning(selector: &Selector, store: &Store) -> Result<Option<Str
         [one] => format!(" (format {one} is accepted too: every conversation of this store)"),
         many => format!(
             " (formats {} are accepted too)",
-            crate::store::join_and(many, "and")
+            crate::util::join_and(many, "and")
         ),
     };
     Ok(Some(format!(

@@ -16,6 +16,15 @@ pub fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
     paths
 }
 
+/// `a`, `a and b`, `a, b and c`.
+pub fn join_and(items: &[String], word: &str) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} {word} {last}", init.join(", ")),
+    }
+}
+
 /// A byte count for messages, in the binary units it names (1 KiB = 1024 bytes): `512 B`,
 /// `1.5 KiB`, `3.2 MiB`, `4.0 GiB`.
 /// `12,345`: how every count is written, in tables, notes, reasons and footers alike.

@@ -56,6 +56,8 @@ use serde_json::{json, Value};
 
 #[path = "support/convgen.rs"]
 mod convgen;
+#[path = "support/skip.rs"]
+mod skip_rule;
 use convgen::*;
 
 /// Conversations built at least (a third per format), and at most while some phrasing was not
@@ -1400,10 +1402,10 @@ fn holdout_quality() {
     let name = std::env::var("PARAPHRASE_HOLDOUT").unwrap_or_else(|_| "holdout.toml".into());
     let path = corpus_path(&name);
     if !path.exists() {
-        eprintln!(
-            "note: {} is absent; the held-out corpus was not measured",
+        skip_rule::skip(&format!(
+            "{} is absent; the held-out corpus was not measured (PARAPHRASE_HOLDOUT names it)",
             path.display()
-        );
+        ));
         return;
     }
     let label = "held-out corpus";

@@ -134,7 +134,7 @@ fn changed_after(
     let cells: Vec<_> = archived.iter().map(|a| a.cell.clone()).collect();
     let mut changed = archive::image_hash_expecting(conn, &cells, &expected).at(path)? != post;
     if !changed {
-        let read = crate::store::kind::Read {
+        let read = crate::store::conversation::Read {
             conn,
             path,
             limits: store.limits,

@@ -53,6 +53,20 @@ pub fn store_for(plan: &PlanFile, file: &Path, db: Option<&Path>) -> Result<Path
     Ok(db.to_path_buf())
 }
 
+/// A plan made for another kind of store is refused (exit 2).
+fn check_kind(plan: &PlanFile, file: &Path, store: &Store) -> Result<(), Error> {
+    if plan.store.kind == store.kind.name() {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "plan {} is for a {} store, but {} is a {} store; nothing written",
+        file.display(),
+        plan.store.kind,
+        store.path.display(),
+        store.kind.name()
+    )))
+}
+
 /// `agent-db apply FILE`.
 pub fn run(
     ui: &Ui,
@@ -61,16 +75,7 @@ pub fn run(
     args: &ApplyArgs,
     settings: &Settings,
 ) -> CmdResult {
-    if plan.store.kind != store.kind.name() {
-        return Err(Error::Usage(format!(
-            "plan {} is for a {} store, but {} is a {} store; nothing written",
-            args.file.display(),
-            plan.store.kind,
-            store.path.display(),
-            store.kind.name()
-        ))
-        .into());
-    }
+    check_kind(&plan, &args.file, &store)?;
     if plan.conversations.is_empty() && !args.json {
         ui.status(&format!(
             "plan {} has no proposals; nothing written",
@@ -81,7 +86,9 @@ pub fn run(
     let hooks = if args.no_hooks {
         None
     } else {
-        Some(std::sync::Arc::new(super::compact::hooks(ui, settings)?))
+        Some(std::sync::Arc::new(super::config::announced_hooks(
+            ui, settings,
+        )?))
     };
     // A dry run writes nothing and takes no lock.
     let _lock = if args.dry_run {

@@ -197,7 +197,7 @@ fn run_options(ui: &Ui, args: &CompactArgs, built: &Built) -> Result<RunOptions,
     let hooks = if args.no_hooks || args.dry_run {
         None
     } else {
-        Some(Arc::new(hooks(ui, settings)?))
+        Some(Arc::new(super::config::announced_hooks(ui, settings)?))
     };
     if args.dry_run {
         ui.status("dry run: hooks are not run");
@@ -230,26 +230,6 @@ fn run_options(ui: &Ui, args: &CompactArgs, built: &Built) -> Result<RunOptions,
     })
 }
 
-/// The run's hooks, announced.
-pub(super) fn hooks(ui: &Ui, settings: &Settings) -> Result<agent_db::hooks::Hooks, Error> {
-    let found = super::config::discover_hooks(settings)?;
-    for i in &found.ignored {
-        ui.status(&format!("hook ignored: {}: {}", i.path.display(), i.why));
-    }
-    if !found.is_empty() {
-        ui.status(&format!(
-            "hooks: {}",
-            found
-                .hooks
-                .iter()
-                .map(|h| format!("{} ({})", h.name, h.events.join(", ")))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    Ok(found)
-}
-
 /// Run the pipeline, reporting each row as it finishes (progress, failures, the JSON report),
 /// then what follows the run. Returns the totals, whether the run was interrupted, and
 /// whether the store was busy (another process kept its write lock past `compact.busy_wait`;
@@ -265,11 +245,9 @@ fn execute(
     args: &CompactArgs,
     dry: bool,
 ) -> Result<(Totals, bool, bool), super::Failure> {
-    let total = if ui.stderr_tty && !ui.quiet {
-        count_rows(&store, selector, &now)
-    } else {
-        None
-    };
+    let total = (ui.stderr_tty && !ui.quiet)
+        .then(|| count_rows(&store, selector, &now))
+        .flatten();
     let progress = Progress::new(ui, total);
     let path = &store.path.clone();
     let location = store.location();
@@ -282,11 +260,10 @@ fn execute(
     let mut skips = output::skips::Skips::default();
     // A JSON report streams: rows are written in selection order as soon as every earlier row
     // is done, so memory stays flat however many conversations the run covers.
-    let mut json = if args.json {
-        Some(CompactReport::start(path, kind, dry)?)
-    } else {
-        None
-    };
+    let mut json = args
+        .json
+        .then(|| CompactReport::start(path, kind, dry))
+        .transpose()?;
     let mut write_error: Option<std::io::Error> = None;
     let meter = strategy.clone();
     let run = pipeline::run(&location, selector, strategy, opts, now, &mut |e| {
@@ -323,10 +300,8 @@ fn execute(
                 .ok()
                 .and_then(|s| count_rows(&s, selector, &now))
         });
-        if let Some(n) = selected {
-            work.not_visited = (n as usize).saturating_sub(work.conversations);
-            totals.not_visited = work.not_visited;
-        }
+        work.not_visited = selected.map_or(0, |n| (n as usize).saturating_sub(work.conversations));
+        totals.not_visited = work.not_visited;
     }
     if let Some(j) = json {
         j.finish(&totals)?;
@@ -335,24 +310,29 @@ fn execute(
     work.cost_usd = totals.cost_usd;
     after_run(ui, path, selector, &run.rows, &work, &skips, args, dry)?;
     if run.interrupted {
-        // Never suppressed: the user asked to stop and must see where it stopped.
-        let done = if dry {
-            totals.planned
-        } else {
-            totals.compacted
-        };
-        let rest = match work.not_visited {
-            0 => "the rest not started".to_string(),
-            n => format!("the rest not started ({n} not visited)"),
-        };
-        ui.alert(&format!(
-            "interrupted (Ctrl-C): {} {done}, failed {}, and {rest}\n\
-             hint: every finished conversation is complete (see `agent-db history`); rerun the same command to go on",
-            if dry { "planned" } else { "compacted" },
-            totals.failed
-        ));
+        say_interrupted(ui, &totals, work.not_visited, dry);
     }
     Ok((totals, run.interrupted, run.busy))
+}
+
+/// Where an interrupted run stopped. Never suppressed: the user asked to stop and must see
+/// where it stopped.
+fn say_interrupted(ui: &Ui, totals: &Totals, not_visited: usize, dry: bool) {
+    let done = if dry {
+        totals.planned
+    } else {
+        totals.compacted
+    };
+    let rest = match not_visited {
+        0 => "the rest not started".to_string(),
+        n => format!("the rest not started ({n} not visited)"),
+    };
+    ui.alert(&format!(
+        "interrupted (Ctrl-C): {} {done}, failed {}, and {rest}\n\
+         hint: every finished conversation is complete (see `agent-db history`); rerun the same command to go on",
+        if dry { "planned" } else { "compacted" },
+        totals.failed
+    ));
 }
 
 /// A failed conversation, and an after-compaction hook that failed (the compaction stands).

@@ -224,3 +224,26 @@ pub fn recipes(ui: &Ui, config_dir: &std::path::Path, as_json: bool) -> CmdResul
     }
     Ok(if bad > 0 { exit::CONFIG } else { exit::OK })
 }
+
+/// The run's hooks, announced.
+pub(super) fn announced_hooks(
+    ui: &Ui,
+    settings: &Settings,
+) -> Result<agent_db::hooks::Hooks, Error> {
+    let found = discover_hooks(settings)?;
+    for i in &found.ignored {
+        ui.status(&format!("hook ignored: {}: {}", i.path.display(), i.why));
+    }
+    if !found.is_empty() {
+        ui.status(&format!(
+            "hooks: {}",
+            found
+                .hooks
+                .iter()
+                .map(|h| format!("{} ({})", h.name, h.events.join(", ")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(found)
+}

@@ -128,49 +128,7 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
     };
     let mut store = store;
     let now_text = gotime::rfc3339_utc(&gotime::now());
-    let mut nothing_to_do: Option<String> = None;
-    let ids: Vec<i64> = if let Some(d) = args.all_since {
-        let since = gotime::now() - chrono::Duration::from_std(d).unwrap_or_default();
-        restore::since(&store, &gotime::rfc3339_utc(&since))?
-    } else if let Some(n) = args.compaction {
-        // A compaction's number is unique: the conversation is optional, and when given it
-        // must be that compaction's.
-        let c = restore::get(&store, n)?.ok_or_else(|| {
-            Error::NotFound(format!(
-                "compaction {n}: not found in the audit log (`agent-db history` lists them)"
-            ))
-        })?;
-        if let Some(given) = &args.id {
-            let id = resolve_conversation(&store, given)?;
-            if c.conversation_id != id {
-                return Err(Error::Usage(format!(
-                    "compaction {n} belongs to conversation {}, not {id}",
-                    c.conversation_id
-                ))
-                .into());
-            }
-        }
-        vec![n]
-    } else {
-        let id = resolve_conversation(&store, args.id.as_deref().unwrap_or_default())?;
-        match restore::latest_for(&store, &id)? {
-            Some(n) => vec![n],
-            // Every compaction of it is restored already: nothing to do (exit 0). One never
-            // compacted is not found (exit 5).
-            None if !restore::history(&store, Some(&id))?.is_empty() => {
-                nothing_to_do = Some(format!(
-                    "conversation {id}: nothing to do: every compaction of it is restored (see `agent-db history {id}`)"
-                ));
-                Vec::new()
-            }
-            None => {
-                return Err(Error::NotFound(format!(
-                    "conversation {id}: no compaction to restore (see `agent-db history {id}`)"
-                ))
-                .into())
-            }
-        }
-    };
+    let (ids, nothing_to_do) = to_restore(&store, args)?;
     if !ids.is_empty() && !args.dry_run {
         // Tables an older agent-db made are upgraded first (the archive's reader needs them);
         // tables a newer one made are refused.
@@ -192,26 +150,80 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
             serde_json::json!({"dry_run": args.dry_run, "results": results}),
         )?;
     } else {
-        if results.is_empty() {
-            ui.status(nothing_to_do.as_deref().unwrap_or("nothing to restore"));
-        }
-        for r in &results {
-            let line = format!(
-                "compaction {} of {}: {}",
-                r.compaction_id, r.conversation_id, r.status
-            );
-            if !r.ok {
-                ui.alert(&line);
-            } else if args.dry_run || !ui.quiet {
-                // --quiet: a restore that went well prints nothing; a preview is what was asked.
-                output::out(&format!("{line}\n"))?;
-            }
-        }
-        if args.dry_run && !results.is_empty() {
-            ui.status("dry run: nothing was restored");
-        }
+        say_restored(ui, args, &results, nothing_to_do.as_deref())?;
     }
     Ok(if refused > 0 { exit::REFUSED } else { exit::OK })
+}
+
+/// The compactions a restore undoes (`--all-since`, `--compaction N`, or a conversation's
+/// latest), and, when there are none but that is not an error, why there is nothing to do.
+fn to_restore(store: &Store, args: &RestoreArgs) -> Result<(Vec<i64>, Option<String>), Error> {
+    if let Some(d) = args.all_since {
+        let since = gotime::now() - chrono::Duration::from_std(d).unwrap_or_default();
+        return Ok((restore::since(store, &gotime::rfc3339_utc(&since))?, None));
+    }
+    if let Some(n) = args.compaction {
+        // A compaction's number is unique: the conversation is optional, and when given it
+        // must be that compaction's.
+        let c = restore::get(store, n)?.ok_or_else(|| {
+            Error::NotFound(format!(
+                "compaction {n}: not found in the audit log (`agent-db history` lists them)"
+            ))
+        })?;
+        if let Some(given) = &args.id {
+            let id = resolve_conversation(store, given)?;
+            if c.conversation_id != id {
+                return Err(Error::Usage(format!(
+                    "compaction {n} belongs to conversation {}, not {id}",
+                    c.conversation_id
+                )));
+            }
+        }
+        return Ok((vec![n], None));
+    }
+    let id = resolve_conversation(store, args.id.as_deref().unwrap_or_default())?;
+    match restore::latest_for(store, &id)? {
+        Some(n) => Ok((vec![n], None)),
+        // Every compaction of it is restored already: nothing to do (exit 0). One never
+        // compacted is not found (exit 5).
+        None if !restore::history(store, Some(&id))?.is_empty() => Ok((
+            Vec::new(),
+            Some(format!(
+                "conversation {id}: nothing to do: every compaction of it is restored (see `agent-db history {id}`)"
+            )),
+        )),
+        None => Err(Error::NotFound(format!(
+            "conversation {id}: no compaction to restore (see `agent-db history {id}`)"
+        ))),
+    }
+}
+
+/// What a restore did (or, in a dry run, would do), one line per compaction.
+fn say_restored(
+    ui: &Ui,
+    args: &RestoreArgs,
+    results: &[restore::Restored],
+    nothing_to_do: Option<&str>,
+) -> Result<(), super::Failure> {
+    if results.is_empty() {
+        ui.status(nothing_to_do.unwrap_or("nothing to restore"));
+    }
+    for r in results {
+        let line = format!(
+            "compaction {} of {}: {}",
+            r.compaction_id, r.conversation_id, r.status
+        );
+        if !r.ok {
+            ui.alert(&line);
+        } else if args.dry_run || !ui.quiet {
+            // --quiet: a restore that went well prints nothing; a preview is what was asked.
+            output::out(&format!("{line}\n"))?;
+        }
+    }
+    if args.dry_run && !results.is_empty() {
+        ui.status("dry run: nothing was restored");
+    }
+    Ok(())
 }
 
 /// Ask on a terminal; `--yes`, and runs without a terminal, never ask.

@@ -58,33 +58,7 @@ fn check_clock() -> Result<(), Error> {
 pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
     check_clock()?;
     install_wait_notice(ui);
-    // The settings, loaded once: with the compact flags for `compact`. docker-agent stores do
-    // not record context limits, so the store layer gets the effective `[context_limits]`
-    // (including --config). A broken config file is reported by the commands that need the
-    // rest of it (compact, config, hooks), not by read-only ones.
-    let compact_args = match &cli.command {
-        Command::Compact(args) => Some(&**args),
-        _ => None,
-    };
-    let loaded = agent_db::config::load(&config::overrides(cli.config.clone(), compact_args));
-    // A config file named explicitly (--config, AGENT_DB_CONFIG) that is not there is an error
-    // for every command, reported the same way (exit 3), not ignored by the read-only ones.
-    if let (Err(e), Some(p)) = (&loaded, explicit_config(cli.config.as_deref())) {
-        if !p.exists() {
-            return Err(Error::Config(e.to_string()).into());
-        }
-    }
-    let mut choice = store::StoreChoice {
-        agent_flag: cli.agent,
-        ..Default::default()
-    };
-    if let Ok(s) = &loaded {
-        // Every command waits for another process's lock as long as `compact` does.
-        store::busy::set_wait(s.busy_wait);
-        choice.config_path = s.store_path.clone();
-        choice.config_agent = s.store_agent.as_deref().and_then(store::StoreKind::parse);
-        choice.context_limits = s.context_limits.clone().into();
-    }
+    let (loaded, choice) = settings_and_choice(&cli)?;
     let db = cli.db.clone();
     let db_from_env = cli.db_from_env;
     let open = |access: Access| {
@@ -93,17 +67,7 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
         Ok::<_, Error>(store)
     };
     match cli.command {
-        Command::Init => {
-            let path = cli.db.ok_or_else(|| {
-                Error::Usage("init needs --db PATH (the new store's file)".into())
-            })?;
-            let kind = agent_db::agents::init_store(&path)?;
-            ui.status(&format!(
-                "created an empty {kind}-layout store at {}",
-                path.display()
-            ));
-            Ok(0)
-        }
+        Command::Init => init(ui, cli.db),
         Command::Config { json } => config::config(ui, &loaded?, json),
         Command::Recipes { json } => {
             let dir = agent_db::config::config_dir(&|k| std::env::var(k).ok());
@@ -129,42 +93,81 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
             let plan = apply::read_plan(&args.file)?;
             let db = apply::store_for(&plan, &args.file, db.as_deref())?;
             let settings = loaded?;
-            let access = if args.dry_run {
-                Access::Read
-            } else {
-                Access::Write
-            };
-            let store = open_store(Some(&db), &choice, access)?;
+            let store = open_store(Some(&db), &choice, writing_unless(args.dry_run))?;
             check_agent(&store, choice.agent_flag, db_from_env)?;
             apply::run(ui, store, plan, &args, &settings)
         }
         Command::Compact(args) => {
-            let access = if args.dry_run || args.plan_out.is_some() {
-                Access::Read
-            } else {
-                Access::Write
-            };
+            let access = writing_unless(args.dry_run || args.plan_out.is_some());
             let settings = loaded?;
             compact::run(ui, open(access)?, &args, &settings)
         }
         Command::History(args) => history::history(ui, &open(Access::Read)?, &args),
-        Command::Restore(args) => {
-            let access = if args.dry_run {
-                Access::Read
-            } else {
-                Access::Write
-            };
-            history::restore(ui, open(access)?, &args)
-        }
+        Command::Restore(args) => history::restore(ui, open(writing_unless(args.dry_run))?, &args),
         Command::PruneArchive(args) => {
-            let access = if args.dry_run {
-                Access::Read
-            } else {
-                Access::Write
-            };
-            history::prune_archive(ui, open(access)?, &args)
+            history::prune_archive(ui, open(writing_unless(args.dry_run))?, &args)
         }
     }
+}
+
+/// The settings (loaded once: with the compact flags for `compact`) and the store choice they
+/// and the flags make. docker-agent stores do not record context limits, so the store layer
+/// gets the effective `[context_limits]` (including --config). A broken config file is
+/// reported by the commands that need the rest of it (compact, config, hooks), not by read-only
+/// ones; but a config file named explicitly (--config, AGENT_DB_CONFIG) that is not there is an
+/// error for every command, reported the same way (exit 3).
+fn settings_and_choice(
+    cli: &Cli,
+) -> Result<
+    (
+        agent_db::Result<agent_db::config::Settings>,
+        store::StoreChoice,
+    ),
+    Error,
+> {
+    let compact_args = match &cli.command {
+        Command::Compact(args) => Some(&**args),
+        _ => None,
+    };
+    let loaded = agent_db::config::load(&config::overrides(cli.config.clone(), compact_args));
+    if let (Err(e), Some(p)) = (&loaded, explicit_config(cli.config.as_deref())) {
+        if !p.exists() {
+            return Err(Error::Config(e.to_string()));
+        }
+    }
+    let mut choice = store::StoreChoice {
+        agent_flag: cli.agent,
+        ..Default::default()
+    };
+    if let Ok(s) = &loaded {
+        // Every command waits for another process's lock as long as `compact` does.
+        store::busy::set_wait(s.busy_wait);
+        choice.config_path = s.store_path.clone();
+        choice.config_agent = s.store_agent.as_deref().and_then(store::StoreKind::parse);
+        choice.context_limits = s.context_limits.clone().into();
+    }
+    Ok((loaded, choice))
+}
+
+/// A command that writes opens the store to write, unless it is a dry run (or only proposes).
+fn writing_unless(dry: bool) -> Access {
+    if dry {
+        Access::Read
+    } else {
+        Access::Write
+    }
+}
+
+/// `agent-db --db PATH init`: an empty store.
+fn init(ui: &Ui, db: Option<std::path::PathBuf>) -> CmdResult {
+    let path =
+        db.ok_or_else(|| Error::Usage("init needs --db PATH (the new store's file)".into()))?;
+    let kind = agent_db::agents::init_store(&path)?;
+    ui.status(&format!(
+        "created an empty {kind}-layout store at {}",
+        path.display()
+    ));
+    Ok(0)
 }
 
 /// The config file named by `--config` or `AGENT_DB_CONFIG`, if any.

@@ -16,37 +16,14 @@ const MAX_RESULT_CHARS: usize = 1500;
 pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
     let id = store.resolve_id(&args.id)?;
     if args.raw {
-        // The stored rows, every one, in the store's documented shape (docs/stores.md).
-        let Some(text) = store.stored(&id)? else {
-            return Err(agent_db::error::Error::Usage(format!(
-                "show --raw: {} stores keep no raw form agent-db can print; use show {id} --json",
-                store.kind.name()
-            ))
-            .into());
-        };
-        output::out(&text)?;
-        output::out("\n")?;
-        return Ok(0);
+        return raw(store, &id);
     }
     let meta = store.meta(&id)?;
     let row = store.load(&id)?;
     // The rows the agent keeps but does not send (goose's rows hidden by a compaction).
     let hidden_rows = store.hidden(&id)?.filter(|h| h.rows > 0);
     let loaded = plan::decode(row, &meta)?;
-    // The leading messages that are an earlier summary, and who wrote it: agent-db, or the
-    // agent's own compaction (shown under the agent's name, never as agent-db's).
-    let lead =
-        agent_db::summary::prior_len(loaded.format, &loaded.messages, loaded.row.agent_summary);
-    let summary_by = (lead > 0).then(|| {
-        if loaded.messages[..lead]
-            .iter()
-            .any(|m| agent_db::summary::is_agent_db_summary(&m.text()))
-        {
-            "agent-db"
-        } else {
-            store.kind.name()
-        }
-    });
+    let (lead, summary_by) = summary_author(store, &loaded);
     let label = |i: usize| summary_by.filter(|_| i < lead);
     // `--last N`: the last N messages, numbered as in the whole conversation.
     let first = args
@@ -54,30 +31,8 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         .map(|n| loaded.messages.len().saturating_sub(n))
         .unwrap_or(0);
     if args.json {
-        let doc = serde_json::json!({
-            "id": meta.id,
-            "name": meta.name,
-            "provider": meta.provider,
-            "format": loaded.format.name(),
-            "model": meta.model,
-            "tokens": loaded.total_tokens(),
-            "tokens_exact": loaded.format.tokens_exact(),
-            "stored_messages": meta.message_count,
-            "context_tokens": meta.current_context,
-            "max_context_tokens": meta.max_context,
-            "utilization": meta.utilization(None).map(agent_db::report::round4),
-            "first_index": first,
-            "messages": loaded.messages.iter().zip(&loaded.tokens).enumerate().skip(first).map(|(i, (m, t))| {
-                let mut v = serde_json::to_value(m).unwrap_or_default();
-                v["tokens"] = (*t).into();
-                if let Some(by) = label(i) {
-                    v["summary_by"] = by.into();
-                }
-                v
-            }).collect::<Vec<_>>(),
-            "hidden_rows": hidden_rows.as_ref().map_or(0, |h| h.rows),
-        });
-        json::print("show", doc)?;
+        let hidden = hidden_rows.as_ref().map_or(0, |h| h.rows);
+        json::print("show", json_doc(&meta, &loaded, first, &label, hidden))?;
         return Ok(0);
     }
     let exact = loaded.format.tokens_exact();
@@ -89,84 +44,16 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
         .iter()
         .map(|m| m.blocks.iter().filter(|b| hidden(b)).count())
         .sum();
-    let mut s = format!(
-        "conversation {}\n  name: {}\n  provider: {} ({}), model: {}\n  updated: {} ({})\n  {}\n  {}\n",
-        meta.id,
-        meta.name
-            .as_deref()
-            .map(super::list::first_line)
-            .unwrap_or("-".into()),
-        meta.provider,
-        loaded.format.name(),
-        meta.model.as_deref().unwrap_or("-"),
-        output::ago(&agent_db::gotime::now(), &meta.updated_at),
-        output::utc(&meta.updated_at).unwrap_or_else(|| meta.updated_at.clone()),
-        context_line(&meta),
-        counted_line(&meta, &loaded),
-    );
-    if let Some(p) = &meta.parent {
-        s.push_str(&format!(
-            "  a child session of {p}, a subagent's (agent-db show {p} shows its parent)\n"
-        ));
-    }
-    if meta.archived {
-        s.push_str("  archived in the agent\n");
-    }
-    if n_hidden > 0 {
-        s.push_str(&format!(
-            "  {n_hidden} bookkeeping item(s) the agent's own view hides are not shown (--verbose shows them)\n"
-        ));
-    }
-    let children = store.children(&id)?;
-    if !children.is_empty() {
-        let named: Vec<String> = children
-            .iter()
-            .map(|(c, t)| match t {
-                Some(t) => format!("{c} ({t})"),
-                None => c.clone(),
-            })
-            .collect();
-        s.push_str(&format!(
-            "  child sessions (agent-db show ID shows one): {}\n",
-            named.join(", ")
-        ));
-    }
-    if let Some(h) = &hidden_rows {
-        s.push_str(&format!(
-            "  {} stored row(s) hidden from the model by a compaction ({} still shows them); {}\n",
-            h.rows,
-            store.kind.name(),
-            if args.verbose {
-                "shown first below"
-            } else {
-                "--verbose shows them"
-            }
-        ));
-    }
+    let mut s = header(
+        store,
+        &meta,
+        &loaded,
+        n_hidden,
+        hidden_rows.as_ref(),
+        args.verbose,
+    )?;
     if let (Some(h), true) = (&hidden_rows, args.verbose) {
-        // Every row, agent-visible or not (decode_all keeps only what the model is sent).
-        let rows: Vec<Message> = agent_db::message::split_raw(&h.raw_messages)
-            .map_err(|e| agent_db::error::Error::conversation(&meta.id, e.to_string()))?
-            .into_iter()
-            .filter_map(|raw| agent_db::message::decode(loaded.format, raw).ok())
-            .collect();
-        s.push_str(&format!(
-            "\n══ hidden from the model ({} row(s), in {}'s order) ══\n",
-            h.rows,
-            store.kind.name()
-        ));
-        for m in &rows {
-            let t = agent_db::tokens::message_tokens(loaded.format, m);
-            s.push_str(&render_message_as(
-                "hidden",
-                m,
-                t,
-                exact,
-                None,
-                &|_: &Block| false,
-            ));
-        }
-        s.push_str("\n══ sent to the model ══\n");
+        s.push_str(&hidden_section(store, &meta, &loaded, h)?);
     }
     if first > 0 {
         s.push_str(&format!(
@@ -193,6 +80,172 @@ pub fn run(ui: &Ui, store: &Store, args: &ShowArgs) -> CmdResult {
     }
     output::page(ui, &s, args.no_pager)?;
     Ok(0)
+}
+
+/// `show --raw`: the stored rows, every one, in the store's documented shape (docs/stores.md).
+fn raw(store: &Store, id: &str) -> CmdResult {
+    let Some(text) = store.stored(id)? else {
+        return Err(agent_db::error::Error::Usage(format!(
+            "show --raw: {} stores keep no raw form agent-db can print; use show {id} --json",
+            store.kind.name()
+        ))
+        .into());
+    };
+    output::out(&text)?;
+    output::out("\n")?;
+    Ok(0)
+}
+
+/// The leading messages that are an earlier summary, and who wrote it: agent-db, or the
+/// agent's own compaction (shown under the agent's name, never as agent-db's).
+fn summary_author(store: &Store, loaded: &plan::Loaded) -> (usize, Option<&'static str>) {
+    let lead =
+        agent_db::summary::prior_len(loaded.format, &loaded.messages, loaded.row.agent_summary);
+    let summary_by = (lead > 0).then(|| {
+        if loaded.messages[..lead]
+            .iter()
+            .any(|m| agent_db::summary::is_agent_db_summary(&m.text()))
+        {
+            "agent-db"
+        } else {
+            store.kind.name()
+        }
+    });
+    (lead, summary_by)
+}
+
+/// `show --json`: the conversation's facts and its neutral messages from `first` on.
+fn json_doc(
+    meta: &agent_db::store::ConversationMeta,
+    loaded: &plan::Loaded,
+    first: usize,
+    label: &dyn Fn(usize) -> Option<&'static str>,
+    hidden_rows: usize,
+) -> serde_json::Value {
+    serde_json::json!({
+        "id": meta.id,
+        "name": meta.name,
+        "provider": meta.provider,
+        "format": loaded.format.name(),
+        "model": meta.model,
+        "tokens": loaded.total_tokens(),
+        "tokens_exact": loaded.format.tokens_exact(),
+        "stored_messages": meta.message_count,
+        "context_tokens": meta.current_context,
+        "max_context_tokens": meta.max_context,
+        "utilization": meta.utilization(None).map(agent_db::report::round4),
+        "first_index": first,
+        "messages": loaded.messages.iter().zip(&loaded.tokens).enumerate().skip(first).map(|(i, (m, t))| {
+            let mut v = serde_json::to_value(m).unwrap_or_default();
+            v["tokens"] = (*t).into();
+            if let Some(by) = label(i) {
+                v["summary_by"] = by.into();
+            }
+            v
+        }).collect::<Vec<_>>(),
+        "hidden_rows": hidden_rows,
+    })
+}
+
+/// The transcript's head: the conversation's facts, its place among sessions, and what is not
+/// shown.
+fn header(
+    store: &Store,
+    meta: &agent_db::store::ConversationMeta,
+    loaded: &plan::Loaded,
+    n_hidden: usize,
+    hidden_rows: Option<&agent_db::store::kind::Hidden>,
+    verbose: bool,
+) -> Result<String, agent_db::error::Error> {
+    let mut s = format!(
+        "conversation {}\n  name: {}\n  provider: {} ({}), model: {}\n  updated: {} ({})\n  {}\n  {}\n",
+        meta.id,
+        meta.name
+            .as_deref()
+            .map(super::list::first_line)
+            .unwrap_or("-".into()),
+        meta.provider,
+        loaded.format.name(),
+        meta.model.as_deref().unwrap_or("-"),
+        output::ago(&agent_db::gotime::now(), &meta.updated_at),
+        output::utc(&meta.updated_at).unwrap_or_else(|| meta.updated_at.clone()),
+        context_line(meta),
+        counted_line(meta, loaded),
+    );
+    if let Some(p) = &meta.parent {
+        s.push_str(&format!(
+            "  a child session of {p}, a subagent's (agent-db show {p} shows its parent)\n"
+        ));
+    }
+    if meta.archived {
+        s.push_str("  archived in the agent\n");
+    }
+    if n_hidden > 0 {
+        s.push_str(&format!(
+            "  {n_hidden} bookkeeping item(s) the agent's own view hides are not shown (--verbose shows them)\n"
+        ));
+    }
+    let children = store.children(&meta.id)?;
+    if !children.is_empty() {
+        let named: Vec<String> = children
+            .iter()
+            .map(|(c, t)| match t {
+                Some(t) => format!("{c} ({t})"),
+                None => c.clone(),
+            })
+            .collect();
+        s.push_str(&format!(
+            "  child sessions (agent-db show ID shows one): {}\n",
+            named.join(", ")
+        ));
+    }
+    if let Some(h) = hidden_rows {
+        s.push_str(&format!(
+            "  {} stored row(s) hidden from the model by a compaction ({} still shows them); {}\n",
+            h.rows,
+            store.kind.name(),
+            if verbose {
+                "shown first below"
+            } else {
+                "--verbose shows them"
+            }
+        ));
+    }
+    Ok(s)
+}
+
+/// `--verbose`: the rows hidden from the model, every one, agent-visible or not (decode_all
+/// keeps only what the model is sent).
+fn hidden_section(
+    store: &Store,
+    meta: &agent_db::store::ConversationMeta,
+    loaded: &plan::Loaded,
+    h: &agent_db::store::kind::Hidden,
+) -> Result<String, agent_db::error::Error> {
+    let rows: Vec<Message> = agent_db::message::split_raw(&h.raw_messages)
+        .map_err(|e| agent_db::error::Error::conversation(&meta.id, e.to_string()))?
+        .into_iter()
+        .filter_map(|raw| agent_db::message::decode(loaded.format, raw).ok())
+        .collect();
+    let mut s = format!(
+        "\n══ hidden from the model ({} row(s), in {}'s order) ══\n",
+        h.rows,
+        store.kind.name()
+    );
+    let exact = loaded.format.tokens_exact();
+    for m in &rows {
+        let t = agent_db::tokens::message_tokens(loaded.format, m);
+        s.push_str(&render_message_as(
+            "hidden",
+            m,
+            t,
+            exact,
+            None,
+            &|_: &Block| false,
+        ));
+    }
+    s.push_str("\n══ sent to the model ══\n");
+    Ok(s)
 }
 
 /// The stored context and its utilization: the figure `list` and `compact` give.

@@ -59,47 +59,7 @@ impl Strategy for Prune {
                 out.push(m.raw.clone());
                 continue;
             }
-            let sizes: HashMap<&str, (usize, bool)> = m
-                .blocks
-                .iter()
-                .filter_map(|b| match b {
-                    Block::ToolResult {
-                        call_id, content, ..
-                    } => Some((
-                        call_id.as_str(),
-                        (content.len(), content.starts_with(PRUNE_MARKER)),
-                    )),
-                    _ => None,
-                })
-                .collect();
-            let already = !sizes.is_empty() && sizes.values().all(|(_, done)| *done);
-            let has_images = m.blocks.iter().any(|b| matches!(b, Block::Image(_)));
-            if (sizes.is_empty() || already) && !(self.elide_images && has_images) {
-                out.push(m.raw.clone());
-                continue;
-            }
-            let placeholder = |id: &str| {
-                let (size, done) = sizes.get(id).copied().unwrap_or((0, false));
-                if done {
-                    // Keep an earlier placeholder as it was.
-                    return m
-                        .blocks
-                        .iter()
-                        .find_map(|b| match b {
-                            Block::ToolResult {
-                                call_id, content, ..
-                            } if call_id == id => Some(content.clone()),
-                            _ => None,
-                        })
-                        .unwrap_or_default();
-                }
-                let tool = tool_names.get(id).copied().unwrap_or("tool");
-                format!(
-                    "{PRUNE_MARKER} this {tool} output ({}) to save context]",
-                    human_bytes(size as u64)
-                )
-            };
-            match prune_message(format, m, &placeholder, self.elide_images) {
+            match pruned(format, m, &tool_names, self.elide_images) {
                 Some(raw) => {
                     changed += 1;
                     out.push(raw);
@@ -114,6 +74,57 @@ impl Strategy for Prune {
         }
         Ok(Rewrite::PrunedHead(out))
     }
+}
+
+/// Message `m` with its tool outputs replaced by placeholders naming the tool and the size (an
+/// earlier placeholder is kept as it was) and, with `elide_images`, its images elided; `None`
+/// when there is nothing of it to prune.
+fn pruned(
+    format: Format,
+    m: &Message,
+    tool_names: &HashMap<&str, &str>,
+    elide_images: bool,
+) -> Option<Box<serde_json::value::RawValue>> {
+    let sizes: HashMap<&str, (usize, bool)> = m
+        .blocks
+        .iter()
+        .filter_map(|b| match b {
+            Block::ToolResult {
+                call_id, content, ..
+            } => Some((
+                call_id.as_str(),
+                (content.len(), content.starts_with(PRUNE_MARKER)),
+            )),
+            _ => None,
+        })
+        .collect();
+    let already = !sizes.is_empty() && sizes.values().all(|(_, done)| *done);
+    let has_images = m.blocks.iter().any(|b| matches!(b, Block::Image(_)));
+    if (sizes.is_empty() || already) && !(elide_images && has_images) {
+        return None;
+    }
+    let placeholder = |id: &str| {
+        let (size, done) = sizes.get(id).copied().unwrap_or((0, false));
+        if done {
+            // Keep an earlier placeholder as it was.
+            return m
+                .blocks
+                .iter()
+                .find_map(|b| match b {
+                    Block::ToolResult {
+                        call_id, content, ..
+                    } if call_id == id => Some(content.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+        }
+        let tool = tool_names.get(id).copied().unwrap_or("tool");
+        format!(
+            "{PRUNE_MARKER} this {tool} output ({}) to save context]",
+            human_bytes(size as u64)
+        )
+    };
+    prune_message(format, m, &placeholder, elide_images)
 }
 
 /// The prune of a head by tool pairs, for formats that prune that way

@@ -134,6 +134,25 @@ impl ImageInfo {
     }
 }
 
+/// Replace OpenAI chat `image_url` parts (`{"type":"image_url","image_url":{"url":…}}`) by text
+/// placeholders; whether any was replaced. Every codec whose messages use that part shape
+/// prunes images with it.
+pub(crate) fn elide_image_parts(parts: &mut [serde_json::Value]) -> bool {
+    let mut changed = false;
+    for p in parts.iter_mut() {
+        if super::str_field(p, "type") == Some("image_url") {
+            let url = p
+                .get("image_url")
+                .and_then(|u| super::str_field(u, "url"))
+                .unwrap_or("");
+            let text = ImageInfo::from_url(url).placeholder();
+            *p = serde_json::json!({"type": "text", "text": text});
+            changed = true;
+        }
+    }
+    changed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,8 @@
 //!   compaction in its own transaction; tasks hand it proposals and wait for the outcome.
 //!
 //! Files: `pool.rs` (the planning pool), `dispatch.rs` (order, `--concurrency`, `--max-cost`),
-//! `task.rs` (one conversation's steps), `rows.rs` (rows before the strategy runs),
+//! `task.rs` (one conversation's steps), `land.rs` (the one landing path every writer takes:
+//! audit row, proposal, write, after hooks), `rows.rs` (rows before the strategy runs),
 //! `review.rs` (proposals captured instead of written, and a plan of them applied).
 //! - A failure on one conversation becomes its report row; the batch goes on.
 //!
@@ -21,6 +22,7 @@
 //! never prints.
 
 mod dispatch;
+mod land;
 mod pool;
 mod review;
 mod rows;
@@ -134,7 +136,6 @@ pub fn run(
     // removes the -wal/-shm files again (the loader's and the pool's connections, opened
     // after it, are read-only and could not), so a dry run leaves the files as they were.
     let keeper = location.open(Access::Read)?;
-    let strategy_name = strategy.name().to_string();
     let concurrency = opts.concurrency.max(1);
     let runtime = runtime(concurrency, !opts.dry_run && !strategy.offline(), location)?;
     let writes = !opts.dry_run && opts.proposals.is_none();
@@ -158,48 +159,18 @@ pub fn run(
             .then(|| (strategy.clone(), now)),
         release_head: !opts.fallback,
     };
-    let loader = start_loader(
-        location,
-        selector,
-        &opts.plan,
-        &pool,
-        now,
-        ahead,
-        job_tx,
-        opts.interrupt.clone(),
-    );
+    let loader = start_loader(location, selector, opts, &pool, now, ahead, job_tx);
     let writer = writes.then(|| Writer::start(location, opts.busy_wait));
-    let ctx = Arc::new(task::Context {
-        kind: keeper.kind,
+    let ctx = context(
+        keeper.kind,
         strategy,
-        pool: pool.clone(),
+        &pool,
         hooks,
-        dry_run: opts.dry_run,
-        writer: writer.as_ref().map(Writer::handle),
-        details: opts.details.clone(),
+        writer.as_ref(),
+        opts,
         now,
-        min_saving: opts.plan.min_saving,
-        min_retention: opts.min_retention,
-        min_retention_is_default: opts.min_retention_is_default,
-        proposals: opts.proposals.clone(),
-        fallbacks: if opts.fallback && opts.min_retention.is_some() {
-            crate::compact::build::fallbacks(strategy_name.as_str())
-        } else {
-            Vec::new()
-        },
-    });
-    let limits = dispatch::Limits {
-        concurrency,
-        max_cost: opts.max_cost,
-        interrupt: opts.interrupt.clone(),
-        // In selection order when the order decides what gets done: one at a time, or up to
-        // a budget (`--max-cost` compacts the first conversations of the selection).
-        window: if concurrency > 1 && opts.max_cost.is_none() {
-            window
-        } else {
-            1
-        },
-    };
+    );
+    let limits = limits(opts, concurrency, window);
     let (rows, stopped, busy) = runtime.block_on(dispatch::drive(
         job_rx,
         ctx,
@@ -213,6 +184,7 @@ pub fn run(
     finish(loader, &pool, workers, writer)?;
     drop(keeper);
     let mut rows = rows;
+    // Rows come back in selection order.
     rows.sort_by_key(|(seq, _)| *seq);
     Ok(RunReport {
         rows: rows.into_iter().map(|(_, r)| r).collect(),
@@ -223,6 +195,59 @@ pub fn run(
             .is_some_and(|i| i.load(Ordering::SeqCst)),
         busy,
     })
+}
+
+/// What every conversation's task shares.
+fn context(
+    kind: crate::store::StoreKind,
+    strategy: Arc<dyn Strategy>,
+    pool: &Arc<Pool>,
+    hooks: Option<Arc<Hooks>>,
+    writer: Option<&Writer>,
+    opts: &RunOptions,
+    now: DateTime<FixedOffset>,
+) -> Arc<task::Context> {
+    Arc::new(task::Context {
+        kind,
+        fallbacks: fallbacks(opts, strategy.name()),
+        strategy,
+        pool: pool.clone(),
+        hooks,
+        dry_run: opts.dry_run,
+        writer: writer.map(Writer::handle),
+        details: opts.details.clone(),
+        now,
+        min_saving: opts.plan.min_saving,
+        min_retention: opts.min_retention,
+        min_retention_is_default: opts.min_retention_is_default,
+        proposals: opts.proposals.clone(),
+    })
+}
+
+/// `--fallback`: the strategies tried after `strategy`, when a floor is set.
+fn fallbacks(opts: &RunOptions, strategy: &str) -> Vec<Arc<dyn Strategy>> {
+    if opts.fallback && opts.min_retention.is_some() {
+        crate::compact::build::fallbacks(strategy)
+    } else {
+        Vec::new()
+    }
+}
+
+/// What the dispatcher may start: `--concurrency`, `--max-cost`, Ctrl-C, and how far ahead of
+/// the selection order (`window`) it may look for a planned conversation.
+fn limits(opts: &RunOptions, concurrency: usize, window: usize) -> dispatch::Limits {
+    dispatch::Limits {
+        concurrency,
+        max_cost: opts.max_cost,
+        interrupt: opts.interrupt.clone(),
+        // In selection order when the order decides what gets done: one at a time, or up to
+        // a budget (`--max-cost` compacts the first conversations of the selection).
+        window: if concurrency > 1 && opts.max_cost.is_none() {
+            window
+        } else {
+            1
+        },
+    }
 }
 
 /// The tokio runtime the strategy tasks run on. A strategy that calls out gets
@@ -254,20 +279,19 @@ fn runtime(
 /// The loader thread: runs the selection on its own read connection, queues each selected
 /// conversation's planning on the pool, and sends every place in line, numbered, in order. It
 /// stops selecting once the run is interrupted.
-#[allow(clippy::too_many_arguments)]
 fn start_loader(
     location: &Location,
     selector: &Selector,
-    plan_opts: &PlanOptions,
+    opts: &RunOptions,
     pool: &Arc<Pool>,
     now: DateTime<FixedOffset>,
     ahead: pool::Ahead,
     job_tx: mpsc::Sender<(usize, Pending)>,
-    interrupt: Option<Arc<AtomicBool>>,
 ) -> std::thread::JoinHandle<Result<()>> {
     let location = location.clone();
     let selector = selector.clone();
-    let plan_opts = plan_opts.clone();
+    let plan_opts = opts.plan.clone();
+    let interrupt = opts.interrupt.clone();
     let pool = pool.clone();
     std::thread::Builder::new()
         .name("agent-db-select".into())

@@ -2,26 +2,25 @@
 //! as a plan a user can read and change, and a plan applied later (`apply`). A proposal carries
 //! a fingerprint of the conversation as it was read; applying it loads the conversation again,
 //! refuses it when the fingerprint differs, and otherwise writes the (possibly edited) summary
-//! through the one write path: validated, scored, archived, one transaction each.
+//! through the landing path `compact` takes: validated, scored, archived, one transaction each.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::rows::plan_row;
-use super::task::{compaction_of, record_after, retention_of};
+use super::land::{self, retention_of, Landing, Runway, Step};
+use super::rows::{plan_row, record_after};
 use crate::compact::swap;
-use crate::compact::{Rewrite, Strategy, StrategyError, Summary};
+use crate::compact::{Rewrite, StrategyError, Summary};
 use crate::error::{Error, Result};
 use crate::plan::{Plan, PlanOptions};
 use crate::report::{NotStarted, Row, Status};
 use crate::select::Reason;
 use crate::split::{Decision, Split};
-use crate::store::pre_image::AuditEntry;
-use crate::store::writer::{Writer, WriterHandle};
-use crate::store::{Access, Location, Store, Written};
+use crate::store::writer::Writer;
+use crate::store::{Access, Location, Store};
 
 /// The version of the plan file's format; `apply` refuses any other.
 pub const PLAN_VERSION: u64 = 1;
@@ -71,6 +70,26 @@ pub struct Proposed {
     pub fingerprint: String,
     /// The model that wrote the summary, if one did.
     pub model: Option<String>,
+    /// Why the conversation was selected (`manual`, `threshold`, `recency`), for the audit row.
+    #[serde(default = "manual")]
+    pub reason: String,
+    /// The facts of the run that made the proposal (recipe, spend, `before_compaction` hooks,
+    /// what a re-compaction summarized from, the tail budget), for the audit row's `details`:
+    /// applied, the plan writes the audit row `compact` would have.
+    #[serde(default)]
+    pub details: serde_json::Value,
+}
+
+fn manual() -> String {
+    Reason::Manual.name().to_string()
+}
+
+/// The selection reason a plan names (an unknown one is `manual`).
+fn reason_named(name: &str) -> Reason {
+    [Reason::Threshold, Reason::Recency, Reason::All]
+        .into_iter()
+        .find(|r| r.name() == name)
+        .unwrap_or(Reason::Manual)
 }
 
 /// Where the pipeline puts the proposals of a run that writes nothing ([`super::RunOptions::proposals`]).
@@ -82,15 +101,15 @@ pub fn fingerprint(raw_messages: &str) -> String {
 }
 
 /// A compacted result, captured instead of written: the row says it was planned.
-pub(super) fn capture(
-    sink: &Sink,
-    plan: &Plan,
-    rewrite: &Rewrite,
-    new: &swap::NewHistory,
-    row: &Row,
-    label: &str,
-    landed: &dyn Strategy,
-) -> std::result::Result<Status, Status> {
+pub(super) fn capture(sink: &Sink, landing: Landing, row: &Row) -> Step<Status> {
+    let Landing {
+        plan,
+        rewrite,
+        new,
+        label,
+        model,
+        facts,
+    } = landing;
     let Rewrite::Summary(s) = rewrite else {
         return Err(Status::Skipped(
             "prune writes no summary, so it cannot be reviewed; compact it without --plan-out or --edit"
@@ -98,18 +117,11 @@ pub(super) fn capture(
         ));
     };
     let split = plan.split().expect("compacted conversations have a split");
-    let model = if label.starts_with("hook:") {
-        None
-    } else {
-        s.model
-            .clone()
-            .or_else(|| landed.model().map(str::to_string))
-    };
     let proposed = Proposed {
         id: plan.meta.id.clone(),
-        strategy: label.to_string(),
-        summary: s.text.clone(),
+        strategy: label,
         summary_sha256: crate::util::sha256_hex(&s.text),
+        summary: s.text,
         kept_from: split.cut,
         reinsert: split.reinsert,
         messages_before: plan.loaded.messages.len(),
@@ -119,6 +131,8 @@ pub(super) fn capture(
         retention: row.retention.clone(),
         fingerprint: fingerprint(&plan.loaded.row.raw_messages),
         model,
+        reason: plan.reason.name().to_string(),
+        details: facts,
     };
     sink.lock().expect("proposals lock").push(proposed);
     Ok(Status::Planned)
@@ -166,8 +180,9 @@ pub fn parse_plan(text: &str) -> std::result::Result<PlanFile, String> {
     serde_json::from_value(value).map_err(|e| format!("not a valid plan: {e}"))
 }
 
-/// Write every proposal of `plan` to the store at `location`, each in its own transaction;
-/// `on_row` sees each row as it is done.
+/// Write every proposal of `plan` to the store at `location`, each in its own transaction,
+/// through the landing path `compact` takes ([`super::land`]); `on_row` sees each row as it is
+/// done.
 pub fn apply(
     location: &Location,
     plan: &PlanFile,
@@ -184,22 +199,27 @@ pub fn apply(
         })?;
     let writer = (!opts.dry_run).then(|| Writer::start(location, opts.busy_wait));
     let handle = writer.as_ref().map(Writer::handle);
+    let halt = OnceLock::new();
+    let runway = Runway {
+        kind: store.kind,
+        writer: handle.as_ref(),
+        hooks: opts.hooks.as_deref(),
+        halt: &halt,
+    };
     let mut rows = Vec::with_capacity(plan.conversations.len());
-    let mut busy = false;
     for p in &plan.conversations {
         let started = Instant::now();
-        let mut row = if busy {
-            Row::bare(
+        let mut row = match runway.halted() {
+            // A refused write no proposal escapes (busy, disk full, read-only): the rest wait.
+            Some(why) => Row::bare(
                 &p.id,
                 "",
-                Reason::Manual.name(),
-                Status::NotStarted(NotStarted::Busy),
-            )
-        } else {
-            apply_one(&store, p, opts, handle.as_ref(), &runtime)
+                reason_named(&p.reason).name(),
+                Status::NotStarted(why),
+            ),
+            None => apply_one(&store, p, opts, &runway, &runtime),
         };
         row.strategy.get_or_insert_with(|| p.strategy.clone());
-        busy |= matches!(row.status, Status::NotStarted(NotStarted::Busy));
         row.duration_ms = started.elapsed().as_millis() as u64;
         on_row(&row);
         rows.push(row);
@@ -209,145 +229,103 @@ pub fn apply(
     if let Some(w) = writer {
         w.finish()?;
     }
+    let busy = matches!(halt.get(), Some(NotStarted::Busy));
     Ok(ApplyReport { rows, busy })
 }
 
-/// One proposal: reload, compare, rebuild, score, write.
+/// One proposal: reload, compare, rebuild, score, land.
 fn apply_one(
     store: &Store,
     p: &Proposed,
     opts: &ApplyOptions,
-    writer: Option<&WriterHandle>,
+    runway: &Runway<'_>,
     runtime: &tokio::runtime::Runtime,
 ) -> Row {
-    let manual = Reason::Manual.name();
-    let failed =
-        |provider: &str, why: String| Row::bare(&p.id, provider, manual, Status::Failed(why));
-    let meta = match store.meta(&p.id) {
-        Ok(m) => m,
-        Err(e) => return failed("", e.to_string()),
+    let plan = match reload(store, p) {
+        Ok(plan) => plan,
+        Err(row) => return *row,
     };
+    let mut row = plan_row(&plan);
+    row.strategy = Some(p.strategy.clone());
+    let status = match rebuild(plan, p, opts, &mut row) {
+        Ok(landing) => runtime
+            .block_on(land::land(landing, runway, &mut row, |plan, c, audit| {
+                let proposal = plan.loaded.row.propose(c, audit, Some(store));
+                std::future::ready(Ok((plan, proposal)))
+            }))
+            .unwrap_or_else(|s| s),
+        Err(s) => s,
+    };
+    row.status = status;
+    row
+}
+
+/// The proposal's conversation loaded again, checked against the fingerprint, and planned with
+/// the proposal's cut (or the row saying why not).
+fn reload(store: &Store, p: &Proposed) -> std::result::Result<Plan, Box<Row>> {
+    let reason = reason_named(&p.reason);
+    let row = |provider: &str, status| Box::new(Row::bare(&p.id, provider, reason.name(), status));
+    let meta = store
+        .meta(&p.id)
+        .map_err(|e| row("", Status::Failed(e.to_string())))?;
     let provider = meta.provider.clone();
-    let loaded = match store.load(&p.id) {
-        Ok(l) => l,
-        Err(e) => return failed(&provider, e.to_string()),
-    };
+    let failed = |why: String| row(&provider, Status::Failed(why));
+    let loaded = store.load(&p.id).map_err(|e| failed(e.to_string()))?;
     if fingerprint(&loaded.raw_messages) != p.fingerprint {
-        return Row::bare(
-            &p.id,
+        return Err(row(
             &provider,
-            manual,
             Status::Skipped(
                 "changed since the plan was made (a live agent wrote to it); nothing written, make a new plan"
                     .into(),
             ),
-        );
+        ));
     }
-    let mut plan =
-        match crate::plan::plan_loaded(loaded, meta, Reason::Manual, &PlanOptions::default()) {
-            Ok(plan) => plan,
-            Err(e) => return failed(&provider, e.to_string()),
-        };
-    match split_of(&plan, p) {
-        Ok(split) => plan.decision = Decision::Compact(split),
-        Err(why) => return failed(&provider, why),
+    let mut plan = crate::plan::plan_loaded(loaded, meta, reason, &PlanOptions::default())
+        .map_err(|e| failed(e.to_string()))?;
+    plan.decision = Decision::Compact(split_of(&plan, p).map_err(failed)?);
+    if plan.split().is_some_and(|s| s.prior_summary) {
+        // A re-compaction is scored against what it summarized, as when it was planned.
+        plan.resummary = crate::plan::originals(store, &plan);
     }
-    let mut row = plan_row(&plan);
-    row.strategy = Some(p.strategy.clone());
+    Ok(plan)
+}
+
+/// The new history from the proposal's (possibly edited) summary, scored and checked against
+/// `--min-retention`: what lands, with the audit row's facts (the plan's, and the apply's own).
+fn rebuild(plan: Plan, p: &Proposed, opts: &ApplyOptions, row: &mut Row) -> Step<Landing> {
     let rewrite = Rewrite::Summary(Summary {
         text: p.summary.clone(),
         model: p.model.clone(),
         ..Summary::default()
     });
-    let new = match swap::build(&plan, &rewrite) {
-        Ok(new) => new,
-        Err(StrategyError::Skip(why)) => {
-            row.status = Status::Skipped(why);
-            return row;
-        }
-        Err(StrategyError::Fail(why) | StrategyError::Rejected(why)) => {
-            row.status = Status::Failed(why);
-            return row;
-        }
-    };
-    record_after(&mut row, &plan, &new);
+    let new = swap::build(&plan, &rewrite).map_err(|e| match e {
+        StrategyError::Skip(why) => Status::Skipped(why),
+        StrategyError::Fail(why) | StrategyError::Rejected(why) => Status::Failed(why),
+    })?;
+    record_after(row, &plan, &new);
     let kept = retention_of(&plan, &new, false);
     let score = kept.score;
     row.retention = Some(kept);
     if let Some(min) = opts.min_retention.filter(|m| score < *m) {
-        row.status = Status::Skipped(format!(
-            "retention {:.1}% is under --min-retention {:.1}%; nothing written",
-            score * 100.0,
-            min * 100.0
-        ));
-        row.messages_after = row.messages_before;
-        row.tokens_after = row.tokens_before;
-        row.utilization_after = row.utilization_before;
-        return row;
+        return Err(land::below_floor(row, score, min));
+    }
+    let mut facts = match &p.details {
+        serde_json::Value::Object(o) => o.clone(),
+        _ => serde_json::Map::new(),
+    };
+    if let serde_json::Value::Object(own) = &opts.details {
+        facts.extend(own.clone());
     }
     let edited = crate::util::sha256_hex(&p.summary) != p.summary_sha256;
-    let mut details = opts.details.clone();
-    if let Some(obj) = details.as_object_mut() {
-        obj.insert("edited".into(), edited.into());
-        obj.insert("format".into(), plan.loaded.format.name().into());
-        obj.insert(
-            "tokens_exact".into(),
-            plan.loaded.format.tokens_exact().into(),
-        );
-    }
-    let audit = AuditEntry {
-        conversation_id: plan.meta.id.clone(),
-        store_kind: store.kind.name().into(),
-        reason: manual.into(),
-        strategy: p.strategy.clone(),
+    facts.insert("edited".into(), edited.into());
+    Ok(Landing {
+        plan,
+        rewrite,
+        new,
+        label: p.strategy.clone(),
         model: p.model.clone(),
-        messages_before: plan.loaded.messages.len() as i64,
-        messages_after: new.messages as i64,
-        tokens_before: plan.tokens_before() as i64,
-        tokens_after: new.tokens as i64,
-        summary_sha256: crate::util::sha256_hex(&p.summary),
-        retention: row
-            .retention
-            .as_ref()
-            .and_then(|r| serde_json::to_string(r).ok()),
-        details,
-    };
-    let Some(writer) = writer else {
-        // A dry run: every check passed, this is what would be written.
-        row.status = Status::Planned;
-        return row;
-    };
-    let compaction = compaction_of(&plan, &rewrite, new, p.model.clone());
-    let proposal = plan.loaded.row.propose(compaction, audit, Some(store));
-    row.status = match runtime.block_on(writer.write(proposal)) {
-        Ok(Ok(Written::Committed { compaction_id })) => {
-            row.compaction_id = Some(compaction_id);
-            if let Some(h) = &opts.hooks {
-                let facts = crate::hooks::AfterFacts {
-                    strategy: &p.strategy,
-                    summary: Some(&p.summary),
-                    messages_after: row.messages_after.unwrap_or(0),
-                    tokens_after: row.tokens_after.unwrap_or(0),
-                    compaction_id,
-                    cost_usd: row.cost_usd,
-                };
-                let payload = crate::hooks::after_payload(&plan, store.kind.name(), &facts);
-                let records = runtime.block_on(h.after(&payload, plan.meta.cwd.as_deref()));
-                row.hooks.extend(records);
-            }
-            Status::Compacted
-        }
-        Ok(Ok(Written::Changed(why))) => Status::Skipped(why),
-        Ok(Err(Error::Busy { .. })) => Status::NotStarted(NotStarted::Busy),
-        Ok(Err(e)) => Status::Failed(e.to_string()),
-        Err(gone) => Status::Failed(gone),
-    };
-    if !matches!(row.status, Status::Compacted) {
-        row.messages_after = row.messages_before;
-        row.tokens_after = row.tokens_before;
-        row.utilization_after = row.utilization_before;
-    }
-    row
+        facts: serde_json::Value::Object(facts),
+    })
 }
 
 /// The plan's cut over the conversation as loaded now (the same messages: the fingerprint

@@ -105,3 +105,10 @@ pub(super) fn selection_row(o: Outcome) -> std::result::Result<Selected, Box<Row
         ))),
     }
 }
+
+/// The figures after compaction on the row.
+pub(super) fn record_after(row: &mut Row, plan: &Plan, new: &crate::compact::swap::NewHistory) {
+    row.messages_after = Some(new.messages);
+    row.tokens_after = Some(new.tokens);
+    set_after(row, plan, new.tokens);
+}

@@ -8,17 +8,16 @@ use std::time::Instant;
 use chrono::{DateTime, FixedOffset};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::land::{self, retention_of, unchanged, Landing, Runway, Step};
 use super::pool::Pool;
-use super::rows::{plan_row, set_after, Early};
+use super::rows::{plan_row, record_after, set_after, Early};
 use crate::compact::swap::{self, NewHistory};
 use crate::compact::{HeadInput, Rewrite, Strategy, StrategyError, Summary};
-use crate::error::Error;
 use crate::hooks::{self, Hooks, Verdict};
 use crate::plan::Plan;
 use crate::report::{NotStarted, Row, Status};
-use crate::store::pre_image::AuditEntry;
 use crate::store::writer::WriterHandle;
-use crate::store::{Compaction, Proposal, StoreKind, Written};
+use crate::store::StoreKind;
 
 /// What every conversation's task shares.
 pub(super) struct Context {
@@ -82,9 +81,6 @@ impl Provenance {
         }
     }
 }
-
-/// The end of a conversation's steps: its status.
-type Step<T> = std::result::Result<T, Status>;
 
 fn strategy_status(e: StrategyError) -> Status {
     match e {
@@ -183,16 +179,7 @@ async fn steps(
     row.retention = Some(kept);
     let (plan, rewrite, new, landed) = match floor {
         None => (plan, rewrite, new, ctx.strategy.clone()),
-        Some(min) if ctx.fallbacks.is_empty() => {
-            return Err(unchanged(
-                row,
-                format!(
-                    "retention {:.1}% is under --min-retention {:.1}%; nothing written",
-                    score * 100.0,
-                    min * 100.0
-                ),
-            ));
-        }
+        Some(min) if ctx.fallbacks.is_empty() => return Err(land::below_floor(row, score, min)),
         Some(min) => {
             let (plan, rewrite, new, landed) =
                 fall_back(plan, ctx, min, (&label, under(score, min)), row).await?;
@@ -219,7 +206,6 @@ async fn land(
     } else {
         Provenance::Strategy
     };
-    let label = provenance.label(landed.as_ref());
     // A compaction that makes nothing better is not written (nor, in a dry run, planned).
     if let Some(why) = ctx
         .min_saving
@@ -233,29 +219,37 @@ async fn land(
             None => w,
         });
     }
+    let by_hook = matches!(provenance, Provenance::Hook(_));
+    let landing = Landing {
+        label: provenance.label(landed.as_ref()),
+        model: land::summary_model(&rewrite, by_hook, landed.as_ref()),
+        facts: land::run_facts(&plan, by_hook, &rewrite, row, &ctx.details),
+        plan,
+        rewrite,
+        new,
+    };
     if let Some(sink) = &ctx.proposals {
-        return super::review::capture(sink, &plan, &rewrite, &new, row, &label, landed.as_ref());
+        return super::review::capture(sink, landing, row);
     }
     if ctx.dry_run {
         return Ok(Status::Planned);
     }
-    let summary = match &rewrite {
-        Rewrite::Summary(s) => Some(s.text.clone()),
-        Rewrite::PrunedHead(_) => None,
+    let runway = Runway {
+        kind: ctx.kind,
+        writer: ctx.writer.as_ref(),
+        hooks: ctx.hooks.as_deref(),
+        halt: &halt,
     };
-    let (audit, compaction) = describe(&plan, &provenance, &rewrite, new, row, ctx, &landed);
     // The store's proposal is made on the pool: it may encode and compress (kodelet packs the
     // pre-image), work the one writer thread should not do.
-    let (plan, proposal) = on_pool_with_store(ctx, plan, move |p, store| {
-        let proposal = p.loaded.row.propose(compaction, audit, store);
-        p.release_messages();
-        proposal
+    land::land(landing, &runway, row, |plan, compaction, audit| {
+        on_pool_with_store(ctx, plan, move |p, store| {
+            let proposal = p.loaded.row.propose(compaction, audit, store);
+            p.release_messages();
+            proposal
+        })
     })
-    .await?;
-    let compaction_id = write(proposal, ctx, &halt).await?;
-    row.compaction_id = Some(compaction_id);
-    hooks_after(&plan, ctx, row, &label, summary.as_deref(), compaction_id).await;
-    Ok(Status::Compacted)
+    .await
 }
 
 /// A warning for an offline summary that lands far under `--target` (at half of it or less)
@@ -520,253 +514,4 @@ fn record_spend(row: &mut Row, rewrite: &Rewrite) {
             row.llm_tokens = Some((p, c));
         }
     }
-}
-
-/// A conversation left as it was (its reason says what compacting it would have done): the
-/// row's after figures are its before figures.
-fn unchanged(row: &mut Row, why: String) -> Status {
-    row.messages_after = row.messages_before;
-    row.tokens_after = row.tokens_before;
-    row.utilization_after = row.utilization_before;
-    Status::Skipped(why)
-}
-
-/// How much of the summarized span's artifacts the new history keeps: the artifacts are those
-/// the plan kept when it released the head, or read now from what was summarized (for a
-/// re-compaction that reads them, the originals since the conversation began) or, for a
-/// strategy that rewrites the head in place, from the head. A summary with an artifact ledger
-/// is also scored without it ([`crate::retention::Retention::model_score`]).
-pub(super) fn retention_of(
-    plan: &Plan,
-    new: &NewHistory,
-    rewrites_head: bool,
-) -> crate::retention::Retention {
-    let arts = match &plan.artifacts {
-        _ if rewrites_head => plan.artifacts_of(plan.head()),
-        Some(a) => a.clone(),
-        None => plan.summarized_artifacts(),
-    };
-    // With an artifact ledger in the summary, the model's share and the ledger's apart.
-    crate::retention::score_history(&arts, &new.raw_messages)
-}
-
-/// The figures after compaction on the row.
-pub(super) fn record_after(row: &mut Row, plan: &Plan, new: &NewHistory) {
-    row.messages_after = Some(new.messages);
-    row.tokens_after = Some(new.tokens);
-    set_after(row, plan, new.tokens);
-}
-
-/// The audit row's `details`: the run's facts, the spend, the hooks and the format.
-fn audit_details(
-    plan: &Plan,
-    provenance: &Provenance,
-    rewrite: &Rewrite,
-    row: &Row,
-    base: &serde_json::Value,
-) -> serde_json::Value {
-    let mut details = base.clone();
-    let Some(obj) = details.as_object_mut() else {
-        return details;
-    };
-    if let Provenance::Hook(_) = provenance {
-        // The strategy's recipe and instructions were not used.
-        obj.remove("recipe");
-        obj.remove("instructions_sha256");
-    }
-    if let Some(f) = &row.fallback {
-        // Another strategy landed: the configured one's recipe was not what wrote the head.
-        obj.remove("recipe");
-        obj.remove("instructions_sha256");
-        obj.insert(
-            "fallback".into(),
-            serde_json::to_value(f).unwrap_or_default(),
-        );
-    }
-    if let Rewrite::Summary(sm) = rewrite {
-        if let Some(c) = sm.cost_usd {
-            obj.insert("cost_usd".into(), c.into());
-        }
-        if let (Some(p), Some(c)) = (sm.prompt_tokens, sm.completion_tokens) {
-            obj.insert("llm_prompt_tokens".into(), p.into());
-            obj.insert("llm_completion_tokens".into(), c.into());
-        }
-    }
-    if !row.hooks.is_empty() {
-        obj.insert(
-            "hooks".into(),
-            serde_json::to_value(&row.hooks).unwrap_or_default(),
-        );
-    }
-    if let (Provenance::Strategy, Some(r)) = (provenance, resummary_detail(plan, rewrite)) {
-        obj.insert("resummary".into(), r);
-    }
-    if let (Some(l), Some(t)) = (plan.landing, row.tokens_after) {
-        // The context after, in the agent's units: what a listing reports for a store that
-        // records no context of its own until the agent's next turn (opencode).
-        obj.insert("context_after".into(), l.context(t).into());
-    }
-    obj.insert("format".into(), plan.loaded.format.name().into());
-    obj.insert("keep_tokens".into(), plan.keep_tokens.into());
-    obj.insert(
-        "tokens_exact".into(),
-        plan.loaded.format.tokens_exact().into(),
-    );
-    details
-}
-
-/// What a re-compaction's summary was written from, for the audit row: the originals (and how
-/// many earlier compactions they span) or the earlier summary (and why).
-fn resummary_detail(plan: &Plan, rewrite: &Rewrite) -> Option<serde_json::Value> {
-    use crate::plan::Resummary;
-    if !matches!(rewrite, Rewrite::Summary(_)) {
-        return None;
-    }
-    Some(match plan.resummary.as_ref()? {
-        Resummary::Originals {
-            head, compactions, ..
-        } => serde_json::json!({
-            "from": "originals", "compactions": compactions, "messages": head.len()
-        }),
-        Resummary::CarriedSummary(why) => {
-            serde_json::json!({ "from": "earlier summary", "why": why })
-        }
-    })
-}
-
-/// The audit row and the store-neutral compaction the store's proposal is made from.
-fn describe(
-    plan: &Plan,
-    provenance: &Provenance,
-    rewrite: &Rewrite,
-    new: NewHistory,
-    row: &Row,
-    ctx: &Context,
-    landed: &Arc<dyn Strategy>,
-) -> (AuditEntry, Compaction) {
-    let (summary_sha256, model) = match (rewrite, provenance) {
-        // A hook's summary was written by no model, whatever the configured strategy.
-        (Rewrite::Summary(s), Provenance::Hook(_)) => (crate::util::sha256_hex(&s.text), None),
-        (Rewrite::Summary(s), Provenance::Strategy) => (
-            crate::util::sha256_hex(&s.text),
-            s.model
-                .clone()
-                .or_else(|| landed.model().map(str::to_string)),
-        ),
-        (Rewrite::PrunedHead(_), _) => (String::new(), None),
-    };
-    let audit = AuditEntry {
-        conversation_id: plan.meta.id.clone(),
-        store_kind: ctx.kind.name().into(),
-        reason: plan.reason.name().into(),
-        strategy: provenance.label(landed.as_ref()),
-        model: model.clone(),
-        messages_before: plan.loaded.messages.len() as i64,
-        messages_after: new.messages as i64,
-        tokens_before: plan.tokens_before() as i64,
-        tokens_after: new.tokens as i64,
-        summary_sha256,
-        retention: row
-            .retention
-            .as_ref()
-            .and_then(|r| serde_json::to_string(r).ok()),
-        details: audit_details(plan, provenance, rewrite, row, &ctx.details),
-    };
-    (audit, compaction_of(plan, rewrite, new, model))
-}
-
-/// The store-neutral compaction of `plan` into `new` (what the store's proposal is made from).
-pub(super) fn compaction_of(
-    plan: &Plan,
-    rewrite: &Rewrite,
-    new: NewHistory,
-    model: Option<String>,
-) -> Compaction {
-    let split = plan.split().expect("compacted conversations have a split");
-    Compaction {
-        format: plan.loaded.format,
-        summary: match rewrite {
-            Rewrite::Summary(s) => Some(s.text.clone()),
-            Rewrite::PrunedHead(_) => None,
-        },
-        tail_start: split.cut,
-        reinsert: split.reinsert,
-        // What the agent will send next: the new history plus the fixed overhead.
-        context_after: plan.landing.map_or(new.tokens, |l| l.context(new.tokens)),
-        history: new.raw_messages,
-        call_ids: new.call_ids,
-        model,
-        message_tokens: plan.loaded.tokens.clone(),
-    }
-}
-
-/// Whether a write error means the store cannot take any write (so the run should stop starting
-/// conversations) rather than a problem with this one conversation.
-fn store_cannot_write(e: &Error) -> bool {
-    use rusqlite::ErrorCode as C;
-    match e {
-        Error::Unwritable { .. } => true,
-        Error::Sqlite {
-            source: rusqlite::Error::SqliteFailure(f, _),
-            ..
-        } => matches!(
-            f.code,
-            C::DiskFull | C::ReadOnly | C::CannotOpen | C::SystemIoFailure | C::PermissionDenied
-        ),
-        _ => false,
-    }
-}
-
-/// Hand the proposal to the writer and wait: the compaction's audit id, or the row's status.
-async fn write(
-    proposal: Proposal,
-    ctx: &Context,
-    halt: &std::sync::OnceLock<NotStarted>,
-) -> Step<i64> {
-    let Some(writer) = &ctx.writer else {
-        return Err(Status::Failed("the writer stopped".into()));
-    };
-    match writer.write(proposal).await {
-        Ok(Ok(Written::Committed { compaction_id })) => Ok(compaction_id),
-        Ok(Ok(Written::Changed(why))) => Err(Status::Skipped(why)),
-        Ok(Err(Error::Busy { .. })) => {
-            // Not this conversation's failure: the run stops writing and says so once.
-            let _ = halt.set(NotStarted::Busy);
-            Err(Status::NotStarted(NotStarted::Busy))
-        }
-        Ok(Err(e)) => {
-            if store_cannot_write(&e) {
-                let _ = halt.set(NotStarted::StoreUnwritable(e.to_string()));
-            }
-            Err(Status::Failed(e.to_string()))
-        }
-        Err(gone) => Err(Status::Failed(gone)),
-    }
-}
-
-/// Run the `after_compaction` hooks on the committed result (they observe; they cannot undo).
-async fn hooks_after(
-    plan: &Plan,
-    ctx: &Context,
-    row: &mut Row,
-    label: &str,
-    summary: Option<&str>,
-    compaction_id: i64,
-) {
-    let Some(h) = &ctx.hooks else { return };
-    let facts = hooks::AfterFacts {
-        strategy: label,
-        summary,
-        messages_after: row.messages_after.unwrap_or(0),
-        tokens_after: row.tokens_after.unwrap_or(0),
-        compaction_id,
-        cost_usd: row.cost_usd,
-    };
-    let records = h
-        .after(
-            &hooks::after_payload(plan, ctx.kind.name(), &facts),
-            plan.meta.cwd.as_deref(),
-        )
-        .await;
-    row.hooks.extend(records);
 }

@@ -11,6 +11,7 @@
 //! [`ProviderError::Redirect`] naming the origin the server pointed at (docs/llm.md).
 
 pub mod anthropic;
+pub mod list_prices;
 pub mod openai;
 pub mod pricing;
 pub mod redact;

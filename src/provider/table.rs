@@ -10,6 +10,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use super::list_prices::{self, ListPrice};
 use super::{ChatRequest, ClientConfig, Completion, ProviderError};
 
 /// The variable that holds the key for whichever provider is configured; it wins over the
@@ -24,9 +25,6 @@ pub type EncodeFn = fn(&ClientConfig, &ChatRequest) -> Vec<u8>;
 
 /// A wire format: send one encoded request (no retries; [`super::Client::complete`] adds them).
 pub type SendFn = for<'a> fn(&'a reqwest::Client, &'a ClientConfig, bytes::Bytes) -> Reply<'a>;
-
-/// A list price: (model-name prefix, USD per million input tokens, per million output tokens).
-pub type ListPrice = (&'static str, f64, f64);
 
 /// The facts of one provider.
 pub struct Provider {
@@ -87,7 +85,7 @@ provider_table! {
         default_base_url: "https://api.openai.com/v1",
         encode: super::openai::encode,
         send: |http, cfg, body| Box::pin(super::openai::send(http, cfg, body)),
-        list_prices: super::pricing::OPENAI,
+        list_prices: list_prices::OPENAI,
     },
     /// `POST {base}/v1/messages` with `anthropic-version` and `x-api-key`.
     Anthropic => Provider {
@@ -99,7 +97,7 @@ provider_table! {
         default_base_url: "https://api.anthropic.com",
         encode: super::anthropic::encode,
         send: |http, cfg, body| Box::pin(super::anthropic::send(http, cfg, body)),
-        list_prices: super::pricing::ANTHROPIC,
+        list_prices: list_prices::ANTHROPIC,
     },
 }
 

@@ -750,30 +750,9 @@ pub fn extract(span: &[Message]) -> Artifacts {
                     }
                 }
                 Block::ToolCall { id, name, input } => {
-                    // One parse serves the strings, the command and the to-dos.
-                    let v = serde_json::from_str::<serde_json::Value>(input).ok();
-                    let strs = strings_or(v.as_ref(), input);
-                    x.paths_urls(&strs);
-                    if let Some(action) = file_action(name, v.as_ref()) {
-                        if let Some(v) = &v {
-                            x.mark_paths(v, action);
-                        }
-                    }
-                    let outcome = results.get(id.as_str());
-                    match shell_command(name, v.as_ref()) {
-                        Some(c) => {
-                            let status = outcome.map(|o| if o.0 { "failed" } else { "ok" });
-                            x.push_command(&c, status, outcome.and_then(|o| o.1));
-                            keys.insert(id.as_str(), c);
-                        }
-                        None => {
-                            keys.insert(id.as_str(), call_key(name, &strs));
-                        }
-                    }
-                    if is_todo_tool(name) {
-                        if let Some(v) = &v {
-                            x.todos(v);
-                        }
+                    let (key, todo) = x.call(name, input, results.get(id.as_str()));
+                    keys.insert(id.as_str(), key);
+                    if todo {
                         todo_calls.insert(id.as_str());
                     }
                 }
@@ -977,6 +956,41 @@ struct Extractor {
 }
 
 impl Extractor {
+    /// A tool call's artifacts (paths and URLs in its input, the files it touched, its command
+    /// with the `outcome` of its result, its to-dos): its key ([`call_key`], or its command),
+    /// and whether it is a to-do tool's.
+    fn call(
+        &mut self,
+        name: &str,
+        input: &str,
+        outcome: Option<&(bool, Option<i64>)>,
+    ) -> (String, bool) {
+        // One parse serves the strings, the command and the to-dos.
+        let v = serde_json::from_str::<serde_json::Value>(input).ok();
+        let strs = strings_or(v.as_ref(), input);
+        self.paths_urls(&strs);
+        if let Some(action) = file_action(name, v.as_ref()) {
+            if let Some(v) = &v {
+                self.mark_paths(v, action);
+            }
+        }
+        let key = match shell_command(name, v.as_ref()) {
+            Some(c) => {
+                let status = outcome.map(|o| if o.0 { "failed" } else { "ok" });
+                self.push_command(&c, status, outcome.and_then(|o| o.1));
+                c
+            }
+            None => call_key(name, &strs),
+        };
+        let todo = is_todo_tool(name);
+        if todo {
+            if let Some(v) = &v {
+                self.todos(v);
+            }
+        }
+        (key, todo)
+    }
+
     fn push(&mut self, kind: Kind, text: &str) {
         self.push_status(kind, text, None)
     }
@@ -1438,16 +1452,32 @@ pub fn ledger_in(
     ctx: &LedgerContext<'_>,
     max_chars: usize,
 ) -> Option<String> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Sec {
-        Rules,
-        Todos,
-        Errors,
-        Commands,
-        Modified,
-        Read,
-        Paths,
+    let wanted = ledger_sections(arts, result, ctx);
+    if wanted.is_empty() {
+        return None;
     }
+    fit_ledger(wanted, max_chars)
+}
+
+/// A section of the ledger.
+#[derive(Clone, Copy, PartialEq)]
+enum Sec {
+    Rules,
+    Todos,
+    Errors,
+    Commands,
+    Modified,
+    Read,
+    Paths,
+}
+
+/// The ledger's sections in order, each its title line and the lines of the artifacts `result`
+/// lacks; empty sections left out.
+fn ledger_sections(
+    arts: &Artifacts,
+    result: &Corpus,
+    ctx: &LedgerContext<'_>,
+) -> Vec<(String, Vec<String>)> {
     let sections = [
         (Sec::Rules, "User rules (still standing):"),
         (Sec::Todos, "Open to-dos:"),
@@ -1475,8 +1505,6 @@ pub fn ledger_in(
             _ => None,
         }
     };
-    // Every section's lines first; when they do not all fit, whole lines are left out (the
-    // last sections' first) and a closing line says how many.
     let listed: Vec<(&Artifact, Sec)> = arts
         .0
         .iter()
@@ -1495,9 +1523,13 @@ pub fn ledger_in(
             wanted.push((format!("\n{title}"), lines));
         }
     }
-    if wanted.is_empty() {
-        return None;
-    }
+    wanted
+}
+
+/// The ledger of `wanted` in at most `max_chars` characters: every section's lines when they
+/// fit; else whole lines are left out (the last sections' first) and a closing line says how
+/// many. `None` when no line fits.
+fn fit_ledger(wanted: Vec<(String, Vec<String>)>, max_chars: usize) -> Option<String> {
     let end = format!("\n{LEDGER_END}");
     let whole: usize = LEDGER_HEAD.len()
         + end.len()

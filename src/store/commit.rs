@@ -11,9 +11,18 @@ use std::path::Path;
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::conversation::Written;
 use super::pre_image::{self, AuditEntry, Cell};
 use crate::error::{Result, SqlContext};
+
+/// The outcome of a write.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Written {
+    Committed {
+        compaction_id: i64,
+    },
+    /// The conversation changed (or vanished) since it was read; nothing was written.
+    Changed(String),
+}
 
 /// What a store decided, inside the transaction, once the version matched.
 pub enum Stage<A> {

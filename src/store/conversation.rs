@@ -1,12 +1,79 @@
-//! One conversation as loaded for planning ([`StoredConversation`]), the store-neutral
+//! One conversation as loaded for planning ([`StoredConversation`]) with its store's state of
+//! it ([`LoadedState`]), what an adapter reads with ([`Read`]), the store-neutral
 //! [`Compaction`] the pipeline hands back, and the [`Proposal`] that writes it.
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::sync::Arc;
 
-use super::kind::{self, LoadedState};
-use super::pre_image::AuditEntry;
-use super::{commit, Store};
+use rusqlite::Connection;
+
+use super::commit::{Commit, Written};
+use super::meta::ConversationMeta;
+use super::pre_image::{AuditEntry, Packed};
+use super::Store;
+use crate::models::ContextLimits;
+
+/// What an adapter reads with: the store's connection, its path (for errors) and the context
+/// limits given to the store when it was opened.
+pub struct Read<'a> {
+    pub conn: &'a Connection,
+    pub path: &'a Path,
+    pub limits: &'a ContextLimits,
+}
+
+/// A store's state of one loaded conversation (its version token, and for an append-only
+/// store the positions of the loaded messages). It makes the store's typed proposal.
+pub trait LoadedState: std::fmt::Debug + Send + Sync {
+    /// The store's write of `compaction` over exactly this version; `loaded` is the history as
+    /// it was loaded (or what [`LoadedState::seal`] kept of it), `read` the planning thread's own
+    /// read connection (when it has one). Runs on the planning pool, so CPU work the write can
+    /// do ahead (encoding, compressing the pre-image) belongs here rather than on the one writer
+    /// thread.
+    fn propose(
+        &self,
+        id: &str,
+        loaded: Loaded<'_>,
+        compaction: Compaction,
+        read: Option<&Read<'_>>,
+    ) -> Box<dyn Commit>;
+
+    /// What the write will need of the loaded history `loaded`, if the store can keep it in
+    /// less memory than the text (its digest and compressed pre-image): then the text is
+    /// dropped once the conversation is planned, while it waits for its summary. `None` (the
+    /// default): the text is kept.
+    fn seal(&self, _loaded: &str) -> Option<Sealed> {
+        None
+    }
+
+    /// The conversation's message format, by the store's rule: the one its metadata states
+    /// ([`ConversationMeta::format`]), the default. A store whose rows may not state it
+    /// (kodelet) tells it from `raw_messages`' shape; `Err` says why it cannot be compacted.
+    fn format(
+        &self,
+        meta: &ConversationMeta,
+        _raw_messages: &str,
+    ) -> std::result::Result<crate::message::Format, String> {
+        meta.format()
+    }
+}
+
+/// The loaded history, as [`LoadedState::propose`] receives it.
+#[derive(Clone, Copy)]
+pub enum Loaded<'a> {
+    Text(&'a str),
+    Sealed(&'a Sealed),
+}
+
+/// What a store kept of a loaded history after planning (see [`LoadedState::seal`]).
+#[derive(Debug, Clone)]
+pub struct Sealed {
+    /// [`crate::util::version_digest`] of the history's bytes.
+    pub digest: String,
+    /// The history compressed, as the archive keeps it (`None`: compression failed, and the
+    /// writer copies the stored cell itself).
+    pub packed: Option<Arc<Packed>>,
+}
 
 /// One conversation as loaded for planning: its history in the store's message JSON, and the
 /// store's own state of exactly this version (opaque here; the store's proposal uses it).
@@ -25,8 +92,8 @@ pub struct StoredConversation {
     /// `activeDisplayStart`); 0 otherwise. A compaction carries it forward as an earlier summary
     /// ([`crate::summary::prior_len`]).
     pub agent_summary: usize,
-    state: Arc<dyn kind::LoadedState>,
-    sealed: Option<kind::Sealed>,
+    state: Arc<dyn LoadedState>,
+    sealed: Option<Sealed>,
 }
 
 impl StoredConversation {
@@ -34,7 +101,7 @@ impl StoredConversation {
     pub(crate) fn with_state(
         id: impl Into<String>,
         raw_messages: String,
-        state: Arc<dyn kind::LoadedState>,
+        state: Arc<dyn LoadedState>,
     ) -> Self {
         StoredConversation {
             id: id.into(),
@@ -66,7 +133,7 @@ impl StoredConversation {
 
     /// The conversation's message format: the adapter's rule over its metadata and, where the
     /// metadata does not say it, its history ([`LoadedState::format`]).
-    pub fn format(&self, meta: &super::ConversationMeta) -> Result<crate::message::Format, String> {
+    pub fn format(&self, meta: &ConversationMeta) -> Result<crate::message::Format, String> {
         self.state.format(meta, &self.raw_messages)
     }
 
@@ -80,8 +147,8 @@ impl StoredConversation {
     ) -> Proposal {
         let read = store.map(Store::read);
         let loaded = match &self.sealed {
-            Some(s) => kind::Loaded::Sealed(s),
-            None => kind::Loaded::Text(&self.raw_messages),
+            Some(s) => Loaded::Sealed(s),
+            None => Loaded::Text(&self.raw_messages),
         };
         Proposal {
             write: self
@@ -134,7 +201,7 @@ pub struct Compaction {
 /// A compaction ready to be written: the audit row and the store's own write.
 pub struct Proposal {
     pub audit: AuditEntry,
-    pub(crate) write: Box<dyn commit::Commit>,
+    pub(crate) write: Box<dyn Commit>,
 }
 
 impl Proposal {
@@ -144,16 +211,6 @@ impl Proposal {
     }
 }
 
-/// The outcome of a write.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Written {
-    Committed {
-        compaction_id: i64,
-    },
-    /// The conversation changed (or vanished) since it was read; nothing was written.
-    Changed(String),
-}
-
 /// The state of a [`StoredConversation::detached`] conversation.
 #[derive(Debug)]
 struct Detached;
@@ -161,7 +218,7 @@ struct Detached;
 /// The write of a detached conversation: nothing, reported as a change.
 struct NotStored;
 
-impl commit::Commit for NotStored {
+impl Commit for NotStored {
     fn commit(
         &self,
         _conn: &mut rusqlite::Connection,
@@ -179,10 +236,10 @@ impl LoadedState for Detached {
     fn propose(
         &self,
         _id: &str,
-        _loaded: kind::Loaded<'_>,
+        _loaded: Loaded<'_>,
         _compaction: Compaction,
-        _read: Option<&kind::Read<'_>>,
-    ) -> Box<dyn commit::Commit> {
+        _read: Option<&Read<'_>>,
+    ) -> Box<dyn Commit> {
         Box::new(NotStored)
     }
 }

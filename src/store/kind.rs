@@ -11,11 +11,9 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
-use super::commit::Commit;
-use super::conversation::{Compaction, StoredConversation};
+use super::conversation::{Read, StoredConversation};
 use super::meta::{ConversationMeta, Facts, Prefilter};
 use crate::error::Result;
-use crate::models::ContextLimits;
 
 /// Every registered store kind, in link order: each agent's folder adds its `KIND` with
 /// `#[linkme::distributed_slice(crate::store::kind::REGISTERED)]`.
@@ -28,14 +26,6 @@ pub static KINDS: std::sync::LazyLock<Vec<StoreKind>> = std::sync::LazyLock::new
     kinds.sort_by_key(|k| k.rank);
     kinds
 });
-
-/// What an adapter reads with: the store's connection, its path (for errors) and the context
-/// limits given to the store when it was opened.
-pub struct Read<'a> {
-    pub conn: &'a Connection,
-    pub path: &'a Path,
-    pub limits: &'a ContextLimits,
-}
 
 /// One store kind's reading side and its facts. Implementations are unit structs, one per
 /// folder under `store/`.
@@ -226,59 +216,6 @@ pub struct SchemaStatus {
 pub struct Unrated {
     pub no_usage: &'static str,
     pub no_window: &'static str,
-}
-
-/// A store's state of one loaded conversation (its version token, and for an append-only
-/// store the positions of the loaded messages). It makes the store's typed proposal.
-pub trait LoadedState: std::fmt::Debug + Send + Sync {
-    /// The store's write of `compaction` over exactly this version; `loaded` is the history as
-    /// it was loaded (or what [`LoadedState::seal`] kept of it), `read` the planning thread's own
-    /// read connection (when it has one). Runs on the planning pool, so CPU work the write can
-    /// do ahead (encoding, compressing the pre-image) belongs here rather than on the one writer
-    /// thread.
-    fn propose(
-        &self,
-        id: &str,
-        loaded: Loaded<'_>,
-        compaction: Compaction,
-        read: Option<&Read<'_>>,
-    ) -> Box<dyn Commit>;
-
-    /// What the write will need of the loaded history `loaded`, if the store can keep it in
-    /// less memory than the text (its digest and compressed pre-image): then the text is
-    /// dropped once the conversation is planned, while it waits for its summary. `None` (the
-    /// default): the text is kept.
-    fn seal(&self, _loaded: &str) -> Option<Sealed> {
-        None
-    }
-
-    /// The conversation's message format, by the store's rule: the one its metadata states
-    /// ([`ConversationMeta::format`]), the default. A store whose rows may not state it
-    /// (kodelet) tells it from `raw_messages`' shape; `Err` says why it cannot be compacted.
-    fn format(
-        &self,
-        meta: &ConversationMeta,
-        _raw_messages: &str,
-    ) -> std::result::Result<crate::message::Format, String> {
-        meta.format()
-    }
-}
-
-/// The loaded history, as [`LoadedState::propose`] receives it.
-#[derive(Clone, Copy)]
-pub enum Loaded<'a> {
-    Text(&'a str),
-    Sealed(&'a Sealed),
-}
-
-/// What a store kept of a loaded history after planning (see [`LoadedState::seal`]).
-#[derive(Debug, Clone)]
-pub struct Sealed {
-    /// [`crate::util::version_digest`] of the history's bytes.
-    pub digest: String,
-    /// The history compressed, as the archive keeps it (`None`: compression failed, and the
-    /// writer copies the stored cell itself).
-    pub packed: Option<std::sync::Arc<super::pre_image::Packed>>,
 }
 
 /// A store kind: a handle on its registered [`Adapter`], with its detection rank.

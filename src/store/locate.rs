@@ -8,6 +8,7 @@ use super::open::{connect, table_names};
 use super::Access;
 use crate::error::{Error, Result};
 use crate::models::ContextLimits;
+use crate::util::join_and;
 
 /// Where the store came from, for messages.
 #[derive(Debug, Clone)]
@@ -238,15 +239,6 @@ pub(crate) fn ambiguous(found: &[(StoreKind, PathBuf)]) -> Error {
             join_and(&flags, "or"),
             found[0].0.name()
         ),
-    }
-}
-
-/// `a`, `a and b`, `a, b and c`.
-pub(crate) fn join_and(items: &[String], word: &str) -> String {
-    match items {
-        [] => String::new(),
-        [one] => one.clone(),
-        [init @ .., last] => format!("{} {word} {last}", init.join(", ")),
     }
 }
 

@@ -33,9 +33,10 @@ use rusqlite::Connection;
 
 use crate::error::{Error, Result};
 pub use crate::models::ContextLimits;
-pub use conversation::{Compaction, Proposal, StoredConversation, Written};
+pub use commit::Written;
+pub use conversation::{Compaction, Proposal, StoredConversation};
 pub use kind::StoreKind;
-pub(crate) use locate::{home_dir, join_and};
+pub(crate) use locate::home_dir;
 pub use locate::{resolve_path, resolve_store, survey, Resolved, StoreChoice, Surveyed};
 pub use meta::{corrupt_usage, over_threshold, utilization, ConversationMeta, Facts, Prefilter};
 pub(crate) use open::connect;
@@ -172,8 +173,8 @@ impl Store {
     }
 
     /// The connection, path and limits an adapter reads with.
-    pub(crate) fn read(&self) -> kind::Read<'_> {
-        kind::Read {
+    pub(crate) fn read(&self) -> conversation::Read<'_> {
+        conversation::Read {
             conn: &self.conn,
             path: &self.path,
             limits: &self.limits,

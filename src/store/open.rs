@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags};
 
 use super::kind::{StoreKind, KINDS};
-use super::locate::join_and;
 use super::{agent_tables, busy, preflight, Access, Location, Store};
 use crate::error::{Error, Result, SqlContext};
 use crate::models::ContextLimits;
+use crate::util::join_and;
 
 fn wal_path(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();

@@ -10,6 +10,10 @@ use rusqlite::Connection;
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
 
+#[path = "../support/skip.rs"]
+pub mod skip_rule;
+pub use skip_rule::{skip, skip_with};
+
 /// The generator's default clock; tests pin agent-db's clock to it.
 pub const NOW: &str = "2026-11-01T12:00:00Z";
 
@@ -43,7 +47,7 @@ impl Env {
     pub fn empty() -> Env {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("storage.db");
-        drop(agent_db::agents::kodelet::init_store(&db).expect("init"));
+        drop(agent_db_synth::kodelet_schema::create(&db).expect("init"));
         Env { dir, db }
     }
 
@@ -269,15 +273,19 @@ pub fn ids_agree(mut c: assert_cmd::Command, doc: &serde_json::Value) {
     assert_eq!(skipped, ids_with_status(doc, "skipped").len(), "{stderr}");
 }
 
-/// Environment variable naming the shared fixtures directory instead of `../shared` (used to
-/// check that a missing fixture fails under `CI`; see [`shared_fixture`]).
+/// Environment variable naming the shared fixtures directory instead of [`SHARED_DIR_DEFAULT`]
+/// (used to check that a missing fixture fails under `CI`; see [`shared_fixture`]).
 pub const SHARED_DIR_ENV: &str = "AGENT_DB_SHARED_DIR";
 
-/// A file of the project's shared fixtures (`../shared/<rel>`, next to this repository, or
+/// Where the project's shared fixtures (large real stores kept out of this repository) are
+/// checked out, relative to this repository.
+pub const SHARED_DIR_DEFAULT: &str = "../shared";
+
+/// A file of the project's shared fixtures ([`SHARED_DIR_DEFAULT`]`/<rel>`, or
 /// `$AGENT_DB_SHARED_DIR/<rel>` when that variable is set and non-empty).
 ///
-/// `None`, with a "skipping" line on stderr, when the file is absent: a user's fresh clone of
-/// this repository alone has no `../shared`. When the environment variable `CI` is set and not
+/// `None`, with a "SKIPPING" line on stderr ([`skip`]), when the file is absent: a user's fresh
+/// clone of this repository alone has no shared fixtures. When the environment variable `CI` is set and not
 /// empty, a missing file **panics** instead, so a CI run that lost its fixtures fails rather than
 /// passing with the tests silently skipped. To see that rule at work:
 ///
@@ -288,26 +296,23 @@ pub const SHARED_DIR_ENV: &str = "AGENT_DB_SHARED_DIR";
 pub fn shared_fixture(rel: &str) -> Option<PathBuf> {
     let dir = match std::env::var_os(SHARED_DIR_ENV) {
         Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(SHARED_DIR_DEFAULT),
     };
     require_fixture(&dir.join(rel), std::env::var_os("CI"))
 }
 
-/// The policy of [`shared_fixture`] for one path, given the value of `CI`.
+/// The policy of [`shared_fixture`] for one path, given the value of `CI` ([`skip_with`]).
 pub fn require_fixture(path: &Path, ci: Option<std::ffi::OsString>) -> Option<PathBuf> {
     if path.is_file() {
         return Some(path.to_path_buf());
     }
-    if ci.is_some_and(|v| !v.is_empty()) {
-        panic!(
-            "shared fixture {} is missing and CI is set: check out the shared fixtures next to \
-             this repository (or point {SHARED_DIR_ENV} at them); outside CI this test is skipped",
+    skip_with(
+        &format!(
+            "shared fixture {} is missing: check out the shared fixtures next to this \
+             repository (or point {SHARED_DIR_ENV} at them)",
             path.display()
-        );
-    }
-    eprintln!(
-        "skipping: {} is absent (the shared fixtures are not checked out next to this repository)",
-        path.display()
+        ),
+        ci,
     );
     None
 }
@@ -320,7 +325,7 @@ fn a_missing_shared_fixture_skips_outside_ci() {
 }
 
 #[test]
-#[should_panic(expected = "is missing and CI is set")]
+#[should_panic(expected = "cannot run and CI is set")]
 fn a_missing_shared_fixture_fails_under_ci() {
     require_fixture(
         Path::new("/nonexistent/agent-db/fixture.db"),
@@ -470,4 +475,21 @@ pub fn in_list_json_order(doc: &serde_json::Value, mut ids: Vec<String>) -> Vec<
         .collect();
     ids.sort_by_key(|id| !selected.contains(id));
     ids
+}
+
+/// The skip rule itself: outside CI a skip returns (the caller stops); with `CI` set, even to
+/// `false`, it panics; an empty `CI` counts as unset.
+#[test]
+fn a_skip_returns_outside_ci() {
+    skip_with("nothing is missing, this is the rule's own test", None);
+    skip_with(
+        "nothing is missing, this is the rule's own test",
+        Some("".into()),
+    );
+}
+
+#[test]
+#[should_panic(expected = "cannot run and CI is set, so it fails instead of skipping")]
+fn a_skip_fails_under_ci() {
+    skip_with("the rule's own test", Some("false".into()));
 }

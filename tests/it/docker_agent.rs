@@ -1,7 +1,8 @@
 //! docker-agent (cagent) `session.db`: the real end-to-end database docker-agent ships (read from
-//! `../shared/fixtures/`; skipped when absent, a failure when `CI` is set) and generated stores
-//! of both generations. Every check runs the real binary on a copy; the history docker-agent
-//! would send after a compaction is rebuilt here independently of the library (stores.md §2.6).
+//! the shared fixtures, [`shared_fixture`]; skipped when absent, a failure when `CI` is set) and
+//! generated stores of both generations. Every check runs the real binary on a copy; the history
+//! docker-agent would send after a compaction is rebuilt here independently of the library
+//! (docs/stores.md, docker-agent).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -74,8 +75,7 @@ impl Da {
 
 /// The real docker-agent database, copied; `None` (with a message) when the shared fixtures are
 /// not present (a fresh clone of this repository alone). Under `CI` a missing file fails the
-/// test instead, and `AGENT_DB_SHARED_DIR` points elsewhere than `../shared` (see
-/// [`shared_fixture`]).
+/// test instead, and `AGENT_DB_SHARED_DIR` points elsewhere (see [`shared_fixture`]).
 fn e2e() -> Option<Da> {
     let src = shared_fixture("fixtures/docker-agent-e2e-session.db")?;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -919,7 +919,7 @@ fn default_location_and_ambiguity() {
 
     let kodelet = home.path().join(".kodelet");
     std::fs::create_dir_all(&kodelet).unwrap();
-    drop(agent_db::agents::kodelet::init_store(&kodelet.join("storage.db")).unwrap());
+    drop(agent_db_synth::kodelet_schema::create(&kodelet.join("storage.db")).unwrap());
     let out = bare_cmd(home.path()).arg("list").output().unwrap();
     assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -1778,6 +1778,86 @@ fn an_old_file_that_cannot_keep_a_tail_says_so() {
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("cannot keep a tail"), "{text}");
+}
+
+/// The replay of docker-agent's loader can say no: on a session of plain messages, a summary
+/// item appended with SQL moves the start as `loadSessionItems` does (after the summary, or
+/// from its `first_kept_entry` when that points inside the slice, not when it points past the
+/// summary), and a later summary with no text is passed over. A replay that sent every row
+/// would fail each step.
+#[test]
+fn docker_agent_replay_starts_where_the_latest_summary_says() {
+    let da = generated(Generation::Modern, 10, 5);
+    let id = da
+        .query(
+            "SELECT s.id FROM sessions s WHERE s.parent_id IS NULL
+               AND NOT EXISTS (SELECT 1 FROM session_items i WHERE i.session_id = s.id AND i.item_type <> 'message')
+               AND (SELECT COUNT(*) FROM session_items i WHERE i.session_id = s.id) >= 6
+             ORDER BY s.id LIMIT 1",
+        )
+        .remove(0)
+        .remove(0);
+    let messages: Vec<String> = da
+        .query(&format!(
+            "SELECT message_json FROM session_items WHERE session_id = '{id}' ORDER BY position, id"
+        ))
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    let next: i64 = da
+        .one(&format!(
+            "SELECT MAX(position) + 1 FROM session_items WHERE session_id = '{id}'"
+        ))
+        .parse()
+        .unwrap();
+    let view = |da: &Da| {
+        let (summary, msgs) = docker_agent_view(da, &id);
+        (summary, values(&msgs))
+    };
+    assert_eq!(view(&da), (None, values(&messages)), "the plain history");
+    let c = da.conn();
+    c.execute(
+        "INSERT INTO session_items (session_id, position, item_type, summary_text, first_kept_entry) \
+         VALUES (?1, ?2, 'summary', 'S1', 0)",
+        rusqlite::params![id, next],
+    )
+    .unwrap();
+    assert_eq!(
+        view(&da),
+        (Some("Session Summary: S1".into()), vec![]),
+        "nothing after the summary is sent"
+    );
+    c.execute(
+        "UPDATE session_items SET first_kept_entry = 2 WHERE session_id = ?1 AND item_type = 'summary'",
+        [&id],
+    )
+    .unwrap();
+    assert_eq!(
+        view(&da),
+        (Some("Session Summary: S1".into()), values(&messages[2..])),
+        "kept from the entry the summary names"
+    );
+    c.execute(
+        "UPDATE session_items SET first_kept_entry = 10000 WHERE session_id = ?1 AND item_type = 'summary'",
+        [&id],
+    )
+    .unwrap();
+    assert_eq!(
+        view(&da),
+        (Some("Session Summary: S1".into()), vec![]),
+        "a first_kept_entry past the summary is not followed"
+    );
+    c.execute(
+        "INSERT INTO session_items (session_id, position, item_type, summary_text, first_kept_entry) \
+         VALUES (?1, ?2, 'summary', '', 0)",
+        rusqlite::params![id, next + 1],
+    )
+    .unwrap();
+    assert_eq!(
+        view(&da),
+        (Some("Session Summary: S1".into()), vec![]),
+        "a summary without text is passed over"
+    );
 }
 
 /// docker-agent records no time for a summary item, so a compaction leaves UPDATED (the newest

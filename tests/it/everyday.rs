@@ -332,7 +332,7 @@ fn two_agents() -> tempfile::TempDir {
     generate_docker_agent(&cagent.join("session.db"), &opts, Generation::Modern).unwrap();
     let kodelet = home.path().join(".kodelet");
     std::fs::create_dir_all(&kodelet).unwrap();
-    drop(agent_db::agents::kodelet::init_store(&kodelet.join("storage.db")).unwrap());
+    drop(agent_db_synth::kodelet_schema::create(&kodelet.join("storage.db")).unwrap());
     home
 }
 

@@ -229,8 +229,8 @@ fn cases() -> Vec<(&'static str, i32, i32)> {
     );
     {
         let env = Env::generated(16, 21, &[]);
-        let ids = crate::friction::four_to_compact(&env);
-        let (out, _) = crate::friction::interrupted_compaction(&env, &ids);
+        let ids = crate::interrupt::four_to_compact(&env);
+        let (out, _) = crate::interrupt::interrupted_compaction(&env, &ids);
         case(
             "compact interrupted by Ctrl-C (SIGINT)",
             130,

@@ -1,6 +1,6 @@
 //! goose's `sessions.db` end to end, on generated stores of every schema version: the
-//! selection against the test's own SQL, a compaction read back by the goose loader oracle
-//! (`goose_loader.rs`) with every other row and table compared by the test's own dumps,
+//! selection against the test's own SQL, a compaction read back by our replay of goose's
+//! loading rule (`goose_replay.rs`; goose itself is not run) with every other row and table compared by the test's own dumps,
 //! restore byte for byte, an unknown newer schema, bad rows, and the strategies.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,7 +13,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::common::{bare_cmd, counts_and_times_of, files_hash, ids_agree, ids_with_status, json};
-use crate::goose_loader::{check_compacted, check_pruned, is_summary, load};
+use crate::goose_replay::{check_compacted, check_pruned, is_summary, load};
 
 const HEADER: &str = "[agent-db compaction summary]";
 
@@ -216,7 +216,7 @@ fn messages(g: &G) -> BTreeMap<i64, (String, String, Option<String>)> {
 }
 
 #[test]
-fn extractive_compaction_loads_in_goose_and_restores_byte_for_byte() {
+fn goose_replay_loads_the_extractive_compaction_and_restore_is_byte_for_byte() {
     for preset in GooseSchema::PRESETS {
         let g = G::new(preset, 20);
         let before = g.dump();
@@ -393,7 +393,7 @@ fn bad_rows_fail_only_their_session_or_follow_goose() {
 const PAIR_NOTE: &str = "[agent-db pruned a call to ";
 
 /// The ids of the `type` items (`toolRequest`/`toolResponse`) of a row.
-fn item_ids(r: &crate::goose_loader::Row, kind: &str) -> Vec<String> {
+fn item_ids(r: &crate::goose_replay::Row, kind: &str) -> Vec<String> {
     r.items
         .iter()
         .filter(|i| i["type"] == kind)
@@ -407,12 +407,12 @@ fn item_ids(r: &crate::goose_loader::Row, kind: &str) -> Vec<String> {
 fn check_pairs_hidden(
     preset: &str,
     id: &str,
-    l: &crate::goose_loader::Loaded,
+    l: &crate::goose_replay::Loaded,
     before: &BTreeSet<i64>,
     visible_before: &BTreeSet<i64>,
 ) {
     let newly_hidden =
-        |r: &&crate::goose_loader::Row| visible_before.contains(&r.id) && !r.agent_visible;
+        |r: &&crate::goose_replay::Row| visible_before.contains(&r.id) && !r.agent_visible;
     let hidden: Vec<_> = l.all.iter().filter(newly_hidden).collect();
     assert!(!hidden.is_empty(), "{preset} {id}: nothing hidden");
     let requests: BTreeSet<String> = hidden
@@ -449,7 +449,7 @@ fn check_pairs_hidden(
 }
 
 #[test]
-fn prune_hides_tool_pairs_loads_in_goose_and_restores_byte_for_byte() {
+fn goose_replay_loads_the_pruned_tool_pairs_and_restore_is_byte_for_byte() {
     for preset in ["goose-v7", "goose-v16", "goose-v17"] {
         let g = G::new(preset, 12);
         let before = g.dump();
@@ -856,8 +856,8 @@ impl Llm {
 }
 
 /// The llm strategy on goose: the request carries the agent-visible history (a row hidden from
-/// the agent is not sent), the summary written is the server's reply, goose's loader reads the
-/// result, and the whole write is one compaction whose restore gives the file back.
+/// the agent is not sent), the summary written is the server's reply, our replay of goose's
+/// loader reads the result, and the whole write is one compaction whose restore gives the file back.
 #[test]
 fn llm_strategy_summarizes_the_agent_visible_history_in_one_transaction() {
     let g = G::new("goose-v16", 12);
@@ -1026,7 +1026,7 @@ fn prefiltered_listing_keeps_gooses_order() {
 }
 
 /// The image items goose would send to the model for each session (by their data), read by the
-/// loader oracle.
+/// loading-rule replay.
 fn visible_images(g: &G, ids: &BTreeSet<String>) -> BTreeMap<String, Vec<String>> {
     let conn = g.conn();
     ids.iter()

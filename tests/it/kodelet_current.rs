@@ -410,8 +410,8 @@ fn newest_schema_compacts_into_kodelets_display_archive_and_restores_exactly() {
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .unwrap();
-        // kodelet loads what agent-db wrote for the model (`kodelet_load.rs`' replay).
-        crate::kodelet_load::model_view("anthropic", &Value::Null, &raw)
+        // kodelet loads what agent-db wrote for the model (`kodelet_replay.rs`' replay).
+        crate::kodelet_replay::model_view("anthropic", &Value::Null, &raw)
             .unwrap_or_else(|e| panic!("{id}: kodelet cannot go on with it: {e}"));
         // kodelet's save-time validation passes, and the display shows the whole history.
         assert_eq!(

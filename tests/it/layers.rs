@@ -269,3 +269,320 @@ fn the_store_name_count_sees_names_in_code_not_in_comments() {
         .collect();
     assert_eq!(lines, [2, 3, 5]);
 }
+
+// ---- Files: no two files import each other; agents apart; the message model neutral. ----
+
+/// The module path of a file under `src/` (`store/kind.rs` → `store::kind`, `store/mod.rs` →
+/// `store`; `lib.rs` and `main.rs` are the roots of the library and the binary).
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap();
+    let stem = last.trim_end_matches(".rs");
+    if !matches!(stem, "mod" | "lib" | "main") || !parts.is_empty() && stem != "mod" {
+        parts.push(stem.to_string());
+    }
+    parts
+}
+
+/// The file that defines module `m`, if any (`lib.rs` for the library root).
+fn file_of(src: &Path, m: &[String]) -> Option<String> {
+    if m.is_empty() {
+        return Some("lib.rs".to_string());
+    }
+    let joined = m.join("/");
+    [format!("{joined}.rs"), format!("{joined}/mod.rs")]
+        .into_iter()
+        .find(|f| src.join(f).is_file())
+}
+
+/// Code without comments, strings kept, and without what follows the first `#[cfg(test)]`
+/// (tests are not part of the build's dependencies).
+fn build_code(text: &str) -> String {
+    text.split("#[cfg(test)]")
+        .next()
+        .unwrap()
+        .lines()
+        .map(|l| match l.find("//") {
+            Some(i) if !l[..i].contains('"') => &l[..i],
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every path the code names from a module root or relative to itself: the leaves of each
+/// `use` tree (`use super::{a, b::c}` → `super::a`, `super::b::c`; `use x::Y` → `self::x::Y`)
+/// and every inline `crate::…`, `super::…`, `self::…` or `agent_db::…` path. A `pub use` of a
+/// child module's names (`pub use kind::StoreKind` in `store/mod.rs`) re-exports them: the
+/// folder's interface, not an import of the child.
+fn named_paths(code: &str) -> Vec<Vec<String>> {
+    fn expand(prefix: &[String], tree: &str, out: &mut Vec<Vec<String>>) {
+        let tree = tree.trim();
+        if let Some(open) = tree.find('{') {
+            let head: Vec<String> = tree[..open]
+                .split("::")
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
+            let mut base = prefix.to_vec();
+            base.extend(head);
+            let close = tree.rfind('}').filter(|c| *c > open).unwrap_or(tree.len());
+            let inner = &tree[open + 1..close];
+            let (mut depth, mut start) = (0, 0);
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        expand(&base, &inner[start..i], out);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            expand(&base, &inner[start..], out);
+        } else {
+            let item = tree.split(" as ").next().unwrap().trim();
+            if item.is_empty() {
+                return;
+            }
+            let mut p = prefix.to_vec();
+            p.extend(
+                item.split("::")
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty() && *s != "*")
+                    .map(String::from),
+            );
+            out.push(p);
+        }
+    }
+    let roots = ["crate", "super", "self", "agent_db"];
+    let mut out = Vec::new();
+    // `use` statements: a line that starts with `use` (after `pub`, `pub(crate)` and friends),
+    // to the next `;`.
+    let mut offset = 0;
+    for line in code.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let t = line.trim_start();
+        let public = t.starts_with("pub");
+        let t = match t.strip_prefix("pub") {
+            Some(r) if r.starts_with('(') => {
+                r[r.find(')').map_or(r.len(), |i| i + 1)..].trim_start()
+            }
+            Some(r) => r.trim_start(),
+            None => t,
+        };
+        let Some(tree) = t.strip_prefix("use ") else {
+            continue;
+        };
+        let at = start + (line.len() - tree.len());
+        let Some(end) = code[at..].find(';') else {
+            break;
+        };
+        let stmt = code[at..at + end].trim();
+        if roots.iter().any(|r| stmt.starts_with(&format!("{r}::"))) {
+            expand(&[], stmt, &mut out);
+        } else if !stmt.starts_with("::") && !public {
+            // A path relative to the module itself (a child module, or another crate, which
+            // resolves to no file under src/). A `pub use` of a child's names is the folder's
+            // interface, not an import: it is left out.
+            expand(&["self".to_string()], stmt, &mut out);
+        }
+    }
+    // Inline paths.
+    for root in roots {
+        let pat = format!("{root}::");
+        for (i, _) in code.match_indices(&pat) {
+            if code[..i]
+                .chars()
+                .last()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+            {
+                continue;
+            }
+            let path: String = code[i..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let segs: Vec<String> = path
+                .split("::")
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
+            if segs.len() > 1 {
+                out.push(segs);
+            }
+        }
+    }
+    out
+}
+
+/// The file a path named in module `here` resolves to: the deepest module along it that is a
+/// file (`super::Compaction` from `store::kind` → `store/mod.rs`).
+fn resolve(src: &Path, here: &[String], path: &[String]) -> Option<String> {
+    let mut m: Vec<String> = Vec::new();
+    let mut segs = path.iter().peekable();
+    match segs.peek().map(|s| s.as_str()) {
+        Some("crate") | Some("agent_db") => {
+            segs.next();
+        }
+        Some("super") | Some("self") => {
+            m = here.to_vec();
+            while let Some(s) = segs.peek() {
+                match s.as_str() {
+                    "super" => {
+                        m.pop();
+                    }
+                    "self" => {}
+                    _ => break,
+                }
+                segs.next();
+            }
+        }
+        _ => return None,
+    }
+    let mut best = file_of(src, &m);
+    for s in segs {
+        m.push(s.clone());
+        match file_of(src, &m) {
+            Some(f) => best = Some(f),
+            None => break,
+        }
+    }
+    best
+}
+
+/// Every file under `src/` and the files it imports (by `src/`-relative path).
+fn file_edges_in(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in files {
+        let rel = f.strip_prefix(src).unwrap();
+        let name = rel.to_string_lossy().into_owned();
+        let here = module_of(rel);
+        let code = build_code(&std::fs::read_to_string(&f).unwrap());
+        let entry = g.entry(name.clone()).or_default();
+        for p in named_paths(&code) {
+            if let Some(to) = resolve(src, &here, &p) {
+                if to != name {
+                    entry.insert(to);
+                }
+            }
+        }
+    }
+    g
+}
+
+/// Pairs of files that import each other.
+fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (a, tos) in g {
+        for b in tos {
+            if a < b && g.get(b).is_some_and(|t| t.contains(a)) {
+                out.push(format!("{a} <-> {b}"));
+            }
+        }
+    }
+    out
+}
+
+fn src_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+#[test]
+fn no_two_files_import_each_other() {
+    let g = file_edges_in(&src_dir());
+    assert!(
+        g["store/kind.rs"].contains("store/conversation.rs"),
+        "{g:?}"
+    );
+    let found = circles(&g);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// The import reader and the circle check on a planted source tree: a `use` tree with a
+/// group and a rename, `super::` from a folder's file to its `mod.rs`, an inline path, and
+/// what comments and test code say left out.
+#[test]
+fn the_file_import_check_sees_a_circle() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    let write = |p: &str, text: &str| {
+        let p = src.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("lib.rs", "pub mod a;\npub mod b;\n");
+    write(
+        "a/mod.rs",
+        "pub mod x;\npub mod y;\npub use y::g;\nuse x::{X as Ex, self as ex};\npub struct A;\n",
+    );
+    write("a/x.rs", "pub struct X;\nfn f() -> super::A { super::A }\n");
+    write(
+        "a/y.rs",
+        "// use crate::b;\npub fn g() {}\n#[cfg(test)]\nuse crate::b::B;\n",
+    );
+    write("b.rs", "pub struct B;\nfn h() { crate::a::y::g() }\n");
+    let g = file_edges_in(src);
+    assert_eq!(g["a/mod.rs"], ["a/x.rs".to_string()].into());
+    assert_eq!(g["a/x.rs"], ["a/mod.rs".to_string()].into());
+    assert!(g["a/y.rs"].is_empty(), "{g:?}");
+    assert_eq!(g["b.rs"], ["a/y.rs".to_string()].into());
+    assert_eq!(circles(&g), ["a/mod.rs <-> a/x.rs"]);
+}
+
+/// The agent folder a file belongs to (`agents/goose/read.rs` → `goose`).
+fn agent_folder(file: &str) -> Option<&str> {
+    let rest = file.strip_prefix("agents/")?;
+    let (folder, _) = rest.split_once('/')?;
+    Some(folder)
+}
+
+/// An agent's folder imports the store file's machinery, never another agent's folder; the
+/// one shared folder, `opencode_family`, is what opencode 1.x, 2.x and their forks own.
+#[test]
+fn agent_folders_import_no_other_agent() {
+    let g = file_edges_in(&src_dir());
+    assert!(g.keys().any(|f| agent_folder(f) == Some("kodelet")));
+    let mut found = Vec::new();
+    for (from, tos) in &g {
+        let Some(a) = agent_folder(from) else {
+            continue;
+        };
+        for to in tos {
+            if let Some(b) = agent_folder(to) {
+                if b != a && b != "opencode_family" {
+                    found.push(format!("{from} imports {to}"));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// The neutral message model names no agent in code (tests included): every agent's formats
+/// are in its folder.
+#[test]
+fn the_message_model_names_no_agent() {
+    let dir = src_dir().join("message");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    assert!(files.len() >= 3, "{files:?}");
+    let hits: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            code_lines_naming_stores(&text)
+                .into_iter()
+                .map(move |(n, l)| format!("{}:{n}: {l}", f.display()))
+        })
+        .collect();
+    assert!(hits.is_empty(), "{}", hits.join("\n"));
+}

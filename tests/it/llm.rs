@@ -45,12 +45,14 @@ pub(crate) struct Seen {
     pub(crate) body: Value,
 }
 
-/// What the server answers, after `delay`.
+/// What the server answers, after `delay`, and once the server has seen `hold_until` requests
+/// in flight at the same time (0: at once).
 pub(crate) struct Reply {
     status: u16,
     headers: Vec<(String, String)>,
     body: String,
     delay: Duration,
+    hold_until: usize,
 }
 
 impl Reply {
@@ -60,6 +62,7 @@ impl Reply {
             headers: Vec::new(),
             body: v.to_string(),
             delay: Duration::ZERO,
+            hold_until: 0,
         }
     }
     pub(crate) fn header(mut self, k: &str, v: &str) -> Reply {
@@ -70,7 +73,18 @@ impl Reply {
         self.delay = d;
         self
     }
+    /// Hold this answer until the server has had `n` requests in flight at once: a request
+    /// held so proves the client sends others while it waits. The hold gives up after
+    /// [`HOLD_GIVE_UP_POLLS`] polls (so a client that never overlaps ends the test, which
+    /// then fails on the count, not on time).
+    pub(crate) fn until_in_flight(mut self, n: usize) -> Reply {
+        self.hold_until = n;
+        self
+    }
 }
+
+/// Polls (100 ms apart) of a held answer before it is sent anyway.
+const HOLD_GIVE_UP_POLLS: usize = 600;
 
 type Handler = dyn Fn(usize, &Seen) -> Reply + Send + Sync;
 
@@ -190,6 +204,13 @@ async fn connection(sock: tokio::net::TcpStream, st: Arc<State>) {
             all.len() - 1
         };
         let reply = (st.handler)(idx, &seen);
+        let mut polls = 0;
+        while st.max_in_flight.load(Ordering::SeqCst) < reply.hold_until
+            && polls < HOLD_GIVE_UP_POLLS
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            polls += 1;
+        }
         tokio::time::sleep(reply.delay).await;
         st.in_flight.fetch_sub(1, Ordering::SeqCst);
         let reason = match reply.status {
@@ -1312,8 +1333,15 @@ fn concurrency_bounds_requests_in_flight() {
         "only {} conversations to compact",
         want.len()
     );
-    let server = Server::start(move |_, _| {
-        ok(kind, "CONCURRENT-SUMMARY", (10, 5)).after(Duration::from_millis(300))
+    // The first answer is held until a second request is in flight beside it: the overlap is
+    // proven by the server seeing two requests at once, whatever the machine's load.
+    let server = Server::start(move |idx, _| {
+        let reply = ok(kind, "CONCURRENT-SUMMARY", (10, 5));
+        if idx == 0 {
+            reply.until_in_flight(2)
+        } else {
+            reply
+        }
     });
     let out = run(cmd(&env)
         .env("AGENT_DB_API_KEY", KEY)

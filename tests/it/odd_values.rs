@@ -341,7 +341,7 @@ fn a_batch_over_odd_rows_completes_and_restores_every_cell() {
 }
 
 /// kodelet's `first_message` for a first user text: its first 97 bytes and `...` when longer
-/// than 100 bytes, cut by bytes as Go does (stores.md §1.7), computed here independently.
+/// than 100 bytes, cut by bytes as Go does (docs/stores.md, kodelet), computed here independently.
 fn go_first_message(text: &str) -> Vec<u8> {
     if text.len() > 100 {
         let mut v = text.as_bytes()[..97].to_vec();
@@ -722,8 +722,24 @@ fn odd_cells_never_panic_and_restore_byte_for_byte() {
 // A panic inside one conversation (a bug in agent-db or a dependency, injected at each stage)
 // is that conversation's failure.
 
+/// The failpoint is compiled only with the `failpoints` feature (src/failpoint.rs): a binary
+/// without it cannot inject the panic, and the test says so instead of proving nothing.
+fn require_failpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bare_cmd(dir.path()).arg("--version").output().unwrap();
+    let version = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        version.contains("features: failpoints"),
+        "the agent-db binary under test was built without the `failpoints` feature ({}), so it \
+         cannot inject a panic: run `cargo test` (agent-db's dev-dependency on itself turns the \
+         feature on) or `cargo test --features failpoints`",
+        version.trim()
+    );
+}
+
 #[test]
 fn a_panic_in_one_conversation_fails_only_that_conversation() {
+    require_failpoints();
     let (_dir, db) = kodelet_store(16, 515);
     let args = [
         "compact",

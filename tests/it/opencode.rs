@@ -1,6 +1,7 @@
 //! opencode's `opencode.db` end to end, on generated stores of each era (1.14 drizzle, 1.18
-//! Effect, upgraded): the selection against the test's own SQL, a compaction read back by the
-//! opencode loader oracle (`opencode_loader.rs`) with every other row and table compared by the
+//! Effect, upgraded): the selection against the test's own SQL, a compaction read back by our
+//! replay of opencode's loading rule (`opencode_replay.rs`; `real_opencode.rs` runs opencode
+//! itself) with every other row and table compared by the
 //! test's own dumps, restore byte for byte, an unknown newer schema, bad rows, prune, and the
 //! llm strategy and hooks.
 
@@ -14,7 +15,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::common::{bare_cmd, ids_agree, ids_with_status, json, MiniLlm};
-use crate::opencode_loader::{check_compacted, load, Sent};
+use crate::opencode_replay::{check_compacted, load, Sent};
 
 const HEADER: &str = "[agent-db compaction summary]";
 
@@ -400,7 +401,7 @@ fn only_appended(o: &O, preset: &str, before: &Dump, compacted: &BTreeSet<String
 }
 
 #[test]
-fn extractive_compaction_loads_in_opencode_and_restores_byte_for_byte() {
+fn opencode_replay_loads_the_extractive_compaction_and_restore_is_byte_for_byte() {
     for preset in OpencodeEra::PRESETS {
         let o = O::new(preset, 24);
         let before = o.dump();

@@ -203,7 +203,7 @@ fn all_over_selects_what_the_rule_replayed_in_sql_selects() {
 }
 
 #[test]
-fn compaction_is_what_opencode_loads_and_restore_gives_every_row_back() {
+fn opencode_v2_replay_loads_the_compaction_and_restore_gives_every_row_back() {
     for era in ERAS {
         let o = O::new(era, 12);
         let before = o.dump();
@@ -447,4 +447,52 @@ fn an_upgraded_file_whose_import_is_unfinished_is_read_but_never_written() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("migration.v1-v2"), "{err}");
     assert_eq!(files_hash(&o.db), before);
+}
+
+/// The replay of opencode 2.x's loader can say no: a compaction row appended with SQL starts
+/// the history only once it is `completed` and not a native checkpoint (`providerContext`); a
+/// running one, or a checkpoint, leaves every row sent. A replay that sent every row, or started
+/// at any compaction, would fail a step.
+#[test]
+fn opencode_v2_replay_starts_only_at_a_completed_compaction() {
+    let o = O::new(ERAS[0], 4);
+    let s = o.strings("SELECT id FROM session_v2 ORDER BY id").remove(0);
+    let all = o.sent(&s);
+    let c = o.conn();
+    let rows: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM session_message WHERE session_id = ?1",
+            [&s],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        all.len() as i64,
+        rows,
+        "no compaction yet: every row is sent"
+    );
+    c.execute(
+        "INSERT INTO session_message (id, session_id, type, seq, time_created, time_updated, data) \
+         SELECT 'cmp_test', session_id, 'compaction', MAX(seq) + 1, MAX(time_created) + 1, MAX(time_created) + 1, \
+                '{\"status\":\"running\",\"reason\":\"manual\",\"summary\":\"S\",\"recent\":\"\"}' \
+         FROM session_message WHERE session_id = ?1",
+        [&s],
+    )
+    .unwrap();
+    let ids = |v: &[(String, String, Value)]| v.iter().map(|r| r.0.clone()).collect::<Vec<_>>();
+    let mut with_running = ids(&all);
+    with_running.push("cmp_test".into());
+    assert_eq!(ids(&o.sent(&s)), with_running, "a running compaction");
+    c.execute(
+        "UPDATE session_message SET data = json_set(data, '$.status', 'completed') WHERE id = 'cmp_test'",
+        [],
+    )
+    .unwrap();
+    assert_eq!(ids(&o.sent(&s)), ["cmp_test"], "a completed compaction");
+    c.execute(
+        "UPDATE session_message SET data = json_set(data, '$.providerContext', json('{}')) WHERE id = 'cmp_test'",
+        [],
+    )
+    .unwrap();
+    assert_eq!(ids(&o.sent(&s)), with_running, "a native checkpoint");
 }

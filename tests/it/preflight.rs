@@ -187,7 +187,7 @@ fn a_writable_store_does_spend_and_write() {
 #[test]
 fn a_full_disk_is_refused_before_any_request() {
     if !is_root() {
-        eprintln!("skipping: mounting a small tmpfs needs root");
+        crate::common::skip("mounting a small tmpfs needs root (run the tests as root)");
         return;
     }
     let env = store();
@@ -199,7 +199,9 @@ fn a_full_disk_is_refused_before_any_request() {
         .arg(&mnt)
         .status();
     if !matches!(mounted, Ok(s) if s.success()) {
-        eprintln!("skipping: mount -t tmpfs is not permitted here ({mounted:?})");
+        crate::common::skip(&format!(
+            "mount -t tmpfs is not permitted here ({mounted:?}): a container needs CAP_SYS_ADMIN"
+        ));
         return;
     }
     struct Unmount(std::path::PathBuf);

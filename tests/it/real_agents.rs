@@ -5,8 +5,9 @@
 //! Later runs find it there and need no network.
 //!
 //! Where npm is missing, or the install fails (offline, registry down), the tests that need the
-//! agent are skipped with a message printed past the test harness's output capture, so it
-//! shows in a passing `cargo test`; when `CI` is set they fail instead (CI must run them).
+//! agent are skipped by the shared rule (`skip`), with the message also printed past the test
+//! harness's output capture, so it shows in a passing `cargo test`; when `CI` is set they fail
+//! instead (CI must run them).
 //! `AGENT_DB_<NAME>_BIN` (`AGENT_DB_OPENCODE_BIN`, `AGENT_DB_KILO_BIN`) names a binary to use
 //! instead of installing one.
 
@@ -92,25 +93,23 @@ impl RealAgent {
         }
     }
 
-    /// The policy for an agent that cannot be had: skip with a visible message outside CI,
-    /// panic under CI.
+    /// The policy for an agent that cannot be had: the shared skip rule (`tests/support/skip.rs`:
+    /// skip with a message outside CI, fail under CI), the message also written past the test
+    /// harness's capture so that it shows in a passing run.
+    #[track_caller]
     pub fn missing(&self, why: &str, ci: Option<OsString>) -> Option<PathBuf> {
-        if ci.is_some_and(|v| !v.is_empty()) {
-            panic!(
-                "the real {} ({}@{}) is missing and CI is set: {why}",
-                self.name, self.package, self.version
+        let reason = format!(
+            "the real {} ({}@{}) is missing: {why}. It needs npm once (to install it under \
+             target/real-agents); then `cargo test` runs it offline",
+            self.name, self.package, self.version
+        );
+        if !crate::common::skip_rule::under_ci(ci.clone()) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n########## SKIPPING: {reason} ##########"
             );
         }
-        // Straight to the process's stderr: the harness captures only `eprintln!`, so this shows
-        // in a passing run.
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n########## SKIPPING a real-{} test: {why}. It needs npm once (to install {}@{} \
-             under target/real-agents); then `cargo test` runs it offline. ##########",
-            self.name,
-            self.package,
-            self.version
-        );
+        crate::common::skip_with(&reason, ci);
         None
     }
 
@@ -186,7 +185,7 @@ fn a_missing_agent_skips_outside_ci() {
 }
 
 #[test]
-#[should_panic(expected = "the real kilo (@kilocode/cli-linux-x64@7.7.9) is missing and CI is set")]
+#[should_panic(expected = "the real kilo (@kilocode/cli-linux-x64@7.7.9) is missing")]
 fn a_missing_agent_fails_under_ci() {
     KILO.missing("gone", Some("true".into()));
 }

@@ -22,20 +22,17 @@ fn real_kilo_continues_sessions_agent_db_compacted_and_restored() {
 }
 
 /// Kilo's own compaction (`POST /session/{id}/summarize`) and agent-db's, compared field by
-/// field: the only difference is the one docs/stores.md names (agent-db writes no event rows).
+/// field, and each read back by agent-db: they agree on every compared field; the one difference
+/// docs/stores.md names (Kilo appends `event` rows, agent-db none) is asserted as such.
 #[test]
 fn real_kilo_own_compaction_and_agent_db_write_the_same_fields() {
     let Some(differ) = own_compaction_and_agent_db_fields(&KILO) else {
         return;
     };
-    let names: Vec<&str> = differ
-        .iter()
-        .map(|d| d.lines().next().unwrap_or(""))
-        .collect();
-    assert_eq!(
-        names,
-        ["- event rows written for the session:"],
-        "fields that differ between Kilo's own compaction and agent-db's:\n{}",
+    assert!(
+        differ.is_empty(),
+        "{} field(s) differ between Kilo's own compaction and agent-db's:\n{}",
+        differ.len(),
         differ.join("\n")
     );
 }

@@ -926,14 +926,14 @@ impl Subject for Agent {
                 let (summary, messages) = self.docker_agent_sent();
                 format!("{summary}\n{}", messages.join("\n"))
             }
-            Kind::Goose => crate::goose_loader::load(&c, &self.id)
+            Kind::Goose => crate::goose_replay::load(&c, &self.id)
                 .unwrap()
                 .model
                 .iter()
                 .map(|r| Value::Array(r.items.clone()).to_string())
                 .collect::<Vec<_>>()
                 .join("\n"),
-            Kind::Opencode => crate::opencode_loader::load(&c, &self.id)
+            Kind::Opencode => crate::opencode_replay::load(&c, &self.id)
                 .unwrap()
                 .iter()
                 .map(|m| m.texts.join("\n"))
@@ -945,8 +945,8 @@ impl Subject for Agent {
         let c = self.conn();
         match self.kind {
             Kind::DockerAgent => self.docker_agent_sent().0,
-            Kind::Goose => crate::goose_loader::load(&c, &self.id).unwrap().model[0].text(),
-            Kind::Opencode => crate::opencode_loader::load(&c, &self.id).unwrap()[1]
+            Kind::Goose => crate::goose_replay::load(&c, &self.id).unwrap().model[0].text(),
+            Kind::Opencode => crate::opencode_replay::load(&c, &self.id).unwrap()[1]
                 .texts
                 .join("\n"),
         }

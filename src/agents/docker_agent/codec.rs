@@ -132,7 +132,7 @@ pub fn prune(v: &mut Value, placeholder: &dyn Fn(&str) -> String, elide_images: 
     }
     match v.get_mut("multi_content") {
         Some(Value::Array(parts)) if elide_images => {
-            crate::agents::kodelet::openai_chat::elide_image_parts(parts)
+            crate::message::image::elide_image_parts(parts)
         }
         _ => false,
     }

@@ -29,7 +29,8 @@ use rusqlite::Connection;
 
 use crate::error::Result;
 use crate::store::commit::Commit;
-use crate::store::kind::{Adapter, LoadedState, Read, SchemaStatus, Unrated};
+use crate::store::conversation::{LoadedState, Read};
+use crate::store::kind::{Adapter, SchemaStatus, Unrated};
 use crate::store::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 
 /// The provider name agent-db gives a goose session that records none (before schema v6, or
@@ -232,7 +233,7 @@ impl LoadedState for Loaded {
     fn propose(
         &self,
         id: &str,
-        _loaded: crate::store::kind::Loaded<'_>,
+        _loaded: crate::store::conversation::Loaded<'_>,
         c: Compaction,
         _read: Option<&Read<'_>>,
     ) -> Box<dyn Commit> {

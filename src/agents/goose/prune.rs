@@ -146,7 +146,7 @@ fn place(rows: &[Row], g: usize) -> (i64, Option<String>) {
             let y = &rows[0];
             (
                 y.created.saturating_sub(1),
-                y.timestamp.as_deref().map(super::write::second_before),
+                y.timestamp.as_deref().map(super::read::second_before),
             )
         }
     }

@@ -637,6 +637,16 @@ pub fn hidden_rows(conn: &Connection, path: &Path, id: &str) -> Result<crate::st
     })
 }
 
+/// `YYYY-MM-DD HH:MM:SS` one second earlier, or the value unchanged when it is not that shape.
+pub(super) fn second_before(ts: &str) -> String {
+    match chrono::NaiveDateTime::parse_from_str(ts, "%Y-%m-%d %H:%M:%S") {
+        Ok(t) => (t - chrono::Duration::seconds(1))
+            .format("%Y-%m-%d %H:%M:%S")
+            .to_string(),
+        Err(_) => ts.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,7 +28,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 
 use super::codec;
-use super::read::{load_session, Row, Session};
+use super::read::{load_session, second_before, Row, Session};
 use super::schema::Schema;
 use crate::error::{Error, Result, SqlContext};
 use crate::store::commit::{Stage, Staged, Write};
@@ -227,16 +227,6 @@ fn message_id(session: &str, version: &str, n: usize) -> String {
         &x[16..20],
         &x[20..32]
     )
-}
-
-/// `YYYY-MM-DD HH:MM:SS` one second earlier, or the value unchanged when it is not that shape.
-pub(super) fn second_before(ts: &str) -> String {
-    match chrono::NaiveDateTime::parse_from_str(ts, "%Y-%m-%d %H:%M:%S") {
-        Ok(t) => (t - chrono::Duration::seconds(1))
-            .format("%Y-%m-%d %H:%M:%S")
-            .to_string(),
-        Err(_) => ts.to_string(),
-    }
 }
 
 impl Proposal {

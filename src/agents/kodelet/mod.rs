@@ -34,7 +34,8 @@ use rusqlite::Connection;
 
 use crate::error::{Result, SqlContext};
 use crate::store::commit::Commit;
-use crate::store::kind::{Adapter, LoadedState, Read, SchemaStatus};
+use crate::store::conversation::{LoadedState, Read};
+use crate::store::kind::{Adapter, SchemaStatus};
 use crate::store::pre_image::{CellValue, Packed};
 use crate::store::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 
@@ -325,8 +326,8 @@ fn prepare_tools(v: &CellValue, call_ids: &HashSet<String>) -> Option<write::Pre
 impl Loaded {
     /// The digest and packed pre-image of the loaded `raw_messages`. A compression failure only
     /// means the writer copies the cell itself, as it always could.
-    fn seal_text(&self, loaded: &str) -> crate::store::kind::Sealed {
-        crate::store::kind::Sealed {
+    fn seal_text(&self, loaded: &str) -> crate::store::conversation::Sealed {
+        crate::store::conversation::Sealed {
             digest: crate::util::version_digest(loaded.as_bytes()),
             packed: Packed::new(loaded.as_bytes(), self.raw_blob)
                 .ok()
@@ -336,7 +337,7 @@ impl Loaded {
 }
 
 impl LoadedState for Loaded {
-    fn seal(&self, loaded: &str) -> Option<crate::store::kind::Sealed> {
+    fn seal(&self, loaded: &str) -> Option<crate::store::conversation::Sealed> {
         Some(self.seal_text(loaded))
     }
 
@@ -369,14 +370,14 @@ impl LoadedState for Loaded {
     fn propose(
         &self,
         id: &str,
-        loaded: crate::store::kind::Loaded<'_>,
+        loaded: crate::store::conversation::Loaded<'_>,
         c: Compaction,
         read: Option<&Read<'_>>,
     ) -> Box<dyn Commit> {
         let sealed;
         let sealed = match loaded {
-            crate::store::kind::Loaded::Sealed(s) => s,
-            crate::store::kind::Loaded::Text(t) => {
+            crate::store::conversation::Loaded::Sealed(s) => s,
+            crate::store::conversation::Loaded::Text(t) => {
                 sealed = self.seal_text(t);
                 &sealed
             }

@@ -94,27 +94,11 @@ pub fn prune(v: &mut Value, placeholder: &dyn Fn(&str) -> String, elide_images: 
         return true;
     }
     match v.get_mut("content") {
-        Some(Value::Array(parts)) if elide_images => elide_image_parts(parts),
+        Some(Value::Array(parts)) if elide_images => {
+            crate::message::image::elide_image_parts(parts)
+        }
         _ => false,
     }
-}
-
-/// Replace `image_url` parts by text placeholders; whether any was replaced. Shared with the
-/// docker-agent codec, whose `multi_content` uses the same part shape.
-pub(crate) fn elide_image_parts(parts: &mut [Value]) -> bool {
-    let mut changed = false;
-    for p in parts.iter_mut() {
-        if str_field(p, "type") == Some("image_url") {
-            let url = p
-                .get("image_url")
-                .and_then(|u| str_field(u, "url"))
-                .unwrap_or("");
-            let text = ImageInfo::from_url(url).placeholder();
-            *p = serde_json::json!({"type": "text", "text": text});
-            changed = true;
-        }
-    }
-    changed
 }
 
 /// kodelet's `provider=openai` chat-completions format.

@@ -26,7 +26,7 @@ mod write;
 
 pub use read::{load_session, meta, scan, Msg, Session};
 pub use schema::{
-    check_schema, check_schema_as, Era, Flavor, Schema, EVENTS_MIGRATION, NEWEST_KNOWN, OPENCODE,
+    check_schema, check_schema_as, Era, Schema, EVENTS_MIGRATION, NEWEST_KNOWN, OPENCODE,
 };
 pub use write::Proposal;
 
@@ -35,10 +35,11 @@ use std::sync::Arc;
 
 use rusqlite::Connection;
 
-use super::opencode_family::{self as family, PROVIDER};
+use super::opencode_family::{self as family, Family, Flavor, PROVIDER};
 use crate::error::Result;
 use crate::store::commit::Commit;
-use crate::store::kind::{Adapter, LoadedState, Read, SchemaStatus, Unrated};
+use crate::store::conversation::{LoadedState, Read};
+use crate::store::kind::{Adapter, SchemaStatus, Unrated};
 use crate::store::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 
 /// The opencode store kind.
@@ -58,25 +59,6 @@ pub static ADAPTER: Family = Family {
     default_path_doc: family::DEFAULT_PATH_DOC,
     version_name: |_| "opencode 1.x".to_string(),
 };
-
-/// An agent that keeps opencode 1.x's store (opencode, or a fork such as Kilo): what differs
-/// between them is here, the format and every read and write are this module's.
-pub struct Family {
-    /// The name users type (`--agent`).
-    pub name: &'static str,
-    /// The agent's application name: its data directory (`$XDG_DATA_HOME/<app>`), its file
-    /// (`<app>.db`) and its other channels' files (`<app>-<channel>.db`).
-    pub app: &'static str,
-    /// The migrations its files carry.
-    pub flavor: &'static Flavor,
-    /// Tables whose presence (all of them) identifies its file.
-    pub signature: &'static [&'static str],
-    /// The variable that overrides its file (absolute, or relative to the data directory).
-    pub db_env: &'static str,
-    pub default_path_doc: &'static str,
-    /// The file's newest migration in the words its users know.
-    pub version_name: fn(&str) -> String,
-}
 
 /// What a loaded session keeps for its proposal: the version token and the loaded ids.
 #[derive(Debug, Clone)]
@@ -262,7 +244,7 @@ impl LoadedState for Loaded {
     fn propose(
         &self,
         id: &str,
-        _loaded: crate::store::kind::Loaded<'_>,
+        _loaded: crate::store::conversation::Loaded<'_>,
         c: Compaction,
         _read: Option<&Read<'_>>,
     ) -> Box<dyn Commit> {

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
+use super::super::opencode_family::{stamp, Flavor};
 use crate::error::{Result, SqlContext};
 use crate::store::schema_util::{changed, columns};
 
@@ -76,12 +77,6 @@ fn strings(conn: &Connection, path: &Path, sql: &str) -> Result<Vec<String>> {
     Ok(all.into_iter().flatten().collect())
 }
 
-/// The 14-digit folder prefix of a migration id, when it has one.
-fn stamp(id: &str) -> Option<&str> {
-    let s = id.get(..14)?;
-    (s.bytes().all(|b| b.is_ascii_digit()) && id.as_bytes().get(14) == Some(&b'_')).then_some(s)
-}
-
 /// The migrations the file records (ids), and its era.
 fn recorded(
     conn: &Connection,
@@ -121,48 +116,6 @@ fn recorded(
         .collect()
     };
     Ok((Era::Drizzle, ids))
-}
-
-/// An agent that writes opencode's 1.x store: opencode itself, or a fork (Kilo) whose files
-/// record opencode's migrations up to one of them and the fork's own after it.
-#[derive(Debug)]
-pub struct Flavor {
-    /// The agent's name in messages (`opencode`, `Kilo`).
-    pub agent: &'static str,
-    /// The newest of opencode's migrations its files record.
-    pub upstream_newest: &'static str,
-    /// Its own migrations after that one, by name, oldest first (none for opencode).
-    pub own: &'static [&'static str],
-}
-
-impl Flavor {
-    /// The newest migration of this agent that agent-db knows.
-    pub fn newest_known(&self) -> &'static str {
-        self.own.last().copied().unwrap_or(self.upstream_newest)
-    }
-
-    /// Refuses a migration this agent's files do not carry as agent-db knows them: one newer
-    /// than the newest known (naming both), or one past opencode's that is not the agent's own.
-    fn admit(&self, id: &str, path: &Path) -> Result<()> {
-        let agent = self.agent;
-        let newest_known = self.newest_known();
-        let upstream = stamp(self.upstream_newest).expect("a stamped id");
-        match stamp(id) {
-            Some(s) if s <= upstream => Ok(()),
-            Some(_) if self.own.contains(&id) => Ok(()),
-            Some(s) if s > stamp(newest_known).expect("a stamped id") => Err(changed(
-                path,
-                format!(
-                    "{agent} migration {id} is newer than any agent-db knows (the newest it knows is \
-                     {newest_known}); a newer {agent} wrote this file, so agent-db will not touch it (upgrade agent-db)"
-                ),
-            )),
-            _ => Err(changed(
-                path,
-                format!("{agent} migration {id:?} is not one agent-db knows, so it will not touch this file"),
-            )),
-        }
-    }
 }
 
 /// opencode itself.

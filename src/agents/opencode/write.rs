@@ -42,7 +42,7 @@ use crate::store::pre_image::Cell;
 /// opencode's typed proposal.
 pub struct Proposal {
     /// Which agent's file this is (opencode, or a fork that shares the format).
-    pub flavor: &'static super::schema::Flavor,
+    pub flavor: &'static super::super::opencode_family::Flavor,
     pub id: String,
     pub version: String,
     /// The ids of the loaded messages the plan was made on.

@@ -9,9 +9,6 @@
 pub mod codec;
 mod ids;
 
-/// The opencode 1.x store's adapter and migration check, for a fork that keeps that store
-/// under its own names and migrations (Kilo).
-pub use super::opencode::{Family, Flavor};
 pub use ids::{ascending as ascending_id, descending as descending_id};
 
 use std::collections::HashSet;
@@ -22,6 +19,7 @@ use serde_json::Value;
 
 use crate::error::{Result, SqlContext};
 use crate::store::cells::lossy;
+use crate::store::schema_util::changed;
 
 /// The provider name agent-db gives opencode sessions (shown in listings; the
 /// adapter hands out its codec).
@@ -174,4 +172,72 @@ pub fn pending_reverts(
         }
     }
     Ok(out)
+}
+
+/// An agent that keeps opencode 1.x's store (opencode, or a fork such as Kilo): what differs
+/// between them is here; every read and write is opencode 1.x's (`super::opencode`, which
+/// implements the adapter for it).
+pub struct Family {
+    /// The name users type (`--agent`).
+    pub name: &'static str,
+    /// The agent's application name: its data directory (`$XDG_DATA_HOME/<app>`), its file
+    /// (`<app>.db`) and its other channels' files (`<app>-<channel>.db`).
+    pub app: &'static str,
+    /// The migrations its files carry.
+    pub flavor: &'static Flavor,
+    /// Tables whose presence (all of them) identifies its file.
+    pub signature: &'static [&'static str],
+    /// The variable that overrides its file (absolute, or relative to the data directory).
+    pub db_env: &'static str,
+    pub default_path_doc: &'static str,
+    /// The file's newest migration in the words its users know.
+    pub version_name: fn(&str) -> String,
+}
+
+/// An agent that writes opencode's 1.x store: opencode itself, or a fork (Kilo) whose files
+/// record opencode's migrations up to one of them and the fork's own after it.
+#[derive(Debug)]
+pub struct Flavor {
+    /// The agent's name in messages (`opencode`, `Kilo`).
+    pub agent: &'static str,
+    /// The newest of opencode's migrations its files record.
+    pub upstream_newest: &'static str,
+    /// Its own migrations after that one, by name, oldest first (none for opencode).
+    pub own: &'static [&'static str],
+}
+
+impl Flavor {
+    /// The newest migration of this agent that agent-db knows.
+    pub fn newest_known(&self) -> &'static str {
+        self.own.last().copied().unwrap_or(self.upstream_newest)
+    }
+
+    /// Refuses a migration this agent's files do not carry as agent-db knows them: one newer
+    /// than the newest known (naming both), or one past opencode's that is not the agent's own.
+    pub(crate) fn admit(&self, id: &str, path: &Path) -> Result<()> {
+        let agent = self.agent;
+        let newest_known = self.newest_known();
+        let upstream = stamp(self.upstream_newest).expect("a stamped id");
+        match stamp(id) {
+            Some(s) if s <= upstream => Ok(()),
+            Some(_) if self.own.contains(&id) => Ok(()),
+            Some(s) if s > stamp(newest_known).expect("a stamped id") => Err(changed(
+                path,
+                format!(
+                    "{agent} migration {id} is newer than any agent-db knows (the newest it knows is \
+                     {newest_known}); a newer {agent} wrote this file, so agent-db will not touch it (upgrade agent-db)"
+                ),
+            )),
+            _ => Err(changed(
+                path,
+                format!("{agent} migration {id:?} is not one agent-db knows, so it will not touch this file"),
+            )),
+        }
+    }
+}
+
+/// The 14-digit folder prefix of a migration id, when it has one.
+pub(crate) fn stamp(id: &str) -> Option<&str> {
+    let s = id.get(..14)?;
+    (s.bytes().all(|b| b.is_ascii_digit()) && id.as_bytes().get(14) == Some(&b'_')).then_some(s)
 }

@@ -27,7 +27,8 @@ use rusqlite::Connection;
 
 use crate::error::Result;
 use crate::store::commit::Commit;
-use crate::store::kind::{Adapter, LoadedState, Read, SchemaStatus, Unrated};
+use crate::store::conversation::{LoadedState, Read};
+use crate::store::kind::{Adapter, SchemaStatus, Unrated};
 use crate::store::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 
 /// The provider name of opencode sessions (the 1.x codec decodes them).
@@ -178,15 +179,15 @@ impl LoadedState for Loaded {
     fn propose(
         &self,
         id: &str,
-        loaded: crate::store::kind::Loaded<'_>,
+        loaded: crate::store::conversation::Loaded<'_>,
         c: Compaction,
         _read: Option<&Read<'_>>,
     ) -> Box<dyn Commit> {
         let recent = match (&c.summary, loaded) {
-            (Some(_), crate::store::kind::Loaded::Text(t)) => {
+            (Some(_), crate::store::conversation::Loaded::Text(t)) => {
                 render_recent(t, c.reinsert, c.tail_start)
             }
-            (Some(_), crate::store::kind::Loaded::Sealed(_)) => {
+            (Some(_), crate::store::conversation::Loaded::Sealed(_)) => {
                 Err("the loaded history was not kept".to_string())
             }
             _ => Ok(String::new()),

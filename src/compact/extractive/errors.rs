@@ -228,34 +228,8 @@ pub(super) fn error_line_near(
     } else {
         &lines[..]
     };
-    let scores: Vec<u8> = scan.iter().map(|l| line_score(l)).collect();
-    let scored: Vec<(usize, u8)> = scores
-        .iter()
-        .copied()
-        .enumerate()
-        .filter(|(_, s)| *s > 0)
-        .collect();
-    // In a result that failed, compiler-style diagnostics say what failed.
-    let scored: Vec<(usize, u8)> = if (is_error || !scored.is_empty()) && !first_lines_only {
-        scan.iter()
-            .zip(&scores)
-            .enumerate()
-            .filter_map(|(i, (l, s))| match *s {
-                0 if is_diagnostic(l) => Some((i, 2)),
-                0 => None,
-                s => Some((i, s)),
-            })
-            .collect()
-    } else {
-        scored
-    };
-    let best = scored
-        .iter()
-        .copied()
-        .fold(None, |acc: Option<(usize, u8)>, (i, s)| match acc {
-            Some((_, bs)) if bs >= s => acc,
-            _ => Some((i, s)),
-        });
+    let scored = scored_lines(scan, is_error, first_lines_only);
+    let best = best_of(scored.iter().copied());
     let Some((bi, bs)) = best else {
         if is_error {
             return lines.first().map(|l| clip(&collapse(l), ERROR_CHARS));
@@ -272,14 +246,7 @@ pub(super) fn error_line_near(
         }
     }
     // The runner-up, when it fits.
-    let second = scored
-        .iter()
-        .copied()
-        .filter(|(i, _)| !picked.contains(i))
-        .fold(None, |acc: Option<(usize, u8)>, (i, s)| match acc {
-            Some((_, bs)) if bs >= s => acc,
-            _ => Some((i, s)),
-        });
+    let second = best_of(scored.iter().copied().filter(|(i, _)| !picked.contains(i)));
     if let Some((si, _)) = second {
         let len: usize = picked
             .iter()
@@ -302,6 +269,39 @@ pub(super) fn error_line_near(
         &joined,
         ERROR_CHARS + if located { LOCATION_CHARS } else { 0 },
     ))
+}
+
+/// The lines of `scan` that look like an error, with their score. In a result that failed,
+/// compiler-style diagnostics say what failed (score 2).
+fn scored_lines(scan: &[&str], is_error: bool, first_lines_only: bool) -> Vec<(usize, u8)> {
+    let scores: Vec<u8> = scan.iter().map(|l| line_score(l)).collect();
+    let scored: Vec<(usize, u8)> = scores
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, s)| *s > 0)
+        .collect();
+    if (is_error || !scored.is_empty()) && !first_lines_only {
+        scan.iter()
+            .zip(&scores)
+            .enumerate()
+            .filter_map(|(i, (l, s))| match *s {
+                0 if is_diagnostic(l) => Some((i, 2)),
+                0 => None,
+                s => Some((i, s)),
+            })
+            .collect()
+    } else {
+        scored
+    }
+}
+
+/// The highest-scored line, the first of equals.
+fn best_of(scored: impl Iterator<Item = (usize, u8)>) -> Option<(usize, u8)> {
+    scored.fold(None, |acc, (i, s)| match acc {
+        Some((_, bs)) if bs >= s => acc,
+        _ => Some((i, s)),
+    })
 }
 
 /// When no picked line says where, add a line that does (`at f (src/x.js:12:5)`,

@@ -66,16 +66,7 @@ pub fn standing_rules_over(
 
 /// The rules of gathered facts (see [`standing_rules_over`]).
 fn rules_over(f: &Facts) -> Vec<StandingRule> {
-    // For each superseded statement, the withdrawal with the latest word about it.
-    let mut last_word: HashMap<usize, usize> = HashMap::new();
-    for (k, w) in f.withdrawals.iter().enumerate() {
-        for &e in &w.earlier {
-            let cur = last_word.entry(e).or_insert(k);
-            if f.withdrawals[*cur].latest < w.latest {
-                *cur = k;
-            }
-        }
-    }
+    let last_word = last_words(f);
     // The withdrawing statements, by their withdrawal.
     let withdrawing: HashMap<usize, usize> = f
         .withdrawals
@@ -135,7 +126,25 @@ fn rules_over(f: &Facts) -> Vec<StandingRule> {
     gone.retain(|r| !live_texts.contains(&r.text.to_lowercase()));
     let live = live.split_off(live.len().saturating_sub(MAX_RULES));
     let gone = gone.split_off(gone.len().saturating_sub(MAX_RULES));
-    // Back in conversation order.
+    in_conversation_order(f, live.into_iter().chain(gone).collect())
+}
+
+/// For each superseded statement, the withdrawal with the latest word about it.
+fn last_words(f: &Facts) -> HashMap<usize, usize> {
+    let mut last_word: HashMap<usize, usize> = HashMap::new();
+    for (k, w) in f.withdrawals.iter().enumerate() {
+        for &e in &w.earlier {
+            let cur = last_word.entry(e).or_insert(k);
+            if f.withdrawals[*cur].latest < w.latest {
+                *cur = k;
+            }
+        }
+    }
+    last_word
+}
+
+/// `rules` back in conversation order (of each text's first statement).
+fn in_conversation_order(f: &Facts, mut rules: Vec<StandingRule>) -> Vec<StandingRule> {
     let order: HashMap<&str, usize> = f
         .stmts
         .iter()
@@ -143,9 +152,8 @@ fn rules_over(f: &Facts) -> Vec<StandingRule> {
         .rev()
         .map(|(i, s)| (s.text.as_str(), i))
         .collect();
-    let mut out: Vec<StandingRule> = live.into_iter().chain(gone).collect();
-    out.sort_by_key(|r| order.get(r.text.as_str()).copied().unwrap_or(usize::MAX));
-    out
+    rules.sort_by_key(|r| order.get(r.text.as_str()).copied().unwrap_or(usize::MAX));
+    rules
 }
 
 /// The user statement that replaced what withdrawal `k` took back, if it names what holds

@@ -148,6 +148,43 @@ enum Checked {
     Retry(String),
 }
 
+/// One part of the head, as its request needs it.
+struct Part<'a> {
+    rules: &'a [StandingRule],
+    task: &'a Task,
+    transcript: &'a str,
+    /// `(k, n)`: part k of n (from 1).
+    of: (usize, usize),
+    /// ` (part k of n)` in messages; empty for a single part.
+    label: &'a str,
+    notes: Option<&'a str>,
+    earlier: Option<&'a str>,
+    headings: &'a [String],
+    /// The shortest answer accepted ([`answer::floor`]) and the tokens it summarizes.
+    floor: usize,
+    span: usize,
+}
+
+/// What a conversation's requests used, summed, and the model that answered last.
+#[derive(Default)]
+struct Spend {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    billed: f64,
+    model: String,
+}
+
+impl Spend {
+    /// What an error adds once money was spent on the conversation.
+    fn note(&self) -> String {
+        if self.billed > 0.0 {
+            format!(" (${:.4} was spent on this conversation)", self.billed)
+        } else {
+            String::new()
+        }
+    }
+}
+
 impl Llm {
     /// The messages of the head that go into the transcript (an earlier summary at its start is
     /// sent apart, as the earlier summary).
@@ -329,6 +366,124 @@ impl Llm {
         }
     }
 
+    /// One part's summary: its request, and one more when the answer is rejected (the second
+    /// request says why); the accepted answer, or why the conversation fails.
+    async fn summarize_part(
+        &self,
+        input: &HeadInput<'_>,
+        one: &Part<'_>,
+        spend: &mut Spend,
+    ) -> Result<String, StrategyError> {
+        let part = one.label;
+        let mut rejected: Option<String> = None;
+        loop {
+            let nonce = Self::nonce_for(&[
+                one.transcript,
+                one.notes.unwrap_or(""),
+                one.earlier.unwrap_or(""),
+            ]);
+            let req = self.request(prompt::Parts {
+                recipe: &self.recipe.body,
+                instructions: self.instructions.as_deref(),
+                task: Some(one.task),
+                rules: one.rules,
+                part: one.of,
+                earlier: one.earlier,
+                notes: one.notes,
+                transcript: one.transcript,
+                retry: rejected.as_deref(),
+                headings: one.headings,
+                nonce: &nonce,
+            });
+            let done =
+                self.client.complete_owned(req).await.map_err(|e| {
+                    StrategyError::Fail(format!("summary request{part} failed: {e}"))
+                })?;
+            spend.prompt_tokens += done.prompt_tokens;
+            spend.completion_tokens += done.completion_tokens;
+            spend.billed += self.charge(done.prompt_tokens, done.completion_tokens);
+            if !done.model.is_empty() {
+                spend.model = done.model.clone();
+            }
+            let cleaned = self.answered(&done, part, &spend.note())?;
+            let checked = match answer::check(&cleaned, one.headings, one.floor, one.span) {
+                Ok(()) => Checked::Good(cleaned),
+                Err(why) => Checked::Retry(why),
+            };
+            match (checked, rejected.take()) {
+                (Checked::Good(t), _) => return Ok(t),
+                (Checked::Retry(why), None) => {
+                    tracing::warn!(
+                        "{}: summary{part} rejected ({why}); asking again",
+                        input.plan.meta.id
+                    );
+                    rejected = Some(why);
+                }
+                (Checked::Retry(why), Some(first)) => {
+                    let first = if first == why {
+                        String::new()
+                    } else {
+                        format!("; the first answer: {first}")
+                    };
+                    return Err(StrategyError::Rejected(format!(
+                        "the model's summary{part} was rejected twice: {why}{first}{}",
+                        spend.note()
+                    )));
+                }
+            }
+        }
+    }
+
+    /// An answer the model finished and did not refuse, cleaned (`spent_note` ends the error
+    /// otherwise).
+    fn answered(
+        &self,
+        done: &crate::provider::Completion,
+        part: &str,
+        spent_note: &str,
+    ) -> Result<String, StrategyError> {
+        match done.stop {
+            StopReason::Truncated => {
+                return Err(StrategyError::Fail(format!(
+                    "the summary{part} was cut off at {} tokens (finish reason length/max_tokens); raise --max-summary-tokens{spent_note}",
+                    self.max_summary_tokens
+                )))
+            }
+            StopReason::Refused => {
+                return Err(StrategyError::Fail(format!(
+                    "the model refused to write the summary{part}{spent_note}"
+                )))
+            }
+            _ => {}
+        }
+        if done.text.trim().is_empty() {
+            return Err(StrategyError::Fail(format!(
+                "the model returned an empty summary{part}{spent_note}"
+            )));
+        }
+        Ok(answer::clean(&done.text))
+    }
+
+    /// The summary written, with what its requests used.
+    fn summary(&self, text: String, spend: Spend, masking: Option<Masking>) -> Rewrite {
+        let Spend {
+            prompt_tokens,
+            completion_tokens,
+            model,
+            ..
+        } = spend;
+        Rewrite::Summary(Summary {
+            text,
+            model: Some(model),
+            prompt_tokens: Some(prompt_tokens),
+            completion_tokens: Some(completion_tokens),
+            cost_usd: self
+                .price
+                .map(|p| cost(&p, prompt_tokens, completion_tokens)),
+            masking,
+        })
+    }
+
     /// A random delimiter tag that the texts of the request do not contain.
     fn nonce_for(texts: &[&str]) -> String {
         let mut n = prompt::nonce();
@@ -406,9 +561,10 @@ impl Strategy for Llm {
         };
         let headings = self.headings();
         let prior_room = self.prior_room(input);
-        let (mut prompt_tokens, mut completion_tokens) = (0u64, 0u64);
-        let mut billed = 0.0f64;
-        let mut model = self.client.config.model.clone();
+        let mut spend = Spend {
+            model: self.client.config.model.clone(),
+            ..Spend::default()
+        };
         let n = chunks.len();
         let mut single: Option<String> = None;
         let mut carried: Option<answer::Sections> = None;
@@ -429,86 +585,19 @@ impl Strategy for Llm {
             } else {
                 count_text(&chunk)
             };
-            let floor = answer::floor(span, self.max_summary_tokens);
-            let mut rejected: Option<String> = None;
-            let text = loop {
-                let nonce = Self::nonce_for(&[
-                    &chunk,
-                    notes.as_deref().unwrap_or(""),
-                    earlier.unwrap_or(""),
-                ]);
-                let req = self.request(prompt::Parts {
-                    recipe: &self.recipe.body,
-                    instructions: self.instructions.as_deref(),
-                    task: Some(&task),
-                    rules: &rules,
-                    part: (i + 1, n),
-                    earlier,
-                    notes: notes.as_deref(),
-                    transcript: &chunk,
-                    retry: rejected.as_deref(),
-                    headings: &headings,
-                    nonce: &nonce,
-                });
-                let done = self.client.complete_owned(req).await.map_err(|e| {
-                    StrategyError::Fail(format!("summary request{part} failed: {e}"))
-                })?;
-                prompt_tokens += done.prompt_tokens;
-                completion_tokens += done.completion_tokens;
-                billed += self.charge(done.prompt_tokens, done.completion_tokens);
-                let spent_note = if billed > 0.0 {
-                    format!(" (${billed:.4} was spent on this conversation)")
-                } else {
-                    String::new()
-                };
-                if !done.model.is_empty() {
-                    model = done.model.clone();
-                }
-                match done.stop {
-                    StopReason::Truncated => {
-                        return Err(StrategyError::Fail(format!(
-                            "the summary{part} was cut off at {} tokens (finish reason length/max_tokens); raise --max-summary-tokens{spent_note}",
-                            self.max_summary_tokens
-                        )))
-                    }
-                    StopReason::Refused => {
-                        return Err(StrategyError::Fail(format!(
-                            "the model refused to write the summary{part}{spent_note}"
-                        )))
-                    }
-                    _ => {}
-                }
-                if done.text.trim().is_empty() {
-                    return Err(StrategyError::Fail(format!(
-                        "the model returned an empty summary{part}{spent_note}"
-                    )));
-                }
-                let cleaned = answer::clean(&done.text);
-                let checked = match answer::check(&cleaned, &headings, floor, span) {
-                    Ok(()) => Checked::Good(cleaned),
-                    Err(why) => Checked::Retry(why),
-                };
-                match (checked, rejected.take()) {
-                    (Checked::Good(t), _) => break t,
-                    (Checked::Retry(why), None) => {
-                        tracing::warn!(
-                            "{}: summary{part} rejected ({why}); asking again",
-                            input.plan.meta.id
-                        );
-                        rejected = Some(why);
-                    }
-                    (Checked::Retry(why), Some(first)) => {
-                        let first = if first == why {
-                            String::new()
-                        } else {
-                            format!("; the first answer: {first}")
-                        };
-                        return Err(StrategyError::Rejected(format!(
-                            "the model's summary{part} was rejected twice: {why}{first}{spent_note}"
-                        )));
-                    }
-                }
+            let one = Part {
+                rules: &rules,
+                task: &task,
+                transcript: &chunk,
+                of: (i + 1, n),
+                label: &part,
+                notes: notes.as_deref(),
+                earlier,
+                headings: &headings,
+                floor: answer::floor(span, self.max_summary_tokens),
+                span,
             };
+            let text = self.summarize_part(input, &one, &mut spend).await?;
             drop(chunk);
             match carried.as_mut() {
                 Some(c) => c.merge(answer::parse(&text)),
@@ -522,16 +611,7 @@ impl Strategy for Llm {
             (None, None) => String::new(),
         };
         let body = with_ledger(input, &rules, own, self.summary_reserve());
-        Ok(Rewrite::Summary(Summary {
-            text: frame(input, &body),
-            model: Some(model),
-            prompt_tokens: Some(prompt_tokens),
-            completion_tokens: Some(completion_tokens),
-            cost_usd: self
-                .price
-                .map(|p| cost(&p, prompt_tokens, completion_tokens)),
-            masking,
-        }))
+        Ok(self.summary(frame(input, &body), spend, masking))
     }
 }
 

@@ -1,4 +1,6 @@
-//! An oracle for opencode's loading rule, written from /work/notes/opencode.md §5.3 and
+//! Our replay of opencode's loading rule (opencode itself runs in `real_opencode.rs`), written
+//! from `anomalyco/opencode` `packages/opencode/src/session/message-v2.ts@007a9409`
+//! (`filterCompacted`, `toModelMessages`; docs/stores.md, opencode, cites the same sources) and
 //! independent of `src/`: read a session's messages in `(time_created, id)` order and their
 //! parts by `id`, replay `filterCompacted` (walk newest → oldest, stop at the compaction user
 //! message of the newest completed summary, or at its `tail_start_id`), the reorder that puts
@@ -15,6 +17,9 @@ pub struct Sent {
     pub role: String,
     /// The texts the model gets from this message, in part order.
     pub texts: Vec<String>,
+    /// The tool calls of an assistant message with the result the model gets for each, in
+    /// part order ([`tool_sent`]).
+    pub tools: Vec<String>,
     /// Whether the user message is a real instruction (typed text, not a compaction).
     pub instruction: bool,
 }
@@ -65,7 +70,7 @@ fn done_summary(info: &Value) -> bool {
         && info["error"].is_null()
 }
 
-/// §5.3 steps 2–3.
+/// `filterCompacted`: newest to oldest, up to the newest completed compaction.
 fn filter_compacted(all: Vec<Row>) -> Vec<Row> {
     let mut out = Vec::new();
     let mut completed: Vec<String> = Vec::new();
@@ -96,7 +101,7 @@ fn filter_compacted(all: Vec<Row>) -> Vec<Row> {
     out
 }
 
-/// §5.3 step 4.
+/// The reorder after `filterCompacted`: the compaction and its summary before the kept tail.
 fn reorder(v: Vec<Row>) -> Vec<Row> {
     let Some(w) = v.iter().rposition(|r| {
         r.info["role"] == "user" && compaction(r).is_some_and(|c| c["tail_start_id"].is_string())
@@ -128,7 +133,35 @@ fn reorder(v: Vec<Row>) -> Vec<Row> {
     }
 }
 
-/// §5.3 step 6, texts only.
+/// What `toModelMessages` sends for a `tool` part: the call (id, tool, input) and its result:
+/// the output when completed, `[Old tool result content cleared]` once opencode's prune set
+/// `state.time.compacted`, the error text, or `[Tool execution was interrupted]` for a call that
+/// never finished.
+fn tool_sent(p: &Value) -> String {
+    let state = &p["state"];
+    let result = match state["status"].as_str() {
+        Some("completed") if !state["time"]["compacted"].is_null() => {
+            "[Old tool result content cleared]".to_string()
+        }
+        Some("completed") => match &state["output"] {
+            Value::String(t) => t.clone(),
+            other => other.to_string(),
+        },
+        Some("error") => match &state["error"] {
+            Value::String(t) => t.clone(),
+            other => other.to_string(),
+        },
+        _ => "[Tool execution was interrupted]".to_string(),
+    };
+    format!(
+        "{} {}({}) -> {result}",
+        p["callID"].as_str().unwrap_or(""),
+        p["tool"].as_str().unwrap_or(""),
+        state["input"]
+    )
+}
+
+/// `toModelMessages` for one message: its texts and its tool calls with their results.
 fn to_model(r: &Row) -> Option<Sent> {
     let role = r.info["role"].as_str().unwrap_or("").to_string();
     if role == "assistant" && !r.info["error"].is_null() {
@@ -142,6 +175,7 @@ fn to_model(r: &Row) -> Option<Sent> {
         }
     }
     let mut texts = Vec::new();
+    let mut tools = Vec::new();
     let mut instruction = false;
     let mut any = false;
     for p in &r.parts {
@@ -171,7 +205,11 @@ fn to_model(r: &Row) -> Option<Sent> {
                     Some("text/plain" | "application/x-directory")
                 )
             }
-            ("assistant", "reasoning" | "step-start" | "tool") => any = true,
+            ("assistant", "tool") => {
+                tools.push(tool_sent(p));
+                any = true;
+            }
+            ("assistant", "reasoning" | "step-start") => any = true,
             _ => {}
         }
     }
@@ -179,6 +217,7 @@ fn to_model(r: &Row) -> Option<Sent> {
         id: r.id.clone(),
         role,
         texts,
+        tools,
         instruction,
     })
 }
@@ -221,4 +260,131 @@ pub fn check_compacted(before: &[Sent], after: &[Sent], header: &str) -> Result<
         }
     }
     Ok(())
+}
+
+/// The replay can say no: on a small session written here with SQL, a well-formed compaction
+/// passes [`check_compacted`], and each bad history it must reject is rejected: a compaction
+/// whose `tail_start_id` points past the end, a kept tool result changed or dropped, and the
+/// latest instruction neither kept nor in the summary.
+#[test]
+fn opencode_replay_rejects_histories_opencode_would_not_send_as_compacted() {
+    let c = Connection::open_in_memory().unwrap();
+    c.execute_batch(
+        "CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER, data TEXT);
+         CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, data TEXT);",
+    )
+    .unwrap();
+    let msg = |id: &str, t: i64, info: Value| {
+        c.execute(
+            "INSERT INTO message VALUES (?1, 's', ?2, ?3)",
+            rusqlite::params![id, t, info.to_string()],
+        )
+        .unwrap();
+    };
+    let part = |id: &str, m: &str, data: Value| {
+        c.execute(
+            "INSERT INTO part VALUES (?1, ?2, ?3)",
+            rusqlite::params![id, m, data.to_string()],
+        )
+        .unwrap();
+    };
+    let done = serde_json::json!({"role": "assistant", "finish": "stop"});
+    let user = serde_json::json!({"role": "user"});
+    msg("m1", 1, user.clone());
+    part(
+        "p01",
+        "m1",
+        serde_json::json!({"type": "text", "text": "build the parser"}),
+    );
+    msg("m2", 2, done.clone());
+    part(
+        "p02",
+        "m2",
+        serde_json::json!({"type": "text", "text": "reading it"}),
+    );
+    part(
+        "p03",
+        "m2",
+        serde_json::json!({"type": "tool", "tool": "read", "callID": "c1",
+            "state": {"status": "completed", "input": {"path": "a.rs"}, "output": "fn a() {}"}}),
+    );
+    msg("m3", 3, user.clone());
+    part(
+        "p04",
+        "m3",
+        serde_json::json!({"type": "text", "text": "now run the tests"}),
+    );
+    msg("m4", 4, done.clone());
+    part(
+        "p05",
+        "m4",
+        serde_json::json!({"type": "tool", "tool": "bash", "callID": "c2",
+            "state": {"status": "completed", "input": {"command": "cargo test"}, "output": "ok. 3 passed"}}),
+    );
+    part(
+        "p06",
+        "m4",
+        serde_json::json!({"type": "text", "text": "tests pass"}),
+    );
+    let before = load(&c, "s").unwrap();
+    assert_eq!(before.len(), 4);
+    assert_eq!(
+        before[3].tools,
+        ["c2 bash({\"command\":\"cargo test\"}) -> ok. 3 passed"]
+    );
+
+    // A compaction keeping m3 and m4: what opencode's own compaction writes.
+    msg("m5", 5, user.clone());
+    part(
+        "p07",
+        "m5",
+        serde_json::json!({"type": "compaction", "tail_start_id": "m3"}),
+    );
+    msg(
+        "m6",
+        6,
+        serde_json::json!({"role": "assistant", "summary": true, "finish": "stop", "parentID": "m5"}),
+    );
+    part(
+        "p08",
+        "m6",
+        serde_json::json!({"type": "text", "text": "HEADER the parser is built"}),
+    );
+    let good = load(&c, "s").unwrap();
+    check_compacted(&before, &good, "HEADER").unwrap();
+
+    let rejects = |sql: &str, undo: &str, why: &str| {
+        c.execute_batch(sql).unwrap();
+        let after = load(&c, "s").unwrap();
+        let verdict = check_compacted(&before, &after, "HEADER");
+        c.execute_batch(undo).unwrap();
+        assert!(verdict.is_err(), "{why}: accepted {after:?}");
+    };
+    rejects(
+        "UPDATE part SET data = json_set(data, '$.tail_start_id', 'm9') WHERE id = 'p07'",
+        "UPDATE part SET data = json_set(data, '$.tail_start_id', 'm3') WHERE id = 'p07'",
+        "a tail_start_id past the end",
+    );
+    rejects(
+        "UPDATE part SET data = json_set(data, '$.state.output', 'FAILED') WHERE id = 'p05'",
+        "UPDATE part SET data = json_set(data, '$.state.output', 'ok. 3 passed') WHERE id = 'p05'",
+        "a kept tool result changed",
+    );
+    rejects(
+        "UPDATE part SET data = json_set(data, '$.state.time', json('{\"compacted\":1}')) WHERE id = 'p05'",
+        "UPDATE part SET data = json_remove(data, '$.state.time') WHERE id = 'p05'",
+        "a kept tool result cleared",
+    );
+    rejects(
+        "UPDATE part SET message_id = 'gone' WHERE id = 'p05'",
+        "UPDATE part SET message_id = 'm4' WHERE id = 'p05'",
+        "a kept tool call dropped",
+    );
+    rejects(
+        "UPDATE part SET data = json_set(data, '$.tail_start_id', 'm4') WHERE id = 'p07'",
+        "UPDATE part SET data = json_set(data, '$.tail_start_id', 'm3') WHERE id = 'p07'",
+        "the latest instruction neither kept nor summarized",
+    );
+    // Every change was undone: the good compaction passes again.
+    check_compacted(&before, &load(&c, "s").unwrap(), "HEADER").unwrap();
 }

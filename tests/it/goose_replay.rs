@@ -1,7 +1,7 @@
-//! A test oracle: goose's own loading rule, re-implemented from the format notes
-//! (/work/notes/goose.md §5, goose `session_manager.rs` `get_conversation` and
-//! `conversation.rs` `agent_visible_messages` / `fix_conversation` at goose `8d844eec`),
-//! independent of agent-db's `src/`.
+//! Our replay of goose's loading rule (goose itself is not run), written from goose's source at
+//! `block/goose@8d844eec`: `crates/goose/src/session/session_manager.rs` (`get_conversation`)
+//! and `crates/goose/src/conversation/mod.rs` (`agent_visible_messages`, `fix_conversation`);
+//! docs/stores.md, goose, cites the same sources. Independent of agent-db's `src/`.
 //!
 //! - Rows `ORDER BY created_timestamp, id`; roles other than `user`/`assistant` skipped.
 //! - `content_json` must parse as a list of known items, else goose cannot load the session.
@@ -228,7 +228,7 @@ pub fn is_summary(r: &Row) -> bool {
         && r.items.iter().all(|i| i["type"] == "text")
 }
 
-/// The checks a compacted session must pass (notes §5 "Test oracle"); `summary` is the text
+/// The checks a compacted session must pass (goose's load, above); `summary` is the text
 /// the summary must start with.
 pub fn check_compacted(l: &Loaded, summary_prefix: &str) -> Result<(), String> {
     let m = &l.model;
@@ -259,7 +259,7 @@ pub fn check_compacted(l: &Loaded, summary_prefix: &str) -> Result<(), String> {
 
 /// The checks a pruned session must pass: goose sends it without any `fix_tool_calling`
 /// removal, and `fix_lead_trail` keeps its first message (a user message). Agent-only rows are
-/// ordinary agent-visible messages to goose (notes §3.3, §5): nothing else tells them apart.
+/// ordinary agent-visible messages to goose (`agent_only` sets only the metadata flags): nothing else tells them apart.
 pub fn check_pruned(l: &Loaded) -> Result<(), String> {
     let first = l.model.first().ok_or("the model sees nothing")?;
     if first.role != "user" {
@@ -274,7 +274,7 @@ pub fn check_pruned(l: &Loaded) -> Result<(), String> {
 }
 
 #[test]
-fn the_oracle_reads_goose_rows() {
+fn goose_replay_reads_goose_rows_and_rejects_orphans_and_unknown_items() {
     let conn = Connection::open_in_memory().unwrap();
     conn.execute_batch(
         "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT, session_id TEXT, role TEXT, \

@@ -388,7 +388,7 @@ fn conversations(c: &Connection) -> Vec<(String, String, Value, String)> {
     rows.map(|r| r.unwrap()).collect()
 }
 
-fn loads_as_kodelet_loads(format: SynthFormat, want: Parser) {
+fn kodelet_replay_loads_what_agent_db_writes(format: SynthFormat, want: Parser) {
     for strategy in ["extractive", "prune"] {
         let env = Env::generated(24, 31, &[format]);
         let before = conversations(&env.conn());
@@ -461,23 +461,23 @@ fn loads_as_kodelet_loads(format: SynthFormat, want: Parser) {
 }
 
 #[test]
-fn anthropic_rows_agent_db_writes_load_in_kodelet() {
-    loads_as_kodelet_loads(SynthFormat::Anthropic, Parser::Anthropic);
+fn kodelet_replay_loads_the_anthropic_rows_agent_db_writes() {
+    kodelet_replay_loads_what_agent_db_writes(SynthFormat::Anthropic, Parser::Anthropic);
 }
 
 #[test]
-fn openai_chat_rows_agent_db_writes_load_in_kodelet() {
-    loads_as_kodelet_loads(SynthFormat::OpenAiChat, Parser::Chat);
+fn kodelet_replay_loads_the_openai_chat_rows_agent_db_writes() {
+    kodelet_replay_loads_what_agent_db_writes(SynthFormat::OpenAiChat, Parser::Chat);
 }
 
 #[test]
-fn openai_responses_rows_agent_db_writes_load_in_kodelet() {
-    loads_as_kodelet_loads(SynthFormat::OpenAiResponses, Parser::Responses);
+fn kodelet_replay_loads_the_openai_responses_rows_agent_db_writes() {
+    kodelet_replay_loads_what_agent_db_writes(SynthFormat::OpenAiResponses, Parser::Responses);
 }
 
 /// The replay refuses what kodelet could not send: it is an oracle that can say no.
 #[test]
-fn the_replay_refuses_histories_kodelet_cannot_send() {
+fn kodelet_replay_refuses_histories_kodelet_cannot_send() {
     let none = Value::Null;
     let ok = r#"[{"role":"user","content":[{"type":"text","text":"ls"}]},
         {"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"bash","input":{}}]},
