@@ -280,7 +280,7 @@ fn release(m: &mut Message) {
 /// the metadata states, or where it does not, the one the history's shape shows).
 pub fn format_of(row: &StoredConversation, meta: &ConversationMeta) -> Result<Format> {
     row.format(meta)
-        .map_err(|why| Error::conversation(&row.id, why))
+        .map_err(|why| Error::conversation(&row.id, why.to_string()))
 }
 
 /// Decode a loaded row.

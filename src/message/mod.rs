@@ -19,6 +19,24 @@ pub use image::ImageInfo;
 /// The wire format of a conversation's messages: the codec that reads and writes them.
 pub type Format = &'static dyn Codec;
 
+/// Why a conversation's messages have no format agent-db reads: the store's rule over its
+/// metadata and history found none.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    /// The stored provider is one no registered format belongs to.
+    #[error("unknown provider {provider:?}")]
+    UnknownProvider { provider: String },
+    /// The provider's stored mode (kodelet's `api_mode`) is one agent-db does not read.
+    #[error("unsupported {provider} api_mode {mode:?}")]
+    UnsupportedMode { provider: String, mode: String },
+    /// The agent no longer loads rows of this provider; `why` says since when.
+    #[error("provider {provider} is unsupported: {why}")]
+    Retired {
+        provider: &'static str,
+        why: &'static str,
+    },
+}
+
 /// Who a message is from, normalized across formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -12,6 +12,7 @@ use super::commit::{Commit, Written};
 use super::meta::ConversationMeta;
 use super::pre_image::{AuditEntry, Packed};
 use super::Store;
+use crate::message::FormatError;
 use crate::models::ContextLimits;
 
 /// What an adapter reads with: the store's connection, its path (for errors) and the context
@@ -53,7 +54,7 @@ pub trait LoadedState: std::fmt::Debug + Send + Sync {
         &self,
         meta: &ConversationMeta,
         _raw_messages: &str,
-    ) -> std::result::Result<crate::message::Format, String> {
+    ) -> std::result::Result<crate::message::Format, FormatError> {
         meta.format()
     }
 }
@@ -133,7 +134,7 @@ impl StoredConversation {
 
     /// The conversation's message format: the adapter's rule over its metadata and, where the
     /// metadata does not say it, its history ([`LoadedState::format`]).
-    pub fn format(&self, meta: &ConversationMeta) -> Result<crate::message::Format, String> {
+    pub fn format(&self, meta: &ConversationMeta) -> Result<crate::message::Format, FormatError> {
         self.state.format(meta, &self.raw_messages)
     }
 

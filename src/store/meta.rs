@@ -3,6 +3,7 @@
 //! [`over_threshold`] and the scan's [`Prefilter`].
 
 use crate::error::{Error, Result};
+use crate::message::FormatError;
 
 /// What listing and selection know of a conversation, read without touching its messages.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -51,9 +52,10 @@ impl ConversationMeta {
 
     /// The wire format its adapter stated, or why there is none (the loaded conversation may
     /// still tell it from its history: [`super::StoredConversation::format`]).
-    pub fn format(&self) -> Result<crate::message::Format, String> {
-        self.codec
-            .ok_or_else(|| format!("unknown provider {:?}", self.provider))
+    pub fn format(&self) -> Result<crate::message::Format, FormatError> {
+        self.codec.ok_or_else(|| FormatError::UnknownProvider {
+            provider: self.provider.clone(),
+        })
     }
 
     /// Parsed `updated_at`, or an error naming this conversation.

@@ -4,7 +4,7 @@
 //! docker-agent would send after a compaction is rebuilt here independently of the library
 //! (docs/stores.md, docker-agent).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use agent_db_synth::docker_agent::{generate_docker_agent, Generation};
@@ -219,6 +219,40 @@ fn docker_agent_view(da: &Da, session: &str) -> (Option<String>, Vec<String>) {
         }
     }
     (summary, msgs)
+}
+
+/// docker-agent's `sanitizeToolCalls` (`pkg/session/session.go`, krissetto/docker-agent
+/// `05db569f`; CHANGELOG #3001, #3162), its dropping half: a tool result is sent only when the
+/// assistant message before it (since the last user or assistant message) issued its call, and
+/// only the first result for a call. (Its other half, a synthetic error result for a call left
+/// unanswered, adds what no store holds and is not replayed.)
+fn drop_unmatched_results(msgs: Vec<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut pending: BTreeSet<String> = BTreeSet::new();
+    let mut answered: BTreeSet<String> = BTreeSet::new();
+    for m in msgs {
+        let v: Value = serde_json::from_str(&m).unwrap_or(Value::Null);
+        match v["role"].as_str() {
+            Some("tool") => {
+                let id = v["tool_call_id"].as_str().unwrap_or("").to_string();
+                if id.is_empty() || !pending.contains(&id) || !answered.insert(id) {
+                    continue;
+                }
+            }
+            Some("assistant") | Some("user") => {
+                pending.clear();
+                answered.clear();
+                for c in v["tool_calls"].as_array().into_iter().flatten() {
+                    if let Some(id) = c["id"].as_str().filter(|i| !i.is_empty()) {
+                        pending.insert(id.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+        out.push(m);
+    }
+    out
 }
 
 /// Rows of `session_items` by id, as text.
@@ -670,6 +704,9 @@ fn generated_modern_compaction_keeps_a_tail_and_restores() {
         );
         let reinserted = kept - tail_len;
         assert_eq!(&tail[..], &old[old.len() - tail_len..]);
+        // The kept tail opens on no tool result whose call was summarized, and holds no
+        // duplicate result: docker-agent's `sanitizeToolCalls` drops nothing of it.
+        assert_eq!(drop_unmatched_results(tail.clone()), tail, "{t}");
         if tail_len > 0 {
             kept_some += 1;
             let fke: i64 = da

@@ -203,6 +203,9 @@ fn list_all_over_selects_exactly_the_sessions_over_the_ratio() {
     }
 }
 
+/// One `messages` row: (session_id, everything but metadata_json, metadata_json).
+type MessageRow = (String, String, Option<String>);
+
 /// Rows of `messages` keyed by id, each (session_id, everything but metadata_json, metadata_json).
 fn messages(g: &G) -> BTreeMap<i64, (String, String, Option<String>)> {
     let c = g.conn();
@@ -1851,4 +1854,67 @@ fn list_on_a_terminal_shows_gooses_ids_whole() {
     for id in &ids {
         assert!(firsts.contains(id), "{id} not shown whole:\n{}", out.stdout);
     }
+}
+
+/// goose's `MANUAL_COMPACT_CONTINUATION_TEXT` (`crates/goose/src/context_mgmt/mod.rs`, aaif-goose
+/// `006bd233`), copied here as the oracle: agent-db compacts at its user's request.
+const GOOSE_MANUAL_CONTINUATION: &str = "The previous message is a structured summary of the session so far, produced at the user's request because the context was getting long. The original messages are gone; the summary is your only memory of them. Treat the summary as authoritative for what it covers, but if the user asks about specifics that are not in the summary, say so plainly and ask rather than guess. Continue the session.";
+
+/// What goose's own compaction writes today (`compact_messages` at `006bd233`): the manual
+/// continuation text, and the latest user message put back with goose's default metadata,
+/// visible to both user and agent (`Message::user().with_text(..)`), after the continuation.
+#[test]
+fn compaction_writes_gooses_current_continuation_and_a_visible_copy_of_the_instruction() {
+    let mut copies = 0;
+    for preset in GooseSchema::PRESETS {
+        let g = G::new(preset, 20);
+        let before = messages(&g);
+        let doc = compact(&g, &["--all-over", "0.7", "--strategy", "extractive"]);
+        let compacted: BTreeSet<String> = ids_with_status(&doc, "compacted").into_iter().collect();
+        assert!(!compacted.is_empty(), "{preset}: {doc:#}");
+        let after = messages(&g);
+        let contents: BTreeSet<String> = before
+            .values()
+            .map(|(_, body, _)| body.split('|').nth(1).unwrap().to_string())
+            .collect();
+        for id in &compacted {
+            let new: Vec<(&i64, &MessageRow)> = after
+                .iter()
+                .filter(|(k, (s, _, _))| s == id && !before.contains_key(k))
+                .collect();
+            let role = |b: &str| b.split('|').next().unwrap().to_string();
+            let content =
+                |b: &str| -> Value { serde_json::from_str(b.split('|').nth(1).unwrap()).unwrap() };
+            assert!(new.len() == 2 || new.len() == 3, "{preset} {id}: {new:?}");
+            let (_, (_, cont, cont_meta)) = new[1];
+            assert_eq!(role(cont), "assistant", "{preset} {id}");
+            assert_eq!(
+                content(cont)[0]["text"],
+                GOOSE_MANUAL_CONTINUATION,
+                "{preset} {id}"
+            );
+            let m: Value = serde_json::from_str(cont_meta.as_deref().unwrap()).unwrap();
+            assert_eq!(
+                (m["userVisible"].clone(), m["agentVisible"].clone()),
+                (Value::Bool(false), Value::Bool(true))
+            );
+            if let Some((_, (_, copy, copy_meta))) = new.get(2) {
+                assert_eq!(role(copy), "user", "{preset} {id}");
+                assert!(
+                    contents.contains(copy.split('|').nth(1).unwrap()),
+                    "{preset} {id}: not a copy"
+                );
+                let m: Value = serde_json::from_str(copy_meta.as_deref().unwrap()).unwrap();
+                assert_eq!(
+                    m["userVisible"], true,
+                    "{preset} {id}: the copy is hidden from the user"
+                );
+                assert_eq!(m["agentVisible"], true, "{preset} {id}");
+                copies += 1;
+            }
+            let l = load(&g.conn(), id).unwrap();
+            check_compacted(&l, HEADER).unwrap_or_else(|e| panic!("{preset} {id}: {e}"));
+        }
+    }
+    assert!(copies > 0, "no session had its latest instruction put back");
 }

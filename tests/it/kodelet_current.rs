@@ -771,6 +771,147 @@ fn a_second_compaction_after_the_conversation_went_on_keeps_the_whole_display() 
     }
 }
 
+/// kodelet's Responses loader (`loadConversation`, `pkg/llm/openai/responses/thread.go@fb56862c`),
+/// replayed: with a compaction history, `activeDisplayStart` must not pass the items left once
+/// trailing `function_call` items are cleaned (`cleanedStoredInputItems`), else kodelet refuses
+/// the conversation.
+fn responses_thread_loads(raw: &str, history: Option<&str>) -> Result<(), String> {
+    let Some(h) = history.map(|h| serde_json::from_str::<Value>(h).unwrap()) else {
+        return Ok(());
+    };
+    let mut left = items(raw);
+    while left.last().is_some_and(|i| i["type"] == "function_call") {
+        left.pop();
+    }
+    let start = h["activeDisplayStart"].as_u64().unwrap() as usize;
+    if start > left.len() {
+        return Err(format!("boundary {start} past {} items", left.len()));
+    }
+    Ok(())
+}
+
+/// A Responses conversation kodelet refuses to load (its display boundary past the items left
+/// after trailing function calls are cleaned) is one agent-db neither shows as loadable nor
+/// writes: `show` fails naming the conversation, `compact` fails it alone and leaves the file
+/// as it was.
+#[test]
+fn a_responses_boundary_kodelet_refuses_is_never_written() {
+    let env = Env::generated(6, 13, &[SynthFormat::OpenAiResponses]);
+    upgrade(&env, 20260929120000);
+    let c = env.conn();
+    let id: String = c
+        .query_row(
+            "SELECT id FROM conversations WHERE (provider = 'openai-responses' \
+             OR json_extract(metadata, '$.api_mode') = 'responses') \
+             AND json_extract(usage, '$.maxContextWindow') > 0 ORDER BY id LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let (raw, _) = stored(&c, &id);
+    let mut all = items(&raw);
+    for n in 0..2 {
+        all.push(
+            serde_json::json!({"type": "function_call", "call_id": format!("pending_{n}"),
+            "name": "bash", "arguments": "{}"}),
+        );
+    }
+    let raw = serde_json::to_string(&all).unwrap();
+    let history =
+        serde_json::json!({"segments": [], "activeDisplayStart": all.len() - 1}).to_string();
+    assert!(responses_thread_loads(&raw, Some(&history)).is_err());
+    c.execute(
+        "UPDATE conversations SET raw_messages = ?1, compaction_history = ?2 WHERE id = ?3",
+        rusqlite::params![raw, history, id],
+    )
+    .unwrap();
+    drop(c);
+    let out = env.cmd().args(["show", &id]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&id) && err.contains("function_call"), "{err}");
+    let (doc, _) = compact(&env);
+    let failed = ids_with_status(&doc, "failed");
+    let row = doc["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id.as_str())
+        .cloned();
+    assert!(failed.contains(&id), "{row:#?}");
+    let c = env.conn();
+    let (raw_after, history_after) = stored(&c, &id);
+    assert_eq!(
+        (raw_after.as_str(), history_after.as_deref()),
+        (raw.as_str(), Some(history.as_str()))
+    );
+    // Every conversation agent-db did write still loads in kodelet's Responses thread.
+    for other in ids_with_status(&doc, "compacted") {
+        let (r, h) = stored(&c, &other);
+        responses_thread_loads(&r, h.as_deref()).unwrap_or_else(|e| panic!("{other}: {e}"));
+    }
+}
+
+/// kodelet's search indexer (`pkg/conversations/searchindex/indexer.go@7464b048`, `index`),
+/// replayed: a running kodelet remembers the summary row's `updated_at` it last indexed per
+/// conversation and skips a pending conversation whose `updated_at` equals it. After agent-db's
+/// compaction every compacted conversation is pending and its `updated_at` moved (both rows
+/// alike, as kodelet's own save writes them), so a running kodelet re-indexes the new messages;
+/// after a restore too.
+#[test]
+fn a_running_kodelets_search_index_picks_up_the_compaction() {
+    let env = Env::generated(10, 21, &[SynthFormat::Anthropic]);
+    upgrade(&env, 20260929120000);
+    let c = env.conn();
+    c.execute_batch(
+        "INSERT INTO conversation_search_state SELECT id, updated_at, 1, 'h' FROM conversation_summaries",
+    )
+    .unwrap();
+    let seen = |c: &Connection| -> BTreeMap<String, String> {
+        c.prepare("SELECT id, updated_at FROM conversation_summaries")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    let indexed = seen(&c);
+    let (doc, code) = compact(&env);
+    assert_eq!(code, 0, "{doc:#}");
+    let compacted = ids_with_status(&doc, "compacted");
+    assert!(!compacted.is_empty());
+    let would_index = |c: &Connection, indexed: &BTreeMap<String, String>| -> Vec<String> {
+        let now = seen(c);
+        pending_search(c)
+            .into_iter()
+            .filter(|id| indexed.get(id) != now.get(id))
+            .collect()
+    };
+    let mut got = would_index(&c, &indexed);
+    got.sort();
+    let mut want = compacted.clone();
+    want.sort();
+    assert_eq!(got, want);
+    for id in &compacted {
+        let (conv, sum): (String, String) = c
+            .query_row(
+                "SELECT c.updated_at, s.updated_at FROM conversations c JOIN conversation_summaries s USING (id) WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(conv, sum, "{id}");
+    }
+    // kodelet indexes the compacted conversations; a restore is picked up the same way.
+    let indexed = seen(&c);
+    c.execute_batch(
+        "INSERT OR REPLACE INTO conversation_search_state SELECT id, updated_at, 1, 'h2' FROM conversation_summaries",
+    )
+    .unwrap();
+    restore(&env, &compacted[0], false);
+    assert_eq!(would_index(&c, &indexed), vec![compacted[0].clone()]);
+}
+
 /// kodelet's own compaction (a summary at `activeDisplayStart`) is shown as kodelet's, never under
 /// agent-db's header, in `show` and `show --json` (`summary_by`); a conversation kodelet never
 /// compacted has no such label.

@@ -586,3 +586,349 @@ fn the_message_model_names_no_agent() {
         .collect();
     assert!(hits.is_empty(), "{}", hits.join("\n"));
 }
+
+// ---- Function length: no non-test function over 80 lines. ----
+
+/// The longest a non-test function may be, in lines from its `fn` line to its closing brace.
+const MAX_FN_LINES: usize = 80;
+
+/// `text` with comments, string and char literals blanked to spaces (newlines kept), so
+/// braces and `fn` are found only in code.
+fn code_only(text: &str) -> String {
+    let b: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < b.len() && b[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i] == '/' && b.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if b[i] == '*' && b.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+        } else if c == 'r'
+            && matches!(next, Some('"') | Some('#'))
+            && !b[..i]
+                .last()
+                .is_some_and(|p| p.is_alphanumeric() || *p == '_')
+        {
+            // A raw string r"…" or r#"…"#.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while b.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if b.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            j += 1;
+            loop {
+                if j >= b.len() {
+                    break;
+                }
+                if b[j] == '"' && (0..hashes).all(|k| b.get(j + 1 + k) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            for &x in &b[i..j.min(b.len())] {
+                out.push(blank(x));
+            }
+            i = j;
+        } else if c == '"' {
+            out.push(' ');
+            i += 1;
+            while i < b.len() && b[i] != '"' {
+                if b[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if i < b.len() {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+            out.push(' ');
+            i += 1;
+        } else if c == '\'' {
+            // A char literal ('x', '\n', '\''), or a lifetime ('a), left as it is.
+            let end = if next == Some('\\') {
+                (i + 2..b.len()).find(|&k| b[k] == '\'' && k > i + 2)
+            } else if b.get(i + 2) == Some(&'\'') {
+                Some(i + 2)
+            } else {
+                None
+            };
+            match end {
+                Some(e) => {
+                    for &x in &b[i..=e] {
+                        out.push(blank(x));
+                    }
+                    i = e + 1;
+                }
+                None => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Every function with a body in `text` that is not test code: (name, first line, lines).
+/// Test code is an item under `#[cfg(test)]` or `#[test]` (a test module, a test helper).
+fn function_lengths(text: &str) -> Vec<(String, usize, usize)> {
+    let code = code_only(text);
+    let b = code.as_bytes();
+    let line_at = |i: usize| code[..i].matches('\n').count() + 1;
+    // The spans of test items: from a `#[cfg(test)]`/`#[test]` to its item's closing brace.
+    let mut test_spans = Vec::new();
+    for attr in ["#[cfg(test)]", "#[test]"] {
+        for (i, _) in code.match_indices(attr) {
+            if let Some(open) = code[i..].find(['{', ';']).map(|k| i + k) {
+                if b[open] == b'{' {
+                    test_spans.push((i, matching(b, open)));
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("fn ") {
+        if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') {
+            continue;
+        }
+        if test_spans.iter().any(|&(s, e)| s <= i && i <= e) {
+            continue;
+        }
+        let name: String = code[i + 3..]
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue; // `fn(…)` pointer types
+        }
+        // The body: the first `{` outside the signature's parentheses and angle brackets, unless a
+        // `;` ends a bodiless declaration first.
+        let mut depth = 0i32;
+        let mut body = None;
+        for (k, &c) in b.iter().enumerate().skip(i) {
+            match c {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b';' if depth == 0 => break,
+                b'{' if depth == 0 => {
+                    body = Some(k);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if let Some(open) = body {
+            let close = matching(b, open);
+            out.push((name, line_at(i), line_at(close) - line_at(i) + 1));
+        }
+    }
+    out
+}
+
+/// The index of the brace closing the one at `open`.
+fn matching(b: &[u8], open: usize) -> usize {
+    let mut depth = 0;
+    for (k, &c) in b.iter().enumerate().skip(open) {
+        match c {
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return k;
+                }
+            }
+            _ => {}
+        }
+    }
+    b.len() - 1
+}
+
+/// Non-test functions over [`MAX_FN_LINES`] in the library and the binary, as
+/// `file:line name (N lines)`. Files that are test modules (`tests.rs`, `*_tests.rs`) are left
+/// out.
+fn long_functions() -> Vec<String> {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        let name = f.file_name().unwrap().to_string_lossy();
+        if name == "tests.rs" || name.ends_with("_tests.rs") {
+            continue;
+        }
+        for (fname, line, n) in function_lengths(&std::fs::read_to_string(&f).unwrap()) {
+            if n > MAX_FN_LINES {
+                out.push(format!("src/{rel}:{line} {fname} ({n} lines)"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_non_test_function_is_over_80_lines() {
+    let long = long_functions();
+    assert!(
+        long.is_empty(),
+        "{} functions over {MAX_FN_LINES} lines:\n{}",
+        long.len(),
+        long.join("\n")
+    );
+}
+
+/// The counter on planted code: braces in strings, chars and comments do not count, a
+/// bodiless trait method is no function, test items are left out.
+#[test]
+fn the_function_counter_counts_lines_of_code() {
+    let text = "trait T {\n    fn decl(&self) -> u8;\n}\n\
+                fn three(x: &str) -> Vec<u8> {\n    let s = \"}{\"; // }\n    let c = '{'; let r = r#\"}\"#; vec![]\n}\n\
+                fn generic<'a, F: Fn(u8) -> u8>(f: F) where F: Copy {\n}\n\
+                #[cfg(test)]\nmod tests {\n    fn helper() {\n    }\n}\n\
+                #[test]\nfn t() {\n}\n";
+    let found = function_lengths(text);
+    assert_eq!(
+        found,
+        [("three".to_string(), 4, 4), ("generic".to_string(), 8, 2)]
+    );
+}
+
+// ---- docs/architecture.md describes the house as it is. ----
+
+fn architecture_md() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+        .unwrap()
+}
+
+/// docs/architecture.md's `house` block: each line a folder under `src/` and its files
+/// (without `.rs`).
+fn documented_house() -> Vec<(String, Vec<String>)> {
+    let doc = architecture_md();
+    let block = doc
+        .split("```house\n")
+        .nth(1)
+        .expect("docs/architecture.md has a ```house block")
+        .split("```")
+        .next()
+        .unwrap()
+        .to_string();
+    block
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(dir, files)| {
+            (
+                dir.trim().to_string(),
+                files.split_whitespace().map(String::from).collect(),
+            )
+        })
+        .collect()
+}
+
+/// Every file the block names exists, every source file in those folders is named (test
+/// modules, `*_tests.rs`, aside), and every agent folder is in it.
+#[test]
+fn architecture_md_lists_every_file_of_the_house() {
+    let src = src_dir();
+    let house = documented_house();
+    let mut problems = Vec::new();
+    for (dir, files) in &house {
+        for f in files {
+            if !src.join(dir).join(format!("{f}.rs")).is_file() {
+                problems.push(format!("src/{dir}/{f}.rs is named but does not exist"));
+            }
+        }
+        let Ok(entries) = std::fs::read_dir(src.join(dir)) else {
+            problems.push(format!("src/{dir} does not exist"));
+            continue;
+        };
+        for e in entries {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".rs") {
+                if !stem.ends_with("_tests") && !files.iter().any(|f| f == stem) {
+                    problems.push(format!("src/{dir}/{name} is not named"));
+                }
+            }
+        }
+    }
+    for e in std::fs::read_dir(src.join("agents")).unwrap() {
+        let e = e.unwrap();
+        if e.path().is_dir() {
+            let dir = format!("agents/{}", e.file_name().to_string_lossy());
+            if !house.iter().any(|(d, _)| *d == dir) {
+                problems.push(format!("src/{dir}/ is not in the house block"));
+            }
+        }
+    }
+    for top in ["store", "archive"] {
+        if !house.iter().any(|(d, _)| d == top) {
+            problems.push(format!("src/{top}/ is not in the house block"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Every method of the `Adapter` trait is named in docs/architecture.md's section on it.
+#[test]
+fn architecture_md_names_every_adapter_method() {
+    let kind = std::fs::read_to_string(src_dir().join("store/kind.rs")).unwrap();
+    let start = kind.find("pub trait Adapter").expect("the Adapter trait");
+    let body = &kind[start..];
+    let body = &body[..matching(body.as_bytes(), body.find('{').unwrap())];
+    let methods: Vec<String> = body
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("fn "))
+        .map(|l| {
+            l.chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect()
+        })
+        .collect();
+    assert!(methods.len() > 20, "{methods:?}");
+    let doc = architecture_md();
+    let section = doc
+        .split("## The Adapter trait")
+        .nth(1)
+        .expect("docs/architecture.md has a section on the Adapter trait");
+    let section = section.split("\n## ").next().unwrap();
+    let missing: Vec<&String> = methods
+        .iter()
+        .filter(|m| !section.contains(&format!("`{m}`")))
+        .collect();
+    assert!(missing.is_empty(), "not in architecture.md: {missing:?}");
+}

@@ -9,6 +9,7 @@ mod crash;
 mod discovery;
 mod docker_agent;
 mod docs_promises;
+mod drift;
 mod edit;
 mod everyday;
 mod exit_codes;

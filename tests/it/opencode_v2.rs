@@ -75,7 +75,8 @@ impl O {
     }
 
     /// opencode 2.x's loading rule, replayed: the latest `compaction` row whose status is
-    /// `completed` (and that is no native checkpoint), then every row from its `seq` on.
+    /// `completed` (and that is no native checkpoint), then every row from its `seq` on, less
+    /// the `system` rows before the last native checkpoint and that checkpoint.
     fn sent(&self, session: &str) -> Vec<(String, String, Value)> {
         let c = self.conn();
         let from: i64 = c
@@ -98,11 +99,26 @@ impl O {
                 ))
             })
             .unwrap();
-        rows.map(|r| {
-            let (id, t, d) = r.unwrap();
-            (id, t, serde_json::from_str(&d).unwrap())
-        })
-        .collect()
+        let rows: Vec<(String, String, Value)> = rows
+            .map(|r| {
+                let (id, t, d) = r.unwrap();
+                (id, t, serde_json::from_str(&d).unwrap())
+            })
+            .collect();
+        // `history.ts`: the last native checkpoint (`providerContext` set) retires the `system`
+        // rows before it; the checkpoint is not replayable for this reader.
+        let native = |t: &str, v: &Value| {
+            t == "compaction" && v["status"] == "completed" && !v["providerContext"].is_null()
+        };
+        let last_native = rows.iter().rposition(|(_, t, v)| native(t, v));
+        rows.into_iter()
+            .enumerate()
+            .filter(|(i, (_, t, v))| {
+                let retired = t == "system" && last_native.is_some_and(|n| *i < n);
+                !native(t, v) && !retired
+            })
+            .map(|(_, r)| r)
+            .collect()
     }
 
     /// The sessions at or over `ratio` by the test's own rule: the newest row opencode measures
@@ -451,7 +467,7 @@ fn an_upgraded_file_whose_import_is_unfinished_is_read_but_never_written() {
 
 /// The replay of opencode 2.x's loader can say no: a compaction row appended with SQL starts
 /// the history only once it is `completed` and not a native checkpoint (`providerContext`); a
-/// running one, or a checkpoint, leaves every row sent. A replay that sent every row, or started
+/// running one leaves every row sent, a checkpoint every row but the system rows it retires. A replay that sent every row, or started
 /// at any compaction, would fail a step.
 #[test]
 fn opencode_v2_replay_starts_only_at_a_completed_compaction() {
@@ -494,5 +510,85 @@ fn opencode_v2_replay_starts_only_at_a_completed_compaction() {
         [],
     )
     .unwrap();
-    assert_eq!(ids(&o.sent(&s)), with_running, "a native checkpoint");
+    // A native checkpoint is no start: the rows before it are still sent, but for the `system`
+    // rows it retires, and the checkpoint itself is not (`history.ts`).
+    let before_checkpoint: Vec<String> = all
+        .iter()
+        .filter(|r| r.1 != "system")
+        .map(|r| r.0.clone())
+        .collect();
+    assert_eq!(ids(&o.sent(&s)), before_checkpoint, "a native checkpoint");
+}
+
+/// opencode's `history.ts` (`messageEntries`): a native checkpoint (a completed compaction with a
+/// `providerContext`) retires the `system` rows before it, and is itself not sent to a reader
+/// that starts at the text compaction before it. agent-db read both as conversation.
+#[test]
+fn system_rows_before_a_native_checkpoint_are_not_part_of_the_history() {
+    let o = O::new(V2Era::Newest, 3);
+    let s = o.strings("SELECT id FROM session_v2 ORDER BY id").remove(0);
+    let c = o.conn();
+    let (seq, t): (i64, i64) = c
+        .query_row(
+            "SELECT MAX(seq), MAX(time_created) FROM session_message WHERE session_id = ?1",
+            [&s],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let rows = [
+        (
+            "system",
+            serde_json::json!({"text": "RETIRED instruction update"}),
+        ),
+        (
+            "compaction",
+            serde_json::json!({"status": "completed", "reason": "auto", "summary": "", "recent": "",
+                "providerContext": {"version": 1, "provenance": {"providerID": "openai", "provider": "openai",
+                    "modelID": "gpt-5", "route": "responses", "protocol": "openai-responses", "endpoint": "e"},
+                    "messages": [{"role": "user", "content": [{"type": "text", "text": "NATIVE window"}]}]}}),
+        ),
+        (
+            "system",
+            serde_json::json!({"text": "LIVE instruction update"}),
+        ),
+        (
+            "user",
+            serde_json::json!({"text": "LIVE request after the checkpoint", "time": {"created": t + 4}}),
+        ),
+    ];
+    for (n, (kind, data)) in rows.iter().enumerate() {
+        let n = n as i64 + 1;
+        c.execute(
+            "INSERT INTO session_message (id, session_id, type, seq, time_created, time_updated, data) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)",
+            rusqlite::params![format!("msg_native_{n}"), s, kind, seq + n, t + n, data.to_string()],
+        )
+        .unwrap();
+    }
+    let sent = o.sent(&s);
+    let texts = |v: &Value| v.to_string();
+    assert!(sent
+        .iter()
+        .all(|(_, _, v)| !texts(v).contains("RETIRED") && !texts(v).contains("NATIVE")));
+    let (doc, code) = json({
+        let mut c = o.cmd();
+        c.args(["show", &s, "--json"]);
+        c
+    });
+    assert_eq!(code, 0, "{doc:#}");
+    let shown: Vec<String> = doc["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["blocks"].to_string())
+        .collect();
+    let all = shown.join("\n");
+    assert!(!all.contains("RETIRED instruction update"), "{all}");
+    assert!(!all.contains("NATIVE window"), "{all}");
+    assert!(
+        all.contains("LIVE instruction update")
+            && all.contains("LIVE request after the checkpoint")
+    );
+    // One message per row the rule sends (no compaction among them here).
+    assert_eq!(shown.len(), sent.len(), "{all}");
 }

@@ -10,6 +10,10 @@ use crate::common::{ids_with_status, json, Env};
 
 type Row = HashMap<String, Option<String>>;
 
+/// `time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC).String()`: the clock the tests pin
+/// (`common::NOW`) as kodelet stores a save time.
+const SAVED_AT: &str = "2026-11-01 12:00:00 +0000 UTC";
+
 fn rows(env: &Env, table: &str) -> BTreeMap<String, Row> {
     let c = env.conn();
     let mut s = c.prepare(&format!("SELECT * FROM {table}")).unwrap();
@@ -129,12 +133,14 @@ fn compact_and_check(format: SynthFormat) {
             "file_last_access",
             "summary",
             "created_at",
-            "updated_at",
             "background_processes",
             "cwd",
         ] {
             assert_eq!(before[col], after[col], "{id}: column {col} changed");
         }
+        // `updated_at` is the save time, as every kodelet save writes it (Go's
+        // `time.Time.String()` of the clock the run is pinned to), on both rows.
+        assert_eq!(after["updated_at"].as_deref(), Some(SAVED_AT), "{id}");
         let old_raw = before["raw_messages"].clone().unwrap();
         let new_raw = after["raw_messages"].clone().unwrap();
         assert!(new_raw.len() < old_raw.len(), "{id} did not shrink");
@@ -249,12 +255,13 @@ fn compact_and_check(format: SynthFormat) {
         );
         assert_eq!(s["usage"], after["usage"]);
         assert_eq!(s["metadata"], after["metadata"]);
-        for col in ["summary", "created_at", "updated_at", "provider", "cwd"] {
+        for col in ["summary", "created_at", "provider", "cwd"] {
             assert_eq!(
                 s[col], before_sum[id][col],
                 "{id}: summary column {col} changed"
             );
         }
+        assert_eq!(s["updated_at"].as_deref(), Some(SAVED_AT), "{id}");
     }
     for (t, before) in other_tables {
         assert_eq!(env.dump(&t), before, "table {t} changed");

@@ -153,9 +153,9 @@ fn columns(conn: &Connection, table: &str, path: &Path) -> Result<Vec<String>> {
     Ok(names.into_iter().map(|c| c.to_ascii_lowercase()).collect())
 }
 
-/// Work out the generation, refusing files written by a docker-agent newer than agent-db knows
-/// and files missing a column agent-db needs. Reads only; never writes.
-pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
+/// The newest recorded migration, refusing one newer than agent-db knows and, from 29 on, one
+/// agent-db does not know by name.
+fn check_migrations(conn: &Connection, path: &Path) -> Result<i64> {
     let newest: Option<(i64, String)> = conn
         .query_row(
             "SELECT id, COALESCE(name, '') FROM migrations ORDER BY id DESC LIMIT 1",
@@ -206,6 +206,13 @@ pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
             ),
         ));
     }
+    Ok(max_migration)
+}
+
+/// Work out the generation, refusing files written by a docker-agent newer than agent-db knows
+/// and files missing a column agent-db needs. Reads only; never writes.
+pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
+    let max_migration = check_migrations(conn, path)?;
     let s = columns(conn, "sessions", path)?;
     let i = columns(conn, "session_items", path)?;
     for (table, have, need) in [

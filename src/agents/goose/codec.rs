@@ -30,9 +30,23 @@ use crate::message::{str_field, Block, ImageInfo, Message, Role};
 /// goose's `MessageMetadata::agent_only()` (`userVisible:false, agentVisible:true`).
 pub const AGENT_ONLY: &str = r#"{"userVisible":false,"agentVisible":true}"#;
 
-/// The continuation goose writes after a compaction the user asked for (`context_mgmt/mod.rs`
-/// manual-compaction text at goose `8d844eec`): agent-db compacts because its user ran it.
-pub const CONTINUATION: &str = "Your context was compacted at the user's request. The previous message contains a summary of the conversation so far.\nDo not mention that you read a summary or that conversation summarization occurred.\nJust continue the conversation naturally based on the summarized context.";
+/// The continuation goose writes after a compaction the user asked for
+/// (`MANUAL_COMPACT_CONTINUATION_TEXT`, `context_mgmt/mod.rs` at aaif-goose `006bd233`):
+/// agent-db compacts because its user ran it.
+pub const CONTINUATION: &str = "The previous message is a structured summary of the session so far, produced at the user's request because the context was getting long. The original messages are gone; the summary is your only memory of them. Treat the summary as authoritative for what it covers, but if the user asks about specifics that are not in the summary, say so plainly and ask rather than guess. Continue the session.";
+
+/// goose's `MessageMetadata` default (visible to user and agent): what goose's compaction
+/// gives the copy of the latest user message it puts back after the continuation
+/// (`Message::user().with_text(..)`, `context_mgmt/mod.rs@006bd233`).
+pub const VISIBLE: &str = r#"{"userVisible":true,"agentVisible":true}"#;
+
+/// Phrases every goose continuation opens with: "The previous message contains a summary"
+/// (through 1.47, `8d844eec`) and "The previous message is a structured summary" (the
+/// `CONVERSATION_`, `TOOL_LOOP_` and `MANUAL_COMPACT_CONTINUATION_TEXT` of `006bd233`).
+const CONTINUATION_MARKS: &[&str] = &[
+    "The previous message contains a summary",
+    "The previous message is a structured summary",
+];
 
 /// Item types of goose 1.9 (schema v1) that no later goose reads: a row holding one cannot be
 /// loaded.
@@ -199,8 +213,8 @@ pub fn continuation_message() -> Box<RawValue> {
 
 /// Whether `first` and `second` are what goose loads after one of its own compactions: the
 /// summary (a user message only the agent sees) and the continuation goose adds after it (an
-/// assistant message only the agent sees, telling the model the previous message contains a
-/// summary; every goose release words it around that phrase, `context_mgmt/mod.rs`). The
+/// assistant message only the agent sees, telling the model the previous message is a summary
+/// in one of the [`CONTINUATION_MARKS`] phrasings, `context_mgmt/mod.rs`). The
 /// summary's text is the first's ([`crate::message::Codec::summary_in_first`]).
 pub fn is_summary_pair(first: &Message, second: &Message) -> bool {
     let agent_only = |m: &Message| {
@@ -213,9 +227,10 @@ pub fn is_summary_pair(first: &Message, second: &Message) -> bool {
         && second.role == Role::Assistant
         && agent_only(first)
         && agent_only(second)
-        && second
-            .text()
-            .contains("The previous message contains a summary")
+        && {
+            let t = second.text();
+            CONTINUATION_MARKS.iter().any(|m| t.contains(m))
+        }
 }
 
 /// Decode one envelope into the model's view of the message. Its content is read as a borrowed

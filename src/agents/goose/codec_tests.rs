@@ -309,7 +309,7 @@ fn summary_and_continuation_are_goose_shaped() {
     assert_eq!(p.role, "assistant");
     let items: Value = serde_json::from_str(p.content.get()).unwrap();
     assert_eq!(items[0]["text"], CONTINUATION);
-    assert!(CONTINUATION.starts_with("Your context was compacted at the user's request."));
+    assert!(CONTINUATION.starts_with("The previous message is a structured summary of the session so far, produced at the user's request"));
     let m = decode(&s).unwrap();
     assert!(m.is_user_instruction());
     let both = crate::message::summary_messages(&CODEC, "x");
@@ -417,4 +417,23 @@ fn a_repeated_key_reads_as_a_value_keeps_it() {
         m.tool_calls().collect::<Vec<_>>(),
         vec![("c1", "shell", r#"{"command":"pwd"}"#)]
     );
+}
+
+/// goose's continuations of every release: 1.47's manual text (`8d844eec`) and the three of
+/// `context_mgmt/mod.rs@006bd233`, each after an agent-only summary, are goose's own summary.
+#[test]
+fn every_goose_continuation_text_marks_its_own_summary() {
+    let texts = [
+        "Your context was compacted at the user's request. The previous message contains a summary of the conversation so far.",
+        "The previous message is a structured summary of an earlier portion of this session that no longer fits in your context. The original messages are gone; the summary is your only memory of them. Continue the session.",
+        "The previous message is a structured summary of an earlier portion of this session that no longer fits in your context. The original messages and tool outputs are gone. Continue calling tools as necessary to complete the task.",
+        CONTINUATION,
+    ];
+    let s = decode(&summary_message("S")).unwrap();
+    for t in texts {
+        let c = decode(&new_envelope("assistant", t)).unwrap();
+        assert!(is_summary_pair(&s, &c), "{t}");
+    }
+    let other = decode(&new_envelope("assistant", "Continue the session.")).unwrap();
+    assert!(!is_summary_pair(&s, &other));
 }

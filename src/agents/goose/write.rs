@@ -5,8 +5,8 @@
 //! - Every summarized (head) row stays where it is; only the `agentVisible` key of its
 //!   `metadata_json` becomes false (`codec::hide_from_agent`).
 //! - Inserted: the summary (role `user`, one text item, `agent_only`), goose's continuation
-//!   (role `assistant`, `agent_only`) and, when the split put the latest instruction back, an
-//!   `agent_only` copy of it (its `content_json` copied by SQLite), with fresh `msg_<uuid>`
+//!   (role `assistant`, `agent_only`) and, when the split put the latest instruction back, a
+//!   copy of it visible to user and agent as goose's own (its `content_json` copied by SQLite), with fresh `msg_<uuid>`
 //!   ids where the column exists. They take `created_timestamp` one second before the first
 //!   kept row's (and its `timestamp` one second earlier), so goose's `ORDER BY
 //!   created_timestamp, id` puts them before the kept tail without moving a kept row: the rows
@@ -57,6 +57,8 @@ struct NewRow {
     content: Result2,
     created: i64,
     timestamp: Option<String>,
+    /// `metadata_json`: `codec::AGENT_ONLY`, or `codec::VISIBLE` for the put-back copy.
+    metadata: &'static str,
 }
 
 enum Result2 {
@@ -278,6 +280,11 @@ impl Proposal {
                 id: base + n as i64,
                 message_id: with_ids.then(|| message_id(&self.id, &self.version, n)),
                 role: role.to_string(),
+                metadata: if matches!(content, Result2::CopyOf(_)) {
+                    codec::VISIBLE
+                } else {
+                    codec::AGENT_ONLY
+                },
                 content,
                 created,
                 timestamp: timestamp.clone(),
@@ -292,7 +299,7 @@ impl Proposal {
             context_after: self.context_after,
             details: serde_json::json!({
                 "kept_rows": cur.rows.len() - self.tail_start,
-                "latest_instruction": self.reinsert.map(|_| "an agent_only copy after the continuation"),
+                "latest_instruction": self.reinsert.map(|_| "a copy after the continuation, visible to user and agent"),
             }),
         })
     }
@@ -332,6 +339,7 @@ impl Proposal {
                 content: Result2::Text(r.content),
                 created: r.created,
                 timestamp: r.timestamp,
+                metadata: codec::AGENT_ONLY,
             })
             .collect();
         let expected = e
@@ -434,7 +442,7 @@ fn insert_row(
         ("?3", &r.role),
         ("?4", &text),
         ("?5", &r.created),
-        ("?6", &codec::AGENT_ONLY),
+        ("?6", &r.metadata),
         ("?7", &r.message_id),
         ("?8", &r.timestamp),
         ("?9", &src),

@@ -3,7 +3,7 @@
 //! [`super::openai_chat`], [`super::responses`]).
 
 use super::{anthropic, openai_chat, responses};
-use crate::message::Format;
+use crate::message::{Format, FormatError};
 
 /// kodelet's `provider=anthropic` format.
 pub const ANTHROPIC: Format = &anthropic::Anthropic;
@@ -14,17 +14,22 @@ pub const OPENAI_RESPONSES: Format = &responses::OpenAiResponses;
 
 /// kodelet's format from its stored `provider` and `metadata.api_mode`; `Err` says why the
 /// conversation cannot be compacted.
-pub fn detect(provider: &str, api_mode: Option<&str>) -> Result<Format, String> {
+pub fn detect(provider: &str, api_mode: Option<&str>) -> Result<Format, FormatError> {
     match (provider, api_mode) {
         ("anthropic", _) => Ok(ANTHROPIC),
         ("openai", Some("responses")) | ("openai-responses", _) => Ok(OPENAI_RESPONSES),
         ("openai", None | Some("chat_completions") | Some("")) => Ok(OPENAI_CHAT),
-        ("openai", Some(other)) => Err(format!("unsupported openai api_mode {other:?}")),
-        ("google", _) => Err(
-            "provider google is unsupported: the agent removed it (2026-04) and no longer loads these rows"
-                .into(),
-        ),
-        (other, _) => Err(format!("unknown provider {other:?}")),
+        ("openai", Some(other)) => Err(FormatError::UnsupportedMode {
+            provider: "openai".into(),
+            mode: other.into(),
+        }),
+        ("google", _) => Err(FormatError::Retired {
+            provider: "google",
+            why: "the agent removed it (2026-04) and no longer loads these rows",
+        }),
+        (other, _) => Err(FormatError::UnknownProvider {
+            provider: other.into(),
+        }),
     }
 }
 
@@ -39,10 +44,24 @@ mod tests {
         assert_eq!(detect("openai", Some("chat_completions")), Ok(OPENAI_CHAT));
         assert_eq!(detect("openai", Some("responses")), Ok(OPENAI_RESPONSES));
         assert_eq!(detect("openai-responses", None), Ok(OPENAI_RESPONSES));
-        assert!(detect("google", None).unwrap_err().contains("google"));
-        assert!(detect("mistral", None)
-            .unwrap_err()
-            .contains("unknown provider"));
+        assert_eq!(
+            detect("google", None).unwrap_err().to_string(),
+            "provider google is unsupported: the agent removed it (2026-04) and no longer loads these rows"
+        );
+        assert_eq!(
+            detect("openai", Some("batch")).unwrap_err().to_string(),
+            "unsupported openai api_mode \"batch\""
+        );
+        assert_eq!(
+            detect("mistral", None),
+            Err(FormatError::UnknownProvider {
+                provider: "mistral".into()
+            })
+        );
+        assert_eq!(
+            detect("mistral", None).unwrap_err().to_string(),
+            "unknown provider \"mistral\""
+        );
     }
 
     /// A codec reads a repeated key as kodelet's Go decode does (the last value), and an

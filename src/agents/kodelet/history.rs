@@ -66,6 +66,46 @@ pub fn parse(cell: Option<&str>) -> Result<Option<History<'_>>, String> {
     }))
 }
 
+/// kodelet's Responses loader (`loadConversation`, `pkg/llm/openai/responses/thread.go`) refuses a
+/// conversation whose `activeDisplayStart` is past the items left once trailing `function_call`
+/// items are cleaned (`cleanedStoredInputItems`): "invalid Responses compaction display boundary
+/// after cleanup of incomplete tool calls". `Err` says why, for `raw_messages` and `start`.
+pub fn responses_boundary(raw_messages: &str, start: usize) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct Item<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    let items: Vec<Item<'_>> = serde_json::from_str(raw_messages)
+        .map_err(|e| format!("raw_messages is not a list of Responses items ({e})"))?;
+    let mut left = items.len();
+    while left > 0 && items[left - 1].kind.as_deref() == Some("function_call") {
+        left -= 1;
+    }
+    if start > left {
+        return Err(format!(
+            "compaction_history's activeDisplayStart {start} is past the {left} items left once trailing \
+             function_call items are cleaned; kodelet's Responses loader refuses this conversation"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether kodelet loads the row with its Responses thread (`provider` `openai-responses`, or
+/// `openai` with `metadata.api_mode` `responses`).
+pub fn is_responses(provider: &str, metadata: Option<&str>) -> bool {
+    let api_mode = || {
+        metadata
+            .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+            .and_then(|v| {
+                v.get("api_mode")
+                    .and_then(|a| a.as_str().map(str::to_string))
+            })
+    };
+    provider == "openai-responses"
+        || (provider == "openai" && api_mode().as_deref() == Some("responses"))
+}
+
 /// A segment's `rawMessages` text (`[]` when it has none).
 pub fn segment_messages(segment: &RawValue) -> Option<&str> {
     serde_json::from_str::<Segment<'_>>(segment.get())
@@ -250,6 +290,22 @@ pub fn go_time_json(t: &chrono::DateTime<chrono::FixedOffset>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_responses_boundary_counts_items_left_after_trailing_calls_go() {
+        let raw = r#"[{"type":"message","role":"user"},{"type":"function_call","call_id":"a"},{"type":"function_call","call_id":"b"}]"#;
+        assert!(responses_boundary(raw, 1).is_ok());
+        assert!(responses_boundary(raw, 2).is_err());
+        let answered =
+            r#"[{"type":"message"},{"type":"function_call"},{"type":"function_call_output"}]"#;
+        assert!(responses_boundary(answered, 3).is_ok());
+        assert!(is_responses("openai", Some(r#"{"api_mode":"responses"}"#)));
+        assert!(is_responses("openai-responses", None));
+        assert!(!is_responses(
+            "openai",
+            Some(r#"{"api_mode":"chat_completions"}"#)
+        ));
+    }
 
     fn items(json: &str) -> Vec<&RawValue> {
         serde_json::from_str(json).unwrap()

@@ -22,6 +22,7 @@ pub use meta::meta_from_columns;
 
 pub use read::{
     check_schema, init_store, load, meta, scan, sql_type, version_marker, Columns, KodeletRow,
+    KNOWN_MIGRATIONS, NEWEST_KNOWN,
 };
 pub use write::{bump_codex_generation, filter_tool_results, splice_current_context, Version};
 
@@ -260,6 +261,10 @@ impl Adapter for Kodelet {
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let row = load(read.conn, read.path, id)?;
         let own = read::own_summary_len(read.conn, read.path, id)?;
+        if own > 0 && history::is_responses(&row.provider, row.metadata.as_deref()) {
+            history::responses_boundary(&row.raw_messages, own)
+                .map_err(|why| crate::error::Error::conversation(id, why))?;
+        }
         Ok(
             conversation(row.id, row.raw_messages, row.version_marker, row.raw_blob)
                 .with_agent_summary(own),
@@ -349,7 +354,7 @@ impl LoadedState for Loaded {
         &self,
         meta: &ConversationMeta,
         raw_messages: &str,
-    ) -> std::result::Result<crate::message::Format, String> {
+    ) -> std::result::Result<crate::message::Format, crate::message::FormatError> {
         let stated = detect(&meta.provider, meta.api_mode.as_deref());
         let unstated = match &stated {
             Err(_) => meta.provider != "google",

@@ -61,10 +61,38 @@ const INIT_MIGRATIONS: &[(i64, &str)] = &[
     (20260719170000, "create steering_messages"),
 ];
 
-/// The newest kodelet migration agent-db knows (`20260929120000`, the conversation search
-/// index). A file with a newer one was written by a kodelet agent-db has not been checked
-/// against: it is read, never written (docs/stores.md "Schema versions").
-pub const NEWEST_KNOWN: i64 = 20260929120000;
+/// Every kodelet migration agent-db has read upstream and handles (`pkg/db/migrations/`;
+/// `fixtures/upstream/kodelet.toml` records the commit of each, and a test keeps the two equal).
+/// Those after `init`'s change nothing agent-db reads or writes but for `chat_turns`
+/// (20260906130000), image artifacts (20260910120000), `compaction_history` (20260920120000)
+/// and the search index (20260929120000); the others add runner, login and token tables or
+/// `steering_messages.run_id`.
+pub const KNOWN_MIGRATIONS: &[(i64, &str)] = &[
+    (20260204163000, "create_conversations"),
+    (20260204163001, "add_performance_indexes"),
+    (20260204163002, "add_provider_to_summaries"),
+    (20260204163003, "add_background_processes"),
+    (20260204163004, "create_acp_session_updates"),
+    (20260226120000, "add_metadata_to_summaries"),
+    (20260331120000, "add_cwd_to_conversations"),
+    (20260719170000, "create_steering_messages"),
+    (20260806120000, "create_runner_state"),
+    (20260807120000, "add_runner_environment_profile"),
+    (20260812120000, "create_control_plane_auth"),
+    (20260813120000, "create_user_api_credentials"),
+    (20260813130000, "create_runner_dpop_replays"),
+    (20260906130000, "create_chat_turns"),
+    (20260906160000, "scope_child_steering"),
+    (20260910120000, "create_image_artifacts"),
+    (20260920120000, "add_compaction_history"),
+    (20260924120000, "create_user_refresh_tokens"),
+    (20260929120000, "create_conversation_search"),
+];
+
+/// The newest kodelet migration agent-db knows (the last of [`KNOWN_MIGRATIONS`]). A file with
+/// a newer one was written by a kodelet agent-db has not been checked against: it is read,
+/// never written (docs/stores.md "Schema versions").
+pub const NEWEST_KNOWN: i64 = KNOWN_MIGRATIONS[KNOWN_MIGRATIONS.len() - 1].0;
 
 /// Which of the optional columns and tables exist.
 #[derive(Debug, Clone, Copy, Default)]
@@ -537,59 +565,21 @@ fn prefiltered_rows(
         let nulls = [1, 2, 3].map(|i| matches!(r.get_ref(i), Ok(ValueRef::Null)));
         if let (true, Some([current, max, _, _]), [false, false, false]) = (facts, sure, nulls) {
             // The sure usage is all the selection reads besides the id and `updated_at`.
-            if !prefilter.keeps_usage(current, max) || !exists(conn, path, orphans, id)? {
-                continue;
+            if prefilter.keeps_usage(current, max) && exists(conn, path, orphans, id)? {
+                push_sure_facts(&mut kept, r, path, prefilter.times, [current, max])?;
             }
-            let key = r.get_ref(4).at(path)?;
-            let updated_at = lossy_value(key).filter(|_| prefilter.times);
-            let id = lossy_value(id);
-            let f = Facts {
-                parent: None,
-                archived: false,
-                id: id.as_deref().unwrap_or_default(),
-                updated_at: updated_at.as_deref().unwrap_or_default(),
-                current_context: current,
-                max_context: max,
-                problem: None,
-            };
-            kept.push_facts_at(path, key, r.get(9).at(path)?, &f)?;
             continue;
         }
         // A legacy NULL falls back to the conversation's own cell (and proves it exists).
         let theirs = if nulls.iter().any(|n| *n) {
-            match own
-                .query_row([ToSqlOutput::Borrowed(id)], |c| {
-                    Ok([lossy(c, 0)?, lossy(c, 1)?, lossy(c, 2)?])
-                })
-                .optional()
-                .at(path)?
-            {
+            match own_cells(&mut own, id, path)? {
                 Some(v) => Some(v),
                 None => continue,
             }
         } else {
             None
         };
-        let pick = |i: usize| -> Result<Option<String>> {
-            match (&theirs, nulls[i - 1]) {
-                (Some(v), true) => Ok(v[i - 1].clone()),
-                _ => lossy(r, i).at(path),
-            }
-        };
-        let mut m = super::meta_from_columns(
-            lossy(r, 0).at(path)?.unwrap_or_default(),
-            pick(1)?.unwrap_or_default(),
-            if sure.is_some() { None } else { pick(2)? },
-            pick(3)?.unwrap_or_default(),
-            lossy(r, 4).at(path)?.unwrap_or_default(),
-            lossy(r, 5).at(path)?,
-            lossy_ref(r, 6).at(path)?.as_deref(),
-            r.get(7).ok(),
-        );
-        if let Some([current, max, input, output]) = sure {
-            (m.current_context, m.max_context) = (current, max);
-            (m.input_tokens, m.output_tokens) = (input, output);
-        }
+        let mut m = row_meta(r, path, theirs.as_ref(), nulls, sure)?;
         // The usage is decoded once, here; the prefilter judges the decoded row.
         if !prefilter.keeps(&m) {
             continue;
@@ -606,6 +596,75 @@ fn prefiltered_rows(
         kept.push_meta_at(path, key, rowid, m)?;
     }
     Ok(kept)
+}
+
+/// Hold a kept row's [`Facts`] from its sure usage (`[current, max]`), without decoding it.
+fn push_sure_facts(
+    kept: &mut NewestFirst,
+    r: &Row<'_>,
+    path: &Path,
+    times: bool,
+    [current, max]: [Option<i64>; 2],
+) -> Result<()> {
+    let id = lossy_value(r.get_ref(0).at(path)?);
+    let key = r.get_ref(4).at(path)?;
+    let updated_at = lossy_value(key).filter(|_| times);
+    let f = Facts {
+        parent: None,
+        archived: false,
+        id: id.as_deref().unwrap_or_default(),
+        updated_at: updated_at.as_deref().unwrap_or_default(),
+        current_context: current,
+        max_context: max,
+        problem: None,
+    };
+    kept.push_facts_at(path, key, r.get(9).at(path)?, &f)
+}
+
+/// The conversation's own `provider`, `usage` and `created_at` cells (for a summary row's
+/// legacy NULLs), or `None` when no conversation has this id.
+fn own_cells(
+    own: &mut rusqlite::Statement<'_>,
+    id: ValueRef<'_>,
+    path: &Path,
+) -> Result<Option<[Option<String>; 3]>> {
+    own.query_row([ToSqlOutput::Borrowed(id)], |c| {
+        Ok([lossy(c, 0)?, lossy(c, 1)?, lossy(c, 2)?])
+    })
+    .optional()
+    .at(path)
+}
+
+/// A summary row's metadata, its NULL cells taken from the conversation's own (`theirs`), and
+/// the usage fields from the sure read of the stored bytes when there is one.
+fn row_meta(
+    r: &Row<'_>,
+    path: &Path,
+    theirs: Option<&[Option<String>; 3]>,
+    nulls: [bool; 3],
+    sure: Option<[Option<i64>; 4]>,
+) -> Result<ConversationMeta> {
+    let pick = |i: usize| -> Result<Option<String>> {
+        match (theirs, nulls[i - 1]) {
+            (Some(v), true) => Ok(v[i - 1].clone()),
+            _ => lossy(r, i).at(path),
+        }
+    };
+    let mut m = super::meta_from_columns(
+        lossy(r, 0).at(path)?.unwrap_or_default(),
+        pick(1)?.unwrap_or_default(),
+        if sure.is_some() { None } else { pick(2)? },
+        pick(3)?.unwrap_or_default(),
+        lossy(r, 4).at(path)?.unwrap_or_default(),
+        lossy(r, 5).at(path)?,
+        lossy_ref(r, 6).at(path)?.as_deref(),
+        r.get(7).ok(),
+    );
+    if let Some([current, max, input, output]) = sure {
+        (m.current_context, m.max_context) = (current, max);
+        (m.input_tokens, m.output_tokens) = (input, output);
+    }
+    Ok(m)
 }
 
 /// Whether a conversation has this id: from the merge's orphan set when there is one, else a

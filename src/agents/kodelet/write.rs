@@ -6,8 +6,11 @@
 //! byte of `usage` is kept); `tool_results` (entries whose call is gone are dropped; the rest keep
 //! their bytes); `metadata.codex_responses_window_generation` + 1 for Codex Responses rows that
 //! have it; the summary row's `message_count`, `first_message`, `usage` and `metadata`, computed
-//! exactly as kodelet's `ToSummary`. `updated_at` is **not** changed: compaction is maintenance,
-//! not user activity, and the audit log records when it happened.
+//! exactly as kodelet's `ToSummary`; `updated_at` of both rows becomes now, as every kodelet save
+//! (its own compaction included: `Store.Save` sets `record.UpdatedAt = time.Now()`) does. kodelet's
+//! search indexer remembers, per process, the `updated_at` it last indexed and skips a conversation
+//! whose `updated_at` it has seen, so a compaction that kept it would leave a running kodelet
+//! searching the old messages.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -277,6 +280,7 @@ fn cells_for(p: &Proposal, ch: Changes, cols: super::Columns) -> Vec<Cell> {
         (new_usage, "usage"),
         (new_meta, "metadata"),
         (ch.history, "compaction_history"),
+        (true, "updated_at"),
     ] {
         if changed {
             let packed = match column {
@@ -287,7 +291,7 @@ fn cells_for(p: &Proposal, ch: Changes, cols: super::Columns) -> Vec<Cell> {
         }
     }
     if summary_exists {
-        for c in ["message_count", "first_message", "usage"] {
+        for c in ["message_count", "first_message", "usage", "updated_at"] {
             cells.push(Cell::new("conversation_summaries", "id", key, c));
         }
         if cols.summaries_metadata {
@@ -311,6 +315,16 @@ pub struct Apply {
     metadata_after: Option<String>,
     summary_exists: bool,
     cols: super::Columns,
+    /// The new `updated_at` (Go's `time.Time.String()` form, UTC).
+    updated_at: String,
+}
+
+/// Now as kodelet stores a save time: Go's `time.Time.String()` form, in UTC.
+pub fn saved_at() -> String {
+    let now = crate::gotime::now()
+        .with_timezone(&chrono::Utc)
+        .fixed_offset();
+    crate::gotime::format_go(&now, Some("UTC"))
 }
 
 impl Write for Proposal {
@@ -387,6 +401,7 @@ impl Write for Proposal {
                 metadata_after,
                 summary_exists,
                 cols,
+                updated_at: saved_at(),
             },
         }))
     }
@@ -398,7 +413,8 @@ impl Write for Proposal {
         // itself (`COALESCE(NULL, col)`), which keeps its value and storage class.
         tx.prepare_cached(
             "UPDATE conversations SET raw_messages = ?1, usage = COALESCE(?2, usage),
-               tool_results = COALESCE(?3, tool_results), metadata = COALESCE(?4, metadata)
+               tool_results = COALESCE(?3, tool_results), metadata = COALESCE(?4, metadata),
+               updated_at = ?6
              WHERE id = ?5",
         )
         .at(path)?
@@ -407,7 +423,8 @@ impl Write for Proposal {
             a.usage,
             a.tool_results,
             a.metadata,
-            key
+            key,
+            a.updated_at
         ])
         .at(path)?;
         let (count, first_text) = match &a.history {
@@ -505,6 +522,9 @@ impl Proposal {
             &marker,
         )
         .map_err(fail)?;
+        if *self.format == *crate::agents::kodelet::OPENAI_RESPONSES {
+            super::history::responses_boundary(&self.raw_messages, a.start).map_err(fail)?;
+        }
         let visible: i64 = new_items[a.start..]
             .iter()
             .map(|m| super::history::count_roles(m.get()))
@@ -528,7 +548,8 @@ fn update_summary_row(
 ) -> Result<()> {
     tx.prepare_cached(
         "UPDATE conversation_summaries SET message_count = ?1, first_message = ?2,
-           usage = (SELECT usage FROM conversations WHERE id = ?3) WHERE id = ?3",
+           usage = (SELECT usage FROM conversations WHERE id = ?3),
+           updated_at = (SELECT updated_at FROM conversations WHERE id = ?3) WHERE id = ?3",
     )
     .at(path)?
     .execute(params![count, first, key])

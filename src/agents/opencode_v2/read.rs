@@ -1,6 +1,7 @@
 //! Reading opencode 2.x: the listing (`session_v2` and the newest finished assistant's
 //! tokens) and the history as opencode's 2.x loader builds it (`SessionHistory`): the rows of
-//! `session_message` from the latest completed text compaction on, in `seq` order.
+//! `session_message` from the latest completed text compaction on, in `seq` order, without the
+//! `system` rows a later native checkpoint retired and without the checkpoint itself.
 //!
 //! agent-db carries each row as the envelope of the 1.x codec (`message/opencode.rs`), so the
 //! summarizer, the splitter and the recognition of an earlier summary are the same for both
@@ -208,13 +209,19 @@ fn latest_compaction(conn: &Connection, path: &Path, id: &str) -> Result<Option<
                 format!("compaction row seq {seq}: data is not JSON ({e})"),
             )
         })?;
-        if str_field(&v, "status") == Some("completed")
-            && v.get("providerContext").is_none_or(Value::is_null)
-        {
+        if str_field(&v, "status") == Some("completed") && !is_native_checkpoint("compaction", &v) {
             return Ok(Some(seq));
         }
     }
     Ok(None)
+}
+
+/// `SessionProviderContext.isCheckpoint`: a completed compaction that installed a provider's
+/// native replacement window (`providerContext`) instead of a text summary.
+pub fn is_native_checkpoint(kind: &str, v: &Value) -> bool {
+    kind == "compaction"
+        && str_field(v, "status") == Some("completed")
+        && v.get("providerContext").is_some_and(|c| !c.is_null())
 }
 
 fn raw(v: &Value) -> Box<RawValue> {
@@ -326,7 +333,7 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
         )
         .at(path)?;
     let mut rows = st.query([id]).at(path)?;
-    let mut envs = Vec::new();
+    let mut loaded: Vec<(String, String, i64, Value)> = Vec::new();
     let mut hasher = String::new();
     let (mut max_seq, mut max_time) = (0i64, 0i64);
     while let Some(r) = rows.next().at(path)? {
@@ -343,7 +350,23 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
         }
         let v: Value = serde_json::from_str(&data)
             .map_err(|e| bad(id, format!("message {mid}: data is not valid JSON ({e})")))?;
-        envs.extend(envelopes(&mid, &kind, &v));
+        loaded.push((mid, kind, seq, v));
+    }
+    // `history.ts`: the last native checkpoint retires the `system` rows before it (its
+    // instruction baseline supersedes them); the checkpoint itself is not sent to a reader that
+    // starts at a text compaction.
+    let native = loaded
+        .iter()
+        .filter(|(_, kind, _, v)| is_native_checkpoint(kind, v))
+        .map(|(_, _, seq, _)| *seq)
+        .max();
+    let mut envs = Vec::new();
+    for (mid, kind, seq, v) in &loaded {
+        let retired = kind == "system" && native.is_some_and(|n| *seq < n);
+        if retired || is_native_checkpoint(kind, v) {
+            continue;
+        }
+        envs.extend(envelopes(mid, kind, v));
     }
     let raw_messages = crate::message::join_raw(envs.iter().map(|e| e.as_ref()));
     Ok(Session {
