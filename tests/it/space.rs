@@ -511,7 +511,7 @@ fn crush_space_before_the_summary_pointer_says_why_nothing_is_hidden() {
         .unwrap();
     }
     drop(c);
-    check(
+    let space = check(
         dir.path(),
         &db,
         &Expect {
@@ -521,4 +521,6 @@ fn crush_space_before_the_summary_pointer_says_why_nothing_is_hidden() {
             top: &["SELECT session_id, parts FROM messages"],
         },
     );
+    let note = category(&space, "hidden history")["note"].as_str().unwrap();
+    assert!(note.contains("add_summary_message_id"), "{note}");
 }
