@@ -79,7 +79,14 @@ mod tests {
         let names: Vec<&str> = StoreKind::all().map(StoreKind::name).collect();
         assert_eq!(
             names,
-            ["kodelet", "docker-agent", "goose", "opencode", "kilo", "crush"]
+            [
+                "kodelet",
+                "docker-agent",
+                "goose",
+                "opencode",
+                "kilo",
+                "crush"
+            ]
         );
         for &k in KINDS.iter() {
             assert_eq!(StoreKind::parse(k.name()), Some(k));
