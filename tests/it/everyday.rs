@@ -580,7 +580,7 @@ const AGENTS: [(&str, &str); 4] = [
 
 fn with_no_store(home: &std::path::Path) -> assert_cmd::Command {
     let mut c = bare_cmd(home);
-    for var in ["XDG_DATA_HOME", "GOOSE_PATH_ROOT", "OPENCODE_DB"] {
+    for var in ["XDG_DATA_HOME", "GOOSE_PATH_ROOT", "OPENCODE_DB", "KILO_DB", "CRUSH_GLOBAL_DATA"] {
         c.env_remove(var);
     }
     c
@@ -706,15 +706,21 @@ fn stores_reports_every_agents_default_file() {
         OpencodeEra::preset("opencode").unwrap(),
     )
     .unwrap();
+    // Kilo's default file from Kilo 7.7.9's own DDL, and Crush's project file in the current
+    // directory from Crush's migrations.
+    crate::kilo::kilo_store(&data.join("kilo/kilo.db"));
+    let project = home.path().join("project");
+    std::fs::create_dir_all(project.join(".crush")).unwrap();
+    crate::crush::build(&project.join(".crush/crush.db"), crate::crush::NEWEST_MAIN);
     let mut c = with_no_store(home.path());
-    c.args(["stores", "--json"]);
+    c.current_dir(&project).args(["stores", "--json"]);
     let (doc, code) = json(c);
     assert_eq!(code, 0, "{doc:#}");
     let rows = doc["stores"].as_array().unwrap();
     let agents: Vec<&str> = rows.iter().map(|r| r["agent"].as_str().unwrap()).collect();
     assert_eq!(
         agents,
-        ["kodelet", "docker-agent", "goose", "opencode"],
+        ["kodelet", "docker-agent", "goose", "opencode", "kilo", "crush"],
         "{doc:#}"
     );
     for r in rows {

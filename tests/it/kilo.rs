@@ -27,7 +27,7 @@ fn cmd(home: &Path) -> assert_cmd::Command {
 }
 
 /// An empty Kilo 7.7.9 store at `path`, from Kilo's own DDL.
-fn kilo_store(path: &Path) {
+pub(crate) fn kilo_store(path: &Path) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let ddl = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/kilo/kilo-7.7.9.sql"),

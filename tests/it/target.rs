@@ -87,8 +87,19 @@ fn store() -> (Env, Vec<String>) {
 
 fn compact(env: &Env, extra: &[&str]) -> Value {
     let mut c = env.cmd();
-    c.args(["compact", "--all-over", "0.7", "--target", "0.4", "--json"])
-        .args(extra);
+    // `--idle 0`: a kodelet compaction sets `updated_at` (as kodelet's own does), so without it
+    // a second batch would see the conversations it just compacted as active.
+    c.args([
+        "compact",
+        "--all-over",
+        "0.7",
+        "--target",
+        "0.4",
+        "--idle",
+        "0",
+        "--json",
+    ])
+    .args(extra);
     let (doc, code) = json(c);
     assert_eq!(code, 0, "{doc}");
     doc
