@@ -221,7 +221,7 @@ impl Proposal {
             )
         })?;
         let m = message::decode(&crate::agents::opencode_family::codec::CODEC, raw)
-            .map_err(|e| Error::conversation(&self.id, e))?;
+            .map_err(|e| Error::conversation(&self.id, e.to_string()))?;
         Ok(m.text())
     }
 
@@ -302,7 +302,7 @@ impl Proposal {
         let mut n = 0usize;
         for raw in parts.into_iter().take(k) {
             let m = message::decode(&crate::agents::opencode_family::codec::CODEC, raw)
-                .map_err(|e| Error::conversation(&self.id, e))?;
+                .map_err(|e| Error::conversation(&self.id, e.to_string()))?;
             n += crate::tokens::message_tokens(&crate::agents::opencode_family::codec::CODEC, &m);
         }
         Ok(n as i64)

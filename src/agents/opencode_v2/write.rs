@@ -49,8 +49,8 @@ pub fn render_recent(
     loaded: &str,
     first: Option<usize>,
     from: usize,
-) -> std::result::Result<String, String> {
-    let raws = message::split_raw(loaded).map_err(|e| e.to_string())?;
+) -> std::result::Result<String, message::DecodeError> {
+    let raws = message::split_raw(loaded)?;
     let picks = first
         .filter(|i| *i < from)
         .into_iter()
