@@ -6,6 +6,9 @@
 
 use std::path::PathBuf;
 
+pub mod decode;
+pub use decode::DecodeError;
+
 /// Documented process exit codes (see `docs/usage.md`, "Exit codes").
 pub mod exit {
     /// Everything selected was done or rightly skipped.
@@ -78,6 +81,10 @@ pub enum Error {
     #[error("conversation {id}: {detail}")]
     Conversation { id: String, detail: String },
 
+    /// A conversation whose stored history does not decode.
+    #[error("conversation {id}: {error}")]
+    Decode { id: String, error: DecodeError },
+
     /// An ID given on the command line that names no conversation (see
     /// `store::prefix::unknown_id`); the hint says why when it can.
     #[error("conversation {id}: not found")]
@@ -140,6 +147,7 @@ impl Error {
             Error::ConversationNotFound { .. }
             | Error::UnknownId { .. }
             | Error::Conversation { .. }
+            | Error::Decode { .. }
             | Error::NotFound(_) => exit::DATA,
             Error::Locked { .. } => exit::LOCKED,
             Error::Busy { .. } => exit::BUSY,
@@ -181,6 +189,14 @@ impl Error {
         match self {
             Error::Hinted { error, .. } => error,
             e => e,
+        }
+    }
+
+    /// A conversation whose stored history does not decode.
+    pub fn decode(id: impl Into<String>, error: DecodeError) -> Self {
+        Error::Decode {
+            id: id.into(),
+            error,
         }
     }
 
@@ -261,6 +277,19 @@ mod tests {
         let again = e.with_hint("another");
         assert_eq!(again.hint(), Some("another"));
         assert!(matches!(again.unhinted(), Error::Usage(_)));
+    }
+
+    #[test]
+    fn a_decode_failure_keeps_its_cause_typed_under_the_conversation() {
+        let cause = super::DecodeError::missing("message", "role").at(Some(2));
+        let e = Error::decode("c1", cause.clone());
+        assert_eq!(
+            e.to_string(),
+            "conversation c1: raw_messages[2]: message has no role"
+        );
+        assert_eq!(e.exit_code(), exit::DATA);
+        assert!(matches!(&e, Error::Decode { id, error } if id == "c1" && *error == cause));
+        assert_eq!(e.hint(), None);
     }
 
     #[test]

@@ -7,15 +7,14 @@
 //! Nothing here touches SQLite or the terminal.
 
 pub mod codec;
-pub mod decode_error;
 pub mod image;
 pub(crate) mod lite;
 
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+pub use crate::error::DecodeError;
 pub use codec::Codec;
-pub use decode_error::DecodeError;
 pub use image::ImageInfo;
 
 /// The wire format of a conversation's messages: the codec that reads and writes them.

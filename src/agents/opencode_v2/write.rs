@@ -166,7 +166,7 @@ impl Write for Proposal {
         // What opencode loads now starts at the new row.
         let after = load_session(tx, path, &self.id)?;
         let loaded = message::split_raw(&after.raw_messages)
-            .map_err(|e| Error::conversation(&self.id, e.to_string()))?
+            .map_err(|e| Error::decode(&self.id, e))?
             .len();
         let want = 1 + usize::from(!a.recent_empty);
         if loaded != want {

@@ -1,9 +1,11 @@
-//! [`DecodeError`]: why a stored message does not decode, as the codecs find it.
+//! [`DecodeError`]: why a stored message does not decode, as the codecs find it
+//! (`message::Codec::decode`).
 //!
 //! Each case keeps what it is about (the field, the role, the item kind, the position) as data;
 //! its `Display` is the message users read. The wording that differs between formats (the
 //! format's or agent's name, how it words an unknown role) comes from the codec that builds the
-//! error, so this module names no agent.
+//! error, so this module names no agent. It lives beside [`Error`](super::Error), whose
+//! [`Error::Decode`](super::Error::Decode) carries it with the conversation's ID.
 
 /// Why a stored message (or a whole stored history) does not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
