@@ -297,17 +297,26 @@ fn for_assistant<J: Json>(item: &J) -> bool {
     }
 }
 
+/// `e`, which makes goose refuse to load the whole session.
+fn refused(e: DecodeError) -> DecodeError {
+    e.unloadable("goose", "this session")
+}
+
 fn need_str<'a, J: Json>(item: &'a J, key: &str, kind: &str) -> Result<&'a str, DecodeError> {
-    str_field(item, key).ok_or_else(|| {
-        DecodeError::missing(kind, format!("string {key:?}")).unloadable("goose", "this session")
-    })
+    str_field(item, key)
+        .ok_or_else(|| refused(DecodeError::missing(kind, format!("string {key:?}"))))
+}
+
+/// The object under `key`, which goose needs in an item of `kind`.
+fn need_object<'a, J: Json>(item: &'a J, key: &str, kind: &str) -> Result<&'a J, DecodeError> {
+    item.get(key)
+        .filter(|c| c.is_object())
+        .ok_or_else(|| refused(DecodeError::missing(kind, key)))
 }
 
 fn block<J: Json>(role: Role, item: &J) -> Result<Block, DecodeError> {
     if !item.is_object() {
-        return Err(
-            DecodeError::wrong_type(None, "not a JSON object").unloadable("goose", "this session")
-        );
+        return Err(refused(DecodeError::wrong_type(None, "not a JSON object")));
     }
     let kind = need_str(item, "type", "item")?;
     let user = role == Role::User;
@@ -330,13 +339,7 @@ fn block<J: Json>(role: Role, item: &J) -> Result<Block, DecodeError> {
         }
         "toolRequest" => {
             let id = need_str(item, "id", "toolRequest")?;
-            let call = item
-                .get("toolCall")
-                .filter(|c| c.is_object())
-                .ok_or_else(|| {
-                    DecodeError::missing("toolRequest", "toolCall")
-                        .unloadable("goose", "this session")
-                })?;
+            let call = need_object(item, "toolCall", "toolRequest")?;
             if user {
                 return Ok(opaque("toolRequest(in a user message)", item));
             }
@@ -344,13 +347,7 @@ fn block<J: Json>(role: Role, item: &J) -> Result<Block, DecodeError> {
         }
         "toolResponse" => {
             let id = need_str(item, "id", "toolResponse")?;
-            let result = item
-                .get("toolResult")
-                .filter(|c| c.is_object())
-                .ok_or_else(|| {
-                    DecodeError::missing("toolResponse", "toolResult")
-                        .unloadable("goose", "this session")
-                })?;
+            let result = need_object(item, "toolResult", "toolResponse")?;
             if !user {
                 return Ok(opaque("toolResponse(in an assistant message)", item));
             }
@@ -374,12 +371,11 @@ fn block<J: Json>(role: Role, item: &J) -> Result<Block, DecodeError> {
             redacted: true,
         },
         k if UNREADABLE_TYPES.contains(&k) => {
-            return Err(DecodeError::RetiredKind {
+            return Err(refused(DecodeError::RetiredKind {
                 kind: k.to_string(),
                 agent: "goose",
                 version: "1.9",
-            }
-            .unloadable("goose", "this session"))
+            }))
         }
         // frontendToolRequest, toolConfirmationRequest, actionRequired, systemNotification,
         // error, document, conversationCompacted, thinking in user messages, newer types.
