@@ -193,7 +193,7 @@ pub struct Settings {
     #[serde(serialize_with = "prices_json")]
     pub prices: BTreeMap<String, Price>,
     pub context_limits: BTreeMap<String, i64>,
-    /// `[store] agent`: a store kind's name (`kodelet`, `docker-agent`, `goose`, `opencode`),
+    /// `[store] agent`: a store kind's name (`kodelet`, `docker-agent`, `goose`, `opencode`, `kilo`),
     /// whose default store is used.
     pub store_agent: Option<String>,
     /// `[store] path`: the store file (`--db`, `AGENT_DB_PATH` and `--agent` win).

@@ -8,6 +8,7 @@
 pub mod crush;
 pub mod docker_agent;
 pub mod goose;
+pub mod kilo;
 pub mod kodelet;
 pub mod opencode;
 pub mod opencode_family;
@@ -67,6 +68,7 @@ mod tests {
              docker-agent's sessions, session_items and migrations tables, \
              goose's sessions, messages and schema_version tables, \
              opencode's session_v2, session_message and migration tables, \
+             kilo's session, message, part and kilo_board tables, \
              opencode's session, message and part tables, \
              or crush's sessions, messages, files and goose_db_version tables; found: notes"
         );
@@ -77,7 +79,14 @@ mod tests {
         let names: Vec<&str> = StoreKind::all().map(StoreKind::name).collect();
         assert_eq!(
             names,
-            ["kodelet", "docker-agent", "goose", "opencode", "crush"]
+            [
+                "kodelet",
+                "docker-agent",
+                "goose",
+                "opencode",
+                "kilo",
+                "crush"
+            ]
         );
         for &k in KINDS.iter() {
             assert_eq!(StoreKind::parse(k.name()), Some(k));
@@ -114,8 +123,8 @@ mod tests {
     }
 
     /// The registry is every agent's folder, in the detection order of their ranks: kodelet,
-    /// docker-agent, goose, opencode 2.x, then opencode 1.x (whose tables an upgraded 2.x file
-    /// also has), then Crush, each rank once.
+    /// docker-agent, goose, opencode 2.x, Kilo, then opencode 1.x (whose tables an upgraded 2.x
+    /// file and a Kilo file also have), then Crush, each rank once.
     #[test]
     fn the_registry_is_in_detection_order() {
         let order: Vec<(&str, &str)> = KINDS
@@ -129,6 +138,7 @@ mod tests {
                 ("docker-agent", "sessions"),
                 ("goose", "sessions"),
                 ("opencode", "session_v2"),
+                ("kilo", "session"),
                 ("opencode", "session"),
                 ("crush", "sessions"),
             ]

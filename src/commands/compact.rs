@@ -294,13 +294,9 @@ fn execute(
         return Err(err.into());
     }
     if run.interrupted {
-        // The conversations the selection never reached are counted, not left out.
-        let selected = total.or_else(|| {
-            Store::open(path, agent_db::store::Access::Read)
-                .ok()
-                .and_then(|s| count_rows(&s, selector, &now))
-        });
-        work.not_visited = selected.map_or(0, |n| (n as usize).saturating_sub(work.conversations));
+        // The conversations the selection never reached are counted, not left out: on the
+        // selection's own read, since this run's writes move what a second count would see.
+        work.not_visited = run.unreached;
         totals.not_visited = work.not_visited;
     }
     if let Some(j) = json {

@@ -251,7 +251,7 @@ fn ids_list(
 
 /// Under `--since`: the conversations agent-db compacted within the window. `--since` compares
 /// the agent's own last-activity time, which a compaction moves only where the agent's own
-/// compaction does (goose), so the listing may leave a just-compacted conversation out; the
+/// compaction does (goose, kodelet), so the listing may leave a just-compacted conversation out; the
 /// note says how many and where to find them (`history --since`).
 #[derive(Default)]
 struct CompactedInWindow {

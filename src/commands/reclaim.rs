@@ -44,28 +44,66 @@ pub fn run(ui: &Ui, store: Store, args: &ReclaimArgs) -> CmdResult {
     let units = reclaim::plan(&store, cutoff)?;
     let would = reclaim::totals(&units);
     if args.dry_run || units.is_empty() {
-        if args.json {
-            json::print(
-                "reclaim",
-                serde_json::json!({"dry_run": args.dry_run, "categories": would, "removed": []}),
-            )?;
-        } else if units.is_empty() {
-            if !ui.quiet || args.dry_run {
-                output::out(&format!(
-                    "nothing to reclaim in this {} store\n",
-                    store.kind.name()
-                ))?;
-            }
-        } else {
-            output::out(&format!(
-                "{}dry run: nothing was removed\n",
-                lines(&would, "would remove")
-            ))?;
-        }
+        report_plan(ui, &store, args, &units, &would)?;
         return Ok(exit::OK);
     }
+    if !ask(ui, args.yes, &question(&units, &would)) {
+        ui.status("nothing done");
+        return Ok(exit::OK);
+    }
+    let stamp = gotime::rfc3339_utc(&now);
+    let (removed, failed) = remove_all(&mut store, &units, cutoff, &stamp);
+    let done: Vec<reclaim::Unit> = units
+        .iter()
+        .zip(&removed)
+        .filter(|(_, r)| r.status == "removed")
+        .map(|(u, _)| u.clone())
+        .collect();
+    let totals = reclaim::totals(&done);
+    let path = store.path.clone();
+    drop(store);
+    let v = if args.vacuum {
+        Some(vacuum::vacuum(&path)?)
+    } else {
+        None
+    };
+    report_removed(ui, args, &totals, &removed, failed, v.as_ref())?;
+    Ok(if failed { exit::PARTIAL } else { exit::OK })
+}
+
+/// `--dry-run`, or nothing to reclaim: what would be removed.
+fn report_plan(
+    ui: &Ui,
+    store: &Store,
+    args: &ReclaimArgs,
+    units: &[reclaim::Unit],
+    would: &[reclaim::CategoryTotal],
+) -> std::io::Result<()> {
+    if args.json {
+        json::print(
+            "reclaim",
+            serde_json::json!({"dry_run": args.dry_run, "categories": would, "removed": []}),
+        )?;
+    } else if units.is_empty() {
+        if !ui.quiet || args.dry_run {
+            output::out(&format!(
+                "nothing to reclaim in this {} store\n",
+                store.kind.name()
+            ))?;
+        }
+    } else {
+        output::out(&format!(
+            "{}dry run: nothing was removed\n",
+            lines(would, "would remove")
+        ))?;
+    }
+    Ok(())
+}
+
+/// The confirmation question: how much, from how many conversations, of which categories.
+fn question(units: &[reclaim::Unit], would: &[reclaim::CategoryTotal]) -> String {
     let total: u64 = would.iter().map(|t| t.bytes).sum();
-    let question = format!(
+    format!(
         "remove {} from {} conversation(s) ({})? `agent-db restore` puts them back.",
         human_bytes(total),
         units.len(),
@@ -74,16 +112,21 @@ pub fn run(ui: &Ui, store: Store, args: &ReclaimArgs) -> CmdResult {
             .map(|t| t.category)
             .collect::<Vec<_>>()
             .join(", ")
-    );
-    if !ask(ui, args.yes, &question) {
-        ui.status("nothing done");
-        return Ok(exit::OK);
-    }
-    let stamp = gotime::rfc3339_utc(&now);
+    )
+}
+
+/// Remove every unit, each in its own transaction; one unit's failure is its own. Whether any
+/// failed.
+fn remove_all(
+    store: &mut Store,
+    units: &[reclaim::Unit],
+    cutoff: i64,
+    stamp: &str,
+) -> (Vec<reclaim::Removed>, bool) {
     let mut removed = Vec::with_capacity(units.len());
     let mut failed = false;
-    for u in &units {
-        match reclaim::remove(&mut store, u, cutoff, &stamp) {
+    for u in units {
+        match reclaim::remove(store, u, cutoff, stamp) {
             Ok(r) => removed.push(r),
             Err(e) => {
                 // One conversation's failure is its own.
@@ -99,42 +142,40 @@ pub fn run(ui: &Ui, store: Store, args: &ReclaimArgs) -> CmdResult {
             }
         }
     }
-    let done: Vec<reclaim::Unit> = units
-        .iter()
-        .zip(&removed)
-        .filter(|(_, r)| r.status == "removed")
-        .map(|(u, _)| u.clone())
-        .collect();
-    let totals = reclaim::totals(&done);
-    let path = store.path.clone();
-    drop(store);
-    let v = if args.vacuum {
-        Some(vacuum::vacuum(&path)?)
-    } else {
-        None
-    };
+    (removed, failed)
+}
+
+/// What was removed, skipped or failed, and the vacuum's result if `--vacuum` ran one.
+fn report_removed(
+    ui: &Ui,
+    args: &ReclaimArgs,
+    totals: &[reclaim::CategoryTotal],
+    removed: &[reclaim::Removed],
+    failed: bool,
+    v: Option<&vacuum::Vacuumed>,
+) -> std::io::Result<()> {
     if args.json {
         json::print(
             "reclaim",
             serde_json::json!({"dry_run": false, "categories": totals, "removed": removed, "vacuum": v}),
         )?;
-    } else {
-        let mut o = lines(&totals, "removed");
-        for r in removed.iter().filter(|r| r.status != "removed") {
-            o.push_str(&format!(
-                "{} {}: {}\n",
-                r.category, r.conversation, r.status
-            ));
-        }
-        if !ui.quiet || failed {
-            output::out(&o)?;
-        }
-        match &v {
-            Some(v) => vacuum_report(v)?,
-            None => ui.status(
-                "SQLite reuses the freed pages; `agent-db vacuum` gives them back to the file system",
-            ),
-        }
+        return Ok(());
     }
-    Ok(if failed { exit::PARTIAL } else { exit::OK })
+    let mut o = lines(totals, "removed");
+    for r in removed.iter().filter(|r| r.status != "removed") {
+        o.push_str(&format!(
+            "{} {}: {}\n",
+            r.category, r.conversation, r.status
+        ));
+    }
+    if !ui.quiet || failed {
+        output::out(&o)?;
+    }
+    match v {
+        Some(v) => vacuum_report(v)?,
+        None => ui.status(
+            "SQLite reuses the freed pages; `agent-db vacuum` gives them back to the file system",
+        ),
+    }
+    Ok(())
 }

@@ -118,6 +118,9 @@ pub struct RunReport {
     /// Another process kept the store's write lock longer than `busy_wait`: the writes from
     /// then on were not made (those rows say so).
     pub busy: bool,
+    /// When interrupted: the conversations the selection still held, counted on the same read
+    /// as the rest (so a conversation this run compacted is not mistaken for one it skipped).
+    pub unreached: usize,
 }
 
 /// Run the pipeline over the store at `location`. `on_event` sees progress (in completion
@@ -181,7 +184,7 @@ pub fn run(
     // Every task is done; dropping the runtime drops their last handles on the writer, which
     // then drains and stops.
     drop(runtime);
-    finish(loader, &pool, workers, writer)?;
+    let unreached = finish(loader, &pool, workers, writer)?;
     drop(keeper);
     let mut rows = rows;
     // Rows come back in selection order.
@@ -194,6 +197,7 @@ pub fn run(
             .as_ref()
             .is_some_and(|i| i.load(Ordering::SeqCst)),
         busy,
+        unreached,
     })
 }
 
@@ -277,8 +281,9 @@ fn runtime(
 }
 
 /// The loader thread: runs the selection on its own read connection, queues each selected
-/// conversation's planning on the pool, and sends every place in line, numbered, in order. It
-/// stops selecting once the run is interrupted.
+/// conversation's planning on the pool, and sends every place in line, numbered, in order. Once
+/// the run is interrupted it starts nothing more and only counts what the selection still holds,
+/// which it returns.
 fn start_loader(
     location: &Location,
     selector: &Selector,
@@ -287,7 +292,7 @@ fn start_loader(
     now: DateTime<FixedOffset>,
     ahead: pool::Ahead,
     job_tx: mpsc::Sender<(usize, Pending)>,
-) -> std::thread::JoinHandle<Result<()>> {
+) -> std::thread::JoinHandle<Result<usize>> {
     let location = location.clone();
     let selector = selector.clone();
     let plan_opts = opts.plan.clone();
@@ -295,14 +300,18 @@ fn start_loader(
     let pool = pool.clone();
     std::thread::Builder::new()
         .name("agent-db-select".into())
-        .spawn(move || -> Result<()> {
+        .spawn(move || -> Result<usize> {
             let store = location.open(Access::Read)?;
             let mut seq = 0usize;
+            let mut unreached = 0usize;
             // A panic here (outside any one conversation's planning, which is caught in
             // `plan_job`) ends the run as an internal error; the join below reports it.
             selector.run(&store, &now, |o| {
                 if interrupt.as_ref().is_some_and(|i| i.load(Ordering::SeqCst)) {
-                    return false;
+                    if !matches!(o, crate::select::Outcome::Skipped { .. }) {
+                        unreached += 1;
+                    }
+                    return true;
                 }
                 let pending = match selection_row(o) {
                     Err(row) => Pending::Ready(Job::Row(row)),
@@ -312,18 +321,19 @@ fn start_loader(
                 };
                 seq += 1;
                 job_tx.blocking_send((seq, pending)).is_ok()
-            })
+            })?;
+            Ok(unreached)
         })
         .expect("spawn the selection thread")
 }
 
 /// Join the loader, the pool and the writer, reporting the first failure.
 fn finish(
-    loader: std::thread::JoinHandle<Result<()>>,
+    loader: std::thread::JoinHandle<Result<usize>>,
     pool: &Pool,
     workers: Vec<std::thread::JoinHandle<()>>,
     writer: Option<Writer>,
-) -> Result<()> {
+) -> Result<usize> {
     let loaded = loader.join();
     pool.close();
     for w in workers {

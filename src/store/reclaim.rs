@@ -4,6 +4,8 @@
 //! [`super::archive`]) so `restore` inserts it back byte for byte. The whole write is
 //! [`remove`]; the rest only reads.
 
+use std::path::Path;
+
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, TransactionBehavior};
 use serde::Serialize;
@@ -128,44 +130,61 @@ pub fn remove(store: &mut Store, unit: &Unit, idle_before_ms: i64, now: &str) ->
     }
     let mut cells = Vec::new();
     for r in &unit.rows {
-        let cols = columns(&tx, r.table).at(&path)?;
-        if cols.is_empty() {
-            return Err(Error::SchemaChanged {
-                path: path.clone(),
-                detail: format!("no table {} to reclaim from", r.table),
-            });
-        }
-        let select = format!(
-            "SELECT {} FROM \"{}\" WHERE \"{}\" = ?1",
-            cols.iter()
-                .map(|c| format!("\"{c}\""))
-                .collect::<Vec<_>>()
-                .join(", "),
-            r.table,
-            r.key_column
-        );
-        let mut st = tx.prepare_cached(&select).at(&path)?;
-        for key in &r.keys {
-            cells.push(Cell::deleted_row(r.table, r.key_column, key.clone()));
-            let mut q = st.query([key]).at(&path)?;
-            let Some(row) = q.next().at(&path)? else {
-                continue;
+        archive_rows(&tx, &path, r, &mut cells)?;
+    }
+    let id = archive::insert_audit(&tx, &audit_entry(kind.name(), unit, rows), now).at(&path)?;
+    archive::save_pre_image(&tx, id, &cells).at(&path)?;
+    delete_rows(&tx, &path, unit)?;
+    archive::finish_audit(&tx, id, &cells, None).at(&path)?;
+    tx.commit().at(&path)?;
+    out.compaction_id = Some(id);
+    Ok(out)
+}
+
+/// The pre-image of `r`'s rows: per key, a deleted-row marker and every column's cell.
+fn archive_rows(tx: &Connection, path: &Path, r: &Rows, cells: &mut Vec<Cell>) -> Result<()> {
+    let cols = columns(tx, r.table).at(path)?;
+    if cols.is_empty() {
+        return Err(Error::SchemaChanged {
+            path: path.to_path_buf(),
+            detail: format!("no table {} to reclaim from", r.table),
+        });
+    }
+    let select = format!(
+        "SELECT {} FROM \"{}\" WHERE \"{}\" = ?1",
+        cols.iter()
+            .map(|c| format!("\"{c}\""))
+            .collect::<Vec<_>>()
+            .join(", "),
+        r.table,
+        r.key_column
+    );
+    let mut st = tx.prepare_cached(&select).at(path)?;
+    for key in &r.keys {
+        cells.push(Cell::deleted_row(r.table, r.key_column, key.clone()));
+        let mut q = st.query([key]).at(path)?;
+        let Some(row) = q.next().at(path)? else {
+            continue;
+        };
+        for (i, c) in cols.iter().enumerate() {
+            let cell = Cell::new(r.table, r.key_column, key.clone(), c);
+            // Large values are archived compressed; the rest SQLite copies as stored.
+            let packed = match row.get_ref(i).at(path)? {
+                ValueRef::Text(t) if t.len() >= 256 => Packed::new(t, false).ok(),
+                ValueRef::Blob(b) if b.len() >= 256 => Packed::new(b, true).ok(),
+                _ => None,
             };
-            for (i, c) in cols.iter().enumerate() {
-                let cell = Cell::new(r.table, r.key_column, key.clone(), c);
-                // Large values are archived compressed; the rest SQLite copies as stored.
-                let packed = match row.get_ref(i).at(&path)? {
-                    ValueRef::Text(t) if t.len() >= 256 => Packed::new(t, false).ok(),
-                    ValueRef::Blob(b) if b.len() >= 256 => Packed::new(b, true).ok(),
-                    _ => None,
-                };
-                cells.push(cell.with_packed(packed.map(std::sync::Arc::new)));
-            }
+            cells.push(cell.with_packed(packed.map(std::sync::Arc::new)));
         }
     }
-    let audit = AuditEntry {
+    Ok(())
+}
+
+/// The audit row of one removal (`store_kind` as the audit log names it).
+fn audit_entry(store_kind: &str, unit: &Unit, rows: u64) -> AuditEntry {
+    AuditEntry {
         conversation_id: unit.conversation.clone(),
-        store_kind: kind.name().to_string(),
+        store_kind: store_kind.to_string(),
         reason: format!("reclaim: {}", unit.category),
         strategy: "reclaim".into(),
         model: None,
@@ -176,21 +195,20 @@ pub fn remove(store: &mut Store, unit: &Unit, idle_before_ms: i64, now: &str) ->
         summary_sha256: String::new(),
         retention: None,
         details: serde_json::json!({"reclaim": {"category": unit.category, "rows": rows, "bytes": unit.bytes}}),
-    };
-    let id = archive::insert_audit(&tx, &audit, now).at(&path)?;
-    archive::save_pre_image(&tx, id, &cells).at(&path)?;
+    }
+}
+
+/// Delete the unit's rows, children first (the reverse of [`Unit::rows`]).
+fn delete_rows(tx: &Connection, path: &Path, unit: &Unit) -> Result<()> {
     for r in unit.rows.iter().rev() {
         let sql = format!(
             "DELETE FROM \"{}\" WHERE \"{}\" = ?1",
             r.table, r.key_column
         );
-        let mut st = tx.prepare_cached(&sql).at(&path)?;
+        let mut st = tx.prepare_cached(&sql).at(path)?;
         for key in &r.keys {
-            st.execute([key]).at(&path)?;
+            st.execute([key]).at(path)?;
         }
     }
-    archive::finish_audit(&tx, id, &cells, None).at(&path)?;
-    tx.commit().at(&path)?;
-    out.compaction_id = Some(id);
-    Ok(out)
+    Ok(())
 }

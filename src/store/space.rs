@@ -180,107 +180,147 @@ pub fn measure(
     let page_size = int(conn, "page_size").at(path)?.max(0) as u64;
     let page_count = int(conn, "page_count").at(path)?.max(0) as u64;
     let free = int(conn, "freelist_count").at(path)?.max(0) as u64 * page_size;
-    let types = types(conn).at(path)?;
-    let agent: HashMap<&str, Category> = map.tables.iter().copied().collect();
-    let mut tables = Vec::new();
-    let mut cats: HashMap<Category, (u64, Vec<String>)> = HashMap::new();
-    let mut table_cat: HashMap<String, (Category, u64)> = HashMap::new();
-    let add = |cats: &mut HashMap<Category, (u64, Vec<String>)>, c, name: &str, bytes| {
-        let e = cats.entry(c).or_default();
-        e.0 += bytes;
-        e.1.push(name.to_string());
-    };
-    let mut owned = 0u64;
-    for (name, bytes) in btrees(conn).at(path)? {
-        owned += bytes;
-        let is_index = types.get(&name).map(String::as_str) == Some("index");
-        let c = if is_index {
-            Category::Indexes
-        } else if is_sqlite_own(&name) {
-            Category::Sqlite
-        } else if name.starts_with("agent_db_") {
-            Category::Archive
-        } else {
-            agent.get(name.as_str()).copied().unwrap_or(Category::Other)
-        };
-        add(&mut cats, c, &name, bytes);
-        table_cat.insert(name.clone(), (c, bytes));
-        tables.push(TableBytes {
-            name,
-            kind: if is_index { "index" } else { "table" },
-            bytes,
-        });
-    }
+    let mut tally = Tally::default();
+    let owned = tally.btrees(conn, path, map)?;
     let total = page_count * page_size;
-    tables.push(TableBytes {
-        name: FREE.into(),
-        kind: "pages",
-        bytes: free,
-    });
-    add(&mut cats, Category::Free, FREE, free);
+    tally.pages(FREE, Category::Free, free);
     let reserved = total.saturating_sub(owned + free);
     if reserved > 0 {
-        tables.push(TableBytes {
-            name: RESERVED.into(),
-            kind: "pages",
-            bytes: reserved,
-        });
-        add(&mut cats, Category::Sqlite, RESERVED, reserved);
+        tally.pages(RESERVED, Category::Sqlite, reserved);
     }
-    // Bytes of another category inside a table: moved out of the table's category.
-    for w in &map.within {
-        let Some((host, left)) = table_cat.get_mut(w.table) else {
-            continue;
-        };
-        let counted: i64 = conn.query_row(&w.sql, [], |r| r.get(0)).at(path)?;
-        let moved = (counted.max(0) as u64).min(*left);
-        *left -= moved;
-        let host = *host;
-        if let Some(e) = cats.get_mut(&host) {
-            e.0 -= moved;
-        }
-        add(&mut cats, w.category, &w.label, moved);
-    }
-    let categories = Category::ALL
-        .iter()
-        .map(|c| {
-            let (bytes, tables) = cats.remove(c).unwrap_or_default();
-            let empty = tables.is_empty();
-            CategoryBytes {
-                name: c.name(),
-                bytes,
-                tables,
-                note: map
-                    .notes
-                    .iter()
-                    .find(|(n, _)| n == c)
-                    .map(|(_, why)| *why)
-                    .or_else(|| empty.then_some(none_here(*c))),
-            }
-        })
-        .collect();
-    let top = match (&map.top, top) {
-        (Some(sql), n) if n > 0 => {
-            let mut st = conn.prepare(sql).at(path)?;
-            let rows = st
-                .query_map([n as i64], |r| {
-                    Ok(TopConversation {
-                        id: r.get(0)?,
-                        bytes: r.get::<_, Option<i64>>(1)?.unwrap_or(0).max(0) as u64,
-                    })
-                })
-                .at(path)?;
-            rows.collect::<std::result::Result<_, _>>().at(path)?
-        }
-        _ => Vec::new(),
-    };
+    tally.move_within(conn, path, map)?;
     Ok(Space {
         pages_bytes: total,
         page_size,
-        tables,
-        categories,
-        top,
+        categories: tally.categories(map),
+        tables: tally.tables,
+        top: top_conversations(conn, path, map, top)?,
     })
+}
+
+/// The bytes of the file as [`measure`] sorts them: per table and per category.
+#[derive(Default)]
+struct Tally {
+    tables: Vec<TableBytes>,
+    cats: HashMap<Category, (u64, Vec<String>)>,
+    /// Each b-tree's category and the bytes of it still counted there.
+    table_cat: HashMap<String, (Category, u64)>,
+}
+
+impl Tally {
+    fn add(&mut self, c: Category, name: &str, bytes: u64) {
+        let e = self.cats.entry(c).or_default();
+        e.0 += bytes;
+        e.1.push(name.to_string());
+    }
+
+    /// Every b-tree of the file in its category; the bytes they own.
+    fn btrees(&mut self, conn: &Connection, path: &std::path::Path, map: &SpaceMap) -> Result<u64> {
+        let types = types(conn).at(path)?;
+        let agent: HashMap<&str, Category> = map.tables.iter().copied().collect();
+        let mut owned = 0u64;
+        for (name, bytes) in btrees(conn).at(path)? {
+            owned += bytes;
+            let is_index = types.get(&name).map(String::as_str) == Some("index");
+            let c = if is_index {
+                Category::Indexes
+            } else if is_sqlite_own(&name) {
+                Category::Sqlite
+            } else if name.starts_with("agent_db_") {
+                Category::Archive
+            } else {
+                agent.get(name.as_str()).copied().unwrap_or(Category::Other)
+            };
+            self.add(c, &name, bytes);
+            self.table_cat.insert(name.clone(), (c, bytes));
+            self.tables.push(TableBytes {
+                name,
+                kind: if is_index { "index" } else { "table" },
+                bytes,
+            });
+        }
+        Ok(owned)
+    }
+
+    /// Pages no table owns (the free list, reserved pages), as the pseudo-table `name`.
+    fn pages(&mut self, name: &str, c: Category, bytes: u64) {
+        self.tables.push(TableBytes {
+            name: name.into(),
+            kind: "pages",
+            bytes,
+        });
+        self.add(c, name, bytes);
+    }
+
+    /// Bytes of another category inside a table: moved out of the table's category.
+    fn move_within(
+        &mut self,
+        conn: &Connection,
+        path: &std::path::Path,
+        map: &SpaceMap,
+    ) -> Result<()> {
+        for w in &map.within {
+            let Some((host, left)) = self.table_cat.get_mut(w.table) else {
+                continue;
+            };
+            let counted: i64 = conn.query_row(&w.sql, [], |r| r.get(0)).at(path)?;
+            let moved = (counted.max(0) as u64).min(*left);
+            *left -= moved;
+            let host = *host;
+            if let Some(e) = self.cats.get_mut(&host) {
+                e.0 -= moved;
+            }
+            self.add(w.category, &w.label, moved);
+        }
+        Ok(())
+    }
+
+    /// Every category in [`Category::ALL`]'s order, with the agent's note or why it is empty.
+    fn categories(&mut self, map: &SpaceMap) -> Vec<CategoryBytes> {
+        Category::ALL
+            .iter()
+            .map(|c| {
+                let (bytes, tables) = self.cats.remove(c).unwrap_or_default();
+                let empty = tables.is_empty();
+                CategoryBytes {
+                    name: c.name(),
+                    bytes,
+                    tables,
+                    note: map
+                        .notes
+                        .iter()
+                        .find(|(n, _)| n == c)
+                        .map(|(_, why)| *why)
+                        .or_else(|| empty.then_some(none_here(*c))),
+                }
+            })
+            .collect()
+    }
+}
+
+/// The `top` largest conversations by the agent's query, if it has one.
+fn top_conversations(
+    conn: &Connection,
+    path: &std::path::Path,
+    map: &SpaceMap,
+    top: usize,
+) -> Result<Vec<TopConversation>> {
+    let (Some(sql), n) = (&map.top, top) else {
+        return Ok(Vec::new());
+    };
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let mut st = conn.prepare(sql).at(path)?;
+    let rows = st
+        .query_map([n as i64], |r| {
+            Ok(TopConversation {
+                id: r.get(0)?,
+                bytes: r.get::<_, Option<i64>>(1)?.unwrap_or(0).max(0) as u64,
+            })
+        })
+        .at(path)?;
+    rows.collect::<std::result::Result<_, _>>().at(path)
 }
 
 /// Whether `table` exists in the file.

@@ -164,6 +164,12 @@ fn compacted() -> (Env, Vec<String>) {
             "--yes",
             "--limit",
             "3",
+            // One at a time: the audit rows (and `history`'s order) follow the selection, not
+            // whichever parallel task finished first.
+            "--jobs",
+            "1",
+            "--concurrency",
+            "1",
         ])
         .output()
         .unwrap();

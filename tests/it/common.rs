@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use tempfile::TempDir;
 
 #[path = "../support/skip.rs"]
-mod skip_rule;
+pub mod skip_rule;
 pub use skip_rule::{skip, skip_with};
 
 /// The generator's default clock; tests pin agent-db's clock to it.

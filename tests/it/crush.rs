@@ -28,7 +28,7 @@ fn sections() -> Vec<(i64, String)> {
 
 /// A store at `db` with every migration up to `upto` applied, each recorded in
 /// `goose_db_version` as goose records it (version 0 first).
-fn build(db: &Path, upto: i64) -> Connection {
+pub(crate) fn build(db: &Path, upto: i64) -> Connection {
     let c = Connection::open(db).unwrap();
     // The test's own writes need no fsync (agent-db's keep theirs).
     c.pragma_update(None, "synchronous", "OFF").unwrap();
@@ -67,7 +67,13 @@ fn result(id: &str, content: &str) -> Value {
 /// and an answer; every turn's four messages share one second when `same_second` (Crush writes
 /// whole seconds and a fast tool call lands in the same one), else one second apart. Messages
 /// are inserted with Crush's triggers live, as Crush inserts them.
-fn fill(c: &Connection, id: &str, turns: usize, same_second: bool, t0: i64) -> Vec<String> {
+pub(crate) fn fill(
+    c: &Connection,
+    id: &str,
+    turns: usize,
+    same_second: bool,
+    t0: i64,
+) -> Vec<String> {
     c.execute(
         "INSERT INTO sessions (id, parent_session_id, title, message_count, prompt_tokens, completion_tokens, cost, updated_at, created_at)
          VALUES (?1, NULL, ?2, 0, 24000, 1000, 0.5, ?3, ?3)",
@@ -129,8 +135,8 @@ fn fill(c: &Connection, id: &str, turns: usize, same_second: bool, t0: i64) -> V
 
 /// One message as Crush's replayed loader hands it to the model.
 #[derive(Debug, Clone, PartialEq)]
-struct Loaded {
-    id: String,
+pub(crate) struct Loaded {
+    pub(crate) id: String,
     role: String,
     parts: Value,
 }
@@ -143,7 +149,7 @@ struct Loaded {
 /// session), then `getSessionMessages` (`internal/agent/agent.go`): when
 /// `sessions.summary_message_id` names one of the messages, the history starts there and that
 /// message's role becomes `user`.
-fn replay(c: &Connection, session: &str) -> Result<Vec<Loaded>, String> {
+pub(crate) fn replay(c: &Connection, session: &str) -> Result<Vec<Loaded>, String> {
     let summary: Option<String> = c
         .query_row(
             "SELECT summary_message_id FROM sessions WHERE id = ?1",
@@ -290,7 +296,7 @@ impl Cr {
     }
 }
 
-const NEWEST_MAIN: i64 = 20260127000000;
+pub(crate) const NEWEST_MAIN: i64 = 20260127000000;
 
 fn compact(cr: &Cr, id: &str) -> Value {
     compact_keeping(cr, id, "3000")

@@ -609,3 +609,39 @@ fn example_command_lines_use_real_flags() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// README's first run is two commands, the demo and the test suite (which installs the real
+/// agents itself), and `.ci/run` runs that same test command; no script the README or CI runs
+/// is missing.
+#[test]
+fn readme_first_run_is_the_demo_and_the_test_command_ci_runs() {
+    let readme = read("README.md");
+    let first = sections(&readme)
+        .into_iter()
+        .find(|(k, _)| k.starts_with("First run"))
+        .map(|(_, v)| v)
+        .expect("a 'First run' section in README.md");
+    let block: Vec<&str> = first
+        .split("```")
+        .nth(1)
+        .expect("a code block")
+        .lines()
+        .skip(1)
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(block, ["bash fixtures/demo.sh", "cargo test"], "{first}");
+    let ci = read(".ci/run");
+    let runs: Vec<&str> = ci
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert!(runs.contains(&"cargo test"), ".ci/run:\n{ci}");
+    for l in &runs {
+        if let Some(script) = l.strip_prefix("bash ") {
+            assert!(root().join(script.trim()).is_file(), ".ci/run runs {l}");
+        }
+    }
+    assert!(root().join("fixtures/demo.sh").is_file());
+}

@@ -145,6 +145,25 @@ fn opencode_migrations_equal_the_upstream_record() {
     check_facts(&v2);
 }
 
+#[test]
+fn kilo_migrations_equal_the_upstream_record() {
+    let v = upstream("kilo");
+    assert_eq!(
+        s(&v, "upstream_newest"),
+        agent_db::agents::kilo::UPSTREAM_NEWEST
+    );
+    let own: Vec<&str> = v
+        .get("own")
+        .and_then(Value::as_array)
+        .expect("own")
+        .iter()
+        .map(|m| m.as_str().expect("a name"))
+        .collect();
+    assert_eq!(own, agent_db::agents::kilo::OWN_MIGRATIONS);
+    assert_eq!(own.last().copied(), Some(s(&v, "newest")));
+    check_facts(&v);
+}
+
 /// docs/stores.md's support table names, for each agent, the newest migration agent-db knows
 /// and the commit (or release) it was read at, as recorded upstream.
 #[test]
@@ -156,6 +175,7 @@ fn the_support_table_follows_the_upstream_records() {
         "goose",
         "opencode",
         "opencode-v2",
+        "kilo",
     ] {
         let v = upstream(name);
         let row = support_row(&docs, s(&v, "docs_row"));

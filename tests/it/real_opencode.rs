@@ -1,5 +1,7 @@
 //! The real opencode (the `opencode-ai` 1.18.33 release from npm, installed under
-//! `target/opencode` by `.ci/opencode.sh`) against agent-db's compactions.
+//! `target/real-agents` by the first test that needs it: `real_agents.rs`) against agent-db's
+//! compactions. The harness serves Kilo too (`real_kilo.rs`): an opencode fork with the same
+//! server, configuration layout and store, under its own names (`KILO_*`, `kilo/kilo.json`).
 //!
 //! opencode talks to [`ChatServer`], a streaming OpenAI-compatible server on 127.0.0.1 that
 //! records every request: what the model is sent is the oracle. The sessions' history is built
@@ -11,11 +13,10 @@
 //! cleared, models.dev is not fetched (`OPENCODE_DISABLE_MODELS_FETCH`), and the only provider
 //! is the loopback one, with a dummy key.
 //!
-//! The binary is `AGENT_DB_OPENCODE_BIN` when set, else `target/opencode/node_modules/.bin/
-//! opencode`. When it is absent these tests are skipped with a message, unless `CI` is set: then
-//! they fail.
+//! When the binary cannot be had these tests are skipped with a message, unless `CI` is set:
+//! then they fail (`real_agents.rs`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -25,72 +26,40 @@ use serde_json::{json, Value};
 #[path = "../support/sse_chat_server.rs"]
 mod sse_chat_server;
 
-use sse_chat_server::{content_text, markers, ChatServer, Recorded};
+pub(crate) use sse_chat_server::{content_text, markers, ChatServer, Recorded};
 
-const VERSION: &str = "1.18.33";
-const PROVIDER: &str = "loopback";
-const MODEL: &str = "m1";
+use crate::real_agents::{RealAgent, OPENCODE};
+
+pub(crate) const PROVIDER: &str = "loopback";
+pub(crate) const MODEL: &str = "m1";
 /// opencode's rendering of a pruned tool output.
-const CLEARED: &str = "[Old tool result content cleared]";
+pub(crate) const CLEARED: &str = "[Old tool result content cleared]";
 
-/// The opencode binary, or `None` (skip) when it is absent and `CI` is unset.
+/// The opencode binary, or `None` (skip).
 fn opencode_bin() -> Option<PathBuf> {
-    let bin = match std::env::var_os("AGENT_DB_OPENCODE_BIN") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/opencode/node_modules/.bin/opencode")
-        }
-    };
-    require_opencode(bin, std::env::var_os("CI"))
+    OPENCODE.require()
 }
 
-/// The policy of [`opencode_bin`] for one path, given the value of `CI`: a missing binary skips
-/// (with a message) outside CI and panics under CI.
-fn require_opencode(bin: PathBuf, ci: Option<std::ffi::OsString>) -> Option<PathBuf> {
-    if bin.is_file() {
-        return Some(bin);
-    }
-    crate::common::skip_with(
-        &format!(
-            "the real opencode is missing at {}: run `bash .ci/opencode.sh` (it installs \
-             opencode-ai@{VERSION} from npm) before `cargo test`",
-            bin.display()
-        ),
-        ci,
-    );
-    None
-}
-
-#[test]
-fn a_missing_opencode_skips_outside_ci() {
-    let missing = PathBuf::from("/nonexistent/agent-db/opencode");
-    assert_eq!(require_opencode(missing.clone(), None), None);
-    assert_eq!(require_opencode(missing, Some("".into())), None);
-}
-
-#[test]
-#[should_panic(expected = "the real opencode is missing")]
-fn a_missing_opencode_fails_under_ci() {
-    require_opencode(
-        PathBuf::from("/nonexistent/agent-db/opencode"),
-        Some("true".into()),
-    );
-}
-
-/// One hermetic opencode installation: config, data dir (its `opencode.db`), project dir, and the
-/// loopback model server.
-struct Opencode {
+/// One hermetic installation of opencode or Kilo: config, data dir (its `opencode.db` or
+/// `kilo.db`), project dir, and the loopback model server.
+pub(crate) struct Opencode {
+    agent: &'static RealAgent,
     bin: PathBuf,
-    dir: tempfile::TempDir,
-    server: ChatServer,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) server: ChatServer,
     rt: tokio::runtime::Runtime,
 }
 
 impl Opencode {
     fn new(bin: PathBuf) -> Opencode {
+        Opencode::of(&OPENCODE, bin)
+    }
+
+    /// `agent` (opencode or Kilo) at `bin`.
+    pub(crate) fn of(agent: &'static RealAgent, bin: PathBuf) -> Opencode {
         let dir = tempfile::tempdir().expect("tempdir");
         let server = ChatServer::start();
-        let cfg = dir.path().join("config/opencode");
+        let cfg = dir.path().join("config").join(agent.app);
         std::fs::create_dir_all(&cfg).expect("config dir");
         std::fs::create_dir_all(dir.path().join("project")).expect("project dir");
         let config = json!({
@@ -108,12 +77,14 @@ impl Opencode {
                 }
             }
         });
-        std::fs::write(cfg.join("opencode.json"), config.to_string()).expect("write config");
+        std::fs::write(cfg.join(format!("{}.json", agent.app)), config.to_string())
+            .expect("write config");
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
         Opencode {
+            agent,
             bin,
             dir,
             server,
@@ -125,8 +96,9 @@ impl Opencode {
         self.dir.path().join("project")
     }
 
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("data/opencode/opencode.db")
+    pub(crate) fn db(&self) -> PathBuf {
+        let app = self.agent.app;
+        self.dir.path().join(format!("data/{app}/{app}.db"))
     }
 
     fn conn(&self) -> Connection {
@@ -145,17 +117,34 @@ impl Opencode {
             .env("XDG_DATA_HOME", home.join("data"))
             .env("XDG_CACHE_HOME", home.join("cache"))
             .env("XDG_STATE_HOME", home.join("state"))
-            .env("TMPDIR", home)
-            .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
-            .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
-            .env("OPENCODE_DISABLE_AUTOCOMPACT", "1")
-            .env("OPENCODE_DISABLE_PRUNE", "1")
-            .env("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1")
-            .env("OPENCODE_DISABLE_LSP_DOWNLOAD", "1")
-            .env("OPENCODE_DISABLE_CLAUDE_CODE", "1")
-            .env("OPENCODE_DISABLE_EXTERNAL_SKILLS", "1")
-            .env("OPENCODE_DISABLE_PROJECT_CONFIG", "1")
-            .env("OPENCODE_PURE", "1");
+            .env("TMPDIR", home);
+        for flag in [
+            "DISABLE_MODELS_FETCH",
+            "DISABLE_AUTOUPDATE",
+            "DISABLE_AUTOCOMPACT",
+            "DISABLE_PRUNE",
+            "DISABLE_DEFAULT_PLUGINS",
+            "DISABLE_LSP_DOWNLOAD",
+            "DISABLE_CLAUDE_CODE",
+            "DISABLE_EXTERNAL_SKILLS",
+            "DISABLE_PROJECT_CONFIG",
+            "PURE",
+        ] {
+            c.env(format!("{}_{flag}", self.agent.env_prefix), "1");
+        }
+        if self.agent.env_prefix == "KILO" {
+            // Kilo's own services: telemetry, session upload, indexing, presence.
+            c.env("KILO_TELEMETRY_LEVEL", "off");
+            for flag in [
+                "DISABLE_SESSION_INGEST",
+                "DISABLE_CODEBASE_INDEXING",
+                "DISABLE_PRESENCE",
+                "DISABLE_SHARE",
+                "NO_DAEMON",
+            ] {
+                c.env(format!("KILO_{flag}"), "1");
+            }
+        }
         c
     }
 
@@ -334,6 +323,42 @@ impl Opencode {
             }
         }
         serve.stop();
+    }
+
+    /// `agent-db --db <file> show ID --json`: the session as agent-db loads it.
+    fn show(&self, id: &str) -> Value {
+        let out = self
+            .agent_db()
+            .arg("--db")
+            .arg(self.db())
+            .args(["show", id, "--json"])
+            .output()
+            .expect("run agent-db");
+        assert!(
+            out.status.success(),
+            "agent-db show {id}: exit {:?}\nstderr: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("show --json")
+    }
+
+    /// `<agent> export ID`: the session as the agent itself exports it.
+    fn export(&self, id: &str) -> String {
+        let out = self
+            .command()
+            .args(["export", id])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run export");
+        assert!(
+            out.status.success(),
+            "{} export {id}: exit {:?}\nstderr: {}",
+            self.agent.name,
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 export")
     }
 
     fn restore(&self, id: &str) {
@@ -574,9 +599,14 @@ fn assert_pruned(sent: &[Value], original: &[Value], prompt: &str) {
 /// continues: opencode's start-up is most of this test's time).
 #[test]
 fn real_opencode_continues_sessions_agent_db_compacted_and_restored() {
-    let Some(bin) = opencode_bin() else { return };
+    continues_sessions_agent_db_compacted_and_restored(&OPENCODE);
+}
+
+/// The body of the test above for `agent` (opencode or Kilo).
+pub(crate) fn continues_sessions_agent_db_compacted_and_restored(agent: &'static RealAgent) {
+    let Some(bin) = agent.require() else { return };
     let t0 = Instant::now();
-    let o = Opencode::new(bin);
+    let o = Opencode::of(agent, bin);
     let serve = o.serve();
     let ext = o.session(&serve, &turns(&o, "E", 8, false));
     let pru = o.session(&serve, &turns(&o, "P", 4, true));
@@ -592,9 +622,23 @@ fn real_opencode_continues_sessions_agent_db_compacted_and_restored() {
     // Extractive: summary + kept tail, nothing of the head. Prune: the head's tool outputs
     // cleared, the tail's kept.
     let extractive = ["--strategy", "extractive", "--keep-tokens", "300"];
-    o.compact(&ext, &extractive);
+    let prune = ["--strategy", "prune", "--keep-tokens", "300"];
+    // A restore right after a compaction gives the session back as the agent's own export
+    // shows it, to the byte; then it is compacted again (`--force`: past the stall guard).
+    for (id, args) in [(&ext, &extractive), (&pru, &prune)] {
+        let before = o.export(id);
+        o.compact(id, args);
+        assert_ne!(
+            o.export(id),
+            before,
+            "{} export after a compaction",
+            agent.name
+        );
+        o.restore(id);
+        assert_eq!(o.export(id), before, "{} export after restore", agent.name);
+        o.compact(id, &[&args[..], &["--force"]].concat());
+    }
     o.compact(&rec, &extractive);
-    o.compact(&pru, &["--strategy", "prune", "--keep-tokens", "300"]);
     let (summary, tail) = compaction_rows(&o.conn(), &ext);
     assert!(tail.is_some(), "agent-db kept a tail (tail_start_id)");
     let (first_summary, _) = compaction_rows(&o.conn(), &rec);
@@ -648,7 +692,7 @@ fn real_opencode_continues_sessions_agent_db_compacted_and_restored() {
         assert!(content_text(sent.last().unwrap()).contains(next));
     }
     o.stop(serve);
-    eprintln!("real opencode test done in {:?}", t0.elapsed());
+    eprintln!("real {} test done in {:?}", agent.name, t0.elapsed());
 }
 
 /// Which of `candidates` the text holds as marker words.
@@ -763,6 +807,8 @@ struct Written {
     rows: Vec<(Value, Vec<Value>)>,
     before: SessionFigures,
     after: SessionFigures,
+    /// The session as agent-db loads it afterwards (`show --json`).
+    shown: Value,
 }
 
 /// The fields opencode's own compaction and agent-db's must both write, each as a function of
@@ -875,6 +921,31 @@ fn compared_fields() -> Vec<(&'static str, Box<dyn Fn(&Written) -> Value>)> {
             "session: time_updated >= its newest message",
             Box::new(|w: &Written| json!(w.after.time_updated >= w.after.newest_message)),
         ),
+        (
+            "agent-db reads it: the first two messages' roles, the second a summary",
+            Box::new(|w: &Written| {
+                let m = &w.shown["messages"];
+                json!([m[0]["role"], m[1]["role"], m[1]["summary_by"].is_string()])
+            }),
+        ),
+        (
+            "agent-db reads it: the second message is the stored summary",
+            Box::new(|w: &Written| {
+                let text: String = w.shown["messages"][1]["blocks"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|b| b["text"].as_str())
+                    .collect();
+                let stored = w.rows[1]
+                    .1
+                    .iter()
+                    .find(|p| p["type"] == "text")
+                    .and_then(|p| p["text"].as_str())
+                    .unwrap_or_default();
+                json!(!stored.is_empty() && text.trim() == stored.trim())
+            }),
+        ),
     ]
 }
 
@@ -891,8 +962,22 @@ fn writes_event_rows(w: &Written) -> bool {
 /// write ([`writes_event_rows`]), which is asserted to differ as documented.
 #[test]
 fn real_opencode_own_compaction_and_agent_db_write_the_same_fields() {
-    let Some(bin) = opencode_bin() else { return };
-    let o = Opencode::new(bin);
+    let Some(differ) = own_compaction_and_agent_db_fields(&OPENCODE) else {
+        return;
+    };
+    assert!(
+        differ.is_empty(),
+        "{} field(s) differ between opencode's own compaction and agent-db's:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
+}
+
+/// `agent` (opencode or Kilo) compacts one session itself, agent-db another built the same
+/// way: the fields of [`compared_fields`] that differ, each with both values (`None`: skipped).
+pub(crate) fn own_compaction_and_agent_db_fields(agent: &'static RealAgent) -> Option<Vec<String>> {
+    let bin = agent.require()?;
+    let o = Opencode::of(agent, bin);
     let serve = o.serve();
     let by_opencode = o.session(&serve, &turns(&o, "A", 8, false));
     let by_agent_db = o.session(&serve, &turns(&o, "B", 8, false));
@@ -930,11 +1015,13 @@ fn real_opencode_own_compaction_and_agent_db_write_the_same_fields() {
         rows: new_messages(&c, &by_opencode, &ids_a),
         before: before_a,
         after: session_figures(&c, &by_opencode),
+        shown: o.show(&by_opencode),
     };
     let b = Written {
         rows: new_messages(&c, &by_agent_db, &ids_b),
         before: before_b,
         after: session_figures(&c, &by_agent_db),
+        shown: o.show(&by_agent_db),
     };
     assert_eq!(a.rows.len(), 2, "opencode's compaction: two messages");
     assert_eq!(b.rows.len(), 2, "agent-db's compaction: two messages");
@@ -948,28 +1035,37 @@ fn real_opencode_own_compaction_and_agent_db_write_the_same_fields() {
         "opencode stored the model's summary"
     );
 
+    // agent-db shows each summary under its writer's name.
+    assert_eq!(
+        (
+            &a.shown["messages"][1]["summary_by"],
+            &b.shown["messages"][1]["summary_by"]
+        ),
+        (&json!(agent.name), &json!("agent-db")),
+        "agent-db's show of both compactions"
+    );
     let mut differ = Vec::new();
     for (name, field) in compared_fields() {
         let (va, vb) = (field(&a), field(&b));
         if va != vb {
-            differ.push(format!("- {name}:\n    opencode: {va}\n    agent-db: {vb}"));
+            differ.push(format!(
+                "- {name}:\n    {}: {va}\n    agent-db: {vb}",
+                agent.name
+            ));
         }
     }
-    assert!(
-        differ.is_empty(),
-        "{} field(s) differ between opencode's own compaction and agent-db's:\n{}",
-        differ.len(),
-        differ.join("\n")
-    );
-    // The field left out, stated: opencode writes event rows, agent-db does not.
+    // The field left out of the comparison, stated: the agent writes event rows, agent-db does
+    // not.
     assert!(
         writes_event_rows(&a),
-        "opencode wrote event rows for its compaction"
+        "{} wrote event rows for its compaction",
+        agent.name
     );
     assert!(
         !writes_event_rows(&b),
         "agent-db now writes event rows: move the field into compared_fields and the docs"
     );
+    Some(differ)
 }
 
 /// opencode's /undo (`POST /session/{id}/revert`) leaves `session.revert` set until the next

@@ -394,3 +394,133 @@ fn opencode_v2_space() {
         );
     }
 }
+
+/// Crush's messages that its loader no longer sends (before the summary message of a
+/// summarized session), found by the test's replay of Crush's loading rule: their `parts`
+/// bytes.
+fn crush_hidden(c: &Connection) -> u64 {
+    let sessions: Vec<String> = {
+        let mut st = c.prepare("SELECT id FROM sessions").unwrap();
+        let rows = st.query_map([], |r| r.get(0)).unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    };
+    let mut hidden = 0u64;
+    for s in sessions {
+        let sent: BTreeSet<String> = crate::crush::replay(c, &s)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        let mut st = c
+            .prepare("SELECT id, parts FROM messages WHERE session_id = ?1")
+            .unwrap();
+        let mut rows = st.query([&s]).unwrap();
+        while let Some(r) = rows.next().unwrap() {
+            let id: String = r.get(0).unwrap();
+            let parts: String = r.get(1).unwrap();
+            if !sent.contains(&id) {
+                hidden += parts.len() as u64;
+            }
+        }
+    }
+    hidden
+}
+
+#[test]
+fn crush_space_counts_messages_before_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("crush.db");
+    let c = crate::crush::build(&db, crate::crush::NEWEST_MAIN);
+    crate::crush::fill(&c, "s1", 12, false, 1_780_000_000);
+    crate::crush::fill(&c, "s2", 12, true, 1_780_100_000);
+    crate::crush::fill(&c, "s3", 2, false, 1_780_200_000);
+    for (i, s) in ["s1", "s2"].iter().enumerate() {
+        c.execute(
+            "INSERT INTO files (id, session_id, path, content, version, created_at, updated_at)
+             VALUES (?1, ?2, 'f0.go', ?3, 0, 1780000000, 1780000000)",
+            rusqlite::params![format!("file-{i}"), s, "package main\n".repeat(300)],
+        )
+        .unwrap();
+        c.execute(
+            "INSERT INTO read_files (session_id, path, read_at) VALUES (?1, 'f0.go', 1780000000)",
+            [s],
+        )
+        .unwrap();
+    }
+    drop(c);
+    let c = Connection::open(&db).unwrap();
+    assert_eq!(crush_hidden(&c), 0, "nothing is summarized yet");
+    drop(c);
+    let e = |hidden| Expect {
+        live: &["sessions", "messages"],
+        logs: &["files", "read_files"],
+        hidden,
+        top: &["SELECT session_id, parts FROM messages"],
+    };
+    check(dir.path(), &db, &e(Some(("messages", 0))));
+    for s in ["s1", "s2"] {
+        let mut cmd = bare_cmd(dir.path());
+        cmd.arg("--db").arg(&db).args([
+            "compact",
+            "--id",
+            s,
+            "--idle",
+            "0",
+            "--keep-tokens",
+            "3000",
+            "--yes",
+        ]);
+        cmd.assert().success();
+    }
+    let c = Connection::open(&db).unwrap();
+    let hidden = crush_hidden(&c);
+    drop(c);
+    assert!(hidden > 0);
+    let space = check(dir.path(), &db, &e(Some(("messages", hidden))));
+    assert!(
+        category(&space, "agent-db archive")["bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+#[test]
+fn crush_space_before_the_summary_pointer_says_why_nothing_is_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("crush.db");
+    // The first migration only: no `summary_message_id` yet.
+    let c = crate::crush::build(&db, 20250424200609);
+    c.execute(
+        "INSERT INTO sessions (id, title, message_count, prompt_tokens, completion_tokens, cost, updated_at, created_at)
+         VALUES ('s1', 'one', 0, 10, 1, 0, 1780000000, 1780000000)",
+        [],
+    )
+    .unwrap();
+    for (k, role) in ["user", "assistant"].iter().enumerate() {
+        c.execute(
+            "INSERT INTO messages (id, session_id, role, parts, created_at, updated_at)
+             VALUES (?1, 's1', ?2, ?3, ?4, ?4)",
+            rusqlite::params![
+                format!("m{k}"),
+                role,
+                r#"[{"type":"text","data":{"text":"hello"}}]"#,
+                1_780_000_000 + k as i64
+            ],
+        )
+        .unwrap();
+    }
+    drop(c);
+    let space = check(
+        dir.path(),
+        &db,
+        &Expect {
+            live: &["sessions", "messages"],
+            logs: &["files", "read_files"],
+            hidden: None,
+            top: &["SELECT session_id, parts FROM messages"],
+        },
+    );
+    let note = category(&space, "hidden history")["note"].as_str().unwrap();
+    assert!(note.contains("add_summary_message_id"), "{note}");
+}

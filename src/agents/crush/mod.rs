@@ -7,11 +7,13 @@
 //! - `read.rs`: finding the file (from the current directory up, and `projects.json`), the
 //!   listing, and the history by Crush's loading rule.
 //! - `write.rs`: the typed proposal; `codec.rs`: the `parts` JSON.
+//! - `space.rs`: the tables by kind of bytes, for `stats`.
 
 pub mod codec;
 mod originals;
 mod read;
 mod schema;
+mod space;
 mod write;
 
 pub use read::{find_upward, load_session, project_files, projects_file, MessageRow, Session};
@@ -197,6 +199,10 @@ impl Adapter for Crush {
         compaction_id: i64,
     ) -> Result<usize> {
         originals::agent_summary_before(read.conn, read.path, id, compaction_id)
+    }
+
+    fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
+        space::map(read)
     }
 
     fn unrated(&self) -> Unrated {

@@ -129,6 +129,72 @@ impl Drop for NoTriggers<'_> {
     }
 }
 
+impl Proposal {
+    /// When the summary is written, the summarized rows whose `created_at` moves one second
+    /// earlier to make room before the tail's first message, and now (Unix seconds).
+    fn summary_time(&self, rows: &[MessageRow], cut: usize) -> Result<(i64, Vec<String>, i64)> {
+        let mut times = Vec::with_capacity(rows.len());
+        for r in rows {
+            match r.created_at {
+                Some(t) => times.push(t),
+                None => {
+                    return Err(Error::conversation(
+                        &self.id,
+                        format!(
+                            "message {}: created_at is not an integer (Unix seconds), so no summary time keeps Crush's order; nothing written",
+                            r.id
+                        ),
+                    ))
+                }
+            }
+        }
+        let now = crate::gotime::now().timestamp();
+        let head_max = times[..cut].iter().copied().max();
+        let (at, shifted) = match times.get(cut) {
+            None => (head_max.map_or(now, |h| h.max(now)), Vec::new()),
+            Some(&first_kept) => {
+                let at = first_kept.saturating_sub(1);
+                let shift = head_max.is_some_and(|h| h >= first_kept);
+                let shifted = if shift {
+                    rows[..cut].iter().map(|r| r.id.clone()).collect()
+                } else {
+                    Vec::new()
+                };
+                (at, shifted)
+            }
+        };
+        Ok((at, shifted, now))
+    }
+
+    /// The summary's text, with the instruction the split put back appended verbatim.
+    fn summary_text(&self, summary: &str, raw_messages: &str) -> Result<String> {
+        let mut text = summary.trim_end().to_string();
+        if let Some(i) = self.reinsert {
+            let instruction = instruction_text(raw_messages, i).ok_or_else(|| {
+                Error::conversation(&self.id, "the instruction to put back cannot be read")
+            })?;
+            text.push_str(&format!("\n\n{INSTRUCTION_LINE}\n{instruction}"));
+        }
+        Ok(text)
+    }
+
+    /// The cells the write changes: the session's counters, the shifted rows' times, the new row.
+    fn cells(&self, new_id: &str, shifted: &[String]) -> Vec<Cell> {
+        let mut cells = vec![
+            Cell::new("sessions", "id", self.id.clone(), "summary_message_id"),
+            Cell::new("sessions", "id", self.id.clone(), "prompt_tokens"),
+            Cell::new("sessions", "id", self.id.clone(), "completion_tokens"),
+            Cell::new("sessions", "id", self.id.clone(), "message_count"),
+            Cell::new("sessions", "id", self.id.clone(), "updated_at"),
+        ];
+        for id in shifted {
+            cells.push(Cell::new("messages", "id", id.clone(), "created_at"));
+        }
+        cells.push(Cell::inserted_row("messages", "id", new_id.to_string()));
+        cells
+    }
+}
+
 impl Write for Proposal {
     type Version = String;
     type Current = (Schema, Session);
@@ -163,52 +229,10 @@ impl Write for Proposal {
             ));
         }
         let cut = self.start + self.tail_start;
-        let mut times = Vec::with_capacity(cur.rows.len());
-        for r in &cur.rows {
-            match r.created_at {
-                Some(t) => times.push(t),
-                None => {
-                    return fail(format!(
-                        "message {}: created_at is not an integer (Unix seconds), so no summary time keeps Crush's order; nothing written",
-                        r.id
-                    ))
-                }
-            }
-        }
-        let now = crate::gotime::now().timestamp();
-        let head_max = times[..cut].iter().copied().max();
-        let (at, shifted) = match times.get(cut) {
-            None => (head_max.map_or(now, |h| h.max(now)), Vec::new()),
-            Some(&first_kept) => {
-                let at = first_kept.saturating_sub(1);
-                let shift = head_max.is_some_and(|h| h >= first_kept);
-                let shifted = if shift {
-                    cur.rows[..cut].iter().map(|r| r.id.clone()).collect()
-                } else {
-                    Vec::new()
-                };
-                (at, shifted)
-            }
-        };
-        let mut text = summary.trim_end().to_string();
-        if let Some(i) = self.reinsert {
-            let instruction = instruction_text(&cur.raw_messages, i).ok_or_else(|| {
-                Error::conversation(&self.id, "the instruction to put back cannot be read")
-            })?;
-            text.push_str(&format!("\n\n{INSTRUCTION_LINE}\n{instruction}"));
-        }
+        let (at, shifted, now) = self.summary_time(&cur.rows, cut)?;
+        let text = self.summary_text(summary, &cur.raw_messages)?;
         let new_id = message_id(&self.id, &self.version);
-        let mut cells = vec![
-            Cell::new("sessions", "id", self.id.clone(), "summary_message_id"),
-            Cell::new("sessions", "id", self.id.clone(), "prompt_tokens"),
-            Cell::new("sessions", "id", self.id.clone(), "completion_tokens"),
-            Cell::new("sessions", "id", self.id.clone(), "message_count"),
-            Cell::new("sessions", "id", self.id.clone(), "updated_at"),
-        ];
-        for id in &shifted {
-            cells.push(Cell::new("messages", "id", id.clone(), "created_at"));
-        }
-        cells.push(Cell::inserted_row("messages", "id", new_id.clone()));
+        let cells = self.cells(&new_id, &shifted);
         let details = serde_json::json!({
             "summary_message_id": new_id,
             "summary_created_at": at,

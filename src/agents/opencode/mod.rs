@@ -27,7 +27,9 @@ mod space;
 mod write;
 
 pub use read::{load_session, meta, scan, Msg, Session};
-pub use schema::{check_schema, Era, Schema, EVENTS_MIGRATION, NEWEST_KNOWN};
+pub use schema::{
+    check_schema, check_schema_as, Era, Schema, EVENTS_MIGRATION, NEWEST_KNOWN, OPENCODE,
+};
 pub use write::Proposal;
 
 use std::path::PathBuf;
@@ -35,7 +37,7 @@ use std::sync::Arc;
 
 use rusqlite::Connection;
 
-use super::opencode_family::{self as family, channel_files, default_path, PROVIDER};
+use super::opencode_family::{self as family, Family, Flavor, PROVIDER};
 use crate::error::Result;
 use crate::store::commit::Commit;
 use crate::store::conversation::{LoadedState, Read};
@@ -43,69 +45,95 @@ use crate::store::kind::{Adapter, SchemaStatus, Unrated};
 use crate::store::{Compaction, ConversationMeta, Prefilter, StoreKind, StoredConversation};
 
 /// The opencode store kind.
-pub const KIND: StoreKind = StoreKind::new(&Opencode, 50);
+pub const KIND: StoreKind = StoreKind::new(&ADAPTER, 50);
 
-/// Registered: detection tries it fifth.
+/// Registered: detection tries it after every kind whose tables include its own (Kilo's).
 #[linkme::distributed_slice(crate::store::kind::REGISTERED)]
 static REGISTER: StoreKind = KIND;
 
 /// opencode's adapter.
-pub struct Opencode;
+pub static ADAPTER: Family = Family {
+    name: "opencode",
+    app: "opencode",
+    flavor: &OPENCODE,
+    signature: &["session", "message", "part"],
+    db_env: "OPENCODE_DB",
+    default_path_doc: family::DEFAULT_PATH_DOC,
+    version_name: |_| "opencode 1.x".to_string(),
+};
 
 /// What a loaded session keeps for its proposal: the version token and the loaded ids.
 #[derive(Debug, Clone)]
 struct Loaded {
+    flavor: &'static Flavor,
     version: String,
     ids: Vec<String>,
 }
 
-impl Adapter for Opencode {
+impl Family {
+    fn check(&self, conn: &Connection, path: &std::path::Path) -> Result<Schema> {
+        check_schema_as(conn, path, self.flavor)
+    }
+}
+
+impl Adapter for Family {
     fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
         space::map(read)
     }
 
+    /// What opencode's own source shows it never reads again (docs/stores.md). Only for
+    /// opencode itself: a fork (Kilo) may read its event log otherwise, and is left alone until
+    /// its source is read for it.
     fn reclaimable(
         &self,
         read: &Read<'_>,
         idle_before_ms: i64,
         only: Option<&str>,
     ) -> Result<Vec<crate::store::reclaim::Unit>> {
+        if self.name != "opencode" {
+            return Ok(Vec::new());
+        }
         reclaim::reclaimable(read, idle_before_ms, only)
     }
 
     fn name(&self) -> &'static str {
-        "opencode"
+        self.name
     }
 
     fn signature_tables(&self) -> &'static [&'static str] {
-        &["session", "message", "part"]
+        self.signature
     }
 
     fn check_schema(&self, conn: &Connection, path: &std::path::Path) -> Result<()> {
-        check_schema(conn, path).map(|_| ())
+        self.check(conn, path).map(|_| ())
     }
 
     /// A file newer than agent-db knows fails the schema check itself (for every command), so
     /// a file that passes it is written.
-    fn version_name(&self, _version: &str) -> String {
-        "opencode 1.x".to_string()
+    fn version_name(&self, version: &str) -> String {
+        (self.version_name)(version)
     }
 
     fn schema_status(&self, conn: &Connection, path: &std::path::Path) -> Result<SchemaStatus> {
-        let schema = check_schema(conn, path)?;
-        Ok(SchemaStatus::checked(schema.newest.clone(), NEWEST_KNOWN))
+        let schema = self.check(conn, path)?;
+        Ok(SchemaStatus::checked(
+            schema.newest.clone(),
+            self.flavor.newest_known(),
+        ))
     }
 
     fn default_path_doc(&self) -> &'static str {
-        family::DEFAULT_PATH_DOC
+        self.default_path_doc
     }
 
+    /// `OPENCODE_DB` (`KILO_DB`; absolute as is, relative under the data dir), else the data
+    /// dir's `opencode.db` (`kilo.db`: the `latest`, `beta` and `prod` channels' file).
     fn default_path(&self) -> PathBuf {
-        default_path()
+        family::default_path_of(self.app, self.db_env)
     }
 
     fn nearby(&self) -> Vec<PathBuf> {
-        channel_files()
+        family::channel_files_of(self.app)
     }
 
     fn id_column(&self) -> (&'static str, &'static str) {
@@ -122,7 +150,7 @@ impl Adapter for Opencode {
     }
 
     fn keeps_tail(&self, read: &Read<'_>) -> Result<bool> {
-        Ok(check_schema(read.conn, read.path)?.keeps_tail())
+        Ok(self.check(read.conn, read.path)?.keeps_tail())
     }
 
     fn providers(&self, _read: &Read<'_>) -> Result<Vec<String>> {
@@ -161,6 +189,7 @@ impl Adapter for Opencode {
         let s = load_session(read.conn, read.path, id)?;
         let todos = read::open_todos(read.conn, read.path, id)?;
         let state = Loaded {
+            flavor: self.flavor,
             version: s.version,
             ids: s.loaded.into_iter().map(|m| m.id).collect(),
         };
@@ -241,6 +270,7 @@ impl LoadedState for Loaded {
         _read: Option<&Read<'_>>,
     ) -> Box<dyn Commit> {
         Box::new(Proposal {
+            flavor: self.flavor,
             id: id.to_string(),
             version: self.version.clone(),
             loaded: self.ids.clone(),

@@ -26,7 +26,7 @@ pub fn history_before(
     id: &str,
     compaction_id: i64,
 ) -> Result<Option<String>> {
-    super::check_schema(conn, path)?;
+    super::schema::inspect(conn, path)?;
     // The earliest message the compaction inserted, by opencode's order.
     let first: Option<(i64, String)> = conn
         .query_row(

@@ -18,7 +18,7 @@ use super::super::opencode_family::codec;
 use super::super::opencode_family::{
     archived, count, has_audit, parent, pending_reverts, rfc3339_ms, PROVIDER,
 };
-use super::schema::{check_schema, Schema};
+use super::schema::{inspect, Schema};
 use crate::error::{Error, Result, SqlContext};
 use crate::message::str_field;
 use crate::models::ContextLimits;
@@ -187,7 +187,7 @@ pub fn scan(
     prefilter: Prefilter,
     f: &mut dyn FnMut(ConversationMeta) -> bool,
 ) -> Result<()> {
-    let schema = check_schema(conn, path)?;
+    let schema = inspect(conn, path)?;
     let sql = list_sql(
         &schema,
         has_audit(conn, path)?,
@@ -222,7 +222,7 @@ pub fn scan_facts(
     prefilter: Prefilter,
     f: &mut dyn FnMut(Facts<'_>) -> bool,
 ) -> Result<()> {
-    let schema = check_schema(conn, path)?;
+    let schema = inspect(conn, path)?;
     let sql = list_sql(
         &schema,
         has_audit(conn, path)?,
@@ -270,7 +270,7 @@ pub fn meta(
     limits: &ContextLimits,
     id: &str,
 ) -> Result<Option<ConversationMeta>> {
-    let schema = check_schema(conn, path)?;
+    let schema = inspect(conn, path)?;
     let sql = list_sql(&schema, has_audit(conn, path)?, "WHERE s.id = ?1", "");
     meta_with_count(conn, path, &sql, COUNT_SQL, id, |r| {
         meta_from_row(r, limits)
@@ -517,7 +517,7 @@ pub fn open_todos(conn: &Connection, path: &Path, id: &str) -> Result<Vec<String
 }
 
 pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session> {
-    let schema = check_schema(conn, path)?;
+    let schema = inspect(conn, path)?;
     let (directory, updated) = session_row(conn, path, id)?;
     let rows = read_messages(conn, path, id)?;
     let (mut parts, (n_parts, part_created, part_updated)) = read_parts(conn, path, id)?;

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
+use super::super::opencode_family::{stamp, Flavor};
 use crate::error::{Result, SqlContext};
 use crate::store::schema_util::{changed, columns};
 
@@ -76,12 +77,6 @@ fn strings(conn: &Connection, path: &Path, sql: &str) -> Result<Vec<String>> {
     Ok(all.into_iter().flatten().collect())
 }
 
-/// The 14-digit folder prefix of a migration id, when it has one.
-fn stamp(id: &str) -> Option<&str> {
-    let s = id.get(..14)?;
-    (s.bytes().all(|b| b.is_ascii_digit()) && id.as_bytes().get(14) == Some(&b'_')).then_some(s)
-}
-
 /// The migrations the file records (ids), and its era.
 fn recorded(
     conn: &Connection,
@@ -123,8 +118,34 @@ fn recorded(
     Ok((Era::Drizzle, ids))
 }
 
-/// Read and check the schema (again inside every write transaction).
+/// opencode itself.
+pub static OPENCODE: Flavor = Flavor {
+    agent: "opencode",
+    upstream_newest: NEWEST_KNOWN,
+    own: &[],
+};
+
+/// Read and check the schema of an opencode file (again inside every write transaction).
 pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
+    check_schema_as(conn, path, &OPENCODE)
+}
+
+/// [`check_schema`] for the files `flavor` writes: every recorded migration one it carries.
+pub fn check_schema_as(conn: &Connection, path: &Path, flavor: &Flavor) -> Result<Schema> {
+    let (schema, ids) = inspect_ids(conn, path)?;
+    for id in &ids {
+        flavor.admit(id, path)?;
+    }
+    Ok(schema)
+}
+
+/// The schema as the file has it, its migrations unchecked: for reads of a file the store's
+/// open already checked (`check_schema_as`).
+pub(crate) fn inspect(conn: &Connection, path: &Path) -> Result<Schema> {
+    inspect_ids(conn, path).map(|(s, _)| s)
+}
+
+fn inspect_ids(conn: &Connection, path: &Path) -> Result<(Schema, Vec<String>)> {
     let tables: HashSet<String> = strings(
         conn,
         path,
@@ -133,26 +154,13 @@ pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
     .into_iter()
     .collect();
     let (era, ids) = recorded(conn, path, &tables)?;
-    let newest_known = stamp(NEWEST_KNOWN).expect("a stamped id");
     let mut newest = String::new();
     for id in &ids {
-        match stamp(id) {
-            Some(s) if s <= newest_known => {}
-            Some(_) => {
-                return Err(changed(
-                    path,
-                    format!(
-                        "opencode migration {id} is newer than any agent-db knows (the newest it knows is \
-                         {NEWEST_KNOWN}); a newer opencode wrote this file, so agent-db will not touch it (upgrade agent-db)"
-                    ),
-                ))
-            }
-            None => {
-                return Err(changed(
-                    path,
-                    format!("opencode migration {id:?} is not one agent-db knows, so it will not touch this file"),
-                ))
-            }
+        if stamp(id).is_none() {
+            return Err(changed(
+                path,
+                format!("opencode migration {id:?} is not one agent-db knows, so it will not touch this file"),
+            ));
         }
         if id.as_str() > newest.as_str() {
             newest = id.clone();
@@ -173,10 +181,11 @@ pub fn check_schema(conn: &Connection, path: &Path) -> Result<Schema> {
             ));
         }
     }
-    Ok(Schema {
+    let schema = Schema {
         era,
         newest,
         session,
         events: tables.contains("event") && tables.contains("event_sequence"),
-    })
+    };
+    Ok((schema, ids))
 }

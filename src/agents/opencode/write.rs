@@ -41,6 +41,8 @@ use crate::store::pre_image::Cell;
 
 /// opencode's typed proposal.
 pub struct Proposal {
+    /// Which agent's file this is (opencode, or a fork that shares the format).
+    pub flavor: &'static super::super::opencode_family::Flavor,
     pub id: String,
     pub version: String,
     /// The ids of the loaded messages the plan was made on.
@@ -107,6 +109,9 @@ impl Write for Proposal {
     }
 
     fn read(&self, tx: &Connection, path: &Path) -> Result<Option<(String, Session)>> {
+        // The file's migrations, again in the write's transaction: a newer agent may have
+        // upgraded it since it was opened.
+        super::schema::check_schema_as(tx, path, self.flavor)?;
         let s = crate::error::unless_gone(load_session(tx, path, &self.id))?;
         Ok(s.map(|s| (s.version.clone(), s)))
     }

@@ -1,6 +1,7 @@
 //! What opencode 1.x ([`super::opencode`]) and 2.x ([`super::opencode_v2`]) share, and what
 //! an opencode fork's store reads the same way: the message codec ([`codec`]), opencode's id
-//! algorithm ([`ids`]), where the files live, and the row helpers both listings use.
+//! algorithm ([`ids`]), where the files live, and the row helpers both listings use; a fork of
+//! opencode 1.x's store (Kilo) is a [`Family`] value with its names, files and [`Flavor`].
 //!
 //! - `codec.rs`: opencode's message envelope (a message and its parts).
 //! - `ids.rs`: opencode's ascending and descending ids.
@@ -18,6 +19,7 @@ use serde_json::Value;
 
 use crate::error::{Result, SqlContext};
 use crate::store::cells::lossy;
+use crate::store::schema_util::changed;
 
 /// The provider name agent-db gives opencode sessions (shown in listings; the
 /// adapter hands out its codec).
@@ -29,21 +31,32 @@ pub const DEFAULT_PATH_DOC: &str = "opencode: $OPENCODE_DB or ~/.local/share/ope
 /// `OPENCODE_DB` (absolute as is, relative under the data dir), else the data dir's
 /// `opencode.db` (the `latest`, `beta` and `prod` channels' file).
 pub fn default_path() -> PathBuf {
-    match std::env::var_os("OPENCODE_DB").filter(|v| !v.is_empty()) {
+    default_path_of("opencode", "OPENCODE_DB")
+}
+
+/// The default file of an agent of the family named `app` (`opencode`, `kilo`), whose variable
+/// `db_env` (`OPENCODE_DB`, `KILO_DB`) overrides it: absolute as is, relative under its data
+/// dir; else the data dir's `<app>.db`.
+pub fn default_path_of(app: &str, db_env: &str) -> PathBuf {
+    match std::env::var_os(db_env).filter(|v| !v.is_empty()) {
         Some(v) if PathBuf::from(&v).is_absolute() => PathBuf::from(v),
-        Some(v) => data_dir().join(v),
-        None => data_dir().join("opencode.db"),
+        Some(v) => data_dir(app).join(v),
+        None => data_dir(app).join(format!("{app}.db")),
     }
 }
 
-/// opencode's data directory: `$XDG_DATA_HOME/opencode` (absolute), else
-/// `~/.local/share/opencode`.
 /// opencode's files for its other channels in the data dir (`opencode-<channel>.db`,
 /// `storage/db.ts`: every channel but latest, beta and prod has its own file), sorted.
 pub fn channel_files() -> Vec<PathBuf> {
-    let Ok(dir) = std::fs::read_dir(data_dir()) else {
+    channel_files_of("opencode")
+}
+
+/// [`channel_files`] of the agent named `app`: `<app>-<channel>.db` in its data dir.
+pub fn channel_files_of(app: &str) -> Vec<PathBuf> {
+    let Ok(dir) = std::fs::read_dir(data_dir(app)) else {
         return Vec::new();
     };
+    let prefix = format!("{app}-");
     let mut out: Vec<PathBuf> = dir
         .filter_map(|e| e.ok())
         .map(|e| e.path())
@@ -51,20 +64,22 @@ pub fn channel_files() -> Vec<PathBuf> {
             p.is_file()
                 && p.file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("opencode-") && n.ends_with(".db"))
+                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".db"))
         })
         .collect();
     out.sort();
     out
 }
 
-fn data_dir() -> PathBuf {
+/// The data directory of the agent named `app`: `$XDG_DATA_HOME/<app>` (absolute), else
+/// `~/.local/share/<app>`.
+fn data_dir(app: &str) -> PathBuf {
     match std::env::var_os("XDG_DATA_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
     {
-        Some(x) => x.join("opencode"),
-        None => crate::store::home_dir().join(".local/share/opencode"),
+        Some(x) => x.join(app),
+        None => crate::store::home_dir().join(".local/share").join(app),
     }
 }
 
@@ -157,4 +172,72 @@ pub fn pending_reverts(
         }
     }
     Ok(out)
+}
+
+/// An agent that keeps opencode 1.x's store (opencode, or a fork such as Kilo): what differs
+/// between them is here; every read and write is opencode 1.x's (`super::opencode`, which
+/// implements the adapter for it).
+pub struct Family {
+    /// The name users type (`--agent`).
+    pub name: &'static str,
+    /// The agent's application name: its data directory (`$XDG_DATA_HOME/<app>`), its file
+    /// (`<app>.db`) and its other channels' files (`<app>-<channel>.db`).
+    pub app: &'static str,
+    /// The migrations its files carry.
+    pub flavor: &'static Flavor,
+    /// Tables whose presence (all of them) identifies its file.
+    pub signature: &'static [&'static str],
+    /// The variable that overrides its file (absolute, or relative to the data directory).
+    pub db_env: &'static str,
+    pub default_path_doc: &'static str,
+    /// The file's newest migration in the words its users know.
+    pub version_name: fn(&str) -> String,
+}
+
+/// An agent that writes opencode's 1.x store: opencode itself, or a fork (Kilo) whose files
+/// record opencode's migrations up to one of them and the fork's own after it.
+#[derive(Debug)]
+pub struct Flavor {
+    /// The agent's name in messages (`opencode`, `Kilo`).
+    pub agent: &'static str,
+    /// The newest of opencode's migrations its files record.
+    pub upstream_newest: &'static str,
+    /// Its own migrations after that one, by name, oldest first (none for opencode).
+    pub own: &'static [&'static str],
+}
+
+impl Flavor {
+    /// The newest migration of this agent that agent-db knows.
+    pub fn newest_known(&self) -> &'static str {
+        self.own.last().copied().unwrap_or(self.upstream_newest)
+    }
+
+    /// Refuses a migration this agent's files do not carry as agent-db knows them: one newer
+    /// than the newest known (naming both), or one past opencode's that is not the agent's own.
+    pub(crate) fn admit(&self, id: &str, path: &Path) -> Result<()> {
+        let agent = self.agent;
+        let newest_known = self.newest_known();
+        let upstream = stamp(self.upstream_newest).expect("a stamped id");
+        match stamp(id) {
+            Some(s) if s <= upstream => Ok(()),
+            Some(_) if self.own.contains(&id) => Ok(()),
+            Some(s) if s > stamp(newest_known).expect("a stamped id") => Err(changed(
+                path,
+                format!(
+                    "{agent} migration {id} is newer than any agent-db knows (the newest it knows is \
+                     {newest_known}); a newer {agent} wrote this file, so agent-db will not touch it (upgrade agent-db)"
+                ),
+            )),
+            _ => Err(changed(
+                path,
+                format!("{agent} migration {id:?} is not one agent-db knows, so it will not touch this file"),
+            )),
+        }
+    }
+}
+
+/// The 14-digit folder prefix of a migration id, when it has one.
+pub(crate) fn stamp(id: &str) -> Option<&str> {
+    let s = id.get(..14)?;
+    (s.bytes().all(|b| b.is_ascii_digit()) && id.as_bytes().get(14) == Some(&b'_')).then_some(s)
 }

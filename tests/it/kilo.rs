@@ -1,0 +1,238 @@
+//! Kilo's `kilo.db` as a store of its own, hermetic: files built from the schema and migration
+//! journal the released Kilo 7.7.9 writes (`fixtures/kilo/kilo-7.7.9.sql`, dumped from a file
+//! the real binary wrote), filled with sessions in opencode's format (the synthetic opencode
+//! store's rows copied column by column). The real binary's own reading of what agent-db
+//! writes is `real_kilo.rs`.
+
+use std::path::{Path, PathBuf};
+
+use agent_db_synth::opencode::{generate_opencode, OpencodeEra};
+use agent_db_synth::SynthOptions;
+use rusqlite::Connection;
+
+use crate::common::{bare_cmd, dump_all, files_hash, json};
+
+const NEWEST: &str = "20260907102000_kilocode_model_usage_index";
+
+/// The binary with HOME, XDG data and the current directory in `home`, and no agent variable of
+/// the caller's.
+fn cmd(home: &Path) -> assert_cmd::Command {
+    let mut c = bare_cmd(home);
+    c.env("XDG_DATA_HOME", home.join(".local/share"))
+        .env_remove("OPENCODE_DB")
+        .env_remove("KILO_DB")
+        .env_remove("GOOSE_PATH_ROOT")
+        .current_dir(home);
+    c
+}
+
+/// An empty Kilo 7.7.9 store at `path`, from Kilo's own DDL.
+fn kilo_store(path: &Path) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let ddl = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/kilo/kilo-7.7.9.sql"),
+    )
+    .unwrap();
+    Connection::open(path).unwrap().execute_batch(&ddl).unwrap();
+}
+
+/// A Kilo store at `path` holding `n` synthetic opencode sessions (project, session, message,
+/// part rows, the columns both schemas have).
+fn kilo_with_sessions(path: &Path, n: usize) {
+    kilo_store(path);
+    let src = path.with_file_name("source-opencode.db");
+    let opts = SynthOptions {
+        conversations: n,
+        seed: 11,
+        scale: 0.5,
+        ..SynthOptions::default()
+    };
+    generate_opencode(&src, &opts, OpencodeEra::Effect).unwrap();
+    let c = Connection::open(path).unwrap();
+    c.execute("ATTACH ?1 AS src", [src.to_str().unwrap()])
+        .unwrap();
+    for table in ["project", "session", "message", "part"] {
+        let cols = |db: &str| -> Vec<String> {
+            let mut s = c
+                .prepare(&format!(
+                    "SELECT name FROM {db}.pragma_table_info('{table}')"
+                ))
+                .unwrap();
+            let v = s
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            v
+        };
+        let theirs = cols("src");
+        let common: Vec<String> = cols("main")
+            .into_iter()
+            .filter(|c| theirs.contains(c))
+            .map(|c| format!("\"{c}\""))
+            .collect();
+        let list = common.join(", ");
+        c.execute(
+            &format!("INSERT INTO main.{table} ({list}) SELECT {list} FROM src.{table}"),
+            [],
+        )
+        .unwrap();
+    }
+    c.execute("DETACH src", []).unwrap();
+}
+
+fn default_file(home: &Path) -> PathBuf {
+    home.join(".local/share/kilo/kilo.db")
+}
+
+/// `stores` finds Kilo's default file and names it as Kilo, with the release its migrations
+/// are, read-write; `--agent kilo` opens it, and `KILO_DB` (relative: under Kilo's data dir)
+/// overrides it.
+#[test]
+fn stores_lists_kilos_default_file_and_agent_kilo_opens_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = default_file(dir.path());
+    kilo_with_sessions(&db, 3);
+    let mut c = cmd(dir.path());
+    c.args(["stores", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0, "{doc:#}");
+    let s = &doc["stores"][0];
+    assert_eq!(s["agent"], "kilo", "{doc:#}");
+    assert_eq!(s["path"], db.to_str().unwrap());
+    assert_eq!(s["how"], "kilo default");
+    assert_eq!(s["version_name"], "Kilo 7.7.9");
+    assert_eq!(s["schema_version"], NEWEST);
+    assert_eq!(s["newest_known"], NEWEST);
+    assert_eq!(s["support"], "read-write");
+
+    let mut c = cmd(dir.path());
+    c.args(["--agent", "kilo", "list", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["store"]["kind"], "kilo", "{doc:#}");
+    assert_eq!(doc["conversations"].as_array().map(Vec::len), Some(3));
+    // With only Kilo's file, agent-db finds it without being told.
+    let mut c = cmd(dir.path());
+    c.args(["list", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(
+        (code, &doc["store"]["kind"]),
+        (0, &"kilo".into()),
+        "{doc:#}"
+    );
+
+    let other = dir.path().join(".local/share/kilo/elsewhere.db");
+    kilo_store(&other);
+    let mut c = cmd(dir.path());
+    c.env("KILO_DB", "elsewhere.db")
+        .args(["--agent", "kilo", "list", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["conversations"].as_array().map(Vec::len), Some(0));
+}
+
+/// A Kilo file with a migration newer than agent-db knows is refused as Kilo's, naming both
+/// migrations, and never as "a newer opencode"; one in the known range that is not Kilo's is
+/// refused too. Nothing is written.
+#[test]
+fn a_newer_kilo_is_refused_naming_both_versions_never_as_opencode() {
+    for (id, says) in [
+        (
+            "20261001000000_kilocode_next",
+            format!(
+                "Kilo migration 20261001000000_kilocode_next is newer than any agent-db knows \
+                 (the newest it knows is {NEWEST}); a newer Kilo wrote this file"
+            ),
+        ),
+        (
+            "20260801000000_not_kilos",
+            "Kilo migration \"20260801000000_not_kilos\" is not one agent-db knows".to_string(),
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("kilo.db");
+        kilo_with_sessions(&db, 2);
+        Connection::open(&db)
+            .unwrap()
+            .execute(
+                "INSERT INTO migration (id, time_completed) VALUES (?1, 1796184112309)",
+                [id],
+            )
+            .unwrap();
+        let before = files_hash(&db);
+        for args in [
+            &["list"][..],
+            &[
+                "compact",
+                "--all-over",
+                "0",
+                "--yes",
+                "--strategy",
+                "extractive",
+            ],
+        ] {
+            let out = cmd(dir.path())
+                .arg("--db")
+                .arg(&db)
+                .args(args)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(4), "{args:?}: {err}");
+            assert!(err.contains(&says), "{args:?}: {err}");
+            assert!(!err.contains("opencode"), "{args:?}: {err}");
+        }
+        assert_eq!(files_hash(&db), before, "the file changed");
+    }
+}
+
+/// A compaction of a Kilo session: agent-db's next load starts at its summary, and `restore`
+/// gives every cell back.
+#[test]
+fn a_kilo_session_compacts_and_restores_cell_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("kilo.db");
+    kilo_with_sessions(&db, 3);
+    let before = dump_all(&Connection::open(&db).unwrap());
+    let mut c = cmd(dir.path());
+    c.arg("--db").arg(&db).args(["list", "--json"]);
+    let (doc, _) = json(c);
+    let id = doc["conversations"][0]["id"].as_str().unwrap().to_string();
+    let mut c = cmd(dir.path());
+    c.arg("--db").arg(&db).args([
+        "compact",
+        &id,
+        "--yes",
+        "--json",
+        "--strategy",
+        "extractive",
+        "--keep-tokens",
+        "300",
+    ]);
+    let (doc, code) = json(c);
+    assert_eq!(
+        (code, &doc["conversations"][0]["status"]),
+        (0, &"compacted".into()),
+        "{doc:#}"
+    );
+    let mut c = cmd(dir.path());
+    c.arg("--db").arg(&db).args(["show", &id, "--json"]);
+    let (shown, _) = json(c);
+    assert_eq!(shown["messages"][1]["summary_by"], "agent-db", "{shown:#}");
+    let out = cmd(dir.path())
+        .arg("--db")
+        .arg(&db)
+        .args(["restore", &id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = dump_all(&Connection::open(&db).unwrap());
+    for (table, rows) in &before {
+        assert_eq!(after.get(table), Some(rows), "table {table} after restore");
+    }
+}
