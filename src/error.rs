@@ -6,6 +6,9 @@
 
 use std::path::PathBuf;
 
+pub mod decode;
+pub use decode::DecodeError;
+
 /// Documented process exit codes (see `docs/usage.md`, "Exit codes").
 pub mod exit {
     /// Everything selected was done or rightly skipped.
@@ -78,6 +81,10 @@ pub enum Error {
     #[error("conversation {id}: {detail}")]
     Conversation { id: String, detail: String },
 
+    /// A conversation whose stored history does not decode.
+    #[error("conversation {id}: {error}")]
+    Decode { id: String, error: DecodeError },
+
     /// An ID given on the command line that names no conversation (see
     /// `store::prefix::unknown_id`); the hint says why when it can.
     #[error("conversation {id}: not found")]
@@ -117,6 +124,11 @@ pub enum Error {
 
     #[error("internal error (a bug in agent-db; please report it): {0}")]
     Internal(String),
+
+    /// An error with a hint: what the user can do about it. The message is the inner error's
+    /// alone; the CLI prints the hint as a `hint:` line of its own ([`Error::hint`]).
+    #[error("{error}")]
+    Hinted { error: Box<Error>, hint: String },
 }
 
 impl Error {
@@ -135,6 +147,7 @@ impl Error {
             Error::ConversationNotFound { .. }
             | Error::UnknownId { .. }
             | Error::Conversation { .. }
+            | Error::Decode { .. }
             | Error::NotFound(_) => exit::DATA,
             Error::Locked { .. } => exit::LOCKED,
             Error::Busy { .. } => exit::BUSY,
@@ -142,6 +155,48 @@ impl Error {
             Error::Config(_) => exit::CONFIG,
             Error::Usage(_) => exit::USAGE,
             Error::Internal(_) => exit::INTERNAL,
+            Error::Hinted { error, .. } => error.exit_code(),
+        }
+    }
+
+    /// This error with `hint` (what the user can do about it) beside its message.
+    pub fn with_hint(self, hint: impl Into<String>) -> Self {
+        Error::Hinted {
+            error: Box::new(self.unhinted()),
+            hint: hint.into(),
+        }
+    }
+
+    /// The hint this error carries, if any: [`Error::with_hint`]'s, or why an ID names no
+    /// conversation ([`Error::UnknownId`]). Never part of the error's message.
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            Error::Hinted { hint, .. } | Error::UnknownId { hint, .. } => Some(hint),
+            _ => None,
+        }
+    }
+
+    /// The error itself, without a hint given by [`Error::with_hint`].
+    pub fn unhinted(self) -> Self {
+        match self {
+            Error::Hinted { error, .. } => *error,
+            e => e,
+        }
+    }
+
+    /// The error itself, by reference, without a hint given by [`Error::with_hint`].
+    pub fn cause(&self) -> &Error {
+        match self {
+            Error::Hinted { error, .. } => error,
+            e => e,
+        }
+    }
+
+    /// A conversation whose stored history does not decode.
+    pub fn decode(id: impl Into<String>, error: DecodeError) -> Self {
+        Error::Decode {
+            id: id.into(),
+            error,
         }
     }
 
@@ -203,5 +258,48 @@ impl<T> SqlContext<T> for std::result::Result<T, rusqlite::Error> {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{exit, Error};
+
+    #[test]
+    fn a_hint_is_a_field_and_not_part_of_the_message() {
+        let e = Error::Usage("--edit needs a terminal".into()).with_hint("use --plan-out FILE");
+        assert_eq!(e.hint(), Some("use --plan-out FILE"));
+        assert_eq!(e.to_string(), "--edit needs a terminal");
+        assert!(!e.to_string().contains("hint:"));
+        assert_eq!(e.exit_code(), exit::USAGE);
+        assert!(matches!(e.cause(), Error::Usage(m) if m == "--edit needs a terminal"));
+        // A second hint replaces the first rather than nesting it.
+        let again = e.with_hint("another");
+        assert_eq!(again.hint(), Some("another"));
+        assert!(matches!(again.unhinted(), Error::Usage(_)));
+    }
+
+    #[test]
+    fn a_decode_failure_keeps_its_cause_typed_under_the_conversation() {
+        let cause = super::DecodeError::missing("message", "role").at(Some(2));
+        let e = Error::decode("c1", cause.clone());
+        assert_eq!(
+            e.to_string(),
+            "conversation c1: raw_messages[2]: message has no role"
+        );
+        assert_eq!(e.exit_code(), exit::DATA);
+        assert!(matches!(&e, Error::Decode { id, error } if id == "c1" && *error == cause));
+        assert_eq!(e.hint(), None);
+    }
+
+    #[test]
+    fn an_unknown_id_carries_its_hint_outside_its_message() {
+        let e = Error::UnknownId {
+            id: "ab".into(),
+            hint: "an ID prefix needs at least 4 characters".into(),
+        };
+        assert_eq!(e.to_string(), "conversation ab: not found");
+        assert_eq!(e.hint(), Some("an ID prefix needs at least 4 characters"));
+        assert_eq!(Error::NotFound("x".into()).hint(), None);
     }
 }

@@ -286,8 +286,8 @@ pub fn format_of(row: &StoredConversation, meta: &ConversationMeta) -> Result<Fo
 /// Decode a loaded row.
 pub fn decode(row: StoredConversation, meta: &ConversationMeta) -> Result<Loaded> {
     let format = format_of(&row, meta)?;
-    let messages = message::decode_all(format, &row.raw_messages)
-        .map_err(|e| Error::conversation(&row.id, e.to_string()))?;
+    let messages =
+        message::decode_all(format, &row.raw_messages).map_err(|e| Error::decode(&row.id, e))?;
     let tokens = messages
         .iter()
         .map(|m| tokens::message_tokens(format, m))

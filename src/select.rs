@@ -500,7 +500,7 @@ impl<'a> Picked<'a> {
 }
 
 /// A utilization ratio must be in [0, 1] (0 selects every conversation whose utilization is
-/// known). Users often type a percentage (`70`) or tenths (`7`): the error's hint line then
+/// known). Users often type a percentage (`70`) or tenths (`7`): the error's hint then
 /// says what they probably meant; a value with no likely reading (`1.5`) gets the range
 /// explained instead of a guess.
 pub fn check_ratio(flag: &str, r: f64) -> Result<()> {
@@ -518,8 +518,9 @@ pub fn check_ratio(flag: &str, r: f64) -> Result<()> {
             .to_string(),
     };
     Err(Error::Usage(format!(
-        "{flag} takes a utilization ratio from 0 to 1, such as 0.7; got {r}\nhint: {hint}"
-    )))
+        "{flag} takes a utilization ratio from 0 to 1, such as 0.7; got {r}"
+    ))
+    .with_hint(hint))
 }
 
 /// What an out-of-range ratio probably meant: tenths (`7` for 0.7) or a percentage (`70`).
@@ -648,6 +649,21 @@ mod threshold_tests {
     use super::*;
     use crate::store::Prefilter;
     use proptest::prelude::*;
+
+    #[test]
+    fn an_out_of_range_ratio_carries_its_guess_as_a_hint_not_as_text() {
+        let e = check_ratio("--all-over", 70.0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--all-over takes a utilization ratio from 0 to 1, such as 0.7; got 70"
+        );
+        assert!(!e.to_string().contains("hint:"), "{e}");
+        assert_eq!(
+            e.hint(),
+            Some("did you mean --all-over 0.7? (--all-over 70% works too)")
+        );
+        assert_eq!(e.exit_code(), crate::error::exit::USAGE);
+    }
 
     fn meta(current: Option<i64>, max: Option<i64>, problem: bool) -> ConversationMeta {
         ConversationMeta {

@@ -29,10 +29,8 @@ pub fn read_plan(file: &Path) -> Result<PlanFile, Error> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| Error::NotFound(format!("plan {}: {e}", file.display())))?;
     pipeline::parse_plan(&text).map_err(|why| {
-        Error::NotFound(format!(
-            "plan {}: {why}; nothing written\nhint: make a new one with `agent-db compact … --plan-out FILE`",
-            file.display()
-        ))
+        Error::NotFound(format!("plan {}: {why}; nothing written", file.display()))
+            .with_hint("make a new one with `agent-db compact … --plan-out FILE`")
     })
 }
 
@@ -271,11 +269,12 @@ pub fn check_terminal(ui: &Ui) -> Result<(), Error> {
     if ui.stdin_tty && ui.stdout_tty {
         return Ok(());
     }
-    Err(Error::Usage(
-        "--edit opens an editor, so it needs a terminal (stdin and stdout)\n\
-         hint: without one, use `compact … --plan-out FILE`, edit FILE, then `agent-db apply FILE`"
-            .into(),
-    ))
+    Err(
+        Error::Usage("--edit opens an editor, so it needs a terminal (stdin and stdout)".into())
+            .with_hint(
+            "without one, use `compact … --plan-out FILE`, edit FILE, then `agent-db apply FILE`",
+        ),
+    )
 }
 
 /// `--edit` reviews one conversation: more selected is a usage error.
@@ -289,10 +288,9 @@ pub fn check_one(store: &Store, selector: &Selector, now: &Now) -> Result<(), Er
     })?;
     if n > 1 {
         return Err(Error::Usage(
-            "--edit reviews one conversation, but the selection has several; name one ID\n\
-             hint: for several, use --plan-out FILE, edit FILE, then `agent-db apply FILE`"
-                .into(),
-        ));
+            "--edit reviews one conversation, but the selection has several; name one ID".into(),
+        )
+        .with_hint("for several, use --plan-out FILE, edit FILE, then `agent-db apply FILE`"));
     }
     Ok(())
 }

@@ -323,12 +323,14 @@ fn say_interrupted(ui: &Ui, totals: &Totals, not_visited: usize, dry: bool) {
         0 => "the rest not started".to_string(),
         n => format!("the rest not started ({n} not visited)"),
     };
-    ui.alert(&format!(
-        "interrupted (Ctrl-C): {} {done}, failed {}, and {rest}\n\
-         hint: every finished conversation is complete (see `agent-db history`); rerun the same command to go on",
-        if dry { "planned" } else { "compacted" },
-        totals.failed
-    ));
+    ui.alert_hinted(
+        &format!(
+            "interrupted (Ctrl-C): {} {done}, failed {}, and {rest}",
+            if dry { "planned" } else { "compacted" },
+            totals.failed
+        ),
+        "every finished conversation is complete (see `agent-db history`); rerun the same command to go on",
+    );
 }
 
 /// A failed conversation, and an after-compaction hook that failed (the compaction stands).

@@ -208,12 +208,13 @@ fn check_agent(
         )
     };
     Err(Error::Usage(format!(
-        "{} ({source}) is {}'s store, not {}'s (--agent {})\nhint: {hint}",
+        "{} ({source}) is {}'s store, not {}'s (--agent {})",
         store.path.display(),
         store.kind.name(),
         wanted.name(),
         wanted.name()
-    )))
+    ))
+    .with_hint(hint))
 }
 
 fn completions(shell: clap_complete::Shell) -> CmdResult {

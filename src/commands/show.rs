@@ -223,7 +223,7 @@ fn hidden_section(
     h: &agent_db::store::kind::Hidden,
 ) -> Result<String, agent_db::error::Error> {
     let rows: Vec<Message> = agent_db::message::split_raw(&h.raw_messages)
-        .map_err(|e| agent_db::error::Error::conversation(&meta.id, e.to_string()))?
+        .map_err(|e| agent_db::error::Error::decode(&meta.id, e))?
         .into_iter()
         .filter_map(|raw| agent_db::message::decode(loaded.format, raw).ok())
         .collect();

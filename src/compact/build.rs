@@ -100,7 +100,10 @@ pub fn build(s: &Settings, choice: Choice) -> Result<Built> {
                     why.push_str(" (--llm-provider, AGENT_DB_LLM_PROVIDER or [llm] provider)");
                 }
                 Error::Config(format!(
-                    "{flag} was given, but the LLM cannot be used: {why}\nhint: set what is missing, or drop {flag} (--strategy extractive runs offline)"
+                    "{flag} was given, but the LLM cannot be used: {why}"
+                ))
+                .with_hint(format!(
+                    "set what is missing, or drop {flag} (--strategy extractive runs offline)"
                 ))
             })?;
             build_llm(s)

@@ -69,11 +69,8 @@ pub fn build(plan: &Plan, rewrite: &Rewrite) -> Result<NewHistory, StrategyError
     let mut head = Vec::with_capacity(parts.len());
     for (i, raw) in parts.iter().enumerate() {
         if format.agent_visible(raw) {
-            let m = message::decode(format, raw).map_err(|detail| {
-                let e = message::DecodeError {
-                    index: Some(i),
-                    detail,
-                };
+            let m = message::decode(format, raw).map_err(|e| {
+                let e = e.at(Some(i));
                 StrategyError::Fail(format!("the new history does not decode: {e}"))
             })?;
             head.push(m);

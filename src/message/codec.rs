@@ -9,7 +9,7 @@
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::Message;
+use super::{DecodeError, Message};
 
 /// A complete tool exchange pruned as a whole (one request message with tool calls and the
 /// response messages answering all of them), for formats that prune by pairs.
@@ -38,7 +38,7 @@ pub trait Codec: Sync + Send + 'static {
     }
 
     /// Decode one stored message.
-    fn decode(&self, raw: &RawValue) -> Result<Message, String>;
+    fn decode(&self, raw: &RawValue) -> Result<Message, DecodeError>;
     /// Whether an opaque block of this kind is bookkeeping the agent's own UI does not show
     /// (opencode's step and patch parts): `show` hides it unless `--verbose`.
     fn bookkeeping(&self, _kind: &str) -> bool {

@@ -78,8 +78,8 @@ impl<'a> Lite<'a> {
 }
 
 /// `text` as a `Value`, with the error a codec reports for a message that is not JSON.
-pub(crate) fn parse(text: &str) -> Result<Value, String> {
-    serde_json::from_str(text).map_err(|e| format!("invalid JSON ({e})"))
+pub(crate) fn parse(text: &str) -> Result<Value, super::DecodeError> {
+    serde_json::from_str(text).map_err(|e| super::DecodeError::not_json("invalid JSON", e))
 }
 
 impl Json for Lite<'_> {

@@ -13,6 +13,7 @@ pub(crate) mod lite;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+pub use crate::error::DecodeError;
 pub use codec::Codec;
 pub use image::ImageInfo;
 
@@ -147,28 +148,10 @@ impl Message {
     }
 }
 
-/// A decode failure, with the index of the message it is about.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DecodeError {
-    pub index: Option<usize>,
-    pub detail: String,
-}
-
-impl std::fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.index {
-            Some(i) => write!(f, "raw_messages[{i}]: {}", self.detail),
-            None => write!(f, "raw_messages: {}", self.detail),
-        }
-    }
-}
-
 /// Split `raw_messages` into its elements without re-encoding them.
 pub fn split_raw(raw_messages: &str) -> Result<Vec<&RawValue>, DecodeError> {
-    serde_json::from_str::<Vec<&RawValue>>(raw_messages).map_err(|e| DecodeError {
-        index: None,
-        detail: format!("not a JSON array of messages ({e})"),
-    })
+    serde_json::from_str::<Vec<&RawValue>>(raw_messages)
+        .map_err(|e| DecodeError::not_json("not a JSON array of messages", e).at(None))
 }
 
 /// Decode a whole `raw_messages` column.
@@ -179,17 +162,12 @@ pub fn decode_all(format: Format, raw_messages: &str) -> Result<Vec<Message>, De
         .enumerate()
         // A message hidden from the agent (goose's prune) is not part of what the model is sent.
         .filter(|(_, raw)| format.agent_visible(raw))
-        .map(|(i, raw)| {
-            format.decode(raw).map_err(|detail| DecodeError {
-                index: Some(i),
-                detail,
-            })
-        })
+        .map(|(i, raw)| format.decode(raw).map_err(|e| e.at(Some(i))))
         .collect()
 }
 
 /// Decode one message.
-pub fn decode(format: Format, raw: &RawValue) -> Result<Message, String> {
+pub fn decode(format: Format, raw: &RawValue) -> Result<Message, DecodeError> {
     format.decode(raw)
 }
 

@@ -105,18 +105,24 @@ impl Ui {
     /// A warning on stderr about a likely mistake (`warning: …`). Never suppressed: a cron job
     /// that silently matches nothing is worse than one line of mail.
     pub fn warn(&self, msg: &str) {
-        self.labelled(Label::Warning, msg);
+        self.labelled(Label::Warning, msg, None);
     }
 
     /// Something refused or not done that the user must see (`error: …` on stderr). Never
     /// suppressed.
     pub fn alert(&self, msg: &str) {
-        self.labelled(Label::Error, msg);
+        self.labelled(Label::Error, msg, None);
     }
 
-    /// One labelled line on stderr, each further line of `msg` that starts with `hint: ` as a
-    /// hint line of its own: the one style of every error, warning and hint agent-db prints.
-    fn labelled(&self, label: Label, msg: &str) {
+    /// [`Ui::alert`] with a `hint: …` line after it.
+    pub fn alert_hinted(&self, msg: &str, hint: &str) {
+        self.labelled(Label::Error, msg, Some(hint));
+    }
+
+    /// One labelled line on stderr (further lines of `msg` indented under it), then `hint` as a
+    /// `hint:` line of its own: the one style of every error, warning and hint agent-db prints.
+    /// A line of `msg` is never read as a hint, whatever it says.
+    fn labelled(&self, label: Label, msg: &str, hint: Option<&str>) {
         let mut err = std::io::stderr().lock();
         let mut lines = msg.lines();
         let first = lines.next().unwrap_or("");
@@ -129,15 +135,11 @@ impl Ui {
         let (h, p) = head(label);
         let _ = writeln!(err, "{}", self.wrap(&h, &p, "  ", first));
         for l in lines {
-            match l.strip_prefix("hint: ") {
-                Some(text) => {
-                    let (h, p) = head(Label::Hint);
-                    let _ = writeln!(err, "{}", self.wrap(&h, &p, "  ", text));
-                }
-                None => {
-                    let _ = writeln!(err, "{}", self.wrap("  ", "  ", "  ", l));
-                }
-            }
+            let _ = writeln!(err, "{}", self.wrap("  ", "  ", "  ", l));
+        }
+        if let Some(text) = hint {
+            let (h, p) = head(Label::Hint);
+            let _ = writeln!(err, "{}", self.wrap(&h, &p, "  ", text));
         }
     }
 
@@ -173,16 +175,12 @@ impl Ui {
         } else {
             format!("conversation {id}: {detail}")
         };
-        self.labelled(Label::Error, &line.replace('\n', " "));
+        self.labelled(Label::Error, &line.replace('\n', " "), None);
     }
 
     /// An error on stderr (`error: …`), then a `hint: …` line where one helps. Never suppressed.
     pub fn error(&self, e: &Error) {
-        let mut msg = e.to_string();
-        if let Some(h) = hint(e) {
-            msg.push_str(&format!("\nhint: {h}"));
-        }
-        self.labelled(Label::Error, &msg);
+        self.labelled(Label::Error, &e.to_string(), hint(e).as_deref());
     }
 }
 
@@ -209,12 +207,17 @@ impl Label {
     }
 }
 
+/// The hint printed after an error: the one it carries ([`Error::hint`]), else the one its kind
+/// always gets.
 fn hint(e: &Error) -> Option<String> {
+    if let Some(h) = e.hint() {
+        return Some(h.to_string());
+    }
     let kinds: Vec<&str> = agent_db::store::StoreKind::all()
         .map(|k| k.name())
         .collect();
     let fixed = |h: &str| Some(h.to_string());
-    match e {
+    match e.cause() {
         Error::StoreNotFound { .. } => Some(format!(
             "pass --db PATH or --agent {}, or set AGENT_DB_PATH; `agent-db init --db PATH` creates an empty store",
             kinds.join("|")
@@ -227,7 +230,6 @@ fn hint(e: &Error) -> Option<String> {
         Error::Locked { .. } => fixed("another agent-db run is working on this store; it exits when done"),
         Error::Unwritable { .. } => fixed("nothing was changed and nothing was spent; fix the cause, or use --dry-run to see the plan"),
         Error::Internal(_) => fixed("rerun with AGENT_DB_LOG=debug and RUST_BACKTRACE=1, and report it with that output"),
-        Error::UnknownId { hint, .. } => Some(hint.clone()),
         Error::ConversationNotFound { id }
             if id.chars().count() < agent_db::store::prefix::MIN_INPUT =>
         {

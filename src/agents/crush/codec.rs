@@ -10,32 +10,39 @@
 use serde_json::{value::RawValue, Value};
 
 use crate::message::lite::{self, Json, Lite};
-use crate::message::{str_field, Block, ImageInfo, Message, Role};
+use crate::message::{str_field, Block, DecodeError, ImageInfo, Message, Role};
 
 /// Decode one envelope.
-pub fn decode(raw: &RawValue) -> Result<Message, String> {
+pub fn decode(raw: &RawValue) -> Result<Message, DecodeError> {
     match Lite::parse(raw.get()) {
         Some(v) => decode_value(&v, raw),
         None => decode_value(&lite::parse(raw.get())?, raw),
     }
 }
 
-fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
+fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, DecodeError> {
     if !v.is_object() {
-        return Err("message is not a JSON object".into());
+        return Err(DecodeError::wrong_type(
+            Some("message"),
+            "not a JSON object",
+        ));
     }
     let role = match str_field(v, "role") {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
         Some("tool") => Role::Tool,
         Some("system") => Role::System,
-        Some(other) => return Err(format!("unknown Crush role {other:?}")),
-        None => return Err("message has no role".into()),
+        Some(other) => {
+            return Err(DecodeError::UnknownRole {
+                format: "Crush",
+                role: other.to_string(),
+            })
+        }
+        None => return Err(DecodeError::missing("message", "role")),
     };
-    let parts = v
-        .get("parts")
-        .and_then(J::as_array)
-        .ok_or("parts is not a JSON array; Crush cannot load it")?;
+    let parts = v.get("parts").and_then(J::as_array).ok_or_else(|| {
+        DecodeError::wrong_type(Some("parts"), "not a JSON array").unloadable("Crush", "it")
+    })?;
     let mut blocks = Vec::new();
     for (i, p) in parts.iter().enumerate() {
         let kind = str_field(p, "type").unwrap_or("");
@@ -73,9 +80,12 @@ fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
                 detail: None,
             },
             other => {
-                return Err(format!(
-                    "part {i} has type {other:?}, which Crush does not read; Crush cannot load this message"
-                ))
+                return Err(DecodeError::UnreadKind {
+                    item: format!("part {i}"),
+                    kind: other.to_string(),
+                    reader: "Crush",
+                }
+                .unloadable("Crush", "this message"))
             }
         };
         blocks.push(block);
@@ -142,7 +152,7 @@ impl crate::message::Codec for Crush {
     fn name(&self) -> &'static str {
         "crush"
     }
-    fn decode(&self, raw: &RawValue) -> Result<Message, String> {
+    fn decode(&self, raw: &RawValue) -> Result<Message, DecodeError> {
         decode(raw)
     }
     fn bookkeeping(&self, kind: &str) -> bool {
@@ -193,7 +203,16 @@ mod tests {
         let unknown = decode(&raw(
             r#"{"role":"user","parts":[{"type":"video","data":{}}]}"#,
         ));
-        assert!(unknown.unwrap_err().contains("\"video\""));
+        let e = unknown.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "part 0 has type \"video\", which Crush does not read; Crush cannot load this message"
+        );
+        assert!(
+            matches!(&e, DecodeError::Unloadable { agent: "Crush", error, .. }
+                if matches!(&**error, DecodeError::UnreadKind { kind, .. } if kind == "video")),
+            "{e:?}"
+        );
         assert!(decode(&raw(r#"{"role":"user","parts":"[]"}"#)).is_err());
         assert!(decode(&raw(r#"{"role":"robot","parts":[]}"#)).is_err());
     }

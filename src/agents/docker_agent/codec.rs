@@ -13,9 +13,9 @@
 use serde_json::{value::RawValue, Value};
 
 use crate::message::lite::{self, Json, Lite};
-use crate::message::{str_field, Block, ImageInfo, Message, Role};
+use crate::message::{str_field, Block, DecodeError, ImageInfo, Message, Role};
 
-pub fn decode(raw: &RawValue) -> Result<Message, String> {
+pub fn decode(raw: &RawValue) -> Result<Message, DecodeError> {
     match Lite::parse(raw.get()) {
         Some(v) => decode_value(&v, raw),
         None => decode_value(&lite::parse(raw.get())?, raw),
@@ -23,17 +23,25 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
 }
 
 /// [`decode`] from the message's JSON, read as a [`Lite`] or (the fallback) a `Value`.
-fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
+fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, DecodeError> {
     if !v.is_object() {
-        return Err("message is not a JSON object".into());
+        return Err(DecodeError::wrong_type(
+            Some("message"),
+            "not a JSON object",
+        ));
     }
     let role = match str_field(v, "role") {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
         Some("tool") => Role::Tool,
         Some("system") => Role::System,
-        Some(other) => return Err(format!("unknown docker-agent role {other:?}")),
-        None => return Err("message has no role".into()),
+        Some(other) => {
+            return Err(DecodeError::UnknownRole {
+                format: "docker-agent",
+                role: other.to_string(),
+            })
+        }
+        None => return Err(DecodeError::missing("message", "role")),
     };
     let mut blocks = Vec::new();
     if let Some(r) = str_field(v, "reasoning_content").filter(|s| !s.is_empty()) {
@@ -47,7 +55,7 @@ fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
         blocks.push(Block::ToolResult {
             call_id: str_field(v, "tool_call_id")
                 .filter(|s| !s.is_empty())
-                .ok_or("tool message has no tool_call_id")?
+                .ok_or_else(|| DecodeError::missing("tool message", "tool_call_id"))?
                 .to_string(),
             content: text,
             is_error: v.get("is_error").and_then(J::as_bool).unwrap_or(false),
@@ -66,7 +74,7 @@ fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
             blocks.push(Block::ToolCall {
                 id: str_field(c, "id")
                     .filter(|s| !s.is_empty())
-                    .ok_or("tool call has no id")?
+                    .ok_or_else(|| DecodeError::missing("tool call", "id"))?
                     .to_string(),
                 name: f("name").unwrap_or("").to_string(),
                 input: f("arguments").unwrap_or("").to_string(),
@@ -148,7 +156,7 @@ impl crate::message::Codec for DockerAgent {
     fn name(&self) -> &'static str {
         "docker-agent"
     }
-    fn decode(&self, raw: &RawValue) -> Result<Message, String> {
+    fn decode(&self, raw: &RawValue) -> Result<Message, DecodeError> {
         decode(raw)
     }
     fn user_text_message(&self, text: &str) -> Box<RawValue> {

@@ -413,9 +413,8 @@ fn self_check(
             format!("internal check failed, nothing written: {why}"),
         ))
     };
-    let old = message::split_raw(before).map_err(|e| Error::conversation(&p.id, e.to_string()))?;
-    let new = message::split_raw(&after.raw_messages)
-        .map_err(|e| Error::conversation(&p.id, e.to_string()))?;
+    let old = message::split_raw(before).map_err(|e| Error::decode(&p.id, e))?;
+    let new = message::split_raw(&after.raw_messages).map_err(|e| Error::decode(&p.id, e))?;
     let tail: Vec<&str> = old[sent_tail..].iter().map(|r| r.get()).collect();
     let got: Vec<&str> = new.iter().skip(1).map(|r| r.get()).collect();
     if after.slots.first() != Some(&-1) {

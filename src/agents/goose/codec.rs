@@ -25,7 +25,7 @@ use serde_json::{value::RawValue, Map, Value};
 
 pub use crate::message::codec::ToolPair;
 use crate::message::lite::{Json, Lite};
-use crate::message::{str_field, Block, ImageInfo, Message, Role};
+use crate::message::{str_field, Block, DecodeError, ImageInfo, Message, Role};
 
 /// goose's `MessageMetadata::agent_only()` (`userVisible:false, agentVisible:true`).
 pub const AGENT_ONLY: &str = r#"{"userVisible":false,"agentVisible":true}"#;
@@ -63,8 +63,9 @@ pub struct Envelope<'a> {
 }
 
 /// Split an envelope made by [`envelope`], [`summary_message`] or [`continuation_message`].
-pub fn split_envelope(raw: &RawValue) -> Result<Envelope<'_>, String> {
-    serde_json::from_str(raw.get()).map_err(|e| format!("not a goose message envelope ({e})"))
+pub fn split_envelope(raw: &RawValue) -> Result<Envelope<'_>, DecodeError> {
+    serde_json::from_str(raw.get())
+        .map_err(|e| DecodeError::not_json("not a goose message envelope", e))
 }
 
 /// Build the envelope of one stored row. Fails when goose itself could not load the row: its
@@ -73,15 +74,16 @@ pub fn envelope(
     role: &str,
     content_json: &str,
     metadata_json: Option<&str>,
-) -> Result<Box<RawValue>, String> {
+) -> Result<Box<RawValue>, DecodeError> {
     #[derive(serde::Serialize)]
     struct Env<'a> {
         role: &'a str,
         content: &'a RawValue,
         metadata: Option<&'a RawValue>,
     }
-    let content = serde_json::from_str::<&RawValue>(content_json)
-        .map_err(|e| format!("content_json is not valid JSON ({e}); goose cannot load it"))?;
+    let content = serde_json::from_str::<&RawValue>(content_json).map_err(|e| {
+        DecodeError::not_json("content_json is not valid JSON", e).unloadable("goose", "it")
+    })?;
     let metadata = metadata_json.and_then(|m| serde_json::from_str::<&RawValue>(m).ok());
     // Written by serde_json's serializer around the checked cells: not parsed again.
     serde_json::value::to_raw_value(&Env {
@@ -89,7 +91,7 @@ pub fn envelope(
         content,
         metadata,
     })
-    .map_err(|e| format!("envelope is not JSON ({e})"))
+    .map_err(|e| DecodeError::not_json("envelope is not JSON", e))
 }
 
 /// Who sees a message, by goose's rule (`get_conversation`): `metadata_json` must parse as a
@@ -236,18 +238,24 @@ pub fn is_summary_pair(first: &Message, second: &Message) -> bool {
 /// Decode one envelope into the model's view of the message. Its content is read as a borrowed
 /// tree ([`Lite`]); one with a repeated key (or that is not an array) as `Value`s, whose errors
 /// say why goose cannot load it.
-pub fn decode(raw: &RawValue) -> Result<Message, String> {
+pub fn decode(raw: &RawValue) -> Result<Message, DecodeError> {
     let env = split_envelope(raw)?;
     let role = match env.role.as_str() {
         "user" => Role::User,
         "assistant" => Role::Assistant,
-        other => return Err(format!("role {other:?} is not a goose message role")),
+        other => {
+            return Err(DecodeError::NotARole {
+                role: other.to_string(),
+                of: "a goose message",
+            })
+        }
     };
     let blocks = match Lite::parse(env.content.get()).filter(|l| l.as_array().is_some()) {
         Some(items) => blocks(role, items.as_array().unwrap_or_default())?,
         None => {
             let items: Vec<Value> = serde_json::from_str(env.content.get()).map_err(|e| {
-                format!("content_json is not a JSON array ({e}); goose cannot load it")
+                DecodeError::not_json("content_json is not a JSON array", e)
+                    .unloadable("goose", "it")
             })?;
             blocks(role, &items)?
         }
@@ -260,10 +268,10 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
 }
 
 /// The blocks of a message's content items.
-fn blocks<J: Json>(role: Role, items: &[J]) -> Result<Vec<Block>, String> {
+fn blocks<J: Json>(role: Role, items: &[J]) -> Result<Vec<Block>, DecodeError> {
     let mut blocks = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        let b = block(role, item).map_err(|e| format!("content item {i}: {e}"))?;
+        let b = block(role, item).map_err(|e| e.inside(format!("content item {i}")))?;
         blocks.push(b);
     }
     Ok(blocks)
@@ -289,14 +297,26 @@ fn for_assistant<J: Json>(item: &J) -> bool {
     }
 }
 
-fn need_str<'a, J: Json>(item: &'a J, key: &str, kind: &str) -> Result<&'a str, String> {
-    str_field(item, key)
-        .ok_or_else(|| format!("{kind} has no string {key:?}; goose cannot load this session"))
+/// `e`, which makes goose refuse to load the whole session.
+fn refused(e: DecodeError) -> DecodeError {
+    e.unloadable("goose", "this session")
 }
 
-fn block<J: Json>(role: Role, item: &J) -> Result<Block, String> {
+fn need_str<'a, J: Json>(item: &'a J, key: &str, kind: &str) -> Result<&'a str, DecodeError> {
+    str_field(item, key)
+        .ok_or_else(|| refused(DecodeError::missing(kind, format!("string {key:?}"))))
+}
+
+/// The object under `key`, which goose needs in an item of `kind`.
+fn need_object<'a, J: Json>(item: &'a J, key: &str, kind: &str) -> Result<&'a J, DecodeError> {
+    item.get(key)
+        .filter(|c| c.is_object())
+        .ok_or_else(|| refused(DecodeError::missing(kind, key)))
+}
+
+fn block<J: Json>(role: Role, item: &J) -> Result<Block, DecodeError> {
     if !item.is_object() {
-        return Err("not a JSON object; goose cannot load this session".into());
+        return Err(refused(DecodeError::wrong_type(None, "not a JSON object")));
     }
     let kind = need_str(item, "type", "item")?;
     let user = role == Role::User;
@@ -319,10 +339,7 @@ fn block<J: Json>(role: Role, item: &J) -> Result<Block, String> {
         }
         "toolRequest" => {
             let id = need_str(item, "id", "toolRequest")?;
-            let call = item
-                .get("toolCall")
-                .filter(|c| c.is_object())
-                .ok_or("toolRequest has no toolCall; goose cannot load this session")?;
+            let call = need_object(item, "toolCall", "toolRequest")?;
             if user {
                 return Ok(opaque("toolRequest(in a user message)", item));
             }
@@ -330,19 +347,23 @@ fn block<J: Json>(role: Role, item: &J) -> Result<Block, String> {
         }
         "toolResponse" => {
             let id = need_str(item, "id", "toolResponse")?;
-            let result = item
-                .get("toolResult")
-                .filter(|c| c.is_object())
-                .ok_or("toolResponse has no toolResult; goose cannot load this session")?;
+            let result = need_object(item, "toolResult", "toolResponse")?;
             if !user {
                 return Ok(opaque("toolResponse(in an assistant message)", item));
             }
             tool_result(id, result)
         }
         "thinking" | "reasoning" if !user => Block::Thinking {
-            text: str_field(item, if kind == "thinking" { "thinking" } else { "text" })
-                .unwrap_or("")
-                .to_string(),
+            text: str_field(
+                item,
+                if kind == "thinking" {
+                    "thinking"
+                } else {
+                    "text"
+                },
+            )
+            .unwrap_or("")
+            .to_string(),
             redacted: false,
         },
         "redactedThinking" if !user => Block::Thinking {
@@ -350,9 +371,11 @@ fn block<J: Json>(role: Role, item: &J) -> Result<Block, String> {
             redacted: true,
         },
         k if UNREADABLE_TYPES.contains(&k) => {
-            return Err(format!(
-                "item type {k:?} (goose 1.9) is not read by any later goose; goose cannot load this session"
-            ))
+            return Err(refused(DecodeError::RetiredKind {
+                kind: k.to_string(),
+                agent: "goose",
+                version: "1.9",
+            }))
         }
         // frontendToolRequest, toolConfirmationRequest, actionRequired, systemNotification,
         // error, document, conversationCompacted, thinking in user messages, newer types.
@@ -565,7 +588,7 @@ impl crate::message::Codec for Goose {
     fn name(&self) -> &'static str {
         "goose"
     }
-    fn decode(&self, raw: &RawValue) -> Result<Message, String> {
+    fn decode(&self, raw: &RawValue) -> Result<Message, DecodeError> {
         decode(raw)
     }
     fn agent_visible(&self, raw: &RawValue) -> bool {

@@ -176,7 +176,7 @@ fn left_tokens(run: &std::ops::Range<usize>, rows: &[Row], changes: &[Change]) -
 /// Compare the pruned history with the loaded rows, message by message.
 fn changes(id: &str, rows: &[Row], history: &str, tail_start: usize) -> Result<Vec<Change>> {
     let bad = |why: String| Error::conversation(id, format!("pruned history: {why}"));
-    let parts = message::split_raw(history).map_err(|e| bad(e.detail))?;
+    let parts = message::split_raw(history).map_err(|e| bad(e.detail().to_string()))?;
     if parts.len() != rows.len() || tail_start > rows.len() {
         return Err(bad(format!(
             "{} messages for {} loaded rows",
@@ -186,12 +186,13 @@ fn changes(id: &str, rows: &[Row], history: &str, tail_start: usize) -> Result<V
     }
     let mut out = Vec::with_capacity(rows.len());
     for (i, (raw, r)) in parts.iter().zip(rows).enumerate() {
-        let original = codec::envelope(&r.role, &r.content, r.metadata.as_deref()).map_err(bad)?;
+        let original = codec::envelope(&r.role, &r.content, r.metadata.as_deref())
+            .map_err(|e| bad(e.to_string()))?;
         if raw.get() == original.get() {
             out.push(Change::Keep);
             continue;
         }
-        let env = codec::split_envelope(raw).map_err(bad)?;
+        let env = codec::split_envelope(raw).map_err(|e| bad(e.to_string()))?;
         let change = if !codec::agent_visible(raw) {
             (env.role == r.role && env.content.get() == r.content).then_some(Change::Hide)
         } else {

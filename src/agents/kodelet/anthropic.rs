@@ -4,9 +4,9 @@
 use serde_json::{value::RawValue, Value};
 
 use crate::message::lite::{self, Json, Lite};
-use crate::message::{str_field, value_text, Block, ImageInfo, Message, Role};
+use crate::message::{str_field, value_text, Block, DecodeError, ImageInfo, Message, Role};
 
-pub fn decode(raw: &RawValue) -> Result<Message, String> {
+pub fn decode(raw: &RawValue) -> Result<Message, DecodeError> {
     match Lite::parse(raw.get()) {
         Some(v) => decode_value(&v, raw),
         None => decode_value(&lite::parse(raw.get())?, raw),
@@ -14,12 +14,17 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
 }
 
 /// [`decode`] from the message's JSON, read as a [`Lite`] or (the fallback) a `Value`.
-fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
+fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, DecodeError> {
     let role = match str_field(v, "role") {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
-        Some(other) => return Err(format!("unknown anthropic role {other:?}")),
-        None => return Err("message has no role".into()),
+        Some(other) => {
+            return Err(DecodeError::UnknownRole {
+                format: "anthropic",
+                role: other.to_string(),
+            })
+        }
+        None => return Err(DecodeError::missing("message", "role")),
     };
     let blocks = match v.get("content") {
         None => Vec::new(),
@@ -29,7 +34,12 @@ fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
             }],
             (_, Some(items)) => items.iter().map(block).collect::<Result<_, _>>()?,
             _ if c.is_null() => Vec::new(),
-            _ => return Err("content is neither a string nor an array".into()),
+            _ => {
+                return Err(DecodeError::wrong_type(
+                    Some("content"),
+                    "neither a string nor an array",
+                ))
+            }
         },
     };
     Ok(Message {
@@ -48,8 +58,8 @@ fn image<J: Json>(b: &J) -> ImageInfo {
     }
 }
 
-fn block<J: Json>(b: &J) -> Result<Block, String> {
-    let kind = str_field(b, "type").ok_or("content block has no type")?;
+fn block<J: Json>(b: &J) -> Result<Block, DecodeError> {
+    let kind = str_field(b, "type").ok_or_else(|| DecodeError::missing("content block", "type"))?;
     Ok(match kind {
         "text" => Block::Text {
             text: str_field(b, "text").unwrap_or("").to_string(),
@@ -64,7 +74,7 @@ fn block<J: Json>(b: &J) -> Result<Block, String> {
         },
         "tool_use" | "server_tool_use" => Block::ToolCall {
             id: str_field(b, "id")
-                .ok_or("tool_use block has no id")?
+                .ok_or_else(|| DecodeError::missing("tool_use block", "id"))?
                 .to_string(),
             name: str_field(b, "name").unwrap_or("").to_string(),
             input: b
@@ -82,7 +92,7 @@ fn block<J: Json>(b: &J) -> Result<Block, String> {
             };
             Block::ToolResult {
                 call_id: str_field(b, "tool_use_id")
-                    .ok_or("tool_result block has no tool_use_id")?
+                    .ok_or_else(|| DecodeError::missing("tool_result block", "tool_use_id"))?
                     .to_string(),
                 content: text,
                 is_error: b.get("is_error").and_then(J::as_bool).unwrap_or(false),
@@ -133,7 +143,7 @@ impl crate::message::Codec for Anthropic {
     fn anthropic_tokens(&self) -> bool {
         true
     }
-    fn decode(&self, raw: &RawValue) -> Result<Message, String> {
+    fn decode(&self, raw: &RawValue) -> Result<Message, DecodeError> {
         decode(raw)
     }
     fn user_text_message(&self, text: &str) -> Box<RawValue> {

@@ -90,6 +90,10 @@ mod tests {
             r#"{"type":"message","role":"user","content":"x","n":1e400}"#,
         ))
         .unwrap_err();
-        assert!(err.starts_with("invalid JSON"), "{err}");
+        assert!(
+            matches!(&err, crate::message::DecodeError::NotJson { what, .. } if what == "invalid JSON"),
+            "{err:?}"
+        );
+        assert!(err.to_string().starts_with("invalid JSON ("), "{err}");
     }
 }

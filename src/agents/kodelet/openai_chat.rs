@@ -5,9 +5,9 @@
 use serde_json::{value::RawValue, Value};
 
 use crate::message::lite::{self, Json, Lite};
-use crate::message::{str_field, Block, ImageInfo, Message, Role};
+use crate::message::{str_field, Block, DecodeError, ImageInfo, Message, Role};
 
-pub fn decode(raw: &RawValue) -> Result<Message, String> {
+pub fn decode(raw: &RawValue) -> Result<Message, DecodeError> {
     match Lite::parse(raw.get()) {
         Some(v) => decode_value(&v, raw),
         None => decode_value(&lite::parse(raw.get())?, raw),
@@ -15,14 +15,19 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
 }
 
 /// [`decode`] from the message's JSON, read as a [`Lite`] or (the fallback) a `Value`.
-fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
+fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, DecodeError> {
     let role = match str_field(v, "role") {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
         Some("tool") | Some("function") => Role::Tool,
         Some("system") | Some("developer") => Role::System,
-        Some(other) => return Err(format!("unknown openai role {other:?}")),
-        None => return Err("message has no role".into()),
+        Some(other) => {
+            return Err(DecodeError::UnknownRole {
+                format: "openai",
+                role: other.to_string(),
+            })
+        }
+        None => return Err(DecodeError::missing("message", "role")),
     };
     let mut blocks = Vec::new();
     if let Some(r) = str_field(v, "reasoning_content").filter(|s| !s.is_empty()) {
@@ -35,7 +40,7 @@ fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
     if role == Role::Tool {
         blocks.push(Block::ToolResult {
             call_id: str_field(v, "tool_call_id")
-                .ok_or("tool message has no tool_call_id")?
+                .ok_or_else(|| DecodeError::missing("tool message", "tool_call_id"))?
                 .to_string(),
             content: text,
             is_error: false,
@@ -56,7 +61,9 @@ fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
         for c in calls {
             let f = |k| c.get("function").and_then(|f| str_field(f, k));
             blocks.push(Block::ToolCall {
-                id: str_field(c, "id").ok_or("tool call has no id")?.to_string(),
+                id: str_field(c, "id")
+                    .ok_or_else(|| DecodeError::missing("tool call", "id"))?
+                    .to_string(),
                 name: f("name").unwrap_or("").to_string(),
                 input: f("arguments").unwrap_or("").to_string(),
             });
@@ -111,7 +118,7 @@ impl crate::message::Codec for OpenAiChat {
     fn tokens_exact(&self) -> bool {
         true
     }
-    fn decode(&self, raw: &RawValue) -> Result<Message, String> {
+    fn decode(&self, raw: &RawValue) -> Result<Message, DecodeError> {
         decode(raw)
     }
     fn user_text_message(&self, text: &str) -> Box<RawValue> {

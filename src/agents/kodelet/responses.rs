@@ -4,9 +4,9 @@
 use serde_json::{value::RawValue, Value};
 
 use crate::message::lite::{self, Json, Lite};
-use crate::message::{str_field, value_text, Block, Message, Role};
+use crate::message::{str_field, value_text, Block, DecodeError, Message, Role};
 
-pub fn decode(raw: &RawValue) -> Result<Message, String> {
+pub fn decode(raw: &RawValue) -> Result<Message, DecodeError> {
     match Lite::parse(raw.get()) {
         Some(v) => decode_value(&v, raw),
         None => decode_value(&lite::parse(raw.get())?, raw),
@@ -14,13 +14,16 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
 }
 
 /// [`decode`] from the item's JSON, read as a [`Lite`] or (the fallback) a `Value`.
-fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
+fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, DecodeError> {
     let kind = str_field(v, "type").unwrap_or("message");
     let role_of = |r: Option<&str>| match r {
         Some("user") => Ok(Role::User),
         Some("assistant") | None => Ok(Role::Assistant),
         Some("system") | Some("developer") => Ok(Role::System),
-        Some(other) => Err(format!("unknown responses role {other:?}")),
+        Some(other) => Err(DecodeError::UnknownRole {
+            format: "responses",
+            role: other.to_string(),
+        }),
     };
     let (role, blocks) = match kind {
         "message" => {
@@ -40,7 +43,7 @@ fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
                 }
             }
             let role = match str_field(v, "role") {
-                None => return Err("message item has no role".into()),
+                None => return Err(DecodeError::missing("message item", "role")),
                 r => role_of(r)?,
             };
             (role, vec![Block::Text { text }])
@@ -56,7 +59,7 @@ fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
             Role::Assistant,
             vec![Block::ToolCall {
                 id: str_field(v, "call_id")
-                    .ok_or("function_call item has no call_id")?
+                    .ok_or_else(|| DecodeError::missing("function_call item", "call_id"))?
                     .to_string(),
                 name: str_field(v, "name").unwrap_or("").to_string(),
                 input: str_field(v, "arguments").unwrap_or("").to_string(),
@@ -66,7 +69,7 @@ fn decode_value<J: Json>(v: &J, raw: &RawValue) -> Result<Message, String> {
             Role::Tool,
             vec![Block::ToolResult {
                 call_id: str_field(v, "call_id")
-                    .ok_or("function_call_output item has no call_id")?
+                    .ok_or_else(|| DecodeError::missing("function_call_output item", "call_id"))?
                     .to_string(),
                 content: v.get("output").map_or_else(String::new, value_text),
                 is_error: false,
@@ -116,7 +119,7 @@ impl crate::message::Codec for OpenAiResponses {
     fn tokens_exact(&self) -> bool {
         true
     }
-    fn decode(&self, raw: &RawValue) -> Result<Message, String> {
+    fn decode(&self, raw: &RawValue) -> Result<Message, DecodeError> {
         decode(raw)
     }
     fn user_text_message(&self, text: &str) -> Box<RawValue> {

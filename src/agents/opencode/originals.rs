@@ -59,7 +59,9 @@ pub fn history_before(
     match history_before_key(conn, path, id, (time, &first_id), &part_data) {
         Ok(h) => Ok(Some(h)),
         // A message opencode could not load then either: the originals are not readable.
-        Err(crate::error::Error::Conversation { .. }) => Ok(None),
+        Err(crate::error::Error::Conversation { .. } | crate::error::Error::Decode { .. }) => {
+            Ok(None)
+        }
         Err(e) => Err(e),
     }
 }

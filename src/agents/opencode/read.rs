@@ -542,7 +542,10 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
         if m.parts.is_empty() {
             return Err(bad(id, format!("message {} has no parts", m.id)));
         }
-        envs.push(codec::envelope(&m.id, &m.data, &m.parts).map_err(|e| bad(id, e))?);
+        envs.push(
+            codec::envelope(&m.id, &m.data, &m.parts)
+                .map_err(|e| Error::decode(id, e.unloadable("opencode", "this session")))?,
+        );
     }
     let raw_messages = crate::message::join_raw(envs.iter().map(|e| e.as_ref()));
     let digest = crate::util::version_digest(raw_messages.as_bytes());
@@ -589,7 +592,10 @@ pub(super) fn history_before_key(
         if m.parts.is_empty() {
             return Err(bad(id, format!("message {} has no parts", m.id)));
         }
-        envs.push(codec::envelope(&m.id, &m.data, &m.parts).map_err(|e| bad(id, e))?);
+        envs.push(
+            codec::envelope(&m.id, &m.data, &m.parts)
+                .map_err(|e| Error::decode(id, e.unloadable("opencode", "this session")))?,
+        );
     }
     Ok(crate::message::join_raw(envs.iter().map(|e| e.as_ref())))
 }

@@ -217,8 +217,8 @@ fn now_ms() -> i64 {
 impl Proposal {
     /// The text of loaded message `i` (the latest instruction).
     fn instruction(&self, cur: &Session, i: usize) -> Result<String> {
-        let parts = message::split_raw(&cur.raw_messages)
-            .map_err(|e| Error::conversation(&self.id, e.to_string()))?;
+        let parts =
+            message::split_raw(&cur.raw_messages).map_err(|e| Error::decode(&self.id, e))?;
         let raw = parts.get(i).ok_or_else(|| {
             Error::conversation(
                 &self.id,
@@ -226,7 +226,7 @@ impl Proposal {
             )
         })?;
         let m = message::decode(&crate::agents::opencode_family::codec::CODEC, raw)
-            .map_err(|e| Error::conversation(&self.id, e))?;
+            .map_err(|e| Error::decode(&self.id, e))?;
         Ok(m.text())
     }
 
@@ -302,12 +302,12 @@ impl Proposal {
         if self.message_tokens.len() == cur.loaded.len() {
             return Ok(self.message_tokens[..k].iter().sum::<usize>() as i64);
         }
-        let parts = message::split_raw(&cur.raw_messages)
-            .map_err(|e| Error::conversation(&self.id, e.to_string()))?;
+        let parts =
+            message::split_raw(&cur.raw_messages).map_err(|e| Error::decode(&self.id, e))?;
         let mut n = 0usize;
         for raw in parts.into_iter().take(k) {
             let m = message::decode(&crate::agents::opencode_family::codec::CODEC, raw)
-                .map_err(|e| Error::conversation(&self.id, e))?;
+                .map_err(|e| Error::decode(&self.id, e))?;
             n += crate::tokens::message_tokens(&crate::agents::opencode_family::codec::CODEC, &m);
         }
         Ok(n as i64)
@@ -394,8 +394,7 @@ impl Proposal {
     }
 
     fn stage_prune(&self, cur: &Session) -> Result<Stage<Apply>> {
-        let new = message::split_raw(&self.history)
-            .map_err(|e| Error::conversation(&self.id, e.to_string()))?;
+        let new = message::split_raw(&self.history).map_err(|e| Error::decode(&self.id, e))?;
         let now = now_ms();
         let mut parts = Vec::new();
         for (i, raw) in new.iter().take(self.tail_start).enumerate() {

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{json, value::RawValue, Value};
 
 use crate::message::lite::{Json, Lite};
-use crate::message::{str_field, value_text, Block, Message, Role};
+use crate::message::{str_field, value_text, Block, DecodeError, Message, Role};
 
 /// What opencode sends the model for a `compaction` part.
 pub const COMPACTION_TEXT: &str = "What did we do so far?";
@@ -53,15 +53,20 @@ pub struct PartEnvelope<'a> {
 }
 
 /// Split an envelope made by [`envelope`] or [`summary_messages`].
-pub fn split_envelope(raw: &RawValue) -> Result<Envelope<'_>, String> {
-    serde_json::from_str(raw.get()).map_err(|e| format!("not an opencode message envelope ({e})"))
+pub fn split_envelope(raw: &RawValue) -> Result<Envelope<'_>, DecodeError> {
+    serde_json::from_str(raw.get())
+        .map_err(|e| DecodeError::not_json("not an opencode message envelope", e))
 }
 
 /// Build the envelope of one stored message and its parts (id, data). Fails, naming the row,
 /// when a `data` column is not JSON: opencode itself cannot load such a row. Each `data` is
 /// checked once; the envelope is written by serde_json's serializer around them, so it is not
 /// parsed again.
-pub fn envelope(id: &str, info: &str, parts: &[(String, String)]) -> Result<Box<RawValue>, String> {
+pub fn envelope(
+    id: &str,
+    info: &str,
+    parts: &[(String, String)],
+) -> Result<Box<RawValue>, DecodeError> {
     #[derive(serde::Serialize)]
     struct Env<'a> {
         id: &'a str,
@@ -73,18 +78,22 @@ pub fn envelope(id: &str, info: &str, parts: &[(String, String)]) -> Result<Box<
         id: &'a str,
         data: &'a RawValue,
     }
-    let info = serde_json::from_str::<&RawValue>(info)
-        .map_err(|e| format!("message {id}: data is not valid JSON ({e})"))?;
+    let info = serde_json::from_str::<&RawValue>(info).map_err(|e| {
+        DecodeError::not_json("data is not valid JSON", e).inside(format!("message {id}"))
+    })?;
     let parts = parts
         .iter()
         .map(|(pid, data)| {
-            let data = serde_json::from_str::<&RawValue>(data)
-                .map_err(|e| format!("part {pid} of message {id}: data is not valid JSON ({e})"))?;
+            let data = serde_json::from_str::<&RawValue>(data).map_err(|e| {
+                DecodeError::not_json("data is not valid JSON", e)
+                    .inside(format!("part {pid} of message {id}"))
+            })?;
             Ok(Part { id: pid, data })
         })
-        .collect::<Result<Vec<_>, String>>()?;
-    serde_json::value::to_raw_value(&Env { id, info, parts })
-        .map_err(|e| format!("message {id}: envelope is not JSON ({e})"))
+        .collect::<Result<Vec<_>, DecodeError>>()?;
+    serde_json::value::to_raw_value(&Env { id, info, parts }).map_err(|e| {
+        DecodeError::not_json("envelope is not JSON", e).inside(format!("message {id}"))
+    })
 }
 
 fn to_raw(v: &Value) -> Box<RawValue> {
@@ -164,7 +173,7 @@ fn skipped_for_error<J: Json>(info: &J, parts: &[J]) -> bool {
 /// Decode one envelope into the model's view of the message. The info and parts are read as
 /// borrowed trees ([`Lite`]); when one of them has a repeated key (or is not JSON), all of them
 /// are read as `Value`s, whose errors name the row.
-pub fn decode(raw: &RawValue) -> Result<Message, String> {
+pub fn decode(raw: &RawValue) -> Result<Message, DecodeError> {
     let env = split_envelope(raw)?;
     let lite = Lite::parse(env.info.get()).and_then(|info| {
         let parts = env.parts.iter().map(|p| Lite::parse(p.data.get()));
@@ -173,12 +182,14 @@ pub fn decode(raw: &RawValue) -> Result<Message, String> {
     if let Some((info, parts)) = lite {
         return decode_rows(&env, &info, &parts, raw);
     }
-    let info: Value = serde_json::from_str(env.info.get())
-        .map_err(|e| format!("message {}: data is not valid JSON ({e})", env.id))?;
+    let info: Value = serde_json::from_str(env.info.get()).map_err(|e| {
+        DecodeError::not_json("data is not valid JSON", e).inside(format!("message {}", env.id))
+    })?;
     let mut parts = Vec::with_capacity(env.parts.len());
     for p in &env.parts {
-        let v: Value = serde_json::from_str(p.data.get())
-            .map_err(|e| format!("part {}: data is not valid JSON ({e})", p.id))?;
+        let v: Value = serde_json::from_str(p.data.get()).map_err(|e| {
+            DecodeError::not_json("data is not valid JSON", e).inside(format!("part {}", p.id))
+        })?;
         parts.push(v);
     }
     decode_rows(&env, &info, &parts, raw)
@@ -190,17 +201,20 @@ fn decode_rows<J: Json>(
     info: &J,
     parts: &[J],
     raw: &RawValue,
-) -> Result<Message, String> {
+) -> Result<Message, DecodeError> {
     let role = match str_field(info, "role") {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
         Some(other) => {
-            return Err(format!(
-                "message {}: role {other:?} is not an opencode role",
-                env.id
-            ))
+            return Err(DecodeError::NotARole {
+                role: other.to_string(),
+                of: "an opencode",
+            }
+            .inside(format!("message {}", env.id)))
         }
-        None => return Err(format!("message {}: data has no role", env.id)),
+        None => {
+            return Err(DecodeError::missing("data", "role").inside(format!("message {}", env.id)))
+        }
     };
     let mut blocks = Vec::new();
     if role == Role::Assistant && skipped_for_error(info, parts) {
@@ -436,7 +450,7 @@ impl crate::message::Codec for Opencode {
     fn bookkeeping(&self, kind: &str) -> bool {
         BOOKKEEPING.contains(&kind)
     }
-    fn decode(&self, raw: &RawValue) -> Result<Message, String> {
+    fn decode(&self, raw: &RawValue) -> Result<Message, DecodeError> {
         decode(raw)
     }
     fn user_text_message(&self, text: &str) -> Box<RawValue> {

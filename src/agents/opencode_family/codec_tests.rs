@@ -203,11 +203,20 @@ fn errored_assistants_are_skipped_unless_aborted_with_content() {
 fn bad_rows_are_errors_not_panics() {
     assert!(envelope("msg_x", "{not json", &[])
         .unwrap_err()
+        .to_string()
         .contains("msg_x"));
-    let e = envelope("msg_x", USER, &[("prt_y".into(), "[".into())]).unwrap_err();
+    let e = envelope("msg_x", USER, &[("prt_y".into(), "[".into())])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("prt_y") && e.contains("msg_x"), "{e}");
     let raw = env("msg_x", r#"{"role":"system"}"#, &[]);
-    assert!(decode(&raw).unwrap_err().contains("system"));
+    let e = decode(&raw).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "message msg_x: role \"system\" is not an opencode role"
+    );
+    assert!(matches!(&e, DecodeError::In { at, error }
+        if at == "message msg_x" && matches!(**error, DecodeError::NotARole { .. })));
     let raw = env(
         "msg_x",
         r#"{"role":"user"}"#,
@@ -293,7 +302,7 @@ fn the_envelope_frames_the_stored_bytes() {
         e.get(),
         r#"{"id":"msg_\"é\u0001","info":{"role" : "user","t":"\u00e9"},"parts":[{"id":"prt_1","data":{"type":"text",  "text":"a\nb"}}]}"#
     );
-    let bad = envelope("m", "{", &[]).unwrap_err();
+    let bad = envelope("m", "{", &[]).unwrap_err().to_string();
     assert!(
         bad.starts_with("message m: data is not valid JSON"),
         "{bad}"

@@ -190,7 +190,7 @@ impl LoadedState for Loaded {
     ) -> Box<dyn Commit> {
         let recent = match (&c.summary, loaded) {
             (Some(_), crate::store::conversation::Loaded::Text(t)) => {
-                render_recent(t, c.reinsert, c.tail_start)
+                render_recent(t, c.reinsert, c.tail_start).map_err(|e| e.to_string())
             }
             (Some(_), crate::store::conversation::Loaded::Sealed(_)) => {
                 Err("the loaded history was not kept".to_string())

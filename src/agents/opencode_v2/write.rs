@@ -49,8 +49,8 @@ pub fn render_recent(
     loaded: &str,
     first: Option<usize>,
     from: usize,
-) -> std::result::Result<String, String> {
-    let raws = message::split_raw(loaded).map_err(|e| e.to_string())?;
+) -> std::result::Result<String, message::DecodeError> {
+    let raws = message::split_raw(loaded)?;
     let picks = first
         .filter(|i| *i < from)
         .into_iter()
@@ -166,7 +166,7 @@ impl Write for Proposal {
         // What opencode loads now starts at the new row.
         let after = load_session(tx, path, &self.id)?;
         let loaded = message::split_raw(&after.raw_messages)
-            .map_err(|e| Error::conversation(&self.id, e.to_string()))?
+            .map_err(|e| Error::decode(&self.id, e))?
             .len();
         let want = 1 + usize::from(!a.recent_empty);
         if loaded != want {
