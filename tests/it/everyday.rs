@@ -580,7 +580,13 @@ const AGENTS: [(&str, &str); 4] = [
 
 fn with_no_store(home: &std::path::Path) -> assert_cmd::Command {
     let mut c = bare_cmd(home);
-    for var in ["XDG_DATA_HOME", "GOOSE_PATH_ROOT", "OPENCODE_DB", "KILO_DB", "CRUSH_GLOBAL_DATA"] {
+    for var in [
+        "XDG_DATA_HOME",
+        "GOOSE_PATH_ROOT",
+        "OPENCODE_DB",
+        "KILO_DB",
+        "CRUSH_GLOBAL_DATA",
+    ] {
         c.env_remove(var);
     }
     c
@@ -720,7 +726,14 @@ fn stores_reports_every_agents_default_file() {
     let agents: Vec<&str> = rows.iter().map(|r| r["agent"].as_str().unwrap()).collect();
     assert_eq!(
         agents,
-        ["kodelet", "docker-agent", "goose", "opencode", "kilo", "crush"],
+        [
+            "kodelet",
+            "docker-agent",
+            "goose",
+            "opencode",
+            "kilo",
+            "crush"
+        ],
         "{doc:#}"
     );
     for r in rows {
