@@ -213,7 +213,7 @@ fn histogram(ui: &Ui, s: &Scan) -> String {
         .unwrap_or(0)
         .max(1);
     for b in &s.histogram {
-        let bar = "█".repeat(((b.conversations * 30).div_ceil(max)) as usize);
+        let bar = bar(b.conversations, max);
         h.row(vec![
             table::c(b.bucket.clone()),
             table::c(b.conversations.to_string()),
@@ -221,6 +221,11 @@ fn histogram(ui: &Ui, s: &Scan) -> String {
         ]);
     }
     h.render(ui.style())
+}
+
+/// A bar of up to 30 blocks for `part` of `whole` (rounded up, so any part shows).
+fn bar(part: u64, whole: u64) -> String {
+    "█".repeat((part.saturating_mul(30)).div_ceil(whole.max(1)) as usize)
 }
 
 /// Bytes by category, each with a bar (its share of the file), the categories' notes, and the
@@ -236,7 +241,7 @@ fn space_text(ui: &Ui, sp: &space::Space) -> String {
     let mut notes = String::new();
     for c in &sp.categories {
         let share = c.bytes as f64 / total as f64;
-        let bar = "█".repeat((share * 30.0).ceil() as usize);
+        let bar = bar(c.bytes, total);
         h.row(vec![
             table::c(c.name.to_string()),
             table::c(human_bytes(c.bytes)),

@@ -88,13 +88,6 @@ pub struct Removed {
     pub bytes: u64,
 }
 
-/// The columns of `table`, in order.
-fn columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
-    let mut st = conn.prepare_cached("SELECT name FROM pragma_table_info(?1) ORDER BY cid")?;
-    let rows = st.query_map([table], |r| r.get(0))?;
-    rows.collect()
-}
-
 /// Remove one unit in one transaction: the agent's selection is read again inside it, and the
 /// unit is skipped (nothing written) unless it selects exactly the same rows; every row is
 /// archived (large TEXT and BLOB values compressed) before it is deleted.
@@ -143,7 +136,7 @@ pub fn remove(store: &mut Store, unit: &Unit, idle_before_ms: i64, now: &str) ->
 
 /// The pre-image of `r`'s rows: per key, a deleted-row marker and every column's cell.
 fn archive_rows(tx: &Connection, path: &Path, r: &Rows, cells: &mut Vec<Cell>) -> Result<()> {
-    let cols = columns(tx, r.table).at(path)?;
+    let cols = super::schema_util::column_list(tx, r.table, path)?;
     if cols.is_empty() {
         return Err(Error::SchemaChanged {
             path: path.to_path_buf(),

@@ -1,4 +1,4 @@
-//! Helpers every store folder shares: a table's column names, the "schema changed" error, the
+//! Helpers every store folder shares: whether a table exists and its column names, the "schema changed" error, the
 //! status of a file whose schema check is all there is to say, one conversation's listing row
 //! read by id with its message count, one read transaction over a listing pass, and the message
 //! counts of a prefiltered pass's kept rows.
@@ -28,11 +28,25 @@ pub(crate) fn one_read<'c>(
 
 /// The column names of `table`, as the file spells them (empty when the table is missing).
 pub(crate) fn columns(conn: &Connection, table: &str, path: &Path) -> Result<HashSet<String>> {
+    Ok(column_list(conn, table, path)?.into_iter().collect())
+}
+
+/// The column names of `table` in the table's order (empty when the table is missing).
+pub(crate) fn column_list(conn: &Connection, table: &str, path: &Path) -> Result<Vec<String>> {
     let mut st = conn
-        .prepare("SELECT name FROM pragma_table_info(?1)")
+        .prepare_cached("SELECT name FROM pragma_table_info(?1) ORDER BY cid")
         .at(path)?;
     let rows = st.query_map([table], |r| r.get::<_, String>(0)).at(path)?;
     rows.collect::<std::result::Result<_, _>>().at(path)
+}
+
+/// Whether `table` exists in the file.
+pub(crate) fn has_table(conn: &Connection, table: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+        [table],
+        |r| r.get(0),
+    )
 }
 
 /// The error for a file whose schema is not one agent-db knows.

@@ -323,15 +323,6 @@ fn top_conversations(
     rows.collect::<std::result::Result<_, _>>().at(path)
 }
 
-/// Whether `table` exists in the file.
-pub(crate) fn has_table(conn: &Connection, table: &str) -> rusqlite::Result<bool> {
-    conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
-        [table],
-        |r| r.get(0),
-    )
-}
-
 /// `coalesce(octet_length(c), 0)` for each column, joined with `+`: a row's bytes in them.
 pub(crate) fn octets(columns: &[&str]) -> String {
     columns

@@ -51,7 +51,14 @@ fn kilo_with_sessions(path: &Path, n: usize) {
     let c = Connection::open(path).unwrap();
     c.execute("ATTACH ?1 AS src", [src.to_str().unwrap()])
         .unwrap();
-    for table in ["project", "session", "message", "part"] {
+    for table in [
+        "project",
+        "session",
+        "message",
+        "part",
+        "event_sequence",
+        "event",
+    ] {
         let cols = |db: &str| -> Vec<String> {
             let mut s = c
                 .prepare(&format!(
@@ -235,4 +242,27 @@ fn a_kilo_session_compacts_and_restores_cell_identical() {
     for (table, rows) in &before {
         assert_eq!(after.get(table), Some(rows), "table {table} after restore");
     }
+}
+
+/// `reclaim` removes opencode's event log only where opencode's own source shows it is never read
+/// again; Kilo's source has not been read for it, so a Kilo file's events are left alone.
+#[test]
+fn reclaim_leaves_kilos_event_log_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("kilo.db");
+    kilo_with_sessions(&db, 3);
+    let events: i64 = Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM event", [], |r| r.get(0))
+        .unwrap();
+    assert!(events > 0, "the fixture carries opencode's events");
+    let before = crate::common::files_hash(&db);
+    let mut c = cmd(dir.path());
+    c.arg("--db")
+        .arg(&db)
+        .args(["reclaim", "--idle", "0", "--yes", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["removed"], serde_json::json!([]), "{doc:#}");
+    assert_eq!(crate::common::files_hash(&db), before);
 }

@@ -3,7 +3,8 @@
 use crate::error::{Result, SqlContext};
 use crate::store::conversation::Read;
 use crate::store::schema_util::columns;
-use crate::store::space::{has_table, octets, top_of, Category, SpaceMap};
+use crate::store::schema_util::has_table;
+use crate::store::space::{octets, top_of, Category, SpaceMap};
 
 pub(super) fn map(read: &Read<'_>) -> Result<SpaceMap> {
     let mut tables = vec![

@@ -40,6 +40,8 @@ pub static ADAPTER: Family = Family {
     db_env: "KILO_DB",
     default_path_doc: "kilo: $KILO_DB or ~/.local/share/kilo/kilo.db",
     version_name,
+    // Kilo's own source has not been read for what reads its event log.
+    events_reclaimable: false,
 };
 
 /// The Kilo store kind.

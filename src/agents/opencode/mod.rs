@@ -60,6 +60,7 @@ pub static ADAPTER: Family = Family {
     db_env: "OPENCODE_DB",
     default_path_doc: family::DEFAULT_PATH_DOC,
     version_name: |_| "opencode 1.x".to_string(),
+    events_reclaimable: true,
 };
 
 /// What a loaded session keeps for its proposal: the version token and the loaded ids.
@@ -81,16 +82,15 @@ impl Adapter for Family {
         space::map(read)
     }
 
-    /// What opencode's own source shows it never reads again (docs/stores.md). Only for
-    /// opencode itself: a fork (Kilo) may read its event log otherwise, and is left alone until
-    /// its source is read for it.
+    /// What opencode's own source shows it never reads again (docs/stores.md), for an agent
+    /// whose own source was read for it ([`Family::events_reclaimable`]).
     fn reclaimable(
         &self,
         read: &Read<'_>,
         idle_before_ms: i64,
         only: Option<&str>,
     ) -> Result<Vec<crate::store::reclaim::Unit>> {
-        if self.name != "opencode" {
+        if !self.events_reclaimable {
             return Ok(Vec::new());
         }
         reclaim::reclaimable(read, idle_before_ms, only)

@@ -11,7 +11,7 @@ use crate::store::conversation::Read;
 use crate::store::pre_image::CellValue;
 use crate::store::reclaim::{Rows, Unit};
 use crate::store::schema_util::columns;
-use crate::store::space::has_table;
+use crate::store::schema_util::has_table;
 
 pub const IDLE_EVENTS: &str = "events of idle sessions";
 pub const ORPHANS: &str = "events of deleted sessions";
