@@ -149,7 +149,8 @@ impl Adapter for OpencodeV2 {
             id,
             s.raw_messages,
             Arc::new(Loaded { version: s.version }),
-        ))
+        )
+        .with_agent_summary(s.agent_summary))
     }
 
     /// A session with an undo pending (`session_v2.revert`), as for 1.x.
