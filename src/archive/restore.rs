@@ -451,6 +451,8 @@ pub fn prune_archive(store: &mut Store, before: &str, now: &str) -> Result<Prune
 /// What the stall guard needs of agent-db's newest unrestored compaction of a conversation.
 #[derive(Debug, Clone)]
 pub struct LastCompaction {
+    /// Its audit id.
+    pub id: i64,
     pub messages_after: i64,
     pub tokens_before: i64,
     pub tokens_after: i64,
@@ -467,7 +469,7 @@ pub fn last_compaction(store: &Store, conversation: &str) -> Result<Option<LastC
     let row = store
         .conn
         .prepare_cached(
-            "SELECT messages_after, tokens_before, tokens_after, compacted_at FROM agent_db_compactions
+            "SELECT messages_after, tokens_before, tokens_after, compacted_at, id FROM agent_db_compactions
              WHERE conversation_id = ?1 AND restored_at IS NULL ORDER BY id DESC LIMIT 1",
         )
         .at(&store.path)?
@@ -479,19 +481,21 @@ pub fn last_compaction(store: &Store, conversation: &str) -> Result<Option<LastC
                     r.get::<_, i64>(1)?,
                     r.get::<_, i64>(2)?,
                     r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
                 ))
             },
         )
         .optional()
         .at(&store.path)?;
     Ok(
-        row.map(|(messages_after, tokens_before, tokens_after, at)| {
+        row.map(|(messages_after, tokens_before, tokens_after, at, id)| {
             let age = chrono::DateTime::parse_from_rfc3339(&at)
                 .ok()
                 .and_then(|t| (crate::gotime::now() - t).to_std().ok())
                 .map(crate::util::short_duration)
                 .unwrap_or_else(|| "some time".to_string());
             LastCompaction {
+                id,
                 messages_after,
                 tokens_before,
                 tokens_after,
@@ -499,4 +503,14 @@ pub fn last_compaction(store: &Store, conversation: &str) -> Result<Option<LastC
             }
         }),
     )
+}
+
+/// How long ago agent-db's newest unrestored compaction of `conversation` was made, when it is
+/// the conversation's last change (the cells it wrote still hold its post-image and the agent
+/// added nothing since: [`needs_force`] says no); `None` otherwise.
+pub fn own_last_change(store: &Store, conversation: &str) -> Result<Option<String>> {
+    let Some(last) = last_compaction(store, conversation)? else {
+        return Ok(None);
+    };
+    Ok((!needs_force(store, last.id)?).then_some(last.age))
 }
