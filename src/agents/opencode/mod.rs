@@ -78,6 +78,24 @@ impl Family {
 }
 
 impl Adapter for Family {
+    /// What `retire` moves (docs/stores.md).
+    fn retire_map(&self) -> Option<crate::store::retire::RetireMap> {
+        Some(crate::store::retire::RetireMap {
+            root: "session",
+            id: "id",
+            parent: Some("parent_id"),
+            links: &[
+                ("event_sequence", &["aggregate_id"]),
+                ("event", &["aggregate_id"]),
+                ("message", &["session_id"]),
+                ("part", &["session_id"]),
+                ("todo", &["session_id"]),
+                ("session_share", &["session_id"]),
+                ("session_message", &["session_id"]),
+            ],
+        })
+    }
+
     fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
         space::map(read)
     }

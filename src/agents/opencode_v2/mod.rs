@@ -51,6 +51,21 @@ struct Loaded {
 }
 
 impl Adapter for OpencodeV2 {
+    /// What `retire` moves (docs/stores.md).
+    fn retire_map(&self) -> Option<crate::store::retire::RetireMap> {
+        Some(crate::store::retire::RetireMap {
+            root: "session_v2",
+            id: "id",
+            parent: Some("parent_id"),
+            links: &[
+                ("event_sequence", &["aggregate_id"]),
+                ("event", &["aggregate_id"]),
+                ("session_message", &["session_id"]),
+                ("session_inbox", &["session_id"]),
+            ],
+        })
+    }
+
     fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
         space::map(read)
     }
