@@ -114,16 +114,28 @@ fn checks_off<T>(
 
 /// Retire conversation `id` into `cold`: the steps of docs/architecture.md, "Retire".
 pub fn retire(store: &mut Store, cold: &mut Cold, id: &str, now: &str) -> Result<Outcome> {
-    let map = map_of(store)?;
-    store.ensure_agent_tables()?;
-    let path = store.path.clone();
-    let Some(moved) = retire::read(&store.conn, &path, &map, id)? else {
-        return Ok(Outcome::of(
+    match plan(store, id)? {
+        Some(moved) => retire_as_read(store, cold, &moved, now),
+        None => Ok(Outcome::of(
             id,
             "skipped: not in the store (retired with its parent?)",
             None,
-        ));
-    };
+        )),
+    }
+}
+
+/// [`retire`] of the rows `moved` as [`plan`] read them: skipped, with nothing written in
+/// either file, when the conversation's rows are no longer exactly those.
+pub fn retire_as_read(
+    store: &mut Store,
+    cold: &mut Cold,
+    moved: &Moved,
+    now: &str,
+) -> Result<Outcome> {
+    let map = map_of(store)?;
+    store.ensure_agent_tables()?;
+    let path = store.path.clone();
+    let id = moved.ids[0].as_str();
     let token = new_token(id);
     store
         .conn
@@ -134,13 +146,13 @@ pub fn retire(store: &mut Store, cold: &mut Cold, id: &str, now: &str) -> Result
         )
         .at(&path)?;
     failpoint::crash("retire-intent", id);
-    if let Err(e) = cold.put(&token, store.kind.name(), &path, &moved, now) {
+    if let Err(e) = cold.put(&token, store.kind.name(), &path, moved, now) {
         forget(&store.conn, &path, &token)?;
         return Err(e);
     }
     failpoint::crash("retire-cold", id);
     let written = checks_off(&mut store.conn, &path, |conn| {
-        move_out(conn, &path, &map, &moved, &token, now)
+        move_out(conn, &path, &map, moved, &token, now)
     });
     let audit = match written {
         Ok(Some(audit)) => audit,
@@ -152,7 +164,7 @@ pub fn retire(store: &mut Store, cold: &mut Cold, id: &str, now: &str) -> Result
             return Ok(Outcome::of(
                 id,
                 "skipped: changed since read (the agent wrote to it); nothing moved",
-                Some(&moved),
+                Some(moved),
             ));
         }
     };
@@ -160,7 +172,7 @@ pub fn retire(store: &mut Store, cold: &mut Cold, id: &str, now: &str) -> Result
     cold.mark(&token, "retired")?;
     failpoint::crash("retire-mark", id);
     settle(&store.conn, &path, &token)?;
-    let mut out = Outcome::of(id, "retired", Some(&moved));
+    let mut out = Outcome::of(id, "retired", Some(moved));
     out.compaction_id = Some(audit);
     Ok(out)
 }
