@@ -51,14 +51,18 @@ fn make(kind: &str, n: usize) -> S {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join(format!("{kind}.db"));
     match kind {
-        "kodelet" => drop(agent_db_synth::generate(&db, &opts(n)).unwrap()),
+        "kodelet" => {
+            agent_db_synth::generate(&db, &opts(n)).unwrap();
+        }
         "docker-agent" => {
-            drop(generate_docker_agent(&db, &opts(n), Generation::Current(38)).unwrap())
+            generate_docker_agent(&db, &opts(n), Generation::Current(38)).unwrap();
         }
         "goose" => {
-            drop(generate_goose(&db, &opts(n), &GooseSchema::preset("goose").unwrap()).unwrap())
+            generate_goose(&db, &opts(n), &GooseSchema::preset("goose").unwrap()).unwrap();
         }
-        "opencode" => drop(generate_opencode(&db, &opts(n), OpencodeEra::Effect).unwrap()),
+        "opencode" => {
+            generate_opencode(&db, &opts(n), OpencodeEra::Effect).unwrap();
+        }
         "opencode-v2" => generate_opencode_v2(&db, n, 21, V2Era::Newest).unwrap(),
         "kilo" => crate::kilo::kilo_with_sessions(&db, n),
         "crush" => {
@@ -306,7 +310,7 @@ fn dry_run_writes_nothing_and_says_what_would_move() {
     assert_eq!(doc["conversations"][0]["status"], "would retire");
     let d = agent_dump(&s.conn());
     let rows = doc["conversations"][0]["rows"].as_u64().unwrap() as usize;
-    assert_eq!(rows, mentions(&d, &[id.clone()]));
+    assert_eq!(rows, mentions(&d, std::slice::from_ref(&id)));
     assert_eq!(files_hash(&s.db), before);
     assert!(!s.cold().exists());
 }
@@ -496,7 +500,7 @@ fn kill_9_at_random_instants_loses_nothing_in_20_rounds() {
     let base = make("opencode", 6);
     let ids = base.ids();
     let before = agent_dump(&base.conn());
-    let mut rng = Rng(0x5eed_42);
+    let mut rng = Rng(0x005e_ed42);
     for round in 0..20 {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("opencode.db");
