@@ -443,7 +443,7 @@ pub fn prune_archive(store: &mut Store, before: &str, now: &str) -> Result<Prune
     .at(path)?;
     let compactions = tx
         .execute(
-            "UPDATE agent_db_compactions SET archive_pruned_at = ?2 WHERE compacted_at < ?1 AND archive_pruned_at IS NULL",
+            "UPDATE agent_db_compactions SET archive_pruned_at = ?2 WHERE compacted_at < ?1 AND archive_pruned_at IS NULL AND strategy != 'retire'",
             params![before, now],
         )
         .at(path)?;
