@@ -146,6 +146,26 @@ impl S {
     }
 }
 
+/// `id` and its children, and theirs, by the DDL's parent column.
+fn descendants(s: &S, id: &str) -> Vec<String> {
+    let mut want = vec![id.to_string()];
+    let Some(p) = s.parent else { return want };
+    let c = s.conn();
+    let mut i = 0;
+    while i < want.len() {
+        let kids: Vec<String> = c
+            .prepare(&format!("SELECT id FROM \"{}\" WHERE \"{p}\" = ?1", s.root))
+            .unwrap()
+            .query_map([&want[i]], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        want.extend(kids);
+        i += 1;
+    }
+    want
+}
+
 /// Every table of the agent's (agent-db's own left out), every row with its rowid.
 fn agent_dump(c: &Connection) -> BTreeMap<String, Vec<Vec<String>>> {
     let mut d = dump_all(c);
@@ -197,9 +217,11 @@ fn mentions(d: &BTreeMap<String, Vec<Vec<String>>>, ids: &[String]) -> usize {
         .count()
 }
 
-/// `retire ID --yes --json` then `restore ID`, checked against the dumps.
-fn round_trip(s: &S, id: &str) {
+/// `retire ID --yes --json` then `restore ID`, checked against the dumps; how many
+/// conversations moved.
+fn round_trip(s: &S, id: &str) -> usize {
     let before = agent_dump(&s.conn());
+    let want = descendants(s, id);
     let mut c = s.cmd();
     c.args(["retire", id, "--yes", "--json"]);
     let (doc, code) = json(c);
@@ -213,6 +235,14 @@ fn round_trip(s: &S, id: &str) {
         .map(|v| v.as_str().unwrap().to_string())
         .collect();
     assert_eq!(group[0], id);
+    // The children (and theirs) by the DDL's parent column, and nothing else.
+    let (mut a, mut b) = (group.clone(), want);
+    a.sort();
+    b.sort();
+    assert_eq!(
+        a, b,
+        "{id}: the conversation and its children move together"
+    );
     let after = agent_dump(&s.conn());
     // Gone from every table: no row names it or a child that moved with it.
     assert_eq!(mentions(&after, &group), 0, "{id} still named after retire");
@@ -251,20 +281,25 @@ fn round_trip(s: &S, id: &str) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(
-        agent_dump(&s.conn()),
-        before,
-        "{id}: restore is not cell-identical"
+    let back = agent_dump(&s.conn());
+    assert!(
+        back == before,
+        "{id}: restore is not cell-identical: {:?}",
+        differ(&before, &back)
     );
+    group.len()
 }
 
 #[test]
 fn every_kind_retires_every_row_of_a_conversation_and_restores_it_cell_for_cell() {
+    let mut with_children = Vec::new();
     for (kind, _, _) in KINDS {
         let s = make(kind, 4);
         let ids = s.ids();
         assert!(!ids.is_empty(), "{kind}: no conversation");
-        round_trip(&s, &ids[0]);
+        if round_trip(&s, &ids[0]) > 1 {
+            with_children.push(*kind);
+        }
         // The history shows the retirement, restored.
         let (h, _) = json({
             let mut c = s.cmd();
@@ -278,6 +313,9 @@ fn every_kind_retires_every_row_of_a_conversation_and_restores_it_cell_for_cell(
             "{kind}: {h}"
         );
     }
+    // The seeded stores hold a conversation with a child (docker-agent's sub-session): the
+    // child moved with its parent.
+    assert!(!with_children.is_empty());
 }
 
 #[test]
@@ -556,4 +594,18 @@ fn retire_refuses_a_store_file_as_its_cold_file_and_moves_nothing() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not an agent-db cold file"));
     assert_eq!(files_hash(&s.db), before);
     assert!(s.in_store(&id));
+}
+
+#[test]
+fn retire_without_a_selector_is_a_usage_error_and_an_unknown_id_is_not_found() {
+    let s = make("kodelet", 2);
+    let before = files_hash(&s.db);
+    s.cmd().args(["retire", "--yes"]).assert().code(2);
+    s.cmd()
+        .args(["retire", "nosuchid", "--yes"])
+        .assert()
+        .code(5);
+    s.cmd().args(["restore", "nosuchid"]).assert().code(5);
+    assert_eq!(files_hash(&s.db), before);
+    assert!(!s.cold().exists());
 }
