@@ -270,6 +270,14 @@ fn round_trip(s: &S, id: &str) -> usize {
         row["rows"].as_u64().unwrap() as usize,
         mentions(&before, &group)
     );
+    // stats counts the cold file.
+    let (st, _) = json({
+        let mut c = s.cmd();
+        c.args(["stats", "--json"]);
+        c
+    });
+    let cold = std::fs::metadata(s.cold()).unwrap().len();
+    assert_eq!(st["cold_bytes"].as_u64(), Some(cold));
     // The agent no longer lists it.
     let listed = s.cmd().args(["list", "--ids"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&listed.stdout).contains(id));
