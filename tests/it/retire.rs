@@ -64,7 +64,10 @@ fn make(kind: &str, n: usize) -> S {
             generate_opencode(&db, &opts(n), OpencodeEra::Effect).unwrap();
         }
         "opencode-v2" => generate_opencode_v2(&db, n, 21, V2Era::Newest).unwrap(),
-        "kilo" => crate::kilo::kilo_with_sessions(&db, n),
+        "kilo" => {
+            crate::kilo::kilo_with_sessions(&db, n);
+            kilo_rows(&db);
+        }
         "crush" => {
             let c = crate::crush::build(&db, crate::crush::NEWEST_MAIN);
             for i in 0..n {
@@ -86,6 +89,25 @@ fn make(kind: &str, n: usize) -> S {
         root,
         parent: *parent,
     }
+}
+
+/// Rows of Kilo's (and opencode 1.18's) other per-session tables for every top-level session,
+/// with the columns Kilo 7.7.9's DDL declares.
+fn kilo_rows(db: &std::path::Path) {
+    let c = Connection::open(db).unwrap();
+    c.execute_batch(
+        "INSERT INTO session_context_epoch (session_id, baseline, snapshot, baseline_seq)
+           SELECT id, 'b', 's', 1 FROM session;
+         INSERT INTO session_input (id, session_id, prompt, delivery, admitted_seq, time_created)
+           SELECT 'in_' || id, id, 'go on', 'queue', 1, 1 FROM session;
+         INSERT INTO kilo_board (root_session_id, objective, time_created, time_updated)
+           SELECT id, 'ship it', 1, 1 FROM session WHERE parent_id IS NULL;
+         INSERT INTO kilo_board_message (id, board_root_session_id, seq, time_created, sender_session_id,
+             recipient, type, body, source_message_id, source_call_id)
+           SELECT 'kbm_' || root_session_id, root_session_id, 1, 1, root_session_id, 'all', 'note', 'hi', 'm', 'c'
+           FROM kilo_board;",
+    )
+    .unwrap();
 }
 
 impl S {

@@ -92,6 +92,10 @@ impl Adapter for Family {
                 ("todo", &["session_id"]),
                 ("session_share", &["session_id"]),
                 ("session_message", &["session_id"]),
+                ("session_input", &["session_id"]),
+                ("session_context_epoch", &["session_id"]),
+                ("kilo_board", &["root_session_id"]),
+                ("kilo_board_message", &["board_root_session_id"]),
             ],
         })
     }
