@@ -22,6 +22,7 @@ const KINDS: &[(&str, &str, Option<&str>)] = &[
     ("goose", "sessions", Some("parent_session_id")),
     ("opencode", "session", Some("parent_id")),
     ("opencode-v2", "session_v2", Some("parent_id")),
+    ("opencode-v2-upgraded", "session_v2", Some("parent_id")),
     ("kilo", "session", Some("parent_id")),
     ("crush", "sessions", Some("parent_session_id")),
 ];
@@ -64,6 +65,7 @@ fn make(kind: &str, n: usize) -> S {
             generate_opencode(&db, &opts(n), OpencodeEra::Effect).unwrap();
         }
         "opencode-v2" => generate_opencode_v2(&db, n, 21, V2Era::Newest).unwrap(),
+        "opencode-v2-upgraded" => generate_opencode_v2(&db, n, 21, V2Era::Upgraded).unwrap(),
         "kilo" => {
             crate::kilo::kilo_with_sessions(&db, n);
             kilo_rows(&db);

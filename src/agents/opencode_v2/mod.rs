@@ -62,6 +62,13 @@ impl Adapter for OpencodeV2 {
                 ("event", &["aggregate_id"]),
                 ("session_message", &["session_id"]),
                 ("session_inbox", &["session_id"]),
+                ("session_message_retained", &["session_id"]),
+                // A file upgraded from 1.x keeps the session's 1.x rows.
+                ("part", &["session_id"]),
+                ("message", &["session_id"]),
+                ("todo", &["session_id"]),
+                ("session_share", &["session_id"]),
+                ("session", &["id"]),
             ],
         })
     }
