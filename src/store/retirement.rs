@@ -196,15 +196,14 @@ fn move_out(
         return Ok(None);
     }
     retire::delete(&tx, path, map, moved)?;
-    let kind: String = tx
+    let (kind, cold_path): (String, String) = tx
         .query_row(
-            "SELECT store_kind || char(0) || cold_path FROM agent_db_retirements WHERE token = ?1",
+            "SELECT store_kind, cold_path FROM agent_db_retirements WHERE token = ?1",
             [token],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .at(path)?;
-    let (kind, cold_path) = kind.split_once('\0').unwrap_or((&kind, ""));
-    let audit = archive::insert_audit(&tx, &audit_entry(kind, cold_path, moved), now).at(path)?;
+    let audit = archive::insert_audit(&tx, &audit_entry(&kind, &cold_path, moved), now).at(path)?;
     archive::finish_audit(&tx, audit, &[], None).at(path)?;
     let n = tx
         .execute(
