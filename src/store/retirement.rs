@@ -301,12 +301,32 @@ pub fn retired(store: &Store, input: &str) -> Result<Option<Retirement>> {
         return Ok(Some(exact.clone()));
     }
     match found.as_slice() {
-        [] => Ok(None),
+        [] => with_parent(conn, path, input),
         [one] => Ok(Some(one.clone())),
         _ => Err(Error::Usage(format!(
             "{input}: the prefix names {} retired conversations; give more of the ID",
             found.len()
         ))),
+    }
+}
+
+/// A child conversation retired with its parent is brought back with it: the error naming the
+/// parent, or `None` when `id` is no such child.
+fn with_parent(conn: &Connection, path: &Path, id: &str) -> Result<Option<Retirement>> {
+    let parent: Option<String> = conn
+        .query_row(
+            "SELECT conversation_id FROM agent_db_retirements WHERE state = 'retired'
+             AND EXISTS (SELECT 1 FROM json_each(conversations) WHERE value = ?1)",
+            [id],
+            |r| r.get(0),
+        )
+        .optional()
+        .at(path)?;
+    match parent {
+        Some(p) => Err(Error::NotFound(format!(
+            "conversation {id} was retired with its parent {p}: `agent-db restore {p}` brings both back"
+        ))),
+        None => Ok(None),
     }
 }
 

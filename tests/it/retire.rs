@@ -641,3 +641,18 @@ fn retire_without_a_selector_is_a_usage_error_and_an_unknown_id_is_not_found() {
     assert_eq!(files_hash(&s.db), before);
     assert!(!s.cold().exists());
 }
+
+#[test]
+fn a_child_retired_with_its_parent_is_restored_through_the_parent() {
+    let s = make("docker-agent", 4);
+    let parent = s.ids()[0].clone();
+    let group = descendants(&s, &parent);
+    assert!(group.len() > 1, "the seeded store has a sub-session");
+    s.cmd().args(["retire", &parent, "--yes"]).assert().code(0);
+    let out = s.cmd().args(["restore", &group[1]]).output().unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("agent-db restore {parent}")), "{err}");
+    s.cmd().args(["restore", &parent]).assert().code(0);
+    assert!(group.iter().all(|g| s.in_store(g)));
+}
