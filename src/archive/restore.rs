@@ -240,6 +240,13 @@ fn check(
             true,
         );
     }
+    if c.strategy == crate::store::retirement::STRATEGY {
+        // Its rows are in the cold file, not in the archive.
+        return refuse(format!(
+            "a retirement: `agent-db restore {}` brings the conversation back from the cold file",
+            c.conversation_id
+        ));
+    }
     if let Some(at) = &c.archive_pruned_at {
         return refuse(format!(
             "its archive was pruned {}; it can no longer be restored",
@@ -379,7 +386,7 @@ pub fn since(store: &Store, since: &str) -> Result<Vec<i64>> {
     let mut stmt = conn
         .prepare(
             "SELECT id FROM agent_db_compactions WHERE compacted_at >= ?1 AND restored_at IS NULL
-             AND archive_pruned_at IS NULL ORDER BY id DESC",
+             AND archive_pruned_at IS NULL AND strategy != 'retire' ORDER BY id DESC",
         )
         .at(path)?;
     let rows = stmt.query_map([since], |r| r.get(0)).at(path)?;
@@ -436,7 +443,7 @@ pub fn prune_archive(store: &mut Store, before: &str, now: &str) -> Result<Prune
     .at(path)?;
     let compactions = tx
         .execute(
-            "UPDATE agent_db_compactions SET archive_pruned_at = ?2 WHERE compacted_at < ?1 AND archive_pruned_at IS NULL",
+            "UPDATE agent_db_compactions SET archive_pruned_at = ?2 WHERE compacted_at < ?1 AND archive_pruned_at IS NULL AND strategy != 'retire'",
             params![before, now],
         )
         .at(path)?;

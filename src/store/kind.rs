@@ -205,6 +205,11 @@ pub trait Adapter: Sync + 'static {
     fn space_map(&self, _read: &Read<'_>) -> Result<super::space::SpaceMap> {
         Ok(super::space::SpaceMap::default())
     }
+    /// What `retire` moves of a conversation: its table, its children, the other tables' rows
+    /// that name it (docs/stores.md). `None`, the default: the store cannot retire.
+    fn retire_map(&self) -> Option<super::retire::RetireMap> {
+        None
+    }
     /// Whether `--provider wanted` matches conversations whose stored provider is `provider`:
     /// the same name, the default; a store whose provider implies a format (kodelet) also
     /// matches the format's name.

@@ -78,6 +78,28 @@ impl Family {
 }
 
 impl Adapter for Family {
+    /// What `retire` moves (docs/stores.md).
+    fn retire_map(&self) -> Option<crate::store::retire::RetireMap> {
+        Some(crate::store::retire::RetireMap {
+            root: "session",
+            id: "id",
+            parent: Some("parent_id"),
+            links: &[
+                ("event_sequence", &["aggregate_id"]),
+                ("event", &["aggregate_id"]),
+                ("message", &["session_id"]),
+                ("part", &["session_id"]),
+                ("todo", &["session_id"]),
+                ("session_share", &["session_id"]),
+                ("session_message", &["session_id"]),
+                ("session_input", &["session_id"]),
+                ("session_context_epoch", &["session_id"]),
+                ("kilo_board", &["root_session_id"]),
+                ("kilo_board_message", &["board_root_session_id"]),
+            ],
+        })
+    }
+
     fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
         space::map(read)
     }
