@@ -58,10 +58,20 @@ pub fn run(ui: &Ui, store: Store, args: &RetireArgs) -> CmdResult {
     let stamp = gotime::rfc3339_utc(&now);
     let mut done = Vec::with_capacity(ids.len());
     let mut failed = false;
+    let mut busy = false;
     for id in &ids {
+        if busy {
+            // Another process holds the store's lock: nothing more starts (as in `compact`).
+            done.push(not_started(id));
+            continue;
+        }
         done.push(
             match retirement::retire(&mut store, &mut cold, id, &stamp) {
                 Ok(o) => o,
+                Err(Error::Busy { .. }) => {
+                    busy = true;
+                    not_started(id)
+                }
                 Err(e) => {
                     // One conversation's failure is its own.
                     failed = true;
@@ -71,6 +81,14 @@ pub fn run(ui: &Ui, store: Store, args: &RetireArgs) -> CmdResult {
         );
     }
     report(ui, args, &to, &done, &skipped, false)?;
+    if busy {
+        // The one busy error every command reports (exit 9), after the report of what was done.
+        return Err(Error::Busy {
+            path: store.path.clone(),
+            holder: None,
+        }
+        .into());
+    }
     Ok(if failed { exit::PARTIAL } else { exit::OK })
 }
 
@@ -125,9 +143,18 @@ fn plan_row(store: &Store, id: &str) -> Moved {
 }
 
 fn failed_row(id: &str, e: &Error) -> Moved {
+    row(id, format!("failed: {e}"))
+}
+
+/// A conversation left alone because another process holds the store's lock.
+fn not_started(id: &str) -> Moved {
+    row(id, "not started: the store is busy".to_string())
+}
+
+fn row(id: &str, status: String) -> Moved {
     Moved {
         conversation: id.to_string(),
-        status: format!("failed: {e}"),
+        status,
         conversations: Vec::new(),
         rows: 0,
         bytes: 0,

@@ -134,7 +134,7 @@ fn documented_table() -> BTreeMap<String, Vec<String>> {
         .collect()
 }
 
-const ALL_COMMANDS: [&str; 17] = [
+const ALL_COMMANDS: [&str; 18] = [
     "list",
     "show",
     "compact",
@@ -143,6 +143,7 @@ const ALL_COMMANDS: [&str; 17] = [
     "restore",
     "prune-archive",
     "reclaim",
+    "retire",
     "stats",
     "vacuum",
     "init",
@@ -209,6 +210,7 @@ fn line(command: &str, s: &Stage, id: &str) -> Vec<String> {
         "restore" => v(&["restore", id]),
         "prune-archive" => v(&["prune-archive", "--older-than", "1s", "--yes"]),
         "reclaim" => v(&["reclaim", "--yes"]),
+        "retire" => v(&["retire", id, "--yes"]),
         "stats" => v(&["stats"]),
         "vacuum" => v(&["vacuum"]),
         "init" => v(&["init"]),
@@ -229,6 +231,12 @@ fn case_id(command: &str, s: &Stage) -> String {
         "restore" | "history" => s.compacted.clone(),
         "compact" => others(&s.env)
             .into_iter()
+            .find(|i| *i != s.compacted && *i != s.planned)
+            .unwrap(),
+        // Another one than compact's: retired, it leaves the store.
+        "retire" => others(&s.env)
+            .into_iter()
+            .rev()
             .find(|i| *i != s.compacted && *i != s.planned)
             .unwrap(),
         _ => s.planned.clone(),
@@ -252,7 +260,7 @@ fn one_hook(under: &Path) -> PathBuf {
 }
 
 /// Commands that take a conversation ID, and those that use the store at all.
-const TAKES_ID: [&str; 5] = ["list", "show", "compact", "history", "restore"];
+const TAKES_ID: [&str; 6] = ["list", "show", "compact", "history", "restore", "retire"];
 const NO_STORE: [&str; 6] = ["init", "config", "hooks", "recipes", "completions", "man"];
 
 /// `agent-db` on the stage's store, the clock a day on (so `prune-archive --older-than 1s`
@@ -399,6 +407,7 @@ fn the_behaviour_table_of_usage_md_is_the_binarys() {
         "vacuum",
         "prune-archive",
         "reclaim",
+        "retire",
     ];
     for c in order {
         let mut command = cmd(&s, &line(c, &s, &case_id(c, &s)));
