@@ -38,7 +38,7 @@ pub(crate) fn kilo_store(path: &Path) {
 
 /// A Kilo store at `path` holding `n` synthetic opencode sessions (project, session, message,
 /// part rows, the columns both schemas have).
-fn kilo_with_sessions(path: &Path, n: usize) {
+pub(crate) fn kilo_with_sessions(path: &Path, n: usize) {
     kilo_store(path);
     let src = path.with_file_name("source-opencode.db");
     let opts = SynthOptions {

@@ -187,7 +187,7 @@ fn sigkill_during_reclaim_loses_nothing_and_restore_resolves_everything() {
     assert!(units >= 100, "the reclaim plans {units} removals: {doc}");
     let units = units as usize;
 
-    let mut rng = Seeded(0x5eed_42);
+    let mut rng = Seeded(0x005e_ed42);
     let mut after_kill = Vec::new();
     for round in 0..20u64 {
         copy_store(&template, &db);
