@@ -61,7 +61,7 @@ fn reclaim_removes_kodelets_acp_log_of_deleted_conversations_only() {
     // agent-db's clock is 2026-11-01T12:00:00Z; --idle 1h.
     let old = "2026-10-01 09:15:02.123456789 +0000 UTC m=+3.25";
     let recent = "2026-11-01 11:59:00 +0000 UTC";
-    let rows: [(&str, &str, &str); 7] = [
+    let rows: [(&str, &str, &str); 8] = [
         (
             live.as_str(),
             r#"{"update":"kept: a live conversation"}"#,
@@ -76,6 +76,12 @@ fn reclaim_removes_kodelets_acp_log_of_deleted_conversations_only() {
         // A session whose newest row is recent: its conversation may not be saved yet.
         ("gone-b", r#"{"update":"old"}"#, old),
         ("gone-b", r#"{"update":"new"}"#, recent),
+        // Idle by --idle, but not a day past it (a long first turn).
+        (
+            "gone-e",
+            r#"{"update":"recent"}"#,
+            "2026-10-31 20:00:00 +0000 UTC",
+        ),
         // No time to judge it by.
         ("gone-c", r#"{"update":"?"}"#, "not a time"),
         ("gone-d", r#"{"update":"three"}"#, "2026-09-30T08:00:00Z"),

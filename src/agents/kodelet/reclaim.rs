@@ -2,8 +2,9 @@
 //! (`acp_session_updates`) of a conversation that no longer exists. kodelet reads the log only
 //! when an ACP client loads a session, after loading its conversation (a deleted one fails
 //! first); `kodelet conversation delete` drops the log with the conversation, the web UI's delete
-//! does not. A session's log is taken only when its newest row is older than the idle cutoff
-//! (an ACP session logs before its conversation row is first saved).
+//! does not. A session's log is taken only when its newest row is a day older than the idle
+//! cutoff: an ACP session logs before its conversation row is first saved, and a first turn may
+//! run long.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +15,9 @@ use crate::store::reclaim::{Rows, Unit};
 use crate::store::schema_util::has_table;
 
 pub const ACP_ORPHANS: &str = "ACP replay of deleted conversations";
+
+/// How much older than the idle cutoff a log's newest row must be (milliseconds).
+const MARGIN_MS: i64 = 24 * 3_600_000;
 
 pub(super) fn reclaimable(
     read: &Read<'_>,
@@ -54,7 +58,7 @@ pub(super) fn reclaimable(
             rusqlite::types::ValueRef::Text(t) => std::str::from_utf8(t)
                 .ok()
                 .and_then(|t| crate::gotime::parse(t).ok())
-                .is_some_and(|t| t.timestamp_millis() < idle_before_ms),
+                .is_some_and(|t| t.timestamp_millis() < idle_before_ms.saturating_sub(MARGIN_MS)),
             // No time the log can be judged by: left alone.
             _ => false,
         };
