@@ -162,7 +162,7 @@ fn report_removed(
     if args.json {
         json::print(
             "reclaim",
-            serde_json::json!({"dry_run": false, "categories": totals, "removed": removed, "vacuum": v}),
+            serde_json::json!({"dry_run": false, "categories": totals, "removed": removed, "vacuum": v, "nothing_removable": null}),
         )?;
         return Ok(());
     }
