@@ -13,8 +13,9 @@ come in the writer's commit order, which concurrency makes vary from run to run)
 Every other column, the stored conversations, the pre-images (compressed bytes as stored) and
 the audit rows' times (pinned by AGENT_DB_NOW) included, must be equal.
 
-Reports: the whole document, except each row's `duration_ms` and the run's elapsed times
-(`elapsed_ms`, wherever it appears): wall-clock figures. Rows are compared in report order.
+Reports: the whole document, except `duration_ms` and `elapsed_ms` wherever they appear
+(wall-clock figures) and each row's `compaction_id` (the audit row's id, see above). Rows are
+compared in report order.
 
 Prints the differences, and as its last line `identical` or `DIFFERENT`; exits 1 when different.
 """
@@ -23,7 +24,7 @@ import json
 import sqlite3
 import sys
 
-TIMING_KEYS = {"duration_ms", "elapsed_ms"}
+TIMING_KEYS = {"duration_ms", "elapsed_ms", "compaction_id"}
 
 
 def rows_of(db):
