@@ -39,10 +39,18 @@
 #   BENCH_LLM_SLOW_LATENCY_MS=2000  latency of the diagnostic slow-server run (0 skips it)
 #   BENCH_LLM_PERF=0              1: per-thread CPU profile of the L = 0 run (needs perf)
 #   BENCH_LLM_LONG_OUTPUTS=       gen_store --long-outputs P (the share of very long tool outputs)
+#   BENCH_LLM_SHAPE=default       long: gen_store --shape long-outputs (a third of tool results
+#                                 are logs of 2,000-6,000 words, as long test and build logs are)
+#   BENCH_LLM_BASE=               a commit (e.g. HEAD~1): its agent-db, built from a temporary
+#                                 worktree, runs beside this tree's, interleaved run by run, and
+#                                 the summary prints new / base ratios; the L = 0 runs' stores and
+#                                 reports are compared (benches/llm_compare.py)
+#   BENCH_LLM_BASE_BIN=           or the base agent-db binary itself
 #   BENCH_LLM_EXTRA=              more agent-db compact flags, e.g. "--mask-observations" (each
 #                                 run's JSON line then carries the report's `masking` totals)
 #   BENCH_LLM_PROFILE=release     cargo profile of the binaries (profiling: the same code with
 #                                 symbols, for perf; dev: request and token counts only)
+#   BENCH_LLM_NO_BUILD=0          1: use the binaries already in bench-out/llm/bin/
 # Needs: cargo, python3, /usr/bin/time (GNU time), curl (or python3 for HTTP), perf (optional).
 set -euo pipefail
 
@@ -64,6 +72,14 @@ KEEP_ARGS=()
 [[ -n "$KEEP_TOKENS" && "$KEEP_TOKENS" != default ]] && KEEP_ARGS=(--keep-tokens "$KEEP_TOKENS")
 PERF=${BENCH_LLM_PERF:-0}
 PROFILE=${BENCH_LLM_PROFILE:-release}
+SHAPE=${BENCH_LLM_SHAPE:-default}
+case "$SHAPE" in
+  default) SHAPE_ARGS=() ;;
+  long) SHAPE_ARGS=(--shape long-outputs) ;;
+  *) echo "benches/llm.sh: error: BENCH_LLM_SHAPE=$SHAPE: use default or long" >&2; exit 1 ;;
+esac
+BASE=${BENCH_LLM_BASE:-}
+BASE_BIN=${BENCH_LLM_BASE_BIN:-}
 NOW=2026-11-01T12:00:00Z
 RESULTS="$OUT/results.txt"
 
@@ -95,37 +111,61 @@ result conversations "$CONVERSATIONS"
 result scale "$SCALE"
 result latency_ms "$LATENCY"
 result concurrency "$CONCURRENCY"
+result shape "$SHAPE"
+result commit "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo +dirty)"
 
 # ---------------------------------------------------------------------------------------------
-log "build ($PROFILE)"
-# The example builds with the dev-dependencies, which turn the test-only failpoint on: it builds
-# first, and the binaries after, on their own, as released.
-cargo build --profile "$PROFILE" --example llm_mock_server
-cargo build --profile "$PROFILE" --bin agent-db --bin gen_store
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-# The target dir may be shared with concurrent builds: benchmark private copies.
 # (cargo's `dev` profile builds into target/debug.)
 PROFILE_DIR=$PROFILE
 [[ "$PROFILE" == dev ]] && PROFILE_DIR=debug
-for b in agent-db gen_store examples/llm_mock_server; do
-  cp "$TARGET_DIR/$PROFILE_DIR/$b" "$OUT/bin/$(basename "$b")"
-done
+if [[ "${BENCH_LLM_NO_BUILD:-0}" != 1 ]]; then
+  log "build ($PROFILE)"
+  # The example builds with the dev-dependencies, which turn the test-only failpoint on: it builds
+  # first, and the binaries after, on their own, as released.
+  cargo build --profile "$PROFILE" --example llm_mock_server
+  cargo build --profile "$PROFILE" --bin agent-db --bin gen_store
+  # The target dir may be shared with concurrent builds: benchmark private copies.
+  for b in agent-db gen_store examples/llm_mock_server; do
+    cp "$TARGET_DIR/$PROFILE_DIR/$b" "$OUT/bin/$(basename "$b")"
+  done
+fi
 ADB="$OUT/bin/agent-db"
 GEN="$OUT/bin/gen_store"
 MOCK="$OUT/bin/llm_mock_server"
-if "$ADB" --version | grep -q failpoints; then
-  die "$ADB was built with the test-only failpoint; a benchmark measures the released binary"
+if [[ -n "$BASE" && -z "$BASE_BIN" && "${BENCH_LLM_NO_BUILD:-0}" == 1 ]]; then
+  BASE_BIN="$OUT/bin/agent-db-base"
+  result base_commit "$(git rev-parse --short "$BASE^{commit}") (prebuilt)"
+elif [[ -n "$BASE" && -z "$BASE_BIN" ]]; then
+  # The base commit's agent-db, from a temporary worktree, into the same target dir (the
+  # dependencies are shared; the crate itself builds apart, its path differs).
+  BASE_SHA=$(git rev-parse --short "$BASE^{commit}")
+  tree="$OUT/base-tree"
+  git worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
+  log "build the base $BASE_SHA ($PROFILE)"
+  git worktree add -q --detach "$tree" "$BASE_SHA"
+  (cd "$tree" && CARGO_TARGET_DIR="$TARGET_DIR" cargo build --profile "$PROFILE" --bin agent-db)
+  cp "$TARGET_DIR/$PROFILE_DIR/agent-db" "$OUT/bin/agent-db-base"
+  git worktree remove --force "$tree"
+  BASE_BIN="$OUT/bin/agent-db-base"
+  result base_commit "$BASE_SHA"
 fi
+for b in "$ADB" ${BASE_BIN:+"$BASE_BIN"}; do
+  if "$b" --version | grep -q failpoints; then
+    die "$b was built with the test-only failpoint; a benchmark measures the released binary"
+  fi
+done
 
 LONG_OUTPUTS=${BENCH_LLM_LONG_OUTPUTS:-}
 LONG_ARGS=()
 [[ -n "$LONG_OUTPUTS" ]] && LONG_ARGS=(--long-outputs "$LONG_OUTPUTS")
 read -r -a EXTRA <<<"${BENCH_LLM_EXTRA:-}"
-STORE=${BENCH_LLM_STORE:-"$OUT/store-$CONVERSATIONS-s$SEED-x$SCALE${LONG_OUTPUTS:+-long$LONG_OUTPUTS}.db"}
+STORE=${BENCH_LLM_STORE:-"$OUT/store-$CONVERSATIONS-s$SEED-x$SCALE${LONG_OUTPUTS:+-long$LONG_OUTPUTS}-$SHAPE.db"}
 if [[ ! -f "$STORE" ]]; then
   log "generate $CONVERSATIONS conversations (scale $SCALE, seed $SEED)"
-  "$GEN" --conversations "$CONVERSATIONS" --seed "$SEED" --scale "$SCALE" --now "$NOW" --out "$STORE" --force "${LONG_ARGS[@]}"
+  "$GEN" --conversations "$CONVERSATIONS" --seed "$SEED" --scale "$SCALE" --now "$NOW" --out "$STORE" --force \
+    "${LONG_ARGS[@]}" "${SHAPE_ARGS[@]}"
 fi
 result extra_flags "${BENCH_LLM_EXTRA:-}"
 result store "$STORE"
@@ -141,10 +181,11 @@ adb() {
     XDG_CONFIG_HOME="$OUT/xdg" AGENT_DB_NOW="$NOW" AGENT_DB_API_KEY=dummy "$@")
 }
 
-# run_compact LABEL LATENCY_MS [PERF]: one timed compaction of a fresh copy against a fresh mock;
-# prints one JSON line of figures and appends key=value lines to results.txt.
+# run_compact LABEL LATENCY_MS [PERF] [BINARY] [KEEP]: one timed compaction of a fresh copy
+# against a fresh mock; prints one JSON line of figures and appends key=value lines to
+# results.txt. KEEP=1 keeps the compacted store as raw/LABEL.db.
 run_compact() {
-  local label=$1 latency=$2 perf=${3:-0}
+  local label=$1 latency=$2 perf=${3:-0} bin=${4:-$ADB} keep=${5:-0}
   local work="$OUT/work/store.db" raw="$OUT/raw/$label"
   rm -f "$work" "$work-wal" "$work-shm" "$work.lock"
   cp "$STORE" "$work"
@@ -159,7 +200,7 @@ run_compact() {
     sleep 0.05
   done
   [[ -n "$port" ]] || die "the mock server did not start (see $raw.mock.err)"
-  local cmd=("$ADB" --db "$work" compact --all-over 0 --idle 0 "${KEEP_ARGS[@]}" --strategy llm --llm-provider openai
+  local cmd=("$bin" --db "$work" compact --all-over 0 --idle 0 "${KEEP_ARGS[@]}" --strategy llm --llm-provider openai
     --base-url "http://127.0.0.1:$port/v1" --concurrency "$CONCURRENCY" --yes --quiet --json "${EXTRA[@]}")
   echo "${cmd[*]}" >"$raw.cmd"
   local t0 t1 rc=0
@@ -175,6 +216,10 @@ run_compact() {
   wait "$mock_pid" || true
   MOCK_PID=
   [[ $rc == 0 ]] || die "$label: agent-db exited $rc (see $raw.time, $raw.json)"
+  if [[ "$keep" == 1 ]]; then
+    sqlite3 "$work" 'PRAGMA wal_checkpoint(TRUNCATE);' >/dev/null
+    mv "$work" "$raw.db"
+  fi
   python3 - "$label" "$latency" "$CONCURRENCY" "$t0" "$t1" "$raw" "$(nproc)" "$(stat -c %s "$STORE")" <<'PY' | tee -a "$RESULTS.jsonl"
 import json, math, re, sys
 label, latency, conc, t0, t1, raw, cores = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], int(sys.argv[7])
@@ -242,12 +287,22 @@ trap '[[ -n "$MOCK_PID" ]] && kill "$MOCK_PID" 2>/dev/null || true' EXIT
 : >"$RESULTS.jsonl"
 log "timed runs: L=${LATENCY} ms, C=$CONCURRENCY, $RUNS run(s)"
 for i in $(seq "$RUNS"); do
+  [[ -n "$BASE_BIN" ]] && run_compact "base-run$i" "$LATENCY" 0 "$BASE_BIN"
   run_compact "run$i" "$LATENCY"
 done
 
 if [[ "$DIAG" == 1 ]]; then
   log "diagnostic: L=0 (the pipeline's CPU floor)"
-  run_compact "floor" 0
+  if [[ -n "$BASE_BIN" ]]; then
+    run_compact "base-floor" 0 0 "$BASE_BIN" 1
+    run_compact "floor" 0 0 "$ADB" 1
+    log "output: base and new, store rows and --json reports"
+    python3 "$ROOT/benches/llm_compare.py" "$OUT/raw/base-floor" "$OUT/raw/floor" | tee "$OUT/raw/compare.txt" || true
+    result output_identical "$(tail -1 "$OUT/raw/compare.txt")"
+    rm -f "$OUT/raw/base-floor.db" "$OUT/raw/floor.db"
+  else
+    run_compact "floor" 0
+  fi
   if [[ "$SLOW" != 0 ]]; then
     log "diagnostic: slow server, L=$SLOW ms"
     run_compact "slow" "$SLOW"
@@ -289,6 +344,7 @@ python3 - "$RESULTS.jsonl" "$RESULTS" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 timed = [r for r in rows if r["label"].startswith("run")]
+base = [r for r in rows if r["label"].startswith("base-run")]
 rows = [r for r in rows if r["label"] != "perf"]  # perf's own overhead makes its timings meaningless
 out = open(sys.argv[2], "a")
 def result(k, v):
@@ -307,7 +363,28 @@ print(f"N = {timed[0]['requests']} requests, L = {timed[0]['latency_ms']} ms, C 
 print(f"ratio wall / (N*L/C): median {med} (runs: {', '.join(map(str, ratios))}); goal <= 1.15: {'met' if med is not None and med <= 1.15 else 'MISSED'}")
 print(f"peak RSS: {max(r['peak_rss_kb'] for r in timed) / 1024:.0f} MiB")
 for r in rows:
-    if not r["label"].startswith("run"):
+    if not r["label"].startswith(("run", "base-run")):
         print(f"{r['label']}: {json.dumps({k: v for k, v in r.items() if k != 'label'})}")
+if base:
+    by = {r["label"]: r for r in rows}
+    def med(rs, k):
+        v = [r[k] for r in rs if r.get(k) is not None]
+        return statistics.median(v) if v else None
+    figures = [
+        ("wall / floor (median)", med(base, "ratio"), med(timed, "ratio")),
+        ("max in flight (least)", min(r["max_in_flight"] for r in base), min(r["max_in_flight"] for r in timed)),
+        ("peak RSS MiB (most)", max(r["peak_rss_kb"] for r in base) / 1024, max(r["peak_rss_kb"] for r in timed) / 1024),
+        ("CPU ms per input MB (median)", med(base, "cpu_ms_per_mb"), med(timed, "cpu_ms_per_mb")),
+    ]
+    if "base-floor" in by and "floor" in by:
+        figures.append(("CPU ms per input MB, L = 0", by["base-floor"]["cpu_ms_per_mb"], by["floor"]["cpu_ms_per_mb"]))
+    print(f"{'':32} {'base':>10} {'new':>10} {'new/base':>9}")
+    for name, b, n in figures:
+        ratio = round(n / b, 2) if b else None
+        print(f"{name:32} {b:>10.2f} {n:>10.2f} {ratio!s:>9}")
+        key = name.split(" (")[0].replace(" / ", "_over_").replace(" ", "_").replace(",", "").replace("=", "").lower()
+        result(f"base.{key}", round(b, 2))
+        result(f"new.{key}", round(n, 2))
+        result(f"ratio.{key}", ratio)
 PY
 echo "results: $RESULTS" >&2

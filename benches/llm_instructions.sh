@@ -12,6 +12,9 @@
 # `valgrind --tool=cachegrind`. It prints the instructions executed (cachegrind's `I refs`),
 # and the compacted count and tokens after, which must be equal between the commits compared.
 #
+# BENCH_INSTR_STORE=PATH: that store instead (e.g. one of `gen_store --shape long-outputs`, which
+# older commits' gen_store does not know).
+#
 # Valgrind hides the CPU's SHA extensions, so sha2 runs its portable code (about 9% of the count,
 # the same in every commit). Needs: cargo, valgrind, python3, curl.
 set -euo pipefail
@@ -35,7 +38,11 @@ measure() {
     "$ROOT/target/profiling/examples/llm_mock_server" "$bin/"
   local work="$OUT/work-$label"
   rm -rf "$work" && mkdir -p "$work"
-  "$bin/gen_store" --conversations 120 --seed 1 --scale 1.2 --out "$work/store.db" >/dev/null 2>&1
+  if [[ -n "${BENCH_INSTR_STORE:-}" ]]; then
+    cp "$BENCH_INSTR_STORE" "$work/store.db"
+  else
+    "$bin/gen_store" --conversations 120 --seed 1 --scale 1.2 --out "$work/store.db" >/dev/null 2>&1
+  fi
   "$bin/llm_mock_server" --latency-ms 0 --max-seconds 900 --idle-exit-seconds 600 \
     >"$work/port" 2>"$work/mock.err" &
   local mock=$! port=""

@@ -45,6 +45,8 @@ pub(super) struct Stats {
     tool_ends: Vec<usize>,
     /// Answers of [`Stats::tool_only`] so far.
     tool_only_memo: RefCell<FxHashMap<String, Option<Word>>>,
+    /// Whether `tool_text` holds the Kelvin sign (read once, when first asked).
+    kelvin: std::cell::OnceCell<bool>,
 }
 
 /// What [`Stats`] knows of one lowercase word.
@@ -69,14 +71,28 @@ pub(super) fn id_words(s: &str) -> crate::util::Runs<'_, true> {
     crate::util::runs(s)
 }
 
-/// Whether `word` (a whole [`id_words`] word, ASCII) is one of `text`'s words: found with no
-/// word character next to it.
-fn has_word(text: &str, word: &str) -> bool {
+/// In how many of the segments of `text` (ending at `ends`, each non-empty one with a line
+/// break) `word` (a whole [`id_words`] word, ASCII) is one of the words (found with no word
+/// character next to it); `None` for none. One search over the whole text: a word holds no line break, so a
+/// match never spans two segments, and the line break before a segment is no word character,
+/// as the start of the segment is none.
+fn word_df(text: &str, ends: &[usize], word: &str) -> Option<u32> {
     let is_word = |c: char| c.is_alphanumeric() || c == '_';
-    text.match_indices(word).any(|(i, _)| {
-        !text[..i].chars().next_back().is_some_and(is_word)
-            && !text[i + word.len()..].chars().next().is_some_and(is_word)
-    })
+    let mut df = 0;
+    let mut last = None;
+    for (i, _) in text.match_indices(word) {
+        let whole = !text[..i].chars().next_back().is_some_and(is_word)
+            && !text[i + word.len()..].chars().next().is_some_and(is_word);
+        if !whole {
+            continue;
+        }
+        let seg = ends.partition_point(|&e| e <= i);
+        if last != Some(seg) {
+            last = Some(seg);
+            df += 1;
+        }
+    }
+    (df > 0).then_some(df)
 }
 
 /// `w.to_lowercase()`: `w` itself when it is ASCII without uppercase, else in `buf` (reused:
@@ -258,19 +274,24 @@ impl Stats {
         }
         // The tool texts are lowercased as ASCII: an ASCII word is found by its bytes, unless
         // the texts hold the one non-ASCII character that lowercases to ASCII (the Kelvin sign).
-        let by_bytes = lower.is_ascii() && !self.tool_text.contains('\u{212A}');
+        let by_bytes = lower.is_ascii()
+            && !*self
+                .kelvin
+                .get_or_init(|| self.tool_text.contains('\u{212A}'));
+        if by_bytes {
+            return word_df(&self.tool_text, &self.tool_ends, lower).map(|df| Word {
+                df,
+                tool: true,
+                ..Word::default()
+            });
+        }
         let mut buf = String::new();
         let mut df = 0;
         let mut start = 0;
         for &end in &self.tool_ends {
             let seg = &self.tool_text[start..end];
             start = end;
-            let found = if by_bytes {
-                has_word(seg, lower)
-            } else {
-                id_words(seg).any(|w| lowercase(w, &mut buf) == lower)
-            };
-            df += u32::from(found);
+            df += u32::from(id_words(seg).any(|w| lowercase(w, &mut buf) == lower));
         }
         (df > 0).then_some(Word {
             df,

@@ -95,6 +95,15 @@ fn char_index(text: &str, n: usize) -> usize {
     text.char_indices().nth(n).map_or(text.len(), |(i, _)| i)
 }
 
+/// The byte index where the last `n` characters of `text` start (0 when it is shorter):
+/// `char_index(text, total - n)`, found from the end, without reading the characters before.
+fn char_index_from_end(text: &str, n: usize) -> usize {
+    match n {
+        0 => text.len(),
+        _ => text.char_indices().nth_back(n - 1).map_or(0, |(i, _)| i),
+    }
+}
+
 /// `text` whole when it has at most `head + tail` characters, else its first `head` and last
 /// `tail` characters (each end moved to a line break when one is near) around a marker that
 /// says how many characters and lines were left out.
@@ -113,7 +122,7 @@ pub fn head_tail(text: &str, head: usize, tail: usize) -> std::borrow::Cow<'_, s
             h = nl;
         }
     }
-    let mut t = char_index(text, total - tail);
+    let mut t = char_index_from_end(text, tail);
     // Start the tail after a line break in its first fifth, if there is one.
     let fifth = char_index(&text[t..], tail / 5) + t;
     if let Some(nl) = text[t..fifth].find('\n') {
@@ -121,7 +130,7 @@ pub fn head_tail(text: &str, head: usize, tail: usize) -> std::borrow::Cow<'_, s
     }
     let middle = &text[h..t];
     let chars = middle.chars().count();
-    let lines = middle.matches('\n').count();
+    let lines = middle.bytes().filter(|&b| b == b'\n').count();
     format!(
         "{}\n[… {chars} characters ({lines} lines) omitted …]\n{}",
         text[..h].trim_end_matches('\n'),

@@ -228,6 +228,39 @@ proptest! {
                 "{} + {} + {} vs {}", h.chars().count(), n, t.chars().count(), total);
         }
     }
+
+    /// Head and tail as defined by character positions counted from the start (what
+    /// `head_tail` computed before it found the tail from the end): the same text.
+    #[test]
+    fn head_tail_is_its_definition(text in "(\\PC{0,30}\n){0,60}", head in 1usize..200, tail in 0usize..200) {
+        let at = |t: &str, n: usize| t.char_indices().nth(n).map_or(t.len(), |(i, _)| i);
+        let total = text.chars().count();
+        let want = if total <= head + tail {
+            text.clone()
+        } else {
+            let mut h = at(&text, head);
+            if let Some(nl) = text[..h].rfind('\n') {
+                if nl >= h - h / 5 {
+                    h = nl;
+                }
+            }
+            let mut t = at(&text, total - tail);
+            let fifth = at(&text[t..], tail / 5) + t;
+            if let Some(nl) = text[t..fifth].find('\n') {
+                t += nl + 1;
+            }
+            let middle = &text[h..t];
+            format!(
+                "{}\n[… {} characters ({} lines) omitted …]\n{}",
+                text[..h].trim_end_matches('\n'),
+                middle.chars().count(),
+                middle.matches('\n').count(),
+                &text[t..]
+            )
+        };
+        let got = head_tail(&text, head, tail);
+        prop_assert_eq!(got.as_ref(), want.as_str());
+    }
 }
 
 #[test]
