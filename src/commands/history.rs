@@ -147,15 +147,26 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
         });
     }
     let refused = results.iter().filter(|r| !r.ok).count();
+    report_restored(ui, args, &results, nothing_to_do.as_deref())?;
+    Ok(if refused > 0 { exit::REFUSED } else { exit::OK })
+}
+
+/// `restore`'s report: `--json`'s document, else the lines.
+fn report_restored(
+    ui: &Ui,
+    args: &RestoreArgs,
+    results: &[restore::Restored],
+    nothing_to_do: Option<&str>,
+) -> Result<(), super::Failure> {
     if args.json {
         json::print(
             "restore",
             serde_json::json!({"dry_run": args.dry_run, "results": results}),
         )?;
     } else {
-        say_restored(ui, args, &results, nothing_to_do.as_deref())?;
+        say_restored(ui, args, results, nothing_to_do)?;
     }
-    Ok(if refused > 0 { exit::REFUSED } else { exit::OK })
+    Ok(())
 }
 
 /// The retired conversation `restore ID` (or `--compaction N` of its retirement) names.
@@ -192,14 +203,7 @@ fn restore_cold(
         status,
         ok: true,
     }];
-    if args.json {
-        json::print(
-            "restore",
-            serde_json::json!({"dry_run": args.dry_run, "results": results}),
-        )?;
-    } else {
-        say_restored(ui, args, &results, None)?;
-    }
+    report_restored(ui, args, &results, None)?;
     Ok(exit::OK)
 }
 

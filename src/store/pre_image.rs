@@ -770,6 +770,33 @@ pub struct AuditEntry {
     pub details: serde_json::Value,
 }
 
+impl AuditEntry {
+    /// The audit row of a change that moves whole rows and writes no summary (`reclaim`,
+    /// `retire`): no message or token figures, no retention.
+    pub fn housekeeping(
+        conversation_id: &str,
+        store_kind: &str,
+        reason: String,
+        strategy: &str,
+        details: serde_json::Value,
+    ) -> AuditEntry {
+        AuditEntry {
+            conversation_id: conversation_id.to_string(),
+            store_kind: store_kind.to_string(),
+            reason,
+            strategy: strategy.to_string(),
+            model: None,
+            messages_before: 0,
+            messages_after: 0,
+            tokens_before: 0,
+            tokens_after: 0,
+            summary_sha256: String::new(),
+            retention: None,
+            details,
+        }
+    }
+}
+
 /// Insert an audit row (post-image hash filled in by [`finish_audit`]); returns its id.
 pub fn insert_audit(conn: &Connection, e: &AuditEntry, now: &str) -> rusqlite::Result<i64> {
     conn.prepare_cached(

@@ -180,20 +180,13 @@ fn archive_rows(tx: &Connection, path: &Path, r: &Rows, cells: &mut Vec<Cell>) -
 
 /// The audit row of one removal (`store_kind` as the audit log names it).
 fn audit_entry(store_kind: &str, unit: &Unit, rows: u64) -> AuditEntry {
-    AuditEntry {
-        conversation_id: unit.conversation.clone(),
-        store_kind: store_kind.to_string(),
-        reason: format!("reclaim: {}", unit.category),
-        strategy: "reclaim".into(),
-        model: None,
-        messages_before: 0,
-        messages_after: 0,
-        tokens_before: 0,
-        tokens_after: 0,
-        summary_sha256: String::new(),
-        retention: None,
-        details: serde_json::json!({"reclaim": {"category": unit.category, "rows": rows, "bytes": unit.bytes}}),
-    }
+    AuditEntry::housekeeping(
+        &unit.conversation,
+        store_kind,
+        format!("reclaim: {}", unit.category),
+        "reclaim",
+        serde_json::json!({"reclaim": {"category": unit.category, "rows": rows, "bytes": unit.bytes}}),
+    )
 }
 
 /// Delete the unit's rows, children first (the reverse of [`Unit::rows`]).

@@ -231,23 +231,16 @@ fn move_out(
 }
 
 fn audit_entry(kind: &str, cold_path: &str, moved: &Moved) -> AuditEntry {
-    AuditEntry {
-        conversation_id: moved.ids[0].clone(),
-        store_kind: kind.to_string(),
-        reason: "retire".into(),
-        strategy: STRATEGY.into(),
-        model: None,
-        messages_before: 0,
-        messages_after: 0,
-        tokens_before: 0,
-        tokens_after: 0,
-        summary_sha256: String::new(),
-        retention: None,
-        details: serde_json::json!({"retire": {
+    AuditEntry::housekeeping(
+        &moved.ids[0],
+        kind,
+        "retire".into(),
+        STRATEGY,
+        serde_json::json!({"retire": {
             "cold_path": cold_path, "conversations": moved.ids,
             "rows": moved.rows(), "bytes": moved.bytes(), "digest": moved.digest,
         }}),
-    }
+    )
 }
 
 /// Drop intent row `token` (a retirement that did not happen).
