@@ -114,13 +114,13 @@ floor_sql() {
       echo "VACUUM;" ;;
     retire:opencode)
       retire_sql "SELECT id FROM session WHERE time_updated < $OLD_MS" \
-        "session:id message:session_id part:session_id event:aggregate_id event_sequence:aggregate_id todo:session_id session_share:session_id" ;;
+        "session:id message:session_id part:session_id session_message:session_id event_sequence:aggregate_id event:aggregate_id todo:session_id session_share:session_id" ;;
     retire:kodelet)
       retire_sql "SELECT id FROM conversations WHERE julianday(substr(updated_at, 1, 19)) < julianday('$OLD_TEXT')" \
         "conversations:id conversation_summaries:id" ;;
     retire:goose)
       retire_sql "SELECT id FROM sessions WHERE updated_at < '$OLD_TEXT'" \
-        "sessions:id messages:session_id" ;;
+        "sessions:id messages:session_id usage_ledger:session_id" ;;
   esac
 }
 
