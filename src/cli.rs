@@ -468,6 +468,15 @@ pub enum Command {
         after_help = "Examples:\n  agent-db reclaim --dry-run\n  agent-db reclaim --yes --vacuum"
     )]
     Reclaim(ReclaimArgs),
+    /// Move whole conversations into a cold file beside the store (undoable)
+    ///
+    /// Every row the agent keeps of each selected conversation (and its child conversations)
+    /// moves into a compressed cold file; the agent no longer lists it. `restore ID` brings it
+    /// back byte for byte; `vacuum` then gives the space back.
+    #[command(
+        after_help = "Examples:\n  agent-db retire --older-than 30d --dry-run\n  agent-db retire --older-than 30d --yes && agent-db vacuum\n  agent-db restore 3f2a91c0"
+    )]
+    Retire(RetireArgs),
     /// Store figures: sizes, archive, models, utilization
     ///
     /// File size and free pages, archive size, conversations and tokens by provider and model,
@@ -924,6 +933,32 @@ pub struct ReclaimArgs {
     /// Then give the freed space back to the file system (as `agent-db vacuum`)
     #[arg(long)]
     pub vacuum: bool,
+
+    /// Machine-readable output on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RetireArgs {
+    /// Conversation IDs or unique prefixes (same as --id)
+    #[arg(value_name = "ID")]
+    pub positional: Vec<String>,
+
+    #[command(flatten)]
+    pub select: SelectArgs,
+
+    /// The cold file [default: the store's path + .agent-db-cold.db]
+    #[arg(long, value_name = "PATH")]
+    pub to: Option<std::path::PathBuf>,
+
+    /// Print what would move (conversations, rows, bytes); write nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+
+    /// Do not ask (agent-db asks only when stdin and stderr are terminals)
+    #[arg(long, short)]
+    pub yes: bool,
 
     /// Machine-readable output on stdout
     #[arg(long)]

@@ -34,3 +34,19 @@ pub fn hit(stage: &str, id: &str) {
 #[cfg(not(feature = "failpoints"))]
 #[inline(always)]
 pub fn hit(_stage: &str, _id: &str) {}
+
+/// Stop the process at once, as `kill -9` would (no unwinding, nothing flushed by agent-db), when
+/// the failpoint `stage:id` is armed: the crash tests of `retire` and `restore`.
+#[cfg(feature = "failpoints")]
+pub fn crash(stage: &str, id: &str) {
+    if let Some(spec) = armed() {
+        if spec.split_once(':') == Some((stage, id)) {
+            std::process::abort();
+        }
+    }
+}
+
+/// Without the `failpoints` feature: nothing.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn crash(_stage: &str, _id: &str) {}

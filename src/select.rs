@@ -142,9 +142,11 @@ impl Selector {
         Ok(())
     }
 
-    /// Evaluate the filters on one conversation.
+    /// Evaluate the filters on one conversation (in `store`: an idle skip of agent-db's own
+    /// write is told apart, [`own_write`]).
     fn evaluate(
         &self,
+        store: Option<&Store>,
         meta: ConversationMeta,
         now: &DateTime<FixedOffset>,
         unrated: Unrated,
@@ -156,7 +158,11 @@ impl Selector {
                 return not_matched(meta, reason);
             }
         }
-        match self.verdict(&meta.facts(), now, unrated) {
+        let mut verdict = self.verdict(&meta.facts(), now, unrated);
+        if let Some(store) = store {
+            verdict = own_write(store, &meta.id, verdict);
+        }
+        match verdict {
             Verdict::Selected => Outcome::Selected { meta, reason },
             Verdict::Dropped => not_matched(meta, reason),
             Verdict::Skipped { why, summary } => Outcome::Skipped {
@@ -330,9 +336,9 @@ impl Selector {
             // ambiguous prefix stops the run before anything is reported (exit 5).
             for id in store.resolve_ids(&self.ids)? {
                 let o = match store.meta(&id) {
-                    Ok(meta) => {
-                        left_alone(self.evaluate(meta, now, unrated), |id| store.left_alone(id))
-                    }
+                    Ok(meta) => left_alone(self.evaluate(Some(store), meta, now, unrated), |id| {
+                        store.left_alone(id)
+                    }),
                     Err(e) => Outcome::Failed {
                         id,
                         reason: self.reason(),
@@ -352,7 +358,7 @@ impl Selector {
             }
             match best {
                 Some(meta) => {
-                    let o = self.evaluate(meta, now, unrated);
+                    let o = self.evaluate(Some(store), meta, now, unrated);
                     emit(left_alone(o, |id| store.left_alone(id)), &mut f);
                 }
                 None => {
@@ -366,13 +372,12 @@ impl Selector {
         // What the store's own rules leave alone, read once for the batch where the store can.
         let now_left_alone = store.left_alone_now()?;
         store.scan_prefiltered(self.prefilter(), |meta| {
-            let o = left_alone(
-                self.evaluate(meta, now, unrated),
-                |id| match &now_left_alone {
+            let o = left_alone(self.evaluate(Some(store), meta, now, unrated), |id| {
+                match &now_left_alone {
                     Some(known) => Ok(known.get(id).cloned()),
                     None => store.left_alone(id),
-                },
-            );
+                }
+            });
             emit(o, &mut f)
         })
     }
@@ -400,7 +405,7 @@ impl Selector {
         store.scan_facts(self.prefilter(), |facts| {
             let id = facts.id;
             let (why, error);
-            let picked = match self.verdict(&facts, now, unrated) {
+            let picked = match own_write(store, id, self.verdict(&facts, now, unrated)) {
                 Verdict::Dropped => return true,
                 Verdict::Selected => match &now_left_alone {
                     Some(known) => match known.get(id) {
@@ -633,6 +638,30 @@ pub const SKIP_ARCHIVED: &str = "archived in the agent (--include-archived selec
 pub const SKIP_CHILD: &str = "child sessions (a subagent's; name one by ID to compact it)";
 /// [`Outcome::Skipped`]'s summary: updated within the idle window.
 pub const SKIP_ACTIVE: &str = "active within the idle window (--idle 0 includes them)";
+/// [`Outcome::Skipped`]'s summary: within the idle window, but the last change is agent-db's
+/// own compaction ([`own_write`]).
+pub const SKIP_COMPACTED: &str = "compacted by agent-db within the idle window, nothing new since";
+
+/// An idle-window skip whose last change is agent-db's own compaction (nothing written since):
+/// said so, not blamed on a live agent. Any other verdict, or a store that cannot tell, as is.
+fn own_write(store: &Store, id: &str, v: Verdict) -> Verdict {
+    match v {
+        Verdict::Skipped {
+            summary: SKIP_ACTIVE,
+            why,
+        } => match crate::archive::restore::own_last_change(store, id) {
+            Ok(Some(age)) => Verdict::Skipped {
+                why: format!("compacted by agent-db {age} ago; nothing new since"),
+                summary: SKIP_COMPACTED,
+            },
+            _ => Verdict::Skipped {
+                why,
+                summary: SKIP_ACTIVE,
+            },
+        },
+        v => v,
+    }
+}
 
 pub use crate::util::short_duration;
 
@@ -709,7 +738,7 @@ mod threshold_tests {
             };
             let now = crate::gotime::parse("2026-02-01T00:00:00Z").unwrap();
             let unrated = Unrated { no_usage: "no usage", no_window: "no window" };
-            let outcome = sel.evaluate(m.clone(), &now, unrated);
+            let outcome = sel.evaluate(None, m.clone(), &now, unrated);
             let dropped = matches!(&outcome, Outcome::Skipped { why, .. } if why.is_empty());
             let p = Prefilter { all_over: Some(ratio), context_limit: limit, times: false };
             prop_assert_eq!(p.keeps(&m), !dropped);

@@ -240,6 +240,13 @@ fn check(
             true,
         );
     }
+    if c.strategy == crate::store::retirement::STRATEGY {
+        // Its rows are in the cold file, not in the archive.
+        return refuse(format!(
+            "a retirement: `agent-db restore {}` brings the conversation back from the cold file",
+            c.conversation_id
+        ));
+    }
     if let Some(at) = &c.archive_pruned_at {
         return refuse(format!(
             "its archive was pruned {}; it can no longer be restored",
@@ -379,7 +386,7 @@ pub fn since(store: &Store, since: &str) -> Result<Vec<i64>> {
     let mut stmt = conn
         .prepare(
             "SELECT id FROM agent_db_compactions WHERE compacted_at >= ?1 AND restored_at IS NULL
-             AND archive_pruned_at IS NULL ORDER BY id DESC",
+             AND archive_pruned_at IS NULL AND strategy != 'retire' ORDER BY id DESC",
         )
         .at(path)?;
     let rows = stmt.query_map([since], |r| r.get(0)).at(path)?;
@@ -436,7 +443,7 @@ pub fn prune_archive(store: &mut Store, before: &str, now: &str) -> Result<Prune
     .at(path)?;
     let compactions = tx
         .execute(
-            "UPDATE agent_db_compactions SET archive_pruned_at = ?2 WHERE compacted_at < ?1 AND archive_pruned_at IS NULL",
+            "UPDATE agent_db_compactions SET archive_pruned_at = ?2 WHERE compacted_at < ?1 AND archive_pruned_at IS NULL AND strategy != 'retire'",
             params![before, now],
         )
         .at(path)?;
@@ -451,6 +458,8 @@ pub fn prune_archive(store: &mut Store, before: &str, now: &str) -> Result<Prune
 /// What the stall guard needs of agent-db's newest unrestored compaction of a conversation.
 #[derive(Debug, Clone)]
 pub struct LastCompaction {
+    /// Its audit id.
+    pub id: i64,
     pub messages_after: i64,
     pub tokens_before: i64,
     pub tokens_after: i64,
@@ -467,7 +476,7 @@ pub fn last_compaction(store: &Store, conversation: &str) -> Result<Option<LastC
     let row = store
         .conn
         .prepare_cached(
-            "SELECT messages_after, tokens_before, tokens_after, compacted_at FROM agent_db_compactions
+            "SELECT messages_after, tokens_before, tokens_after, compacted_at, id FROM agent_db_compactions
              WHERE conversation_id = ?1 AND restored_at IS NULL ORDER BY id DESC LIMIT 1",
         )
         .at(&store.path)?
@@ -479,19 +488,21 @@ pub fn last_compaction(store: &Store, conversation: &str) -> Result<Option<LastC
                     r.get::<_, i64>(1)?,
                     r.get::<_, i64>(2)?,
                     r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
                 ))
             },
         )
         .optional()
         .at(&store.path)?;
     Ok(
-        row.map(|(messages_after, tokens_before, tokens_after, at)| {
+        row.map(|(messages_after, tokens_before, tokens_after, at, id)| {
             let age = chrono::DateTime::parse_from_rfc3339(&at)
                 .ok()
                 .and_then(|t| (crate::gotime::now() - t).to_std().ok())
                 .map(crate::util::short_duration)
                 .unwrap_or_else(|| "some time".to_string());
             LastCompaction {
+                id,
                 messages_after,
                 tokens_before,
                 tokens_after,
@@ -499,4 +510,14 @@ pub fn last_compaction(store: &Store, conversation: &str) -> Result<Option<LastC
             }
         }),
     )
+}
+
+/// How long ago agent-db's newest unrestored compaction of `conversation` was made, when it is
+/// the conversation's last change (the cells it wrote still hold its post-image and the agent
+/// added nothing since: [`needs_force`] says no); `None` otherwise.
+pub fn own_last_change(store: &Store, conversation: &str) -> Result<Option<String>> {
+    let Some(last) = last_compaction(store, conversation)? else {
+        return Ok(None);
+    };
+    Ok((!needs_force(store, last.id)?).then_some(last.age))
 }

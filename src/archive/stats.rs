@@ -126,7 +126,7 @@ pub fn prunable(store: &Store, before: &str) -> Result<Pruned> {
     }
     let compactions: i64 = conn
         .query_row(
-            "SELECT COUNT(*) FROM agent_db_compactions WHERE compacted_at < ?1 AND archive_pruned_at IS NULL",
+            "SELECT COUNT(*) FROM agent_db_compactions WHERE compacted_at < ?1 AND archive_pruned_at IS NULL AND strategy != 'retire'",
             [before],
             |r| r.get(0),
         )

@@ -4,7 +4,7 @@
 use agent_db::archive::{restore, stats, vacuum};
 use agent_db::error::exit;
 use agent_db::gotime;
-use agent_db::store::{lock, prefix, Store};
+use agent_db::store::{lock, prefix, retirement, Store};
 use agent_db::util::human_bytes;
 use agent_db::Error;
 
@@ -127,6 +127,9 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
         Some(lock::acquire(&store.path)?)
     };
     let mut store = store;
+    if let Some(r) = retired(&store, args)? {
+        return restore_cold(ui, store, &r, args);
+    }
     let now_text = gotime::rfc3339_utc(&gotime::now());
     let (ids, nothing_to_do) = to_restore(&store, args)?;
     if !ids.is_empty() && !args.dry_run {
@@ -153,6 +156,51 @@ pub fn restore(ui: &Ui, store: Store, args: &RestoreArgs) -> CmdResult {
         say_restored(ui, args, &results, nothing_to_do.as_deref())?;
     }
     Ok(if refused > 0 { exit::REFUSED } else { exit::OK })
+}
+
+/// The retired conversation `restore ID` (or `--compaction N` of its retirement) names.
+fn retired(store: &Store, args: &RestoreArgs) -> Result<Option<retirement::Retirement>, Error> {
+    if args.all_since.is_some() {
+        return Ok(None);
+    }
+    match (args.compaction, &args.id) {
+        (Some(n), _) => retirement::by_audit_row(store, n),
+        (None, Some(id)) => retirement::retired(store, id),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Bring a retired conversation back from its cold file (`--dry-run`: say so).
+fn restore_cold(
+    ui: &Ui,
+    mut store: Store,
+    r: &retirement::Retirement,
+    args: &RestoreArgs,
+) -> CmdResult {
+    let cold = r.cold_path.display();
+    let status = if args.dry_run {
+        format!("would be brought back from {cold}")
+    } else {
+        store.ensure_agent_tables()?;
+        let now = gotime::rfc3339_utc(&gotime::now());
+        let o = retirement::restore(&mut store, r, &now)?;
+        format!("restored from {cold} ({} rows)", o.rows)
+    };
+    let results = vec![restore::Restored {
+        compaction_id: r.compaction_id.unwrap_or_default(),
+        conversation_id: r.conversation_id.clone(),
+        status,
+        ok: true,
+    }];
+    if args.json {
+        json::print(
+            "restore",
+            serde_json::json!({"dry_run": args.dry_run, "results": results}),
+        )?;
+    } else {
+        say_restored(ui, args, &results, None)?;
+    }
+    Ok(exit::OK)
 }
 
 /// The compactions a restore undoes (`--all-since`, `--compaction N`, or a conversation's

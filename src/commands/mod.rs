@@ -6,6 +6,7 @@ mod config;
 mod history;
 mod list;
 mod reclaim;
+mod retire;
 mod show;
 mod stats;
 
@@ -87,8 +88,10 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
         Command::Man => man(),
         Command::List(args) => list::run(ui, &open(Access::Read)?, &args),
         Command::Show(args) => show::run(ui, &open(Access::Read)?, &args),
-        Command::Stats(args) => stats::run(ui, &open(Access::Read)?, &args),
-        Command::Vacuum(args) => history::vacuum(ui, open(Access::Read)?, &args),
+        Command::Stats(args) => stats::run(ui, &recovered(ui, open(Access::Read)?, false)?, &args),
+        Command::Vacuum(args) => {
+            history::vacuum(ui, recovered(ui, open(Access::Read)?, args.dry_run)?, &args)
+        }
         Command::Apply(args) => {
             // The plan is read and its store checked before the store is opened to write.
             let plan = apply::read_plan(&args.file)?;
@@ -96,19 +99,41 @@ pub fn run(ui: &Ui, cli: Cli) -> CmdResult {
             let settings = loaded?;
             let store = open_store(Some(&db), &choice, writing_unless(args.dry_run))?;
             check_agent(&store, choice.agent_flag, db_from_env)?;
-            apply::run(ui, store, plan, &args, &settings)
+            apply::run(
+                ui,
+                recovered(ui, store, args.dry_run)?,
+                plan,
+                &args,
+                &settings,
+            )
         }
         Command::Compact(args) => {
             let access = writing_unless(args.dry_run || args.plan_out.is_some());
             let settings = loaded?;
-            compact::run(ui, open(access)?, &args, &settings)
+            compact::run(
+                ui,
+                recovered(ui, open(access)?, access == Access::Read)?,
+                &args,
+                &settings,
+            )
         }
         Command::History(args) => history::history(ui, &open(Access::Read)?, &args),
-        Command::Restore(args) => history::restore(ui, open(writing_unless(args.dry_run))?, &args),
-        Command::Reclaim(args) => reclaim::run(ui, open(writing_unless(args.dry_run))?, &args),
-        Command::PruneArchive(args) => {
-            history::prune_archive(ui, open(writing_unless(args.dry_run))?, &args)
-        }
+        Command::Restore(args) => history::restore(
+            ui,
+            recovered(ui, open(writing_unless(args.dry_run))?, args.dry_run)?,
+            &args,
+        ),
+        Command::Reclaim(args) => reclaim::run(
+            ui,
+            recovered(ui, open(writing_unless(args.dry_run))?, args.dry_run)?,
+            &args,
+        ),
+        Command::Retire(args) => retire::run(ui, open(writing_unless(args.dry_run))?, &args),
+        Command::PruneArchive(args) => history::prune_archive(
+            ui,
+            recovered(ui, open(writing_unless(args.dry_run))?, args.dry_run)?,
+            &args,
+        ),
     }
 }
 
@@ -149,6 +174,25 @@ fn settings_and_choice(
         choice.context_limits = s.context_limits.clone().into();
     }
     Ok((loaded, choice))
+}
+
+/// The store, after finishing or undoing a `retire` or `restore` a crash interrupted
+/// ([`agent_db::store::retirement::recover`]): every command that writes, and `stats` and
+/// `vacuum`, run it first (not dry runs, which write nothing). Another agent-db run holding the
+/// store's lock is left to it.
+fn recovered(ui: &Ui, store: Store, dry_run: bool) -> Result<Store, Error> {
+    use agent_db::store::{lock, retirement};
+    if dry_run || !retirement::needs_recovery(&store)? {
+        return Ok(store);
+    }
+    let Ok(_lock) = lock::acquire(&store.path) else {
+        return Ok(store);
+    };
+    let writer = Store::open_with(&store.path, Access::Write, Default::default())?;
+    for note in retirement::recover(&writer)? {
+        ui.status(&note);
+    }
+    Ok(store)
 }
 
 /// A command that writes opens the store to write, unless it is a dry run (or only proposes).

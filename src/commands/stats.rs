@@ -94,12 +94,14 @@ pub fn run(ui: &Ui, store: &Store, args: &StatsArgs) -> CmdResult {
     let archive = stats::archive_stats(store)?;
     let s = scan(store, args.context_limit)?;
     let space = space::space(store, TOP)?;
+    let cold = agent_db::store::retirement::cold_bytes(store)?;
     if args.json {
         let doc = serde_json::json!({
             "store": {"path": store.path.display().to_string(), "kind": store.kind.name()},
             "file": file,
             "archive": archive,
             "prune_archive_frees_bytes": archive.archive_bytes,
+            "cold_bytes": cold,
             "conversations": s.total,
             "by_model": s.models,
             "utilization": s.histogram,
@@ -108,7 +110,7 @@ pub fn run(ui: &Ui, store: &Store, args: &StatsArgs) -> CmdResult {
         json::print("stats", doc)?;
         return Ok(agent_db::error::exit::OK);
     }
-    let mut t = text(ui, store, &file, &archive, &s);
+    let mut t = text(ui, store, &file, (&archive, cold), &s);
     t.push('\n');
     t.push_str(&space_text(ui, &space));
     output::out(&t)?;
@@ -120,7 +122,7 @@ fn text(
     ui: &Ui,
     store: &Store,
     file: &stats::FileStats,
-    archive: &stats::ArchiveStats,
+    (archive, cold): (&stats::ArchiveStats, u64),
     s: &Scan,
 ) -> String {
     let mut o = String::new();
@@ -165,6 +167,10 @@ fn text(
             }
         ),
     );
+    if cold > 0 {
+        // Beside the store: what `retire` moved out of it.
+        line("cold files", human_bytes(cold));
+    }
     line(
         "compactions",
         format!(

@@ -22,6 +22,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
         "compaction_retention",
         include_str!("../../migrations/0003_compaction_retention.sql"),
     ),
+    (
+        4,
+        "retirements",
+        include_str!("../../migrations/0004_retirements.sql"),
+    ),
 ];
 
 const TRACKING: &str = "CREATE TABLE IF NOT EXISTS agent_db_migrations (

@@ -39,6 +39,14 @@ pub trait Adapter: Sync + 'static {
     }
     /// Tables whose presence (all of them) identifies a file of this kind.
     fn signature_tables(&self) -> &'static [&'static str];
+    /// Whether the file (its `tables`) is of this kind: by default, all of
+    /// [`Adapter::signature_tables`] are among them; a fork sharing another agent's tables may
+    /// also read what the file records (Kilo: its own migrations).
+    fn recognizes(&self, _conn: &Connection, tables: &[String]) -> bool {
+        self.signature_tables()
+            .iter()
+            .all(|t| tables.iter().any(|n| n == t))
+    }
     /// Refuse a file of this kind whose schema agent-db does not know (read-only check).
     fn check_schema(&self, conn: &Connection, path: &Path) -> Result<()>;
     /// The agent's default store file.
@@ -197,6 +205,11 @@ pub trait Adapter: Sync + 'static {
     fn space_map(&self, _read: &Read<'_>) -> Result<super::space::SpaceMap> {
         Ok(super::space::SpaceMap::default())
     }
+    /// What `retire` moves of a conversation: its table, its children, the other tables' rows
+    /// that name it (docs/stores.md). `None`, the default: the store cannot retire.
+    fn retire_map(&self) -> Option<super::retire::RetireMap> {
+        None
+    }
     /// Whether `--provider wanted` matches conversations whose stored provider is `provider`:
     /// the same name, the default; a store whose provider implies a format (kodelet) also
     /// matches the format's name.
@@ -278,6 +291,14 @@ impl StoreKind {
     /// Other names the agent is known by ([`Adapter::aliases`]).
     pub fn aliases(self) -> &'static [&'static str] {
         self.adapter.aliases()
+    }
+
+    /// The first kind that recognizes the file ([`Adapter::recognizes`]).
+    pub fn recognize(conn: &Connection, tables: &[String]) -> Option<StoreKind> {
+        KINDS
+            .iter()
+            .copied()
+            .find(|k| k.adapter.recognizes(conn, tables))
     }
 
     /// The first kind whose signature tables are all among `tables`.

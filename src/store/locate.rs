@@ -185,7 +185,8 @@ fn survey_one(path: PathBuf, how: String) -> Surveyed {
     };
     let detected = connect(&path, Access::Read).and_then(|conn| {
         let tables = table_names(&conn, &path)?;
-        Ok((conn, StoreKind::detect(&tables)))
+        let kind = StoreKind::recognize(&conn, &tables);
+        Ok((conn, kind))
     });
     let (conn, kind) = match detected {
         Ok((conn, Some(kind))) => (conn, kind),

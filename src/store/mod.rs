@@ -14,6 +14,7 @@
 pub mod agent_tables;
 pub mod busy;
 pub(crate) mod cells;
+pub mod cold;
 pub mod commit;
 pub mod conversation;
 pub mod kind;
@@ -25,6 +26,8 @@ pub mod pre_image;
 pub mod prefix;
 pub mod preflight;
 pub mod reclaim;
+pub mod retire;
+pub mod retirement;
 pub(crate) mod schema_util;
 pub mod space;
 pub mod writer;

@@ -135,7 +135,8 @@ impl Store {
     pub fn open_with(path: &Path, access: Access, limits: ContextLimits) -> Result<Store> {
         let conn = connect(path, access)?;
         let tables = table_names(&conn, path)?;
-        let kind = StoreKind::detect(&tables).ok_or_else(|| unknown_schema(path, &tables))?;
+        let kind =
+            StoreKind::recognize(&conn, &tables).ok_or_else(|| unknown_schema(path, &tables))?;
         kind.adapter().check_schema(&conn, path)?;
         if access == Access::Write {
             let status = kind.adapter().schema_status(&conn, path)?;

@@ -194,7 +194,7 @@ fn an_archive_written_before_packing_still_restores() {
     compact(&env);
     // Turn the archive into what agent-db wrote before migration 0002: the value itself in
     // `value`, no `encoding`/`packed` columns, migration 1 only (so no later migration either:
-    // 0003's retention column goes too).
+    // 0003's retention column and 0004's retirements table go too).
     let c = env.conn();
     for (compaction, _, encoding, bytes, column) in packed_rows(&c) {
         let plain = zstd::stream::decode_all(&bytes[..]).unwrap();
@@ -215,6 +215,7 @@ fn an_archive_written_before_packing_still_restores() {
         "ALTER TABLE agent_db_archive DROP COLUMN encoding;
          ALTER TABLE agent_db_archive DROP COLUMN packed;
          ALTER TABLE agent_db_compactions DROP COLUMN retention;
+         DROP TABLE agent_db_retirements;
          DELETE FROM agent_db_migrations WHERE version >= 2;",
     )
     .unwrap();

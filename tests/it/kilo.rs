@@ -38,7 +38,7 @@ pub(crate) fn kilo_store(path: &Path) {
 
 /// A Kilo store at `path` holding `n` synthetic opencode sessions (project, session, message,
 /// part rows, the columns both schemas have).
-fn kilo_with_sessions(path: &Path, n: usize) {
+pub(crate) fn kilo_with_sessions(path: &Path, n: usize) {
     kilo_store(path);
     let src = path.with_file_name("source-opencode.db");
     let opts = SynthOptions {
@@ -265,4 +265,60 @@ fn reclaim_leaves_kilos_event_log_alone() {
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["removed"], serde_json::json!([]), "{doc:#}");
     assert_eq!(crate::common::files_hash(&db), before);
+}
+
+/// A Kilo file from before its `kilo_board` migration (no board tables; Kilo's first own
+/// migrations recorded) is Kilo's, not "a newer opencode"; one from before any of Kilo's
+/// migrations is Kilo's by its file name (`kilo.db`). Its sessions show PROVIDER `kilo`, as an
+/// opencode file's show `opencode`.
+#[test]
+fn a_kilo_file_from_before_kilo_board_is_detected_as_kilo() {
+    for (name, keep_through) in [
+        ("older.db", "20260731102142_recall-part-index"),
+        ("kilo.db", "20260622202450_simplify_session_input"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join(name);
+        kilo_with_sessions(&db, 2);
+        let c = Connection::open(&db).unwrap();
+        c.execute_batch("DROP TABLE kilo_board_message; DROP TABLE kilo_board;")
+            .unwrap();
+        c.execute("DELETE FROM migration WHERE id > ?1", [keep_through])
+            .unwrap();
+        drop(c);
+        let mut c = cmd(dir.path());
+        c.arg("--db").arg(&db).args(["list", "--json"]);
+        let (doc, code) = json(c);
+        assert_eq!(code, 0, "{name}: {doc:#}");
+        assert_eq!(doc["store"]["kind"], "kilo", "{name}: {doc:#}");
+        let rows = doc["conversations"].as_array().unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r["provider"] == "kilo"), "{doc:#}");
+        let mut c = cmd(dir.path());
+        c.arg("--db")
+            .arg(&db)
+            .args(["--agent", "kilo", "list", "--provider", "kilo", "--json"]);
+        let (doc, code) = json(c);
+        assert_eq!(code, 0, "{name}: {doc:#}");
+        assert_eq!(doc["conversations"].as_array().map(Vec::len), Some(2));
+    }
+    // An opencode file is still opencode's, its PROVIDER `opencode`.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("opencode.db");
+    let opts = SynthOptions {
+        conversations: 2,
+        seed: 11,
+        scale: 0.5,
+        ..SynthOptions::default()
+    };
+    generate_opencode(&db, &opts, OpencodeEra::Effect).unwrap();
+    let mut c = cmd(dir.path());
+    c.arg("--db").arg(&db).args(["list", "--json"]);
+    let (doc, code) = json(c);
+    assert_eq!((code, &doc["store"]["kind"]), (0, &"opencode".into()));
+    assert!(doc["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["provider"] == "opencode"));
 }

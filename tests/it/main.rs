@@ -50,6 +50,7 @@ mod release_head;
 mod report_words;
 mod resummary;
 mod retention;
+mod retire;
 mod roundtrip;
 mod selectors;
 mod settings;

@@ -1377,3 +1377,135 @@ fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
         .expect("integrity_check");
     assert_eq!(check, "ok");
 }
+
+/// `opencode session list --format json`: the ids opencode lists.
+fn listed(o: &Opencode) -> Vec<String> {
+    let out = o
+        .command()
+        .args(["session", "list", "--format", "json"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run opencode session list");
+    assert!(
+        out.status.success(),
+        "opencode session list: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "session list is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    doc.as_array()
+        .expect("a list")
+        .iter()
+        .map(|s| s["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+/// `agent-db retire --older-than 30d` on a store the real opencode wrote, inflated to over 100
+/// sessions of which half (and half the bytes) were last updated 40 days ago: `opencode session
+/// list` no longer shows them, `vacuum` leaves at most 60% of the file, and `restore ID` gives
+/// one back with `opencode export` identical to before.
+#[test]
+fn real_opencode_retire_old_sessions_vacuum_and_restore_one() {
+    let Some(bin) = opencode_bin() else { return };
+    let o = Opencode::new(bin);
+    let serve = o.serve();
+    let a = o.session(&serve, &turns(&o, "RT", 3, true));
+    o.session(&serve, &turns(&o, "RU", 3, false));
+    o.stop(serve);
+    inflate(&o.conn(), 60);
+    let sessions: Vec<String> = {
+        let c = o.conn();
+        let mut st = c
+            .prepare("SELECT id FROM session ORDER BY id")
+            .expect("sessions");
+        let ids = st.query_map([], |r| r.get::<_, String>(0)).expect("ids");
+        ids.map(|r| r.expect("id")).collect()
+    };
+    assert!(sessions.len() > 100, "{} sessions", sessions.len());
+    // Every odd copy was last updated 40 days ago: half of the sessions and of the bytes.
+    let old: Vec<String> = sessions
+        .iter()
+        .filter(|s| {
+            s.rsplit_once("_c")
+                .and_then(|(_, k)| k.parse::<u32>().ok())
+                .is_some_and(|k| k % 2 == 1)
+        })
+        .cloned()
+        .collect();
+    {
+        let c = o.conn();
+        for s in &old {
+            c.execute(
+                "UPDATE session SET time_updated = time_updated - 40 * 86400000 WHERE id = ?1",
+                [s],
+            )
+            .expect("age a session");
+        }
+        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .expect("checkpoint");
+    }
+    let victim = format!("{a}_c1");
+    assert!(old.contains(&victim));
+    let exported = export(&o, &victim);
+    let size_before = std::fs::metadata(o.db()).expect("file").len();
+    let run = |args: &[&str]| {
+        let out = o
+            .agent_db()
+            .arg("--db")
+            .arg(o.db())
+            .args(args)
+            .output()
+            .expect("run agent-db");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let doc: Value =
+        serde_json::from_slice(&run(&["retire", "--older-than", "30d", "--yes", "--json"]))
+            .expect("json");
+    let retired: Vec<String> = doc["conversations"]
+        .as_array()
+        .expect("conversations")
+        .iter()
+        .filter(|r| r["status"] == "retired")
+        .map(|r| r["conversation"].as_str().expect("id").to_string())
+        .collect();
+    let mut want = old.clone();
+    want.sort();
+    let mut got = retired.clone();
+    got.sort();
+    assert_eq!(
+        got, want,
+        "retire --older-than 30d took the old sessions only"
+    );
+    let shown = listed(&o);
+    assert!(shown.contains(&a), "the recent sessions stay listed");
+    for s in &old {
+        assert!(!shown.contains(s), "opencode still lists {s}");
+    }
+    run(&["vacuum"]);
+    let size_after = std::fs::metadata(o.db()).expect("file").len();
+    assert!(
+        size_after as f64 <= 0.6 * size_before as f64,
+        "{size_before} → {size_after} bytes"
+    );
+    run(&["restore", &victim]);
+    assert!(listed(&o).contains(&victim));
+    assert!(
+        export(&o, &victim) == exported,
+        "opencode export {victim} differs after retire and restore"
+    );
+    let check: String = o
+        .conn()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity_check");
+    assert_eq!(check, "ok");
+}

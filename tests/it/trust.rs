@@ -134,7 +134,7 @@ fn documented_table() -> BTreeMap<String, Vec<String>> {
         .collect()
 }
 
-const ALL_COMMANDS: [&str; 17] = [
+const ALL_COMMANDS: [&str; 18] = [
     "list",
     "show",
     "compact",
@@ -143,6 +143,7 @@ const ALL_COMMANDS: [&str; 17] = [
     "restore",
     "prune-archive",
     "reclaim",
+    "retire",
     "stats",
     "vacuum",
     "init",
@@ -209,6 +210,7 @@ fn line(command: &str, s: &Stage, id: &str) -> Vec<String> {
         "restore" => v(&["restore", id]),
         "prune-archive" => v(&["prune-archive", "--older-than", "1s", "--yes"]),
         "reclaim" => v(&["reclaim", "--yes"]),
+        "retire" => v(&["retire", id, "--yes"]),
         "stats" => v(&["stats"]),
         "vacuum" => v(&["vacuum"]),
         "init" => v(&["init"]),
@@ -229,6 +231,12 @@ fn case_id(command: &str, s: &Stage) -> String {
         "restore" | "history" => s.compacted.clone(),
         "compact" => others(&s.env)
             .into_iter()
+            .find(|i| *i != s.compacted && *i != s.planned)
+            .unwrap(),
+        // Another one than compact's: retired, it leaves the store.
+        "retire" => others(&s.env)
+            .into_iter()
+            .rev()
             .find(|i| *i != s.compacted && *i != s.planned)
             .unwrap(),
         _ => s.planned.clone(),
@@ -252,7 +260,7 @@ fn one_hook(under: &Path) -> PathBuf {
 }
 
 /// Commands that take a conversation ID, and those that use the store at all.
-const TAKES_ID: [&str; 5] = ["list", "show", "compact", "history", "restore"];
+const TAKES_ID: [&str; 6] = ["list", "show", "compact", "history", "restore", "retire"];
 const NO_STORE: [&str; 6] = ["init", "config", "hooks", "recipes", "completions", "man"];
 
 /// `agent-db` on the stage's store, the clock a day on (so `prune-archive --older-than 1s`
@@ -399,6 +407,7 @@ fn the_behaviour_table_of_usage_md_is_the_binarys() {
         "vacuum",
         "prune-archive",
         "reclaim",
+        "retire",
     ];
     for c in order {
         let mut command = cmd(&s, &line(c, &s, &case_id(c, &s)));
@@ -1012,5 +1021,103 @@ fn waiting_for_a_busy_store_is_a_line_of_its_own_above_the_progress_bar() {
     assert!(
         words(&lines.join(" ")).contains(&words(&busy_line(&env.db))),
         "{lines:#?}"
+    );
+}
+
+/// A second batch within the idle window, on the stores where agent-db's compaction moves
+/// UPDATED as the agent's own does (kodelet, goose): a conversation agent-db just compacted and
+/// nobody wrote to since is skipped as agent-db's own write ("compacted by agent-db 0s ago;
+/// nothing new since", exit 0), not as a live agent's activity; once the agent writes to it,
+/// it is the idle-window skip again. `change` is the agent's write, SQL on conversation `?1`.
+fn own_write_is_not_activity(cmd: &dyn Fn() -> assert_cmd::Command, db: &Path, change: &str) {
+    let batch = |idle: &str| {
+        let mut c = cmd();
+        c.args([
+            "compact",
+            "--all-over",
+            "0",
+            "--idle",
+            idle,
+            "--force",
+            "--keep-tokens",
+            "200",
+            "--yes",
+            "--json",
+        ]);
+        crate::common::json(c)
+    };
+    let (doc, code) = batch("0");
+    assert!(code == 0, "{doc:#}");
+    let compacted = crate::common::ids_with_status(&doc, "compacted");
+    assert!(!compacted.is_empty(), "{doc:#}");
+    let (doc, code) = batch("10m");
+    assert_eq!(code, 0, "{doc:#}");
+    let detail = |doc: &serde_json::Value, id: &str| -> String {
+        let row = crate::common::all_rows(doc)
+            .into_iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{id}: {doc:#}"));
+        assert_eq!(row["status"], "skipped", "{row}");
+        row["detail"].as_str().unwrap().to_string()
+    };
+    for id in &compacted {
+        let d = detail(&doc, id);
+        assert_eq!(d, "compacted by agent-db 0s ago; nothing new since", "{id}");
+    }
+    let out = run(cmd().args(["compact", "--all-over", "0", "--force", "--yes"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        !all.contains("active within") && !all.contains("active:"),
+        "{all}"
+    );
+    assert!(all.contains("compacted by agent-db"), "{all}");
+    // The agent writes to one of them: that is activity again.
+    let id = &compacted[0];
+    let n = Connection::open(db).unwrap().execute(change, [id]).unwrap();
+    assert!(n > 0);
+    let (doc, code) = batch("10m");
+    assert_eq!(code, 0, "{doc:#}");
+    assert!(detail(&doc, id).starts_with("active: updated"), "{doc:#}");
+}
+
+#[test]
+fn a_second_batch_in_the_idle_window_tells_agent_dbs_own_compaction_from_activity_kodelet() {
+    let env = Env::generated(4, 44, &[]);
+    own_write_is_not_activity(
+        &|| env.cmd(),
+        &env.db,
+        "UPDATE conversations SET raw_messages = json_insert(raw_messages, '$[#]', \
+         json(json_extract(raw_messages, '$[#-1]'))) WHERE id = ?1",
+    );
+}
+
+#[test]
+fn a_second_batch_in_the_idle_window_tells_agent_dbs_own_compaction_from_activity_goose() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sessions.db");
+    let opts = SynthOptions {
+        conversations: 4,
+        seed: 5,
+        scale: 1.0,
+        ..SynthOptions::default()
+    };
+    agent_db_synth::goose::generate_goose(
+        &db,
+        &opts,
+        &agent_db_synth::goose::GooseSchema::preset("goose-v16").unwrap(),
+    )
+    .unwrap();
+    let cmd = || {
+        let mut c = bare_cmd(dir.path());
+        c.arg("--db").arg(&db);
+        c
+    };
+    own_write_is_not_activity(
+        &cmd,
+        &db,
+        "INSERT INTO messages (session_id, role, content_json, created_timestamp, timestamp, metadata_json) \
+         SELECT session_id, role, content_json, created_timestamp + 1, timestamp, metadata_json \
+         FROM messages WHERE session_id = ?1 ORDER BY id DESC LIMIT 1",
     );
 }

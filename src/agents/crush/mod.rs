@@ -52,6 +52,20 @@ struct Loaded {
 }
 
 impl Adapter for Crush {
+    /// What `retire` moves (docs/stores.md).
+    fn retire_map(&self) -> Option<crate::store::retire::RetireMap> {
+        Some(crate::store::retire::RetireMap {
+            root: "sessions",
+            id: "id",
+            parent: Some("parent_session_id"),
+            links: &[
+                ("messages", &["session_id"]),
+                ("files", &["session_id"]),
+                ("read_files", &["session_id"]),
+            ],
+        })
+    }
+
     fn name(&self) -> &'static str {
         "crush"
     }

@@ -69,6 +69,28 @@ struct Loaded {
 }
 
 impl Adapter for DockerAgent {
+    /// What `retire` moves (docs/stores.md).
+    fn retire_map(&self) -> Option<crate::store::retire::RetireMap> {
+        Some(crate::store::retire::RetireMap {
+            root: "sessions",
+            id: "id",
+            parent: Some("parent_id"),
+            links: &[
+                ("session_items", &["session_id"]),
+                ("generated_media_manifest", &["session_id"]),
+                ("generated_media_blobs", &["session_id"]),
+                ("subagent_trees", &["session_id"]),
+                ("session_todos", &["session_id"]),
+                (
+                    "child_records",
+                    &["session_id", "root_session_id", "parent_session_id"],
+                ),
+                ("child_reports", &["parent_session_id", "child_session_id"]),
+                ("session_input_batches", &["session_id"]),
+            ],
+        })
+    }
+
     fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
         space::map(read)
     }

@@ -57,6 +57,20 @@ struct Loaded {
 }
 
 impl Adapter for Goose {
+    /// What `retire` moves (docs/stores.md).
+    fn retire_map(&self) -> Option<crate::store::retire::RetireMap> {
+        Some(crate::store::retire::RetireMap {
+            root: "sessions",
+            id: "id",
+            parent: Some("parent_session_id"),
+            links: &[
+                ("messages", &["session_id"]),
+                ("usage_ledger", &["session_id"]),
+                ("thread_messages", &["session_id"]),
+            ],
+        })
+    }
+
     fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
         space::map(read)
     }

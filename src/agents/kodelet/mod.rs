@@ -52,6 +52,20 @@ static REGISTER: StoreKind = KIND;
 pub struct Kodelet;
 
 impl Adapter for Kodelet {
+    /// What `retire` moves (docs/stores.md).
+    fn retire_map(&self) -> Option<crate::store::retire::RetireMap> {
+        Some(crate::store::retire::RetireMap {
+            root: "conversations",
+            id: "id",
+            parent: None,
+            links: &[
+                ("conversation_summaries", &["id"]),
+                ("acp_session_updates", &["session_id"]),
+                ("steering_messages", &["conversation_id"]),
+            ],
+        })
+    }
+
     fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
         space::map(read)
     }

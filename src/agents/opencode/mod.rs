@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use rusqlite::Connection;
 
-use super::opencode_family::{self as family, Family, Flavor, PROVIDER};
+use super::opencode_family::{self as family, Family, Flavor};
 use crate::error::Result;
 use crate::store::commit::Commit;
 use crate::store::conversation::{LoadedState, Read};
@@ -78,6 +78,28 @@ impl Family {
 }
 
 impl Adapter for Family {
+    /// What `retire` moves (docs/stores.md).
+    fn retire_map(&self) -> Option<crate::store::retire::RetireMap> {
+        Some(crate::store::retire::RetireMap {
+            root: "session",
+            id: "id",
+            parent: Some("parent_id"),
+            links: &[
+                ("event_sequence", &["aggregate_id"]),
+                ("event", &["aggregate_id"]),
+                ("message", &["session_id"]),
+                ("part", &["session_id"]),
+                ("todo", &["session_id"]),
+                ("session_share", &["session_id"]),
+                ("session_message", &["session_id"]),
+                ("session_input", &["session_id"]),
+                ("session_context_epoch", &["session_id"]),
+                ("kilo_board", &["root_session_id"]),
+                ("kilo_board_message", &["board_root_session_id"]),
+            ],
+        })
+    }
+
     fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
         space::map(read)
     }
@@ -102,6 +124,34 @@ impl Adapter for Family {
 
     fn signature_tables(&self) -> &'static [&'static str] {
         self.signature
+    }
+
+    /// Its signature tables; or, for a fork (own migrations), opencode's three tables and one
+    /// of its own migrations recorded (a Kilo file from before its `kilo_board` migration), or
+    /// the fork's file name (`kilo.db`, `kilo-<channel>.db`: one from before its migrations).
+    fn recognizes(&self, conn: &Connection, tables: &[String]) -> bool {
+        let has = |t: &str| tables.iter().any(|n| n == t);
+        if self.signature.iter().all(|t| has(t)) {
+            return true;
+        }
+        if self.flavor.own.is_empty() || !["session", "message", "part"].iter().all(|t| has(t)) {
+            return false;
+        }
+        let named = conn
+            .path()
+            .and_then(|p| {
+                std::path::Path::new(p)
+                    .file_name()?
+                    .to_str()
+                    .map(str::to_string)
+            })
+            .is_some_and(|f| {
+                f == format!("{}.db", self.app)
+                    || (f.starts_with(&format!("{}-", self.app)) && f.ends_with(".db"))
+            });
+        named
+            || schema::recorded_ids(conn)
+                .is_some_and(|ids| ids.iter().any(|id| self.flavor.own.contains(&id.as_str())))
     }
 
     fn check_schema(&self, conn: &Connection, path: &std::path::Path) -> Result<()> {
@@ -153,8 +203,10 @@ impl Adapter for Family {
         Ok(self.check(read.conn, read.path)?.keeps_tail())
     }
 
+    /// The agent's name (`opencode`, `kilo`): no provider is stored per session (a model
+    /// reference per message, shown as MODEL).
     fn providers(&self, _read: &Read<'_>) -> Result<Vec<String>> {
-        Ok(vec![PROVIDER.to_string()])
+        Ok(vec![self.provider().to_string()])
     }
 
     fn scan(
@@ -163,7 +215,16 @@ impl Adapter for Family {
         prefilter: Prefilter,
         f: &mut dyn FnMut(ConversationMeta) -> bool,
     ) -> Result<()> {
-        scan(read.conn, read.path, read.limits, prefilter, f)
+        scan(
+            read.conn,
+            read.path,
+            read.limits,
+            prefilter,
+            &mut |mut m| {
+                m.provider = self.provider().to_string();
+                f(m)
+            },
+        )
     }
 
     fn scan_facts(
@@ -176,7 +237,10 @@ impl Adapter for Family {
     }
 
     fn meta(&self, read: &Read<'_>, id: &str) -> Result<Option<ConversationMeta>> {
-        meta(read.conn, read.path, read.limits, id)
+        Ok(meta(read.conn, read.path, read.limits, id)?.map(|mut m| {
+            m.provider = self.provider().to_string();
+            m
+        }))
     }
 
     /// Every `message` row of the session in opencode's order (`time_created`, `id`), each

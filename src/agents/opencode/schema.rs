@@ -77,6 +77,20 @@ fn strings(conn: &Connection, path: &Path, sql: &str) -> Result<Vec<String>> {
     Ok(all.into_iter().flatten().collect())
 }
 
+/// The migrations the file records (ids), `None` when they cannot be read: for detection.
+pub(super) fn recorded_ids(conn: &Connection) -> Option<Vec<String>> {
+    let path = Path::new("");
+    let tables: HashSet<String> = strings(
+        conn,
+        path,
+        "SELECT name FROM sqlite_master WHERE type = 'table'",
+    )
+    .ok()?
+    .into_iter()
+    .collect();
+    recorded(conn, path, &tables).ok().map(|(_, ids)| ids)
+}
+
 /// The migrations the file records (ids), and its era.
 fn recorded(
     conn: &Connection,

@@ -209,6 +209,17 @@ pub struct Flavor {
     pub own: &'static [&'static str],
 }
 
+impl Family {
+    /// The PROVIDER the agent's sessions show: opencode's [`PROVIDER`], a fork's own name.
+    pub fn provider(&self) -> &'static str {
+        if self.flavor.own.is_empty() {
+            PROVIDER
+        } else {
+            self.name
+        }
+    }
+}
+
 impl Flavor {
     /// The newest migration of this agent that agent-db knows.
     pub fn newest_known(&self) -> &'static str {

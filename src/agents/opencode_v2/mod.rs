@@ -51,6 +51,28 @@ struct Loaded {
 }
 
 impl Adapter for OpencodeV2 {
+    /// What `retire` moves (docs/stores.md).
+    fn retire_map(&self) -> Option<crate::store::retire::RetireMap> {
+        Some(crate::store::retire::RetireMap {
+            root: "session_v2",
+            id: "id",
+            parent: Some("parent_id"),
+            links: &[
+                ("event_sequence", &["aggregate_id"]),
+                ("event", &["aggregate_id"]),
+                ("session_message", &["session_id"]),
+                ("session_inbox", &["session_id"]),
+                ("session_message_retained", &["session_id"]),
+                // A file upgraded from 1.x keeps the session's 1.x rows.
+                ("part", &["session_id"]),
+                ("message", &["session_id"]),
+                ("todo", &["session_id"]),
+                ("session_share", &["session_id"]),
+                ("session", &["id"]),
+            ],
+        })
+    }
+
     fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
         space::map(read)
     }
@@ -149,7 +171,8 @@ impl Adapter for OpencodeV2 {
             id,
             s.raw_messages,
             Arc::new(Loaded { version: s.version }),
-        ))
+        )
+        .with_agent_summary(s.agent_summary))
     }
 
     /// A session with an undo pending (`session_v2.revert`), as for 1.x.

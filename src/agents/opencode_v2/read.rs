@@ -7,10 +7,10 @@
 //! summarizer, the splitter and the recognition of an earlier summary are the same for both
 //! forms: a `user` row is a user text message; `synthetic`, `system` and `skill` rows (text
 //! opencode sends as context) are user text; an `assistant` row's `content` becomes text,
-//! reasoning and tool parts; a completed `compaction` row, which opencode sends first as one
-//! checkpoint, becomes a user text message holding its `summary` (an agent-db summary there is
-//! recognized as the earlier summary at the head of the history), then one holding its
-//! `recent` when that is not empty. Rows opencode does not send as conversation (`agent-switched`,
+//! reasoning and tool parts; a completed `compaction` row becomes the one user message opencode
+//! sends for it (`<conversation-checkpoint>` with its `summary` and `recent`,
+//! [`crate::summary::checkpoint`]): an earlier summary at the head of the history, agent-db's
+//! or opencode's own. Rows opencode does not send as conversation (`agent-switched`,
 //! `model-switched`, `location-switched`, `shell`, `idle`, a running or failed compaction) are
 //! left out of the summarized history; they are never changed.
 
@@ -184,6 +184,8 @@ pub struct Session {
     /// The largest `seq` and `time_created` of the session's rows.
     pub max_seq: i64,
     pub max_time: i64,
+    /// 1 when the history starts at a compaction row (a summary, whoever wrote it), else 0.
+    pub agent_summary: usize,
 }
 
 fn bad(id: &str, what: String) -> Error {
@@ -302,13 +304,14 @@ fn envelopes(id: &str, kind: &str, v: &Value) -> Vec<Box<RawValue>> {
             }
             vec![raw(&json!({"id": id, "info": info, "parts": parts}))]
         }
-        "compaction" if str_field(v, "status") == Some("completed") => {
-            let mut out = vec![user_text(id, str_field(v, "summary").unwrap_or(""))];
-            if let Some(r) = str_field(v, "recent").filter(|r| !r.is_empty()) {
-                out.push(user_text(id, r));
-            }
-            out
-        }
+        // One user message, as `to-llm-message.ts` sends it.
+        "compaction" if str_field(v, "status") == Some("completed") => vec![user_text(
+            id,
+            &crate::summary::checkpoint(
+                str_field(v, "summary").unwrap_or(""),
+                str_field(v, "recent").unwrap_or(""),
+            ),
+        )],
         _ => Vec::new(),
     }
 }
@@ -374,5 +377,6 @@ pub fn load_session(conn: &Connection, path: &Path, id: &str) -> Result<Session>
         version: crate::util::version_digest(hasher.as_bytes()),
         max_seq,
         max_time,
+        agent_summary: usize::from(from != i64::MIN && !envs.is_empty()),
     })
 }

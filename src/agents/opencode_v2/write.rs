@@ -4,7 +4,9 @@
 //! appended after every other row (`seq` = the session's largest + 1) whose `data` is
 //! `{"status":"completed","reason":…,"summary":…,"recent":…,"time":{"created":ms}}`: `summary`
 //! the summary text, `recent` the recent conversation kept verbatim beside it, as text. Its
-//! loader then sends that row (summary, then recent) and the rows after it, and none before.
+//! loader then sends that row (one `<conversation-checkpoint>` user message, `message.ts` and
+//! `runner/to-llm-message.ts`, as `session.compaction.ended` projects it) and the rows after
+//! it, and none before.
 //! agent-db appends the same row (`reason` `"manual"`, as a user-requested `/compact`), its
 //! `recent` the kept tail rendered as text (the latest instruction first when the split put it
 //! back), and sets `session_v2.time_updated`. Nothing is deleted or rewritten, so `prune` is
@@ -38,7 +40,6 @@ pub struct Apply {
     seq: i64,
     time: i64,
     data: String,
-    recent_empty: bool,
 }
 
 /// The loaded messages `from..` (and `first`, the put-back instruction, before them) as the
@@ -146,7 +147,6 @@ impl Write for Proposal {
                 seq,
                 time,
                 data,
-                recent_empty: recent.is_empty(),
             },
         }))
     }
@@ -168,8 +168,7 @@ impl Write for Proposal {
         let loaded = message::split_raw(&after.raw_messages)
             .map_err(|e| Error::decode(&self.id, e))?
             .len();
-        let want = 1 + usize::from(!a.recent_empty);
-        if loaded != want {
+        if loaded != 1 {
             return Err(Error::conversation(
                 &self.id,
                 format!("after the write opencode would load {loaded} messages, not the compaction row alone"),

@@ -1,0 +1,221 @@
+//! `agent-db retire`: whole conversations moved into a cold file beside the store, selected as
+//! `compact` selects them; `--dry-run` prints what would move.
+
+use agent_db::error::exit;
+use agent_db::gotime;
+use agent_db::select::{Outcome, Selector};
+use agent_db::store::cold::{self, Cold};
+use agent_db::store::retirement::{self, Outcome as Moved};
+use agent_db::store::{lock, Store};
+use agent_db::util::human_bytes;
+use agent_db::Error;
+
+use super::history::ask;
+use super::CmdResult;
+use crate::cli::RetireArgs;
+use crate::output::{self, json, Ui};
+
+/// A conversation the selection skipped, and why.
+#[derive(serde::Serialize)]
+struct Skipped {
+    id: String,
+    why: String,
+}
+
+pub fn run(ui: &Ui, store: Store, args: &RetireArgs) -> CmdResult {
+    let selector = selection(&store, args)?;
+    let now = gotime::now();
+    let to = args
+        .to
+        .clone()
+        .unwrap_or_else(|| cold::default_path(&store.path));
+    let (ids, skipped) = select(&store, &selector, &now)?;
+    let mut plans = Vec::with_capacity(ids.len());
+    for id in &ids {
+        plans.push(plan_row(&store, id));
+    }
+    if args.dry_run || ids.is_empty() {
+        report(ui, args, &to, &plans, &skipped, true)?;
+        return Ok(exit::OK);
+    }
+    let bytes: u64 = plans.iter().map(|p| p.bytes).sum();
+    let question = format!(
+        "move {} conversation(s) ({}) out of the store into {}? `agent-db restore ID` brings one back.",
+        ids.len(),
+        human_bytes(bytes),
+        to.display()
+    );
+    if !ask(ui, args.yes, &question) {
+        ui.status("nothing done");
+        return Ok(exit::OK);
+    }
+    let _lock = lock::acquire(&store.path)?;
+    let mut store = store;
+    for note in retirement::recover(&store)? {
+        ui.status(&note);
+    }
+    let mut cold = Cold::open(&to, true)?.ok_or_else(|| Error::MissingFile { path: to.clone() })?;
+    let stamp = gotime::rfc3339_utc(&now);
+    let mut done = Vec::with_capacity(ids.len());
+    let mut failed = false;
+    let mut busy = false;
+    for id in &ids {
+        if busy {
+            // Another process holds the store's lock: nothing more starts (as in `compact`).
+            done.push(not_started(id));
+            continue;
+        }
+        done.push(
+            match retirement::retire(&mut store, &mut cold, id, &stamp) {
+                Ok(o) => o,
+                Err(Error::Busy { .. }) => {
+                    busy = true;
+                    not_started(id)
+                }
+                Err(e) => {
+                    // One conversation's failure is its own.
+                    failed = true;
+                    failed_row(id, &e)
+                }
+            },
+        );
+    }
+    report(ui, args, &to, &done, &skipped, false)?;
+    if busy {
+        // The one busy error every command reports (exit 9), after the report of what was done.
+        return Err(Error::Busy {
+            path: store.path.clone(),
+            holder: None,
+        }
+        .into());
+    }
+    Ok(if failed { exit::PARTIAL } else { exit::OK })
+}
+
+/// The selectors, with ID prefixes resolved, validated (as `compact`'s).
+fn selection(store: &Store, args: &RetireArgs) -> Result<Selector, Error> {
+    let mut selector = args.select.selector(&args.positional);
+    selector.ids = store.resolve_ids(&selector.ids)?;
+    if selector.is_empty() {
+        return Err(Error::Usage(
+            "choose conversations to retire: ID, --id, --follow, --all-over, --older-than, --since or --provider"
+                .into(),
+        ));
+    }
+    selector.validate()?;
+    Ok(selector)
+}
+
+/// The selected conversations' IDs, and the ones the selection skipped (the idle guard, the
+/// agent's own rules) with why.
+fn select(
+    store: &Store,
+    selector: &Selector,
+    now: &chrono::DateTime<chrono::FixedOffset>,
+) -> Result<(Vec<String>, Vec<Skipped>), Error> {
+    let (mut ids, mut skipped) = (Vec::new(), Vec::new());
+    selector.run(store, now, |o| {
+        match o {
+            Outcome::Selected { meta, .. } => ids.push(meta.id),
+            Outcome::Skipped { meta, why, .. } => skipped.push(Skipped { id: meta.id, why }),
+            Outcome::Failed { id, error, .. } => skipped.push(Skipped { id, why: error }),
+        }
+        true
+    })?;
+    Ok((ids, skipped))
+}
+
+/// What retiring `id` would move.
+fn plan_row(store: &Store, id: &str) -> Moved {
+    let (status, m) = match retirement::plan(store, id) {
+        Ok(Some(m)) => ("would retire".to_string(), Some(m)),
+        Ok(None) => ("skipped: not in the store".to_string(), None),
+        Err(e) => (format!("failed: {e}"), None),
+    };
+    Moved {
+        conversation: id.to_string(),
+        status,
+        conversations: m.as_ref().map(|m| m.ids.clone()).unwrap_or_default(),
+        rows: m.as_ref().map_or(0, |m| m.rows()),
+        bytes: m.as_ref().map_or(0, |m| m.bytes()),
+        compaction_id: None,
+    }
+}
+
+fn failed_row(id: &str, e: &Error) -> Moved {
+    row(id, format!("failed: {e}"))
+}
+
+/// A conversation left alone because another process holds the store's lock.
+fn not_started(id: &str) -> Moved {
+    row(id, "not started: the store is busy".to_string())
+}
+
+fn row(id: &str, status: String) -> Moved {
+    Moved {
+        conversation: id.to_string(),
+        status,
+        conversations: Vec::new(),
+        rows: 0,
+        bytes: 0,
+        compaction_id: None,
+    }
+}
+
+/// One line per conversation and a total; `--json` the same as fields.
+fn report(
+    ui: &Ui,
+    args: &RetireArgs,
+    to: &std::path::Path,
+    rows: &[Moved],
+    skipped: &[Skipped],
+    dry_run: bool,
+) -> std::io::Result<()> {
+    if args.json {
+        return json::print(
+            "retire",
+            serde_json::json!({"dry_run": dry_run, "cold_path": to.display().to_string(),
+                "conversations": rows, "skipped": skipped}),
+        );
+    }
+    let mut o = String::new();
+    for r in rows {
+        let children = r.conversations.len().saturating_sub(1);
+        let with = if children > 0 {
+            format!(", with {children} child conversation(s)")
+        } else {
+            String::new()
+        };
+        o.push_str(&format!(
+            "{} {}: {} rows, {}{with}\n",
+            r.status,
+            r.conversation,
+            r.rows,
+            human_bytes(r.bytes)
+        ));
+    }
+    for s in skipped {
+        o.push_str(&format!("skipped {}: {}\n", s.id, s.why));
+    }
+    let moved: Vec<_> = rows
+        .iter()
+        .filter(|r| r.status == "retired" || r.status == "would retire")
+        .collect();
+    let bytes: u64 = moved.iter().map(|r| r.bytes).sum();
+    let verb = if dry_run { "would move" } else { "moved" };
+    o.push_str(&format!(
+        "{verb} {} conversation(s), {}, to {}\n",
+        moved.len(),
+        human_bytes(bytes),
+        to.display()
+    ));
+    if !ui.quiet || rows.iter().any(|r| r.status.starts_with("failed")) {
+        output::out(&o)?;
+    }
+    if dry_run {
+        ui.status("dry run: nothing was moved");
+    } else if !moved.is_empty() {
+        ui.status("`agent-db restore ID` brings one back; `agent-db vacuum` gives the space back to the file system");
+    }
+    Ok(())
+}

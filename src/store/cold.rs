@@ -1,0 +1,256 @@
+//! The cold file of `agent-db retire` (`<store>.agent-db-cold.db` by default): an SQLite file of
+//! agent-db's own, in rollback-journal mode with `synchronous = FULL` (each commit is on disk
+//! when it returns). One `agent_db_cold` row per retirement (its state: `moving` until the
+//! store's transaction committed, then `retired`) and one `agent_db_cold_tables` row per table
+//! of it: the rows' cells ([`super::retire::encode_cell`]) as one zstd frame.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+
+use super::retire::{Moved, TableRows};
+use crate::error::{Error, Result, SqlContext};
+
+/// `PRAGMA application_id` of a cold file ("ADBC").
+const APPLICATION_ID: i64 = 0x4144_4243;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS agent_db_cold (
+  token TEXT PRIMARY KEY,
+  conversation_id TEXT NOT NULL,
+  store_kind TEXT NOT NULL,
+  store_path TEXT NOT NULL,
+  state TEXT NOT NULL,
+  moved_at TEXT NOT NULL,
+  conversations TEXT NOT NULL,
+  rows INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  digest TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS agent_db_cold_tables (
+  token TEXT NOT NULL REFERENCES agent_db_cold(token) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,
+  table_name TEXT NOT NULL,
+  columns TEXT NOT NULL,
+  row_count INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY (token, seq)
+);";
+
+/// The default cold file of `store`.
+pub fn default_path(store: &Path) -> PathBuf {
+    let mut s = store.as_os_str().to_owned();
+    s.push(".agent-db-cold.db");
+    PathBuf::from(s)
+}
+
+/// An open cold file.
+pub struct Cold {
+    pub path: PathBuf,
+    conn: Connection,
+}
+
+/// One retirement as the cold file records it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub token: String,
+    pub conversation_id: String,
+    pub state: String,
+    pub digest: String,
+}
+
+impl Cold {
+    /// Open `path`, creating it when `create` (else `None` when it is not there). A file that
+    /// is not a cold file is refused.
+    pub fn open(path: &Path, create: bool) -> Result<Option<Cold>> {
+        if !path.exists() && !create {
+            return Ok(None);
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).at(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))
+            .at(path)?;
+        let id: i64 = conn
+            .pragma_query_value(None, "application_id", |r| r.get(0))
+            .map_err(|e| not_cold(path, &e.to_string()))?;
+        let tables: i64 = conn
+            .query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| not_cold(path, &e.to_string()))?;
+        if id != APPLICATION_ID && tables > 0 {
+            return Err(not_cold(path, "another program's database"));
+        }
+        conn.pragma_update(None, "synchronous", "FULL").at(path)?;
+        conn.pragma_update(None, "foreign_keys", "ON").at(path)?;
+        if id != APPLICATION_ID {
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .at(path)?;
+        }
+        conn.execute_batch(SCHEMA).at(path)?;
+        Ok(Some(Cold {
+            path: path.to_path_buf(),
+            conn,
+        }))
+    }
+
+    /// Write `moved` as retirement `token` in state `moving`, in one transaction.
+    pub fn put(
+        &mut self,
+        token: &str,
+        kind: &str,
+        store: &Path,
+        moved: &Moved,
+        now: &str,
+    ) -> Result<()> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().at(&path)?;
+        tx.execute(
+            "INSERT INTO agent_db_cold(token, conversation_id, store_kind, store_path, state, moved_at,
+               conversations, rows, bytes, digest) VALUES (?1, ?2, ?3, ?4, 'moving', ?5, ?6, ?7, ?8, ?9)",
+            params![
+                token,
+                moved.ids[0],
+                kind,
+                store.display().to_string(),
+                now,
+                serde_json::to_string(&moved.ids).unwrap_or_default(),
+                moved.rows() as i64,
+                moved.bytes() as i64,
+                moved.digest
+            ],
+        )
+        .at(&path)?;
+        for (seq, t) in moved.tables.iter().enumerate() {
+            let frame = zstd::bulk::compress(&t.data, 3).map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
+            tx.execute(
+                "INSERT INTO agent_db_cold_tables(token, seq, table_name, columns, row_count, data)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    token,
+                    seq as i64,
+                    t.table,
+                    serde_json::to_string(&t.columns).unwrap_or_default(),
+                    t.rows as i64,
+                    frame
+                ],
+            )
+            .at(&path)?;
+        }
+        tx.commit().at(&path)
+    }
+
+    /// Set retirement `token`'s state; whether it is in the file.
+    pub fn mark(&self, token: &str, state: &str) -> Result<bool> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE agent_db_cold SET state = ?2 WHERE token = ?1",
+                params![token, state],
+            )
+            .at(&self.path)?;
+        Ok(n > 0)
+    }
+
+    /// Remove retirement `token` and its rows.
+    pub fn remove(&mut self, token: &str) -> Result<()> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().at(&path)?;
+        tx.execute("DELETE FROM agent_db_cold_tables WHERE token = ?1", [token])
+            .at(&path)?;
+        tx.execute("DELETE FROM agent_db_cold WHERE token = ?1", [token])
+            .at(&path)?;
+        tx.commit().at(&path)
+    }
+
+    /// Retirement `token`, if the file holds it.
+    pub fn entry(&self, token: &str) -> Result<Option<Entry>> {
+        self.conn
+            .query_row(
+                "SELECT token, conversation_id, state, digest FROM agent_db_cold WHERE token = ?1",
+                [token],
+                |r| {
+                    Ok(Entry {
+                        token: r.get(0)?,
+                        conversation_id: r.get(1)?,
+                        state: r.get(2)?,
+                        digest: r.get(3)?,
+                    })
+                },
+            )
+            .optional()
+            .at(&self.path)
+    }
+
+    /// Every retirement the file holds.
+    pub fn entries(&self) -> Result<Vec<Entry>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT token, conversation_id, state, digest FROM agent_db_cold ORDER BY rowid",
+            )
+            .at(&self.path)?;
+        let rows = st
+            .query_map([], |r| {
+                Ok(Entry {
+                    token: r.get(0)?,
+                    conversation_id: r.get(1)?,
+                    state: r.get(2)?,
+                    digest: r.get(3)?,
+                })
+            })
+            .at(&self.path)?;
+        rows.collect::<std::result::Result<_, _>>().at(&self.path)
+    }
+
+    /// The tables of retirement `token`, decompressed.
+    pub fn tables(&self, token: &str) -> Result<Vec<TableRows>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT table_name, columns, row_count, data FROM agent_db_cold_tables
+                 WHERE token = ?1 ORDER BY seq",
+            )
+            .at(&self.path)?;
+        let rows = st
+            .query_map([token], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, Vec<u8>>(3)?,
+                ))
+            })
+            .at(&self.path)?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .at(&self.path)?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (table, columns, n, frame) in rows {
+            let data = zstd::stream::decode_all(frame.as_slice())
+                .map_err(|e| not_cold(&self.path, &format!("a frame does not decompress ({e})")))?;
+            out.push(TableRows {
+                table,
+                columns: serde_json::from_str(&columns)
+                    .map_err(|e| not_cold(&self.path, &e.to_string()))?,
+                rows: n.max(0) as u64,
+                data,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The file's size on disk, in bytes.
+    pub fn size(path: &Path) -> u64 {
+        std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+fn not_cold(path: &Path, detail: &str) -> Error {
+    Error::NotSqlite {
+        path: path.to_path_buf(),
+        detail: format!("not an agent-db cold file: {detail}"),
+    }
+}

@@ -1,0 +1,400 @@
+//! `agent-db retire`: whole conversations moved out of the store into a cold file
+//! ([`super::cold`]) and back. What belongs to a conversation is the agent's to say
+//! ([`super::kind::Adapter::retire_map`]): its row in the conversation table, its child
+//! conversations, and every row of the other tables that names one of them. The rows are read
+//! as stored (storage class and bytes, rowids where the table has them) and digested; the
+//! protocol and its recovery are in [`super::retire_protocol`].
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use rusqlite::types::ValueRef;
+use rusqlite::Connection;
+
+use super::pre_image::CellValue;
+use crate::error::{Error, Result, SqlContext};
+
+/// What an agent keeps of one conversation ([`super::kind::Adapter::retire_map`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RetireMap {
+    /// The conversation table.
+    pub root: &'static str,
+    /// Its id column.
+    pub id: &'static str,
+    /// Its column naming a parent conversation: children move with their parent.
+    pub parent: Option<&'static str>,
+    /// Other tables, each with the columns that name a conversation; a row moves when any of
+    /// them names one of the group. Tables or columns a file lacks are passed over.
+    pub links: &'static [(&'static str, &'static [&'static str])],
+}
+
+/// One table's rows of a conversation, as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableRows {
+    pub table: String,
+    /// The columns, `rowid` first where the table has rowids that no column holds.
+    pub columns: Vec<String>,
+    pub rows: u64,
+    /// The cells, row by row ([`encode_cell`]).
+    pub data: Vec<u8>,
+}
+
+/// Every row of one conversation (and its children).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moved {
+    /// The conversation and its children.
+    pub ids: Vec<String>,
+    pub tables: Vec<TableRows>,
+    /// XXH3-128 of the tables, names and columns included (hex).
+    pub digest: String,
+}
+
+impl Moved {
+    pub fn rows(&self) -> u64 {
+        self.tables.iter().map(|t| t.rows).sum()
+    }
+
+    /// The stored bytes of the cells.
+    pub fn bytes(&self) -> u64 {
+        self.tables.iter().map(|t| t.data.len() as u64).sum()
+    }
+}
+
+/// The digest of `tables`.
+pub fn digest(tables: &[TableRows]) -> String {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for t in tables {
+        h.update(t.table.as_bytes());
+        h.update(&[0]);
+        for c in &t.columns {
+            h.update(c.as_bytes());
+            h.update(&[0]);
+        }
+        h.update(&t.rows.to_le_bytes());
+        h.update(&t.data);
+    }
+    format!("{:032x}", h.digest128())
+}
+
+/// One cell: a tag (0 NULL, 1 INTEGER, 2 REAL, 3 TEXT, 4 BLOB), then 8 bytes little-endian
+/// (the integer, the float's bits, or the length of the bytes that follow).
+pub fn encode_cell(out: &mut Vec<u8>, v: ValueRef<'_>) {
+    match v {
+        ValueRef::Null => out.push(0),
+        ValueRef::Integer(i) => {
+            out.push(1);
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        ValueRef::Real(f) => {
+            out.push(2);
+            out.extend_from_slice(&f.to_bits().to_le_bytes());
+        }
+        ValueRef::Text(b) | ValueRef::Blob(b) => {
+            out.push(if matches!(v, ValueRef::Text(_)) { 3 } else { 4 });
+            out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            out.extend_from_slice(b);
+        }
+    }
+}
+
+/// The cells [`encode_cell`] wrote, or `None` when the bytes are not such cells.
+pub fn decode_cells(mut data: &[u8]) -> Option<Vec<CellValue>> {
+    let mut out = Vec::new();
+    while let Some((&tag, rest)) = data.split_first() {
+        if tag == 0 {
+            out.push(CellValue::Null);
+            data = rest;
+            continue;
+        }
+        let word = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
+        let rest = &rest[8..];
+        let (cell, next) = match tag {
+            1 => (CellValue::Integer(word as i64), rest),
+            2 => (CellValue::Real(f64::from_bits(word)), rest),
+            3 | 4 => {
+                let n = usize::try_from(word).ok()?;
+                let bytes = rest.get(..n)?.to_vec();
+                let cell = if tag == 3 {
+                    CellValue::Text(bytes)
+                } else {
+                    CellValue::Blob(bytes)
+                };
+                (cell, &rest[n..])
+            }
+            _ => return None,
+        };
+        out.push(cell);
+        data = next;
+    }
+    Some(out)
+}
+
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The conversation `id` and its children, or an empty list when it is not in the store.
+fn group(conn: &Connection, path: &Path, map: &RetireMap, id: &str) -> Result<Vec<String>> {
+    let exists = format!(
+        "SELECT 1 FROM {} WHERE {} = ?1",
+        quote(map.root),
+        quote(map.id)
+    );
+    if !conn
+        .prepare_cached(&exists)
+        .at(path)?
+        .exists([id])
+        .at(path)?
+    {
+        return Ok(Vec::new());
+    }
+    let mut ids = vec![id.to_string()];
+    let Some(parent) = map.parent else {
+        return Ok(ids);
+    };
+    let children = format!(
+        "SELECT {} FROM {} WHERE {} = ?1 ORDER BY rowid",
+        quote(map.id),
+        quote(map.root),
+        quote(parent)
+    );
+    let mut st = conn.prepare_cached(&children).at(path)?;
+    let mut seen: HashSet<String> = ids.iter().cloned().collect();
+    let mut i = 0;
+    while i < ids.len() {
+        let kids = st
+            .query_map([&ids[i]], |r| r.get::<_, String>(0))
+            .at(path)?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .at(path)?;
+        for k in kids {
+            if seen.insert(k.clone()) {
+                ids.push(k);
+            }
+        }
+        i += 1;
+    }
+    Ok(ids)
+}
+
+/// How to read and delete one table's rows of a group: the columns to read and the condition.
+struct Plan {
+    table: String,
+    columns: Vec<String>,
+    condition: String,
+}
+
+/// The tables of `map` present in the file, links first and the conversation table last.
+fn plans(conn: &Connection, path: &Path, map: &RetireMap) -> Result<Vec<Plan>> {
+    let mut out = Vec::new();
+    let all = map
+        .links
+        .iter()
+        .copied()
+        .chain(std::iter::once((map.root, std::slice::from_ref(&map.id))));
+    for (table, cols) in all {
+        let info = table_info(conn, path, table)?;
+        if info.is_empty() {
+            continue;
+        }
+        let present: Vec<&str> = cols
+            .iter()
+            .copied()
+            .filter(|c| info.iter().any(|(n, _, _)| n == c))
+            .collect();
+        if present.is_empty() {
+            continue;
+        }
+        let condition = present
+            .iter()
+            .map(|c| format!("{} IN (SELECT value FROM json_each(?1))", quote(c)))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let mut columns: Vec<String> = info.iter().map(|(n, _, _)| n.clone()).collect();
+        if has_hidden_rowid(conn, table, &info) {
+            columns.insert(0, "rowid".into());
+        }
+        out.push(Plan {
+            table: table.to_string(),
+            columns,
+            condition,
+        });
+    }
+    Ok(out)
+}
+
+/// (name, declared type, pk position) of each column of `table`; empty when it is missing.
+fn table_info(conn: &Connection, path: &Path, table: &str) -> Result<Vec<(String, String, i64)>> {
+    let mut st = conn
+        .prepare_cached("SELECT name, type, pk FROM pragma_table_info(?1) ORDER BY cid")
+        .at(path)?;
+    let rows = st
+        .query_map([table], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .at(path)?;
+    rows.collect::<std::result::Result<_, _>>().at(path)
+}
+
+/// Whether `table` has rowids no column holds (not WITHOUT ROWID, no INTEGER PRIMARY KEY).
+fn has_hidden_rowid(conn: &Connection, table: &str, info: &[(String, String, i64)]) -> bool {
+    let pks: Vec<_> = info.iter().filter(|c| c.2 > 0).collect();
+    let alias = pks.len() == 1 && pks[0].1.eq_ignore_ascii_case("INTEGER");
+    let named = info
+        .iter()
+        .any(|c| ["rowid", "oid", "_rowid_"].contains(&c.0.to_ascii_lowercase().as_str()));
+    !alias
+        && !named
+        && conn
+            .prepare(&format!("SELECT rowid FROM {} LIMIT 0", quote(table)))
+            .is_ok()
+}
+
+/// Every row of conversation `id` and its children, as stored; `None` when it is not in the
+/// store.
+pub fn read(conn: &Connection, path: &Path, map: &RetireMap, id: &str) -> Result<Option<Moved>> {
+    let ids = group(conn, path, map, id)?;
+    if ids.is_empty() {
+        return Ok(None);
+    }
+    let ids_json = serde_json::to_string(&ids).unwrap_or_default();
+    let mut tables = Vec::new();
+    for p in plans(conn, path, map)? {
+        let cols = p
+            .columns
+            .iter()
+            .map(|c| quote(c))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let order = (1..=p.columns.len())
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT {cols} FROM {} WHERE {} ORDER BY {order}",
+            quote(&p.table),
+            p.condition
+        );
+        let mut st = conn.prepare(&sql).at(path)?;
+        let mut q = st.query([&ids_json]).at(path)?;
+        let (mut data, mut rows) = (Vec::new(), 0u64);
+        while let Some(r) = q.next().at(path)? {
+            for i in 0..p.columns.len() {
+                encode_cell(&mut data, r.get_ref(i).at(path)?);
+            }
+            rows += 1;
+        }
+        tables.push(TableRows {
+            table: p.table,
+            columns: p.columns,
+            rows,
+            data,
+        });
+    }
+    let digest = digest(&tables);
+    Ok(Some(Moved {
+        ids,
+        tables,
+        digest,
+    }))
+}
+
+/// Delete the rows [`read`] read of `moved` (the caller checked, in this transaction, that
+/// they are still exactly those).
+pub fn delete(conn: &Connection, path: &Path, map: &RetireMap, moved: &Moved) -> Result<()> {
+    let ids_json = serde_json::to_string(&moved.ids).unwrap_or_default();
+    for p in plans(conn, path, map)?.iter().rev() {
+        let sql = format!("DELETE FROM {} WHERE {}", quote(&p.table), p.condition);
+        conn.execute(&sql, [&ids_json]).at(path)?;
+    }
+    Ok(())
+}
+
+/// Insert `tables` back, each row with the columns it was read with.
+pub fn insert(conn: &Connection, path: &Path, id: &str, tables: &[TableRows]) -> Result<()> {
+    for t in tables {
+        let cells = decode_cells(&t.data).ok_or_else(|| damaged(id))?;
+        let n = t.columns.len();
+        if n == 0 || cells.len() as u64 != t.rows * n as u64 {
+            return Err(damaged(id));
+        }
+        let sql = format!(
+            "INSERT INTO {} ({}) VALUES ({})",
+            quote(&t.table),
+            t.columns
+                .iter()
+                .map(|c| quote(c))
+                .collect::<Vec<_>>()
+                .join(", "),
+            vec!["?"; n].join(", ")
+        );
+        let mut st = conn.prepare(&sql).at(path)?;
+        for row in cells.chunks(n) {
+            st.execute(rusqlite::params_from_iter(row.iter()))
+                .map_err(|e| {
+                    Error::conversation(id, format!("cannot put back a row of {}: {e}", t.table))
+                })?;
+        }
+    }
+    Ok(())
+}
+
+fn damaged(id: &str) -> Error {
+    Error::conversation(
+        id,
+        "the cold file's copy does not decode (damaged); nothing was restored".to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn cell() -> impl Strategy<Value = CellValue> {
+        prop_oneof![
+            Just(CellValue::Null),
+            any::<i64>().prop_map(CellValue::Integer),
+            any::<u64>().prop_map(|b| CellValue::Real(f64::from_bits(b))),
+            proptest::collection::vec(any::<u8>(), 0..40).prop_map(CellValue::Text),
+            proptest::collection::vec(any::<u8>(), 0..40).prop_map(CellValue::Blob),
+        ]
+    }
+
+    fn same(a: &CellValue, b: &CellValue) -> bool {
+        match (a, b) {
+            (CellValue::Real(x), CellValue::Real(y)) => x.to_bits() == y.to_bits(),
+            _ => a == b,
+        }
+    }
+
+    proptest! {
+        /// Any cells come back with their storage class and bytes (a float bit for bit).
+        #[test]
+        fn cells_round_trip(cells in proptest::collection::vec(cell(), 0..30)) {
+            let mut data = Vec::new();
+            for c in &cells {
+                encode_cell(&mut data, c.as_ref());
+            }
+            let back = decode_cells(&data).unwrap();
+            prop_assert_eq!(back.len(), cells.len());
+            for (a, b) in cells.iter().zip(&back) {
+                prop_assert!(same(a, b));
+            }
+        }
+
+        /// Truncated or foreign bytes are refused, never misread as a shorter row.
+        #[test]
+        fn truncated_cells_are_refused(cells in proptest::collection::vec(cell(), 1..10), cut in 1usize..9) {
+            let mut data = Vec::new();
+            for c in &cells {
+                encode_cell(&mut data, c.as_ref());
+            }
+            let last = {
+                let mut d = Vec::new();
+                encode_cell(&mut d, cells.last().unwrap().as_ref());
+                d.len()
+            };
+            prop_assume!(last > 1 && cut < last);
+            prop_assert!(decode_cells(&data[..data.len() - cut]).is_none());
+        }
+    }
+}
