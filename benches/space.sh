@@ -85,7 +85,7 @@ maxof() { sort -g | tail -1; }
 
 # fresh SRC DST: a copy of the store (and nothing else) at DST.
 fresh() {
-  rm -f "$2" "$2-wal" "$2-shm" "$2.agent-db-cold.db" "$2.agent-db-cold.db-wal" "$2.agent-db-cold.db-shm"
+  rm -f "$2" "$2-wal" "$2-shm" "$2.agent-db.lock" "$2.agent-db-cold.db" "$2.agent-db-cold.db-wal" "$2.agent-db-cold.db-shm"
   cp "$1" "$2"
 }
 
@@ -157,7 +157,7 @@ share_of() {
   local op=$1 out=$2 bytes=$3
   case "$op" in
     reclaim) jq -r --argjson f "$bytes" '[.. | objects | select(has("removed")) | .removed[]? | select(.status == "removed") | .bytes] | add // 0 | . / $f * 100 | floor | tostring + "%"' "$out" 2>/dev/null || true ;;
-    retire) jq -r --argjson f "$bytes" '[.. | objects | .bytes? // empty | numbers] | first // 0 | . / $f * 100 | floor | tostring + "%"' "$out" 2>/dev/null || true ;;
+    retire) jq -r --argjson f "$bytes" '[.conversations[]? | select(.status == "retired") | .bytes] | add // 0 | . / $f * 100 | floor | tostring + "%"' "$out" 2>/dev/null || true ;;
     vacuum) jq -r '.vacuum | "\(.bytes_before / 1e6 | floor) → \(.bytes_after / 1e6 | floor) MB"' "$out" 2>/dev/null || true ;;
   esac
 }
