@@ -462,7 +462,8 @@ pub enum Command {
     /// Remove rows the agent never reads again (undoable)
     ///
     /// Per agent, what its own source shows it never reads back (opencode: the event log of
-    /// idle sessions, events of deleted sessions). Each conversation's rows are removed in one
+    /// idle sessions, events of deleted sessions; kodelet: the ACP log of deleted
+    /// conversations); other agents say why nothing. Each conversation's rows are removed in one
     /// transaction and archived: `restore` puts them back. `vacuum` then gives the space back.
     #[command(
         after_help = "Examples:\n  agent-db reclaim --dry-run\n  agent-db reclaim --yes --vacuum"

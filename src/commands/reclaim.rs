@@ -79,17 +79,22 @@ fn report_plan(
     units: &[reclaim::Unit],
     would: &[reclaim::CategoryTotal],
 ) -> std::io::Result<()> {
+    // Why this agent has nothing agent-db may remove, when that is so (docs/stores.md).
+    let none = reclaim::nothing_removable(store);
     if args.json {
         json::print(
             "reclaim",
-            serde_json::json!({"dry_run": args.dry_run, "categories": would, "removed": []}),
+            serde_json::json!({"dry_run": args.dry_run, "categories": would, "removed": [], "nothing_removable": none}),
         )?;
     } else if units.is_empty() {
         if !ui.quiet || args.dry_run {
-            output::out(&format!(
-                "nothing to reclaim in this {} store\n",
-                store.kind.name()
-            ))?;
+            output::out(&match none {
+                Some(why) => format!(
+                    "{}: nothing agent-db may remove: {why} (see docs/stores.md)\n",
+                    store.kind.name()
+                ),
+                None => format!("nothing to reclaim in this {} store\n", store.kind.name()),
+            })?;
         }
     } else {
         output::out(&format!(
@@ -157,7 +162,7 @@ fn report_removed(
     if args.json {
         json::print(
             "reclaim",
-            serde_json::json!({"dry_run": false, "categories": totals, "removed": removed, "vacuum": v}),
+            serde_json::json!({"dry_run": false, "categories": totals, "removed": removed, "vacuum": v, "nothing_removable": null}),
         )?;
         return Ok(());
     }

@@ -199,6 +199,11 @@ pub trait Adapter: Sync + 'static {
     ) -> Result<Vec<super::reclaim::Unit>> {
         Ok(Vec::new())
     }
+    /// Why `reclaim` may remove nothing from this agent's store (`None`: it has categories,
+    /// [`Adapter::reclaimable`]); from the agent's own source, as docs/stores.md cites it.
+    fn nothing_to_reclaim(&self) -> Option<&'static str> {
+        Some("no rows it never reads again are established from its source")
+    }
     /// Which of the file's tables hold which kind of bytes (live history, hidden history, the
     /// agent's logs and caches), for `stats`' space figures ([`super::space`]), and how to count
     /// a conversation's bytes. The default: every table is "other agent tables".

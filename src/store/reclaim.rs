@@ -52,6 +52,11 @@ pub fn plan(store: &Store, idle_before_ms: i64) -> Result<Vec<Unit>> {
         .reclaimable(&store.read(), idle_before_ms, None)
 }
 
+/// Why `reclaim` may remove nothing from this agent's store (`None`: it has categories).
+pub fn nothing_removable(store: &Store) -> Option<&'static str> {
+    store.kind.adapter().nothing_to_reclaim()
+}
+
 /// The units' totals by category, in the order they first appear.
 pub fn totals(units: &[Unit]) -> Vec<CategoryTotal> {
     let mut out: Vec<CategoryTotal> = Vec::new();

@@ -46,6 +46,8 @@ mod real_agents;
 mod real_kilo;
 mod real_opencode;
 mod reclaim;
+mod reclaim_agents;
+mod reclaim_crash;
 mod release_head;
 mod report_words;
 mod resummary;

@@ -222,6 +222,45 @@ impl Opencode {
         })
     }
 
+    /// `GET path` of a running `opencode serve`: the response body as sent.
+    fn get(&self, s: &Serve, path: &str) -> Vec<u8> {
+        let url = format!("{}{path}", s.url);
+        self.rt.block_on(async {
+            let r = s
+                .client
+                .get(&url)
+                .timeout(Duration::from_secs(120))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+            let status = r.status();
+            let body = r.bytes().await.expect("body").to_vec();
+            assert!(
+                status.is_success(),
+                "GET {url}: {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+            body
+        })
+    }
+
+    /// Every session as a running `opencode serve` gives it (`/session/:id` and its
+    /// `/session/:id/message` list, opencode's own reading of `session`, `message`, `part`).
+    fn served(&self, sessions: &[String]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let serve = self.serve();
+        let out = sessions
+            .iter()
+            .map(|s| {
+                (
+                    self.get(&serve, &format!("/session/{s}")),
+                    self.get(&serve, &format!("/session/{s}/message")),
+                )
+            })
+            .collect();
+        self.stop(serve);
+        out
+    }
+
     /// A new session with one turn per text, through `opencode serve`.
     fn session(&self, s: &Serve, turns: &[String]) -> String {
         let id = self.http(s, "/session", json!({}))["id"]
@@ -1278,7 +1317,8 @@ fn export(o: &Opencode, id: &str) -> Vec<u8> {
 }
 
 /// `agent-db reclaim` on a store the real opencode wrote (and inflated to over 100 sessions):
-/// every session's `opencode export` is byte-identical before and after, opencode continues a
+/// `opencode export` of a sample and what `opencode serve` gives for every session are
+/// byte-identical before and after, opencode continues a
 /// reclaimed session with its whole history sent to the model, and `restore` puts the event
 /// log back.
 #[test]
@@ -1306,6 +1346,13 @@ fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
         .filter(|s| **s == a || **s == b || s.ends_with("_c7") || s.ends_with("_c34"))
         .collect();
     let before: Vec<Vec<u8>> = sample.iter().map(|s| export(&o, s)).collect();
+    // Every session as opencode serves it (one start-up for all of them).
+    let served_before = o.served(&sessions);
+    let a_served = &served_before[sessions.iter().position(|s| *s == a).expect("a")].1;
+    assert!(
+        String::from_utf8_lossy(a_served).contains("MKRAOUT4"),
+        "opencode serves the history from the file"
+    );
     let events_before = count("SELECT COUNT(*) FROM event");
     assert!(events_before > 0);
 
@@ -1331,6 +1378,13 @@ fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
         assert!(
             export(&o, s) == *want,
             "opencode export {s} differs after reclaim"
+        );
+    }
+    let served_after = o.served(&sessions);
+    for ((s, want), got) in sessions.iter().zip(&served_before).zip(&served_after) {
+        assert!(
+            got == want,
+            "opencode serves session {s} differently after reclaim"
         );
     }
 

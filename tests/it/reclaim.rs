@@ -144,18 +144,25 @@ fn reclaim_removes_only_what_opencode_never_reads_and_restore_puts_it_back() {
         .filter(|s| event_bytes(&c, &format!("aggregate_id = '{s}'")).0 > 0)
         .cloned()
         .collect();
-    assert!(with_events.len() >= 5, "{with_events:?}");
+    assert!(with_events.len() >= 6, "{with_events:?}");
     // Sessions reclaim must leave alone: one opencode wrote to a minute before agent-db's clock,
-    // one in a workspace, one shared, one with input waiting.
+    // one in a workspace, one shared, one with input waiting, one with a sync owner.
     let now_ms = chrono::DateTime::parse_from_rfc3339(NOW)
         .unwrap()
         .timestamp_millis();
-    let (busy, workspace, shared, pending) = (
+    let (busy, workspace, shared, pending, owned) = (
         &with_events[0],
         &with_events[1],
         &with_events[2],
         &with_events[3],
+        &with_events[4],
     );
+    // A session whose events a sync owner holds.
+    c.execute(
+        "UPDATE event_sequence SET owner_id = 'own_1' WHERE aggregate_id = ?1",
+        [owned],
+    )
+    .unwrap();
     c.execute(
         "UPDATE session SET time_updated = ?1 WHERE id = ?2",
         rusqlite::params![now_ms - 60_000, busy],
@@ -203,7 +210,8 @@ fn reclaim_removes_only_what_opencode_never_reads_and_restore_puts_it_back() {
            ('evt_g1', 'ses_gone', 1, 'session.updated.1', '{\"sessionID\":\"ses_gone\",\"x\":1}');",
     )
     .unwrap();
-    let kept = format!("aggregate_id IN ('{busy}', '{workspace}', '{shared}', '{pending}')");
+    let kept =
+        format!("aggregate_id IN ('{busy}', '{workspace}', '{shared}', '{pending}', '{owned}')");
     let idle_filter = format!("aggregate_id IN (SELECT id FROM session) AND NOT ({kept})");
     let (idle_rows, idle_bytes) = event_bytes(&c, &idle_filter);
     let (orphan_rows, orphan_bytes) = event_bytes(&c, "aggregate_id = 'ses_gone'");
@@ -243,7 +251,7 @@ fn reclaim_removes_only_what_opencode_never_reads_and_restore_puts_it_back() {
                 let expect: Vec<&String> = rows
                     .iter()
                     .filter(|(_, v)| {
-                        [busy, workspace, shared, pending]
+                        [busy, workspace, shared, pending, owned]
                             .iter()
                             .any(|s| v[1] == format!("text:{}", hex(s.as_bytes())))
                     })

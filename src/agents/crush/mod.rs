@@ -219,6 +219,11 @@ impl Adapter for Crush {
         space::map(read)
     }
 
+    /// docs/stores.md, "Crush": nothing agent-db may remove.
+    fn nothing_to_reclaim(&self) -> Option<&'static str> {
+        Some("a deleted session's rows go with it (ON DELETE CASCADE, foreign_keys on) and Crush keeps no log or cache table")
+    }
+
     fn unrated(&self) -> Unrated {
         Unrated {
             no_usage: "no prompt_tokens or completion_tokens recorded for this session",

@@ -95,6 +95,11 @@ impl Adapter for DockerAgent {
         space::map(read)
     }
 
+    /// docs/stores.md, "docker-agent": nothing agent-db may remove.
+    fn nothing_to_reclaim(&self) -> Option<&'static str> {
+        Some("deleting a session deletes its items and media; media with no session row may belong to a session not yet saved")
+    }
+
     fn name(&self) -> &'static str {
         "docker-agent"
     }

@@ -75,6 +75,11 @@ impl Adapter for Goose {
         space::map(read)
     }
 
+    /// docs/stores.md, "goose": nothing agent-db may remove.
+    fn nothing_to_reclaim(&self) -> Option<&'static str> {
+        Some("messages reference their session (foreign keys enforced), and compacted messages stay on screen")
+    }
+
     fn name(&self) -> &'static str {
         "goose"
     }

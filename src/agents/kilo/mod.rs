@@ -40,8 +40,10 @@ pub static ADAPTER: Family = Family {
     db_env: "KILO_DB",
     default_path_doc: "kilo: $KILO_DB or ~/.local/share/kilo/kilo.db",
     version_name,
-    // Kilo's own source has not been read for what reads its event log.
-    events_reclaimable: false,
+    // docs/stores.md, "Kilo".
+    events_refused: Some(
+        "which of Kilo's features read its event log back is not established from Kilo's source",
+    ),
 };
 
 /// The Kilo store kind.

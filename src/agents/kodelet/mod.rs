@@ -12,6 +12,7 @@ mod meta;
 pub mod openai_chat;
 mod quick;
 mod read;
+mod reclaim;
 pub mod responses;
 pub mod shape;
 mod space;
@@ -68,6 +69,20 @@ impl Adapter for Kodelet {
 
     fn space_map(&self, read: &Read<'_>) -> Result<crate::store::space::SpaceMap> {
         space::map(read)
+    }
+
+    /// The ACP replay log of deleted conversations (docs/stores.md, "kodelet").
+    fn reclaimable(
+        &self,
+        read: &Read<'_>,
+        idle_before_ms: i64,
+        only: Option<&str>,
+    ) -> Result<Vec<crate::store::reclaim::Unit>> {
+        reclaim::reclaimable(read, idle_before_ms, only)
+    }
+
+    fn nothing_to_reclaim(&self) -> Option<&'static str> {
+        None
     }
 
     fn name(&self) -> &'static str {

@@ -60,7 +60,7 @@ pub static ADAPTER: Family = Family {
     db_env: "OPENCODE_DB",
     default_path_doc: family::DEFAULT_PATH_DOC,
     version_name: |_| "opencode 1.x".to_string(),
-    events_reclaimable: true,
+    events_refused: None,
 };
 
 /// What a loaded session keeps for its proposal: the version token and the loaded ids.
@@ -105,17 +105,21 @@ impl Adapter for Family {
     }
 
     /// What opencode's own source shows it never reads again (docs/stores.md), for an agent
-    /// whose own source was read for it ([`Family::events_reclaimable`]).
+    /// whose own source was read for it ([`Family::events_refused`]).
     fn reclaimable(
         &self,
         read: &Read<'_>,
         idle_before_ms: i64,
         only: Option<&str>,
     ) -> Result<Vec<crate::store::reclaim::Unit>> {
-        if !self.events_reclaimable {
+        if self.events_refused.is_some() {
             return Ok(Vec::new());
         }
         reclaim::reclaimable(read, idle_before_ms, only)
+    }
+
+    fn nothing_to_reclaim(&self) -> Option<&'static str> {
+        self.events_refused
     }
 
     fn name(&self) -> &'static str {

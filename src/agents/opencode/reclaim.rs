@@ -1,7 +1,7 @@
 //! What opencode 1.x never reads again (docs/stores.md, "What `reclaim` removes"): the `event`
-//! rows of a session that is idle, in no workspace, not shared and has no input waiting (its
-//! state is in `message`/`part`; opencode reads events back only for workspace sync and the
-//! v2 session-history API), and the `event`/`event_sequence` rows of sessions that no longer
+//! rows of a session that is idle, in no workspace, not shared, with no sync owner and no input
+//! waiting (its state is in `message`/`part`; opencode reads events back only for workspace sync
+//! and the v2 session-history API), and the `event`/`event_sequence` rows of sessions that no longer
 //! exist (opencode's own session removal deletes them).
 
 use rusqlite::types::ValueRef;
@@ -33,6 +33,14 @@ pub(super) fn reclaimable(
     if session.contains("workspace_id") {
         // Workspace sync replays a workspace session's events to its peers.
         guards.push("s.workspace_id IS NULL".into());
+    }
+    if columns(conn, "event_sequence", path)?.contains("owner_id") {
+        // A sync owner's events are the sync's (opencode's own `db compact-events` leaves them:
+        // `packages/core/src/session/event-log-compaction.ts@18b86bd8`).
+        guards.push(
+            "NOT EXISTS (SELECT 1 FROM event_sequence q WHERE q.aggregate_id = s.id AND q.owner_id IS NOT NULL)"
+                .into(),
+        );
     }
     if has_table(conn, "session_share").at(path)? {
         guards.push("NOT EXISTS (SELECT 1 FROM session_share h WHERE h.session_id = s.id)".into());

@@ -192,9 +192,9 @@ pub struct Family {
     pub default_path_doc: &'static str,
     /// The file's newest migration in the words its users know.
     pub version_name: fn(&str) -> String,
-    /// Whether `reclaim` may remove its idle sessions' event log: only where the agent's own
-    /// source was read and shows it never reads those events back (docs/stores.md).
-    pub events_reclaimable: bool,
+    /// Why `reclaim` may not remove its event log (`None`: it may, the agent's own source was
+    /// read and shows it never reads those events back; docs/stores.md).
+    pub events_refused: Option<&'static str>,
 }
 
 /// An agent that writes opencode's 1.x store: opencode itself, or a fork (Kilo) whose files

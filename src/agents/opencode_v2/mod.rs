@@ -77,6 +77,11 @@ impl Adapter for OpencodeV2 {
         space::map(read)
     }
 
+    /// docs/stores.md, "opencode 2.x": nothing agent-db may remove.
+    fn nothing_to_reclaim(&self) -> Option<&'static str> {
+        Some("which features read opencode 2.x's event log back is not established from its source")
+    }
+
     fn name(&self) -> &'static str {
         "opencode"
     }
