@@ -354,7 +354,7 @@ pub fn prune_archive(ui: &Ui, store: Store, args: &PruneArchiveArgs) -> CmdResul
 
 pub(super) fn vacuum_report(v: &vacuum::Vacuumed) -> std::io::Result<()> {
     output::out(&format!(
-        "vacuumed: {} → {} ({} free pages given back); journal_mode {}, integrity_check {}\n",
+        "vacuumed: {} → {} ({} free pages given back); journal_mode {}, quick_check {}\n",
         human_bytes(v.bytes_before),
         human_bytes(v.bytes_after),
         v.free_pages_before,
@@ -391,7 +391,7 @@ pub fn vacuum(ui: &Ui, store: Store, args: &VacuumArgs) -> CmdResult {
             json::print("vacuum", serde_json::json!({"vacuum_into": v}))?;
         } else if !ui.quiet || v.integrity_check != "ok" {
             output::out(&format!(
-                "wrote {} ({} → {}); the store is unchanged; integrity_check {}\n",
+                "wrote {} ({} → {}); the store is unchanged; quick_check {}\n",
                 v.into,
                 human_bytes(v.bytes_before),
                 human_bytes(v.bytes_after),
@@ -405,7 +405,13 @@ pub fn vacuum(ui: &Ui, store: Store, args: &VacuumArgs) -> CmdResult {
         });
     }
     let _lock = lock::acquire(&path)?;
-    let v = vacuum::vacuum(&path)?;
+    let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    let (bar, progress) = output::progress::vacuum_bar(ui, json, size).unzip();
+    let v = vacuum::vacuum_with(&path, progress);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let v = v?;
     if json {
         json::print("vacuum", serde_json::json!({"vacuum": v}))?;
     } else if !ui.quiet || v.integrity_check != "ok" {

@@ -121,6 +121,35 @@ impl Progress {
     }
 }
 
+/// Stores smaller than this vacuum too fast for a bar.
+const VACUUM_BAR_FROM: u64 = 16 << 20;
+
+/// `vacuum`'s bar on stderr: only on a terminal, without `--quiet` or `--json`, and for a store
+/// of 16 MiB or more. The bar and the callback that moves it; `finish` clears it.
+pub fn vacuum_bar(
+    ui: &Ui,
+    json: bool,
+    store_bytes: u64,
+) -> Option<(indicatif::ProgressBar, agent_db::archive::vacuum::Progress)> {
+    if !ui.stderr_tty || ui.quiet || json || store_bytes < VACUUM_BAR_FROM {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:20} {percent:>3}% · vacuum · {elapsed}, ETA {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(250));
+    let moved = bar.clone();
+    let progress: agent_db::archive::vacuum::Progress = Box::new(move |done, total| {
+        moved.set_length(total);
+        moved.set_position(done);
+    });
+    Some((bar, progress))
+}
+
 /// The bar on screen, so a line said from another thread while it runs ([`line`]) is printed
 /// above it instead of into it.
 static SHOWN: std::sync::Mutex<Option<indicatif::ProgressBar>> = std::sync::Mutex::new(None);

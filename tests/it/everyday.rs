@@ -275,7 +275,7 @@ fn prune_archive_dry_run_writes_nothing_and_vacuum_gives_the_space_back() {
     let rows_before = env.dump("conversations");
     let out = run(env.cmd().arg("vacuum"));
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("integrity_check ok"), "{}", out.stdout);
+    assert!(out.stdout.contains("quick_check ok"), "{}", out.stdout);
     let size_after = file_len(&env.db);
     assert!(
         size_after < size_before,
@@ -288,6 +288,45 @@ fn prune_archive_dry_run_writes_nothing_and_vacuum_gives_the_space_back() {
         rows_before,
         "vacuum kept every row"
     );
+}
+
+/// The progress bar is for terminals only: on a store over the bar's 16 MiB, a `vacuum` whose
+/// stderr is a pipe prints nothing there and its one usual line on stdout; `--json` likewise.
+#[test]
+fn vacuum_without_a_terminal_prints_no_progress() {
+    let env = Env::generated(6, 2, &[]);
+    {
+        let c = env.conn();
+        c.execute_batch(
+            "CREATE TABLE filler (b BLOB);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 600)
+             INSERT INTO filler SELECT randomblob(50000) FROM n;
+             DELETE FROM filler WHERE rowid % 2 = 0;
+             PRAGMA wal_checkpoint(TRUNCATE);",
+        )
+        .unwrap();
+    }
+    assert!(file_len(&env.db) > 20 << 20);
+    let out = run(env.cmd().arg("vacuum"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stderr, "", "nothing on stderr");
+    let line = regex_lite_line(&out.stdout);
+    assert!(line, "{:?}", out.stdout);
+    let out = run(env.cmd().args(["vacuum", "--json"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stderr, "", "nothing on stderr");
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["vacuum"]["integrity_check"], "ok");
+}
+
+/// `vacuumed: A → B (N free pages given back); journal_mode wal, quick_check ok` and nothing else.
+fn regex_lite_line(stdout: &str) -> bool {
+    let Some(rest) = stdout.strip_prefix("vacuumed: ") else {
+        return false;
+    };
+    rest.ends_with(" free pages given back); journal_mode wal, quick_check ok\n")
+        && rest.matches('\n').count() == 1
+        && rest.contains(" → ")
 }
 
 #[test]
