@@ -348,7 +348,15 @@ fn short_help(mut sub: clap::Command, name: &str) -> clap::Command {
 /// The top-level `-h`: the main commands and options on one screen (24 rows); the rest (the
 /// other commands, every option) are in `--help`.
 pub fn short_top_help() -> clap::Command {
-    const RARE: &[&str] = &["init", "config", "hooks", "recipes", "completions", "man"];
+    const RARE: &[&str] = &[
+        "apply",
+        "init",
+        "config",
+        "hooks",
+        "recipes",
+        "completions",
+        "man",
+    ];
     let mut cmd = command().disable_help_subcommand(true);
     for name in RARE {
         cmd = cmd.mut_subcommand(name, |s| s.hide(true));
@@ -469,7 +477,7 @@ pub enum Command {
         after_help = "Examples:\n  agent-db reclaim --dry-run\n  agent-db reclaim --yes --vacuum"
     )]
     Reclaim(ReclaimArgs),
-    /// Move whole conversations into a cold file beside the store (undoable)
+    /// Move whole conversations into a cold file (undoable)
     ///
     /// Every row the agent keeps of each selected conversation (and its child conversations)
     /// moves into a compressed cold file; the agent no longer lists it. `restore ID` brings it
