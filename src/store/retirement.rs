@@ -116,7 +116,7 @@ fn checks_off<T>(
 /// protocol ([`retire_batch`]): each step is one transaction (one fsync) for the whole batch.
 pub const BATCH_CONVERSATIONS: usize = 256;
 /// See [`BATCH_CONVERSATIONS`].
-pub const BATCH_BYTES: u64 = 64 << 20;
+pub const BATCH_BYTES: u64 = 16 << 20;
 
 /// Retire conversation `id` into `cold`: the steps of docs/architecture.md, "Retire".
 pub fn retire(store: &mut Store, cold: &mut Cold, id: &str, now: &str) -> Result<Outcome> {
