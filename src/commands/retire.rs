@@ -5,6 +5,7 @@ use agent_db::error::exit;
 use agent_db::gotime;
 use agent_db::select::{Outcome, Selector};
 use agent_db::store::cold::{self, Cold};
+use agent_db::store::retire as retirement_rows;
 use agent_db::store::retirement::{self, Outcome as Moved};
 use agent_db::store::{lock, Store};
 use agent_db::util::human_bytes;
@@ -30,24 +31,24 @@ pub fn run(ui: &Ui, store: Store, args: &RetireArgs) -> CmdResult {
         .clone()
         .unwrap_or_else(|| cold::default_path(&store.path));
     let (ids, skipped) = select(&store, &selector, &now)?;
-    let mut plans = Vec::with_capacity(ids.len());
-    for id in &ids {
-        plans.push(plan_row(&store, id));
-    }
-    if args.dry_run || ids.is_empty() {
-        report(ui, args, &to, &plans, &skipped, true)?;
-        return Ok(exit::OK);
-    }
-    let bytes: u64 = plans.iter().map(|p| p.bytes).sum();
-    let question = format!(
-        "move {} conversation(s) ({}) out of the store into {}? `agent-db restore ID` brings one back.",
-        ids.len(),
-        human_bytes(bytes),
-        to.display()
-    );
-    if !ask(ui, args.yes, &question) {
-        ui.status("nothing done");
-        return Ok(exit::OK);
+    let asks = !args.yes || args.dry_run;
+    if asks || ids.is_empty() {
+        let plans: Vec<Moved> = ids.iter().map(|id| plan_row(&store, id)).collect();
+        if args.dry_run || ids.is_empty() {
+            report(ui, args, &to, &plans, &skipped, true)?;
+            return Ok(exit::OK);
+        }
+        let bytes: u64 = plans.iter().map(|p| p.bytes).sum();
+        let question = format!(
+            "move {} conversation(s) ({}) out of the store into {}? `agent-db restore ID` brings one back.",
+            ids.len(),
+            human_bytes(bytes),
+            to.display()
+        );
+        if !ask(ui, args.yes, &question) {
+            ui.status("nothing done");
+            return Ok(exit::OK);
+        }
     }
     let _lock = lock::acquire(&store.path)?;
     let mut store = store;
@@ -56,30 +57,8 @@ pub fn run(ui: &Ui, store: Store, args: &RetireArgs) -> CmdResult {
     }
     let mut cold = Cold::open(&to, true)?.ok_or_else(|| Error::MissingFile { path: to.clone() })?;
     let stamp = gotime::rfc3339_utc(&now);
-    let mut done = Vec::with_capacity(ids.len());
-    let mut failed = false;
-    let mut busy = false;
-    for id in &ids {
-        if busy {
-            // Another process holds the store's lock: nothing more starts (as in `compact`).
-            done.push(not_started(id));
-            continue;
-        }
-        done.push(
-            match retirement::retire(&mut store, &mut cold, id, &stamp) {
-                Ok(o) => o,
-                Err(Error::Busy { .. }) => {
-                    busy = true;
-                    not_started(id)
-                }
-                Err(e) => {
-                    // One conversation's failure is its own.
-                    failed = true;
-                    failed_row(id, &e)
-                }
-            },
-        );
-    }
+    let (done, busy) = move_all(&mut store, &mut cold, &ids, &stamp);
+    let failed = done.iter().any(|r| r.status.starts_with("failed"));
     report(ui, args, &to, &done, &skipped, false)?;
     if busy {
         // The one busy error every command reports (exit 9), after the report of what was done.
@@ -90,6 +69,99 @@ pub fn run(ui: &Ui, store: Store, args: &RetireArgs) -> CmdResult {
         .into());
     }
     Ok(if failed { exit::PARTIAL } else { exit::OK })
+}
+
+/// Retire `ids` in batches (at most [`retirement::BATCH_CONVERSATIONS`] conversations or
+/// [`retirement::BATCH_BYTES`] of rows each): one row per ID, in order, and whether another
+/// process held the store's lock (then nothing more started, as in `compact`).
+fn move_all(store: &mut Store, cold: &mut Cold, ids: &[String], now: &str) -> (Vec<Moved>, bool) {
+    let mut done: Vec<Option<Moved>> = vec![None; ids.len()];
+    let mut batch = Batch::default();
+    let mut busy = false;
+    let mut i = 0;
+    while i < ids.len() && !busy {
+        let id = &ids[i];
+        match retirement::plan(store, id) {
+            // A conversation of the batch moves with this one (or this one with it): the
+            // batch goes first, then this one is read again.
+            Ok(Some(m)) if m.ids.iter().any(|c| batch.ids.contains(c)) => {
+                busy = batch.flush(store, cold, now, &mut done);
+                continue;
+            }
+            Ok(Some(m)) => batch.push(i, m),
+            Ok(None) => {
+                done[i] = Some(row(
+                    id,
+                    "skipped: not in the store (retired with its parent?)".into(),
+                ))
+            }
+            Err(Error::Busy { .. }) => busy = true,
+            Err(e) => done[i] = Some(failed_row(id, &e)),
+        }
+        if !busy && batch.full() {
+            busy = batch.flush(store, cold, now, &mut done);
+        }
+        i += 1;
+    }
+    if !busy {
+        busy = batch.flush(store, cold, now, &mut done);
+    }
+    let rows = done
+        .into_iter()
+        .zip(ids)
+        .map(|(r, id)| r.unwrap_or_else(|| not_started(id)))
+        .collect();
+    (rows, busy)
+}
+
+/// The conversations read and not yet moved: their places in the selection and their rows.
+#[derive(Default)]
+struct Batch {
+    at: Vec<usize>,
+    moved: Vec<retirement_rows::Moved>,
+    ids: std::collections::HashSet<String>,
+    bytes: u64,
+}
+
+impl Batch {
+    fn push(&mut self, at: usize, m: retirement_rows::Moved) {
+        self.bytes += m.bytes();
+        self.ids.extend(m.ids.iter().cloned());
+        self.at.push(at);
+        self.moved.push(m);
+    }
+
+    fn full(&self) -> bool {
+        self.moved.len() >= retirement::BATCH_CONVERSATIONS || self.bytes >= retirement::BATCH_BYTES
+    }
+
+    /// Retire the batch, its rows into `done`, and empty it; whether the store was busy.
+    fn flush(
+        &mut self,
+        store: &mut Store,
+        cold: &mut Cold,
+        now: &str,
+        done: &mut [Option<Moved>],
+    ) -> bool {
+        let batch = std::mem::take(self);
+        match retirement::retire_batch(store, cold, &batch.moved, now) {
+            Ok(outs) => {
+                for (at, o) in batch.at.into_iter().zip(outs) {
+                    done[at] = Some(o);
+                }
+                false
+            }
+            // Nothing of the batch started; it and the rest are reported not started.
+            Err(Error::Busy { .. }) => true,
+            Err(e) => {
+                // One batch's failure is its conversations' own.
+                for (at, m) in batch.at.into_iter().zip(&batch.moved) {
+                    done[at] = Some(failed_row(&m.ids[0], &e));
+                }
+                false
+            }
+        }
+    }
 }
 
 /// The selectors, with ID prefixes resolved, validated (as `compact`'s).

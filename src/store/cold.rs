@@ -1,6 +1,7 @@
 //! The cold file of `agent-db retire` (`<store>.agent-db-cold.db` by default): an SQLite file of
 //! agent-db's own, in rollback-journal mode with `synchronous = FULL` (each commit is on disk
-//! when it returns). One `agent_db_cold` row per retirement (its state: `moving` until the
+//! when it returns: the copy must be durable before the store deletes the rows; a retirement
+//! commits here twice per batch, so the journal's fsyncs are paid per batch). One `agent_db_cold` row per retirement (its state: `moving` until the
 //! store's transaction committed, then `retired`) and one `agent_db_cold_tables` row per table
 //! of it: the rows' cells ([`super::retire::encode_cell`]) as one zstd frame.
 
@@ -94,51 +95,36 @@ impl Cold {
         }))
     }
 
-    /// Write `moved` as retirement `token` in state `moving`, in one transaction.
+    /// Write each of `batch` as retirement `tokens[i]` in state `moving`, in one transaction.
     pub fn put(
         &mut self,
-        token: &str,
+        tokens: &[String],
         kind: &str,
         store: &Path,
-        moved: &Moved,
+        batch: &[Moved],
         now: &str,
     ) -> Result<()> {
         let path = self.path.clone();
         let tx = self.conn.transaction().at(&path)?;
-        tx.execute(
-            "INSERT INTO agent_db_cold(token, conversation_id, store_kind, store_path, state, moved_at,
-               conversations, rows, bytes, digest) VALUES (?1, ?2, ?3, ?4, 'moving', ?5, ?6, ?7, ?8, ?9)",
-            params![
-                token,
-                moved.ids[0],
-                kind,
-                store.display().to_string(),
-                now,
-                serde_json::to_string(&moved.ids).unwrap_or_default(),
-                moved.rows() as i64,
-                moved.bytes() as i64,
-                moved.digest
-            ],
-        )
-        .at(&path)?;
-        for (seq, t) in moved.tables.iter().enumerate() {
-            let frame = zstd::bulk::compress(&t.data, 3).map_err(|source| Error::Io {
-                path: path.clone(),
-                source,
-            })?;
+        for (token, moved) in tokens.iter().zip(batch) {
+            put_one(&tx, &path, token, kind, store, moved, now)?;
+        }
+        tx.commit().at(&path)
+    }
+
+    /// In one transaction: the copies `retired` marked `retired`, the copies `dropped` removed.
+    pub fn finish(&mut self, retired: &[&str], dropped: &[&str]) -> Result<()> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().at(&path)?;
+        for t in retired {
             tx.execute(
-                "INSERT INTO agent_db_cold_tables(token, seq, table_name, columns, row_count, data)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    token,
-                    seq as i64,
-                    t.table,
-                    serde_json::to_string(&t.columns).unwrap_or_default(),
-                    t.rows as i64,
-                    frame
-                ],
+                "UPDATE agent_db_cold SET state = 'retired' WHERE token = ?1",
+                [t],
             )
             .at(&path)?;
+        }
+        for t in dropped {
+            remove_in(&tx, &path, t)?;
         }
         tx.commit().at(&path)
     }
@@ -157,13 +143,7 @@ impl Cold {
 
     /// Remove retirement `token` and its rows.
     pub fn remove(&mut self, token: &str) -> Result<()> {
-        let path = self.path.clone();
-        let tx = self.conn.transaction().at(&path)?;
-        tx.execute("DELETE FROM agent_db_cold_tables WHERE token = ?1", [token])
-            .at(&path)?;
-        tx.execute("DELETE FROM agent_db_cold WHERE token = ?1", [token])
-            .at(&path)?;
-        tx.commit().at(&path)
+        self.finish(&[], &[token])
     }
 
     /// Retirement `token`, if the file holds it.
@@ -246,6 +226,65 @@ impl Cold {
     pub fn size(path: &Path) -> u64 {
         std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
     }
+}
+
+/// Retirement `token`'s row and its tables' frames, in `tx`.
+fn put_one(
+    tx: &Connection,
+    path: &Path,
+    token: &str,
+    kind: &str,
+    store: &Path,
+    moved: &Moved,
+    now: &str,
+) -> Result<()> {
+    tx.execute(
+        "INSERT INTO agent_db_cold(token, conversation_id, store_kind, store_path, state, moved_at,
+           conversations, rows, bytes, digest) VALUES (?1, ?2, ?3, ?4, 'moving', ?5, ?6, ?7, ?8, ?9)",
+        params![
+            token,
+            moved.ids[0],
+            kind,
+            store.display().to_string(),
+            now,
+            serde_json::to_string(&moved.ids).unwrap_or_default(),
+            moved.rows() as i64,
+            moved.bytes() as i64,
+            moved.digest
+        ],
+    )
+    .at(path)?;
+    let mut st = tx
+        .prepare_cached(
+            "INSERT INTO agent_db_cold_tables(token, seq, table_name, columns, row_count, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .at(path)?;
+    for (seq, t) in moved.tables.iter().enumerate() {
+        let frame = zstd::bulk::compress(&t.data, 3).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        st.execute(params![
+            token,
+            seq as i64,
+            t.table,
+            serde_json::to_string(&t.columns).unwrap_or_default(),
+            t.rows as i64,
+            frame
+        ])
+        .at(path)?;
+    }
+    Ok(())
+}
+
+/// Remove retirement `token` and its rows, in `tx`.
+fn remove_in(tx: &Connection, path: &Path, token: &str) -> Result<()> {
+    tx.execute("DELETE FROM agent_db_cold_tables WHERE token = ?1", [token])
+        .at(path)?;
+    tx.execute("DELETE FROM agent_db_cold WHERE token = ?1", [token])
+        .at(path)?;
+    Ok(())
 }
 
 fn not_cold(path: &Path, detail: &str) -> Error {

@@ -112,6 +112,12 @@ fn checks_off<T>(
     out
 }
 
+/// At most this many conversations, or this many bytes of their rows, move in one round of the
+/// protocol ([`retire_batch`]): each step is one transaction (one fsync) for the whole batch.
+pub const BATCH_CONVERSATIONS: usize = 256;
+/// See [`BATCH_CONVERSATIONS`].
+pub const BATCH_BYTES: u64 = 16 << 20;
+
 /// Retire conversation `id` into `cold`: the steps of docs/architecture.md, "Retire".
 pub fn retire(store: &mut Store, cold: &mut Cold, id: &str, now: &str) -> Result<Outcome> {
     match plan(store, id)? {
@@ -132,80 +138,190 @@ pub fn retire_as_read(
     moved: &Moved,
     now: &str,
 ) -> Result<Outcome> {
-    let map = map_of(store)?;
-    store.ensure_agent_tables()?;
-    let path = store.path.clone();
-    let id = moved.ids[0].as_str();
-    let token = new_token(id);
-    store
-        .conn
-        .execute(
-            "INSERT INTO agent_db_retirements(token, conversation_id, store_kind, cold_path, state, settled, started_at)
-             VALUES (?1, ?2, ?3, ?4, 'moving', 0, ?5)",
-            params![token, id, store.kind.name(), cold.path.display().to_string(), now],
-        )
-        .at(&path)?;
-    failpoint::crash("retire-intent", id);
-    if let Err(e) = cold.put(&token, store.kind.name(), &path, moved, now) {
-        forget(&store.conn, &path, &token)?;
-        return Err(e);
-    }
-    failpoint::crash("retire-cold", id);
-    let written = checks_off(&mut store.conn, &path, |conn| {
-        move_out(conn, &path, &map, moved, &token, now)
-    });
-    let audit = match written {
-        Ok(Some(audit)) => audit,
-        other => {
-            // Changed since read, or failed: the store's transaction rolled back; the cold copy goes.
-            cold.remove(&token)?;
-            forget(&store.conn, &path, &token)?;
-            other?;
-            return Ok(Outcome::of(
-                id,
-                "skipped: changed since read (the agent wrote to it); nothing moved",
-                Some(moved),
-            ));
-        }
-    };
-    failpoint::crash("retire-hot", id);
-    cold.mark(&token, "retired")?;
-    failpoint::crash("retire-mark", id);
-    settle(&store.conn, &path, &token)?;
-    let mut out = Outcome::of(id, "retired", Some(moved));
-    out.compaction_id = Some(audit);
-    Ok(out)
+    let mut out = retire_batch(store, cold, std::slice::from_ref(moved), now)?;
+    Ok(out.remove(0))
 }
 
-/// The store's transaction of a retirement: the rows read again and compared with `moved`
-/// (`None`, nothing written, when they differ), deleted, the audit row written and the intent
-/// row set `retired`. The audit row's id.
+/// What the store's transaction did with one conversation of a batch.
+enum Step {
+    /// Moved out; the audit row's id.
+    Retired(i64),
+    /// Its rows are no longer the ones read: nothing written.
+    Changed,
+    /// Its statements failed: rolled back to before it, nothing written.
+    Failed(Error),
+}
+
+/// Crash (the tests' failpoint) at `stage` when it is armed for any conversation of `batch`.
+fn crash_at(stage: &str, batch: &[Moved]) {
+    for m in batch {
+        failpoint::crash(stage, &m.ids[0]);
+    }
+}
+
+/// Retire the conversations of `batch` (disjoint groups, as [`plan`] read them) into `cold`, in
+/// five commits for the whole batch (docs/architecture.md, "Retire"): one outcome per
+/// conversation, in order. A conversation changed since read is skipped and one whose
+/// statements fail is failed; the others go on. An error is returned only when a step of the
+/// whole batch failed: then nothing moved (recovery finishes the cleanup if it failed too).
+pub fn retire_batch(
+    store: &mut Store,
+    cold: &mut Cold,
+    batch: &[Moved],
+    now: &str,
+) -> Result<Vec<Outcome>> {
+    if batch.is_empty() {
+        return Ok(Vec::new());
+    }
+    let map = map_of(store)?;
+    store.ensure_agent_tables()?;
+    let (path, kind) = (store.path.clone(), store.kind.name());
+    let tokens: Vec<String> = batch.iter().map(|m| new_token(&m.ids[0])).collect();
+    intend(
+        &mut store.conn,
+        &path,
+        kind,
+        &cold.path,
+        batch,
+        &tokens,
+        now,
+    )?;
+    crash_at("retire-intent", batch);
+    if let Err(e) = cold.put(&tokens, kind, &path, batch, now) {
+        forget(&mut store.conn, &path, &tokens)?;
+        return Err(e);
+    }
+    crash_at("retire-cold", batch);
+    let written = checks_off(&mut store.conn, &path, |conn| {
+        move_out(conn, &path, &map, batch, &tokens, now)
+    });
+    let steps = match written {
+        Ok(steps) => steps,
+        Err(e) => {
+            // The store's transaction rolled back: the cold copies go.
+            let all: Vec<&str> = tokens.iter().map(String::as_str).collect();
+            cold.finish(&[], &all)?;
+            forget(&mut store.conn, &path, &tokens)?;
+            return Err(e);
+        }
+    };
+    crash_at("retire-hot", batch);
+    let (mut retired, mut dropped) = (Vec::new(), Vec::new());
+    for (t, step) in tokens.iter().zip(&steps) {
+        match step {
+            Step::Retired(_) => retired.push(t.as_str()),
+            _ => dropped.push(t.as_str()),
+        }
+    }
+    cold.finish(&retired, &dropped)?;
+    crash_at("retire-mark", batch);
+    settle_batch(&mut store.conn, &path, &retired, &dropped)?;
+    Ok(batch
+        .iter()
+        .zip(steps)
+        .map(|(moved, step)| {
+            let id = moved.ids[0].as_str();
+            match step {
+                Step::Retired(audit) => {
+                    let mut out = Outcome::of(id, "retired", Some(moved));
+                    out.compaction_id = Some(audit);
+                    out
+                }
+                Step::Changed => Outcome::of(
+                    id,
+                    "skipped: changed since read (the agent wrote to it); nothing moved",
+                    Some(moved),
+                ),
+                Step::Failed(e) => Outcome::of(id, &format!("failed: {e}"), Some(moved)),
+            }
+        })
+        .collect())
+}
+
+/// The store's first transaction of a batch: an intent row `moving` per conversation.
+fn intend(
+    conn: &mut Connection,
+    path: &Path,
+    kind: &str,
+    cold: &Path,
+    batch: &[Moved],
+    tokens: &[String],
+    now: &str,
+) -> Result<()> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .at(path)?;
+    let cold = cold.display().to_string();
+    for (moved, token) in batch.iter().zip(tokens) {
+        tx.execute(
+            "INSERT INTO agent_db_retirements(token, conversation_id, store_kind, cold_path, state, settled, started_at)
+             VALUES (?1, ?2, ?3, ?4, 'moving', 0, ?5)",
+            params![token, moved.ids[0], kind, cold, now],
+        )
+        .at(path)?;
+    }
+    tx.commit().at(path)
+}
+
+/// The store's transaction of a batch: each conversation, in a savepoint of its own, re-read
+/// and compared with what was read (skipped when it differs), deleted, its audit row written
+/// and its intent row set `retired`. A skipped or failed one keeps its intent row `moving`
+/// (settled after its cold copy is removed, or by recovery).
 fn move_out(
     conn: &mut Connection,
+    path: &Path,
+    map: &RetireMap,
+    batch: &[Moved],
+    tokens: &[String],
+    now: &str,
+) -> Result<Vec<Step>> {
+    let mut tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .at(path)?;
+    let mut steps = Vec::with_capacity(batch.len());
+    for (moved, token) in batch.iter().zip(tokens) {
+        let sp = tx.savepoint().at(path)?;
+        steps.push(match move_one(&sp, path, map, moved, token, now) {
+            Ok(Some(audit)) => {
+                sp.commit().at(path)?;
+                Step::Retired(audit)
+            }
+            // Dropping the savepoint rolls back what it wrote.
+            Ok(None) => Step::Changed,
+            Err(e) => Step::Failed(e),
+        });
+    }
+    tx.commit().at(path)?;
+    Ok(steps)
+}
+
+/// One conversation of [`move_out`]: the audit row's id, or `None` (nothing written) when its
+/// rows are no longer exactly `moved`.
+fn move_one(
+    conn: &Connection,
     path: &Path,
     map: &RetireMap,
     moved: &Moved,
     token: &str,
     now: &str,
 ) -> Result<Option<i64>> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .at(path)?;
-    let again = retire::read(&tx, path, map, &moved.ids[0])?;
+    let again = retire::read(conn, path, map, &moved.ids[0])?;
     if again.as_ref() != Some(moved) {
         return Ok(None);
     }
-    retire::delete(&tx, path, map, moved)?;
-    let (kind, cold_path): (String, String) = tx
+    drop(again);
+    retire::delete(conn, path, map, moved)?;
+    let (kind, cold_path): (String, String) = conn
         .query_row(
             "SELECT store_kind, cold_path FROM agent_db_retirements WHERE token = ?1",
             [token],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .at(path)?;
-    let audit = archive::insert_audit(&tx, &audit_entry(&kind, &cold_path, moved), now).at(path)?;
-    archive::finish_audit(&tx, audit, &[], None).at(path)?;
-    let n = tx
+    let audit =
+        archive::insert_audit(conn, &audit_entry(&kind, &cold_path, moved), now).at(path)?;
+    archive::finish_audit(conn, audit, &[], None).at(path)?;
+    let n = conn
         .execute(
             "UPDATE agent_db_retirements SET state = 'retired', retired_at = ?2, conversations = ?3,
                rows = ?4, bytes = ?5, digest = ?6, compaction_id = ?7 WHERE token = ?1 AND state = 'moving'",
@@ -226,8 +342,38 @@ fn move_out(
             "its retirement's intent row is gone (another agent-db recovered it); nothing moved",
         ));
     }
-    tx.commit().at(path)?;
     Ok(Some(audit))
+}
+
+/// The store's last transaction of a batch: the retired ones' rows settled, the dropped ones'
+/// intent rows deleted. Committed with `synchronous = NORMAL`: in WAL mode this commit may then
+/// be lost to a power cut (never torn, and only with every later commit), which leaves the rows
+/// `retired` unsettled or `moving` with no cold copy, both states [`recover`] settles the same
+/// way on the next run; the commits before it, which decide where a conversation is, keep the
+/// connection's setting.
+fn settle_batch(
+    conn: &mut Connection,
+    path: &Path,
+    retired: &[&str],
+    dropped: &[&str],
+) -> Result<()> {
+    let sync: i64 = conn
+        .pragma_query_value(None, "synchronous", |r| r.get(0))
+        .at(path)?;
+    conn.pragma_update(None, "synchronous", sync.min(1))
+        .at(path)?;
+    let out = (|| {
+        let tx = conn.transaction().at(path)?;
+        for t in retired {
+            settle(&tx, path, t)?;
+        }
+        for t in dropped {
+            forget_one(&tx, path, t)?;
+        }
+        tx.commit().at(path)
+    })();
+    conn.pragma_update(None, "synchronous", sync).at(path)?;
+    out
 }
 
 fn audit_entry(kind: &str, cold_path: &str, moved: &Moved) -> AuditEntry {
@@ -244,10 +390,19 @@ fn audit_entry(kind: &str, cold_path: &str, moved: &Moved) -> AuditEntry {
 }
 
 /// Drop intent row `token` (a retirement that did not happen).
-fn forget(conn: &Connection, path: &Path, token: &str) -> Result<()> {
+fn forget_one(conn: &Connection, path: &Path, token: &str) -> Result<()> {
     conn.execute("DELETE FROM agent_db_retirements WHERE token = ?1", [token])
         .at(path)?;
     Ok(())
+}
+
+/// Drop the intent rows `tokens`, in one transaction.
+fn forget(conn: &mut Connection, path: &Path, tokens: &[String]) -> Result<()> {
+    let tx = conn.transaction().at(path)?;
+    for t in tokens {
+        forget_one(&tx, path, t)?;
+    }
+    tx.commit().at(path)
 }
 
 /// The cold file agrees with the store's row `token`.
@@ -497,7 +652,7 @@ pub fn recover(store: &Store) -> Result<Vec<String>> {
                 if let (Some(mut c), Some(_)) = (cold, entry) {
                     c.remove(&token)?;
                 }
-                forget(conn, path, &token)?;
+                forget_one(conn, path, &token)?;
                 notes.push(format!(
                     "conversation {id}: an interrupted retire left it in the store"
                 ));

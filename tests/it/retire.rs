@@ -419,6 +419,92 @@ fn a_conversation_changed_between_read_and_write_is_skipped_with_nothing_moved()
     assert_eq!(open, 0);
 }
 
+#[test]
+fn in_a_batch_a_changed_conversation_is_skipped_and_the_others_move() {
+    use agent_db::store::cold::Cold;
+    use agent_db::store::{retirement, Access, Store};
+    let s = make("opencode", 3);
+    let ids = s.ids();
+    let mut store = Store::open(&s.db, Access::Write).unwrap();
+    let batch: Vec<_> = ids
+        .iter()
+        .map(|id| retirement::plan(&store, id).unwrap().unwrap())
+        .collect();
+    // opencode writes to the second session after agent-db read the batch.
+    s.conn()
+        .execute(
+            "UPDATE message SET time_updated = time_updated + 1 WHERE session_id = ?1",
+            [&ids[1]],
+        )
+        .unwrap();
+    let changed = agent_dump(&s.conn());
+    let mut cold = Cold::open(&s.cold(), true).unwrap().unwrap();
+    let out = retirement::retire_batch(&mut store, &mut cold, &batch, NOW).unwrap();
+    let status: Vec<&str> = out.iter().map(|o| o.status.as_str()).collect();
+    assert_eq!(status[0], "retired");
+    assert!(
+        status[1].starts_with("skipped: changed since read"),
+        "{status:?}"
+    );
+    assert_eq!(status[2], "retired");
+    drop((store, cold));
+    let place = where_each_is(&s, &ids);
+    assert_eq!(
+        [place[&ids[0]], place[&ids[1]], place[&ids[2]]],
+        ["cold", "hot", "cold"]
+    );
+    let left: i64 = s
+        .conn()
+        .query_row(
+            "SELECT COUNT(*) FROM agent_db_retirements WHERE conversation_id = ?1",
+            [&ids[1]],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(left, 0);
+    // One audit row per retired conversation.
+    let audits: i64 = s
+        .conn()
+        .query_row(
+            "SELECT COUNT(*) FROM agent_db_compactions WHERE strategy = 'retire'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(audits, 2);
+    recover_and_check(&s, &ids, &changed);
+}
+
+/// The cold file's change counter (header bytes 24..28: one per transaction it committed in
+/// rollback-journal mode).
+fn cold_commits(s: &S) -> u32 {
+    let b = std::fs::read(s.cold()).unwrap();
+    u32::from_be_bytes(b[24..28].try_into().unwrap())
+}
+
+#[test]
+fn many_conversations_cost_the_cold_file_a_fixed_number_of_commits() {
+    let s = make("opencode", 8);
+    let ids = s.ids();
+    assert!(ids.len() >= 6, "{}", ids.len());
+    s.cmd().args(["retire", &ids[0], "--yes"]).assert().code(0);
+    let before = cold_commits(&s);
+    s.cmd()
+        .args(["retire", "--yes"])
+        .args(&ids[1..])
+        .assert()
+        .code(0);
+    let commits = cold_commits(&s) - before;
+    // One batch: the copies `moving`, then `retired` (not two or more per conversation).
+    assert!(
+        commits <= 2,
+        "{commits} commits for {} conversations",
+        ids.len() - 1
+    );
+    let place = where_each_is(&s, &ids);
+    assert!(place.values().all(|p| *p == "cold"), "{place:?}");
+}
+
 /// Where each conversation is after recovery: in the store, or retired in the cold file;
 /// both files pass `integrity_check`, and no retirement is left unsettled.
 fn where_each_is(s: &S, ids: &[String]) -> BTreeMap<String, &'static str> {
@@ -531,15 +617,19 @@ fn a_crash_at_each_step_is_finished_or_undone_by_the_next_command() {
         if restoring {
             s.cmd().args(["retire", id, "--yes"]).assert().code(0);
         }
-        let verb = if restoring { "restore" } else { "retire" };
+        // A retire moves two conversations in one batch; the failpoint names the second.
+        let (args, armed) = if restoring {
+            (vec!["restore", id.as_str()], id)
+        } else {
+            (
+                vec!["retire", id.as_str(), ids[1].as_str(), "--yes"],
+                &ids[1],
+            )
+        };
         let out = s
             .cmd()
-            .args(
-                [verb, id, "--yes"]
-                    .iter()
-                    .filter(|a| !(restoring && **a == "--yes")),
-            )
-            .env("AGENT_DB_FAILPOINT", format!("{stage}:{id}"))
+            .args(&args)
+            .env("AGENT_DB_FAILPOINT", format!("{stage}:{armed}"))
             .output()
             .unwrap();
         assert_eq!(
@@ -549,7 +639,11 @@ fn a_crash_at_each_step_is_finished_or_undone_by_the_next_command() {
         );
         let out = s.cmd().arg("stats").output().unwrap();
         assert_eq!(out.status.code(), Some(0));
-        assert_eq!(where_each_is(&s, &ids)[id], expected, "{stage}");
+        let place = where_each_is(&s, &ids);
+        assert_eq!(place[id], expected, "{stage}");
+        if !restoring {
+            assert_eq!(place[&ids[1]], expected, "{stage}: the batch split");
+        }
         recover_and_check(&s, &ids, &before);
     }
 }
