@@ -1,5 +1,5 @@
-//! `agent-db reclaim`: what the agent never reads again, by category, removed one conversation
-//! per transaction with the rows archived for `restore`; `--dry-run` prints the bytes only.
+//! `agent-db reclaim`: what the agent never reads again, by category, removed a bounded batch of
+//! conversations per transaction with the rows archived for `restore`; `--dry-run` prints the bytes only.
 
 use std::time::Duration;
 
@@ -53,7 +53,7 @@ pub fn run(ui: &Ui, store: Store, args: &ReclaimArgs) -> CmdResult {
     }
     let stamp = gotime::rfc3339_utc(&now);
     let (removed, failed) = remove_all(&mut store, &units, cutoff, &stamp);
-    let done: Vec<reclaim::Unit> = units
+    let done: Vec<reclaim::Planned> = units
         .iter()
         .zip(&removed)
         .filter(|(_, r)| r.status == "removed")
@@ -76,7 +76,7 @@ fn report_plan(
     ui: &Ui,
     store: &Store,
     args: &ReclaimArgs,
-    units: &[reclaim::Unit],
+    units: &[reclaim::Planned],
     would: &[reclaim::CategoryTotal],
 ) -> std::io::Result<()> {
     // Why this agent has nothing agent-db may remove, when that is so (docs/stores.md).
@@ -106,7 +106,7 @@ fn report_plan(
 }
 
 /// The confirmation question: how much, from how many conversations, of which categories.
-fn question(units: &[reclaim::Unit], would: &[reclaim::CategoryTotal]) -> String {
+fn question(units: &[reclaim::Planned], would: &[reclaim::CategoryTotal]) -> String {
     let total: u64 = would.iter().map(|t| t.bytes).sum();
     format!(
         "remove {} from {} conversation(s) ({})? `agent-db restore` puts them back.",
@@ -120,34 +120,64 @@ fn question(units: &[reclaim::Unit], would: &[reclaim::CategoryTotal]) -> String
     )
 }
 
-/// Remove every unit, each in its own transaction; one unit's failure is its own. Whether any
+/// Remove every unit, a bounded batch of them per transaction; one unit's failure is its own
+/// (a failed transaction fails its batch, whose units are then reported failed). Whether any
 /// failed.
 fn remove_all(
     store: &mut Store,
-    units: &[reclaim::Unit],
+    units: &[reclaim::Planned],
     cutoff: i64,
     stamp: &str,
 ) -> (Vec<reclaim::Removed>, bool) {
     let mut removed = Vec::with_capacity(units.len());
     let mut failed = false;
-    for u in units {
-        match reclaim::remove(store, u, cutoff, stamp) {
-            Ok(r) => removed.push(r),
+    let failure = |u: &reclaim::Planned, e: &dyn std::fmt::Display| reclaim::Removed {
+        category: u.category,
+        conversation: u.conversation.clone(),
+        status: format!("failed: {e}"),
+        compaction_id: None,
+        rows: 0,
+        bytes: 0,
+    };
+    let mut rest = units;
+    while !rest.is_empty() {
+        let n = batch_len(rest);
+        let (batch, tail) = rest.split_at(n);
+        rest = tail;
+        match reclaim::remove_batch(store, batch, cutoff, stamp) {
+            Ok(outcomes) => {
+                for (u, r) in batch.iter().zip(outcomes) {
+                    match r {
+                        Ok(r) => removed.push(r),
+                        Err(e) => {
+                            failed = true;
+                            removed.push(failure(u, &e));
+                        }
+                    }
+                }
+            }
             Err(e) => {
-                // One conversation's failure is its own.
                 failed = true;
-                removed.push(reclaim::Removed {
-                    category: u.category,
-                    conversation: u.conversation.clone(),
-                    status: format!("failed: {e}"),
-                    compaction_id: None,
-                    rows: 0,
-                    bytes: 0,
-                });
+                removed.extend(batch.iter().map(|u| failure(u, &e)));
             }
         }
     }
     (removed, failed)
+}
+
+/// How many of `units` the next transaction takes ([`reclaim::BATCH_UNITS`] and
+/// [`reclaim::BATCH_BYTES`]; at least one).
+fn batch_len(units: &[reclaim::Planned]) -> usize {
+    let mut bytes = 0u64;
+    let mut n = 0;
+    for u in units.iter().take(reclaim::BATCH_UNITS) {
+        if n > 0 && bytes + u.bytes > reclaim::BATCH_BYTES {
+            break;
+        }
+        bytes += u.bytes;
+        n += 1;
+    }
+    n
 }
 
 /// What was removed, skipped or failed, and the vacuum's result if `--vacuum` ran one.

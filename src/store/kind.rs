@@ -190,14 +190,16 @@ pub trait Adapter: Sync + 'static {
     /// Rows the agent never reads again, per conversation and category, that `reclaim` may
     /// remove ([`super::reclaim`]): each category established from the agent's own source
     /// (docs/stores.md). `idle_before_ms`: only conversations the agent last wrote before this
-    /// time (Unix milliseconds); `only`: that conversation alone. None, the default.
+    /// time (Unix milliseconds); `only`: that conversation alone. Each unit goes to `sink` as
+    /// soon as it is complete, so no caller holds every key of the store. None, the default.
     fn reclaimable(
         &self,
         _read: &Read<'_>,
         _idle_before_ms: i64,
         _only: Option<&str>,
-    ) -> Result<Vec<super::reclaim::Unit>> {
-        Ok(Vec::new())
+        _sink: &mut super::reclaim::Sink<'_>,
+    ) -> Result<()> {
+        Ok(())
     }
     /// Why `reclaim` may remove nothing from this agent's store (`None`: it has categories,
     /// [`Adapter::reclaimable`]); from the agent's own source, as docs/stores.md cites it.

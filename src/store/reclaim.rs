@@ -1,14 +1,16 @@
 //! `agent-db reclaim`: remove rows the agent never reads again (each agent says which, from its
-//! own source: [`super::kind::Adapter::reclaimable`]), one conversation and category per
-//! transaction, every removed row archived (a deleted-row marker and its cells, see
-//! [`super::archive`]) so `restore` inserts it back byte for byte. The whole write is
-//! [`remove`]; the rest only reads.
+//! own source: [`super::kind::Adapter::reclaimable`]), a bounded batch of conversations per
+//! transaction (each under its own savepoint and audit row), every removed row archived (a
+//! deleted-row marker and its cells, see [`super::archive`]) so `restore` inserts it back byte
+//! for byte. The plan keeps a digest per unit, not its keys. The whole write is
+//! [`remove_batch`]; the rest only reads.
 
 use std::path::Path;
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, TransactionBehavior};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
 use super::conversation::Read;
 use super::pre_image::{self as archive, AuditEntry, Cell, CellValue, Packed};
@@ -44,12 +46,75 @@ pub struct CategoryTotal {
     pub bytes: u64,
 }
 
-/// What the agent's store can give back now.
-pub fn plan(store: &Store, idle_before_ms: i64) -> Result<Vec<Unit>> {
+/// Where an adapter's [`super::kind::Adapter::reclaimable`] puts each unit.
+pub type Sink<'a> = dyn FnMut(Unit) -> Result<()> + 'a;
+
+/// One unit as the plan keeps it: its totals and a digest of the rows it selects, not their keys,
+/// so a plan's memory does not grow with the rows. [`remove_batch`] selects the rows again and
+/// removes them only if they are the same ones.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    pub category: &'static str,
+    pub conversation: String,
+    pub rows: u64,
+    /// The rows' stored bytes (every column's).
+    pub bytes: u64,
+    digest: [u8; 32],
+}
+
+impl Planned {
+    pub fn of(u: &Unit) -> Planned {
+        let mut h = Sha256::new();
+        for r in &u.rows {
+            for part in [r.table, r.key_column] {
+                h.update((part.len() as u64).to_le_bytes());
+                h.update(part.as_bytes());
+            }
+            h.update((r.keys.len() as u64).to_le_bytes());
+            for k in &r.keys {
+                match k {
+                    CellValue::Null => h.update([0]),
+                    CellValue::Integer(i) => {
+                        h.update([1]);
+                        h.update(i.to_le_bytes());
+                    }
+                    CellValue::Real(f) => {
+                        h.update([2]);
+                        h.update(f.to_bits().to_le_bytes());
+                    }
+                    CellValue::Text(b) | CellValue::Blob(b) => {
+                        h.update([if matches!(k, CellValue::Text(_)) {
+                            3
+                        } else {
+                            4
+                        }]);
+                        h.update((b.len() as u64).to_le_bytes());
+                        h.update(b);
+                    }
+                }
+            }
+        }
+        Planned {
+            category: u.category,
+            conversation: u.conversation.clone(),
+            rows: u.rows.iter().map(|r| r.keys.len() as u64).sum(),
+            bytes: u.bytes,
+            digest: h.finalize().into(),
+        }
+    }
+}
+
+/// What the agent's store can give back now, streamed from the agent's selection unit by unit.
+pub fn plan(store: &Store, idle_before_ms: i64) -> Result<Vec<Planned>> {
+    let mut out = Vec::new();
     store
         .kind
         .adapter()
-        .reclaimable(&store.read(), idle_before_ms, None)
+        .reclaimable(&store.read(), idle_before_ms, None, &mut |u: Unit| {
+            out.push(Planned::of(&u));
+            Ok(())
+        })?;
+    Ok(out)
 }
 
 /// Why `reclaim` may remove nothing from this agent's store (`None`: it has categories).
@@ -58,7 +123,7 @@ pub fn nothing_removable(store: &Store) -> Option<&'static str> {
 }
 
 /// The units' totals by category, in the order they first appear.
-pub fn totals(units: &[Unit]) -> Vec<CategoryTotal> {
+pub fn totals(units: &[Planned]) -> Vec<CategoryTotal> {
     let mut out: Vec<CategoryTotal> = Vec::new();
     for u in units {
         let i = match out.iter().position(|t| t.category == u.category) {
@@ -73,7 +138,7 @@ pub fn totals(units: &[Unit]) -> Vec<CategoryTotal> {
         };
         let t = &mut out[i];
         t.conversations += 1;
-        t.rows += u.rows.iter().map(|r| r.keys.len() as u64).sum::<u64>();
+        t.rows += u.rows;
         t.bytes += u.bytes;
     }
     out
@@ -93,48 +158,113 @@ pub struct Removed {
     pub bytes: u64,
 }
 
-/// Remove one unit in one transaction: the agent's selection is read again inside it, and the
-/// unit is skipped (nothing written) unless it selects exactly the same rows; every row is
-/// archived (large TEXT and BLOB values compressed) before it is deleted.
-pub fn remove(store: &mut Store, unit: &Unit, idle_before_ms: i64, now: &str) -> Result<Removed> {
+/// A batch of units [`remove_batch`] commits together: at most this many conversations…
+pub const BATCH_UNITS: usize = 32;
+/// …or this many stored bytes (the first unit always goes in).
+pub const BATCH_BYTES: u64 = 16 << 20;
+
+/// Remove one unit in one transaction (see [`remove_batch`]).
+pub fn remove(
+    store: &mut Store,
+    unit: &Planned,
+    idle_before_ms: i64,
+    now: &str,
+) -> Result<Removed> {
+    remove_batch(store, std::slice::from_ref(unit), idle_before_ms, now)?
+        .pop()
+        .expect("one outcome per unit")
+}
+
+/// Remove `units` in one transaction (one commit, one sync), each unit under its own savepoint:
+/// the agent's selection is read again inside it, and the unit is skipped (nothing written)
+/// unless it selects exactly the same rows; every row is archived (large TEXT and BLOB values
+/// compressed) before it is deleted, with its own audit row. A skipped or failed unit leaves the
+/// others of the batch alone. One outcome per unit, in order; `Err` only when the transaction
+/// itself fails (nothing of the batch is written then).
+pub fn remove_batch(
+    store: &mut Store,
+    units: &[Planned],
+    idle_before_ms: i64,
+    now: &str,
+) -> Result<Vec<Result<Removed>>> {
     store.ensure_agent_tables()?;
-    let rows: u64 = unit.rows.iter().map(|r| r.keys.len() as u64).sum();
-    let mut out = Removed {
-        category: unit.category,
-        conversation: unit.conversation.clone(),
-        status: "removed".into(),
-        compaction_id: None,
-        rows,
-        bytes: unit.bytes,
-    };
     let path = store.path.clone();
     let kind = store.kind;
     let limits = store.limits.clone();
-    let tx = store
+    let mut tx = store
         .conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .at(&path)?;
-    let read = Read {
-        conn: &tx,
-        path: &path,
-        limits: &limits,
+    let mut out = Vec::with_capacity(units.len());
+    for unit in units {
+        let sp = tx.savepoint().at(&path)?;
+        let read = Read {
+            conn: &sp,
+            path: &path,
+            limits: &limits,
+        };
+        let r = remove_in(&read, kind, unit, idle_before_ms, now);
+        match r {
+            Ok(removed) => {
+                sp.commit().at(&path)?;
+                out.push(Ok(removed));
+            }
+            // Some errors (a full disk, I/O) make SQLite roll the whole transaction back: the
+            // batch's earlier units are not written either, so the batch fails as one.
+            Err(e) if sp.is_autocommit() => return Err(e),
+            // Dropping the savepoint rolls this unit back; the batch goes on.
+            Err(e) => {
+                drop(sp);
+                out.push(Err(e));
+            }
+        }
+    }
+    tx.commit().at(&path)?;
+    Ok(out)
+}
+
+/// One unit inside the batch's transaction.
+fn remove_in(
+    read: &Read<'_>,
+    kind: super::StoreKind,
+    planned: &Planned,
+    idle_before_ms: i64,
+    now: &str,
+) -> Result<Removed> {
+    let (tx, path) = (read.conn, read.path);
+    let mut out = Removed {
+        category: planned.category,
+        conversation: planned.conversation.clone(),
+        status: "removed".into(),
+        compaction_id: None,
+        rows: planned.rows,
+        bytes: planned.bytes,
     };
-    let now_units = kind
-        .adapter()
-        .reclaimable(&read, idle_before_ms, Some(&unit.conversation))?;
-    if !now_units.iter().any(|u| u == unit) {
+    let mut unit = None;
+    kind.adapter().reclaimable(
+        read,
+        idle_before_ms,
+        Some(&planned.conversation),
+        &mut |u: Unit| {
+            if unit.is_none() && Planned::of(&u) == *planned {
+                unit = Some(u);
+            }
+            Ok(())
+        },
+    )?;
+    let Some(unit) = unit else {
         out.status = "skipped: changed since read (the agent wrote to it); nothing removed".into();
         return Ok(out);
-    }
+    };
     let mut cells = Vec::new();
     for r in &unit.rows {
-        archive_rows(&tx, &path, r, &mut cells)?;
+        archive_rows(tx, path, r, &mut cells)?;
     }
-    let id = archive::insert_audit(&tx, &audit_entry(kind.name(), unit, rows), now).at(&path)?;
-    archive::save_pre_image(&tx, id, &cells).at(&path)?;
-    delete_rows(&tx, &path, unit)?;
-    archive::finish_audit(&tx, id, &cells, None).at(&path)?;
-    tx.commit().at(&path)?;
+    let entry = audit_entry(kind.name(), &unit, planned.rows);
+    let id = archive::insert_audit(tx, &entry, now).at(path)?;
+    archive::save_pre_image(tx, id, &cells).at(path)?;
+    delete_rows(tx, path, &unit)?;
+    archive::finish_audit(tx, id, &cells, None).at(path)?;
     out.compaction_id = Some(id);
     Ok(out)
 }

@@ -291,6 +291,73 @@ fn reclaim_removes_only_what_opencode_never_reads_and_restore_puts_it_back() {
     assert_eq!(dump(&o.conn()), before, "restore gives every row back");
 }
 
+/// Several conversations go in one transaction; one whose removal fails (here a trigger aborts
+/// the delete of its events) is reported failed with its rows untouched, while the others of its
+/// transaction are removed, and `restore` gives every one of them back.
+#[test]
+fn one_failing_conversation_leaves_the_rest_of_its_batch_removed() {
+    let o = O::new("opencode-1.18", 8);
+    let c = o.conn();
+    let with_events: Vec<String> = {
+        let mut st = c
+            .prepare("SELECT DISTINCT aggregate_id FROM event WHERE aggregate_id IN (SELECT id FROM session) ORDER BY 1")
+            .unwrap();
+        let r = st.query_map([], |r| r.get::<_, String>(0)).unwrap();
+        r.map(|x| x.unwrap()).collect()
+    };
+    assert!(with_events.len() >= 4, "{with_events:?}");
+    let bad = &with_events[1];
+    let before = dump(&c);
+    let bad_events = event_bytes(&c, &format!("aggregate_id = '{bad}'"));
+    c.execute_batch(&format!(
+        "CREATE TRIGGER no_delete BEFORE DELETE ON event WHEN old.aggregate_id = '{bad}'
+         BEGIN SELECT RAISE(ABORT, 'this session is pinned'); END;"
+    ))
+    .unwrap();
+    drop(c);
+
+    let mut run = o.cmd();
+    run.args(["reclaim", "--yes", "--json"]);
+    let (doc, code) = json(run);
+    assert_eq!(code, 1, "one failure: partial: {doc}");
+    let removed = doc["removed"].as_array().unwrap();
+    assert_eq!(removed.len(), with_events.len(), "{doc}");
+    for r in removed {
+        let failed = r["status"].as_str().unwrap().starts_with("failed");
+        assert_eq!(failed, r["conversation"] == bad.as_str(), "{r}");
+        assert_eq!(r["compaction_id"].is_null(), failed, "{r}");
+    }
+    let c = o.conn();
+    assert_eq!(
+        event_bytes(&c, &format!("aggregate_id = '{bad}'")),
+        bad_events,
+        "the failed session keeps its events"
+    );
+    assert_eq!(
+        event_bytes(&c, &format!("aggregate_id <> '{bad}'")).0,
+        0,
+        "every other session's events were removed"
+    );
+    let audited: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM agent_db_compactions WHERE strategy = 'reclaim'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        audited as usize,
+        with_events.len() - 1,
+        "one audit row per removal"
+    );
+    c.execute_batch("DROP TRIGGER no_delete").unwrap();
+    drop(c);
+    for id in with_events.iter().filter(|s| *s != bad) {
+        o.cmd().args(["restore", id]).assert().success();
+    }
+    assert_eq!(dump(&o.conn()), before, "restore gives every row back");
+}
+
 #[test]
 fn reclaim_of_a_store_with_nothing_to_reclaim_changes_nothing() {
     let env = Env::generated(6, 2, &[]);

@@ -77,8 +77,9 @@ impl Adapter for Kodelet {
         read: &Read<'_>,
         idle_before_ms: i64,
         only: Option<&str>,
-    ) -> Result<Vec<crate::store::reclaim::Unit>> {
-        reclaim::reclaimable(read, idle_before_ms, only)
+        sink: &mut crate::store::reclaim::Sink<'_>,
+    ) -> Result<()> {
+        reclaim::reclaimable(read, idle_before_ms, only, sink)
     }
 
     fn nothing_to_reclaim(&self) -> Option<&'static str> {

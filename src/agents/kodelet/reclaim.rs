@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use crate::error::{Result, SqlContext};
 use crate::store::conversation::Read;
 use crate::store::pre_image::CellValue;
-use crate::store::reclaim::{Rows, Unit};
+use crate::store::reclaim::{Rows, Sink, Unit};
 use crate::store::schema_util::has_table;
 
 pub const ACP_ORPHANS: &str = "ACP replay of deleted conversations";
@@ -23,10 +23,11 @@ pub(super) fn reclaimable(
     read: &Read<'_>,
     idle_before_ms: i64,
     only: Option<&str>,
-) -> Result<Vec<Unit>> {
+    sink: &mut Sink<'_>,
+) -> Result<()> {
     let (conn, path) = (read.conn, read.path);
     if !has_table(conn, "acp_session_updates").at(path)? {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let sql = format!(
         "SELECT u.session_id, u.id, u.created_at, \
@@ -68,18 +69,19 @@ pub(super) fn reclaimable(
         e.1 += bytes;
         e.2 &= idle;
     }
-    Ok(by
-        .into_iter()
-        .filter(|(_, (_, _, idle))| *idle)
-        .map(|(conversation, (keys, bytes, _))| Unit {
-            category: ACP_ORPHANS,
-            conversation,
-            rows: vec![Rows {
-                table: "acp_session_updates",
-                key_column: "id",
-                keys,
-            }],
-            bytes,
-        })
-        .collect())
+    for (conversation, (keys, bytes, idle)) in by {
+        if idle {
+            sink(Unit {
+                category: ACP_ORPHANS,
+                conversation,
+                rows: vec![Rows {
+                    table: "acp_session_updates",
+                    key_column: "id",
+                    keys,
+                }],
+                bytes,
+            })?;
+        }
+    }
+    Ok(())
 }

@@ -111,11 +111,12 @@ impl Adapter for Family {
         read: &Read<'_>,
         idle_before_ms: i64,
         only: Option<&str>,
-    ) -> Result<Vec<crate::store::reclaim::Unit>> {
+        sink: &mut crate::store::reclaim::Sink<'_>,
+    ) -> Result<()> {
         if self.events_refused.is_some() {
-            return Ok(Vec::new());
+            return Ok(());
         }
-        reclaim::reclaimable(read, idle_before_ms, only)
+        reclaim::reclaimable(read, idle_before_ms, only, sink)
     }
 
     fn nothing_to_reclaim(&self) -> Option<&'static str> {

@@ -9,7 +9,7 @@ use rusqlite::types::ValueRef;
 use crate::error::{Result, SqlContext};
 use crate::store::conversation::Read;
 use crate::store::pre_image::CellValue;
-use crate::store::reclaim::{Rows, Unit};
+use crate::store::reclaim::{Rows, Sink, Unit};
 use crate::store::schema_util::columns;
 use crate::store::schema_util::has_table;
 
@@ -23,10 +23,11 @@ pub(super) fn reclaimable(
     read: &Read<'_>,
     idle_before_ms: i64,
     only: Option<&str>,
-) -> Result<Vec<Unit>> {
+    sink: &mut Sink<'_>,
+) -> Result<()> {
     let (conn, path) = (read.conn, read.path);
     if !has_table(conn, "event").at(path)? || !has_table(conn, "event_sequence").at(path)? {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let session = columns(conn, "session", path)?;
     let mut guards = vec!["s.time_updated < ?1".to_string()];
@@ -56,22 +57,13 @@ pub(super) fn reclaimable(
         Some(_) => format!(" AND {col} = ?2"),
         None => String::new(),
     };
-    let mut out = Vec::new();
     let idle = format!(
         "SELECT e.aggregate_id, e.id, {EVENT_BYTES} FROM event e JOIN session s ON s.id = e.aggregate_id \
          WHERE {}{} ORDER BY e.aggregate_id, e.seq, e.id",
         guards.join(" AND "),
         only_clause("s.id")
     );
-    group(
-        read,
-        &idle,
-        idle_before_ms,
-        only,
-        IDLE_EVENTS,
-        false,
-        &mut out,
-    )?;
+    group(read, &idle, idle_before_ms, only, IDLE_EVENTS, false, sink)?;
     let orphans = format!(
         "SELECT e.aggregate_id, e.id, {EVENT_BYTES} FROM event e \
          WHERE e.aggregate_id LIKE 'ses\\_%' ESCAPE '\\' AND ?1 = ?1 \
@@ -79,19 +71,10 @@ pub(super) fn reclaimable(
          ORDER BY e.aggregate_id, e.seq, e.id",
         only_clause("e.aggregate_id")
     );
-    group(
-        read,
-        &orphans,
-        idle_before_ms,
-        only,
-        ORPHANS,
-        true,
-        &mut out,
-    )?;
-    Ok(out)
+    group(read, &orphans, idle_before_ms, only, ORPHANS, true, sink)
 }
 
-/// Units from `(session, event id, bytes)` rows ordered by session; `with_sequence`: the
+/// Units from `(session, event id, bytes)` rows ordered by session, each to `sink` once complete; `with_sequence`: the
 /// session's `event_sequence` row goes too (before its events, so a restore inserts it first).
 fn group(
     read: &Read<'_>,
@@ -100,7 +83,7 @@ fn group(
     only: Option<&str>,
     category: &'static str,
     with_sequence: bool,
-    out: &mut Vec<Unit>,
+    sink: &mut Sink<'_>,
 ) -> Result<()> {
     let (conn, path) = (read.conn, read.path);
     let mut st = conn.prepare(sql).at(path)?;
@@ -116,7 +99,7 @@ fn group(
         )
         .at(path)?;
     let mut current: Option<Unit> = None;
-    let mut finish = |u: Unit, out: &mut Vec<Unit>| -> Result<()> {
+    let mut finish = |u: Unit, sink: &mut Sink<'_>| -> Result<()> {
         let mut u = u;
         if with_sequence {
             let bytes: Option<i64> = seq
@@ -139,8 +122,7 @@ fn group(
                 );
             }
         }
-        out.push(u);
-        Ok(())
+        sink(u)
     };
     while let Some(r) = rows.next().at(path)? {
         let session = match r.get_ref(0).at(path)? {
@@ -150,7 +132,7 @@ fn group(
         let key = CellValue::from_ref(r.get_ref(1).at(path)?);
         let bytes = r.get::<_, Option<i64>>(2).at(path)?.unwrap_or(0).max(0) as u64;
         if current.as_ref().is_some_and(|u| u.conversation != session) {
-            finish(current.take().expect("current unit"), out)?;
+            finish(current.take().expect("current unit"), sink)?;
         }
         let u = current.get_or_insert_with(|| Unit {
             category,
@@ -166,7 +148,7 @@ fn group(
         u.bytes += bytes;
     }
     if let Some(u) = current {
-        finish(u, out)?;
+        finish(u, sink)?;
     }
     Ok(())
 }
