@@ -13,76 +13,9 @@ use serde_json::Value;
 
 use crate::common::{ids_with_status, json, Env};
 
-/// kodelet's migrations after the ones `init` creates, each as (version, DDL written from the
-/// migration). The control-plane auth migrations (`20260812120000`, `20260813120000`,
-/// `20260813130000`, `20260924120000`) create and alter login and token tables no conversation
-/// code reads; only their `schema_migrations` rows are recorded here.
-const MIGRATIONS: &[(i64, &str)] = &[
-    (
-        20260806120000,
-        "CREATE TABLE runner_registrations (id TEXT PRIMARY KEY, owner_id TEXT NOT NULL,
-           host_instance_id TEXT NOT NULL, workspace_path TEXT NOT NULL, workspace_name TEXT NOT NULL,
-           status TEXT NOT NULL, generation INTEGER NOT NULL DEFAULT 0,
-           created_at DATETIME NOT NULL, updated_at DATETIME NOT NULL);
-         CREATE TABLE runner_runs (id TEXT PRIMARY KEY, conversation_id TEXT NOT NULL,
-           runner_id TEXT NOT NULL REFERENCES runner_registrations(id), status TEXT NOT NULL,
-           manifest_digest TEXT, manifest_json TEXT, error TEXT,
-           created_at DATETIME NOT NULL, updated_at DATETIME NOT NULL);
-         CREATE TABLE conversation_runner_affinity (conversation_id TEXT PRIMARY KEY,
-           runner_id TEXT NOT NULL REFERENCES runner_registrations(id),
-           created_at DATETIME NOT NULL, updated_at DATETIME NOT NULL);
-         CREATE INDEX idx_runner_runs_conversation_created ON runner_runs(conversation_id, created_at);",
-    ),
-    (
-        20260807120000,
-        "ALTER TABLE conversation_runner_affinity ADD COLUMN environment_profile TEXT NOT NULL DEFAULT ''",
-    ),
-    (20260812120000, ""),
-    (20260813120000, ""),
-    (20260813130000, ""),
-    (
-        20260906130000,
-        "CREATE TABLE chat_turns (conversation_id TEXT NOT NULL, turn_id TEXT NOT NULL,
-           request_hash TEXT NOT NULL DEFAULT '', run_id TEXT NOT NULL DEFAULT '',
-           status TEXT NOT NULL, cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
-           result TEXT, error TEXT NOT NULL DEFAULT '',
-           created_at DATETIME NOT NULL, updated_at DATETIME NOT NULL,
-           PRIMARY KEY (conversation_id, turn_id));
-         CREATE UNIQUE INDEX idx_chat_turns_active ON chat_turns(conversation_id)
-           WHERE status IN ('accepted', 'running');",
-    ),
-    (
-        20260906160000,
-        "ALTER TABLE steering_messages ADD COLUMN run_id TEXT NOT NULL DEFAULT ''",
-    ),
-    (
-        20260910120000,
-        "CREATE TABLE image_artifacts (id TEXT PRIMARY KEY, short_code TEXT NOT NULL UNIQUE,
-           filename TEXT NOT NULL, mime_type TEXT NOT NULL, width INTEGER NOT NULL CHECK (width > 0),
-           height INTEGER NOT NULL CHECK (height > 0), size INTEGER NOT NULL CHECK (size > 0),
-           created_at DATETIME NOT NULL);
-         CREATE TABLE conversation_artifacts (conversation_id TEXT NOT NULL, tool_call_id TEXT NOT NULL,
-           artifact_id TEXT NOT NULL REFERENCES image_artifacts(id),
-           PRIMARY KEY (conversation_id, tool_call_id, artifact_id));
-         CREATE INDEX idx_conversation_artifacts_artifact ON conversation_artifacts(artifact_id);",
-    ),
-    (
-        20260920120000,
-        "ALTER TABLE conversations ADD COLUMN compaction_history TEXT",
-    ),
-    (20260924120000, ""),
-    (
-        20260929120000,
-        "CREATE TABLE conversation_search_entries (id INTEGER PRIMARY KEY,
-           conversation_id TEXT NOT NULL, entry_index INTEGER NOT NULL, role TEXT NOT NULL,
-           kind TEXT NOT NULL, payload TEXT NOT NULL);
-         CREATE INDEX idx_conversation_search_entries_conversation
-           ON conversation_search_entries(conversation_id);
-         CREATE TABLE conversation_search_state (conversation_id TEXT PRIMARY KEY,
-           source_updated_at DATETIME NOT NULL, index_version INTEGER NOT NULL,
-           content_hash TEXT NOT NULL);",
-    ),
-];
+/// kodelet's migrations after the ones `init` creates, as the fixture generator writes them from
+/// kodelet's `pkg/db/migrations/` (the generator, not the crate under test).
+use agent_db_synth::kodelet_schema::CURRENT as MIGRATIONS;
 
 /// Apply kodelet's migrations up to `to` to a generated store.
 pub(crate) fn upgrade(env: &Env, to: i64) {
