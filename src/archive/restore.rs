@@ -132,7 +132,8 @@ fn changed_after(
     let path = store.path;
     let expected = archive::sequence_after(conn, id, archived).at(path)?;
     let cells: Vec<_> = archived.iter().map(|a| a.cell.clone()).collect();
-    let mut changed = archive::image_hash_expecting(conn, &cells, &expected).at(path)? != post;
+    let mut changed = archive::image_hash_expecting(conn, &cells, &expected).at(path)? != post
+        || archive::frames_present(conn, id, archived).at(path)?;
     if !changed {
         let read = crate::store::conversation::Read {
             conn,

@@ -28,6 +28,7 @@ pub mod preflight;
 pub mod reclaim;
 pub mod retire;
 pub mod retirement;
+pub mod row_codec;
 pub(crate) mod schema_util;
 pub mod space;
 pub mod writer;

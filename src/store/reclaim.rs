@@ -1,19 +1,20 @@
 //! `agent-db reclaim`: remove rows the agent never reads again (each agent says which, from its
 //! own source: [`super::kind::Adapter::reclaimable`]), a bounded batch of conversations per
-//! transaction (each under its own savepoint and audit row), every removed row archived (a
-//! deleted-row marker and its cells, see [`super::archive`]) so `restore` inserts it back byte
-//! for byte. The plan keeps a digest per unit, not its keys. The whole write is
+//! transaction (each under its own savepoint and audit row), every removed row archived (one
+//! compressed frame of whole rows per table and unit, [`Cell::deleted_rows`]) so `restore`
+//! inserts it back byte for byte, hidden rowid included. The plan keeps a digest per unit, not its keys. The whole write is
 //! [`remove_batch`]; the rest only reads.
 
+use std::io::Write;
 use std::path::Path;
 
-use rusqlite::types::ValueRef;
 use rusqlite::{Connection, TransactionBehavior};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::conversation::Read;
 use super::pre_image::{self as archive, AuditEntry, Cell, CellValue, Packed};
+use super::row_codec;
 use super::Store;
 use crate::error::{Error, Result, SqlContext};
 
@@ -177,8 +178,8 @@ pub fn remove(
 
 /// Remove `units` in one transaction (one commit, one sync), each unit under its own savepoint:
 /// the agent's selection is read again inside it, and the unit is skipped (nothing written)
-/// unless it selects exactly the same rows; every row is archived (large TEXT and BLOB values
-/// compressed) before it is deleted, with its own audit row. A skipped or failed unit leaves the
+/// unless it selects exactly the same rows; its rows are archived (read once, compressed as
+/// read) before they are deleted, with the unit's own audit row. A skipped or failed unit leaves the
 /// others of the batch alone. One outcome per unit, in order; `Err` only when the transaction
 /// itself fails (nothing of the batch is written then).
 pub fn remove_batch(
@@ -256,9 +257,9 @@ fn remove_in(
         out.status = "skipped: changed since read (the agent wrote to it); nothing removed".into();
         return Ok(out);
     };
-    let mut cells = Vec::new();
+    let mut cells = Vec::with_capacity(unit.rows.len());
     for r in &unit.rows {
-        archive_rows(tx, path, r, &mut cells)?;
+        cells.push(archive_rows(tx, path, &unit.conversation, r)?);
     }
     let entry = audit_entry(kind.name(), &unit, planned.rows);
     let id = archive::insert_audit(tx, &entry, now).at(path)?;
@@ -269,9 +270,10 @@ fn remove_in(
     Ok(out)
 }
 
-/// The pre-image of `r`'s rows: per key, a deleted-row marker and every column's cell.
-fn archive_rows(tx: &Connection, path: &Path, r: &Rows, cells: &mut Vec<Cell>) -> Result<()> {
-    let cols = super::schema_util::column_list(tx, r.table, path)?;
+/// The pre-image of `r`'s rows: one frame of whole rows as stored (every column, the hidden
+/// rowid where the table has one), compressed as they are read.
+fn archive_rows(tx: &Connection, path: &Path, conversation: &str, r: &Rows) -> Result<Cell> {
+    let cols = row_codec::stored_columns(tx, path, r.table)?;
     if cols.is_empty() {
         return Err(Error::SchemaChanged {
             path: path.to_path_buf(),
@@ -279,33 +281,40 @@ fn archive_rows(tx: &Connection, path: &Path, r: &Rows, cells: &mut Vec<Cell>) -
         });
     }
     let select = format!(
-        "SELECT {} FROM \"{}\" WHERE \"{}\" = ?1",
+        "SELECT {} FROM {} WHERE {} = ?1",
         cols.iter()
-            .map(|c| format!("\"{c}\""))
+            .map(|c| row_codec::quote(c))
             .collect::<Vec<_>>()
             .join(", "),
-        r.table,
-        r.key_column
+        row_codec::quote(r.table),
+        row_codec::quote(r.key_column)
     );
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut st = tx.prepare_cached(&select).at(path)?;
+    let mut frame =
+        zstd::stream::write::Encoder::new(Vec::new(), archive::PACK_LEVEL).map_err(io)?;
+    let (mut row, mut rows) = (Vec::new(), 0u64);
     for key in &r.keys {
-        cells.push(Cell::deleted_row(r.table, r.key_column, key.clone()));
         let mut q = st.query([key]).at(path)?;
-        let Some(row) = q.next().at(path)? else {
-            continue;
-        };
-        for (i, c) in cols.iter().enumerate() {
-            let cell = Cell::new(r.table, r.key_column, key.clone(), c);
-            // Large values are archived compressed; the rest SQLite copies as stored.
-            let packed = match row.get_ref(i).at(path)? {
-                ValueRef::Text(t) if t.len() >= 256 => Packed::new(t, false).ok(),
-                ValueRef::Blob(b) if b.len() >= 256 => Packed::new(b, true).ok(),
-                _ => None,
-            };
-            cells.push(cell.with_packed(packed.map(std::sync::Arc::new)));
+        while let Some(found) = q.next().at(path)? {
+            row.clear();
+            for i in 0..cols.len() {
+                row_codec::encode_cell(&mut row, found.get_ref(i).at(path)?);
+            }
+            frame.write_all(&row).map_err(io)?;
+            rows += 1;
         }
     }
-    Ok(())
+    let zstd = frame.finish().map_err(io)?;
+    Ok(Cell::deleted_rows(
+        r.table,
+        r.key_column,
+        conversation,
+        Packed::rows(cols, rows, zstd),
+    ))
 }
 
 /// The audit row of one removal (`store_kind` as the audit log names it).

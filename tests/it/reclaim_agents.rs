@@ -232,3 +232,96 @@ fn reclaim_says_per_agent_that_nothing_may_be_removed() {
     crate::kilo::kilo_with_sessions(&kilo, 2);
     says_nothing_removable(dir.path(), &kilo, "kilo");
 }
+
+/// Restore after the agent wrote again: an event opencode inserted after `reclaim` may hold the
+/// rowid of a reclaimed one (`event` has no INTEGER PRIMARY KEY; SQLite hands out freed rowids).
+/// Every reclaimed event still comes back cell for cell, on its old rowid where that is free and
+/// on a new one where it is not, and the newer event stays. (The real opencode hit this: the
+/// restore failed with "UNIQUE constraint failed: event.rowid".)
+#[test]
+fn restore_puts_reclaimed_events_back_when_a_newer_event_holds_one_of_their_rowids() {
+    use agent_db_synth::opencode::{generate_opencode, OpencodeEra};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("opencode.db");
+    let opts = SynthOptions {
+        conversations: 4,
+        seed: 21,
+        scale: 0.3,
+        ..SynthOptions::default()
+    };
+    generate_opencode(&db, &opts, OpencodeEra::preset("opencode-1.18").unwrap()).unwrap();
+    // (rowid, id, aggregate_id, seq, type, data), each value as its storage class and hex bytes.
+    let events = |c: &Connection| -> Vec<(i64, Vec<String>)> {
+        let mut st = c
+            .prepare(
+                "SELECT rowid, typeof(id) || ':' || hex(id), typeof(aggregate_id) || ':' || hex(aggregate_id),
+                        typeof(seq) || ':' || hex(seq), typeof(type) || ':' || hex(type),
+                        typeof(data) || ':' || hex(data) FROM event ORDER BY id",
+            )
+            .unwrap();
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    (1..6)
+                        .map(|i| r.get(i))
+                        .collect::<Result<Vec<String>, _>>()?,
+                ))
+            })
+            .unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    };
+    let before = events(&Connection::open(&db).unwrap());
+    assert!(before.len() > 3, "{} events", before.len());
+    let (doc, code) = run(
+        dir.path(),
+        &db,
+        &["reclaim", "--idle", "0s", "--yes", "--json"],
+    );
+    assert_eq!(code, 0, "{doc}");
+    let c = Connection::open(&db).unwrap();
+    let taken = before[1].0;
+    let left: i64 = c
+        .query_row("SELECT COUNT(*) FROM event", [], |r| r.get(0))
+        .unwrap();
+    assert!((left as usize) < before.len(), "reclaim removed events");
+    // Another session's new event (its own sequence row is not the point here).
+    c.pragma_update(None, "foreign_keys", false).unwrap();
+    c.execute(
+        "INSERT INTO event(rowid, id, aggregate_id, seq, type, data) VALUES (?1, 'evt_newer', ?2, 999, 't', '{}')",
+        rusqlite::params![taken, "ses_newer"],
+    )
+    .unwrap();
+    drop(c);
+    let (doc, code) = run(
+        dir.path(),
+        &db,
+        &["restore", "--all-since", "3650d", "--json"],
+    );
+    assert_eq!(code, 0, "{doc}");
+    let after = events(&Connection::open(&db).unwrap());
+    let newer = after
+        .iter()
+        .position(|(_, cells)| cells[0] == format!("text:{}", hex_upper(b"evt_newer")))
+        .expect("the newer event stays");
+    assert_eq!(after[newer].0, taken, "the newer event keeps its rowid");
+    let restored: Vec<_> = after
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != newer)
+        .map(|(_, e)| e.clone())
+        .collect();
+    assert_eq!(restored.len(), before.len());
+    for ((rowid_a, cells_a), (rowid_b, cells_b)) in before.iter().zip(&restored) {
+        assert_eq!(cells_a, cells_b, "an event's cells");
+        if *rowid_a != taken {
+            assert_eq!(rowid_a, rowid_b, "a free rowid is kept");
+        } else {
+            assert_ne!(rowid_b, &taken, "the taken rowid is not reused");
+        }
+    }
+}
+
+fn hex_upper(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02X}")).collect()
+}
