@@ -257,22 +257,67 @@ fn remove_in(
         out.status = "skipped: changed since read (the agent wrote to it); nothing removed".into();
         return Ok(out);
     };
-    let mut cells = Vec::with_capacity(unit.rows.len());
-    for r in &unit.rows {
-        cells.push(archive_rows(tx, path, &unit.conversation, r)?);
-    }
+    let cells = archive_and_delete(tx, path, &unit)?;
     let entry = audit_entry(kind.name(), &unit, planned.rows);
     let id = archive::insert_audit(tx, &entry, now).at(path)?;
     archive::save_pre_image(tx, id, &cells).at(path)?;
-    delete_rows(tx, path, &unit)?;
     archive::finish_audit(tx, id, &cells, None).at(path)?;
     out.compaction_id = Some(id);
     Ok(out)
 }
 
-/// The pre-image of `r`'s rows: one frame of whole rows as stored (every column, the hidden
-/// rowid where the table has one), compressed as they are read.
-fn archive_rows(tx: &Connection, path: &Path, conversation: &str, r: &Rows) -> Result<Cell> {
+/// Read the unit's rows, delete them, and return their pre-image: per table one frame of whole
+/// rows as stored (every column, the hidden rowid where the table has one). Each frame is
+/// compressed on its own thread while this one reads and deletes (bounded: a few chunks wait).
+fn archive_and_delete(tx: &Connection, path: &Path, unit: &Unit) -> Result<Vec<Cell>> {
+    std::thread::scope(|scope| {
+        let mut frames = Vec::with_capacity(unit.rows.len());
+        for r in &unit.rows {
+            let (chunks, inbox) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+            let packer = scope.spawn(move || -> std::io::Result<Vec<u8>> {
+                let mut frame = zstd::stream::write::Encoder::new(Vec::new(), archive::PACK_LEVEL)?;
+                for chunk in inbox {
+                    frame.write_all(&chunk)?;
+                }
+                frame.finish()
+            });
+            // A failed read drops `chunks`, which ends the packer; its frame is not used.
+            let (cols, rows) = read_rows(tx, path, r, chunks)?;
+            frames.push((r, cols, rows, packer));
+        }
+        delete_rows(tx, path, unit)?;
+        frames
+            .into_iter()
+            .map(|(r, cols, rows, packer)| {
+                let zstd = packer
+                    .join()
+                    .unwrap_or_else(|_| {
+                        Err(std::io::Error::other("the compressing thread panicked"))
+                    })
+                    .map_err(|source| Error::Io {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
+                Ok(Cell::deleted_rows(
+                    r.table,
+                    r.key_column,
+                    &unit.conversation,
+                    Packed::rows(cols, rows, zstd),
+                ))
+            })
+            .collect()
+    })
+}
+
+/// Encode `r`'s rows cell by cell ([`row_codec::encode_cell`]) into chunks of about 1 MiB sent
+/// to `out`; their columns and count.
+fn read_rows(
+    tx: &Connection,
+    path: &Path,
+    r: &Rows,
+    out: std::sync::mpsc::SyncSender<Vec<u8>>,
+) -> Result<(Vec<String>, u64)> {
+    const CHUNK: usize = 1 << 20;
     let cols = row_codec::stored_columns(tx, path, r.table)?;
     if cols.is_empty() {
         return Err(Error::SchemaChanged {
@@ -289,32 +334,29 @@ fn archive_rows(tx: &Connection, path: &Path, conversation: &str, r: &Rows) -> R
         row_codec::quote(r.table),
         row_codec::quote(r.key_column)
     );
-    let io = |source| Error::Io {
+    let gone = || Error::Io {
         path: path.to_path_buf(),
-        source,
+        source: std::io::Error::other("the compressing thread stopped"),
     };
     let mut st = tx.prepare_cached(&select).at(path)?;
-    let mut frame =
-        zstd::stream::write::Encoder::new(Vec::new(), archive::PACK_LEVEL).map_err(io)?;
-    let (mut row, mut rows) = (Vec::new(), 0u64);
+    let (mut chunk, mut rows) = (Vec::with_capacity(CHUNK), 0u64);
     for key in &r.keys {
         let mut q = st.query([key]).at(path)?;
         while let Some(found) = q.next().at(path)? {
-            row.clear();
             for i in 0..cols.len() {
-                row_codec::encode_cell(&mut row, found.get_ref(i).at(path)?);
+                row_codec::encode_cell(&mut chunk, found.get_ref(i).at(path)?);
             }
-            frame.write_all(&row).map_err(io)?;
             rows += 1;
+            if chunk.len() >= CHUNK {
+                out.send(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK)))
+                    .map_err(|_| gone())?;
+            }
         }
     }
-    let zstd = frame.finish().map_err(io)?;
-    Ok(Cell::deleted_rows(
-        r.table,
-        r.key_column,
-        conversation,
-        Packed::rows(cols, rows, zstd),
-    ))
+    if !chunk.is_empty() {
+        out.send(chunk).map_err(|_| gone())?;
+    }
+    Ok((cols, rows))
 }
 
 /// The audit row of one removal (`store_kind` as the audit log names it).
