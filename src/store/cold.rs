@@ -1,7 +1,8 @@
 //! The cold file of `agent-db retire` (`<store>.agent-db-cold.db` by default): an SQLite file of
 //! agent-db's own, in rollback-journal mode with `synchronous = FULL` (each commit is on disk
 //! when it returns: the copy must be durable before the store deletes the rows; a retirement
-//! commits here twice per batch, so the journal's fsyncs are paid per batch). One `agent_db_cold` row per retirement (its state: `moving` until the
+//! commits here twice per batch, so the journal's fsyncs are paid per batch). One
+//! `agent_db_cold` row per retirement (its state: `moving` until the
 //! store's transaction committed, then `retired`) and one `agent_db_cold_tables` row per table
 //! of it: the rows' cells ([`super::retire::encode_cell`]) as one zstd frame.
 
@@ -95,19 +96,20 @@ impl Cold {
         }))
     }
 
-    /// Write each of `batch` as retirement `tokens[i]` in state `moving`, in one transaction.
-    pub fn put(
+    /// Write each copy `copies` yields (a token and the rows) as a retirement in state `moving`,
+    /// its tables compressed, in one transaction committed when `copies` ends; nothing is
+    /// written when one fails.
+    pub fn put_all(
         &mut self,
-        tokens: &[String],
         kind: &str,
         store: &Path,
-        batch: &[Moved],
         now: &str,
+        copies: impl Iterator<Item = (String, Moved)>,
     ) -> Result<()> {
         let path = self.path.clone();
         let tx = self.conn.transaction().at(&path)?;
-        for (token, moved) in tokens.iter().zip(batch) {
-            put_one(&tx, &path, token, kind, store, moved, now)?;
+        for (token, moved) in copies {
+            put_one(&tx, &path, &token, kind, store, &moved, now)?;
         }
         tx.commit().at(&path)
     }
@@ -163,6 +165,28 @@ impl Cold {
             )
             .optional()
             .at(&self.path)
+    }
+
+    /// The copies still `moving` that the store at `store` (as it wrote its path) put here.
+    pub fn moving(&self, store: &str) -> Result<Vec<Entry>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT token, conversation_id, state, digest FROM agent_db_cold
+                 WHERE state = 'moving' AND store_path = ?1 ORDER BY rowid",
+            )
+            .at(&self.path)?;
+        let rows = st
+            .query_map([store], |r| {
+                Ok(Entry {
+                    token: r.get(0)?,
+                    conversation_id: r.get(1)?,
+                    state: r.get(2)?,
+                    digest: r.get(3)?,
+                })
+            })
+            .at(&self.path)?;
+        rows.collect::<std::result::Result<_, _>>().at(&self.path)
     }
 
     /// Every retirement the file holds.
@@ -261,7 +285,7 @@ fn put_one(
         )
         .at(path)?;
     for (seq, t) in moved.tables.iter().enumerate() {
-        let frame = zstd::bulk::compress(&t.data, 3).map_err(|source| Error::Io {
+        let frame = zstd::bulk::compress(&t.data, 1).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             source,
         })?;
