@@ -107,9 +107,14 @@ impl Cold {
         copies: impl Iterator<Item = (String, Moved)>,
     ) -> Result<()> {
         let path = self.path.clone();
+        let io = |source| Error::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut zstd = zstd::bulk::Compressor::new(1).map_err(io)?;
         let tx = self.conn.transaction().at(&path)?;
         for (token, moved) in copies {
-            put_one(&tx, &path, &token, kind, store, &moved, now)?;
+            put_one(&tx, &path, &mut zstd, &token, (kind, store), &moved, now)?;
         }
         tx.commit().at(&path)
     }
@@ -252,13 +257,14 @@ impl Cold {
     }
 }
 
-/// Retirement `token`'s row and its tables' frames, in `tx`.
+/// Retirement `token`'s row and its tables' frames (zstd level 1: the copy is written once and
+/// read back rarely), in `tx`.
 fn put_one(
     tx: &Connection,
     path: &Path,
+    zstd: &mut zstd::bulk::Compressor<'_>,
     token: &str,
-    kind: &str,
-    store: &Path,
+    (kind, store): (&str, &Path),
     moved: &Moved,
     now: &str,
 ) -> Result<()> {
@@ -285,7 +291,7 @@ fn put_one(
         )
         .at(path)?;
     for (seq, t) in moved.tables.iter().enumerate() {
-        let frame = zstd::bulk::compress(&t.data, 1).map_err(|source| Error::Io {
+        let frame = zstd.compress(&t.data).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             source,
         })?;

@@ -93,7 +93,8 @@ fn new_token(id: &str) -> String {
 }
 
 /// Run `f` on `conn` with foreign-key enforcement and triggers off (the rows leave and come
-/// back exactly as stored; nothing outside them changes), then put both back as they were.
+/// back exactly as stored; nothing outside them changes) and savepoints journaled in memory
+/// (`temp_store`: one conversation's pages, not a temporary file), then put all back.
 fn checks_off<T>(
     conn: &mut Connection,
     path: &Path,
@@ -104,9 +105,14 @@ fn checks_off<T>(
         .pragma_query_value(None, "foreign_keys", |r| r.get(0))
         .at(path)?;
     let triggers = conn.db_config(TRIGGERS).at(path)?;
+    let temp: i64 = conn
+        .pragma_query_value(None, "temp_store", |r| r.get(0))
+        .at(path)?;
     conn.pragma_update(None, "foreign_keys", false).at(path)?;
     conn.set_db_config(TRIGGERS, false).at(path)?;
+    conn.pragma_update(None, "temp_store", 2).at(path)?;
     let out = f(conn);
+    conn.pragma_update(None, "temp_store", temp).at(path)?;
     conn.set_db_config(TRIGGERS, triggers).at(path)?;
     conn.pragma_update(None, "foreign_keys", fk).at(path)?;
     out
