@@ -1,8 +1,8 @@
 //! The two-file protocol of `retire` and of `restore` from a cold file, and its recovery
 //! (docs/architecture.md, "Retire"). A retirement is a row of the store's
-//! `agent_db_retirements` (`moving` → `retired` → `restored`; `settled` once the cold file
-//! agrees) and a row of the cold file's `agent_db_cold` (`moving` → `retired`, removed after
-//! a restore). A SQLite transaction spans one file only, so each step commits in one file and
+//! `agent_db_retirements` (`retired` → `restored`; `settled` once the cold file agrees) and a
+//! row of the cold file's `agent_db_cold` (`moving` → `retired`, removed after a restore); a
+//! run of `retire` has a store row of its own, `moving`, naming its cold file until it ends. A SQLite transaction spans one file only, so each step commits in one file and
 //! [`recover`] finishes or undoes whatever a crash interrupted: a conversation is always whole
 //! in the store, in the cold file, or (until recovery) in both, never in neither.
 
