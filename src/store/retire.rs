@@ -181,7 +181,9 @@ fn group(conn: &Connection, path: &Path, map: &RetireMap, id: &str) -> Result<Ve
 pub(crate) struct Plan {
     table: String,
     columns: Vec<String>,
-    condition: String,
+    /// The statements that read and delete a group's rows (`?1`: the IDs as a JSON array).
+    select: String,
+    delete: String,
 }
 
 /// The tables of `map` present in the file, links first and the conversation table last (read
@@ -215,10 +217,16 @@ pub(crate) fn plans(conn: &Connection, path: &Path, map: &RetireMap) -> Result<V
         if has_hidden_rowid(conn, table, &info) {
             columns.insert(0, "rowid".into());
         }
+        let cols = columns
+            .iter()
+            .map(|c| quote(c))
+            .collect::<Vec<_>>()
+            .join(", ");
         out.push(Plan {
             table: table.to_string(),
+            select: format!("SELECT {cols} FROM {} WHERE {condition}", quote(table)),
+            delete: format!("DELETE FROM {} WHERE {condition}", quote(table)),
             columns,
-            condition,
         });
     }
     Ok(out)
@@ -280,18 +288,7 @@ pub(crate) fn read_planned(
     let ids_json = serde_json::to_string(&ids).unwrap_or_default();
     let mut tables = Vec::with_capacity(plans.len());
     for p in plans {
-        let cols = p
-            .columns
-            .iter()
-            .map(|c| quote(c))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let sql = format!(
-            "SELECT {cols} FROM {} WHERE {}",
-            quote(&p.table),
-            p.condition
-        );
-        let mut st = conn.prepare_cached(&sql).at(path)?;
+        let mut st = conn.prepare_cached(&p.select).at(path)?;
         let mut q = st.query([&ids_json]).at(path)?;
         let (mut data, mut rows) = (Vec::new(), 0u64);
         while let Some(r) = q.next().at(path)? {
@@ -329,8 +326,7 @@ pub(crate) fn delete_planned(
 ) -> Result<()> {
     let ids_json = serde_json::to_string(ids).unwrap_or_default();
     for p in plans.iter().rev() {
-        let sql = format!("DELETE FROM {} WHERE {}", quote(&p.table), p.condition);
-        conn.prepare_cached(&sql)
+        conn.prepare_cached(&p.delete)
             .at(path)?
             .execute([&ids_json])
             .at(path)?;

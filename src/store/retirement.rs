@@ -153,6 +153,8 @@ pub fn retire_all(
 ) -> Result<(Vec<Outcome>, bool)> {
     let map = map_of(store)?;
     store.ensure_agent_tables()?;
+    // Each table's read and delete, the group's lookups and the rows written, kept prepared.
+    store.conn.set_prepared_statement_cache_capacity(64);
     let (path, kind) = (store.path.clone(), store.kind.name());
     let mut out = Vec::with_capacity(ids.len());
     let run = new_token(ids.first().map_or("", String::as_str));
@@ -255,6 +257,9 @@ struct Taken {
     rows: u64,
     bytes: u64,
     digest: String,
+    /// What the store's transaction did with it: its audit row, or why it was rolled back to
+    /// before it.
+    step: Result<i64>,
 }
 
 impl Taken {
@@ -273,9 +278,10 @@ impl Taken {
 /// One batch, from the front of `ids`, in three commits (docs/architecture.md, "Retire"): the
 /// store's write transaction is opened first and holds the store until its commit, so the rows
 /// are read once and nobody writes them before they are deleted. Each conversation read goes
-/// to a second thread that compresses it into the cold file's transaction while the next is
-/// read. The outcomes of the IDs it took, and the error that stops the run, if any (then it
-/// took none of the rest).
+/// to a second thread that compresses it into the cold file's transaction while this one
+/// deletes it in the store's (uncommitted until the cold file committed) and reads the next.
+/// The outcomes of the IDs it took, and the error that stops the run, if any (then it took
+/// none of the rest).
 #[allow(clippy::too_many_arguments)]
 fn batch(
     conn: &mut Connection,
@@ -298,10 +304,18 @@ fn batch(
         Ok(p) => p,
         Err(e) => return (Vec::new(), Some(e)),
     };
+    for t in settling.iter() {
+        if let Err(e) = settle(&tx, path, t) {
+            return (Vec::new(), Some(e));
+        }
+    }
+    let cold_path = cold.path.display().to_string();
+    let cold_writer = &mut *cold;
     let (mut outs, taken, put) = std::thread::scope(|scope| {
         let (send, copies) = std::sync::mpsc::sync_channel::<(String, Moved)>(2);
-        let writer = scope.spawn(|| cold.put_all(kind, path, now, copies.into_iter()));
-        let (outs, taken) = read_batch(&tx, path, map, &plans, ids, &send);
+        let writer = scope.spawn(|| cold_writer.put_all(kind, path, now, copies.into_iter()));
+        let store = (&mut tx, path, plans.as_slice());
+        let (outs, taken) = read_batch(store, map, ids, &send, (kind, &cold_path), now);
         crash_at("retire-read", &taken);
         drop(send);
         let put = writer
@@ -317,26 +331,7 @@ fn batch(
         return (outs.into_iter().flatten().collect(), None);
     }
     crash_at("retire-cold", &taken);
-    let cold_path = cold.path.display().to_string();
-    let mut steps = Vec::with_capacity(taken.len());
-    let written = (|| {
-        for t in settling.iter() {
-            settle(&tx, path, t)?;
-        }
-        for t in &taken {
-            let sp = tx.savepoint().at(path)?;
-            match move_one(&sp, path, &plans, (kind, &cold_path), t, now) {
-                Ok(audit) => {
-                    sp.commit().at(path)?;
-                    steps.push(Ok(audit));
-                }
-                // Dropping the savepoint rolls back what it wrote.
-                Err(e) => steps.push(Err(e)),
-            }
-        }
-        tx.commit().at(path)
-    })();
-    if let Err(e) = written {
+    if let Err(e) = tx.commit().at(path) {
         // The store's transaction rolled back: the cold copies go.
         let all: Vec<&str> = taken.iter().map(|t| t.token.as_str()).collect();
         let stop = cold.finish(&[], &all).err();
@@ -348,12 +343,12 @@ fn batch(
     settling.clear();
     crash_at("retire-hot", &taken);
     let (mut retired, mut dropped) = (Vec::new(), Vec::new());
-    for (t, step) in taken.iter().zip(steps) {
-        outs[t.at] = Some(match step {
+    for t in &taken {
+        outs[t.at] = Some(match &t.step {
             Ok(audit) => {
                 retired.push(t.token.as_str());
                 let mut o = t.outcome("retired");
-                o.compaction_id = Some(audit);
+                o.compaction_id = Some(*audit);
                 o
             }
             Err(e) => {
@@ -379,17 +374,18 @@ fn crash_at(stage: &str, batch: &[Taken]) {
     }
 }
 
-/// The conversations of one batch, read in the store's write transaction from the front of
-/// `ids` until the batch is full, one moves with a conversation already in it, or the cold
-/// file's writer stopped; each one read is sent to `cold`. An outcome slot per ID taken
+/// The conversations of one batch, from the front of `ids` until the batch is full, one moves
+/// with a conversation already in it, or the cold file's writer stopped: each read in the
+/// store's transaction, sent to `cold`, then deleted there with its audit and retirement rows
+/// in a savepoint of its own (a failure rolls back to before it). An outcome slot per ID taken
 /// (filled for the ones skipped or failed), and the ones sent.
 fn read_batch(
-    conn: &Connection,
-    path: &Path,
+    (tx, path, plans): (&mut rusqlite::Transaction<'_>, &Path, &[retire::Plan]),
     map: &RetireMap,
-    plans: &[retire::Plan],
     ids: &[String],
     cold: &std::sync::mpsc::SyncSender<(String, Moved)>,
+    (kind, cold_path): (&str, &str),
+    now: &str,
 ) -> (Vec<Option<Outcome>>, Vec<Taken>) {
     let (mut outs, mut taken) = (Vec::new(), Vec::<Taken>::new());
     let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
@@ -398,23 +394,30 @@ fn read_batch(
         if taken.len() >= BATCH_CONVERSATIONS || bytes >= BATCH_BYTES {
             break;
         }
-        match retire::read_planned(conn, path, map, plans, id) {
+        match retire::read_planned(tx, path, map, plans, id) {
             // It moves with a conversation of the batch (or one of those with it): the batch
             // goes first, then it is read again.
             Ok(Some(m)) if m.ids.iter().any(|c| seen.contains(c)) => break,
             Ok(Some(m)) => {
-                let t = Taken {
+                let mut t = Taken {
                     at: outs.len(),
                     token: new_token(&m.ids[0]),
                     ids: m.ids.clone(),
                     rows: m.rows(),
                     bytes: m.bytes(),
                     digest: m.digest.clone(),
+                    step: Ok(0),
                 };
                 if cold.send((t.token.clone(), m)).is_err() {
                     // The writer failed: its error fails the batch.
                     break;
                 }
+                t.step = tx.savepoint().at(path).and_then(|sp| {
+                    // Dropping the savepoint on an error rolls back what it wrote.
+                    let audit = move_one(&sp, path, plans, (kind, cold_path), &t, now)?;
+                    sp.commit().at(path)?;
+                    Ok(audit)
+                });
                 bytes += t.bytes;
                 seen.extend(t.ids.iter().cloned());
                 outs.push(None);
