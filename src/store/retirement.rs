@@ -342,8 +342,19 @@ fn batch(
     }
     settling.clear();
     crash_at("retire-hot", &taken);
+    mark_batch(cold, &taken, outs, settling)
+}
+
+/// After the store's commit: each conversation's outcome, and the cold copies of the retired
+/// ones marked `retired` (the failed ones' removed), to be settled in the store's next commit.
+fn mark_batch(
+    cold: &mut Cold,
+    taken: &[Taken],
+    mut outs: Vec<Option<Outcome>>,
+    settling: &mut Vec<String>,
+) -> (Vec<Outcome>, Option<Error>) {
     let (mut retired, mut dropped) = (Vec::new(), Vec::new());
-    for t in &taken {
+    for t in taken {
         outs[t.at] = Some(match &t.step {
             Ok(audit) => {
                 retired.push(t.token.as_str());
@@ -361,7 +372,7 @@ fn batch(
     // now, recovery does it on the next run, and this run stops.
     let stop = cold.finish(&retired, &dropped).err();
     if stop.is_none() {
-        crash_at("retire-mark", &taken);
+        crash_at("retire-mark", taken);
         settling.extend(retired.iter().map(|t| t.to_string()));
     }
     (outs.into_iter().flatten().collect(), stop)
