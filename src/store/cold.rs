@@ -1,7 +1,8 @@
 //! The cold file of `agent-db retire` (`<store>.agent-db-cold.db` by default): an SQLite file of
 //! agent-db's own, in rollback-journal mode with `synchronous = FULL` (each commit is on disk
 //! when it returns: the copy must be durable before the store deletes the rows; a retirement
-//! commits here twice per batch, so the journal's fsyncs are paid per batch). One
+//! commits here once per batch, the batch before marked in the same transaction, so the
+//! journal's fsyncs are paid per batch). One
 //! `agent_db_cold` row per retirement (its state: `moving` until the
 //! store's transaction committed, then `retired`) and one `agent_db_cold_tables` row per table
 //! of it: the rows' cells ([`super::retire::encode_cell`]) as one zstd frame.
@@ -96,14 +97,16 @@ impl Cold {
         }))
     }
 
-    /// Write each copy `copies` yields (a token and the rows) as a retirement in state `moving`,
-    /// its tables compressed, in one transaction committed when `copies` ends; nothing is
-    /// written when one fails.
+    /// In one transaction, committed when `copies` ends: the copies `retired` marked `retired`
+    /// and the copies `dropped` removed (as [`Cold::finish`]), then each copy `copies` yields (a
+    /// token and the rows) written as a retirement in state `moving`, its tables compressed;
+    /// nothing is written when one fails.
     pub fn put_all(
         &mut self,
         kind: &str,
         store: &Path,
         now: &str,
+        (retired, dropped): (&[&str], &[&str]),
         copies: impl Iterator<Item = (String, Moved)>,
     ) -> Result<()> {
         let path = self.path.clone();
@@ -113,6 +116,7 @@ impl Cold {
         };
         let mut zstd = zstd::bulk::Compressor::new(1).map_err(io)?;
         let tx = self.conn.transaction().at(&path)?;
+        mark_in(&tx, &path, retired, dropped)?;
         for (token, moved) in copies {
             put_one(&tx, &path, &mut zstd, &token, (kind, store), &moved, now)?;
         }
@@ -123,16 +127,7 @@ impl Cold {
     pub fn finish(&mut self, retired: &[&str], dropped: &[&str]) -> Result<()> {
         let path = self.path.clone();
         let tx = self.conn.transaction().at(&path)?;
-        for t in retired {
-            tx.execute(
-                "UPDATE agent_db_cold SET state = 'retired' WHERE token = ?1",
-                [t],
-            )
-            .at(&path)?;
-        }
-        for t in dropped {
-            remove_in(&tx, &path, t)?;
-        }
+        mark_in(&tx, &path, retired, dropped)?;
         tx.commit().at(&path)
     }
 
@@ -304,6 +299,21 @@ fn put_one(
             frame
         ])
         .at(path)?;
+    }
+    Ok(())
+}
+
+/// The copies `retired` marked `retired`, the copies `dropped` removed, in `tx`.
+fn mark_in(tx: &Connection, path: &Path, retired: &[&str], dropped: &[&str]) -> Result<()> {
+    for t in retired {
+        tx.execute(
+            "UPDATE agent_db_cold SET state = 'retired' WHERE token = ?1",
+            [t],
+        )
+        .at(path)?;
+    }
+    for t in dropped {
+        remove_in(tx, path, t)?;
     }
     Ok(())
 }

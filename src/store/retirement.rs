@@ -122,7 +122,7 @@ fn checks_off<T>(
 /// protocol (a batch): each step is one transaction (one fsync) for the whole batch, and the
 /// store is held for the batch's length. The rows stream into the cold file: memory holds one
 /// conversation, whatever the batch.
-pub const BATCH_CONVERSATIONS: usize = 256;
+pub const BATCH_CONVERSATIONS: usize = 1024;
 /// See [`BATCH_CONVERSATIONS`].
 pub const BATCH_BYTES: u64 = 64 << 20;
 
@@ -166,7 +166,7 @@ pub fn retire_all(
         }
         Err(e) => return Err(e),
     }
-    let mut settling: Vec<String> = Vec::new();
+    let mut pending = Pending::default();
     let mut busy = false;
     while out.len() < ids.len() {
         let rest = &ids[out.len()..];
@@ -178,7 +178,7 @@ pub fn retire_all(
                 &map,
                 cold,
                 rest,
-                &mut settling,
+                &mut pending,
                 now,
             ))
         })
@@ -200,9 +200,43 @@ pub fn retire_all(
             }
         }
     }
-    // Settles the last batch and ends the run; if this commit is lost, recovery does the same.
-    let _ = end_run(&mut store.conn, &path, &run, &settling);
+    // The last batch's copies marked, its retirements settled, the run ended; what a failure
+    // here leaves, recovery does on the next run.
+    let (marks, drops) = pending.cold();
+    if cold.finish(&marks, &drops).is_ok() {
+        pending.marked();
+    }
+    let _ = end_run(&mut store.conn, &path, &run, &pending.settling);
     Ok((out, busy))
+}
+
+/// What the files do not say yet of the batches before: copies to mark `retired` (token and
+/// conversation) or to remove in the cold file's next commit, retirements to settle in the
+/// store's next commit once the cold file said so.
+#[derive(Default)]
+struct Pending {
+    retired: Vec<(String, String)>,
+    dropped: Vec<String>,
+    settling: Vec<String>,
+}
+
+impl Pending {
+    /// The tokens to mark and to remove in the cold file.
+    fn cold(&self) -> (Vec<&str>, Vec<&str>) {
+        (
+            self.retired.iter().map(|(t, _)| t.as_str()).collect(),
+            self.dropped.iter().map(String::as_str).collect(),
+        )
+    }
+
+    /// The cold file committed the marks: their retirements are to settle.
+    fn marked(&mut self) {
+        for (token, id) in self.retired.drain(..) {
+            failpoint::crash("retire-mark", &id);
+            self.settling.push(token);
+        }
+        self.dropped.clear();
+    }
 }
 
 /// The store's first commit of a run: a row `moving` naming the cold file (no conversation),
@@ -290,7 +324,7 @@ fn batch(
     map: &RetireMap,
     cold: &mut Cold,
     ids: &[String],
-    settling: &mut Vec<String>,
+    pending: &mut Pending,
     now: &str,
 ) -> (Vec<Outcome>, Option<Error>) {
     let mut tx = match conn
@@ -304,16 +338,25 @@ fn batch(
         Ok(p) => p,
         Err(e) => return (Vec::new(), Some(e)),
     };
-    for t in settling.iter() {
+    // The batch before is settled in this commit: the cold file's commit marks it first.
+    let settles = pending
+        .settling
+        .iter()
+        .chain(pending.retired.iter().map(|(t, _)| t));
+    for t in settles {
         if let Err(e) = settle(&tx, path, t) {
             return (Vec::new(), Some(e));
         }
     }
     let cold_path = cold.path.display().to_string();
     let cold_writer = &mut *cold;
+    let marks = pending.cold();
     let (mut outs, taken, put) = std::thread::scope(|scope| {
         let (send, copies) = std::sync::mpsc::sync_channel::<(String, Moved)>(2);
-        let writer = scope.spawn(|| cold_writer.put_all(kind, path, now, copies.into_iter()));
+        let writer = scope.spawn(|| {
+            let marks = (marks.0.as_slice(), marks.1.as_slice());
+            cold_writer.put_all(kind, path, now, marks, copies.into_iter())
+        });
         let store = (&mut tx, path, plans.as_slice());
         let (outs, taken) = read_batch(store, map, ids, &send, (kind, &cold_path), now);
         crash_at("retire-read", &taken);
@@ -331,6 +374,7 @@ fn batch(
         return (outs.into_iter().flatten().collect(), None);
     }
     crash_at("retire-cold", &taken);
+    pending.marked();
     if let Err(e) = tx.commit().at(path) {
         // The store's transaction rolled back: the cold copies go.
         let all: Vec<&str> = taken.iter().map(|t| t.token.as_str()).collect();
@@ -340,42 +384,33 @@ fn batch(
         }
         return (outs.into_iter().flatten().collect(), stop);
     }
-    settling.clear();
+    pending.settling.clear();
     crash_at("retire-hot", &taken);
-    mark_batch(cold, &taken, outs, settling)
+    (outcomes(&taken, outs, pending), None)
 }
 
-/// After the store's commit: each conversation's outcome, and the cold copies of the retired
-/// ones marked `retired` (the failed ones' removed), to be settled in the store's next commit.
-fn mark_batch(
-    cold: &mut Cold,
+/// After the store's commit: each conversation's outcome; the copies of the retired ones are
+/// to mark `retired`, the failed ones' to remove, in the cold file's next commit.
+fn outcomes(
     taken: &[Taken],
     mut outs: Vec<Option<Outcome>>,
-    settling: &mut Vec<String>,
-) -> (Vec<Outcome>, Option<Error>) {
-    let (mut retired, mut dropped) = (Vec::new(), Vec::new());
+    pending: &mut Pending,
+) -> Vec<Outcome> {
     for t in taken {
         outs[t.at] = Some(match &t.step {
             Ok(audit) => {
-                retired.push(t.token.as_str());
+                pending.retired.push((t.token.clone(), t.ids[0].clone()));
                 let mut o = t.outcome("retired");
                 o.compaction_id = Some(*audit);
                 o
             }
             Err(e) => {
-                dropped.push(t.token.as_str());
+                pending.dropped.push(t.token.clone());
                 t.outcome(&format!("failed: {e}"))
             }
         });
     }
-    // The conversations are retired once the store committed; if the cold file cannot say so
-    // now, recovery does it on the next run, and this run stops.
-    let stop = cold.finish(&retired, &dropped).err();
-    if stop.is_none() {
-        crash_at("retire-mark", taken);
-        settling.extend(retired.iter().map(|t| t.to_string()));
-    }
-    (outs.into_iter().flatten().collect(), stop)
+    outs.into_iter().flatten().collect()
 }
 
 /// Crash (the tests' failpoint) at `stage` when it is armed for any conversation of `batch`.
