@@ -5,7 +5,6 @@ use agent_db::error::exit;
 use agent_db::gotime;
 use agent_db::select::{Outcome, Selector};
 use agent_db::store::cold::{self, Cold};
-use agent_db::store::retire as retirement_rows;
 use agent_db::store::retirement::{self, Outcome as Moved};
 use agent_db::store::{lock, Store};
 use agent_db::util::human_bytes;
@@ -71,96 +70,13 @@ pub fn run(ui: &Ui, store: Store, args: &RetireArgs) -> CmdResult {
     Ok(if failed { exit::PARTIAL } else { exit::OK })
 }
 
-/// Retire `ids` in batches (at most [`retirement::BATCH_CONVERSATIONS`] conversations or
-/// [`retirement::BATCH_BYTES`] of rows each): one row per ID, in order, and whether another
-/// process held the store's lock (then nothing more started, as in `compact`).
+/// Retire `ids` in batches ([`retirement::retire_all`]): one row per ID, in order, and whether
+/// another process held the store (then nothing more started, as in `compact`).
 fn move_all(store: &mut Store, cold: &mut Cold, ids: &[String], now: &str) -> (Vec<Moved>, bool) {
-    let mut done: Vec<Option<Moved>> = vec![None; ids.len()];
-    let mut batch = Batch::default();
-    let mut busy = false;
-    let mut i = 0;
-    while i < ids.len() && !busy {
-        let id = &ids[i];
-        match retirement::plan(store, id) {
-            // A conversation of the batch moves with this one (or this one with it): the
-            // batch goes first, then this one is read again.
-            Ok(Some(m)) if m.ids.iter().any(|c| batch.ids.contains(c)) => {
-                busy = batch.flush(store, cold, now, &mut done);
-                continue;
-            }
-            Ok(Some(m)) => batch.push(i, m),
-            Ok(None) => {
-                done[i] = Some(row(
-                    id,
-                    "skipped: not in the store (retired with its parent?)".into(),
-                ))
-            }
-            Err(Error::Busy { .. }) => busy = true,
-            Err(e) => done[i] = Some(failed_row(id, &e)),
-        }
-        if !busy && batch.full() {
-            busy = batch.flush(store, cold, now, &mut done);
-        }
-        i += 1;
-    }
-    if !busy {
-        busy = batch.flush(store, cold, now, &mut done);
-    }
-    let rows = done
-        .into_iter()
-        .zip(ids)
-        .map(|(r, id)| r.unwrap_or_else(|| not_started(id)))
-        .collect();
-    (rows, busy)
-}
-
-/// The conversations read and not yet moved: their places in the selection and their rows.
-#[derive(Default)]
-struct Batch {
-    at: Vec<usize>,
-    moved: Vec<retirement_rows::Moved>,
-    ids: std::collections::HashSet<String>,
-    bytes: u64,
-}
-
-impl Batch {
-    fn push(&mut self, at: usize, m: retirement_rows::Moved) {
-        self.bytes += m.bytes();
-        self.ids.extend(m.ids.iter().cloned());
-        self.at.push(at);
-        self.moved.push(m);
-    }
-
-    fn full(&self) -> bool {
-        self.moved.len() >= retirement::BATCH_CONVERSATIONS || self.bytes >= retirement::BATCH_BYTES
-    }
-
-    /// Retire the batch, its rows into `done`, and empty it; whether the store was busy.
-    fn flush(
-        &mut self,
-        store: &mut Store,
-        cold: &mut Cold,
-        now: &str,
-        done: &mut [Option<Moved>],
-    ) -> bool {
-        let batch = std::mem::take(self);
-        match retirement::retire_batch(store, cold, &batch.moved, now) {
-            Ok(outs) => {
-                for (at, o) in batch.at.into_iter().zip(outs) {
-                    done[at] = Some(o);
-                }
-                false
-            }
-            // Nothing of the batch started; it and the rest are reported not started.
-            Err(Error::Busy { .. }) => true,
-            Err(e) => {
-                // One batch's failure is its conversations' own.
-                for (at, m) in batch.at.into_iter().zip(&batch.moved) {
-                    done[at] = Some(failed_row(&m.ids[0], &e));
-                }
-                false
-            }
-        }
+    match retirement::retire_all(store, cold, ids, now) {
+        Ok(done) => done,
+        Err(Error::Busy { .. }) => (ids.iter().map(|id| not_started(id)).collect(), true),
+        Err(e) => (ids.iter().map(|id| failed_row(id, &e)).collect(), false),
     }
 }
 
@@ -220,7 +136,7 @@ fn failed_row(id: &str, e: &Error) -> Moved {
 
 /// A conversation left alone because another process holds the store's lock.
 fn not_started(id: &str) -> Moved {
-    row(id, "not started: the store is busy".to_string())
+    row(id, retirement::NOT_STARTED.to_string())
 }
 
 fn row(id: &str, status: String) -> Moved {

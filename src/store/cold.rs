@@ -1,7 +1,9 @@
 //! The cold file of `agent-db retire` (`<store>.agent-db-cold.db` by default): an SQLite file of
 //! agent-db's own, in rollback-journal mode with `synchronous = FULL` (each commit is on disk
 //! when it returns: the copy must be durable before the store deletes the rows; a retirement
-//! commits here twice per batch, so the journal's fsyncs are paid per batch). One `agent_db_cold` row per retirement (its state: `moving` until the
+//! commits here once per batch, the batch before marked in the same transaction, so the
+//! journal's fsyncs are paid per batch). One
+//! `agent_db_cold` row per retirement (its state: `moving` until the
 //! store's transaction committed, then `retired`) and one `agent_db_cold_tables` row per table
 //! of it: the rows' cells ([`super::retire::encode_cell`]) as one zstd frame.
 
@@ -95,19 +97,28 @@ impl Cold {
         }))
     }
 
-    /// Write each of `batch` as retirement `tokens[i]` in state `moving`, in one transaction.
-    pub fn put(
+    /// In one transaction, committed when `copies` ends: the copies `retired` marked `retired`
+    /// and the copies `dropped` removed (as [`Cold::finish`]), then each copy `copies` yields (a
+    /// token and the rows) written as a retirement in state `moving`, its tables compressed;
+    /// nothing is written when one fails.
+    pub fn put_all(
         &mut self,
-        tokens: &[String],
         kind: &str,
         store: &Path,
-        batch: &[Moved],
         now: &str,
+        (retired, dropped): (&[&str], &[&str]),
+        copies: impl Iterator<Item = (String, Moved)>,
     ) -> Result<()> {
         let path = self.path.clone();
+        let io = |source| Error::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut zstd = zstd::bulk::Compressor::new(1).map_err(io)?;
         let tx = self.conn.transaction().at(&path)?;
-        for (token, moved) in tokens.iter().zip(batch) {
-            put_one(&tx, &path, token, kind, store, moved, now)?;
+        mark_in(&tx, &path, retired, dropped)?;
+        for (token, moved) in copies {
+            put_one(&tx, &path, &mut zstd, &token, (kind, store), &moved, now)?;
         }
         tx.commit().at(&path)
     }
@@ -116,16 +127,7 @@ impl Cold {
     pub fn finish(&mut self, retired: &[&str], dropped: &[&str]) -> Result<()> {
         let path = self.path.clone();
         let tx = self.conn.transaction().at(&path)?;
-        for t in retired {
-            tx.execute(
-                "UPDATE agent_db_cold SET state = 'retired' WHERE token = ?1",
-                [t],
-            )
-            .at(&path)?;
-        }
-        for t in dropped {
-            remove_in(&tx, &path, t)?;
-        }
+        mark_in(&tx, &path, retired, dropped)?;
         tx.commit().at(&path)
     }
 
@@ -163,6 +165,28 @@ impl Cold {
             )
             .optional()
             .at(&self.path)
+    }
+
+    /// The copies still `moving` that the store at `store` (as it wrote its path) put here.
+    pub fn moving(&self, store: &str) -> Result<Vec<Entry>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT token, conversation_id, state, digest FROM agent_db_cold
+                 WHERE state = 'moving' AND store_path = ?1 ORDER BY rowid",
+            )
+            .at(&self.path)?;
+        let rows = st
+            .query_map([store], |r| {
+                Ok(Entry {
+                    token: r.get(0)?,
+                    conversation_id: r.get(1)?,
+                    state: r.get(2)?,
+                    digest: r.get(3)?,
+                })
+            })
+            .at(&self.path)?;
+        rows.collect::<std::result::Result<_, _>>().at(&self.path)
     }
 
     /// Every retirement the file holds.
@@ -228,13 +252,14 @@ impl Cold {
     }
 }
 
-/// Retirement `token`'s row and its tables' frames, in `tx`.
+/// Retirement `token`'s row and its tables' frames (zstd level 1: the copy is written once and
+/// read back rarely), in `tx`.
 fn put_one(
     tx: &Connection,
     path: &Path,
+    zstd: &mut zstd::bulk::Compressor<'_>,
     token: &str,
-    kind: &str,
-    store: &Path,
+    (kind, store): (&str, &Path),
     moved: &Moved,
     now: &str,
 ) -> Result<()> {
@@ -261,7 +286,7 @@ fn put_one(
         )
         .at(path)?;
     for (seq, t) in moved.tables.iter().enumerate() {
-        let frame = zstd::bulk::compress(&t.data, 3).map_err(|source| Error::Io {
+        let frame = zstd.compress(&t.data).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             source,
         })?;
@@ -274,6 +299,21 @@ fn put_one(
             frame
         ])
         .at(path)?;
+    }
+    Ok(())
+}
+
+/// The copies `retired` marked `retired`, the copies `dropped` removed, in `tx`.
+fn mark_in(tx: &Connection, path: &Path, retired: &[&str], dropped: &[&str]) -> Result<()> {
+    for t in retired {
+        tx.execute(
+            "UPDATE agent_db_cold SET state = 'retired' WHERE token = ?1",
+            [t],
+        )
+        .at(path)?;
+    }
+    for t in dropped {
+        remove_in(tx, path, t)?;
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! ([`super::kind::Adapter::retire_map`]): its row in the conversation table, its child
 //! conversations, and every row of the other tables that names one of them. The rows are read
 //! as stored (storage class and bytes, rowids where the table has them) and digested; the
-//! protocol and its recovery are in [`super::retire_protocol`].
+//! protocol and its recovery are in [`super::retirement`].
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -178,14 +178,17 @@ fn group(conn: &Connection, path: &Path, map: &RetireMap, id: &str) -> Result<Ve
 }
 
 /// How to read and delete one table's rows of a group: the columns to read and the condition.
-struct Plan {
+pub(crate) struct Plan {
     table: String,
     columns: Vec<String>,
-    condition: String,
+    /// The statements that read and delete a group's rows (`?1`: the IDs as a JSON array).
+    select: String,
+    delete: String,
 }
 
-/// The tables of `map` present in the file, links first and the conversation table last.
-fn plans(conn: &Connection, path: &Path, map: &RetireMap) -> Result<Vec<Plan>> {
+/// The tables of `map` present in the file, links first and the conversation table last (read
+/// once per transaction, then [`read_planned`] and [`delete_planned`] per conversation).
+pub(crate) fn plans(conn: &Connection, path: &Path, map: &RetireMap) -> Result<Vec<Plan>> {
     let mut out = Vec::new();
     let all = map
         .links
@@ -214,17 +217,27 @@ fn plans(conn: &Connection, path: &Path, map: &RetireMap) -> Result<Vec<Plan>> {
         if has_hidden_rowid(conn, table, &info) {
             columns.insert(0, "rowid".into());
         }
+        let cols = columns
+            .iter()
+            .map(|c| quote(c))
+            .collect::<Vec<_>>()
+            .join(", ");
         out.push(Plan {
             table: table.to_string(),
+            select: format!("SELECT {cols} FROM {} WHERE {condition}", quote(table)),
+            delete: format!("DELETE FROM {} WHERE {condition}", quote(table)),
             columns,
-            condition,
         });
     }
     Ok(out)
 }
 
 /// (name, declared type, pk position) of each column of `table`; empty when it is missing.
-fn table_info(conn: &Connection, path: &Path, table: &str) -> Result<Vec<(String, String, i64)>> {
+pub(crate) fn table_info(
+    conn: &Connection,
+    path: &Path,
+    table: &str,
+) -> Result<Vec<(String, String, i64)>> {
     let mut st = conn
         .prepare_cached("SELECT name, type, pk FROM pragma_table_info(?1) ORDER BY cid")
         .at(path)?;
@@ -235,7 +248,11 @@ fn table_info(conn: &Connection, path: &Path, table: &str) -> Result<Vec<(String
 }
 
 /// Whether `table` has rowids no column holds (not WITHOUT ROWID, no INTEGER PRIMARY KEY).
-fn has_hidden_rowid(conn: &Connection, table: &str, info: &[(String, String, i64)]) -> bool {
+pub(crate) fn has_hidden_rowid(
+    conn: &Connection,
+    table: &str,
+    info: &[(String, String, i64)],
+) -> bool {
     let pks: Vec<_> = info.iter().filter(|c| c.2 > 0).collect();
     let alias = pks.len() == 1 && pks[0].1.eq_ignore_ascii_case("INTEGER");
     let named = info
@@ -251,29 +268,27 @@ fn has_hidden_rowid(conn: &Connection, table: &str, info: &[(String, String, i64
 /// Every row of conversation `id` and its children, as stored; `None` when it is not in the
 /// store.
 pub fn read(conn: &Connection, path: &Path, map: &RetireMap, id: &str) -> Result<Option<Moved>> {
+    read_planned(conn, path, map, &plans(conn, path, map)?, id)
+}
+
+/// [`read`] with the tables' plans already made. Each table's rows come in the order the
+/// condition's lookup gives them (index or rowid order): within one transaction the same rows
+/// come in the same order, and nothing is sorted.
+pub(crate) fn read_planned(
+    conn: &Connection,
+    path: &Path,
+    map: &RetireMap,
+    plans: &[Plan],
+    id: &str,
+) -> Result<Option<Moved>> {
     let ids = group(conn, path, map, id)?;
     if ids.is_empty() {
         return Ok(None);
     }
     let ids_json = serde_json::to_string(&ids).unwrap_or_default();
-    let mut tables = Vec::new();
-    for p in plans(conn, path, map)? {
-        let cols = p
-            .columns
-            .iter()
-            .map(|c| quote(c))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let order = (1..=p.columns.len())
-            .map(|i| i.to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
-        let sql = format!(
-            "SELECT {cols} FROM {} WHERE {} ORDER BY {order}",
-            quote(&p.table),
-            p.condition
-        );
-        let mut st = conn.prepare(&sql).at(path)?;
+    let mut tables = Vec::with_capacity(plans.len());
+    for p in plans {
+        let mut st = conn.prepare_cached(&p.select).at(path)?;
         let mut q = st.query([&ids_json]).at(path)?;
         let (mut data, mut rows) = (Vec::new(), 0u64);
         while let Some(r) = q.next().at(path)? {
@@ -283,8 +298,8 @@ pub fn read(conn: &Connection, path: &Path, map: &RetireMap, id: &str) -> Result
             rows += 1;
         }
         tables.push(TableRows {
-            table: p.table,
-            columns: p.columns,
+            table: p.table.clone(),
+            columns: p.columns.clone(),
             rows,
             data,
         });
@@ -297,15 +312,70 @@ pub fn read(conn: &Connection, path: &Path, map: &RetireMap, id: &str) -> Result
     }))
 }
 
-/// Delete the rows [`read`] read of `moved` (the caller checked, in this transaction, that
-/// they are still exactly those).
+/// Delete the rows [`read`] read of `moved` (the caller read them in this transaction).
 pub fn delete(conn: &Connection, path: &Path, map: &RetireMap, moved: &Moved) -> Result<()> {
-    let ids_json = serde_json::to_string(&moved.ids).unwrap_or_default();
-    for p in plans(conn, path, map)?.iter().rev() {
-        let sql = format!("DELETE FROM {} WHERE {}", quote(&p.table), p.condition);
-        conn.execute(&sql, [&ids_json]).at(path)?;
+    delete_planned(conn, path, &plans(conn, path, map)?, &moved.ids)
+}
+
+/// [`delete`] of the group `ids` with the tables' plans already made.
+pub(crate) fn delete_planned(
+    conn: &Connection,
+    path: &Path,
+    plans: &[Plan],
+    ids: &[String],
+) -> Result<()> {
+    let ids_json = serde_json::to_string(ids).unwrap_or_default();
+    for p in plans.iter().rev() {
+        conn.prepare_cached(&p.delete)
+            .at(path)?
+            .execute([&ids_json])
+            .at(path)?;
     }
     Ok(())
+}
+
+/// Whether `a` and `b` hold the same tables, columns and rows, in any row order.
+pub fn same_rows(a: &[TableRows], b: &[TableRows]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            x.table == y.table
+                && x.columns == y.columns
+                && x.rows == y.rows
+                && match (rows_of(x), rows_of(y)) {
+                    (Some(mut p), Some(mut q)) => {
+                        p.sort_unstable();
+                        q.sort_unstable();
+                        p == q
+                    }
+                    _ => false,
+                }
+        })
+}
+
+/// The encoded rows of `t`, one slice each, or `None` when its cells do not split into rows.
+fn rows_of(t: &TableRows) -> Option<Vec<&[u8]>> {
+    let n = t.columns.len();
+    if n == 0 {
+        return (t.data.is_empty() && t.rows == 0).then(Vec::new);
+    }
+    let (mut out, mut at) = (Vec::new(), 0usize);
+    while at < t.data.len() {
+        let start = at;
+        for _ in 0..n {
+            let tag = *t.data.get(at)?;
+            at += match tag {
+                0 => 1,
+                1 | 2 => 9,
+                3 | 4 => {
+                    let word = t.data.get(at + 1..at + 9)?;
+                    9 + usize::try_from(u64::from_le_bytes(word.try_into().ok()?)).ok()?
+                }
+                _ => return None,
+            };
+        }
+        out.push(t.data.get(start..at)?);
+    }
+    (out.len() as u64 == t.rows).then_some(out)
 }
 
 /// Insert `tables` back, each row with the columns it was read with.

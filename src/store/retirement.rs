@@ -1,8 +1,8 @@
 //! The two-file protocol of `retire` and of `restore` from a cold file, and its recovery
 //! (docs/architecture.md, "Retire"). A retirement is a row of the store's
-//! `agent_db_retirements` (`moving` → `retired` → `restored`; `settled` once the cold file
-//! agrees) and a row of the cold file's `agent_db_cold` (`moving` → `retired`, removed after
-//! a restore). A SQLite transaction spans one file only, so each step commits in one file and
+//! `agent_db_retirements` (`retired` → `restored`; `settled` once the cold file agrees) and a
+//! row of the cold file's `agent_db_cold` (`moving` → `retired`, removed after a restore); a
+//! run of `retire` has a store row of its own, `moving`, naming its cold file until it ends. A SQLite transaction spans one file only, so each step commits in one file and
 //! [`recover`] finishes or undoes whatever a crash interrupted: a conversation is always whole
 //! in the store, in the cold file, or (until recovery) in both, never in neither.
 
@@ -93,7 +93,8 @@ fn new_token(id: &str) -> String {
 }
 
 /// Run `f` on `conn` with foreign-key enforcement and triggers off (the rows leave and come
-/// back exactly as stored; nothing outside them changes), then put both back as they were.
+/// back exactly as stored; nothing outside them changes) and savepoints journaled in memory
+/// (`temp_store`: one conversation's pages, not a temporary file), then put all back.
 fn checks_off<T>(
     conn: &mut Connection,
     path: &Path,
@@ -104,259 +105,166 @@ fn checks_off<T>(
         .pragma_query_value(None, "foreign_keys", |r| r.get(0))
         .at(path)?;
     let triggers = conn.db_config(TRIGGERS).at(path)?;
+    let temp: i64 = conn
+        .pragma_query_value(None, "temp_store", |r| r.get(0))
+        .at(path)?;
     conn.pragma_update(None, "foreign_keys", false).at(path)?;
     conn.set_db_config(TRIGGERS, false).at(path)?;
+    conn.pragma_update(None, "temp_store", 2).at(path)?;
     let out = f(conn);
+    conn.pragma_update(None, "temp_store", temp).at(path)?;
     conn.set_db_config(TRIGGERS, triggers).at(path)?;
     conn.pragma_update(None, "foreign_keys", fk).at(path)?;
     out
 }
 
 /// At most this many conversations, or this many bytes of their rows, move in one round of the
-/// protocol ([`retire_batch`]): each step is one transaction (one fsync) for the whole batch.
-pub const BATCH_CONVERSATIONS: usize = 256;
+/// protocol (a batch): each step is one transaction (one fsync) for the whole batch, and the
+/// store is held for the batch's length. The rows stream into the cold file: memory holds one
+/// conversation, whatever the batch.
+pub const BATCH_CONVERSATIONS: usize = 1024;
 /// See [`BATCH_CONVERSATIONS`].
-pub const BATCH_BYTES: u64 = 16 << 20;
+pub const BATCH_BYTES: u64 = 64 << 20;
 
-/// Retire conversation `id` into `cold`: the steps of docs/architecture.md, "Retire".
+/// The status of a conversation left alone because another process held the store.
+pub const NOT_STARTED: &str = "not started: the store is busy";
+
+/// Retire conversation `id` into `cold` ([`retire_all`] of one).
 pub fn retire(store: &mut Store, cold: &mut Cold, id: &str, now: &str) -> Result<Outcome> {
-    match plan(store, id)? {
-        Some(moved) => retire_as_read(store, cold, &moved, now),
-        None => Ok(Outcome::of(
-            id,
-            "skipped: not in the store (retired with its parent?)",
-            None,
-        )),
+    let (mut out, busy) = retire_all(store, cold, &[id.to_string()], now)?;
+    if busy {
+        return Err(Error::Busy {
+            path: store.path.clone(),
+            holder: None,
+        });
     }
-}
-
-/// [`retire`] of the rows `moved` as [`plan`] read them: skipped, with nothing written in
-/// either file, when the conversation's rows are no longer exactly those.
-pub fn retire_as_read(
-    store: &mut Store,
-    cold: &mut Cold,
-    moved: &Moved,
-    now: &str,
-) -> Result<Outcome> {
-    let mut out = retire_batch(store, cold, std::slice::from_ref(moved), now)?;
     Ok(out.remove(0))
 }
 
-/// What the store's transaction did with one conversation of a batch.
-enum Step {
-    /// Moved out; the audit row's id.
-    Retired(i64),
-    /// Its rows are no longer the ones read: nothing written.
-    Changed,
-    /// Its statements failed: rolled back to before it, nothing written.
-    Failed(Error),
-}
-
-/// Crash (the tests' failpoint) at `stage` when it is armed for any conversation of `batch`.
-fn crash_at(stage: &str, batch: &[Moved]) {
-    for m in batch {
-        failpoint::crash(stage, &m.ids[0]);
-    }
-}
-
-/// Retire the conversations of `batch` (disjoint groups, as [`plan`] read them) into `cold`, in
-/// five commits for the whole batch (docs/architecture.md, "Retire"): one outcome per
-/// conversation, in order. A conversation changed since read is skipped and one whose
-/// statements fail is failed; the others go on. An error is returned only when a step of the
-/// whole batch failed: then nothing moved (recovery finishes the cleanup if it failed too).
-pub fn retire_batch(
+/// Retire `ids` into `cold` in batches (docs/architecture.md, "Retire"): one outcome per ID, in
+/// order, and whether another process held the store (the rest are then [`NOT_STARTED`]). A
+/// conversation whose statements fail is failed and the others go on; one already moved with
+/// its parent is skipped. An error only when the run could not start (nothing moved).
+pub fn retire_all(
     store: &mut Store,
     cold: &mut Cold,
-    batch: &[Moved],
+    ids: &[String],
     now: &str,
-) -> Result<Vec<Outcome>> {
-    if batch.is_empty() {
-        return Ok(Vec::new());
-    }
+) -> Result<(Vec<Outcome>, bool)> {
     let map = map_of(store)?;
     store.ensure_agent_tables()?;
+    // Each table's read and delete, the group's lookups and the rows written, kept prepared.
+    store.conn.set_prepared_statement_cache_capacity(64);
     let (path, kind) = (store.path.clone(), store.kind.name());
-    let tokens: Vec<String> = batch.iter().map(|m| new_token(&m.ids[0])).collect();
-    intend(
-        &mut store.conn,
-        &path,
-        kind,
-        &cold.path,
-        batch,
-        &tokens,
-        now,
-    )?;
-    crash_at("retire-intent", batch);
-    if let Err(e) = cold.put(&tokens, kind, &path, batch, now) {
-        forget(&mut store.conn, &path, &tokens)?;
-        return Err(e);
-    }
-    crash_at("retire-cold", batch);
-    let written = checks_off(&mut store.conn, &path, |conn| {
-        move_out(conn, &path, &map, batch, &tokens, now)
-    });
-    let steps = match written {
-        Ok(steps) => steps,
-        Err(e) => {
-            // The store's transaction rolled back: the cold copies go.
-            let all: Vec<&str> = tokens.iter().map(String::as_str).collect();
-            cold.finish(&[], &all)?;
-            forget(&mut store.conn, &path, &tokens)?;
-            return Err(e);
+    let mut out = Vec::with_capacity(ids.len());
+    let run = new_token(ids.first().map_or("", String::as_str));
+    match begin_run(&mut store.conn, &path, kind, &cold.path, &run, now) {
+        Ok(()) => {}
+        Err(Error::Busy { .. }) => {
+            out.extend(ids.iter().map(|id| Outcome::of(id, NOT_STARTED, None)));
+            return Ok((out, true));
         }
-    };
-    crash_at("retire-hot", batch);
-    let (mut retired, mut dropped) = (Vec::new(), Vec::new());
-    for (t, step) in tokens.iter().zip(&steps) {
-        match step {
-            Step::Retired(_) => retired.push(t.as_str()),
-            _ => dropped.push(t.as_str()),
-        }
+        Err(e) => return Err(e),
     }
-    cold.finish(&retired, &dropped)?;
-    crash_at("retire-mark", batch);
-    settle_batch(&mut store.conn, &path, &retired, &dropped)?;
-    Ok(batch
-        .iter()
-        .zip(steps)
-        .map(|(moved, step)| {
-            let id = moved.ids[0].as_str();
-            match step {
-                Step::Retired(audit) => {
-                    let mut out = Outcome::of(id, "retired", Some(moved));
-                    out.compaction_id = Some(audit);
-                    out
-                }
-                Step::Changed => Outcome::of(
-                    id,
-                    "skipped: changed since read (the agent wrote to it); nothing moved",
-                    Some(moved),
-                ),
-                Step::Failed(e) => Outcome::of(id, &format!("failed: {e}"), Some(moved)),
-            }
+    let mut pending = Pending::default();
+    let mut busy = false;
+    while out.len() < ids.len() {
+        let rest = &ids[out.len()..];
+        let (done, stop) = checks_off(&mut store.conn, &path, |conn| {
+            Ok(batch(
+                conn,
+                &path,
+                kind,
+                &map,
+                cold,
+                rest,
+                &mut pending,
+                now,
+            ))
         })
-        .collect())
+        .unwrap_or_else(|e| (Vec::new(), Some(e)));
+        out.extend(done);
+        match stop {
+            None => {}
+            Some(Error::Busy { .. }) => {
+                busy = true;
+                let rest = &ids[out.len()..];
+                out.extend(rest.iter().map(|id| Outcome::of(id, NOT_STARTED, None)));
+            }
+            Some(e) => {
+                let rest = &ids[out.len()..];
+                out.extend(
+                    rest.iter()
+                        .map(|id| Outcome::of(id, &format!("failed: {e}"), None)),
+                );
+            }
+        }
+    }
+    // The last batch's copies marked, its retirements settled, the run ended; what a failure
+    // here leaves, recovery does on the next run.
+    let (marks, drops) = pending.cold();
+    if cold.finish(&marks, &drops).is_ok() {
+        pending.marked();
+    }
+    let _ = end_run(&mut store.conn, &path, &run, &pending.settling);
+    Ok((out, busy))
 }
 
-/// The store's first transaction of a batch: an intent row `moving` per conversation.
-fn intend(
+/// What the files do not say yet of the batches before: copies to mark `retired` (token and
+/// conversation) or to remove in the cold file's next commit, retirements to settle in the
+/// store's next commit once the cold file said so.
+#[derive(Default)]
+struct Pending {
+    retired: Vec<(String, String)>,
+    dropped: Vec<String>,
+    settling: Vec<String>,
+}
+
+impl Pending {
+    /// The tokens to mark and to remove in the cold file.
+    fn cold(&self) -> (Vec<&str>, Vec<&str>) {
+        (
+            self.retired.iter().map(|(t, _)| t.as_str()).collect(),
+            self.dropped.iter().map(String::as_str).collect(),
+        )
+    }
+
+    /// The cold file committed the marks: their retirements are to settle.
+    fn marked(&mut self) {
+        for (token, id) in self.retired.drain(..) {
+            failpoint::crash("retire-mark", &id);
+            self.settling.push(token);
+        }
+        self.dropped.clear();
+    }
+}
+
+/// The store's first commit of a run: a row `moving` naming the cold file (no conversation),
+/// so that recovery looks there for copies a crash left `moving`.
+fn begin_run(
     conn: &mut Connection,
     path: &Path,
     kind: &str,
     cold: &Path,
-    batch: &[Moved],
-    tokens: &[String],
+    run: &str,
     now: &str,
 ) -> Result<()> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .at(path)?;
-    let cold = cold.display().to_string();
-    for (moved, token) in batch.iter().zip(tokens) {
-        tx.execute(
-            "INSERT INTO agent_db_retirements(token, conversation_id, store_kind, cold_path, state, settled, started_at)
-             VALUES (?1, ?2, ?3, ?4, 'moving', 0, ?5)",
-            params![token, moved.ids[0], kind, cold, now],
-        )
-        .at(path)?;
-    }
+    tx.execute(
+        "INSERT INTO agent_db_retirements(token, conversation_id, store_kind, cold_path, state, settled, started_at)
+         VALUES (?1, '', ?2, ?3, 'moving', 0, ?4)",
+        params![run, kind, cold.display().to_string(), now],
+    )
+    .at(path)?;
     tx.commit().at(path)
 }
 
-/// The store's transaction of a batch: each conversation, in a savepoint of its own, re-read
-/// and compared with what was read (skipped when it differs), deleted, its audit row written
-/// and its intent row set `retired`. A skipped or failed one keeps its intent row `moving`
-/// (settled after its cold copy is removed, or by recovery).
-fn move_out(
-    conn: &mut Connection,
-    path: &Path,
-    map: &RetireMap,
-    batch: &[Moved],
-    tokens: &[String],
-    now: &str,
-) -> Result<Vec<Step>> {
-    let mut tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .at(path)?;
-    let mut steps = Vec::with_capacity(batch.len());
-    for (moved, token) in batch.iter().zip(tokens) {
-        let sp = tx.savepoint().at(path)?;
-        steps.push(match move_one(&sp, path, map, moved, token, now) {
-            Ok(Some(audit)) => {
-                sp.commit().at(path)?;
-                Step::Retired(audit)
-            }
-            // Dropping the savepoint rolls back what it wrote.
-            Ok(None) => Step::Changed,
-            Err(e) => Step::Failed(e),
-        });
-    }
-    tx.commit().at(path)?;
-    Ok(steps)
-}
-
-/// One conversation of [`move_out`]: the audit row's id, or `None` (nothing written) when its
-/// rows are no longer exactly `moved`.
-fn move_one(
-    conn: &Connection,
-    path: &Path,
-    map: &RetireMap,
-    moved: &Moved,
-    token: &str,
-    now: &str,
-) -> Result<Option<i64>> {
-    let again = retire::read(conn, path, map, &moved.ids[0])?;
-    if again.as_ref() != Some(moved) {
-        return Ok(None);
-    }
-    drop(again);
-    retire::delete(conn, path, map, moved)?;
-    let (kind, cold_path): (String, String) = conn
-        .query_row(
-            "SELECT store_kind, cold_path FROM agent_db_retirements WHERE token = ?1",
-            [token],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .at(path)?;
-    let audit =
-        archive::insert_audit(conn, &audit_entry(&kind, &cold_path, moved), now).at(path)?;
-    archive::finish_audit(conn, audit, &[], None).at(path)?;
-    let n = conn
-        .execute(
-            "UPDATE agent_db_retirements SET state = 'retired', retired_at = ?2, conversations = ?3,
-               rows = ?4, bytes = ?5, digest = ?6, compaction_id = ?7 WHERE token = ?1 AND state = 'moving'",
-            params![
-                token,
-                now,
-                serde_json::to_string(&moved.ids).unwrap_or_default(),
-                moved.rows() as i64,
-                moved.bytes() as i64,
-                moved.digest,
-                audit
-            ],
-        )
-        .at(path)?;
-    if n != 1 {
-        return Err(Error::conversation(
-            &moved.ids[0],
-            "its retirement's intent row is gone (another agent-db recovered it); nothing moved",
-        ));
-    }
-    Ok(Some(audit))
-}
-
-/// The store's last transaction of a batch: the retired ones' rows settled, the dropped ones'
-/// intent rows deleted. Committed with `synchronous = NORMAL`: in WAL mode this commit may then
-/// be lost to a power cut (never torn, and only with every later commit), which leaves the rows
-/// `retired` unsettled or `moving` with no cold copy, both states [`recover`] settles the same
-/// way on the next run; the commits before it, which decide where a conversation is, keep the
-/// connection's setting.
-fn settle_batch(
-    conn: &mut Connection,
-    path: &Path,
-    retired: &[&str],
-    dropped: &[&str],
-) -> Result<()> {
+/// The store's last commit of a run: the last batch's retirements settled and the run's row
+/// dropped. Committed with `synchronous = NORMAL`: in WAL mode a power cut may lose it (never
+/// torn), which leaves states [`recover`] settles the same way on the next run.
+fn end_run(conn: &mut Connection, path: &Path, run: &str, settling: &[String]) -> Result<()> {
     let sync: i64 = conn
         .pragma_query_value(None, "synchronous", |r| r.get(0))
         .at(path)?;
@@ -364,45 +272,266 @@ fn settle_batch(
         .at(path)?;
     let out = (|| {
         let tx = conn.transaction().at(path)?;
-        for t in retired {
+        for t in settling {
             settle(&tx, path, t)?;
         }
-        for t in dropped {
-            forget_one(&tx, path, t)?;
-        }
+        forget_one(&tx, path, run)?;
         tx.commit().at(path)
     })();
     conn.pragma_update(None, "synchronous", sync).at(path)?;
     out
 }
 
-fn audit_entry(kind: &str, cold_path: &str, moved: &Moved) -> AuditEntry {
+/// One conversation of a batch once its rows went to the cold file's transaction.
+struct Taken {
+    /// Its place among the batch's outcomes.
+    at: usize,
+    token: String,
+    ids: Vec<String>,
+    rows: u64,
+    bytes: u64,
+    digest: String,
+    /// What the store's transaction did with it: its audit row, or why it was rolled back to
+    /// before it.
+    step: Result<i64>,
+}
+
+impl Taken {
+    fn outcome(&self, status: &str) -> Outcome {
+        Outcome {
+            conversation: self.ids[0].clone(),
+            status: status.to_string(),
+            conversations: self.ids.clone(),
+            rows: self.rows,
+            bytes: self.bytes,
+            compaction_id: None,
+        }
+    }
+}
+
+/// One batch, from the front of `ids`, in three commits (docs/architecture.md, "Retire"): the
+/// store's write transaction is opened first and holds the store until its commit, so the rows
+/// are read once and nobody writes them before they are deleted. Each conversation read goes
+/// to a second thread that compresses it into the cold file's transaction while this one
+/// deletes it in the store's (uncommitted until the cold file committed) and reads the next.
+/// The outcomes of the IDs it took, and the error that stops the run, if any (then it took
+/// none of the rest).
+#[allow(clippy::too_many_arguments)]
+fn batch(
+    conn: &mut Connection,
+    path: &Path,
+    kind: &str,
+    map: &RetireMap,
+    cold: &mut Cold,
+    ids: &[String],
+    pending: &mut Pending,
+    now: &str,
+) -> (Vec<Outcome>, Option<Error>) {
+    let mut tx = match conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .at(path)
+    {
+        Ok(tx) => tx,
+        Err(e) => return (Vec::new(), Some(e)),
+    };
+    let plans = match retire::plans(&tx, path, map) {
+        Ok(p) => p,
+        Err(e) => return (Vec::new(), Some(e)),
+    };
+    // The batch before is settled in this commit: the cold file's commit marks it first.
+    let settles = pending
+        .settling
+        .iter()
+        .chain(pending.retired.iter().map(|(t, _)| t));
+    for t in settles {
+        if let Err(e) = settle(&tx, path, t) {
+            return (Vec::new(), Some(e));
+        }
+    }
+    let cold_path = cold.path.display().to_string();
+    let cold_writer = &mut *cold;
+    let marks = pending.cold();
+    let (mut outs, taken, put) = std::thread::scope(|scope| {
+        let (send, copies) = std::sync::mpsc::sync_channel::<(String, Moved)>(2);
+        let writer = scope.spawn(|| {
+            let marks = (marks.0.as_slice(), marks.1.as_slice());
+            cold_writer.put_all(kind, path, now, marks, copies.into_iter())
+        });
+        let store = (&mut tx, path, plans.as_slice());
+        let (outs, taken) = read_batch(store, map, ids, &send, (kind, &cold_path), now);
+        crash_at("retire-read", &taken);
+        drop(send);
+        let put = writer
+            .join()
+            .unwrap_or_else(|_| Err(Error::Usage("the cold file's writer panicked".into())));
+        (outs, taken, put)
+    });
+    if let Err(e) = put {
+        // The cold transaction rolled back; so does the store's.
+        for t in &taken {
+            outs[t.at] = Some(t.outcome(&format!("failed: {e}")));
+        }
+        return (outs.into_iter().flatten().collect(), None);
+    }
+    crash_at("retire-cold", &taken);
+    pending.marked();
+    if let Err(e) = tx.commit().at(path) {
+        // The store's transaction rolled back: the cold copies go.
+        let all: Vec<&str> = taken.iter().map(|t| t.token.as_str()).collect();
+        let stop = cold.finish(&[], &all).err();
+        for t in &taken {
+            outs[t.at] = Some(t.outcome(&format!("failed: {e}")));
+        }
+        return (outs.into_iter().flatten().collect(), stop);
+    }
+    pending.settling.clear();
+    crash_at("retire-hot", &taken);
+    (outcomes(&taken, outs, pending), None)
+}
+
+/// After the store's commit: each conversation's outcome; the copies of the retired ones are
+/// to mark `retired`, the failed ones' to remove, in the cold file's next commit.
+fn outcomes(
+    taken: &[Taken],
+    mut outs: Vec<Option<Outcome>>,
+    pending: &mut Pending,
+) -> Vec<Outcome> {
+    for t in taken {
+        outs[t.at] = Some(match &t.step {
+            Ok(audit) => {
+                pending.retired.push((t.token.clone(), t.ids[0].clone()));
+                let mut o = t.outcome("retired");
+                o.compaction_id = Some(*audit);
+                o
+            }
+            Err(e) => {
+                pending.dropped.push(t.token.clone());
+                t.outcome(&format!("failed: {e}"))
+            }
+        });
+    }
+    outs.into_iter().flatten().collect()
+}
+
+/// Crash (the tests' failpoint) at `stage` when it is armed for any conversation of `batch`.
+fn crash_at(stage: &str, batch: &[Taken]) {
+    for t in batch {
+        failpoint::crash(stage, &t.ids[0]);
+    }
+}
+
+/// The conversations of one batch, from the front of `ids` until the batch is full, one moves
+/// with a conversation already in it, or the cold file's writer stopped: each read in the
+/// store's transaction, sent to `cold`, then deleted there with its audit and retirement rows
+/// in a savepoint of its own (a failure rolls back to before it). An outcome slot per ID taken
+/// (filled for the ones skipped or failed), and the ones sent.
+fn read_batch(
+    (tx, path, plans): (&mut rusqlite::Transaction<'_>, &Path, &[retire::Plan]),
+    map: &RetireMap,
+    ids: &[String],
+    cold: &std::sync::mpsc::SyncSender<(String, Moved)>,
+    (kind, cold_path): (&str, &str),
+    now: &str,
+) -> (Vec<Option<Outcome>>, Vec<Taken>) {
+    let (mut outs, mut taken) = (Vec::new(), Vec::<Taken>::new());
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut bytes = 0u64;
+    for id in ids {
+        if taken.len() >= BATCH_CONVERSATIONS || bytes >= BATCH_BYTES {
+            break;
+        }
+        match retire::read_planned(tx, path, map, plans, id) {
+            // It moves with a conversation of the batch (or one of those with it): the batch
+            // goes first, then it is read again.
+            Ok(Some(m)) if m.ids.iter().any(|c| seen.contains(c)) => break,
+            Ok(Some(m)) => {
+                let mut t = Taken {
+                    at: outs.len(),
+                    token: new_token(&m.ids[0]),
+                    ids: m.ids.clone(),
+                    rows: m.rows(),
+                    bytes: m.bytes(),
+                    digest: m.digest.clone(),
+                    step: Ok(0),
+                };
+                if cold.send((t.token.clone(), m)).is_err() {
+                    // The writer failed: its error fails the batch.
+                    break;
+                }
+                t.step = tx.savepoint().at(path).and_then(|sp| {
+                    // Dropping the savepoint on an error rolls back what it wrote.
+                    let audit = move_one(&sp, path, plans, (kind, cold_path), &t, now)?;
+                    sp.commit().at(path)?;
+                    Ok(audit)
+                });
+                bytes += t.bytes;
+                seen.extend(t.ids.iter().cloned());
+                outs.push(None);
+                taken.push(t);
+            }
+            Ok(None) => outs.push(Some(Outcome::of(
+                id,
+                "skipped: not in the store (retired with its parent?)",
+                None,
+            ))),
+            Err(e) => outs.push(Some(Outcome::of(id, &format!("failed: {e}"), None))),
+        }
+    }
+    (outs, taken)
+}
+
+/// One conversation of a batch, in the store's transaction: its rows deleted, its audit row
+/// and its retirement (`retired`, unsettled) written; the audit row's id.
+fn move_one(
+    conn: &Connection,
+    path: &Path,
+    plans: &[retire::Plan],
+    (kind, cold_path): (&str, &str),
+    t: &Taken,
+    now: &str,
+) -> Result<i64> {
+    retire::delete_planned(conn, path, plans, &t.ids)?;
+    let audit = archive::insert_audit(conn, &audit_entry(kind, cold_path, t), now).at(path)?;
+    archive::finish_audit(conn, audit, &[], None).at(path)?;
+    conn.execute(
+        "INSERT INTO agent_db_retirements(token, conversation_id, store_kind, cold_path, state, settled,
+           started_at, retired_at, conversations, rows, bytes, digest, compaction_id)
+         VALUES (?1, ?2, ?3, ?4, 'retired', 0, ?5, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            t.token,
+            t.ids[0],
+            kind,
+            cold_path,
+            now,
+            serde_json::to_string(&t.ids).unwrap_or_default(),
+            t.rows as i64,
+            t.bytes as i64,
+            t.digest,
+            audit
+        ],
+    )
+    .at(path)?;
+    Ok(audit)
+}
+
+fn audit_entry(kind: &str, cold_path: &str, t: &Taken) -> AuditEntry {
     AuditEntry::housekeeping(
-        &moved.ids[0],
+        &t.ids[0],
         kind,
         "retire".into(),
         STRATEGY,
         serde_json::json!({"retire": {
-            "cold_path": cold_path, "conversations": moved.ids,
-            "rows": moved.rows(), "bytes": moved.bytes(), "digest": moved.digest,
+            "cold_path": cold_path, "conversations": t.ids,
+            "rows": t.rows, "bytes": t.bytes, "digest": t.digest,
         }}),
     )
 }
 
-/// Drop intent row `token` (a retirement that did not happen).
+/// Drop row `token` (a run's, or a retirement that did not happen).
 fn forget_one(conn: &Connection, path: &Path, token: &str) -> Result<()> {
     conn.execute("DELETE FROM agent_db_retirements WHERE token = ?1", [token])
         .at(path)?;
     Ok(())
-}
-
-/// Drop the intent rows `tokens`, in one transaction.
-fn forget(conn: &mut Connection, path: &Path, tokens: &[String]) -> Result<()> {
-    let tx = conn.transaction().at(path)?;
-    for t in tokens {
-        forget_one(&tx, path, t)?;
-    }
-    tx.commit().at(path)
 }
 
 /// The cold file agrees with the store's row `token`.
@@ -570,13 +699,14 @@ fn move_in(
     retire::insert(&tx, path, id, tables)?;
     let back = retire::read(&tx, path, map, id)?
         .ok_or_else(|| Error::conversation(id, "its conversation row did not come back"))?;
+    // Compared as sets of rows: the order a lookup gives them is not part of the data.
     let same_columns = back.tables.len() == tables.len()
         && back
             .tables
             .iter()
             .zip(tables)
             .all(|(a, b)| a.columns == b.columns);
-    if same_columns && back.digest != r.digest {
+    if same_columns && !retire::same_rows(&back.tables, tables) {
         return Err(Error::conversation(
             id,
             "the rows put back differ from the ones retired; nothing restored",
@@ -604,6 +734,16 @@ fn move_in(
     }
     tx.commit().at(path)?;
     Ok(back)
+}
+
+/// Whether the store's transaction committed retirement `token` (a cold copy to keep).
+fn kept(conn: &Connection, path: &Path, token: &str) -> Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM agent_db_retirements WHERE token = ?1 AND state <> 'moving')",
+        [token],
+        |r| r.get(0),
+    )
+    .at(path)
 }
 
 /// Whether a retirement or restore was interrupted (read-only).
@@ -648,14 +788,19 @@ pub fn recover(store: &Store) -> Result<Vec<String>> {
             None => None,
         };
         match (state.as_str(), cold, entry) {
-            ("moving", cold, entry) => {
-                if let (Some(mut c), Some(_)) = (cold, entry) {
-                    c.remove(&token)?;
+            ("moving", cold, _) => {
+                if let Some(mut c) = cold {
+                    for e in c.moving(&path.display().to_string())? {
+                        if !e.token.is_empty() && !kept(conn, path, &e.token)? {
+                            c.remove(&e.token)?;
+                            notes.push(format!(
+                                "conversation {}: an interrupted retire left it in the store",
+                                e.conversation_id
+                            ));
+                        }
+                    }
                 }
                 forget_one(conn, path, &token)?;
-                notes.push(format!(
-                    "conversation {id}: an interrupted retire left it in the store"
-                ));
             }
             ("retired", Some(c), Some(e)) => {
                 if e.state != "retired" {

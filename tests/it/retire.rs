@@ -1,8 +1,8 @@
 //! `retire` on a store of every kind (each built from the agent's DDL): the conversation's rows
 //! leave every table (checked by the test's own SQL: no row of the agent's tables names it or
 //! the child conversations that moved with it, and no other row changed), `restore` puts every
-//! row back cell for cell (storage class, bytes, rowid), `--dry-run` writes nothing, a
-//! conversation changed between read and write is skipped with nothing moved, and a crash at
+//! row back cell for cell (storage class, bytes, rowid), `--dry-run` writes nothing, a write
+//! waiting for the store while retire holds it is kept, and a crash at
 //! any step (a failpoint that aborts the process, or SIGKILL at seeded random instants) leaves
 //! every conversation in exactly one of the two files once any command has run.
 
@@ -386,83 +386,92 @@ fn dry_run_writes_nothing_and_says_what_would_move() {
 }
 
 #[test]
-fn a_conversation_changed_between_read_and_write_is_skipped_with_nothing_moved() {
-    use agent_db::store::cold::Cold;
-    use agent_db::store::{retirement, Access, Store};
+fn a_write_committed_while_retire_waits_for_the_store_is_retired_with_the_rest() {
+    use rusqlite::TransactionBehavior;
     let s = make("opencode", 3);
-    let id = s.ids()[0].clone();
-    let mut store = Store::open(&s.db, Access::Write).unwrap();
-    let moved = retirement::plan(&store, &id).unwrap().unwrap();
-    // opencode writes to the session after agent-db read it.
-    s.conn()
-        .execute(
-            "UPDATE message SET time_updated = time_updated + 1 WHERE session_id = ?1",
-            [&id],
-        )
+    let ids = s.ids();
+    let id = &ids[0];
+    // opencode holds the store's write lock, a write to the session in flight.
+    let mut holder = s.conn();
+    let tx = holder
+        .transaction_with_behavior(TransactionBehavior::Immediate)
         .unwrap();
-    let before = agent_dump(&s.conn());
-    let mut cold = Cold::open(&s.cold(), true).unwrap().unwrap();
-    let out = retirement::retire_as_read(&mut store, &mut cold, &moved, NOW).unwrap();
-    assert!(
-        out.status.starts_with("skipped: changed since read"),
+    tx.execute(
+        "UPDATE message SET time_updated = time_updated + 1 WHERE session_id = ?1",
+        [id],
+    )
+    .unwrap();
+    let child = std_cmd(s.dir.path())
+        .arg("--db")
+        .arg(&s.db)
+        .args(["retire", id, "--yes", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // agent-db takes its own lock once it has selected; then opencode's write commits (a
+    // pause first, so that a retire reading before it waits for the store would read the rows
+    // without the write).
+    let lock = agent_db::store::lock::lock_path(&s.db);
+    for _ in 0..600 {
+        let taken = std::fs::File::open(&lock).is_ok_and(|f| f.try_lock().is_err());
+        if taken {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    tx.commit().unwrap();
+    let written = agent_dump(&s.conn());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
         "{}",
-        out.status
+        String::from_utf8_lossy(&out.stderr)
     );
-    assert!(agent_dump(&s.conn()) == before);
-    assert!(cold.entries().unwrap().is_empty());
-    let open: i64 = s
-        .conn()
-        .query_row("SELECT COUNT(*) FROM agent_db_retirements", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    assert_eq!(open, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["conversations"][0]["status"], "retired", "{doc}");
+    // Restored, the conversation has opencode's write: nothing was lost.
+    let place = recover_and_check(&s, &ids, &written);
+    assert_eq!(place[id], "cold");
 }
 
 #[test]
-fn in_a_batch_a_changed_conversation_is_skipped_and_the_others_move() {
+fn a_run_leaves_one_settled_retirement_per_conversation_and_no_run_row() {
     use agent_db::store::cold::Cold;
     use agent_db::store::{retirement, Access, Store};
     let s = make("opencode", 3);
     let ids = s.ids();
+    let before = agent_dump(&s.conn());
     let mut store = Store::open(&s.db, Access::Write).unwrap();
-    let batch: Vec<_> = ids
-        .iter()
-        .map(|id| retirement::plan(&store, id).unwrap().unwrap())
-        .collect();
-    // opencode writes to the second session after agent-db read the batch.
-    s.conn()
-        .execute(
-            "UPDATE message SET time_updated = time_updated + 1 WHERE session_id = ?1",
-            [&ids[1]],
-        )
-        .unwrap();
-    let changed = agent_dump(&s.conn());
     let mut cold = Cold::open(&s.cold(), true).unwrap().unwrap();
-    let out = retirement::retire_batch(&mut store, &mut cold, &batch, NOW).unwrap();
+    let asked = vec![ids[0].clone(), "ses_not_there".into(), ids[1].clone()];
+    let (out, busy) = retirement::retire_all(&mut store, &mut cold, &asked, NOW).unwrap();
+    assert!(!busy);
     let status: Vec<&str> = out.iter().map(|o| o.status.as_str()).collect();
     assert_eq!(status[0], "retired");
     assert!(
-        status[1].starts_with("skipped: changed since read"),
+        status[1].starts_with("skipped: not in the store"),
         "{status:?}"
     );
     assert_eq!(status[2], "retired");
     drop((store, cold));
-    let place = where_each_is(&s, &ids);
-    assert_eq!(
-        [place[&ids[0]], place[&ids[1]], place[&ids[2]]],
-        ["cold", "hot", "cold"]
-    );
-    let left: i64 = s
+    let rows: Vec<(String, String, i64)> = s
         .conn()
-        .query_row(
-            "SELECT COUNT(*) FROM agent_db_retirements WHERE conversation_id = ?1",
-            [&ids[1]],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(left, 0);
-    // One audit row per retired conversation.
+        .prepare("SELECT conversation_id, state, settled FROM agent_db_retirements ORDER BY rowid")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (ids[0].clone(), "retired".into(), 1),
+            (ids[1].clone(), "retired".into(), 1)
+        ]
+    );
     let audits: i64 = s
         .conn()
         .query_row(
@@ -472,7 +481,11 @@ fn in_a_batch_a_changed_conversation_is_skipped_and_the_others_move() {
         )
         .unwrap();
     assert_eq!(audits, 2);
-    recover_and_check(&s, &ids, &changed);
+    let place = recover_and_check(&s, &ids, &before);
+    assert_eq!(
+        [place[&ids[0]], place[&ids[1]], place[&ids[2]]],
+        ["cold", "cold", "hot"]
+    );
 }
 
 /// The cold file's change counter (header bytes 24..28: one per transaction it committed in
@@ -601,7 +614,7 @@ fn recover_and_check(
 #[test]
 fn a_crash_at_each_step_is_finished_or_undone_by_the_next_command() {
     let cases = [
-        ("retire-intent", "hot"),
+        ("retire-read", "hot"),
         ("retire-cold", "hot"),
         ("retire-hot", "cold"),
         ("retire-mark", "cold"),
