@@ -705,18 +705,33 @@ const READ_WORDS: &[&str] = &[
 const ERROR_STARTS: &[&str] = &["error", "fatal", "panicked", "failed", "traceback"];
 
 /// Whether `l.to_lowercase()` starts with one of [`ERROR_STARTS`]: a line whose first character
-/// is ASCII and lowercases to none of their first letters is not lowercased at all.
+/// is ASCII and lowercases to none of their first letters is not lowercased at all. Lowercasing
+/// maps character by character, each to at least one (the final-sigma rule only picks between
+/// two non-ASCII forms), so the first [`ERROR_START_MAX`] characters decide: compared without
+/// case when they are ASCII, else only they are lowercased.
 fn error_start(l: &str) -> bool {
-    match l.as_bytes().first() {
-        Some(b) if b.is_ascii() && !matches!(b.to_ascii_lowercase(), b'e' | b'f' | b'p' | b't') => {
+    let b = l.as_bytes();
+    match b.first() {
+        Some(c) if c.is_ascii() && !matches!(c.to_ascii_lowercase(), b'e' | b'f' | b'p' | b't') => {
             false
         }
+        _ if b.iter().take(ERROR_START_MAX).all(u8::is_ascii) => ERROR_STARTS.iter().any(|s| {
+            b.get(..s.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(s.as_bytes()))
+        }),
         _ => {
-            let low = l.to_lowercase();
+            let end = l
+                .char_indices()
+                .nth(ERROR_START_MAX)
+                .map_or(l.len(), |(i, _)| i);
+            let low = l[..end].to_lowercase();
             ERROR_STARTS.iter().any(|s| low.starts_with(s))
         }
     }
 }
+
+/// The longest of [`ERROR_STARTS`], in bytes.
+const ERROR_START_MAX: usize = 9;
 
 const MAX_LINE: usize = 160;
 
