@@ -314,10 +314,7 @@ impl Corpus {
     pub fn of_messages_and(messages: &[Message], more: &str) -> Corpus {
         let mut text = String::new();
         for m in messages {
-            for piece in message_pieces(m) {
-                text.push_str(&piece);
-                text.push('\n');
-            }
+            message_pieces_into(m, &mut text);
         }
         text.push_str(more);
         Corpus::of_text(&text)
@@ -614,22 +611,25 @@ fn strings_of(v: &serde_json::Value, out: &mut String) {
     }
 }
 
-/// The text pieces of a message: text blocks, tool-call names and inputs (as string values),
-/// tool results.
-fn message_pieces(m: &Message) -> Vec<String> {
-    let mut out = Vec::new();
+/// The text pieces of a message, each followed by a line break, appended to `out`: text
+/// blocks, tool-call names and inputs (as string values), tool results.
+fn message_pieces_into(m: &Message, out: &mut String) {
     for b in &m.blocks {
-        match b {
-            Block::Text { text } => out.push(text.clone()),
+        let piece = match b {
+            Block::Text { text } => text,
             Block::ToolCall { name, input, .. } => {
-                out.push(name.clone());
-                out.push(json_strings(input));
+                out.push_str(name);
+                out.push('\n');
+                out.push_str(&json_strings(input));
+                out.push('\n');
+                continue;
             }
-            Block::ToolResult { content, .. } => out.push(content.clone()),
-            _ => {}
-        }
+            Block::ToolResult { content, .. } => content,
+            _ => continue,
+        };
+        out.push_str(piece);
+        out.push('\n');
     }
-    out
 }
 
 fn json_strings(input: &str) -> String {
