@@ -277,9 +277,13 @@ pub fn score(summarized: &[Message], result: &[Message]) -> Retention {
 
 /// [`score`] with the artifacts already extracted and the result as a [`Corpus`].
 pub fn score_artifacts(arts: &Artifacts, result: &Corpus) -> Retention {
+    score_found(arts, Matcher::new(&arts.0).found_in(result))
+}
+
+/// The retention of `arts` given which of them were found (in order).
+fn score_found(arts: &Artifacts, found: Vec<bool>) -> Retention {
     let mut r = Retention::default();
     let (mut kept, mut total) = (0usize, 0usize);
-    let found = result.contains_each(&arts.0);
     for (a, found) in arts.0.iter().zip(found) {
         let c = r.by_kind.entry(a.kind).or_default();
         c.total += 1;
@@ -314,10 +318,7 @@ impl Corpus {
     pub fn of_messages_and(messages: &[Message], more: &str) -> Corpus {
         let mut text = String::new();
         for m in messages {
-            for piece in message_pieces(m) {
-                text.push_str(&piece);
-                text.push('\n');
-            }
+            message_pieces_into(m, &mut text);
         }
         text.push_str(more);
         Corpus::of_text(&text)
@@ -352,81 +353,9 @@ impl Corpus {
 
     /// [`Corpus::contains`] of each of `arts`, in order: the verbatim ones found in one pass
     /// over the text (Aho-Corasick over all of them) instead of one search each, the words of
-    /// the others looked up in one pass over the text's words.
+    /// the others looked up in one pass over the text's words ([`Matcher`]).
     pub fn contains_each<'a>(&self, arts: impl IntoIterator<Item = &'a Artifact>) -> Vec<bool> {
-        let mut out = Vec::new();
-        // Distinct non-empty patterns, and the artifacts waiting on each.
-        let mut patterns: Vec<String> = Vec::new();
-        let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
-        let mut waiting: Vec<Vec<usize>> = Vec::new();
-        // The artifacts matched by their words, and those words.
-        let mut by_words: Vec<(usize, Vec<String>)> = Vec::new();
-        for (i, a) in arts.into_iter().enumerate() {
-            out.push(false);
-            match match_rule(a) {
-                Match::Verbatim(p) if p.is_empty() => out[i] = true,
-                Match::Verbatim(p) => {
-                    let k = *index.entry(p).or_insert_with_key(|p| {
-                        patterns.push(p.clone());
-                        waiting.push(Vec::new());
-                        patterns.len() - 1
-                    });
-                    waiting[k].push(i);
-                }
-                Match::Words(ws) => by_words.push((i, ws)),
-            }
-        }
-        if !by_words.is_empty() {
-            let wanted = by_words
-                .iter()
-                .flat_map(|(_, ws)| ws)
-                .map(String::as_str)
-                .collect();
-            let found = self.words_among(&wanted);
-            for (i, ws) in &by_words {
-                let hit = ws.iter().filter(|w| found.contains(w.as_str())).count();
-                out[*i] = enough_words(hit, ws.len());
-            }
-        }
-        if patterns.is_empty() {
-            return out;
-        }
-        let mut found = vec![false; patterns.len()];
-        // A contiguous NFA: a DFA searches faster but costs more to build than one search
-        // over a result saves. No prefilter: over a history the candidates it finds are so
-        // frequent that it costs more than it skips (1.4% fewer instructions over an LLM
-        // batch without it).
-        let ac = aho_corasick::AhoCorasick::builder()
-            .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
-            .prefilter(false)
-            .build(&patterns);
-        match ac {
-            Ok(ac) => {
-                let mut left = patterns.len();
-                for m in ac.find_overlapping_iter(&self.text) {
-                    let k = m.pattern().as_usize();
-                    if !found[k] {
-                        found[k] = true;
-                        left -= 1;
-                        if left == 0 {
-                            break;
-                        }
-                    }
-                }
-            }
-            // Too many patterns for the automaton: one search each.
-            Err(_) => {
-                for (f, p) in found.iter_mut().zip(&patterns) {
-                    *f = self.text.contains(p.as_str());
-                }
-            }
-        }
-        for (k, is) in waiting.iter().enumerate() {
-            for &i in is {
-                out[i] = found[k];
-            }
-        }
-        out
+        Matcher::new(arts).found_in(self)
     }
 
     /// The words of `wanted` (lowercase, of at least 3 characters) that are among the text's
@@ -465,6 +394,114 @@ impl Corpus {
             }
         }
         found
+    }
+}
+
+/// The artifacts' match rules, prepared once for any number of texts ([`score_history`] asks
+/// the same of a history with and without its ledger).
+struct Matcher {
+    /// How many artifacts, and those whose pattern is empty (found everywhere).
+    n: usize,
+    empty: Vec<usize>,
+    /// Distinct non-empty patterns, and the artifacts waiting on each.
+    patterns: Vec<String>,
+    waiting: Vec<Vec<usize>>,
+    /// The artifacts matched by their words, and those words.
+    by_words: Vec<(usize, Vec<String>)>,
+    /// The automaton of `patterns` (`None`: none, or too many for it).
+    ac: Option<aho_corasick::AhoCorasick>,
+}
+
+impl Matcher {
+    fn new<'a>(arts: impl IntoIterator<Item = &'a Artifact>) -> Matcher {
+        let mut m = Matcher {
+            n: 0,
+            empty: Vec::new(),
+            patterns: Vec::new(),
+            waiting: Vec::new(),
+            by_words: Vec::new(),
+            ac: None,
+        };
+        let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
+        for (i, a) in arts.into_iter().enumerate() {
+            m.n += 1;
+            match match_rule(a) {
+                Match::Verbatim(p) if p.is_empty() => m.empty.push(i),
+                Match::Verbatim(p) => {
+                    let k = *index.entry(p).or_insert_with_key(|p| {
+                        m.patterns.push(p.clone());
+                        m.waiting.push(Vec::new());
+                        m.patterns.len() - 1
+                    });
+                    m.waiting[k].push(i);
+                }
+                Match::Words(ws) => m.by_words.push((i, ws)),
+            }
+        }
+        if !m.patterns.is_empty() {
+            // A contiguous NFA: a DFA searches faster but costs more to build than one search
+            // over a result saves. No prefilter: over a history the candidates it finds are so
+            // frequent that it costs more than it skips (1.4% fewer instructions over an LLM
+            // batch without it).
+            m.ac = aho_corasick::AhoCorasick::builder()
+                .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
+                .prefilter(false)
+                .build(&m.patterns)
+                .ok();
+        }
+        m
+    }
+
+    /// [`Corpus::contains`] of each artifact, in order.
+    fn found_in(&self, corpus: &Corpus) -> Vec<bool> {
+        let mut out = vec![false; self.n];
+        for &i in &self.empty {
+            out[i] = true;
+        }
+        if !self.by_words.is_empty() {
+            let wanted = self
+                .by_words
+                .iter()
+                .flat_map(|(_, ws)| ws)
+                .map(String::as_str)
+                .collect();
+            let found = corpus.words_among(&wanted);
+            for (i, ws) in &self.by_words {
+                let hit = ws.iter().filter(|w| found.contains(w.as_str())).count();
+                out[*i] = enough_words(hit, ws.len());
+            }
+        }
+        if self.patterns.is_empty() {
+            return out;
+        }
+        let mut found = vec![false; self.patterns.len()];
+        match &self.ac {
+            Some(ac) => {
+                let mut left = self.patterns.len();
+                for m in ac.find_overlapping_iter(&corpus.text) {
+                    let k = m.pattern().as_usize();
+                    if !found[k] {
+                        found[k] = true;
+                        left -= 1;
+                        if left == 0 {
+                            break;
+                        }
+                    }
+                }
+            }
+            // Too many patterns for the automaton: one search each.
+            None => {
+                for (f, p) in found.iter_mut().zip(&self.patterns) {
+                    *f = corpus.text.contains(p.as_str());
+                }
+            }
+        }
+        for (k, is) in self.waiting.iter().enumerate() {
+            for &i in is {
+                out[i] = found[k];
+            }
+        }
+        out
     }
 }
 
@@ -614,22 +651,25 @@ fn strings_of(v: &serde_json::Value, out: &mut String) {
     }
 }
 
-/// The text pieces of a message: text blocks, tool-call names and inputs (as string values),
-/// tool results.
-fn message_pieces(m: &Message) -> Vec<String> {
-    let mut out = Vec::new();
+/// The text pieces of a message, each followed by a line break, appended to `out`: text
+/// blocks, tool-call names and inputs (as string values), tool results.
+fn message_pieces_into(m: &Message, out: &mut String) {
     for b in &m.blocks {
-        match b {
-            Block::Text { text } => out.push(text.clone()),
+        let piece = match b {
+            Block::Text { text } => text,
             Block::ToolCall { name, input, .. } => {
-                out.push(name.clone());
-                out.push(json_strings(input));
+                out.push_str(name);
+                out.push('\n');
+                out.push_str(&json_strings(input));
+                out.push('\n');
+                continue;
             }
-            Block::ToolResult { content, .. } => out.push(content.clone()),
-            _ => {}
-        }
+            Block::ToolResult { content, .. } => content,
+            _ => continue,
+        };
+        out.push_str(piece);
+        out.push('\n');
     }
-    out
 }
 
 fn json_strings(input: &str) -> String {
@@ -705,18 +745,33 @@ const READ_WORDS: &[&str] = &[
 const ERROR_STARTS: &[&str] = &["error", "fatal", "panicked", "failed", "traceback"];
 
 /// Whether `l.to_lowercase()` starts with one of [`ERROR_STARTS`]: a line whose first character
-/// is ASCII and lowercases to none of their first letters is not lowercased at all.
+/// is ASCII and lowercases to none of their first letters is not lowercased at all. Lowercasing
+/// maps character by character, each to at least one (the final-sigma rule only picks between
+/// two non-ASCII forms), so the first [`ERROR_START_MAX`] characters decide: compared without
+/// case when they are ASCII, else only they are lowercased.
 fn error_start(l: &str) -> bool {
-    match l.as_bytes().first() {
-        Some(b) if b.is_ascii() && !matches!(b.to_ascii_lowercase(), b'e' | b'f' | b'p' | b't') => {
+    let b = l.as_bytes();
+    match b.first() {
+        Some(c) if c.is_ascii() && !matches!(c.to_ascii_lowercase(), b'e' | b'f' | b'p' | b't') => {
             false
         }
+        _ if b.iter().take(ERROR_START_MAX).all(u8::is_ascii) => ERROR_STARTS.iter().any(|s| {
+            b.get(..s.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(s.as_bytes()))
+        }),
         _ => {
-            let low = l.to_lowercase();
+            let end = l
+                .char_indices()
+                .nth(ERROR_START_MAX)
+                .map_or(l.len(), |(i, _)| i);
+            let low = l[..end].to_lowercase();
             ERROR_STARTS.iter().any(|s| low.starts_with(s))
         }
     }
 }
+
+/// The longest of [`ERROR_STARTS`], in bytes.
+const ERROR_START_MAX: usize = 9;
 
 const MAX_LINE: usize = 160;
 
@@ -1633,9 +1688,10 @@ pub fn without_ledger(text: &str) -> Option<String> {
 /// ([`Retention::model_score`]) and what the ledger adds ([`Retention::ledger_score`]).
 pub fn score_history(arts: &Artifacts, raw: &str) -> Retention {
     let text = json_text(raw);
-    let mut r = score_artifacts(arts, &Corpus::of_text(&text));
+    let matcher = Matcher::new(&arts.0);
+    let mut r = score_found(arts, matcher.found_in(&Corpus::of_text(&text)));
     if let Some(bare) = without_ledger(&text) {
-        let m = score_artifacts(arts, &Corpus::of_text(&bare));
+        let m = score_found(arts, matcher.found_in(&Corpus::of_text(&bare)));
         let kept = |r: &Retention| r.by_kind.values().map(|c| c.kept).sum::<usize>();
         let total: usize = r.by_kind.values().map(|c| c.total).sum();
         r.model_score = Some(m.score);

@@ -652,3 +652,50 @@ fn numbered_tasks_do_not_deflate_the_score() {
     assert!(!r.by_kind.contains_key(&Kind::Identifier), "{r:?}");
     assert_eq!(r.by_kind[&Kind::Path], Count { kept: 2, total: 2 });
 }
+
+#[test]
+fn error_start_max_is_the_longest_error_start() {
+    let longest = ERROR_STARTS.iter().map(|s| s.len()).max().unwrap();
+    assert_eq!(ERROR_START_MAX, longest);
+    // A non-ASCII character that lowercases to ASCII (the Kelvin sign to `k`) inside the
+    // prefix; a line starting with a non-ASCII character and a long one.
+    let long = format!("│ {}", "x".repeat(500));
+    for (line, want) in [
+        ("TRACEBAC\u{212A}: x", true),
+        ("Trace\u{212A}", false),
+        ("ERROR: boom", true),
+        ("\u{130}error", false),
+        (long.as_str(), false),
+    ] {
+        assert_eq!(error_start(line), want, "{line:?}");
+        let low = line.to_lowercase();
+        assert_eq!(
+            ERROR_STARTS.iter().any(|s| low.starts_with(s)),
+            want,
+            "{line:?}"
+        );
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// `error_start` is its definition: the lowercased line starts with an error word. Lines are
+    /// the words in any case, cut short, mixed with characters whose lowercase changes length,
+    /// is ASCII (`İ`, the Kelvin sign) or depends on what follows (a final sigma).
+    #[test]
+    fn error_start_is_its_lowercase_definition(
+        pieces in proptest::collection::vec(0usize..19, 1..5),
+        cut in 1usize..16,
+    ) {
+        const PIECES: [&str; 19] = [
+            "error", "ERROR", "Fatal", "panicked", "FAILED", "traceback", "TraceBack", "\u{212A}",
+            "İ", "e", "t", ": x", "Éclair", "pan", "│ ", "Σ", "ΑΣ ", "\u{1E9E}", "TRACEBAC",
+        ];
+        let line: String = pieces.iter().map(|&k| PIECES[k]).collect();
+        let line: String = line.chars().take(cut).collect();
+        let low = line.to_lowercase();
+        let want = ERROR_STARTS.iter().any(|s| low.starts_with(s));
+        proptest::prop_assert_eq!(error_start(&line), want, "{:?}", line);
+    }
+}

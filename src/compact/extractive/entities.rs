@@ -223,12 +223,24 @@ impl Stats {
     /// Everything but the word table: the documents, the tool calls, and the lowercased texts.
     fn texts(messages: &[Message], first: usize) -> Stats {
         let mut st = Stats::default();
+        // Every text's size is known: the strings are allocated once, not grown copy by copy.
+        let (mut tool_bytes, mut sizes) = (0, Vec::with_capacity(messages.len()));
+        for m in messages {
+            let mut size = 0;
+            for (text, tool) in m.blocks.iter().filter_map(block_text) {
+                size += text.len() + 1;
+                tool_bytes += if tool { text.len() + 1 } else { 0 };
+            }
+            sizes.push(size);
+        }
+        st.tool_text.reserve_exact(tool_bytes);
+        st.lower_texts.reserve_exact(messages.len());
         for (k, m) in messages.iter().enumerate() {
             st.docs += 1;
             if m.blocks.iter().any(|b| matches!(b, Block::ToolCall { .. })) {
                 st.calls_at.push(first + k);
             }
-            let mut all = String::new();
+            let mut all = String::with_capacity(sizes[k]);
             for (text, tool) in m.blocks.iter().filter_map(block_text) {
                 // Lowercased in place, without a copy of its own.
                 let start = all.len();

@@ -129,14 +129,30 @@ pub fn head_tail(text: &str, head: usize, tail: usize) -> std::borrow::Cow<'_, s
         t += nl + 1;
     }
     let middle = &text[h..t];
-    let chars = middle.chars().count();
-    let lines = middle.bytes().filter(|&b| b == b'\n').count();
+    // The middle's characters are the total's less those of the (short) ends: the long text is
+    // read once to count them.
+    let chars = total - text[..h].chars().count() - text[t..].chars().count();
+    let lines = count_newlines(middle.as_bytes());
     format!(
         "{}\n[… {chars} characters ({lines} lines) omitted …]\n{}",
         text[..h].trim_end_matches('\n'),
         &text[t..]
     )
     .into()
+}
+
+/// The line breaks (`\n` bytes) of `b`, eight bytes at a time.
+fn count_newlines(b: &[u8]) -> usize {
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    let mut chunks = b.chunks_exact(8);
+    let mut n = 0usize;
+    for c in &mut chunks {
+        // Each byte's high bit set when the byte is not `\n`; the bits left clear are counted.
+        let x = u64::from_le_bytes(c.try_into().expect("8 bytes")) ^ 0x0A0A_0A0A_0A0A_0A0A;
+        let nonzero = ((x & LOW7).wrapping_add(LOW7) | x) & !LOW7;
+        n += (!nonzero & !LOW7).count_ones() as usize;
+    }
+    n + chunks.remainder().iter().filter(|&&c| c == b'\n').count()
 }
 
 /// A tool output as sent: head and tail, the tail longer for a failed call or a verdict.
