@@ -5,7 +5,7 @@
 //! journal's fsyncs are paid per batch). One
 //! `agent_db_cold` row per retirement (its state: `moving` until the
 //! store's transaction committed, then `retired`) and one `agent_db_cold_tables` row per table
-//! of it: the rows' cells ([`super::retire::encode_cell`]) as one zstd frame.
+//! of it: the rows' cells ([`super::row_codec::encode_cell`]) as one zstd frame.
 
 use std::path::{Path, PathBuf};
 

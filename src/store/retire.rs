@@ -8,10 +8,8 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
-use super::pre_image::CellValue;
 use crate::error::{Error, Result, SqlContext};
 
 /// What an agent keeps of one conversation ([`super::kind::Adapter::retire_map`]).
@@ -76,62 +74,8 @@ pub fn digest(tables: &[TableRows]) -> String {
     format!("{:032x}", h.digest128())
 }
 
-/// One cell: a tag (0 NULL, 1 INTEGER, 2 REAL, 3 TEXT, 4 BLOB), then 8 bytes little-endian
-/// (the integer, the float's bits, or the length of the bytes that follow).
-pub fn encode_cell(out: &mut Vec<u8>, v: ValueRef<'_>) {
-    match v {
-        ValueRef::Null => out.push(0),
-        ValueRef::Integer(i) => {
-            out.push(1);
-            out.extend_from_slice(&i.to_le_bytes());
-        }
-        ValueRef::Real(f) => {
-            out.push(2);
-            out.extend_from_slice(&f.to_bits().to_le_bytes());
-        }
-        ValueRef::Text(b) | ValueRef::Blob(b) => {
-            out.push(if matches!(v, ValueRef::Text(_)) { 3 } else { 4 });
-            out.extend_from_slice(&(b.len() as u64).to_le_bytes());
-            out.extend_from_slice(b);
-        }
-    }
-}
-
-/// The cells [`encode_cell`] wrote, or `None` when the bytes are not such cells.
-pub fn decode_cells(mut data: &[u8]) -> Option<Vec<CellValue>> {
-    let mut out = Vec::new();
-    while let Some((&tag, rest)) = data.split_first() {
-        if tag == 0 {
-            out.push(CellValue::Null);
-            data = rest;
-            continue;
-        }
-        let word = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
-        let rest = &rest[8..];
-        let (cell, next) = match tag {
-            1 => (CellValue::Integer(word as i64), rest),
-            2 => (CellValue::Real(f64::from_bits(word)), rest),
-            3 | 4 => {
-                let n = usize::try_from(word).ok()?;
-                let bytes = rest.get(..n)?.to_vec();
-                let cell = if tag == 3 {
-                    CellValue::Text(bytes)
-                } else {
-                    CellValue::Blob(bytes)
-                };
-                (cell, &rest[n..])
-            }
-            _ => return None,
-        };
-        out.push(cell);
-        data = next;
-    }
-    Some(out)
-}
-
-fn quote(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
+pub use super::row_codec::{decode_cells, encode_cell};
+use super::row_codec::{has_hidden_rowid, quote, table_info};
 
 /// The conversation `id` and its children, or an empty list when it is not in the store.
 fn group(conn: &Connection, path: &Path, map: &RetireMap, id: &str) -> Result<Vec<String>> {
@@ -230,39 +174,6 @@ pub(crate) fn plans(conn: &Connection, path: &Path, map: &RetireMap) -> Result<V
         });
     }
     Ok(out)
-}
-
-/// (name, declared type, pk position) of each column of `table`; empty when it is missing.
-pub(crate) fn table_info(
-    conn: &Connection,
-    path: &Path,
-    table: &str,
-) -> Result<Vec<(String, String, i64)>> {
-    let mut st = conn
-        .prepare_cached("SELECT name, type, pk FROM pragma_table_info(?1) ORDER BY cid")
-        .at(path)?;
-    let rows = st
-        .query_map([table], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .at(path)?;
-    rows.collect::<std::result::Result<_, _>>().at(path)
-}
-
-/// Whether `table` has rowids no column holds (not WITHOUT ROWID, no INTEGER PRIMARY KEY).
-pub(crate) fn has_hidden_rowid(
-    conn: &Connection,
-    table: &str,
-    info: &[(String, String, i64)],
-) -> bool {
-    let pks: Vec<_> = info.iter().filter(|c| c.2 > 0).collect();
-    let alias = pks.len() == 1 && pks[0].1.eq_ignore_ascii_case("INTEGER");
-    let named = info
-        .iter()
-        .any(|c| ["rowid", "oid", "_rowid_"].contains(&c.0.to_ascii_lowercase().as_str()));
-    !alias
-        && !named
-        && conn
-            .prepare(&format!("SELECT rowid FROM {} LIMIT 0", quote(table)))
-            .is_ok()
 }
 
 /// Every row of conversation `id` and its children, as stored; `None` when it is not in the
@@ -379,30 +290,16 @@ fn rows_of(t: &TableRows) -> Option<Vec<&[u8]>> {
 }
 
 /// Insert `tables` back, each row with the columns it was read with.
-pub fn insert(conn: &Connection, path: &Path, id: &str, tables: &[TableRows]) -> Result<()> {
+pub fn insert(conn: &Connection, id: &str, tables: &[TableRows]) -> Result<()> {
     for t in tables {
         let cells = decode_cells(&t.data).ok_or_else(|| damaged(id))?;
         let n = t.columns.len();
         if n == 0 || cells.len() as u64 != t.rows * n as u64 {
             return Err(damaged(id));
         }
-        let sql = format!(
-            "INSERT INTO {} ({}) VALUES ({})",
-            quote(&t.table),
-            t.columns
-                .iter()
-                .map(|c| quote(c))
-                .collect::<Vec<_>>()
-                .join(", "),
-            vec!["?"; n].join(", ")
-        );
-        let mut st = conn.prepare(&sql).at(path)?;
-        for row in cells.chunks(n) {
-            st.execute(rusqlite::params_from_iter(row.iter()))
-                .map_err(|e| {
-                    Error::conversation(id, format!("cannot put back a row of {}: {e}", t.table))
-                })?;
-        }
+        super::row_codec::insert_rows(conn, &t.table, &t.columns, &cells).map_err(|e| {
+            Error::conversation(id, format!("cannot put back a row of {}: {e}", t.table))
+        })?;
     }
     Ok(())
 }
@@ -412,59 +309,4 @@ fn damaged(id: &str) -> Error {
         id,
         "the cold file's copy does not decode (damaged); nothing was restored".to_string(),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn cell() -> impl Strategy<Value = CellValue> {
-        prop_oneof![
-            Just(CellValue::Null),
-            any::<i64>().prop_map(CellValue::Integer),
-            any::<u64>().prop_map(|b| CellValue::Real(f64::from_bits(b))),
-            proptest::collection::vec(any::<u8>(), 0..40).prop_map(CellValue::Text),
-            proptest::collection::vec(any::<u8>(), 0..40).prop_map(CellValue::Blob),
-        ]
-    }
-
-    fn same(a: &CellValue, b: &CellValue) -> bool {
-        match (a, b) {
-            (CellValue::Real(x), CellValue::Real(y)) => x.to_bits() == y.to_bits(),
-            _ => a == b,
-        }
-    }
-
-    proptest! {
-        /// Any cells come back with their storage class and bytes (a float bit for bit).
-        #[test]
-        fn cells_round_trip(cells in proptest::collection::vec(cell(), 0..30)) {
-            let mut data = Vec::new();
-            for c in &cells {
-                encode_cell(&mut data, c.as_ref());
-            }
-            let back = decode_cells(&data).unwrap();
-            prop_assert_eq!(back.len(), cells.len());
-            for (a, b) in cells.iter().zip(&back) {
-                prop_assert!(same(a, b));
-            }
-        }
-
-        /// Truncated or foreign bytes are refused, never misread as a shorter row.
-        #[test]
-        fn truncated_cells_are_refused(cells in proptest::collection::vec(cell(), 1..10), cut in 1usize..9) {
-            let mut data = Vec::new();
-            for c in &cells {
-                encode_cell(&mut data, c.as_ref());
-            }
-            let last = {
-                let mut d = Vec::new();
-                encode_cell(&mut d, cells.last().unwrap().as_ref());
-                d.len()
-            };
-            prop_assume!(last > 1 && cut < last);
-            prop_assert!(decode_cells(&data[..data.len() - cut]).is_none());
-        }
-    }
 }

@@ -696,7 +696,7 @@ fn move_in(
             r.cold_path.display()
         )));
     }
-    retire::insert(&tx, path, id, tables)?;
+    retire::insert(&tx, id, tables)?;
     let back = retire::read(&tx, path, map, id)?
         .ok_or_else(|| Error::conversation(id, "its conversation row did not come back"))?;
     // Compared as sets of rows: the order a lookup gives them is not part of the data.
