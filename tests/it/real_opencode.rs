@@ -1341,14 +1341,22 @@ fn real_opencode_store_stats_space_sums_to_the_file() {
     assert_eq!(space["top"].as_array().expect("top").len(), 10);
 }
 
-/// The ids (of `ids`) whose `before` and `after` differ.
-fn differing<'a, T: PartialEq>(ids: &'a [String], before: &[T], after: &[T]) -> Vec<&'a String> {
+/// Asserts that `before` and `after` are byte-identical for every session of `ids`, naming
+/// those that are not.
+fn assert_unchanged<T: PartialEq>(what: &str, ids: &[String], before: &[T], after: &[T]) {
     assert_eq!((before.len(), after.len()), (ids.len(), ids.len()));
-    ids.iter()
+    let differ: Vec<&String> = ids
+        .iter()
         .zip(before.iter().zip(after))
         .filter(|(_, (want, got))| want != got)
         .map(|(s, _)| s)
-        .collect()
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{what} differs for {} of {} sessions: {differ:?}",
+        differ.len(),
+        ids.len()
+    );
 }
 
 /// Every session id in the file, in id order.
@@ -1404,13 +1412,8 @@ fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
         0,
         "every idle session's events went"
     );
-    let differ = differing(&sessions, &before, &o.exports(&sessions));
-    assert!(
-        differ.is_empty(),
-        "opencode export differs after reclaim for {} of {} sessions: {differ:?}",
-        differ.len(),
-        sessions.len()
-    );
+    let after = o.exports(&sessions);
+    assert_unchanged("opencode export after reclaim", &sessions, &before, &after);
 
     // opencode goes on with a reclaimed session and sends its whole history.
     let serve = o.serve();
@@ -1581,12 +1584,12 @@ fn real_opencode_retire_old_sessions_vacuum_and_restore_one() {
         o.export(&victim) == exported,
         "opencode export {victim} differs after retire and restore"
     );
-    let differ = differing(&kept, &kept_before, &o.served(&kept));
-    assert!(
-        differ.is_empty(),
-        "opencode serves {} of the {} sessions that stayed differently: {differ:?}",
-        differ.len(),
-        kept.len()
+    let kept_after = o.served(&kept);
+    assert_unchanged(
+        "what opencode serves of a session that stayed",
+        &kept,
+        &kept_before,
+        &kept_after,
     );
     let check: String = o
         .conn()
