@@ -43,6 +43,24 @@ impl Env {
         Env { dir, db }
     }
 
+    /// A generated opencode 1.x store, `opencode.db` (opencode's DDL of the era `preset` names:
+    /// `opencode-1.14`, `opencode-1.18`, …), of `n` sessions from `seed`, message sizes times
+    /// `scale`.
+    pub fn opencode(preset: &str, n: usize, seed: u64, scale: f64) -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("opencode.db");
+        let opts = SynthOptions {
+            conversations: n,
+            seed,
+            scale,
+            ..SynthOptions::default()
+        };
+        let era = synth::opencode::OpencodeEra::preset(preset)
+            .unwrap_or_else(|| panic!("no opencode era {preset}"));
+        synth::opencode::generate_opencode(&db, &opts, era).expect("generate opencode store");
+        Env { dir, db }
+    }
+
     /// An empty store in kodelet's layout.
     pub fn empty() -> Env {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use agent_db_synth::docker_agent::{generate_docker_agent, Generation};
-use agent_db_synth::{self as synth, SynthOptions};
+use agent_db_synth::SynthOptions;
 use proptest::prelude::*;
 use rusqlite::types::{ToSqlOutput, Value as SqlValue};
 use rusqlite::Connection;
@@ -214,16 +214,8 @@ fn kodelet_store(n: usize, seed: u64) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn kodelet_store_scaled(n: usize, seed: u64, scale: f64) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("storage.db");
-    let opts = SynthOptions {
-        conversations: n,
-        seed,
-        scale,
-        ..SynthOptions::default()
-    };
-    synth::generate(&db, &opts).expect("generate");
-    (dir, db)
+    let e = crate::common::Env::generated_at(n, seed, &[], scale);
+    (e.dir, e.db)
 }
 
 fn ids(db: &Path, sql: &str) -> Vec<String> {

@@ -8,57 +8,33 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use agent_db_synth::opencode::{generate_opencode, model_limit, OpencodeEra, WRAP_MS};
-use agent_db_synth::SynthOptions;
-use rusqlite::Connection;
+use agent_db_synth::opencode::{model_limit, OpencodeEra, WRAP_MS};
 use serde_json::Value;
-use tempfile::TempDir;
 
-use crate::common::{bare_cmd, ids_agree, ids_with_status, json, MiniLlm};
+use crate::common::{bare_cmd, ids_agree, ids_with_status, json, Env, MiniLlm};
 use crate::opencode_replay::{check_compacted, load, Sent};
 
 const HEADER: &str = "[agent-db compaction summary]";
 
-struct O {
-    dir: TempDir,
-    db: PathBuf,
+/// A generated opencode store (seed 7, message sizes times 0.5) and the checks below.
+struct O(Env);
+
+impl std::ops::Deref for O {
+    type Target = Env;
+    fn deref(&self) -> &Env {
+        &self.0
+    }
 }
 
 impl O {
     fn new(preset: &str, n: usize) -> O {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("opencode.db");
-        let opts = SynthOptions {
-            conversations: n,
-            seed: 7,
-            scale: 0.5,
-            ..SynthOptions::default()
-        };
-        generate_opencode(&db, &opts, OpencodeEra::preset(preset).unwrap()).unwrap();
-        O { dir, db }
-    }
-
-    fn cmd(&self) -> assert_cmd::Command {
-        let mut c = bare_cmd(self.dir.path());
-        c.arg("--db").arg(&self.db);
-        c
-    }
-
-    fn conn(&self) -> Connection {
-        Connection::open(&self.db).unwrap()
-    }
-
-    fn strings(&self, sql: &str) -> Vec<String> {
-        let c = self.conn();
-        let mut st = c.prepare(sql).unwrap();
-        let rows = st.query_map([], |r| r.get::<_, String>(0)).unwrap();
-        rows.map(|r| r.unwrap()).collect()
+        O(Env::opencode(preset, n, 7, 0.5))
     }
 
     /// Every row of every table but agent-db's own, keyed by table then by rowid.
     fn dump(&self) -> Dump {
         let c = self.conn();
-        let tables = self.strings(
+        let tables = self.ids(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'agent_db_%' \
              AND name <> 'sqlite_sequence' ORDER BY name",
         );
@@ -124,7 +100,7 @@ impl O {
     }
 
     fn sessions(&self) -> Vec<String> {
-        self.strings("SELECT id FROM session ORDER BY id")
+        self.ids("SELECT id FROM session ORDER BY id")
     }
 
     fn loads(&self) -> BTreeMap<String, Result<Vec<Sent>, String>> {
@@ -282,7 +258,7 @@ fn only_appended(o: &O, preset: &str, before: &Dump, compacted: &BTreeSet<String
     assert_eq!(msgs.len(), 2 * compacted.len(), "{preset}");
     // The compaction part; the summary's step-start, text and step-finish.
     assert_eq!(parts.len(), 4 * compacted.len(), "{preset}");
-    let cols = o.strings("SELECT name FROM pragma_table_info('session') ORDER BY cid");
+    let cols = o.ids("SELECT name FROM pragma_table_info('session') ORDER BY cid");
     let col = |name: &str| cols.iter().position(|c| c == name);
     assert_eq!(after["message"].len(), before["message"].len() + msgs.len());
     for (t, rows) in before {
@@ -342,7 +318,7 @@ fn only_appended(o: &O, preset: &str, before: &Dump, compacted: &BTreeSet<String
         }
     }
     let newest: Vec<(String, i64)> = o
-        .strings("SELECT s.id || '|' || (SELECT MAX(time_created) FROM message WHERE session_id = s.id) FROM session s WHERE EXISTS (SELECT 1 FROM message WHERE session_id = s.id)")
+        .ids("SELECT s.id || '|' || (SELECT MAX(time_created) FROM message WHERE session_id = s.id) FROM session s WHERE EXISTS (SELECT 1 FROM message WHERE session_id = s.id)")
         .into_iter()
         .map(|x| {
             let (a, b) = x.split_once('|').unwrap();
@@ -373,7 +349,7 @@ fn only_appended(o: &O, preset: &str, before: &Dump, compacted: &BTreeSet<String
             Some(t["input"].as_i64().unwrap() + t["output"].as_i64().unwrap()),
             "{preset} {s}"
         );
-        let types = o.strings(&format!(
+        let types = o.ids(&format!(
             "SELECT json_extract(p.data, '$.type') FROM part p JOIN message m ON m.id = p.message_id \
              WHERE m.session_id = '{s}' AND m.time_created = {max} ORDER BY p.id"
         ));
@@ -425,7 +401,7 @@ fn opencode_replay_loads_the_extractive_compaction_and_restore_is_byte_for_byte(
         only_appended(&o, preset, &before, &compacted);
         // The store really has sessions at the 48-bit id wrap (agent-db's rows follow a session's
         // newest row, so they sit there too).
-        let wrapped = o.strings(&format!(
+        let wrapped = o.ids(&format!(
             "SELECT DISTINCT session_id FROM message WHERE time_created BETWEEN {} AND {}",
             WRAP_MS - 15 * 60_000,
             WRAP_MS + 15 * 60_000
@@ -450,7 +426,7 @@ fn sessions_compacted_by_opencode_are_loaded_by_its_rule_and_compacted_again() {
     let o = O::new("opencode-1.18", 24);
     let c = o.conn();
     // Sessions 3 and 8 carry opencode's own compactions (one manual with a tail).
-    let with_tail = o.strings(
+    let with_tail = o.ids(
         "SELECT DISTINCT m.session_id FROM part p JOIN message m ON m.id = p.message_id \
          WHERE json_extract(p.data, '$.type') = 'compaction' AND json_extract(p.data, '$.tail_start_id') IS NOT NULL",
     );
@@ -628,7 +604,7 @@ fn a_second_compaction_carries_the_first_summarys_facts() {
         let o = O::new(preset, 8);
         let strategy = "extractive";
         // Sessions opencode compacted itself, and sessions agent-db compacts first.
-        let own = o.strings(
+        let own = o.ids(
             "SELECT DISTINCT m.session_id FROM part p JOIN message m ON m.id = p.message_id \
              WHERE json_extract(p.data, '$.type') = 'compaction' AND json_extract(p.data, '$.tail_start_id') IS NOT NULL",
         );
@@ -705,7 +681,7 @@ fn restore_after_opencode_went_on_needs_force_and_keeps_what_opencode_wrote() {
     let s = ids_with_status(&doc, "compacted")[0].clone();
     // opencode continues the session after the compaction.
     continue_session(&o, &s, 2);
-    let added: Vec<String> = o.strings(&format!(
+    let added: Vec<String> = o.ids(&format!(
         "SELECT id FROM message WHERE session_id = '{s}' AND id LIKE 'msg_zc%' ORDER BY time_created, id"
     ));
     assert_eq!(added.len(), 4);

@@ -379,20 +379,50 @@ impl Opencode {
 
     /// `<agent> export ID`: the session as the agent itself exports it.
     fn export(&self, id: &str) -> String {
-        let out = self
-            .command()
-            .args(["export", id])
-            .stdin(Stdio::null())
-            .output()
-            .expect("run export");
-        assert!(
-            out.status.success(),
-            "{} export {id}: exit {:?}\nstderr: {}",
-            self.agent.name,
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8 export")
+        self.exports(std::slice::from_ref(&id.to_string()))
+            .remove(0)
+    }
+
+    /// `<agent> export` of every session of `ids`, in that order. Each export is a process of its
+    /// own reading the file (opencode's start-up: about 2 s of CPU), so they run a few at a time.
+    fn exports(&self, ids: &[String]) -> Vec<String> {
+        let jobs: Vec<(usize, Command)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let mut c = self.command();
+                c.args(["export", id]).stdin(Stdio::null());
+                (i, c)
+            })
+            .collect();
+        let queue = std::sync::Mutex::new(jobs.into_iter());
+        let threads = std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(2, 4)
+            .min(ids.len());
+        let name = self.agent.name;
+        let mut out = vec![String::new(); ids.len()];
+        std::thread::scope(|sc| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    sc.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let job = queue.lock().expect("queue").next();
+                            let Some((i, c)) = job else { break done };
+                            done.push((i, exported(name, &ids[i], c)));
+                        }
+                    })
+                })
+                .collect();
+            for w in workers {
+                let done = w.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                for (i, e) in done {
+                    out[i] = e;
+                }
+            }
+        });
+        out
     }
 
     fn restore(&self, id: &str) {
@@ -410,6 +440,22 @@ impl Opencode {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// Runs `cmd`, `<agent> export ID`: what it printed (the session as the agent exports it).
+fn exported(agent: &str, id: &str, mut cmd: Command) -> String {
+    let out = cmd.output().expect("run export");
+    assert!(
+        out.status.success(),
+        "{agent} export {id}: exit {:?}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.stdout.is_empty(),
+        "{agent} export {id} printed nothing"
+    );
+    String::from_utf8(out.stdout).expect("utf-8 export")
 }
 
 struct Serve {
@@ -1295,63 +1341,55 @@ fn real_opencode_store_stats_space_sums_to_the_file() {
     assert_eq!(space["top"].as_array().expect("top").len(), 10);
 }
 
-/// `opencode export ID`: the session as opencode exports it (stdout, as bytes).
-fn export(o: &Opencode, id: &str) -> Vec<u8> {
-    let out = o
-        .command()
-        .args(["export", id])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run opencode export");
+/// Asserts that `before` and `after` are byte-identical for every session of `ids`, naming
+/// those that are not.
+fn assert_unchanged<T: PartialEq>(what: &str, ids: &[String], before: &[T], after: &[T]) {
+    assert_eq!((before.len(), after.len()), (ids.len(), ids.len()));
+    let differ: Vec<&String> = ids
+        .iter()
+        .zip(before.iter().zip(after))
+        .filter(|(_, (want, got))| want != got)
+        .map(|(s, _)| s)
+        .collect();
     assert!(
-        out.status.success(),
-        "opencode export {id}: {:?}\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
+        differ.is_empty(),
+        "{what} differs for {} of {} sessions: {differ:?}",
+        differ.len(),
+        ids.len()
     );
-    assert!(
-        !out.stdout.is_empty(),
-        "opencode export {id} printed nothing"
-    );
-    out.stdout
+}
+
+/// Every session id in the file, in id order.
+fn session_ids(o: &Opencode) -> Vec<String> {
+    let c = o.conn();
+    let mut st = c
+        .prepare("SELECT id FROM session ORDER BY id")
+        .expect("sessions");
+    let ids = st.query_map([], |r| r.get::<_, String>(0)).expect("ids");
+    ids.map(|r| r.expect("id")).collect()
 }
 
 /// `agent-db reclaim` on a store the real opencode wrote (and inflated to over 100 sessions):
-/// `opencode export` of a sample and what `opencode serve` gives for every session are
-/// byte-identical before and after, opencode continues a
-/// reclaimed session with its whole history sent to the model, and `restore` puts the event
-/// log back.
+/// `opencode export` of every session is byte-identical before and after (an export holds what
+/// `opencode serve` gives for the session and its message list), opencode continues a reclaimed
+/// session with its whole history sent to the model, and `restore` puts the event log back.
 #[test]
 fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
     let Some(bin) = opencode_bin() else { return };
     let o = Opencode::new(bin);
     let serve = o.serve();
     let a = o.session(&serve, &turns(&o, "RA", 4, true));
-    let b = o.session(&serve, &turns(&o, "RB", 3, false));
+    o.session(&serve, &turns(&o, "RB", 3, false));
     o.stop(serve);
     let count = |sql: &str| -> i64 { o.conn().query_row(sql, [], |r| r.get(0)).expect("count") };
     inflate(&o.conn(), 50);
-    let sessions: Vec<String> = {
-        let c = o.conn();
-        let mut st = c
-            .prepare("SELECT id FROM session ORDER BY id")
-            .expect("sessions");
-        let ids = st.query_map([], |r| r.get::<_, String>(0)).expect("ids");
-        ids.map(|r| r.expect("id")).collect()
-    };
+    let sessions = session_ids(&o);
     assert!(sessions.len() > 100, "{} sessions", sessions.len());
-    // Exporting is opencode's start-up each time: the two real sessions and a sample of copies.
-    let sample: Vec<&String> = sessions
-        .iter()
-        .filter(|s| **s == a || **s == b || s.ends_with("_c7") || s.ends_with("_c34"))
-        .collect();
-    let before: Vec<Vec<u8>> = sample.iter().map(|s| export(&o, s)).collect();
-    // Every session as opencode serves it (one start-up for all of them).
-    let served_before = o.served(&sessions);
-    let a_served = &served_before[sessions.iter().position(|s| *s == a).expect("a")].1;
+    let before = o.exports(&sessions);
+    let a_export = &before[sessions.iter().position(|s| *s == a).expect("a")];
     assert!(
-        String::from_utf8_lossy(a_served).contains("MKRAOUT4"),
-        "opencode serves the history from the file"
+        a_export.contains("MKRAOUT4"),
+        "opencode exports the history from the file"
     );
     let events_before = count("SELECT COUNT(*) FROM event");
     assert!(events_before > 0);
@@ -1374,19 +1412,8 @@ fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
         0,
         "every idle session's events went"
     );
-    for (s, want) in sample.iter().zip(&before) {
-        assert!(
-            export(&o, s) == *want,
-            "opencode export {s} differs after reclaim"
-        );
-    }
-    let served_after = o.served(&sessions);
-    for ((s, want), got) in sessions.iter().zip(&served_before).zip(&served_after) {
-        assert!(
-            got == want,
-            "opencode serves session {s} differently after reclaim"
-        );
-    }
+    let after = o.exports(&sessions);
+    assert_unchanged("opencode export after reclaim", &sessions, &before, &after);
 
     // opencode goes on with a reclaimed session and sends its whole history.
     let serve = o.serve();
@@ -1460,8 +1487,9 @@ fn listed(o: &Opencode) -> Vec<String> {
 
 /// `agent-db retire --older-than 30d` on a store the real opencode wrote, inflated to over 100
 /// sessions of which half (and half the bytes) were last updated 40 days ago: `opencode session
-/// list` no longer shows them, `vacuum` leaves at most 60% of the file, and `restore ID` gives
-/// one back with `opencode export` identical to before.
+/// list` no longer shows them, `vacuum` leaves at most 60% of the file, `restore ID` gives one
+/// back with `opencode export` identical to before, and `opencode serve` gives every session
+/// that stayed (its info and messages, what its export holds) byte-identical throughout.
 #[test]
 fn real_opencode_retire_old_sessions_vacuum_and_restore_one() {
     let Some(bin) = opencode_bin() else { return };
@@ -1471,14 +1499,7 @@ fn real_opencode_retire_old_sessions_vacuum_and_restore_one() {
     o.session(&serve, &turns(&o, "RU", 3, false));
     o.stop(serve);
     inflate(&o.conn(), 60);
-    let sessions: Vec<String> = {
-        let c = o.conn();
-        let mut st = c
-            .prepare("SELECT id FROM session ORDER BY id")
-            .expect("sessions");
-        let ids = st.query_map([], |r| r.get::<_, String>(0)).expect("ids");
-        ids.map(|r| r.expect("id")).collect()
-    };
+    let sessions = session_ids(&o);
     assert!(sessions.len() > 100, "{} sessions", sessions.len());
     // Every odd copy was last updated 40 days ago: half of the sessions and of the bytes.
     let old: Vec<String> = sessions
@@ -1504,7 +1525,13 @@ fn real_opencode_retire_old_sessions_vacuum_and_restore_one() {
     }
     let victim = format!("{a}_c1");
     assert!(old.contains(&victim));
-    let exported = export(&o, &victim);
+    let exported = o.export(&victim);
+    let kept: Vec<String> = sessions
+        .iter()
+        .filter(|s| !old.contains(s))
+        .cloned()
+        .collect();
+    let kept_before = o.served(&kept);
     let size_before = std::fs::metadata(o.db()).expect("file").len();
     let run = |args: &[&str]| {
         let out = o
@@ -1554,8 +1581,15 @@ fn real_opencode_retire_old_sessions_vacuum_and_restore_one() {
     run(&["restore", &victim]);
     assert!(listed(&o).contains(&victim));
     assert!(
-        export(&o, &victim) == exported,
+        o.export(&victim) == exported,
         "opencode export {victim} differs after retire and restore"
+    );
+    let kept_after = o.served(&kept);
+    assert_unchanged(
+        "what opencode serves of a session that stayed",
+        &kept,
+        &kept_before,
+        &kept_after,
     );
     let check: String = o
         .conn()

@@ -5,44 +5,15 @@
 //! bytes). Stores with nothing opencode-like to reclaim are left byte-identical.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use agent_db_synth::opencode::{generate_opencode, OpencodeEra};
-use agent_db_synth::SynthOptions;
 use rusqlite::Connection;
 use serde_json::Value;
-use tempfile::TempDir;
 
-use crate::common::{bare_cmd, files_hash, json, Env, NOW};
+use crate::common::{files_hash, json, Env, NOW};
 
-struct O {
-    dir: TempDir,
-    db: PathBuf,
-}
-
-impl O {
-    fn new(preset: &str, n: usize) -> O {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("opencode.db");
-        let opts = SynthOptions {
-            conversations: n,
-            seed: 9,
-            scale: 0.4,
-            ..SynthOptions::default()
-        };
-        generate_opencode(&db, &opts, OpencodeEra::preset(preset).unwrap()).unwrap();
-        O { dir, db }
-    }
-
-    fn cmd(&self) -> assert_cmd::Command {
-        let mut c = bare_cmd(self.dir.path());
-        c.arg("--db").arg(&self.db);
-        c
-    }
-
-    fn conn(&self) -> Connection {
-        Connection::open(&self.db).unwrap()
-    }
+/// A generated opencode store of `n` sessions (seed 9, message sizes times 0.4).
+fn store(preset: &str, n: usize) -> Env {
+    Env::opencode(preset, n, 9, 0.4)
 }
 
 /// Every row of `table`, each value as its storage class and hex bytes, keyed by the row's
@@ -132,13 +103,9 @@ const ORPHANS: &str = "events of deleted sessions";
 
 #[test]
 fn reclaim_removes_only_what_opencode_never_reads_and_restore_puts_it_back() {
-    let o = O::new("opencode-1.18", 8);
+    let o = store("opencode-1.18", 8);
     let c = o.conn();
-    let sessions: Vec<String> = {
-        let mut st = c.prepare("SELECT id FROM session ORDER BY id").unwrap();
-        let r = st.query_map([], |r| r.get::<_, String>(0)).unwrap();
-        r.map(|x| x.unwrap()).collect()
-    };
+    let sessions = o.ids("SELECT id FROM session ORDER BY id");
     let with_events: Vec<String> = sessions
         .iter()
         .filter(|s| event_bytes(&c, &format!("aggregate_id = '{s}'")).0 > 0)
@@ -296,7 +263,7 @@ fn reclaim_removes_only_what_opencode_never_reads_and_restore_puts_it_back() {
 /// transaction are removed, and `restore` gives every one of them back.
 #[test]
 fn one_failing_conversation_leaves_the_rest_of_its_batch_removed() {
-    let o = O::new("opencode-1.18", 8);
+    let o = store("opencode-1.18", 8);
     let c = o.conn();
     let with_events: Vec<String> = {
         let mut st = c
@@ -372,7 +339,7 @@ fn reclaim_of_a_store_with_nothing_to_reclaim_changes_nothing() {
 /// the store as it was; an existing PATH is refused (exit 2) with nothing written.
 #[test]
 fn vacuum_into_writes_a_compacted_copy_and_leaves_the_store() {
-    let o = O::new("opencode-1.18", 6);
+    let o = store("opencode-1.18", 6);
     o.cmd().args(["reclaim", "--yes"]).assert().success();
     let hash = files_hash(&o.db);
     let into = o.dir.path().join("copy.db");
