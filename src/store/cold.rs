@@ -107,7 +107,7 @@ impl Cold {
         store: &Path,
         now: &str,
         (retired, dropped): (&[&str], &[&str]),
-        copies: impl Iterator<Item = (String, Moved)>,
+        copies: impl Iterator<Item = Copy>,
     ) -> Result<()> {
         let path = self.path.clone();
         let io = |source| Error::Io {
@@ -117,8 +117,12 @@ impl Cold {
         let mut zstd = zstd::bulk::Compressor::new(1).map_err(io)?;
         let tx = self.conn.transaction().at(&path)?;
         mark_in(&tx, &path, retired, dropped)?;
-        for (token, moved) in copies {
-            put_one(&tx, &path, &mut zstd, &token, (kind, store), &moved, now)?;
+        for (token, moved, frames) in copies {
+            let frames = match frames {
+                Some(f) => f,
+                None => pack(&mut zstd, &moved).map_err(io)?,
+            };
+            put_one(&tx, &path, &token, (kind, store), &moved, frames, now)?;
         }
         tx.commit().at(&path)
     }
@@ -252,15 +256,54 @@ impl Cold {
     }
 }
 
+/// One conversation's copy on its way to the cold file: its token, its rows, and its tables'
+/// zstd frames when they are already made ([`hand_over`]).
+pub type Copy = (String, Moved, Option<Vec<Vec<u8>>>);
+
+/// Each table of `moved` as a zstd frame.
+fn pack(zstd: &mut zstd::bulk::Compressor<'_>, moved: &Moved) -> std::io::Result<Vec<Vec<u8>>> {
+    moved
+        .tables
+        .iter()
+        .map(|t| zstd.compress(&t.data))
+        .collect()
+}
+
+/// Send `copy` to the cold file's writer. While the writer is behind (its queue is full), the
+/// sender compresses the copy itself first, so both threads share the compression; `packer` is
+/// the sender's compressor, made the first time it helps. `false`: the writer stopped.
+pub fn hand_over(
+    to: &std::sync::mpsc::SyncSender<Copy>,
+    packer: &mut Option<zstd::bulk::Compressor<'static>>,
+    copy: Copy,
+) -> bool {
+    use std::sync::mpsc::TrySendError;
+    let (token, moved, _) = match to.try_send(copy) {
+        Ok(()) => return true,
+        Err(TrySendError::Disconnected(_)) => return false,
+        Err(TrySendError::Full(copy)) => copy,
+    };
+    let frames = match packer {
+        Some(z) => pack(z, &moved).ok(),
+        None => zstd::bulk::Compressor::new(1).ok().and_then(|mut z| {
+            let f = pack(&mut z, &moved).ok();
+            *packer = Some(z);
+            f
+        }),
+    };
+    // A failed compression here leaves it to the writer.
+    to.send((token, moved, frames)).is_ok()
+}
+
 /// Retirement `token`'s row and its tables' frames (zstd level 1: the copy is written once and
 /// read back rarely), in `tx`.
 fn put_one(
     tx: &Connection,
     path: &Path,
-    zstd: &mut zstd::bulk::Compressor<'_>,
     token: &str,
     (kind, store): (&str, &Path),
     moved: &Moved,
+    frames: Vec<Vec<u8>>,
     now: &str,
 ) -> Result<()> {
     tx.execute(
@@ -285,11 +328,7 @@ fn put_one(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )
         .at(path)?;
-    for (seq, t) in moved.tables.iter().enumerate() {
-        let frame = zstd.compress(&t.data).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    for (seq, (t, frame)) in moved.tables.iter().zip(frames).enumerate() {
         st.execute(params![
             token,
             seq as i64,
@@ -331,5 +370,55 @@ fn not_cold(path: &Path, detail: &str) -> Error {
     Error::NotSqlite {
         path: path.to_path_buf(),
         detail: format!("not an agent-db cold file: {detail}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::retire::TableRows;
+
+    fn moved(text: &str) -> Moved {
+        Moved {
+            ids: vec!["c".into()],
+            tables: vec![TableRows {
+                table: "t".into(),
+                columns: vec!["v".into()],
+                rows: 1,
+                data: text.as_bytes().to_vec(),
+            }],
+            digest: String::new(),
+        }
+    }
+
+    /// With room in the queue a copy goes as it is; with the queue full the sender compresses
+    /// it itself, into frames that decompress to the tables' bytes; with the writer gone it
+    /// says so.
+    #[test]
+    fn hand_over_compresses_only_while_the_writer_is_behind() {
+        let (to, from) = std::sync::mpsc::sync_channel::<Copy>(1);
+        let mut packer = None;
+        assert!(hand_over(
+            &to,
+            &mut packer,
+            ("a".into(), moved("first"), None)
+        ));
+        let helper = std::thread::spawn(move || from.into_iter().collect::<Vec<Copy>>());
+        let big = "a line of a long log\n".repeat(4096);
+        // Full or not, the second copy arrives; when it was full, with its frames made here.
+        assert!(hand_over(&to, &mut packer, ("b".into(), moved(&big), None)));
+        drop(to);
+        let got = helper.join().unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(got[0].2.is_none(), "the first copy had room");
+        if let Some(frames) = &got[1].2 {
+            assert_eq!(
+                zstd::stream::decode_all(frames[0].as_slice()).unwrap(),
+                big.as_bytes()
+            );
+        }
+        let (to, from) = std::sync::mpsc::sync_channel::<Copy>(0);
+        drop(from);
+        assert!(!hand_over(&to, &mut packer, ("c".into(), moved("x"), None)));
     }
 }

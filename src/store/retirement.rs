@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 
-use super::cold::Cold;
+use super::cold::{self, Cold};
 use super::pre_image::{self as archive, AuditEntry};
 use super::retire::{self, Moved, RetireMap};
 use super::Store;
@@ -352,7 +352,7 @@ fn batch(
     let cold_writer = &mut *cold;
     let marks = pending.cold();
     let (mut outs, taken, put) = std::thread::scope(|scope| {
-        let (send, copies) = std::sync::mpsc::sync_channel::<(String, Moved)>(2);
+        let (send, copies) = std::sync::mpsc::sync_channel::<cold::Copy>(2);
         let writer = scope.spawn(|| {
             let marks = (marks.0.as_slice(), marks.1.as_slice());
             cold_writer.put_all(kind, path, now, marks, copies.into_iter())
@@ -429,13 +429,14 @@ fn read_batch(
     (tx, path, plans): (&mut rusqlite::Transaction<'_>, &Path, &[retire::Plan]),
     map: &RetireMap,
     ids: &[String],
-    cold: &std::sync::mpsc::SyncSender<(String, Moved)>,
+    cold: &std::sync::mpsc::SyncSender<cold::Copy>,
     (kind, cold_path): (&str, &str),
     now: &str,
 ) -> (Vec<Option<Outcome>>, Vec<Taken>) {
     let (mut outs, mut taken) = (Vec::new(), Vec::<Taken>::new());
     let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut bytes = 0u64;
+    let mut packer = None;
     for id in ids {
         if taken.len() >= BATCH_CONVERSATIONS || bytes >= BATCH_BYTES {
             break;
@@ -454,7 +455,7 @@ fn read_batch(
                     digest: m.digest.clone(),
                     step: Ok(0),
                 };
-                if cold.send((t.token.clone(), m)).is_err() {
+                if !super::cold::hand_over(cold, &mut packer, (t.token.clone(), m, None)) {
                     // The writer failed: its error fails the batch.
                     break;
                 }
