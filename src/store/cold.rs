@@ -158,14 +158,7 @@ impl Cold {
             .query_row(
                 "SELECT token, conversation_id, state, digest FROM agent_db_cold WHERE token = ?1",
                 [token],
-                |r| {
-                    Ok(Entry {
-                        token: r.get(0)?,
-                        conversation_id: r.get(1)?,
-                        state: r.get(2)?,
-                        digest: r.get(3)?,
-                    })
-                },
+                entry_row,
             )
             .optional()
             .at(&self.path)
@@ -180,16 +173,7 @@ impl Cold {
                  WHERE state = 'moving' AND store_path = ?1 ORDER BY rowid",
             )
             .at(&self.path)?;
-        let rows = st
-            .query_map([store], |r| {
-                Ok(Entry {
-                    token: r.get(0)?,
-                    conversation_id: r.get(1)?,
-                    state: r.get(2)?,
-                    digest: r.get(3)?,
-                })
-            })
-            .at(&self.path)?;
+        let rows = st.query_map([store], entry_row).at(&self.path)?;
         rows.collect::<std::result::Result<_, _>>().at(&self.path)
     }
 
@@ -201,16 +185,7 @@ impl Cold {
                 "SELECT token, conversation_id, state, digest FROM agent_db_cold ORDER BY rowid",
             )
             .at(&self.path)?;
-        let rows = st
-            .query_map([], |r| {
-                Ok(Entry {
-                    token: r.get(0)?,
-                    conversation_id: r.get(1)?,
-                    state: r.get(2)?,
-                    digest: r.get(3)?,
-                })
-            })
-            .at(&self.path)?;
+        let rows = st.query_map([], entry_row).at(&self.path)?;
         rows.collect::<std::result::Result<_, _>>().at(&self.path)
     }
 
@@ -254,6 +229,16 @@ impl Cold {
     pub fn size(path: &Path) -> u64 {
         std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
     }
+}
+
+/// An [`Entry`] from `SELECT token, conversation_id, state, digest`.
+fn entry_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
+    Ok(Entry {
+        token: r.get(0)?,
+        conversation_id: r.get(1)?,
+        state: r.get(2)?,
+        digest: r.get(3)?,
+    })
 }
 
 /// One conversation's copy on its way to the cold file: its token, its rows, and its tables'
