@@ -161,7 +161,9 @@ impl Cell {
         Cell::new(table, key_column, key, "*")
     }
 
-    /// Marker for a row that will be deleted; the cells of its columns follow it.
+    /// Marker for a row that will be deleted; the cells of its columns follow it (the form
+    /// earlier agent-db wrote, still restored; a test writes it).
+    #[cfg(test)]
     pub fn deleted_row(table: &str, key_column: &str, key: impl Into<CellValue>) -> Cell {
         Cell::new(table, key_column, key, DELETED)
     }
@@ -224,15 +226,11 @@ pub fn save_pre_image(
 ) -> rusqlite::Result<()> {
     for (seq, c) in cells.iter().enumerate() {
         let (value, encoding, packed) = match &c.packed {
+            // A row frame's columns go in `value` (`?9`); a single packed value has none.
             Some(p) => ("?9".to_string(), Some(p.encoding()), Some(&p.zstd[..])),
-            None if c.is_marker() => ("?9".to_string(), None, None),
-            // `?9` (a row frame's columns) is NULL here: every form binds the same parameters.
+            None if c.is_marker() => ("NULL".to_string(), None, None),
             None => (
-                format!(
-                    "(SELECT {} {} AND ?9 IS NULL)",
-                    c.column_expr()?,
-                    c.row_clause(5)?
-                ),
+                format!("(SELECT {} {})", c.column_expr()?, c.row_clause(5)?),
                 None,
                 None,
             ),
@@ -241,17 +239,22 @@ pub fn save_pre_image(
             "INSERT INTO agent_db_archive(compaction_id, seq, table_name, key_column, row_key, column_name, value, encoding, packed)
              SELECT ?1, ?2, ?3, ?4, ?5, ?6, {value}, ?7, ?8"
         );
-        conn.prepare_cached(&sql)?.execute(params![
-            compaction_id,
-            seq as i64,
-            c.table,
-            c.key_column,
-            c.key,
-            c.column,
-            encoding,
-            packed,
-            c.packed.as_ref().and_then(|p| p.meta()),
-        ])?;
+        let meta = c.packed.as_ref().and_then(|p| p.meta());
+        let seq_i = seq as i64;
+        let mut bound: Vec<&dyn ToSql> = vec![
+            &compaction_id,
+            &seq_i,
+            &c.table,
+            &c.key_column,
+            &c.key,
+            &c.column,
+            &encoding,
+            &packed,
+        ];
+        if c.packed.is_some() {
+            bound.push(&meta);
+        }
+        conn.prepare_cached(&sql)?.execute(bound.as_slice())?;
         if !c.is_marker() && c.packed.is_none() && !deleting(cells, seq) {
             refuse_unrestorable_null(conn, compaction_id, seq as i64, c)?;
         }

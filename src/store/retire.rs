@@ -74,7 +74,7 @@ pub fn digest(tables: &[TableRows]) -> String {
     format!("{:032x}", h.digest128())
 }
 
-pub use super::row_codec::{decode_cells, encode_cell};
+use super::row_codec::{decode_cells, encode_cell};
 use super::row_codec::{has_hidden_rowid, quote, table_info};
 
 /// The conversation `id` and its children, or an empty list when it is not in the store.
@@ -223,12 +223,7 @@ pub(crate) fn read_planned(
     }))
 }
 
-/// Delete the rows [`read`] read of `moved` (the caller read them in this transaction).
-pub fn delete(conn: &Connection, path: &Path, map: &RetireMap, moved: &Moved) -> Result<()> {
-    delete_planned(conn, path, &plans(conn, path, map)?, &moved.ids)
-}
-
-/// [`delete`] of the group `ids` with the tables' plans already made.
+/// Delete the rows of the group `ids` [`read_planned`] read (in this transaction).
 pub(crate) fn delete_planned(
     conn: &Connection,
     path: &Path,

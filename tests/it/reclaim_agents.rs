@@ -240,16 +240,8 @@ fn reclaim_says_per_agent_that_nothing_may_be_removed() {
 /// restore failed with "UNIQUE constraint failed: event.rowid".)
 #[test]
 fn restore_puts_reclaimed_events_back_when_a_newer_event_holds_one_of_their_rowids() {
-    use agent_db_synth::opencode::{generate_opencode, OpencodeEra};
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("opencode.db");
-    let opts = SynthOptions {
-        conversations: 4,
-        seed: 21,
-        scale: 0.3,
-        ..SynthOptions::default()
-    };
-    generate_opencode(&db, &opts, OpencodeEra::preset("opencode-1.18").unwrap()).unwrap();
+    let env = Env::opencode("opencode-1.18", 4, 21, 0.3);
+    let (dir, db) = (&env.dir, &env.db);
     // (rowid, id, aggregate_id, seq, type, data), each value as its storage class and hex bytes.
     let events = |c: &Connection| -> Vec<(i64, Vec<String>)> {
         let mut st = c
@@ -271,15 +263,15 @@ fn restore_puts_reclaimed_events_back_when_a_newer_event_holds_one_of_their_rowi
             .unwrap();
         rows.map(|r| r.unwrap()).collect()
     };
-    let before = events(&Connection::open(&db).unwrap());
+    let before = events(&Connection::open(db).unwrap());
     assert!(before.len() > 3, "{} events", before.len());
     let (doc, code) = run(
         dir.path(),
-        &db,
+        db,
         &["reclaim", "--idle", "0s", "--yes", "--json"],
     );
     assert_eq!(code, 0, "{doc}");
-    let c = Connection::open(&db).unwrap();
+    let c = Connection::open(db).unwrap();
     let taken = before[1].0;
     let left: i64 = c
         .query_row("SELECT COUNT(*) FROM event", [], |r| r.get(0))
@@ -295,11 +287,11 @@ fn restore_puts_reclaimed_events_back_when_a_newer_event_holds_one_of_their_rowi
     drop(c);
     let (doc, code) = run(
         dir.path(),
-        &db,
+        db,
         &["restore", "--all-since", "3650d", "--json"],
     );
     assert_eq!(code, 0, "{doc}");
-    let after = events(&Connection::open(&db).unwrap());
+    let after = events(&Connection::open(db).unwrap());
     let newer = after
         .iter()
         .position(|(_, cells)| cells[0] == format!("text:{}", hex_upper(b"evt_newer")))
