@@ -10,7 +10,8 @@
 #   reclaim  `reclaim --yes` (copy)    | archive INSERT…SELECT + DELETE of the same rows, one tx
 #   vacuum   `vacuum` (copy)           | VACUUM
 #   retire   `retire --older-than 30d --yes` (copy) | ATTACH cold + INSERT…SELECT + DELETE, one tx
-#            (only when the binary has the command)
+#            (only when the binary has the command); and, where zstd is installed, the same
+#            followed by `zstd -1 -T0` of the cold file: the same answer, a compressed cold file
 # Output under bench-out/space/ (gitignored): stores/, raw/ (time -v, outputs), results.tsv and
 # results.md (the table docs/benchmarks.md shows).
 #
@@ -25,7 +26,7 @@
 #   BENCH_SPACE_KEEP=1             0: delete each store after measuring it
 #   BENCH_NO_BUILD=0               1: use target/release/{agent-db,gen_space} as they are
 #   BENCH_SQLITE3=sqlite3          the sqlite3 shell of the floors
-# Needs: cargo, sqlite3 (with dbstat), GNU time, jq.
+# Needs: cargo, sqlite3 (with dbstat), GNU time, jq; zstd for retire's second floor.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -39,6 +40,7 @@ SEED=${BENCH_SPACE_SEED:-1}
 NOW=${BENCH_SPACE_NOW:-$(date -u +%Y-%m-%dT00:00:00Z)}
 KEEP=${BENCH_SPACE_KEEP:-1}
 SQLITE3=${BENCH_SQLITE3:-sqlite3}
+ZSTD=$(command -v zstd || true)
 mkdir -p "$OUT/stores" "$OUT/work" "$OUT/raw" "$OUT/sql"
 
 if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
@@ -63,7 +65,7 @@ else
 fi
 
 RESULTS="$OUT/results.tsv"
-printf 'agent\tsize_mb\tfile_bytes\top\tagent_db_s\tfloor_s\tratio\tagent_db_rss_mb\tfloor_rss_mb\tshare\n' >"$RESULTS"
+printf 'agent\tsize_mb\tfile_bytes\top\tagent_db_s\tfloor_s\tratio\tagent_db_rss_mb\tfloor_rss_mb\tshare\tfloor_zstd_s\tratio_zstd\n' >"$RESULTS"
 
 log() { printf '[space] %s\n' "$*" >&2; }
 
@@ -168,7 +170,7 @@ measure() {
   local sql="$OUT/sql/$op-$agent.sql"
   floor_sql "$agent" "$op" >"$sql"
   local work_a="$OUT/work/agent-db.db" work_f="$OUT/work/floor.db"
-  local a_s=() f_s=() a_rss=() f_rss=() r share=""
+  local a_s=() f_s=() z_s=() a_rss=() f_rss=() r share=""
   for r in $(seq 1 "$RUNS"); do
     local order="a f"
     [ $((r % 2)) = 0 ] && order="f a"
@@ -190,6 +192,15 @@ measure() {
         timed "$agent-$size-$op-floor-$r" "$SQLITE3" "$db" ".read $sql.run"
         f_s+=("$SECS") f_rss+=("$RSS_KB")
         rm -f "$db.cold"
+        if [ "$op" = retire ] && [ -n "$ZSTD" ]; then
+          # The same answer as agent-db's: the cold file compressed (zstd -1 on every core).
+          fresh "$store" "$db"
+          cat "$db" >/dev/null
+          timed "$agent-$size-$op-floorz-$r" sh -c '"$1" "$2" ".read $3" && "$4" -q -1 -T0 --rm "$2.cold"' \
+            floor "$SQLITE3" "$db" "$sql.run" "$ZSTD"
+          z_s+=("$SECS")
+          rm -f "$db.cold" "$db.cold.zst"
+        fi
       fi
     done
   done
@@ -204,8 +215,13 @@ measure() {
     fm=$(awk -v k="$fm" 'BEGIN {printf "%.0f", k / 1024}')
   fi
   am=$(awk -v k="$am" 'BEGIN {printf "%.0f", k / 1024}')
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$agent" "$size" "$bytes" "$op" "$a" "$f" "$ratio" "$am" "$fm" "${share:--}" >>"$RESULTS"
-  log "$agent $size MB $op: agent-db ${a}s floor ${f}s ratio $ratio rss ${am} MB (floor ${fm} MB) ${share}"
+  local z="-" zratio="-"
+  if [ ${#z_s[@]} -gt 0 ]; then
+    z=$(printf '%s\n' "${z_s[@]}" | median)
+    zratio=$(awk -v a="$a" -v f="$z" 'BEGIN {printf (f > 0 ? "%.2f" : "-"), a / f}')
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$agent" "$size" "$bytes" "$op" "$a" "$f" "$ratio" "$am" "$fm" "${share:--}" "$z" "$zratio" >>"$RESULTS"
+  log "$agent $size MB $op: agent-db ${a}s floor ${f}s ratio $ratio rss ${am} MB (floor ${fm} MB) ${share}; floor with zstd ${z}s ratio $zratio"
   rm -f "$work_a" "$work_a-wal" "$work_a-shm" "$work_f" "$work_f-wal" "$work_f-shm" "$work_a.agent-db-cold.db"*
 }
 
@@ -228,11 +244,11 @@ for size in $SIZES; do
 done
 
 {
-  echo "| store | size | command | agent-db | sqlite3 floor | ratio | peak RSS | floor RSS | share |"
-  echo "|---|---|---|---|---|---|---|---|---|"
-  tail -n +2 "$RESULTS" | while IFS=$'\t' read -r agent size bytes op a f ratio am fm share; do
-    printf '| %s | %s MB | %s | %s s | %s s | %s× | %s MB | %s MB | %s |\n' \
-      "$agent" "$(awk -v b="$bytes" 'BEGIN {printf "%.0f", b / 1e6}')" "$op" "$a" "$f" "$ratio" "$am" "$fm" "$share"
+  echo "| store | size | command | agent-db | sqlite3 floor | ratio | peak RSS | floor RSS | share | floor + zstd | ratio |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  tail -n +2 "$RESULTS" | while IFS=$'\t' read -r agent size bytes op a f ratio am fm share z zratio; do
+    printf '| %s | %s MB | %s | %s s | %s s | %s× | %s MB | %s MB | %s | %s s | %s× |\n' \
+      "$agent" "$(awk -v b="$bytes" 'BEGIN {printf "%.0f", b / 1e6}')" "$op" "$a" "$f" "$ratio" "$am" "$fm" "$share" "$z" "$zratio"
   done
 } >"$OUT/results.md"
 cat "$OUT/results.md"

@@ -9,6 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use super::retire::{Moved, TableRows};
@@ -99,7 +101,7 @@ impl Cold {
 
     /// In one transaction, committed when `copies` ends: the copies `retired` marked `retired`
     /// and the copies `dropped` removed (as [`Cold::finish`]), then each copy `copies` yields (a
-    /// token and the rows) written as a retirement in state `moving`, its tables compressed;
+    /// token, the rows and their tables' zstd frames) written as a retirement in state `moving`;
     /// nothing is written when one fails.
     pub fn put_all(
         &mut self,
@@ -107,21 +109,16 @@ impl Cold {
         store: &Path,
         now: &str,
         (retired, dropped): (&[&str], &[&str]),
-        copies: impl Iterator<Item = Copy>,
+        copies: impl Iterator<Item = std::io::Result<Packed>>,
     ) -> Result<()> {
         let path = self.path.clone();
-        let io = |source| Error::Io {
-            path: path.clone(),
-            source,
-        };
-        let mut zstd = zstd::bulk::Compressor::new(1).map_err(io)?;
         let tx = self.conn.transaction().at(&path)?;
         mark_in(&tx, &path, retired, dropped)?;
-        for (token, moved, frames) in copies {
-            let frames = match frames {
-                Some(f) => f,
-                None => pack(&mut zstd, &moved).map_err(io)?,
-            };
+        for copy in copies {
+            let (token, moved, frames) = copy.map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
             put_one(&tx, &path, &token, (kind, store), &moved, frames, now)?;
         }
         tx.commit().at(&path)
@@ -241,47 +238,142 @@ fn entry_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
     })
 }
 
-/// One conversation's copy on its way to the cold file: its token, its rows, and its tables'
-/// zstd frames when they are already made ([`hand_over`]).
-pub type Copy = (String, Moved, Option<Vec<Vec<u8>>>);
+/// One conversation's copy as the cold file's writer takes it: its token, its rows, and its
+/// tables' zstd frames.
+pub type Packed = (String, Moved, Vec<Vec<u8>>);
 
-/// Each table of `moved` as a zstd frame.
-fn pack(zstd: &mut zstd::bulk::Compressor<'_>, moved: &Moved) -> std::io::Result<Vec<Vec<u8>>> {
-    moved
-        .tables
-        .iter()
-        .map(|t| zstd.compress(&t.data))
-        .collect()
+/// A copy being compressed: its token, its bytes and where its rows and frames arrive.
+type InFlight = (
+    String,
+    u64,
+    Receiver<std::io::Result<(Moved, Vec<Vec<u8>>)>>,
+);
+
+/// A copy to compress and where to send it.
+type Job = (Moved, SyncSender<std::io::Result<(Moved, Vec<Vec<u8>>)>>);
+
+/// How many bytes of rows [`Cold::packing`] holds in memory at most (one copy larger than this
+/// goes alone): enough to keep every compressor busy behind a large conversation.
+pub const IN_FLIGHT_BYTES: u64 = 32 << 20;
+
+/// The sending end of [`Cold::packing`]: copies go to the compressors and, in the order sent,
+/// to the cold file's writer.
+pub struct Packing<'a> {
+    jobs: SyncSender<Job>,
+    writer: SyncSender<InFlight>,
+    gate: &'a Gate,
 }
 
-/// Send `copy` to the cold file's writer. While the writer is behind (its queue is full), the
-/// sender compresses the copy itself first, so both threads share the compression; `packer` is
-/// the sender's compressor, made the first time it helps. `false`: the writer stopped.
-pub fn hand_over(
-    to: &std::sync::mpsc::SyncSender<Copy>,
-    packer: &mut Option<zstd::bulk::Compressor<'static>>,
-    copy: Copy,
-) -> bool {
-    use std::sync::mpsc::TrySendError;
-    let (token, moved, _) = match to.try_send(copy) {
-        Ok(()) => return true,
-        Err(TrySendError::Disconnected(_)) => return false,
-        Err(TrySendError::Full(copy)) => copy,
-    };
-    let frames = match packer {
-        Some(z) => pack(z, &moved).ok(),
-        None => zstd::bulk::Compressor::new(1).ok().and_then(|mut z| {
-            let f = pack(&mut z, &moved).ok();
-            *packer = Some(z);
-            f
-        }),
-    };
-    // A failed compression here leaves it to the writer.
-    to.send((token, moved, frames)).is_ok()
+impl Packing<'_> {
+    /// Send retirement `token`'s rows, once the copies in memory leave room for them; `false`
+    /// when the cold file's writer stopped (its error is [`Cold::packing`]'s).
+    pub fn send(&self, token: String, moved: Moved) -> bool {
+        let bytes = moved.bytes();
+        if !self.gate.enter(bytes) {
+            return false;
+        }
+        let (done, arrives) = sync_channel(1);
+        self.jobs.send((moved, done)).is_ok() && self.writer.send((token, bytes, arrives)).is_ok()
+    }
 }
 
-/// Retirement `token`'s row and its tables' frames (zstd level 1: the copy is written once and
-/// read back rarely), in `tx`.
+/// The bytes of the copies sent and not yet written, and whether the writer stopped.
+struct Gate {
+    held: std::sync::Mutex<(u64, bool)>,
+    room: std::sync::Condvar,
+}
+
+impl Gate {
+    /// Wait until `bytes` more fit under [`IN_FLIGHT_BYTES`] (or nothing is held), then hold
+    /// them; `false` when the writer stopped.
+    fn enter(&self, bytes: u64) -> bool {
+        let Ok(mut held) = self.held.lock() else {
+            return false;
+        };
+        while !held.1 && held.0 > 0 && held.0 + bytes > IN_FLIGHT_BYTES {
+            held = match self.room.wait(held) {
+                Ok(h) => h,
+                Err(_) => return false,
+            };
+        }
+        held.0 += bytes;
+        !held.1
+    }
+
+    /// `bytes` written; `stop`: the writer ends.
+    fn leave(&self, bytes: u64, stop: bool) {
+        if let Ok(mut held) = self.held.lock() {
+            held.0 = held.0.saturating_sub(bytes);
+            held.1 |= stop;
+        }
+        self.room.notify_all();
+    }
+}
+
+impl Cold {
+    /// Run `read` on this thread with a [`Packing`] whose copies `threads` threads compress
+    /// (zstd level 1: the copy is written once and read back rarely) while a writer thread puts
+    /// them in order into one transaction as [`Cold::put_all`] does (`marks` first), holding
+    /// at most [`IN_FLIGHT_BYTES`] of rows in memory. `read`'s answer, and the cold file's.
+    pub fn packing<T>(
+        &mut self,
+        (kind, store, now): (&str, &Path, &str),
+        marks: (&[&str], &[&str]),
+        threads: usize,
+        read: impl FnOnce(&Packing<'_>) -> T,
+    ) -> (T, Result<()>) {
+        let threads = threads.max(1);
+        let (jobs, queue) = sync_channel::<Job>(64);
+        let queue = std::sync::Mutex::new(queue);
+        let (writer, copies) = sync_channel::<InFlight>(64);
+        let gate = Gate {
+            held: std::sync::Mutex::new((0, false)),
+            room: std::sync::Condvar::new(),
+        };
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| compress(&queue));
+            }
+            let gate = &gate;
+            let put = scope.spawn(move || {
+                let copies = copies.into_iter().map(|(token, bytes, arrives)| {
+                    let got = arrives.recv().map_err(std::io::Error::other);
+                    gate.leave(bytes, false);
+                    let (moved, frames) = got??;
+                    Ok((token, moved, frames))
+                });
+                let put = self.put_all(kind, store, now, marks, copies);
+                gate.leave(0, true);
+                put
+            });
+            let out = read(&Packing { jobs, writer, gate });
+            let put = put
+                .join()
+                .unwrap_or_else(|_| Err(Error::Usage("the cold file's writer panicked".into())));
+            (out, put)
+        })
+    }
+}
+
+/// A compressor of [`Cold::packing`]: takes copies from `queue` until it closes.
+fn compress(queue: &std::sync::Mutex<Receiver<Job>>) {
+    let mut zstd = zstd::bulk::Compressor::new(1);
+    loop {
+        let job = match queue.lock() {
+            Ok(q) => q.recv(),
+            Err(_) => return,
+        };
+        let Ok((moved, done)) = job else { return };
+        let frames = match &mut zstd {
+            Ok(z) => moved.tables.iter().map(|t| z.compress(&t.data)).collect(),
+            Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+        };
+        // The writer gone, the copy is not wanted.
+        let _ = done.send(frames.map(|f| (moved, f)));
+    }
+}
+
+/// Retirement `token`'s row and its tables' frames, in `tx`.
 fn put_one(
     tx: &Connection,
     path: &Path,
@@ -376,34 +468,58 @@ mod tests {
         }
     }
 
-    /// With room in the queue a copy goes as it is; with the queue full the sender compresses
-    /// it itself, into frames that decompress to the tables' bytes; with the writer gone it
-    /// says so.
+    fn open_cold() -> (tempfile::TempDir, Cold) {
+        let dir = tempfile::tempdir().unwrap();
+        let cold = Cold::open(&dir.path().join("c.db"), true).unwrap().unwrap();
+        (dir, cold)
+    }
+
+    /// Copies compressed on several threads reach the file in the order they were sent, each
+    /// table's frame decompressing to its bytes.
     #[test]
-    fn hand_over_compresses_only_while_the_writer_is_behind() {
-        let (to, from) = std::sync::mpsc::sync_channel::<Copy>(1);
-        let mut packer = None;
-        assert!(hand_over(
-            &to,
-            &mut packer,
-            ("a".into(), moved("first"), None)
-        ));
-        let helper = std::thread::spawn(move || from.into_iter().collect::<Vec<Copy>>());
-        let big = "a line of a long log\n".repeat(4096);
-        // Full or not, the second copy arrives; when it was full, with its frames made here.
-        assert!(hand_over(&to, &mut packer, ("b".into(), moved(&big), None)));
-        drop(to);
-        let got = helper.join().unwrap();
-        assert_eq!(got.len(), 2);
-        assert!(got[0].2.is_none(), "the first copy had room");
-        if let Some(frames) = &got[1].2 {
-            assert_eq!(
-                zstd::stream::decode_all(frames[0].as_slice()).unwrap(),
-                big.as_bytes()
-            );
+    fn packed_copies_arrive_in_order_and_decompress_to_their_rows() {
+        let (_dir, mut cold) = open_cold();
+        let texts: Vec<String> = (0..40)
+            .map(|i| format!("row {i}: ") + &"a line of a long log\n".repeat(i * 97 % 700))
+            .collect();
+        let store = Path::new("s.db");
+        let (sent, put) = cold.packing(("kodelet", store, "now"), (&[], &[]), 3, |p| {
+            texts
+                .iter()
+                .enumerate()
+                .all(|(i, t)| p.send(format!("t{i:02}"), moved(t)))
+        });
+        assert!(sent);
+        put.unwrap();
+        let entries = cold.entries().unwrap();
+        let tokens: Vec<&str> = entries.iter().map(|e| e.token.as_str()).collect();
+        let want: Vec<String> = (0..40).map(|i| format!("t{i:02}")).collect();
+        assert_eq!(tokens, want.iter().map(String::as_str).collect::<Vec<_>>());
+        for (i, t) in texts.iter().enumerate() {
+            let tables = cold.tables(&format!("t{i:02}")).unwrap();
+            assert_eq!(tables[0].data, t.as_bytes());
         }
-        let (to, from) = std::sync::mpsc::sync_channel::<Copy>(0);
-        drop(from);
-        assert!(!hand_over(&to, &mut packer, ("c".into(), moved("x"), None)));
+    }
+
+    /// When the writer fails (here: a token written twice), the sender hears it within a few
+    /// copies, and nothing of the transaction is in the file.
+    #[test]
+    fn a_failed_writer_stops_the_sender_and_writes_nothing() {
+        let (_dir, mut cold) = open_cold();
+        let (sent, put) = cold.packing(("kodelet", Path::new("s.db"), "now"), (&[], &[]), 2, |p| {
+            (0..100).position(|i| {
+                !p.send(
+                    if i < 2 {
+                        "same".into()
+                    } else {
+                        format!("t{i}")
+                    },
+                    moved("x"),
+                )
+            })
+        });
+        assert!(sent.is_some(), "the sender never heard the writer stop");
+        assert!(put.is_err());
+        assert!(cold.entries().unwrap().is_empty());
     }
 }

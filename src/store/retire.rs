@@ -74,7 +74,7 @@ pub fn digest(tables: &[TableRows]) -> String {
     format!("{:032x}", h.digest128())
 }
 
-use super::row_codec::{decode_cells, encode_cell};
+use super::row_codec::{decode_cells, encode_cell, encoded_len};
 use super::row_codec::{has_hidden_rowid, quote, table_info};
 
 /// The conversation `id` and its children, or an empty list when it is not in the store.
@@ -203,6 +203,13 @@ pub(crate) fn read_planned(
         let mut q = st.query([&ids_json]).at(path)?;
         let (mut data, mut rows) = (Vec::new(), 0u64);
         while let Some(r) = q.next().at(path)? {
+            // Room for the whole row first: a small cell after a large one would otherwise
+            // copy the buffer again.
+            let mut len = 0;
+            for i in 0..p.columns.len() {
+                len += encoded_len(r.get_ref(i).at(path)?);
+            }
+            data.reserve(len);
             for i in 0..p.columns.len() {
                 encode_cell(&mut data, r.get_ref(i).at(path)?);
             }

@@ -312,8 +312,9 @@ impl Taken {
 /// One batch, from the front of `ids`, in three commits (docs/architecture.md, "Retire"): the
 /// store's write transaction is opened first and holds the store until its commit, so the rows
 /// are read once and nobody writes them before they are deleted. Each conversation read goes
-/// to a second thread that compresses it into the cold file's transaction while this one
-/// deletes it in the store's (uncommitted until the cold file committed) and reads the next.
+/// to [`Cold::packing`]'s compressors and writer, into the cold file's transaction, while this
+/// thread deletes it in the store's (uncommitted until the cold file committed) and reads the
+/// next.
 /// The outcomes of the IDs it took, and the error that stops the run, if any (then it took
 /// none of the rest).
 #[allow(clippy::too_many_arguments)]
@@ -349,22 +350,14 @@ fn batch(
         }
     }
     let cold_path = cold.path.display().to_string();
-    let cold_writer = &mut *cold;
     let marks = pending.cold();
-    let (mut outs, taken, put) = std::thread::scope(|scope| {
-        let (send, copies) = std::sync::mpsc::sync_channel::<cold::Copy>(2);
-        let writer = scope.spawn(|| {
-            let marks = (marks.0.as_slice(), marks.1.as_slice());
-            cold_writer.put_all(kind, path, now, marks, copies.into_iter())
-        });
+    let marks = (marks.0.as_slice(), marks.1.as_slice());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let ((mut outs, taken), put) = cold.packing((kind, path, now), marks, threads, |packing| {
         let store = (&mut tx, path, plans.as_slice());
-        let (outs, taken) = read_batch(store, map, ids, &send, (kind, &cold_path), now);
-        crash_at("retire-read", &taken);
-        drop(send);
-        let put = writer
-            .join()
-            .unwrap_or_else(|_| Err(Error::Usage("the cold file's writer panicked".into())));
-        (outs, taken, put)
+        let read = read_batch(store, map, ids, packing, (kind, &cold_path), now);
+        crash_at("retire-read", &read.1);
+        read
     });
     if let Err(e) = put {
         // The cold transaction rolled back; so does the store's.
@@ -429,14 +422,13 @@ fn read_batch(
     (tx, path, plans): (&mut rusqlite::Transaction<'_>, &Path, &[retire::Plan]),
     map: &RetireMap,
     ids: &[String],
-    cold: &std::sync::mpsc::SyncSender<cold::Copy>,
+    cold: &cold::Packing,
     (kind, cold_path): (&str, &str),
     now: &str,
 ) -> (Vec<Option<Outcome>>, Vec<Taken>) {
     let (mut outs, mut taken) = (Vec::new(), Vec::<Taken>::new());
     let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut bytes = 0u64;
-    let mut packer = None;
     for id in ids {
         if taken.len() >= BATCH_CONVERSATIONS || bytes >= BATCH_BYTES {
             break;
@@ -455,7 +447,7 @@ fn read_batch(
                     digest: m.digest.clone(),
                     step: Ok(0),
                 };
-                if !super::cold::hand_over(cold, &mut packer, (t.token.clone(), m, None)) {
+                if !cold.send(t.token.clone(), m) {
                     // The writer failed: its error fails the batch.
                     break;
                 }
