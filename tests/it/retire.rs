@@ -661,6 +661,47 @@ fn a_crash_at_each_step_is_finished_or_undone_by_the_next_command() {
     }
 }
 
+/// Two batches: the first conversation alone fills one (a part of 68 MB, over the 64 MiB a
+/// batch takes), the second goes in the next. The first batch's copy is marked `retired` only
+/// in the second's cold commit, so a crash at each step of the second batch must leave the first
+/// conversation retired and the second in one file, and recovery must give every row back.
+#[test]
+fn a_crash_in_the_second_batch_leaves_the_first_retired() {
+    let cases = [
+        // The failpoint, the conversation it is armed for, where each is afterwards.
+        ("retire-read", 1, "hot"),
+        ("retire-cold", 1, "hot"),
+        ("retire-hot", 1, "cold"),
+        // The first batch's mark, committed with the second batch's copies.
+        ("retire-mark", 0, "hot"),
+    ];
+    for (stage, armed, second) in cases {
+        let s = make("opencode", 3);
+        let ids = s.ids();
+        s.conn()
+            .execute(
+                "UPDATE part SET data = json_set(data, '$.text', hex(randomblob(34000000)))
+                 WHERE rowid = (SELECT MIN(rowid) FROM part WHERE session_id = ?1)",
+                [&ids[0]],
+            )
+            .unwrap();
+        let before = agent_dump(&s.conn());
+        let out = s
+            .cmd()
+            .args(["retire", ids[0].as_str(), ids[1].as_str(), "--yes"])
+            .env("AGENT_DB_FAILPOINT", format!("{stage}:{}", ids[armed]))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), None, "{stage}: the process did not stop");
+        let out = s.cmd().arg("stats").output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{stage}");
+        let place = where_each_is(&s, &ids);
+        assert_eq!(place[&ids[0]], "cold", "{stage}: the first batch");
+        assert_eq!(place[&ids[1]], second, "{stage}: the second batch");
+        recover_and_check(&s, &ids, &before);
+    }
+}
+
 /// A seeded generator of delays (xorshift), so a failing round can be run again.
 struct Rng(u64);
 impl Rng {
