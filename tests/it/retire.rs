@@ -680,7 +680,7 @@ fn a_crash_in_the_second_batch_leaves_the_first_retired() {
         let ids = s.ids();
         s.conn()
             .execute(
-                "UPDATE part SET data = json_set(data, '$.text', hex(randomblob(34000000)))
+                "UPDATE part SET data = json_set(data, '$.text', printf('%.*c', 68000000, 'x'))
                  WHERE rowid = (SELECT MIN(rowid) FROM part WHERE session_id = ?1)",
                 [&ids[0]],
             )
