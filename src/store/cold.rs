@@ -310,6 +310,15 @@ impl Gate {
     }
 }
 
+/// Closes the [`Gate`] when dropped.
+struct Stopped<'a>(&'a Gate);
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        self.0.leave(0, true);
+    }
+}
+
 impl Cold {
     /// Run `read` on this thread with a [`Packing`] whose copies `threads` threads compress
     /// (zstd level 1: the copy is written once and read back rarely) while a writer thread puts
@@ -324,7 +333,9 @@ impl Cold {
     ) -> (T, Result<()>) {
         let threads = threads.max(1);
         let (jobs, queue) = sync_channel::<Job>(64);
-        let queue = std::sync::Mutex::new(queue);
+        // Shared by the compressors only: when the last one ends, even by a panic, the queue
+        // and the copies in it go, and the writer and the reader hear it instead of waiting.
+        let queue = std::sync::Arc::new(std::sync::Mutex::new(queue));
         let (writer, copies) = sync_channel::<InFlight>(64);
         let gate = Gate {
             held: std::sync::Mutex::new((0, false)),
@@ -332,19 +343,21 @@ impl Cold {
         };
         std::thread::scope(|scope| {
             for _ in 0..threads {
-                scope.spawn(|| compress(&queue));
+                let queue = std::sync::Arc::clone(&queue);
+                scope.spawn(move || compress(&queue));
             }
+            drop(queue);
             let gate = &gate;
             let put = scope.spawn(move || {
+                // However the writer ends, the reader stops waiting for room.
+                let _stopped = Stopped(gate);
                 let copies = copies.into_iter().map(|(token, bytes, arrives)| {
                     let got = arrives.recv().map_err(std::io::Error::other);
                     gate.leave(bytes, false);
                     let (moved, frames) = got??;
                     Ok((token, moved, frames))
                 });
-                let put = self.put_all(kind, store, now, marks, copies);
-                gate.leave(0, true);
-                put
+                self.put_all(kind, store, now, marks, copies)
             });
             let out = read(&Packing { jobs, writer, gate });
             let put = put
