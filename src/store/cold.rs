@@ -496,7 +496,7 @@ mod tests {
             .map(|i| format!("row {i}: ") + &"a line of a long log\n".repeat(i * 97 % 700))
             .collect();
         let store = Path::new("s.db");
-        let (sent, put) = cold.packing(("kodelet", store, "now"), (&[], &[]), 3, |p| {
+        let (sent, put) = cold.packing(("an-agent", store, "now"), (&[], &[]), 3, |p| {
             texts
                 .iter()
                 .enumerate()
@@ -519,18 +519,19 @@ mod tests {
     #[test]
     fn a_failed_writer_stops_the_sender_and_writes_nothing() {
         let (_dir, mut cold) = open_cold();
-        let (sent, put) = cold.packing(("kodelet", Path::new("s.db"), "now"), (&[], &[]), 2, |p| {
-            (0..100).position(|i| {
-                !p.send(
-                    if i < 2 {
-                        "same".into()
-                    } else {
-                        format!("t{i}")
-                    },
-                    moved("x"),
-                )
-            })
-        });
+        let (sent, put) =
+            cold.packing(("an-agent", Path::new("s.db"), "now"), (&[], &[]), 2, |p| {
+                (0..100).position(|i| {
+                    !p.send(
+                        if i < 2 {
+                            "same".into()
+                        } else {
+                            format!("t{i}")
+                        },
+                        moved("x"),
+                    )
+                })
+            });
         assert!(sent.is_some(), "the sender never heard the writer stop");
         assert!(put.is_err());
         assert!(cold.entries().unwrap().is_empty());
