@@ -103,7 +103,7 @@ impl Cold {
     /// and the copies `dropped` removed (as [`Cold::finish`]), then each copy `copies` yields (a
     /// token, the rows and their tables' zstd frames) written as a retirement in state `moving`;
     /// nothing is written when one fails.
-    pub fn put_all(
+    fn put_all(
         &mut self,
         kind: &str,
         store: &Path,
@@ -240,7 +240,7 @@ fn entry_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
 
 /// One conversation's copy as the cold file's writer takes it: its token, its rows, and its
 /// tables' zstd frames.
-pub type Packed = (String, Moved, Vec<Vec<u8>>);
+type Packed = (String, Moved, Vec<Vec<u8>>);
 
 /// A copy being compressed: its token, its bytes and where its rows and frames arrive.
 type InFlight = (
@@ -254,7 +254,7 @@ type Job = (Moved, SyncSender<std::io::Result<(Moved, Vec<Vec<u8>>)>>);
 
 /// How many bytes of rows [`Cold::packing`] holds in memory at most (one copy larger than this
 /// goes alone): enough to keep every compressor busy behind a large conversation.
-pub const IN_FLIGHT_BYTES: u64 = 32 << 20;
+const IN_FLIGHT_BYTES: u64 = 32 << 20;
 
 /// The sending end of [`Cold::packing`]: copies go to the compressors and, in the order sent,
 /// to the cold file's writer.
