@@ -150,6 +150,30 @@ fn row(id: &str, status: String) -> Moved {
     }
 }
 
+/// The `--json` document, written row by row from the outcomes (no copy of the whole
+/// document in memory: a run over thousands of conversations stays flat).
+fn json_report(
+    to: &std::path::Path,
+    rows: &[Moved],
+    skipped: &[Skipped],
+    dry_run: bool,
+) -> std::io::Result<()> {
+    let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let head = [
+        ("dry_run", serde_json::Value::from(dry_run)),
+        ("cold_path", to.display().to_string().into()),
+    ];
+    let mut doc = json::Stream::start(out, "retire", &head, "conversations", json::Layout::Lines)?;
+    let mut line = Vec::with_capacity(512);
+    for r in rows {
+        line.clear();
+        serde_json::to_writer(&mut line, r).map_err(std::io::Error::other)?;
+        doc.item_bytes(&line)?;
+    }
+    let skipped = serde_json::to_value(skipped).map_err(std::io::Error::other)?;
+    doc.finish(&[("skipped", skipped)])
+}
+
 /// One line per conversation and a total; `--json` the same as fields.
 fn report(
     ui: &Ui,
@@ -160,11 +184,7 @@ fn report(
     dry_run: bool,
 ) -> std::io::Result<()> {
     if args.json {
-        return json::print(
-            "retire",
-            serde_json::json!({"dry_run": dry_run, "cold_path": to.display().to_string(),
-                "conversations": rows, "skipped": skipped}),
-        );
+        return json_report(to, rows, skipped, dry_run);
     }
     let mut o = String::new();
     for r in rows {
