@@ -86,12 +86,6 @@ impl Cold {
         if id != APPLICATION_ID && tables > 0 {
             return Err(not_cold(path, "another program's database"));
         }
-        if tables == 0 {
-            // A new file: its frames are large blobs, written in 64 KiB pages (a sixteenth of
-            // the overflow pages and writes of 4 KiB ones). A file's own page size is read
-            // from its header: files made before open as they are.
-            conn.pragma_update(None, "page_size", 65536).at(path)?;
-        }
         conn.pragma_update(None, "synchronous", "FULL").at(path)?;
         conn.pragma_update(None, "foreign_keys", "ON").at(path)?;
         if id != APPLICATION_ID {
@@ -436,10 +430,12 @@ fn put_one(
     frames: Vec<Vec<u8>>,
     now: &str,
 ) -> Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO agent_db_cold(token, conversation_id, store_kind, store_path, state, moved_at,
            conversations, rows, bytes, digest) VALUES (?1, ?2, ?3, ?4, 'moving', ?5, ?6, ?7, ?8, ?9)",
-        params![
+    )
+    .and_then(|mut st| {
+        st.execute(params![
             token,
             moved.ids[0],
             kind,
@@ -449,8 +445,8 @@ fn put_one(
             moved.rows() as i64,
             bytes as i64,
             moved.digest
-        ],
-    )
+        ])
+    })
     .at(path)?;
     let mut st = tx
         .prepare_cached(
@@ -587,36 +583,6 @@ mod tests {
         let frames = pack(&mut z, &mut scratch, &mut m).unwrap();
         assert_eq!(zstd::stream::decode_all(frames[0].as_slice()).unwrap(), big);
         assert!(scratch.capacity() <= SCRATCH_KEPT);
-    }
-
-    /// A new cold file has 64 KiB pages; one made with 4 KiB pages keeps them and takes more
-    /// copies that read back as sent.
-    #[test]
-    fn new_cold_files_have_large_pages_and_old_ones_keep_theirs() {
-        let (dir, cold) = open_cold();
-        let size = |c: &Connection| -> i64 {
-            c.pragma_query_value(None, "page_size", |r| r.get(0))
-                .unwrap()
-        };
-        assert_eq!(size(&cold.conn), 65536);
-        let old = dir.path().join("old.db");
-        {
-            let c = Connection::open(&old).unwrap();
-            c.pragma_update(None, "page_size", 4096).unwrap();
-            c.pragma_update(None, "application_id", APPLICATION_ID)
-                .unwrap();
-            c.execute_batch(SCHEMA).unwrap();
-        }
-        let mut cold = Cold::open(&old, false).unwrap().unwrap();
-        let text = "a row of an older file ".repeat(900);
-        let (sent, put) =
-            cold.packing(("an-agent", Path::new("s.db"), "now"), (&[], &[]), 2, |p| {
-                p.send("t0".into(), moved(&text))
-            });
-        assert!(sent);
-        put.unwrap();
-        assert_eq!(size(&cold.conn), 4096);
-        assert_eq!(cold.tables("t0").unwrap()[0].data, text.as_bytes());
     }
 
     /// When the writer fails (here: a token written twice), the sender hears it within a few
