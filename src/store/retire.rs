@@ -352,3 +352,89 @@ fn damaged(id: &str) -> Error {
         "the cold file's copy does not decode (damaged); nothing was restored".to_string(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::row_codec::CellValue;
+    use super::*;
+
+    const MAP: RetireMap = RetireMap {
+        root: "conv",
+        id: "id",
+        parent: Some("parent"),
+        links: &[("link", &["a", "b"])],
+    };
+
+    fn store() -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE conv (id TEXT PRIMARY KEY, parent TEXT, v);
+             CREATE TABLE link (a TEXT, b TEXT, v);
+             INSERT INTO conv VALUES ('p', NULL, 1), ('kid', 'p', 2), ('lone', NULL, 3), ('x', NULL, 4);
+             INSERT INTO link VALUES ('p', NULL, 'p1'), (NULL, 'kid', 'k1'), ('lone', 'x', 'both'),
+               ('x', NULL, 'x1'), (NULL, 'lone', 'l2'), ('pp', 'p ', 'near miss');",
+        )
+        .unwrap();
+        c
+    }
+
+    /// The `v` of the rows the SQL written here selects (the oracle), sorted.
+    fn oracle(c: &Connection, sql: &str) -> Vec<String> {
+        let mut v: Vec<String> = c
+            .prepare(sql)
+            .unwrap()
+            .query_map([], |r| r.get::<_, rusqlite::types::Value>(0))
+            .unwrap()
+            .map(|r| format!("{:?}", r.unwrap()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The `v` cells (each row's last) of what was read of `table`, sorted.
+    fn read_v(m: &Moved, table: &str) -> Vec<String> {
+        let t = m.tables.iter().find(|t| t.table == table).unwrap();
+        let cells = decode_cells(&t.data).unwrap();
+        let mut v: Vec<String> = cells
+            .chunks(t.columns.len())
+            .map(|row| {
+                let last: rusqlite::types::Value = match &row[row.len() - 1] {
+                    CellValue::Integer(i) => (*i).into(),
+                    CellValue::Text(b) => String::from_utf8(b.clone()).unwrap().into(),
+                    other => panic!("{other:?}"),
+                };
+                format!("{last:?}")
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A conversation alone (its ID bound) and one with a child (the IDs as a list) read and
+    /// delete exactly the rows any link column names, as plain SQL selects them.
+    #[test]
+    fn a_group_of_one_and_of_several_read_and_delete_the_rows_their_ids_name() {
+        for (id, group, links) in [
+            ("lone", "'lone'", "a IN ('lone') OR b IN ('lone')"),
+            ("p", "'p', 'kid'", "a IN ('p', 'kid') OR b IN ('p', 'kid')"),
+        ] {
+            let c = store();
+            let path = Path::new("t.db");
+            let m = read(&c, path, &MAP, id).unwrap().unwrap();
+            assert_eq!(m.ids.len(), group.split(',').count());
+            let want_links = oracle(&c, &format!("SELECT v FROM link WHERE {links}"));
+            let want_conv = oracle(&c, &format!("SELECT v FROM conv WHERE id IN ({group})"));
+            assert_eq!(read_v(&m, "link"), want_links);
+            assert_eq!(read_v(&m, "conv"), want_conv);
+            let left = oracle(
+                &c,
+                &format!("SELECT v FROM link WHERE NOT coalesce({links}, 0)"),
+            );
+            delete_planned(&c, path, &plans(&c, path, &MAP).unwrap(), &m.ids).unwrap();
+            assert_eq!(oracle(&c, "SELECT v FROM link"), left);
+            let conv = format!("SELECT v FROM conv WHERE id IN ({group})");
+            assert!(oracle(&c, &conv).is_empty());
+            assert!(read(&c, path, &MAP, id).unwrap().is_none());
+        }
+    }
+}
