@@ -115,11 +115,19 @@ impl Cold {
         let tx = self.conn.transaction().at(&path)?;
         mark_in(&tx, &path, retired, dropped)?;
         for copy in copies {
-            let (token, moved, frames) = copy.map_err(|source| Error::Io {
+            let (token, bytes, moved, frames) = copy.map_err(|source| Error::Io {
                 path: path.clone(),
                 source,
             })?;
-            put_one(&tx, &path, &token, (kind, store), &moved, frames, now)?;
+            put_one(
+                &tx,
+                &path,
+                &token,
+                (kind, store),
+                (&moved, bytes),
+                frames,
+                now,
+            )?;
         }
         tx.commit().at(&path)
     }
@@ -238,9 +246,9 @@ fn entry_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
     })
 }
 
-/// One conversation's copy as the cold file's writer takes it: its token, its rows, and its
-/// tables' zstd frames.
-type Packed = (String, Moved, Vec<Vec<u8>>);
+/// One conversation's copy as the cold file's writer takes it: its token, its rows' bytes, its
+/// rows without their cells (the compressor dropped them), and its tables' zstd frames.
+type Packed = (String, u64, Moved, Vec<Vec<u8>>);
 
 /// A copy being compressed: its token, its bytes and where its rows and frames arrive.
 type InFlight = (
@@ -355,7 +363,7 @@ impl Cold {
                     let got = arrives.recv().map_err(std::io::Error::other);
                     gate.leave(bytes, false);
                     let (moved, frames) = got??;
-                    Ok((token, moved, frames))
+                    Ok((token, bytes, moved, frames))
                 });
                 self.put_all(kind, store, now, marks, copies)
             });
@@ -371,19 +379,45 @@ impl Cold {
 /// A compressor of [`Cold::packing`]: takes copies from `queue` until it closes.
 fn compress(queue: &std::sync::Mutex<Receiver<Job>>) {
     let mut zstd = zstd::bulk::Compressor::new(1);
+    let mut scratch = Vec::new();
     loop {
         let job = match queue.lock() {
             Ok(q) => q.recv(),
             Err(_) => return,
         };
-        let Ok((moved, done)) = job else { return };
+        let Ok((mut moved, done)) = job else { return };
         let frames = match &mut zstd {
-            Ok(z) => moved.tables.iter().map(|t| z.compress(&t.data)).collect(),
+            Ok(z) => pack(z, &mut scratch, &mut moved),
             Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
         };
         // The writer gone, the copy is not wanted.
         let _ = done.send(frames.map(|f| (moved, f)));
     }
+}
+
+/// A scratch buffer larger than this is not kept for the next copy.
+const SCRATCH_KEPT: usize = 8 << 20;
+
+/// Each table of `moved` as one zstd frame, compressed into `scratch` (one context and one
+/// buffer per compressor: no allocation of the worst case per table) and kept at its own
+/// size; the cells are dropped once compressed (the writer needs only the frames).
+fn pack(
+    z: &mut zstd::bulk::Compressor<'_>,
+    scratch: &mut Vec<u8>,
+    moved: &mut Moved,
+) -> std::io::Result<Vec<Vec<u8>>> {
+    let mut frames = Vec::with_capacity(moved.tables.len());
+    for t in &mut moved.tables {
+        scratch.clear();
+        scratch.reserve(zstd::zstd_safe::compress_bound(t.data.len()));
+        z.compress_to_buffer(&t.data, scratch)?;
+        frames.push(scratch.as_slice().to_vec());
+        t.data = Vec::new();
+    }
+    if scratch.capacity() > SCRATCH_KEPT {
+        *scratch = Vec::new();
+    }
+    Ok(frames)
 }
 
 /// Retirement `token`'s row and its tables' frames, in `tx`.
@@ -392,14 +426,16 @@ fn put_one(
     path: &Path,
     token: &str,
     (kind, store): (&str, &Path),
-    moved: &Moved,
+    (moved, bytes): (&Moved, u64),
     frames: Vec<Vec<u8>>,
     now: &str,
 ) -> Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO agent_db_cold(token, conversation_id, store_kind, store_path, state, moved_at,
            conversations, rows, bytes, digest) VALUES (?1, ?2, ?3, ?4, 'moving', ?5, ?6, ?7, ?8, ?9)",
-        params![
+    )
+    .and_then(|mut st| {
+        st.execute(params![
             token,
             moved.ids[0],
             kind,
@@ -407,10 +443,10 @@ fn put_one(
             now,
             serde_json::to_string(&moved.ids).unwrap_or_default(),
             moved.rows() as i64,
-            moved.bytes() as i64,
+            bytes as i64,
             moved.digest
-        ],
-    )
+        ])
+    })
     .at(path)?;
     let mut st = tx
         .prepare_cached(
@@ -512,6 +548,41 @@ mod tests {
             let tables = cold.tables(&format!("t{i:02}")).unwrap();
             assert_eq!(tables[0].data, t.as_bytes());
         }
+    }
+
+    /// A table's frame is kept at its own size (not the worst case zstd reserves, which is
+    /// more than the rows) and decompresses to the rows; the rows leave the copy once packed.
+    #[test]
+    fn a_packed_copy_keeps_frames_of_their_own_size_and_drops_its_rows() {
+        let mut z = zstd::bulk::Compressor::new(1).unwrap();
+        let mut scratch = Vec::new();
+        let texts = [
+            "a line of a long log\n".repeat(5000),
+            String::new(),
+            "x".into(),
+        ];
+        for text in &texts {
+            let mut m = moved(text);
+            let frames = pack(&mut z, &mut scratch, &mut m).unwrap();
+            assert_eq!(frames.len(), 1);
+            assert!(
+                frames[0].capacity() <= frames[0].len() + 16,
+                "{}",
+                frames[0].capacity()
+            );
+            assert_eq!(
+                zstd::stream::decode_all(frames[0].as_slice()).unwrap(),
+                text.as_bytes()
+            );
+            assert!(m.tables[0].data.is_empty());
+            assert_eq!((m.tables[0].table.as_str(), m.tables[0].rows), ("t", 1));
+        }
+        let big = vec![7u8; SCRATCH_KEPT * 2];
+        let mut m = moved("");
+        m.tables[0].data = big.clone();
+        let frames = pack(&mut z, &mut scratch, &mut m).unwrap();
+        assert_eq!(zstd::stream::decode_all(frames[0].as_slice()).unwrap(), big);
+        assert!(scratch.capacity() <= SCRATCH_KEPT);
     }
 
     /// When the writer fails (here: a token written twice), the sender hears it within a few

@@ -128,6 +128,29 @@ pub(crate) struct Plan {
     /// The statements that read and delete a group's rows (`?1`: the IDs as a JSON array).
     select: String,
     delete: String,
+    /// The same for a group of one conversation (`?1`: its ID), the most common: no JSON to
+    /// parse nor list to build per statement.
+    select_one: String,
+    delete_one: String,
+}
+
+impl Plan {
+    /// The read and the delete of a group of `n` conversations.
+    fn statements(&self, n: usize) -> (&str, &str) {
+        if n == 1 {
+            (&self.select_one, &self.delete_one)
+        } else {
+            (&self.select, &self.delete)
+        }
+    }
+}
+
+/// What a plan binds to `?1` for the group `ids` (see [`Plan::statements`]).
+fn group_param(ids: &[String]) -> String {
+    match ids {
+        [one] => one.clone(),
+        _ => serde_json::to_string(ids).unwrap_or_default(),
+    }
 }
 
 /// The tables of `map` present in the file, links first and the conversation table last (read
@@ -152,11 +175,16 @@ pub(crate) fn plans(conn: &Connection, path: &Path, map: &RetireMap) -> Result<V
         if present.is_empty() {
             continue;
         }
-        let condition = present
-            .iter()
-            .map(|c| format!("{} IN (SELECT value FROM json_each(?1))", quote(c)))
-            .collect::<Vec<_>>()
-            .join(" OR ");
+        let condition = |one: bool| {
+            present
+                .iter()
+                .map(|c| match one {
+                    true => format!("{} = ?1", quote(c)),
+                    false => format!("{} IN (SELECT value FROM json_each(?1))", quote(c)),
+                })
+                .collect::<Vec<_>>()
+                .join(" OR ")
+        };
         let mut columns: Vec<String> = info.iter().map(|(n, _, _)| n.clone()).collect();
         if has_hidden_rowid(conn, table, &info) {
             columns.insert(0, "rowid".into());
@@ -166,10 +194,22 @@ pub(crate) fn plans(conn: &Connection, path: &Path, map: &RetireMap) -> Result<V
             .map(|c| quote(c))
             .collect::<Vec<_>>()
             .join(", ");
+        let (select, delete) = (
+            |one| {
+                format!(
+                    "SELECT {cols} FROM {} WHERE {}",
+                    quote(table),
+                    condition(one)
+                )
+            },
+            |one| format!("DELETE FROM {} WHERE {}", quote(table), condition(one)),
+        );
         out.push(Plan {
             table: table.to_string(),
-            select: format!("SELECT {cols} FROM {} WHERE {condition}", quote(table)),
-            delete: format!("DELETE FROM {} WHERE {condition}", quote(table)),
+            select: select(false),
+            delete: delete(false),
+            select_one: select(true),
+            delete_one: delete(true),
             columns,
         });
     }
@@ -196,11 +236,11 @@ pub(crate) fn read_planned(
     if ids.is_empty() {
         return Ok(None);
     }
-    let ids_json = serde_json::to_string(&ids).unwrap_or_default();
+    let param = group_param(&ids);
     let mut tables = Vec::with_capacity(plans.len());
     for p in plans {
-        let mut st = conn.prepare_cached(&p.select).at(path)?;
-        let mut q = st.query([&ids_json]).at(path)?;
+        let mut st = conn.prepare_cached(p.statements(ids.len()).0).at(path)?;
+        let mut q = st.query([&param]).at(path)?;
         let (mut data, mut rows) = (Vec::new(), 0u64);
         while let Some(r) = q.next().at(path)? {
             // Room for the whole row first: a small cell after a large one would otherwise
@@ -237,11 +277,11 @@ pub(crate) fn delete_planned(
     plans: &[Plan],
     ids: &[String],
 ) -> Result<()> {
-    let ids_json = serde_json::to_string(ids).unwrap_or_default();
+    let param = group_param(ids);
     for p in plans.iter().rev() {
-        conn.prepare_cached(&p.delete)
+        conn.prepare_cached(p.statements(ids.len()).1)
             .at(path)?
-            .execute([&ids_json])
+            .execute([&param])
             .at(path)?;
     }
     Ok(())
@@ -311,4 +351,90 @@ fn damaged(id: &str) -> Error {
         id,
         "the cold file's copy does not decode (damaged); nothing was restored".to_string(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::row_codec::CellValue;
+    use super::*;
+
+    const MAP: RetireMap = RetireMap {
+        root: "conv",
+        id: "id",
+        parent: Some("parent"),
+        links: &[("link", &["a", "b"])],
+    };
+
+    fn store() -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE conv (id TEXT PRIMARY KEY, parent TEXT, v);
+             CREATE TABLE link (a TEXT, b TEXT, v);
+             INSERT INTO conv VALUES ('p', NULL, 1), ('kid', 'p', 2), ('lone', NULL, 3), ('x', NULL, 4);
+             INSERT INTO link VALUES ('p', NULL, 'p1'), (NULL, 'kid', 'k1'), ('lone', 'x', 'both'),
+               ('x', NULL, 'x1'), (NULL, 'lone', 'l2'), ('pp', 'p ', 'near miss');",
+        )
+        .unwrap();
+        c
+    }
+
+    /// The `v` of the rows the SQL written here selects (the oracle), sorted.
+    fn oracle(c: &Connection, sql: &str) -> Vec<String> {
+        let mut v: Vec<String> = c
+            .prepare(sql)
+            .unwrap()
+            .query_map([], |r| r.get::<_, rusqlite::types::Value>(0))
+            .unwrap()
+            .map(|r| format!("{:?}", r.unwrap()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The `v` cells (each row's last) of what was read of `table`, sorted.
+    fn read_v(m: &Moved, table: &str) -> Vec<String> {
+        let t = m.tables.iter().find(|t| t.table == table).unwrap();
+        let cells = decode_cells(&t.data).unwrap();
+        let mut v: Vec<String> = cells
+            .chunks(t.columns.len())
+            .map(|row| {
+                let last: rusqlite::types::Value = match &row[row.len() - 1] {
+                    CellValue::Integer(i) => (*i).into(),
+                    CellValue::Text(b) => String::from_utf8(b.clone()).unwrap().into(),
+                    other => panic!("{other:?}"),
+                };
+                format!("{last:?}")
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A conversation alone (its ID bound) and one with a child (the IDs as a list) read and
+    /// delete exactly the rows any link column names, as plain SQL selects them.
+    #[test]
+    fn a_group_of_one_and_of_several_read_and_delete_the_rows_their_ids_name() {
+        for (id, group, links) in [
+            ("lone", "'lone'", "a IN ('lone') OR b IN ('lone')"),
+            ("p", "'p', 'kid'", "a IN ('p', 'kid') OR b IN ('p', 'kid')"),
+        ] {
+            let c = store();
+            let path = Path::new("t.db");
+            let m = read(&c, path, &MAP, id).unwrap().unwrap();
+            assert_eq!(m.ids.len(), group.split(',').count());
+            let want_links = oracle(&c, &format!("SELECT v FROM link WHERE {links}"));
+            let want_conv = oracle(&c, &format!("SELECT v FROM conv WHERE id IN ({group})"));
+            assert_eq!(read_v(&m, "link"), want_links);
+            assert_eq!(read_v(&m, "conv"), want_conv);
+            let left = oracle(
+                &c,
+                &format!("SELECT v FROM link WHERE NOT coalesce({links}, 0)"),
+            );
+            delete_planned(&c, path, &plans(&c, path, &MAP).unwrap(), &m.ids).unwrap();
+            assert_eq!(oracle(&c, "SELECT v FROM link"), left);
+            let conv = format!("SELECT v FROM conv WHERE id IN ({group})");
+            assert!(oracle(&c, &conv).is_empty());
+            assert!(read(&c, path, &MAP, id).unwrap().is_none());
+        }
+    }
 }

@@ -154,7 +154,7 @@ pub fn retire_all(
     let map = map_of(store)?;
     store.ensure_agent_tables()?;
     // Each table's read and delete, the group's lookups and the rows written, kept prepared.
-    store.conn.set_prepared_statement_cache_capacity(64);
+    store.conn.set_prepared_statement_cache_capacity(128);
     let (path, kind) = (store.path.clone(), store.kind.name());
     let mut out = Vec::with_capacity(ids.len());
     let run = new_token(ids.first().map_or("", String::as_str));
@@ -486,11 +486,13 @@ fn move_one(
     retire::delete_planned(conn, path, plans, &t.ids)?;
     let audit = archive::insert_audit(conn, &audit_entry(kind, cold_path, t), now).at(path)?;
     archive::finish_audit(conn, audit, &[], None).at(path)?;
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO agent_db_retirements(token, conversation_id, store_kind, cold_path, state, settled,
            started_at, retired_at, conversations, rows, bytes, digest, compaction_id)
          VALUES (?1, ?2, ?3, ?4, 'retired', 0, ?5, ?5, ?6, ?7, ?8, ?9, ?10)",
-        params![
+    )
+    .and_then(|mut st| {
+        st.execute(params![
             t.token,
             t.ids[0],
             kind,
@@ -501,8 +503,8 @@ fn move_one(
             t.bytes as i64,
             t.digest,
             audit
-        ],
-    )
+        ])
+    })
     .at(path)?;
     Ok(audit)
 }
@@ -529,11 +531,9 @@ fn forget_one(conn: &Connection, path: &Path, token: &str) -> Result<()> {
 
 /// The cold file agrees with the store's row `token`.
 fn settle(conn: &Connection, path: &Path, token: &str) -> Result<()> {
-    conn.execute(
-        "UPDATE agent_db_retirements SET settled = 1 WHERE token = ?1",
-        [token],
-    )
-    .at(path)?;
+    conn.prepare_cached("UPDATE agent_db_retirements SET settled = 1 WHERE token = ?1")
+        .and_then(|mut st| st.execute([token]))
+        .at(path)?;
     Ok(())
 }
 
