@@ -410,6 +410,8 @@ struct Matcher {
     by_words: Vec<(usize, Vec<String>)>,
     /// The automaton of `patterns` (`None`: none, or too many for it).
     ac: Option<aho_corasick::AhoCorasick>,
+    /// The longest pattern, in bytes.
+    longest: usize,
 }
 
 impl Matcher {
@@ -421,6 +423,7 @@ impl Matcher {
             waiting: Vec::new(),
             by_words: Vec::new(),
             ac: None,
+            longest: 0,
         };
         let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
         for (i, a) in arts.into_iter().enumerate() {
@@ -438,6 +441,7 @@ impl Matcher {
                 Match::Words(ws) => m.by_words.push((i, ws)),
             }
         }
+        m.longest = m.patterns.iter().map(String::len).max().unwrap_or(0);
         if !m.patterns.is_empty() {
             // A contiguous NFA: a DFA searches faster but costs more to build than one search
             // over a result saves. No prefilter: over a history the candidates it finds are so
@@ -454,6 +458,70 @@ impl Matcher {
 
     /// [`Corpus::contains`] of each artifact, in order.
     fn found_in(&self, corpus: &Corpus) -> Vec<bool> {
+        let mut out = self.words_found(corpus);
+        if self.patterns.is_empty() {
+            return out;
+        }
+        let found = match &self.ac {
+            Some(ac) => {
+                let mut found = vec![false; self.patterns.len()];
+                let mut left = self.patterns.len();
+                scan(ac, corpus.text.as_bytes(), &mut found, &mut left);
+                found
+            }
+            None => self.each_pattern_in(corpus),
+        };
+        self.spread(&found, &mut out);
+        out
+    }
+
+    /// [`Matcher::found_in`] of two texts that share most of their bytes (a history with and
+    /// without its ledger), the shared bytes searched once. The longest common prefix and then
+    /// suffix (never overlapping the prefix in either text) hold the same patterns in both;
+    /// an occurrence lying in neither overlaps the middle, so it lies within the middle widened
+    /// by the longest pattern less one byte on each side, which is searched in each text.
+    fn found_in_both(&self, a: &Corpus, b: &Corpus) -> (Vec<bool>, Vec<bool>) {
+        let (mut out_a, mut out_b) = (self.words_found(a), self.words_found(b));
+        if self.patterns.is_empty() {
+            return (out_a, out_b);
+        }
+        let (found_a, found_b) = match &self.ac {
+            Some(ac) => {
+                let (x, y) = (a.text.as_bytes(), b.text.as_bytes());
+                let pre = x.iter().zip(y).take_while(|(p, q)| p == q).count();
+                let suf = x[pre..]
+                    .iter()
+                    .rev()
+                    .zip(y[pre..].iter().rev())
+                    .take_while(|(p, q)| p == q)
+                    .count();
+                let mut shared = vec![false; self.patterns.len()];
+                let mut left = self.patterns.len();
+                scan(ac, &x[..pre], &mut shared, &mut left);
+                scan(ac, &x[x.len() - suf..], &mut shared, &mut left);
+                let reach = self.longest.saturating_sub(1);
+                let middle = |t: &[u8]| {
+                    let lo = pre.saturating_sub(reach);
+                    let hi = (t.len() - suf).saturating_add(reach).min(t.len());
+                    (lo, hi)
+                };
+                let (mut fa, mut la) = (shared.clone(), left);
+                let (lo, hi) = middle(x);
+                scan(ac, &x[lo..hi], &mut fa, &mut la);
+                let (mut fb, mut lb) = (shared, left);
+                let (lo, hi) = middle(y);
+                scan(ac, &y[lo..hi], &mut fb, &mut lb);
+                (fa, fb)
+            }
+            None => (self.each_pattern_in(a), self.each_pattern_in(b)),
+        };
+        self.spread(&found_a, &mut out_a);
+        self.spread(&found_b, &mut out_b);
+        (out_a, out_b)
+    }
+
+    /// The answers of the empty-pattern and word-matched artifacts (the others `false`).
+    fn words_found(&self, corpus: &Corpus) -> Vec<bool> {
         let mut out = vec![false; self.n];
         for &i in &self.empty {
             out[i] = true;
@@ -471,37 +539,42 @@ impl Matcher {
                 out[*i] = enough_words(hit, ws.len());
             }
         }
-        if self.patterns.is_empty() {
-            return out;
-        }
-        let mut found = vec![false; self.patterns.len()];
-        match &self.ac {
-            Some(ac) => {
-                let mut left = self.patterns.len();
-                for m in ac.find_overlapping_iter(&corpus.text) {
-                    let k = m.pattern().as_usize();
-                    if !found[k] {
-                        found[k] = true;
-                        left -= 1;
-                        if left == 0 {
-                            break;
-                        }
-                    }
-                }
-            }
-            // Too many patterns for the automaton: one search each.
-            None => {
-                for (f, p) in found.iter_mut().zip(&self.patterns) {
-                    *f = corpus.text.contains(p.as_str());
-                }
-            }
-        }
+        out
+    }
+
+    /// Too many patterns for the automaton: one search each.
+    fn each_pattern_in(&self, corpus: &Corpus) -> Vec<bool> {
+        self.patterns
+            .iter()
+            .map(|p| corpus.text.contains(p.as_str()))
+            .collect()
+    }
+
+    /// Each pattern's answer given to the artifacts waiting on it.
+    fn spread(&self, found: &[bool], out: &mut [bool]) {
         for (k, is) in self.waiting.iter().enumerate() {
             for &i in is {
                 out[i] = found[k];
             }
         }
-        out
+    }
+}
+
+/// Mark in `found` the patterns of `ac` that occur in `hay`, counting `left` down; stops once
+/// every pattern is found.
+fn scan(ac: &aho_corasick::AhoCorasick, hay: &[u8], found: &mut [bool], left: &mut usize) {
+    if *left == 0 {
+        return;
+    }
+    for m in ac.find_overlapping_iter(hay) {
+        let k = m.pattern().as_usize();
+        if !found[k] {
+            found[k] = true;
+            *left -= 1;
+            if *left == 0 {
+                return;
+            }
+        }
     }
 }
 
@@ -1689,18 +1762,21 @@ pub fn without_ledger(text: &str) -> Option<String> {
 pub fn score_history(arts: &Artifacts, raw: &str) -> Retention {
     let text = json_text(raw);
     let matcher = Matcher::new(&arts.0);
-    let mut r = score_found(arts, matcher.found_in(&Corpus::of_text(&text)));
-    if let Some(bare) = without_ledger(&text) {
-        let m = score_found(arts, matcher.found_in(&Corpus::of_text(&bare)));
-        let kept = |r: &Retention| r.by_kind.values().map(|c| c.kept).sum::<usize>();
-        let total: usize = r.by_kind.values().map(|c| c.total).sum();
-        r.model_score = Some(m.score);
-        r.ledger_score = Some(if total == 0 {
-            0.0
-        } else {
-            kept(&r).saturating_sub(kept(&m)) as f64 / total as f64
-        });
-    }
+    let Some(bare) = without_ledger(&text) else {
+        return score_found(arts, matcher.found_in(&Corpus::of_text(&text)));
+    };
+    // The history with its ledger and without it share all but the ledger's bytes.
+    let (with, without) = matcher.found_in_both(&Corpus::of_text(&text), &Corpus::of_text(&bare));
+    let mut r = score_found(arts, with);
+    let m = score_found(arts, without);
+    let kept = |r: &Retention| r.by_kind.values().map(|c| c.kept).sum::<usize>();
+    let total: usize = r.by_kind.values().map(|c| c.total).sum();
+    r.model_score = Some(m.score);
+    r.ledger_score = Some(if total == 0 {
+        0.0
+    } else {
+        kept(&r).saturating_sub(kept(&m)) as f64 / total as f64
+    });
     r
 }
 
