@@ -80,7 +80,8 @@ fn word_df(text: &str, ends: &[usize], word: &str) -> Option<u32> {
     let is_word = |c: char| c.is_alphanumeric() || c == '_';
     let mut df = 0;
     let mut last = None;
-    for (i, _) in text.match_indices(word) {
+    // `memmem`'s matches are `match_indices`' (leftmost, non-overlapping), found with SIMD.
+    for i in memchr::memmem::find_iter(text.as_bytes(), word.as_bytes()) {
         let whole = !text[..i].chars().next_back().is_some_and(is_word)
             && !text[i + word.len()..].chars().next().is_some_and(is_word);
         if !whole {
