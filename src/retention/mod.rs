@@ -366,34 +366,53 @@ impl Corpus {
         wanted: &rustc_hash::FxHashSet<&'w str>,
     ) -> rustc_hash::FxHashSet<&'w str> {
         let mut found = rustc_hash::FxHashSet::default();
-        // An ASCII word lowercases only into a wanted word of its shape (an ASCII one).
-        let mut shapes = crate::util::Shapes::new();
-        for w in wanted.iter().filter(|w| w.is_ascii()) {
-            shapes.insert(w.as_bytes());
-        }
-        let mut buf = String::new();
-        for w in alnum_words(&self.text) {
-            let hit = if w.is_ascii() {
-                if w.len() < 3 || !shapes.may_hold(w.as_bytes()) {
-                    continue;
-                }
-                buf.clear();
-                buf.push_str(w);
-                buf.make_ascii_lowercase();
-                wanted.get(buf.as_str())
-            } else if w.chars().count() >= 3 {
-                wanted.get(w.to_lowercase().as_str())
-            } else {
+        words_into(&self.text, wanted, &shapes_of(wanted), &mut found);
+        found
+    }
+}
+
+/// The shapes of the ASCII words of `wanted`: an ASCII word lowercases only into a wanted word
+/// of its shape (an ASCII one).
+fn shapes_of(wanted: &rustc_hash::FxHashSet<&str>) -> crate::util::Shapes {
+    let mut shapes = crate::util::Shapes::new();
+    for w in wanted.iter().filter(|w| w.is_ascii()) {
+        shapes.insert(w.as_bytes());
+    }
+    shapes
+}
+
+/// Add to `found` the words of `wanted` among the words of `text` ([`Corpus::words_among`]);
+/// stops once all are found.
+fn words_into<'w>(
+    text: &str,
+    wanted: &rustc_hash::FxHashSet<&'w str>,
+    shapes: &crate::util::Shapes,
+    found: &mut rustc_hash::FxHashSet<&'w str>,
+) {
+    if found.len() == wanted.len() {
+        return;
+    }
+    let mut buf = String::new();
+    for w in alnum_words(text) {
+        let hit = if w.is_ascii() {
+            if w.len() < 3 || !shapes.may_hold(w.as_bytes()) {
                 continue;
-            };
-            if let Some(&k) = hit {
-                found.insert(k);
-                if found.len() == wanted.len() {
-                    break;
-                }
+            }
+            buf.clear();
+            buf.push_str(w);
+            buf.make_ascii_lowercase();
+            wanted.get(buf.as_str())
+        } else if w.chars().count() >= 3 {
+            wanted.get(w.to_lowercase().as_str())
+        } else {
+            continue;
+        };
+        if let Some(&k) = hit {
+            found.insert(k);
+            if found.len() == wanted.len() {
+                return;
             }
         }
-        found
     }
 }
 
@@ -476,25 +495,37 @@ impl Matcher {
     }
 
     /// [`Matcher::found_in`] of two texts that share most of their bytes (a history with and
-    /// without its ledger), the shared bytes searched once. The longest common prefix and then
+    /// without its ledger), the shared bytes read once. The longest common prefix and then
     /// suffix (never overlapping the prefix in either text) hold the same patterns in both;
     /// an occurrence lying in neither overlaps the middle, so it lies within the middle widened
-    /// by the longest pattern less one byte on each side, which is searched in each text.
+    /// by the longest pattern less one byte on each side, which is searched in each text. The
+    /// words are read the same way, the shared ends cut after (before) a character that is no
+    /// word character, so that no word runs across a cut.
     fn found_in_both(&self, a: &Corpus, b: &Corpus) -> (Vec<bool>, Vec<bool>) {
-        let (mut out_a, mut out_b) = (self.words_found(a), self.words_found(b));
+        let (x, y) = (a.text.as_str(), b.text.as_str());
+        let (pre, suf) = shared_ends(x.as_bytes(), y.as_bytes());
+        let (mut out_a, mut out_b) = (self.empties(), self.empties());
+        if !self.by_words.is_empty() {
+            let wanted = self.wanted_words();
+            let shapes = shapes_of(&wanted);
+            let head = word_cut_before(x, pre);
+            let tail = word_cut_after(x, x.len() - suf);
+            let mut shared = rustc_hash::FxHashSet::default();
+            words_into(&x[..head], &wanted, &shapes, &mut shared);
+            words_into(&x[tail..], &wanted, &shapes, &mut shared);
+            let mut fa = shared.clone();
+            words_into(&x[head..tail], &wanted, &shapes, &mut fa);
+            let mut fb = shared;
+            words_into(&y[head..tail + y.len() - x.len()], &wanted, &shapes, &mut fb);
+            self.words_enough(&fa, &mut out_a);
+            self.words_enough(&fb, &mut out_b);
+        }
         if self.patterns.is_empty() {
             return (out_a, out_b);
         }
         let (found_a, found_b) = match &self.ac {
             Some(ac) => {
-                let (x, y) = (a.text.as_bytes(), b.text.as_bytes());
-                let pre = x.iter().zip(y).take_while(|(p, q)| p == q).count();
-                let suf = x[pre..]
-                    .iter()
-                    .rev()
-                    .zip(y[pre..].iter().rev())
-                    .take_while(|(p, q)| p == q)
-                    .count();
+                let (x, y) = (x.as_bytes(), y.as_bytes());
                 let mut shared = vec![false; self.patterns.len()];
                 let mut left = self.patterns.len();
                 scan(ac, &x[..pre], &mut shared, &mut left);
@@ -520,24 +551,38 @@ impl Matcher {
         (out_a, out_b)
     }
 
-    /// The answers of the empty-pattern and word-matched artifacts (the others `false`).
-    fn words_found(&self, corpus: &Corpus) -> Vec<bool> {
+    /// `true` for the artifacts whose pattern is empty (found everywhere), else `false`.
+    fn empties(&self) -> Vec<bool> {
         let mut out = vec![false; self.n];
         for &i in &self.empty {
             out[i] = true;
         }
+        out
+    }
+
+    /// Every word the word-matched artifacts ask about.
+    fn wanted_words(&self) -> rustc_hash::FxHashSet<&str> {
+        self.by_words
+            .iter()
+            .flat_map(|(_, ws)| ws)
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// Each word-matched artifact's answer, given the words found.
+    fn words_enough(&self, found: &rustc_hash::FxHashSet<&str>, out: &mut [bool]) {
+        for (i, ws) in &self.by_words {
+            let hit = ws.iter().filter(|w| found.contains(w.as_str())).count();
+            out[*i] = enough_words(hit, ws.len());
+        }
+    }
+
+    /// The answers of the empty-pattern and word-matched artifacts (the others `false`).
+    fn words_found(&self, corpus: &Corpus) -> Vec<bool> {
+        let mut out = self.empties();
         if !self.by_words.is_empty() {
-            let wanted = self
-                .by_words
-                .iter()
-                .flat_map(|(_, ws)| ws)
-                .map(String::as_str)
-                .collect();
-            let found = corpus.words_among(&wanted);
-            for (i, ws) in &self.by_words {
-                let hit = ws.iter().filter(|w| found.contains(w.as_str())).count();
-                out[*i] = enough_words(hit, ws.len());
-            }
+            let found = corpus.words_among(&self.wanted_words());
+            self.words_enough(&found, &mut out);
         }
         out
     }
@@ -576,6 +621,46 @@ fn scan(ac: &aho_corasick::AhoCorasick, hay: &[u8], found: &mut [bool], left: &m
             }
         }
     }
+}
+
+/// The lengths of the longest common prefix of `x` and `y`, and of their longest common
+/// suffix after it (the two never overlap in either).
+fn shared_ends(x: &[u8], y: &[u8]) -> (usize, usize) {
+    let pre = x.iter().zip(y).take_while(|(p, q)| p == q).count();
+    let suf = x[pre..]
+        .iter()
+        .rev()
+        .zip(y[pre..].iter().rev())
+        .take_while(|(p, q)| p == q)
+        .count();
+    (pre, suf)
+}
+
+/// The end of the last character of `s[..at]` (at most `at`, rounded down to a character) that
+/// is no word character ([`alnum_words`]); 0 when there is none. No word runs across it.
+fn word_cut_before(s: &str, at: usize) -> usize {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    s[..at]
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !c.is_alphanumeric())
+        .map_or(0, |(i, c)| i + c.len_utf8())
+}
+
+/// The start of the first character of `s` starting at or after `at` that is no word
+/// character; `s.len()` when there is none. No word runs across it.
+fn word_cut_after(s: &str, at: usize) -> usize {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at += 1;
+    }
+    s[at..]
+        .char_indices()
+        .find(|(_, c)| !c.is_alphanumeric())
+        .map_or(s.len(), |(i, _)| at + i)
 }
 
 /// The runs of alphanumeric characters of `s`: what `s.split(|c: char| !c.is_alphanumeric())`
