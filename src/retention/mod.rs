@@ -516,7 +516,12 @@ impl Matcher {
             let mut fa = shared.clone();
             words_into(&x[head..tail], &wanted, &shapes, &mut fa);
             let mut fb = shared;
-            words_into(&y[head..tail + y.len() - x.len()], &wanted, &shapes, &mut fb);
+            words_into(
+                &y[head..tail + y.len() - x.len()],
+                &wanted,
+                &shapes,
+                &mut fb,
+            );
             self.words_enough(&fa, &mut out_a);
             self.words_enough(&fb, &mut out_b);
         }

@@ -739,7 +739,10 @@ proptest::proptest! {
 /// or starts one byte before its end, is found in the one that holds it and not in the other.
 #[test]
 fn found_in_both_sees_a_pattern_one_byte_into_the_middle() {
-    let arts = [Artifact::new(Kind::Command, "abc"), Artifact::new(Kind::Command, "cab")];
+    let arts = [
+        Artifact::new(Kind::Command, "abc"),
+        Artifact::new(Kind::Command, "cab"),
+    ];
     let m = Matcher::new(&arts);
     for (x, y, want_x, want_y) in [
         ("xabc", "xabd", [true, false], [false, false]),
