@@ -366,34 +366,53 @@ impl Corpus {
         wanted: &rustc_hash::FxHashSet<&'w str>,
     ) -> rustc_hash::FxHashSet<&'w str> {
         let mut found = rustc_hash::FxHashSet::default();
-        // An ASCII word lowercases only into a wanted word of its shape (an ASCII one).
-        let mut shapes = crate::util::Shapes::new();
-        for w in wanted.iter().filter(|w| w.is_ascii()) {
-            shapes.insert(w.as_bytes());
-        }
-        let mut buf = String::new();
-        for w in alnum_words(&self.text) {
-            let hit = if w.is_ascii() {
-                if w.len() < 3 || !shapes.may_hold(w.as_bytes()) {
-                    continue;
-                }
-                buf.clear();
-                buf.push_str(w);
-                buf.make_ascii_lowercase();
-                wanted.get(buf.as_str())
-            } else if w.chars().count() >= 3 {
-                wanted.get(w.to_lowercase().as_str())
-            } else {
+        words_into(&self.text, wanted, &shapes_of(wanted), &mut found);
+        found
+    }
+}
+
+/// The shapes of the ASCII words of `wanted`: an ASCII word lowercases only into a wanted word
+/// of its shape (an ASCII one).
+fn shapes_of(wanted: &rustc_hash::FxHashSet<&str>) -> crate::util::Shapes {
+    let mut shapes = crate::util::Shapes::new();
+    for w in wanted.iter().filter(|w| w.is_ascii()) {
+        shapes.insert(w.as_bytes());
+    }
+    shapes
+}
+
+/// Add to `found` the words of `wanted` among the words of `text` ([`Corpus::words_among`]);
+/// stops once all are found.
+fn words_into<'w>(
+    text: &str,
+    wanted: &rustc_hash::FxHashSet<&'w str>,
+    shapes: &crate::util::Shapes,
+    found: &mut rustc_hash::FxHashSet<&'w str>,
+) {
+    if found.len() == wanted.len() {
+        return;
+    }
+    let mut buf = String::new();
+    for w in alnum_words(text) {
+        let hit = if w.is_ascii() {
+            if w.len() < 3 || !shapes.may_hold(w.as_bytes()) {
                 continue;
-            };
-            if let Some(&k) = hit {
-                found.insert(k);
-                if found.len() == wanted.len() {
-                    break;
-                }
+            }
+            buf.clear();
+            buf.push_str(w);
+            buf.make_ascii_lowercase();
+            wanted.get(buf.as_str())
+        } else if w.chars().count() >= 3 {
+            wanted.get(w.to_lowercase().as_str())
+        } else {
+            continue;
+        };
+        if let Some(&k) = hit {
+            found.insert(k);
+            if found.len() == wanted.len() {
+                return;
             }
         }
-        found
     }
 }
 
@@ -410,6 +429,8 @@ struct Matcher {
     by_words: Vec<(usize, Vec<String>)>,
     /// The automaton of `patterns` (`None`: none, or too many for it).
     ac: Option<aho_corasick::AhoCorasick>,
+    /// The longest pattern, in bytes.
+    longest: usize,
 }
 
 impl Matcher {
@@ -421,6 +442,7 @@ impl Matcher {
             waiting: Vec::new(),
             by_words: Vec::new(),
             ac: None,
+            longest: 0,
         };
         let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
         for (i, a) in arts.into_iter().enumerate() {
@@ -438,6 +460,7 @@ impl Matcher {
                 Match::Words(ws) => m.by_words.push((i, ws)),
             }
         }
+        m.longest = m.patterns.iter().map(String::len).max().unwrap_or(0);
         if !m.patterns.is_empty() {
             // A contiguous NFA: a DFA searches faster but costs more to build than one search
             // over a result saves. No prefilter: over a history the candidates it finds are so
@@ -454,55 +477,195 @@ impl Matcher {
 
     /// [`Corpus::contains`] of each artifact, in order.
     fn found_in(&self, corpus: &Corpus) -> Vec<bool> {
+        let mut out = self.words_found(corpus);
+        if self.patterns.is_empty() {
+            return out;
+        }
+        let found = match &self.ac {
+            Some(ac) => {
+                let mut found = vec![false; self.patterns.len()];
+                let mut left = self.patterns.len();
+                scan(ac, corpus.text.as_bytes(), &mut found, &mut left);
+                found
+            }
+            None => self.each_pattern_in(corpus),
+        };
+        self.spread(&found, &mut out);
+        out
+    }
+
+    /// [`Matcher::found_in`] of two texts that share most of their bytes (a history with and
+    /// without its ledger), the shared bytes read once. The longest common prefix and then
+    /// suffix (never overlapping the prefix in either text) hold the same patterns in both;
+    /// an occurrence lying in neither overlaps the middle, so it lies within the middle widened
+    /// by the longest pattern less one byte on each side, which is searched in each text. The
+    /// words are read the same way, the shared ends cut after (before) a character that is no
+    /// word character, so that no word runs across a cut.
+    fn found_in_both(&self, a: &Corpus, b: &Corpus) -> (Vec<bool>, Vec<bool>) {
+        let (x, y) = (a.text.as_str(), b.text.as_str());
+        let (pre, suf) = shared_ends(x.as_bytes(), y.as_bytes());
+        let (mut out_a, mut out_b) = (self.empties(), self.empties());
+        if !self.by_words.is_empty() {
+            let wanted = self.wanted_words();
+            let shapes = shapes_of(&wanted);
+            let head = word_cut_before(x, pre);
+            let tail = word_cut_after(x, x.len() - suf);
+            let mut shared = rustc_hash::FxHashSet::default();
+            words_into(&x[..head], &wanted, &shapes, &mut shared);
+            words_into(&x[tail..], &wanted, &shapes, &mut shared);
+            let mut fa = shared.clone();
+            words_into(&x[head..tail], &wanted, &shapes, &mut fa);
+            let mut fb = shared;
+            words_into(
+                &y[head..tail + y.len() - x.len()],
+                &wanted,
+                &shapes,
+                &mut fb,
+            );
+            self.words_enough(&fa, &mut out_a);
+            self.words_enough(&fb, &mut out_b);
+        }
+        if self.patterns.is_empty() {
+            return (out_a, out_b);
+        }
+        let (found_a, found_b) = match &self.ac {
+            Some(ac) => {
+                let (x, y) = (x.as_bytes(), y.as_bytes());
+                let mut shared = vec![false; self.patterns.len()];
+                let mut left = self.patterns.len();
+                scan(ac, &x[..pre], &mut shared, &mut left);
+                scan(ac, &x[x.len() - suf..], &mut shared, &mut left);
+                let reach = self.longest.saturating_sub(1);
+                let middle = |t: &[u8]| {
+                    let lo = pre.saturating_sub(reach);
+                    let hi = (t.len() - suf).saturating_add(reach).min(t.len());
+                    (lo, hi)
+                };
+                let (mut fa, mut la) = (shared.clone(), left);
+                let (lo, hi) = middle(x);
+                scan(ac, &x[lo..hi], &mut fa, &mut la);
+                let (mut fb, mut lb) = (shared, left);
+                let (lo, hi) = middle(y);
+                scan(ac, &y[lo..hi], &mut fb, &mut lb);
+                (fa, fb)
+            }
+            None => (self.each_pattern_in(a), self.each_pattern_in(b)),
+        };
+        self.spread(&found_a, &mut out_a);
+        self.spread(&found_b, &mut out_b);
+        (out_a, out_b)
+    }
+
+    /// `true` for the artifacts whose pattern is empty (found everywhere), else `false`.
+    fn empties(&self) -> Vec<bool> {
         let mut out = vec![false; self.n];
         for &i in &self.empty {
             out[i] = true;
         }
+        out
+    }
+
+    /// Every word the word-matched artifacts ask about.
+    fn wanted_words(&self) -> rustc_hash::FxHashSet<&str> {
+        self.by_words
+            .iter()
+            .flat_map(|(_, ws)| ws)
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// Each word-matched artifact's answer, given the words found.
+    fn words_enough(&self, found: &rustc_hash::FxHashSet<&str>, out: &mut [bool]) {
+        for (i, ws) in &self.by_words {
+            let hit = ws.iter().filter(|w| found.contains(w.as_str())).count();
+            out[*i] = enough_words(hit, ws.len());
+        }
+    }
+
+    /// The answers of the empty-pattern and word-matched artifacts (the others `false`).
+    fn words_found(&self, corpus: &Corpus) -> Vec<bool> {
+        let mut out = self.empties();
         if !self.by_words.is_empty() {
-            let wanted = self
-                .by_words
-                .iter()
-                .flat_map(|(_, ws)| ws)
-                .map(String::as_str)
-                .collect();
-            let found = corpus.words_among(&wanted);
-            for (i, ws) in &self.by_words {
-                let hit = ws.iter().filter(|w| found.contains(w.as_str())).count();
-                out[*i] = enough_words(hit, ws.len());
-            }
+            let found = corpus.words_among(&self.wanted_words());
+            self.words_enough(&found, &mut out);
         }
-        if self.patterns.is_empty() {
-            return out;
-        }
-        let mut found = vec![false; self.patterns.len()];
-        match &self.ac {
-            Some(ac) => {
-                let mut left = self.patterns.len();
-                for m in ac.find_overlapping_iter(&corpus.text) {
-                    let k = m.pattern().as_usize();
-                    if !found[k] {
-                        found[k] = true;
-                        left -= 1;
-                        if left == 0 {
-                            break;
-                        }
-                    }
-                }
-            }
-            // Too many patterns for the automaton: one search each.
-            None => {
-                for (f, p) in found.iter_mut().zip(&self.patterns) {
-                    *f = corpus.text.contains(p.as_str());
-                }
-            }
-        }
+        out
+    }
+
+    /// Too many patterns for the automaton: one search each.
+    fn each_pattern_in(&self, corpus: &Corpus) -> Vec<bool> {
+        self.patterns
+            .iter()
+            .map(|p| corpus.text.contains(p.as_str()))
+            .collect()
+    }
+
+    /// Each pattern's answer given to the artifacts waiting on it.
+    fn spread(&self, found: &[bool], out: &mut [bool]) {
         for (k, is) in self.waiting.iter().enumerate() {
             for &i in is {
                 out[i] = found[k];
             }
         }
-        out
     }
+}
+
+/// Mark in `found` the patterns of `ac` that occur in `hay`, counting `left` down; stops once
+/// every pattern is found.
+fn scan(ac: &aho_corasick::AhoCorasick, hay: &[u8], found: &mut [bool], left: &mut usize) {
+    if *left == 0 {
+        return;
+    }
+    for m in ac.find_overlapping_iter(hay) {
+        let k = m.pattern().as_usize();
+        if !found[k] {
+            found[k] = true;
+            *left -= 1;
+            if *left == 0 {
+                return;
+            }
+        }
+    }
+}
+
+/// The lengths of the longest common prefix of `x` and `y`, and of their longest common
+/// suffix after it (the two never overlap in either).
+fn shared_ends(x: &[u8], y: &[u8]) -> (usize, usize) {
+    let pre = x.iter().zip(y).take_while(|(p, q)| p == q).count();
+    let suf = x[pre..]
+        .iter()
+        .rev()
+        .zip(y[pre..].iter().rev())
+        .take_while(|(p, q)| p == q)
+        .count();
+    (pre, suf)
+}
+
+/// The end of the last character of `s[..at]` (at most `at`, rounded down to a character) that
+/// is no word character ([`alnum_words`]); 0 when there is none. No word runs across it.
+fn word_cut_before(s: &str, at: usize) -> usize {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    s[..at]
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !c.is_alphanumeric())
+        .map_or(0, |(i, c)| i + c.len_utf8())
+}
+
+/// The start of the first character of `s` starting at or after `at` that is no word
+/// character; `s.len()` when there is none. No word runs across it.
+fn word_cut_after(s: &str, at: usize) -> usize {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at += 1;
+    }
+    s[at..]
+        .char_indices()
+        .find(|(_, c)| !c.is_alphanumeric())
+        .map_or(s.len(), |(i, _)| at + i)
 }
 
 /// The runs of alphanumeric characters of `s`: what `s.split(|c: char| !c.is_alphanumeric())`
@@ -1689,18 +1852,21 @@ pub fn without_ledger(text: &str) -> Option<String> {
 pub fn score_history(arts: &Artifacts, raw: &str) -> Retention {
     let text = json_text(raw);
     let matcher = Matcher::new(&arts.0);
-    let mut r = score_found(arts, matcher.found_in(&Corpus::of_text(&text)));
-    if let Some(bare) = without_ledger(&text) {
-        let m = score_found(arts, matcher.found_in(&Corpus::of_text(&bare)));
-        let kept = |r: &Retention| r.by_kind.values().map(|c| c.kept).sum::<usize>();
-        let total: usize = r.by_kind.values().map(|c| c.total).sum();
-        r.model_score = Some(m.score);
-        r.ledger_score = Some(if total == 0 {
-            0.0
-        } else {
-            kept(&r).saturating_sub(kept(&m)) as f64 / total as f64
-        });
-    }
+    let Some(bare) = without_ledger(&text) else {
+        return score_found(arts, matcher.found_in(&Corpus::of_text(&text)));
+    };
+    // The history with its ledger and without it share all but the ledger's bytes.
+    let (with, without) = matcher.found_in_both(&Corpus::of_text(&text), &Corpus::of_text(&bare));
+    let mut r = score_found(arts, with);
+    let m = score_found(arts, without);
+    let kept = |r: &Retention| r.by_kind.values().map(|c| c.kept).sum::<usize>();
+    let total: usize = r.by_kind.values().map(|c| c.total).sum();
+    r.model_score = Some(m.score);
+    r.ledger_score = Some(if total == 0 {
+        0.0
+    } else {
+        kept(&r).saturating_sub(kept(&m)) as f64 / total as f64
+    });
     r
 }
 

@@ -699,3 +699,56 @@ proptest::proptest! {
         proptest::prop_assert_eq!(error_start(&line), want, "{:?}", line);
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Two texts matched at once (their shared prefix and suffix searched once) answer what
+    /// matching each alone answers: texts that differ in a middle part, at either end or not at
+    /// all, with patterns that straddle the edges of what they share.
+    #[test]
+    fn found_in_both_is_found_in_each(
+        pre in proptest::collection::vec(0usize..10, 0..12),
+        mid_a in proptest::collection::vec(0usize..10, 0..6),
+        mid_b in proptest::collection::vec(0usize..10, 0..6),
+        suf in proptest::collection::vec(0usize..10, 0..12),
+        arts in proptest::collection::vec(
+            (0usize..Kind::ALL.len(), proptest::collection::vec(0usize..10, 1..4)),
+            0..30,
+        ),
+    ) {
+        const PIECES: [&str; 10] =
+            ["a", "b", "c", "ab", " ", "\n", "é", "src/a.rs", "--x", "cargo test"];
+        let join = |ks: &[usize]| ks.iter().map(|&k| PIECES[k]).collect::<String>();
+        let a = Corpus::of_text(&format!("{}{}{}", join(&pre), join(&mid_a), join(&suf)));
+        let b = Corpus::of_text(&format!("{}{}{}", join(&pre), join(&mid_b), join(&suf)));
+        let arts: Vec<Artifact> = arts
+            .iter()
+            .map(|(k, ps)| Artifact::new(Kind::ALL[*k], join(ps)))
+            .collect();
+        let m = Matcher::new(&arts);
+        let (fa, fb) = m.found_in_both(&a, &b);
+        proptest::prop_assert_eq!(&fa, &m.found_in(&a));
+        proptest::prop_assert_eq!(&fb, &m.found_in(&b));
+        let each: Vec<bool> = arts.iter().map(|x| b.contains(x)).collect();
+        proptest::prop_assert_eq!(fb, each);
+    }
+}
+
+/// A pattern as long as the longest that ends one byte into the part two texts do not share,
+/// or starts one byte before its end, is found in the one that holds it and not in the other.
+#[test]
+fn found_in_both_sees_a_pattern_one_byte_into_the_middle() {
+    let arts = [
+        Artifact::new(Kind::Command, "abc"),
+        Artifact::new(Kind::Command, "cab"),
+    ];
+    let m = Matcher::new(&arts);
+    for (x, y, want_x, want_y) in [
+        ("xabc", "xabd", [true, false], [false, false]),
+        ("cabx", "dabx", [false, true], [false, false]),
+    ] {
+        let (fx, fy) = m.found_in_both(&Corpus::of_text(x), &Corpus::of_text(y));
+        assert_eq!((fx, fy), (want_x.to_vec(), want_y.to_vec()), "{x} / {y}");
+    }
+}

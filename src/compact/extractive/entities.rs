@@ -80,7 +80,8 @@ fn word_df(text: &str, ends: &[usize], word: &str) -> Option<u32> {
     let is_word = |c: char| c.is_alphanumeric() || c == '_';
     let mut df = 0;
     let mut last = None;
-    for (i, _) in text.match_indices(word) {
+    // `memmem`'s matches are `match_indices`' (leftmost, non-overlapping), found with SIMD.
+    for i in memchr::memmem::find_iter(text.as_bytes(), word.as_bytes()) {
         let whole = !text[..i].chars().next_back().is_some_and(is_word)
             && !text[i + word.len()..].chars().next().is_some_and(is_word);
         if !whole {
@@ -330,7 +331,10 @@ impl Stats {
                     Block::ToolResult { content, .. } => content,
                     _ => continue,
                 };
-                self.later_tool_text.push_str(&text.to_ascii_lowercase());
+                // Lowercased in place, without a copy of its own.
+                let start = self.later_tool_text.len();
+                self.later_tool_text.push_str(text);
+                self.later_tool_text[start..].make_ascii_lowercase();
                 self.later_tool_text.push('\n');
             }
         }
@@ -359,7 +363,9 @@ impl Stats {
         if let Some(&hit) = self.in_tools_memo.borrow().get(&t) {
             return hit;
         }
-        let hit = self.tool_text.contains(&t) || self.later_tool_text.contains(&t);
+        let f = memchr::memmem::Finder::new(t.as_bytes());
+        let hit = f.find(self.tool_text.as_bytes()).is_some()
+            || f.find(self.later_tool_text.as_bytes()).is_some();
         self.in_tools_memo.borrow_mut().insert(t, hit);
         hit
     }
@@ -370,7 +376,12 @@ impl Stats {
         if let Some(&n) = self.entity_df_memo.borrow().get(&k) {
             return n;
         }
-        let n = self.lower_texts.iter().filter(|t| t.contains(&k)).count() as u32;
+        let f = memchr::memmem::Finder::new(k.as_bytes());
+        let n = self
+            .lower_texts
+            .iter()
+            .filter(|t| f.find(t.as_bytes()).is_some())
+            .count() as u32;
         self.entity_df_memo.borrow_mut().insert(k, n);
         n
     }
