@@ -1359,6 +1359,32 @@ fn assert_unchanged<T: PartialEq>(what: &str, ids: &[String], before: &[T], afte
     );
 }
 
+/// What `opencode export ID` printed is what `opencode serve` gives for that session: its
+/// `info` is `/session/:id` and its `messages` are `/session/:id/message`, compared as JSON
+/// values. With this, a session served the same has the same export.
+fn export_is_served(
+    sessions: &[String],
+    sample: &[String],
+    exports: &[String],
+    served: &[(Vec<u8>, Vec<u8>)],
+) {
+    for (id, export) in sample.iter().zip(exports) {
+        let doc: Value = serde_json::from_str(export)
+            .unwrap_or_else(|e| panic!("opencode export {id} is not JSON ({e}): {export}"));
+        let (info, messages) = &served[sessions.iter().position(|s| s == id).expect("served")];
+        let info: Value = serde_json::from_slice(info).expect("served info is JSON");
+        let messages: Value = serde_json::from_slice(messages).expect("served messages are JSON");
+        assert_eq!(
+            doc["info"], info,
+            "export {id}: info is not what serve gives"
+        );
+        assert_eq!(
+            doc["messages"], messages,
+            "export {id}: messages are not what serve gives"
+        );
+    }
+}
+
 /// Every session id in the file, in id order.
 fn session_ids(o: &Opencode) -> Vec<String> {
     let c = o.conn();
@@ -1371,7 +1397,8 @@ fn session_ids(o: &Opencode) -> Vec<String> {
 
 /// `agent-db reclaim` on a store the real opencode wrote (and inflated to over 100 sessions):
 /// `opencode export` of every session is byte-identical before and after (an export holds what
-/// `opencode serve` gives for the session and its message list), opencode continues a reclaimed
+/// `opencode serve` gives for the session and its message list, checked on a sample of exports;
+/// every session is compared as served, the sample's exports too), opencode continues a reclaimed
 /// session with its whole history sent to the model, and `restore` puts the event log back.
 #[test]
 fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
@@ -1379,14 +1406,25 @@ fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
     let o = Opencode::new(bin);
     let serve = o.serve();
     let a = o.session(&serve, &turns(&o, "RA", 4, true));
-    o.session(&serve, &turns(&o, "RB", 3, false));
+    let b = o.session(&serve, &turns(&o, "RB", 3, false));
     o.stop(serve);
     let count = |sql: &str| -> i64 { o.conn().query_row(sql, [], |r| r.get(0)).expect("count") };
     inflate(&o.conn(), 50);
     let sessions = session_ids(&o);
     assert!(sessions.len() > 100, "{} sessions", sessions.len());
-    let before = o.exports(&sessions);
-    let a_export = &before[sessions.iter().position(|s| *s == a).expect("a")];
+    // Every session as opencode serves it (what its export holds), and the export itself of
+    // both real sessions and of every tenth copy: each export is a process of its own (about
+    // 2 s of CPU), a whole run of them several minutes.
+    let sample: Vec<String> = sessions
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| **s == a || **s == b || i % 10 == 0)
+        .map(|(_, s)| s.clone())
+        .collect();
+    let before = o.served(&sessions);
+    let exports_before = o.exports(&sample);
+    export_is_served(&sessions, &sample, &exports_before, &before);
+    let a_export = &exports_before[sample.iter().position(|s| *s == a).expect("a")];
     assert!(
         a_export.contains("MKRAOUT4"),
         "opencode exports the history from the file"
@@ -1412,8 +1450,20 @@ fn real_opencode_reclaim_keeps_every_export_and_the_history_sent() {
         0,
         "every idle session's events went"
     );
-    let after = o.exports(&sessions);
-    assert_unchanged("opencode export after reclaim", &sessions, &before, &after);
+    let after = o.served(&sessions);
+    assert_unchanged(
+        "what opencode serves of a session after reclaim",
+        &sessions,
+        &before,
+        &after,
+    );
+    let exports_after = o.exports(&sample);
+    assert_unchanged(
+        "opencode export after reclaim",
+        &sample,
+        &exports_before,
+        &exports_after,
+    );
 
     // opencode goes on with a reclaimed session and sends its whole history.
     let serve = o.serve();
