@@ -166,7 +166,7 @@ share_of() {
 
 measure() {
   local agent=$1 size=$2 store=$3 op=$4 bytes
-  bytes=$(stat -c %s "$store")
+  bytes=$(stat -L -c %s "$store")
   local sql="$OUT/sql/$op-$agent.sql"
   floor_sql "$agent" "$op" >"$sql"
   local work_a="$OUT/work/agent-db.db" work_f="$OUT/work/floor.db"
