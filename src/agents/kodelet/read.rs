@@ -915,16 +915,16 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
 /// How many leading items of the conversation's `raw_messages` kodelet sends but does not show
 /// (`compaction_history.activeDisplayStart`): what a compaction put in place of the history. 0
 /// without a compaction history, or one kodelet could not load (the write path reports that).
+/// Asked for every conversation a planning thread loads: the columns are read again only when
+/// the schema changed, and the statement is prepared once per connection.
 pub fn own_summary_len(conn: &Connection, path: &Path, id: &str) -> Result<usize> {
-    if !check_schema(conn, path)?.compaction_history {
+    if !check_schema_again(conn, path)?.compaction_history {
         return Ok(0);
     }
     let cell: Option<String> = conn
-        .query_row(
-            "SELECT CAST(compaction_history AS TEXT) FROM conversations WHERE id = ?1",
-            [id],
-            |r| r.get(0),
-        )
+        .prepare_cached("SELECT CAST(compaction_history AS TEXT) FROM conversations WHERE id = ?1")
+        .at(path)?
+        .query_row([id], |r| r.get(0))
         .optional()
         .at(path)?
         .flatten();
