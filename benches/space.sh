@@ -9,7 +9,7 @@
 #   stats    `agent-db stats --json`   | dbstat per b-tree + the per-conversation bytes query
 #   reclaim  `reclaim --yes` (copy)    | archive INSERT…SELECT + DELETE of the same rows, one tx
 #   vacuum   `vacuum` (copy)           | VACUUM
-#   retire   `retire --older-than 30d --yes` (copy) | ATTACH cold + INSERT…SELECT + DELETE, one tx
+#   retire   `retire --older-than DAYSd --yes` (copy) | ATTACH cold + INSERT…SELECT + DELETE, one tx
 #            (only when the binary has the command); and, where zstd is installed, the same
 #            followed by `zstd -1 -T0` of the cold file: the same answer, a compressed cold file
 # Output under bench-out/space/ (gitignored): stores/, raw/ (time -v, outputs), results.tsv and
@@ -21,6 +21,8 @@
 #   BENCH_SPACE_RUNS=3             timed runs of each command and floor
 #   BENCH_SPACE_OPS="stats reclaim vacuum retire"
 #   BENCH_SPACE_SEED=1
+#   BENCH_SPACE_RETIRE_DAYS=30     retire's --older-than, in days (bytes moved: 10: 49–81%,
+#                                  30: 28–51%, 90: 0–21%, by store)
 #   BENCH_SPACE_NOW                the stores' clock (default: today 00:00 UTC; agent-db runs
 #                                  with AGENT_DB_NOW set to it)
 #   BENCH_SPACE_KEEP=1             0: delete each store after measuring it
@@ -50,10 +52,11 @@ BIN="$ROOT/target/release/agent-db"
 GEN="$ROOT/target/release/gen_space"
 export AGENT_DB_NOW="$NOW"
 NOW_MS=$(( $(date -u -d "$NOW" +%s) * 1000 ))
-# agent-db's default --idle (10m) and retire's 30 days, as the floors' cutoffs.
+# agent-db's default --idle (10m) and retire's --older-than, as the floors' cutoffs.
+RETIRE_DAYS=${BENCH_SPACE_RETIRE_DAYS:-30}
 IDLE_MS=$(( NOW_MS - 600000 ))
-OLD_MS=$(( NOW_MS - 30 * 86400000 ))
-OLD_TEXT=$(date -u -d "@$(( NOW_MS / 1000 - 30 * 86400 ))" '+%Y-%m-%d %H:%M:%S')
+OLD_MS=$(( NOW_MS - RETIRE_DAYS * 86400000 ))
+OLD_TEXT=$(date -u -d "@$(( NOW_MS / 1000 - RETIRE_DAYS * 86400 ))" '+%Y-%m-%d %H:%M:%S')
 HAS_RETIRE=0
 "$BIN" retire --help >/dev/null 2>&1 && HAS_RETIRE=1
 
@@ -150,7 +153,7 @@ agent_cmd() {
     stats) echo "$BIN --db $db stats --json" ;;
     reclaim) echo "$BIN --db $db reclaim --yes --json" ;;
     vacuum) echo "$BIN --db $db vacuum --json" ;;
-    retire) echo "$BIN --db $db retire --older-than 30d --yes --json" ;;
+    retire) echo "$BIN --db $db retire --older-than ${RETIRE_DAYS}d --yes --json" ;;
   esac
 }
 
@@ -225,7 +228,7 @@ measure() {
   rm -f "$work_a" "$work_a-wal" "$work_a-shm" "$work_f" "$work_f-wal" "$work_f-shm" "$work_a.agent-db-cold.db"*
 }
 
-log "load: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; sqlite3 $("$SQLITE3" --version | cut -d' ' -f1); now $NOW"
+log "load: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; sqlite3 $("$SQLITE3" --version | cut -d' ' -f1); now $NOW; retire --older-than ${RETIRE_DAYS}d"
 for size in $SIZES; do
   for agent in $AGENTS; do
     store="$OUT/stores/$agent-$size-s$SEED-${NOW%%T*}.db"
