@@ -2,17 +2,19 @@
 //!
 //! Most pre-token pieces repeat (words, indentation, punctuation runs, JSON keys), and counting
 //! one with `bpe`'s encoder allocates and runs a backtracking search. This cache is
-//! direct-mapped: a fixed table of [`SLOTS`] entries, each holding one piece of up to
-//! [`MAX_KEY`] bytes and its count; a new piece overwrites whatever shared its slot. Memory per
-//! thread is fixed (`SLOTS × 32` bytes, 512 KB), a lookup is one hash and one compare, and a miss costs
-//! what counting cost before. Longer pieces are counted directly.
+//! direct-mapped: two fixed tables, one of [`SHORT_SLOTS`] one-word entries for pieces of up to
+//! [`SHORT_KEY`] bytes (most pieces: short words, numbers, punctuation) and one of [`SLOTS`]
+//! four-word entries for pieces of up to [`MAX_KEY`] bytes, each entry holding one piece and its
+//! count; a new piece overwrites whatever shared its slot. Memory per thread is fixed (256 KB
+//! each), a lookup is one hash and one compare, and a miss costs what counting cost before.
+//! Longer pieces are counted directly.
 
 use std::cell::RefCell;
 
 /// Longest piece the cache holds, in bytes.
 pub(crate) const MAX_KEY: usize = 30;
-/// Number of entries per thread (a power of two): 512 KB.
-const SLOTS: usize = 1 << 14;
+/// Entries of the table of longer pieces (a power of two): 256 KB.
+const SLOTS: usize = 1 << 13;
 /// The bits of an entry's last word that hold key bytes 24..30 and the length (byte 30).
 const KEY_MASK: u64 = (1 << 56) - 1;
 
@@ -21,14 +23,24 @@ const KEY_MASK: u64 = (1 << 56) - 1;
 /// (no piece has length 0). Fixed-size words make a lookup four compares, not a `memcmp`.
 type Entry = [u64; 4];
 
-/// One thread's table.
+/// Longest piece the table of short pieces holds, in bytes.
+const SHORT_KEY: usize = 7;
+/// Entries of the table of short pieces (a power of two): 256 KB.
+const SHORT_SLOTS: usize = 1 << 15;
+
+/// One thread's tables: pieces of up to [`SHORT_KEY`] bytes in `short`, one word each (bytes
+/// 0..7 the piece, zero-padded; bits 56..59 its length, 59..62 its count, which is at most its
+/// length); longer ones in `slots`. Most pieces are short words: one word to load and compare,
+/// and a table half the size of the long one, which stays in the core's cache.
 pub(crate) struct Cache {
+    short: Box<[u64]>,
     slots: Box<[Entry]>,
 }
 
 impl Cache {
     fn new() -> Cache {
         Cache {
+            short: vec![0; SHORT_SLOTS].into_boxed_slice(),
             slots: vec![[0; 4]; SLOTS].into_boxed_slice(),
         }
     }
@@ -52,6 +64,9 @@ impl Cache {
         if len == 0 || len > MAX_KEY {
             return count(piece);
         }
+        if len <= SHORT_KEY {
+            return self.get_or_short(piece, count);
+        }
         let probe = probe(piece);
         let slot = &mut self.slots[slot_of(&probe)];
         if slot[..3] == probe[..3] && slot[3] & KEY_MASK == probe[3] {
@@ -62,6 +77,27 @@ impl Cache {
         if let Ok(c) = u8::try_from(n) {
             *slot = probe;
             slot[3] |= u64::from(c) << 56;
+        }
+        n
+    }
+
+    /// [`Cache::get_or`] of a piece of 1 to [`SHORT_KEY`] bytes, in the table of short pieces.
+    #[inline]
+    fn get_or_short(&mut self, piece: &[u8], count: impl FnOnce(&[u8]) -> usize) -> usize {
+        const LEN_AT: u32 = 56;
+        const COUNT_AT: u32 = 59;
+        const KEY: u64 = (1 << COUNT_AT) - 1;
+        const K: u64 = 0x9E37_79B9_7F4A_7C15;
+        let key = load_short(piece) | (piece.len() as u64) << LEN_AT;
+        let slot =
+            &mut self.short[(key.wrapping_mul(K) >> (64 - SHORT_SLOTS.trailing_zeros())) as usize];
+        if *slot & KEY == key {
+            return (*slot >> COUNT_AT) as usize;
+        }
+        let n = count(piece);
+        // A count above the length cannot happen; never store one that does not fit.
+        if n <= SHORT_KEY {
+            *slot = key | (n as u64) << COUNT_AT;
         }
         n
     }
@@ -116,8 +152,8 @@ fn slot_of(probe: &Entry) -> usize {
 mod tests {
     use super::*;
 
-    /// A stand-in count that tells pieces apart (a real count is at most the length; the cache
-    /// stores anything below 256).
+    /// A stand-in count that tells pieces apart (a real count is at most the length; the table
+    /// of longer pieces stores anything below 256, that of short pieces up to [`SHORT_KEY`]).
     fn fingerprint(p: &[u8]) -> usize {
         (p.len() * 31 + p.iter().map(|&b| b as usize).sum::<usize>()) % 251
     }
@@ -140,6 +176,42 @@ mod tests {
                 assert_eq!(probe(&piece), want, "{piece:?}");
             }
         }
+    }
+
+    /// The table of short pieces keeps every length and count apart: all-ones bytes (whose
+    /// word fills the key's bits), a piece and the same bytes with a zero byte after them, and
+    /// each count up to the length. A count that does not fit is recounted, never truncated.
+    #[test]
+    fn short_pieces_keep_their_bytes_length_and_count_apart() {
+        let mut cache = Cache::new();
+        for len in 1..=SHORT_KEY {
+            for n in 1..=len {
+                let ones = vec![0xFFu8; len];
+                let mut zero = vec![b'q'; len - 1];
+                zero.push(0);
+                for p in [&ones[..], &zero[..], &zero[..len - 1]] {
+                    let mut cache = Cache::new();
+                    if p.is_empty() {
+                        continue;
+                    }
+                    assert_eq!(cache.get_or(p, |_| n), n);
+                    assert_eq!(cache.get_or(p, |_| 99), n, "{p:?} count {n}");
+                }
+            }
+            let p = vec![b'z'; len];
+            assert_eq!(cache.get_or(&p, |_| SHORT_KEY + 1), SHORT_KEY + 1);
+            assert_eq!(
+                cache.get_or(&p, |_| 3),
+                3,
+                "a count that did not fit was kept"
+            );
+        }
+        // "ab" and "ab\0" share their padded bytes and differ in length.
+        let mut cache = Cache::new();
+        assert_eq!(cache.get_or(b"ab", |_| 1), 1);
+        assert_eq!(cache.get_or(b"ab\0", |_| 2), 2);
+        assert_eq!(cache.get_or(b"ab", |_| 9), 1);
+        assert_eq!(cache.get_or(b"ab\0", |_| 9), 2);
     }
 
     #[test]
@@ -167,8 +239,14 @@ mod tests {
         // (never cached); if a collision evicted "ab", one more.
         assert!((7..=8).contains(&calls), "{calls} calls");
         // Many more pieces than slots: every answer stays right whatever they evicted.
+        for i in 0..(4 * SHORT_SLOTS) {
+            let p = format!("{:x}", i * 7919);
+            let p = &p[..p.len().min(SHORT_KEY)];
+            assert_eq!(cache.get_or(p.as_bytes(), |p| p.len()), p.len());
+            assert_eq!(cache.get_or(p.as_bytes(), |_| 0), p.len());
+        }
         for i in 0..(4 * SLOTS) {
-            let p = format!("w{i}-{}", "z".repeat(i % 24));
+            let p = format!("w{i:07}-{}", "z".repeat(i % 22));
             assert_eq!(
                 cache.get_or(p.as_bytes(), fingerprint),
                 fingerprint(p.as_bytes())
