@@ -45,11 +45,11 @@ pub fn count_text(text: &str) -> usize {
     }
     let vocab = o200k();
     cache::with(|cache| {
-        split(text)
-            .map(|piece| match *piece.as_bytes() {
+        pretok::split_bytes(text)
+            .map(|piece| match *piece {
                 [_] => 1,
                 [a, b] => vocab.count_pair(a, b),
-                _ => cache.get_or(piece.as_bytes(), |p| vocab.count_piece(p)),
+                _ => cache.get_or(piece, |p| vocab.count_piece(p)),
             })
             .sum()
     })

@@ -32,10 +32,11 @@ pub struct Pieces<'a> {
     pos: usize,
 }
 
-impl<'a> Iterator for Pieces<'a> {
-    type Item = &'a str;
-
-    fn next(&mut self) -> Option<&'a str> {
+impl<'a> Pieces<'a> {
+    /// The next piece's bytes, `start..end` of the text (with no character-boundary check:
+    /// what counting needs).
+    #[inline]
+    fn next_range(&mut self) -> Option<(usize, usize)> {
         let start = self.pos;
         if start >= self.text.len() {
             return None;
@@ -45,9 +46,36 @@ impl<'a> Iterator for Pieces<'a> {
             None => start + regex_piece(&self.text[start..])?.len(),
         };
         self.pos = end;
+        Some((start, end))
+    }
+}
+
+impl<'a> Iterator for Pieces<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let (start, end) = self.next_range()?;
         // Piece ends are character boundaries: the fast path ends pieces after ASCII bytes,
         // the regex path after whole characters.
         Some(&self.text[start..end])
+    }
+}
+
+/// The pieces of `text` as [`split`] gives them, as bytes.
+pub(crate) fn split_bytes(text: &str) -> BytePieces<'_> {
+    BytePieces(split(text))
+}
+
+/// Iterator over the bytes of the pre-token pieces of a text; see [`split_bytes`].
+pub(crate) struct BytePieces<'a>(Pieces<'a>);
+
+impl<'a> Iterator for BytePieces<'a> {
+    type Item = &'a [u8];
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let (start, end) = self.0.next_range()?;
+        Some(&self.0.text.as_bytes()[start..end])
     }
 }
 
