@@ -30,6 +30,9 @@
 #   BENCH_LLM_LATENCY_MS=200      mock server latency L
 #   BENCH_LLM_CONCURRENCY=32      agent-db --concurrency C
 #   BENCH_LLM_RUNS=3              timed runs (the median ratio is the headline)
+#   BENCH_LLM_CPU_RUNS=0          N > 0: N more L = 0 runs of each binary, interleaved, for the CPU
+#                                 figure (median and range of N; one run's CPU time varies by up
+#                                 to 10% on a 2-core VM, so one L = 0 run cannot show a 5% change)
 #   BENCH_LLM_DIAG=1              0 skips the diagnostic runs
 #   BENCH_LLM_KEEP_TOKENS=20000   --keep-tokens; "default" = agent-db's default tail. 20,000 is
 #                                 the default tail when issue 11 set the goal (20% of the window,
@@ -64,6 +67,7 @@ LATENCY=${BENCH_LLM_LATENCY_MS:-200}
 CONCURRENCY=${BENCH_LLM_CONCURRENCY:-32}
 RUNS=${BENCH_LLM_RUNS:-3}
 DIAG=${BENCH_LLM_DIAG:-1}
+CPU_RUNS=${BENCH_LLM_CPU_RUNS:-0}
 SLOW=${BENCH_LLM_SLOW_LATENCY_MS:-2000}
 # Tail kept verbatim (see BENCH_LLM_KEEP_TOKENS above; a small value such as 500 makes nearly
 # every conversation need a summary request).
@@ -303,6 +307,13 @@ if [[ "$DIAG" == 1 ]]; then
   else
     run_compact "floor" 0
   fi
+  if [[ "$CPU_RUNS" -gt 0 ]]; then
+    log "CPU: $CPU_RUNS interleaved L=0 run(s) per binary"
+    for i in $(seq "$CPU_RUNS"); do
+      [[ -n "$BASE_BIN" ]] && run_compact "base-cpu$i" 0 0 "$BASE_BIN"
+      run_compact "cpu$i" 0
+    done
+  fi
   if [[ "$SLOW" != 0 ]]; then
     log "diagnostic: slow server, L=$SLOW ms"
     run_compact "slow" "$SLOW"
@@ -363,8 +374,14 @@ print(f"N = {timed[0]['requests']} requests, L = {timed[0]['latency_ms']} ms, C 
 print(f"ratio wall / (N*L/C): median {med} (runs: {', '.join(map(str, ratios))}); goal <= 1.15: {'met' if med is not None and med <= 1.15 else 'MISSED'}")
 print(f"peak RSS: {max(r['peak_rss_kb'] for r in timed) / 1024:.0f} MiB")
 for r in rows:
-    if not r["label"].startswith(("run", "base-run")):
+    if not r["label"].startswith(("run", "base-run", "cpu", "base-cpu")):
         print(f"{r['label']}: {json.dumps({k: v for k, v in r.items() if k != 'label'})}")
+cpu_new = [r for r in rows if r["label"].startswith("cpu")]
+cpu_base = [r for r in rows if r["label"].startswith("base-cpu")]
+for name, rs in (("new", cpu_new), ("base", cpu_base)):
+    v = sorted(r["cpu_ms_per_mb"] for r in rs)
+    if v:
+        print(f"CPU ms per input MB, L = 0, {name}: median {statistics.median(v)} of {len(v)} (range {v[0]}-{v[-1]})")
 if base:
     by = {r["label"]: r for r in rows}
     def med(rs, k):
@@ -378,6 +395,8 @@ if base:
     ]
     if "base-floor" in by and "floor" in by:
         figures.append(("CPU ms per input MB, L = 0", by["base-floor"]["cpu_ms_per_mb"], by["floor"]["cpu_ms_per_mb"]))
+    if cpu_base and cpu_new:
+        figures.append((f"CPU ms per input MB, L = 0, median (of {len(cpu_new)})", med(cpu_base, "cpu_ms_per_mb"), med(cpu_new, "cpu_ms_per_mb")))
     print(f"{'':32} {'base':>10} {'new':>10} {'new/base':>9}")
     for name, b, n in figures:
         ratio = round(n / b, 2) if b else None
