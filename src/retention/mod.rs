@@ -735,16 +735,25 @@ fn squash(s: &str) -> String {
         if i >= bytes.len() {
             return out;
         }
-        let start = i;
-        while i < bytes.len() {
-            let (space, n) = space_at(i);
-            if space {
-                break;
-            }
-            i += n;
-        }
         if !out.is_empty() {
             out.push(' ');
+        }
+        // Copied in one piece: words and the single spaces between them, which are already
+        // what they become (one copy per span, not per word).
+        let start = i;
+        loop {
+            while i < bytes.len() {
+                let (space, n) = space_at(i);
+                if space {
+                    break;
+                }
+                i += n;
+            }
+            if bytes.get(i) == Some(&b' ') && i + 1 < bytes.len() && !space_at(i + 1).0 {
+                i += 1;
+                continue;
+            }
+            break;
         }
         out.push_str(&s[start..i]);
     }
