@@ -190,12 +190,12 @@ mod tests {
                 let mut zero = vec![b'q'; len - 1];
                 zero.push(0);
                 for p in [&ones[..], &zero[..], &zero[..len - 1]] {
-                    let mut cache = Cache::new();
+                    let mut fresh = Cache::new();
                     if p.is_empty() {
                         continue;
                     }
-                    assert_eq!(cache.get_or(p, |_| n), n);
-                    assert_eq!(cache.get_or(p, |_| 99), n, "{p:?} count {n}");
+                    assert_eq!(fresh.get_or(p, |_| n), n);
+                    assert_eq!(fresh.get_or(p, |_| 99), n, "{p:?} count {n}");
                 }
             }
             let p = vec![b'z'; len];
