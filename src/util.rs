@@ -217,3 +217,56 @@ impl<'a, const UNDERSCORE: bool> Iterator for Runs<'a, UNDERSCORE> {
         Some(&self.s[start..i])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The definition [`super::runs`] answers to: the non-empty pieces between characters that
+    /// are neither alphanumeric nor (with `underscore`) `_`.
+    fn split(t: &str, underscore: bool) -> Vec<&str> {
+        t.split(|c: char| !(c.is_alphanumeric() || (underscore && c == '_')))
+            .filter(|w| !w.is_empty())
+            .collect()
+    }
+
+    fn both(t: &str) {
+        assert_eq!(
+            super::runs::<true>(t).collect::<Vec<_>>(),
+            split(t, true),
+            "{t:?}"
+        );
+        assert_eq!(
+            super::runs::<false>(t).collect::<Vec<_>>(),
+            split(t, false),
+            "{t:?}"
+        );
+    }
+
+    /// Every ASCII byte, and long runs and separators that end in a non-ASCII character or
+    /// in an ASCII one, at many lengths.
+    #[test]
+    fn long_runs_are_the_split() {
+        let ascii: String = (0u8..128).map(char::from).collect();
+        both(&ascii);
+        both(&ascii.repeat(3));
+        for n in 55..75 {
+            for c in ["a", "_", " ", "é", "\u{a0}", "日", "🦀", "\u{301}"] {
+                both(&format!("{}{c}{}", "x".repeat(n), "y".repeat(n)));
+                both(&format!("{}{c}{}", "_ ".repeat(n), "z".repeat(n)));
+                both(&format!("{}{c}", "-".repeat(n)));
+                both(&format!("{c}{}{c}{c}", "é".repeat(n)));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Long texts of ASCII and non-ASCII words and separators read into their split.
+        #[test]
+        fn runs_are_the_split_of_their_definition(
+            t in "([a-zA-Z0-9_ .:/@`\\[{-]{0,70}|é|ß|İ|\u{212A}|٣|²|\\x{301}|\\x{200b}|\\x{a0}|日本|🦀|\\n){0,30}",
+        ) {
+            both(&t);
+        }
+    }
+}
