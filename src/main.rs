@@ -72,10 +72,10 @@ fn ignore_file_size_signal() {
 
 /// At most one malloc arena per core. glibc gives each thread that allocates while another
 /// holds an arena a new one, up to eight per core, and memory freed in one arena is not reused
-/// by the others: a 32-request LLM batch on 2 cores peaked 8-13 MB higher with the default
-/// (docs/benchmarks.md, P2), at the same CPU time. At most one thread per core runs at a time,
-/// so threads seldom wait for an arena. `MALLOC_ARENA_MAX` or a `glibc.malloc.arena_max` tunable
-/// set by the user wins.
+/// by the others: a 32-request LLM batch on 2 cores peaked at 99 MiB instead of 86 with the
+/// default (64 instead of 59 on long tool outputs; CHANGELOG, issue 44), at the same CPU time.
+/// At most one thread per core runs at a time, so threads seldom wait for an arena.
+/// `MALLOC_ARENA_MAX` or a `glibc.malloc.arena_max` tunable set by the user wins.
 fn fewer_heap_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
