@@ -52,10 +52,7 @@ pub const PACK_LEVEL: i32 = 1;
 impl Packed {
     /// Compress `bytes`, a TEXT value (`blob` false) or a BLOB (`blob` true).
     pub fn new(bytes: &[u8], blob: bool) -> std::io::Result<Packed> {
-        let mut zstd = zstd::bulk::compress(bytes, PACK_LEVEL)?;
-        // `compress` allocates the worst case (at least the input's size); a batch holds a
-        // packed pre-image per conversation in flight, so keep only what the frame needs.
-        zstd.shrink_to_fit();
+        let zstd = compress_packed(bytes)?;
         Ok(Packed {
             kind: if blob {
                 PackedKind::Blob
@@ -94,6 +91,38 @@ impl Packed {
             _ => None,
         }
     }
+}
+
+/// A scratch buffer larger than this is not kept for the thread's next value.
+const SCRATCH_KEPT: usize = 8 << 20;
+
+thread_local! {
+    /// This thread's compression context and output buffer, reused from value to value: a
+    /// fresh context allocates (and the kernel zeroes) its tables for every value, and the
+    /// worst-case output buffer is as large as the input.
+    static PACKER: std::cell::RefCell<Option<(zstd::bulk::Compressor<'static>, Vec<u8>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// `bytes` as one zstd frame at [`PACK_LEVEL`], the same frame `zstd::bulk::compress` makes
+/// (zstd's output depends only on the input and the parameters), in a vector of its own size:
+/// a batch holds a packed pre-image per conversation in flight.
+fn compress_packed(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    PACKER.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some((zstd::bulk::Compressor::new(PACK_LEVEL)?, Vec::new()));
+        }
+        let (z, scratch) = slot.as_mut().expect("set above");
+        scratch.clear();
+        scratch.reserve(zstd::zstd_safe::compress_bound(bytes.len()));
+        z.compress_to_buffer(bytes, scratch)?;
+        let frame = scratch.as_slice().to_vec();
+        if scratch.capacity() > SCRATCH_KEPT {
+            *scratch = Vec::new();
+        }
+        Ok(frame)
+    })
 }
 
 const ENCODING_TEXT: &str = "zstd-text";
@@ -947,6 +976,34 @@ mod tests {
             p.zstd.capacity(),
             p.zstd.len()
         );
+    }
+
+    /// One thread packs value after value with one context and one buffer; each frame is still
+    /// the frame a fresh `zstd::bulk::compress` makes (what earlier agent-db archived, and what
+    /// the benchmarks compare byte for byte), whatever the thread packed before, a value larger
+    /// than the kept buffer included.
+    #[test]
+    fn packing_with_a_reused_context_gives_fresh_frames() {
+        let big = "error: a line of a long build log, 0123456789\n".repeat(250_000);
+        let values: Vec<Vec<u8>> = vec![
+            b"short".to_vec(),
+            big.as_bytes().to_vec(),
+            Vec::new(),
+            "another history [{\"role\":\"user\"}]"
+                .repeat(5000)
+                .into_bytes(),
+            big.as_bytes()[..1 << 16].to_vec(),
+            (0..=255u8).cycle().take(300_000).collect(),
+        ];
+        for v in values.iter().chain(values.iter().rev()) {
+            let p = Packed::new(v, false).unwrap();
+            assert_eq!(
+                p.zstd,
+                zstd::bulk::compress(v, PACK_LEVEL).unwrap(),
+                "{} bytes",
+                v.len()
+            );
+        }
     }
 
     /// A cell's value before compaction `c` of a conversation is what the earliest of `c` and
