@@ -333,22 +333,32 @@ struct Loaded {
     raw_blob: bool,
 }
 
-/// `tool_results` as stored now, read on the planning thread when a compaction is proposed
-/// (`None` when it cannot be read: the writer then filters it itself, as it always could).
-fn current_tool_results(read: &Read<'_>, id: &str) -> Option<CellValue> {
+/// `tool_results` as stored now, read on the planning thread when a compaction is proposed and
+/// prepared there ([`prepare_tools`]) straight from SQLite's copy of the cell, with the digest
+/// of the value it was prepared from. `None` when it cannot be read or prepared: the writer then
+/// filters it itself, as it always could.
+fn current_tools(
+    read: &Read<'_>,
+    id: &str,
+    call_ids: &HashSet<String>,
+) -> Option<(write::PreparedTools, String)> {
     read.conn
         .prepare_cached("SELECT tool_results FROM conversations WHERE id = ?1")
         .ok()?
-        .query_row([id], |r| Ok(CellValue::from_ref(r.get_ref(0)?)))
+        .query_row([id], |r| {
+            let v = r.get_ref(0)?;
+            Ok(prepare_tools(v, call_ids).map(|t| (t, crate::store::pre_image::value_digest(v))))
+        })
         .ok()
+        .flatten()
 }
 
 /// `tool_results` prepared on the pool: its packed pre-image, and the filtered value (`None`:
 /// nothing to drop, or not UTF-8 TEXT, which agent-db leaves as it is).
-fn prepare_tools(v: &CellValue, call_ids: &HashSet<String>) -> Option<write::PreparedTools> {
+fn prepare_tools(v: ValueRef<'_>, call_ids: &HashSet<String>) -> Option<write::PreparedTools> {
     let (bytes, blob) = match v {
-        CellValue::Text(b) => (b, false),
-        CellValue::Blob(b) => (b, true),
+        ValueRef::Text(b) => (b, false),
+        ValueRef::Blob(b) => (b, true),
         _ => return None,
     };
     let filtered = match blob {
@@ -426,22 +436,20 @@ impl LoadedState for Loaded {
         let keeps = read.is_some_and(|r| {
             read::check_schema_again(r.conn, r.path).is_ok_and(|c| c.keeps_tool_results())
         });
-        let tool_results = read
+        let prepared = read
             .filter(|_| !keeps)
-            .and_then(|r| current_tool_results(r, id));
-        let tools = tool_results
-            .as_ref()
-            .and_then(|v| prepare_tools(v, &c.call_ids));
+            .and_then(|r| current_tools(r, id, &c.call_ids));
+        let (tools, tools_digest) = match prepared {
+            Some((t, digest)) => (Some(t), Some(digest)),
+            None => (None, None),
+        };
         let version = Version {
             marker: self.marker.clone(),
             raw_digest: sealed.digest.clone(),
             raw_blob: self.raw_blob,
             // Only a prepared tool_results is checked: the writer's value must be the one it
             // was prepared from.
-            tools_digest: tools
-                .as_ref()
-                .and(tool_results.as_ref())
-                .map(|v| crate::store::pre_image::value_digest(v.as_ref())),
+            tools_digest,
         };
         let hashed = write::hashed_prefix(id, &c.history, tools.as_ref());
         Box::new(write::Proposal {

@@ -104,7 +104,8 @@ pub fn splice_current_context(usage: &str, value: usize) -> Option<String> {
 
 /// Drop `tool_results` entries whose call is gone; `None` when nothing changes.
 pub fn filter_tool_results(tool_results: &str, keep: &HashSet<String>) -> Option<String> {
-    let map: BTreeMap<String, Box<RawValue>> = serde_json::from_str(tool_results).ok()?;
+    // The results are borrowed from `tool_results`, not copied: only the kept ones are, once.
+    let map: BTreeMap<String, &RawValue> = serde_json::from_str(tool_results).ok()?;
     if map.keys().all(|k| keep.contains(k)) {
         return None;
     }
