@@ -742,6 +742,7 @@ fn squash(s: &str) -> String {
         // what they become (one copy per span, not per word).
         let start = i;
         loop {
+            i = simple_run_end(bytes, i);
             while i < bytes.len() {
                 let (space, n) = space_at(i);
                 if space {
@@ -757,6 +758,35 @@ fn squash(s: &str) -> String {
         }
         out.push_str(&s[start..i]);
     }
+}
+
+/// How far a span of [`squash`] runs from `i` (a byte inside it, not whitespace) through bytes
+/// that stay as they are, eight at a time: ASCII bytes that are not whitespace, and single
+/// spaces with such a byte after them. It stops at the first eight bytes that hold anything
+/// else (another whitespace or control byte, two spaces, a non-ASCII byte), which the caller
+/// reads one at a time.
+fn simple_run_end(bytes: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = ONES * 0x80;
+    const LOW: u64 = ONES * 0x7F;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        if x & HIGH != 0 {
+            break;
+        }
+        // All ASCII from here on, so no sum carries into the next byte. The high bit of a
+        // byte is set in `below` when it is below 0x21 (whitespace and control bytes, the
+        // space among them), in `spaces` when it is a space.
+        let below = !x.wrapping_add(ONES * 0x5F) & HIGH;
+        let y = x ^ (ONES * 0x20);
+        let spaces = !(((y & LOW) + LOW) | y) & HIGH;
+        if below != spaces || spaces & (spaces >> 8) != 0 {
+            break;
+        }
+        // A space in the last byte needs the byte after it: the caller reads it.
+        i += if spaces >> 63 == 1 { 7 } else { 8 };
+    }
+    i
 }
 
 /// The distinct [`words`] of `s`, each allocated once (an ASCII word is lowercased in a

@@ -752,3 +752,23 @@ fn found_in_both_sees_a_pattern_one_byte_into_the_middle() {
         assert_eq!((fx, fy), (want_x.to_vec(), want_y.to_vec()), "{x} / {y}");
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// Squashing long texts, read eight bytes at a time where they hold only words and single
+    /// spaces, is still splitting on whitespace and joining with one space: runs of every
+    /// length around eight, spaces at every place of an eight-byte chunk, two spaces, other
+    /// whitespace and control bytes, and non-ASCII characters (whitespace ones among them).
+    #[test]
+    fn squash_of_long_texts_is_split_and_join(
+        pieces in proptest::collection::vec(0usize..16, 0..60),
+    ) {
+        const PIECES: [&str; 16] = [
+            "a", "word", "sevench", "eightchr", "ninechars", "x_1.y/z:", " ", "  ", "\n", "\t",
+            "\r\n", "\u{0}", "\u{1F}", "é", "\u{A0}", "\u{3000}",
+        ];
+        let s: String = pieces.iter().map(|&k| PIECES[k]).collect();
+        proptest::prop_assert_eq!(squash(&s), s.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+}
