@@ -295,7 +295,7 @@ impl Adapter for Kodelet {
 
     fn load(&self, read: &Read<'_>, id: &str) -> Result<StoredConversation> {
         let row = load(read.conn, read.path, id)?;
-        let own = read::own_summary_len(read.conn, read.path, id)?;
+        let own = row.own_summary;
         if own > 0 && history::is_responses(&row.provider, row.metadata.as_deref()) {
             history::responses_boundary(&row.raw_messages, own)
                 .map_err(|why| crate::error::Error::conversation(id, why))?;

@@ -846,28 +846,29 @@ pub struct KodeletRow {
     /// Whether `raw_messages` is stored as a BLOB (kodelet writes TEXT).
     pub raw_blob: bool,
     pub provider: String,
-    pub usage: String,
-    pub name: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
     /// [`version_marker`] of `updated_at`.
     pub version_marker: String,
     pub metadata: Option<String>,
-    pub cwd: Option<String>,
+    /// [`own_summary_len`] of the row's `compaction_history`.
+    pub own_summary: usize,
 }
 
-/// Load one conversation's full row.
+/// Load one conversation: the columns planning and writing need, in one statement. SQLite finds
+/// a column after `raw_messages` by walking the row's chain of overflow pages, and a column after
+/// `tool_results` (kodelet's `cwd`, its `compaction_history`) by walking that one too, a read of
+/// every page of both values: the columns read here are the ones before `tool_results`, and
+/// `compaction_history` (when the store has it), read in the same walk.
 pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
     // A planning thread loads many conversations: the columns are read again only when the
     // schema changed.
     let cols = check_schema_again(conn, path)?;
-    let cwd = if cols.conversations_cwd {
-        "cwd"
+    let history = if cols.compaction_history {
+        "CAST(compaction_history AS TEXT)"
     } else {
         "NULL"
     };
     let sql = format!(
-        "SELECT id, raw_messages, provider, usage, summary, created_at, updated_at, metadata, NULL, {cwd}
+        "SELECT id, raw_messages, provider, updated_at, metadata, {history}
          FROM conversations WHERE id = ?1"
     );
     let row = conn
@@ -885,53 +886,58 @@ pub fn load(conn: &Connection, path: &Path, id: &str) -> Result<KodeletRow> {
             };
             Ok((
                 raw,
+                history_cell(r.get_ref(5)?),
                 KodeletRow {
                     id: lossy(r, 0)?.unwrap_or_default(),
                     raw_messages: String::new(),
                     raw_blob: matches!(r.get_ref(1)?, ValueRef::Blob(_)),
                     provider: lossy(r, 2)?.unwrap_or_default(),
-                    usage: lossy(r, 3)?.unwrap_or_default(),
-                    name: lossy(r, 4)?,
-                    created_at: lossy(r, 5)?.unwrap_or_default(),
-                    updated_at: lossy(r, 6)?.unwrap_or_default(),
-                    version_marker: version_marker(r.get_ref(6)?),
-                    metadata: lossy(r, 7)?,
-                    cwd: lossy(r, 9)?,
+                    version_marker: version_marker(r.get_ref(3)?),
+                    metadata: lossy(r, 4)?,
+                    own_summary: 0,
                 },
             ))
         })
         .optional()
         .at(path)?;
-    let (raw, mut conv) = row.ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })?;
+    let (raw, history, mut conv) =
+        row.ok_or_else(|| Error::ConversationNotFound { id: id.to_string() })?;
     conv.raw_messages = raw.map_err(|why| {
         Error::conversation(
             id,
             format!("raw_messages {why}; agent-db will not touch it"),
         )
     })?;
+    conv.own_summary = own_summary_len(history.at(path)?.as_deref());
     Ok(conv)
 }
 
-/// How many leading items of the conversation's `raw_messages` kodelet sends but does not show
-/// (`compaction_history.activeDisplayStart`): what a compaction put in place of the history. 0
-/// without a compaction history, or one kodelet could not load (the write path reports that).
-/// Asked for every conversation a planning thread loads: the columns are read again only when
-/// the schema changed, and the statement is prepared once per connection.
-pub fn own_summary_len(conn: &Connection, path: &Path, id: &str) -> Result<usize> {
-    if !check_schema_again(conn, path)?.compaction_history {
-        return Ok(0);
+/// `CAST(compaction_history AS TEXT)` as a `String`, failing as `Row::get` fails for text that
+/// is not UTF-8 (the error a statement reading only this column gave).
+fn history_cell(v: ValueRef<'_>) -> rusqlite::Result<Option<String>> {
+    match v {
+        ValueRef::Text(b) => std::str::from_utf8(b)
+            .map(|t| Some(t.to_string()))
+            .map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    0,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            }),
+        _ => Ok(None),
     }
-    let cell: Option<String> = conn
-        .prepare_cached("SELECT CAST(compaction_history AS TEXT) FROM conversations WHERE id = ?1")
-        .at(path)?
-        .query_row([id], |r| r.get(0))
-        .optional()
-        .at(path)?
-        .flatten();
-    Ok(super::history::parse(cell.as_deref())
+}
+
+/// How many leading items of the conversation's `raw_messages` kodelet sends but does not show
+/// (`compaction_history.activeDisplayStart`, of the stored `history`): what a compaction put in
+/// place of the history. 0 without a compaction history, or one kodelet could not load (the
+/// write path reports that).
+pub fn own_summary_len(history: Option<&str>) -> usize {
+    super::history::parse(history)
         .ok()
         .flatten()
-        .map_or(0, |h| h.start))
+        .map_or(0, |h| h.start)
 }
 
 #[cfg(test)]
@@ -939,6 +945,33 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use rusqlite::types::Value;
+
+    /// The history read in the load's statement answers, and fails, as the statement that read
+    /// only it did (`Row::get` of column 0 is the oracle): text, NULL, and bytes that are not
+    /// UTF-8 (whose error names column 0, as before).
+    #[test]
+    fn a_history_read_with_the_row_fails_as_one_read_alone() {
+        let c = Connection::open_in_memory().unwrap();
+        for value in [
+            "'{\"activeDisplayStart\":2}'",
+            "NULL",
+            "x'7b22ff'",
+            "x''",
+            "12",
+        ] {
+            let sql = format!("SELECT CAST({value} AS TEXT)");
+            let (got, want) = c
+                .query_row(&sql, [], |r| {
+                    Ok((history_cell(r.get_ref(0)?), r.get::<_, Option<String>>(0)))
+                })
+                .unwrap();
+            match (got, want) {
+                (Ok(g), Ok(w)) => assert_eq!(g, w, "{value}"),
+                (Err(g), Err(w)) => assert_eq!(g.to_string(), w.to_string(), "{value}"),
+                (g, w) => panic!("{value}: {g:?} against {w:?}"),
+            }
+        }
+    }
 
     /// An id as a store may hold it: TEXT or BLOB of a few bytes (a small alphabet, so the two
     /// tables share ids and a TEXT and a BLOB can hold the same bytes), or NULL.
