@@ -219,6 +219,9 @@ pub(crate) fn to_raw(v: &serde_json::Value) -> Box<RawValue> {
 
 /// Apply Go's HTML-safe escaping (`<`, `>`, `&`, U+2028, U+2029) to serialized JSON.
 pub fn go_escape(json: &str) -> String {
+    if !needs_go_escape(json.as_bytes()) {
+        return json.to_string();
+    }
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
         match c {
@@ -231,6 +234,14 @@ pub fn go_escape(json: &str) -> String {
         }
     }
     out
+}
+
+/// Whether [`go_escape`] changes `json`: it holds `<`, `>`, `&`, or the UTF-8 of U+2028 or
+/// U+2029 (`E2 80 A8`, `E2 80 A9`).
+pub(crate) fn needs_go_escape(json: &[u8]) -> bool {
+    memchr::memchr3(b'<', b'>', b'&', json).is_some()
+        || memchr::memchr_iter(0xE2, json)
+            .any(|i| json.get(i + 1) == Some(&0x80) && matches!(json.get(i + 2), Some(0xA8 | 0xA9)))
 }
 
 /// The text of a JSON value that is a string, or its compact JSON otherwise.

@@ -235,6 +235,11 @@ fn go_compact_array(items: &[&RawValue]) -> String {
 /// What Go's `json.Marshal` makes of a `json.RawMessage`: insignificant whitespace removed and
 /// `<`, `>`, `&`, U+2028 and U+2029 escaped inside strings; every other byte kept.
 pub fn go_compact(json: &str) -> String {
+    // What kodelet stored went through `json.Marshal`: most items come out as they went in,
+    // which a pass over the bytes tells without building anything.
+    if is_go_compact(json.as_bytes()) {
+        return json.to_string();
+    }
     let mut out = String::with_capacity(json.len());
     let mut in_string = false;
     let mut escaped = false;
@@ -256,6 +261,32 @@ pub fn go_compact(json: &str) -> String {
         }
     }
     go_escape(&out)
+}
+
+/// Whether [`go_compact`] leaves `json` as it is: no insignificant whitespace and nothing
+/// [`crate::message::go_escape`] escapes. The bytes that decide it are ASCII, so they are never
+/// part of a longer character.
+fn is_go_compact(json: &[u8]) -> bool {
+    if crate::message::needs_go_escape(json) {
+        return false;
+    }
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            return false;
+        }
+    }
+    true
 }
 
 /// A marker id: 32 hex digits in the 8-4-4-4-12 form (version 4 layout), from the conversation,
@@ -289,6 +320,60 @@ pub fn go_time_json(t: &chrono::DateTime<chrono::FixedOffset>) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// `go_compact` by its definition: the characters a pass keeps (all but whitespace outside
+    /// strings), then Go's HTML escaping, a character at a time.
+    fn go_compact_by_definition(json: &str) -> String {
+        let (mut out, mut in_string, mut escaped) = (String::new(), false, false);
+        for c in json.chars() {
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == '"' {
+                    in_string = false;
+                }
+                out.push(c);
+            } else if c == '"' {
+                in_string = true;
+                out.push(c);
+            } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+                out.push(c);
+            }
+        }
+        let mut escaped_out = String::new();
+        for c in out.chars() {
+            match c {
+                '<' => escaped_out.push_str("\\u003c"),
+                '>' => escaped_out.push_str("\\u003e"),
+                '&' => escaped_out.push_str("\\u0026"),
+                '\u{2028}' => escaped_out.push_str("\\u2028"),
+                '\u{2029}' => escaped_out.push_str("\\u2029"),
+                c => escaped_out.push(c),
+            }
+        }
+        escaped_out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
+
+        /// The quick look that returns an item as it is answers as the definition does, on
+        /// compact items and on items with whitespace in and out of strings, escapes, the
+        /// characters Go escapes, and characters whose UTF-8 starts like U+2028's.
+        #[test]
+        fn go_compact_is_its_definition(
+            pieces in proptest::collection::vec(0usize..20, 0..40),
+        ) {
+            const PIECES: [&str; 20] = [
+                "{", "}", "[", "]", "\"", "\\", " ", "\t", "\n", "\r", ":", ",", "ab", "<",
+                ">", "&", "\u{2028}", "\u{2029}", "\u{2027}", "\u{20AC}é",
+            ];
+            let json: String = pieces.iter().map(|&k| PIECES[k]).collect();
+            proptest::prop_assert_eq!(go_compact(&json), go_compact_by_definition(&json));
+        }
+    }
+
     use super::*;
 
     #[test]
