@@ -222,17 +222,28 @@ pub fn go_escape(json: &str) -> String {
     if !needs_go_escape(json.as_bytes()) {
         return json.to_string();
     }
-    let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
+    // Byte by byte, copying the runs between the characters it escapes (all ASCII but the two
+    // separators, whose three bytes start with 0xE2).
+    let b = json.as_bytes();
+    let mut out = String::with_capacity(json.len() + 32);
+    let mut run = 0;
+    for (i, &c) in b.iter().enumerate() {
+        let escape = match c {
+            b'<' => "\\u003c",
+            b'>' => "\\u003e",
+            b'&' => "\\u0026",
+            0xE2 if b.get(i + 1) == Some(&0x80) => match b.get(i + 2) {
+                Some(0xA8) => "\\u2028",
+                Some(0xA9) => "\\u2029",
+                _ => continue,
+            },
+            _ => continue,
+        };
+        out.push_str(&json[run..i]);
+        out.push_str(escape);
+        run = i + if c == 0xE2 { 3 } else { 1 };
     }
+    out.push_str(&json[run..]);
     out
 }
 
