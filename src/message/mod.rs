@@ -249,7 +249,7 @@ pub fn go_escape(json: &str) -> String {
 
 /// Whether [`go_escape`] changes `json`: it holds `<`, `>`, `&`, or the UTF-8 of U+2028 or
 /// U+2029 (`E2 80 A8`, `E2 80 A9`).
-pub(crate) fn needs_go_escape(json: &[u8]) -> bool {
+fn needs_go_escape(json: &[u8]) -> bool {
     memchr::memchr3(b'<', b'>', b'&', json).is_some()
         || memchr::memchr_iter(0xE2, json)
             .any(|i| json.get(i + 1) == Some(&0x80) && matches!(json.get(i + 2), Some(0xA8 | 0xA9)))

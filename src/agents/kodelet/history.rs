@@ -235,44 +235,28 @@ fn go_compact_array(items: &[&RawValue]) -> String {
 /// What Go's `json.Marshal` makes of a `json.RawMessage`: insignificant whitespace removed and
 /// `<`, `>`, `&`, U+2028 and U+2029 escaped inside strings; every other byte kept.
 pub fn go_compact(json: &str) -> String {
-    // What kodelet stored went through `json.Marshal`: most items come out as they went in,
-    // which a pass over the bytes tells without building anything.
-    if is_go_compact(json.as_bytes()) {
-        return json.to_string();
+    // What kodelet stored went through `json.Marshal`: most items have no whitespace to drop,
+    // which one pass over the bytes tells without building anything.
+    let mut dropped = outside_whitespace(json.as_bytes()).peekable();
+    if dropped.peek().is_none() {
+        return go_escape(json);
     }
-    // Byte by byte (the bytes that matter are ASCII, never part of a longer character), copying
-    // the runs between the whitespace dropped.
+    // The runs between the dropped bytes, copied whole.
     let mut out = String::with_capacity(json.len());
-    let (mut in_string, mut escaped, mut run) = (false, false, 0);
-    for (i, &b) in json.as_bytes().iter().enumerate() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-        } else if b == b'"' {
-            in_string = true;
-        } else if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-            out.push_str(&json[run..i]);
-            run = i + 1;
-        }
+    let mut run = 0;
+    for i in dropped {
+        out.push_str(&json[run..i]);
+        run = i + 1;
     }
     out.push_str(&json[run..]);
     go_escape(&out)
 }
 
-/// Whether [`go_compact`] leaves `json` as it is: no insignificant whitespace and nothing
-/// [`crate::message::go_escape`] escapes. The bytes that decide it are ASCII, so they are never
-/// part of a longer character.
-fn is_go_compact(json: &[u8]) -> bool {
-    if crate::message::needs_go_escape(json) {
-        return false;
-    }
+/// Where `json` has whitespace outside strings (what Go's compaction drops). The bytes that
+/// decide it are ASCII, so they are never part of a longer character.
+fn outside_whitespace(json: &[u8]) -> impl Iterator<Item = usize> + '_ {
     let (mut in_string, mut escaped) = (false, false);
-    for &b in json {
+    json.iter().enumerate().filter_map(move |(i, &b)| {
         if in_string {
             if escaped {
                 escaped = false;
@@ -281,13 +265,14 @@ fn is_go_compact(json: &[u8]) -> bool {
             } else if b == b'"' {
                 in_string = false;
             }
+            None
         } else if b == b'"' {
             in_string = true;
-        } else if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-            return false;
+            None
+        } else {
+            matches!(b, b' ' | b'\t' | b'\n' | b'\r').then_some(i)
         }
-    }
-    true
+    })
 }
 
 /// A marker id: 32 hex digits in the 8-4-4-4-12 form (version 4 layout), from the conversation,
