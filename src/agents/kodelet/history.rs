@@ -329,6 +329,8 @@ pub fn go_time_json(t: &chrono::DateTime<chrono::FixedOffset>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     /// `go_compact` by its definition: the characters a pass keeps (all but whitespace outside
     /// strings), then Go's HTML escaping, a character at a time.
     fn go_compact_by_definition(json: &str) -> String {
@@ -367,9 +369,6 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
 
-        /// The quick look that returns an item as it is answers as the definition does, on
-        /// compact items and on items with whitespace in and out of strings, escapes, the
-        /// characters Go escapes, and characters whose UTF-8 starts like U+2028's.
         /// Roles are counted as `strings.Count` does (non-overlapping, left to right), with
         /// quotes shared between neighbours.
         #[test]
@@ -379,6 +378,10 @@ mod tests {
             proptest::prop_assert_eq!(count_roles(&s), s.matches("\"role\"").count() as i64);
         }
 
+        /// `go_compact`, which returns most items as they are after one quick look, answers as
+        /// its definition does: on compact items and on items with whitespace in and out of
+        /// strings, escapes, the characters Go escapes, and characters whose UTF-8 starts like
+        /// U+2028's.
         #[test]
         fn go_compact_is_its_definition(
             pieces in proptest::collection::vec(0usize..20, 0..40),
@@ -391,8 +394,6 @@ mod tests {
             proptest::prop_assert_eq!(go_compact(&json), go_compact_by_definition(&json));
         }
     }
-
-    use super::*;
 
     #[test]
     fn the_responses_boundary_counts_items_left_after_trailing_calls_go() {
