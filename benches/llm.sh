@@ -44,6 +44,10 @@
 #   BENCH_LLM_LONG_OUTPUTS=       gen_store --long-outputs P (the share of very long tool outputs)
 #   BENCH_LLM_SHAPE=default       long: gen_store --shape long-outputs (a third of tool results
 #                                 are logs of 2,000-6,000 words, as long test and build logs are)
+#   BENCH_LLM_FIXED=0             1 (with BENCH_LLM_CPU_RUNS): after each pair of L = 0 runs, the
+#                                 work any program doing this batch must do, timed with other
+#                                 tools (benches/llm_fixed.py: read, count, compress, write), so
+#                                 the summary sets agent-db's CPU beside that floor
 #   BENCH_LLM_BASE=               a commit (e.g. HEAD~1): its agent-db, built from a temporary
 #                                 worktree, runs beside this tree's, interleaved run by run, and
 #                                 the summary prints new / base ratios; the L = 0 runs' stores and
@@ -68,6 +72,7 @@ CONCURRENCY=${BENCH_LLM_CONCURRENCY:-32}
 RUNS=${BENCH_LLM_RUNS:-3}
 DIAG=${BENCH_LLM_DIAG:-1}
 CPU_RUNS=${BENCH_LLM_CPU_RUNS:-0}
+FIXED=${BENCH_LLM_FIXED:-0}
 SLOW=${BENCH_LLM_SLOW_LATENCY_MS:-2000}
 # Tail kept verbatim (see BENCH_LLM_KEEP_TOKENS above; a small value such as 500 makes nearly
 # every conversation need a summary request).
@@ -128,10 +133,10 @@ if [[ "${BENCH_LLM_NO_BUILD:-0}" != 1 ]]; then
   log "build ($PROFILE)"
   # The example builds with the dev-dependencies, which turn the test-only failpoint on: it builds
   # first, and the binaries after, on their own, as released.
-  cargo build --profile "$PROFILE" --example llm_mock_server
+  cargo build --profile "$PROFILE" --example llm_mock_server --example count_tokens
   cargo build --profile "$PROFILE" --bin agent-db --bin gen_store
   # The target dir may be shared with concurrent builds: benchmark private copies.
-  for b in agent-db gen_store examples/llm_mock_server; do
+  for b in agent-db gen_store examples/llm_mock_server examples/count_tokens; do
     cp "$TARGET_DIR/$PROFILE_DIR/$b" "$OUT/bin/$(basename "$b")"
   done
 fi
@@ -303,17 +308,23 @@ if [[ "$DIAG" == 1 ]]; then
     log "output: base and new, store rows and --json reports"
     python3 "$ROOT/benches/llm_compare.py" "$OUT/raw/base-floor" "$OUT/raw/floor" | tee "$OUT/raw/compare.txt" || true
     result output_identical "$(tail -1 "$OUT/raw/compare.txt")"
-    rm -f "$OUT/raw/base-floor.db" "$OUT/raw/floor.db"
+    rm -f "$OUT/raw/base-floor.db"
   else
-    run_compact "floor" 0
+    run_compact "floor" 0 0 "$ADB" 1
   fi
   if [[ "$CPU_RUNS" -gt 0 ]]; then
     log "CPU: $CPU_RUNS interleaved L=0 run(s) per binary"
     for i in $(seq "$CPU_RUNS"); do
       [[ -n "$BASE_BIN" ]] && run_compact "base-cpu$i" 0 0 "$BASE_BIN"
       run_compact "cpu$i" 0
+      if [[ "$FIXED" == 1 ]]; then
+        python3 "$ROOT/benches/llm_fixed.py" "$STORE" "$OUT/raw/floor.db" "$OUT/bin/count_tokens" "$OUT/fixed" |
+          python3 -c 'import json, sys; d = dict(l.strip().split("=", 1) for l in sys.stdin if "=" in l)
+print(json.dumps({"label": "fixed'"$i"'", **{k: float(v) for k, v in d.items()}}))' | tee -a "$RESULTS.jsonl"
+      fi
     done
   fi
+  rm -rf "$OUT/raw/floor.db" "$OUT/fixed"
   if [[ "$SLOW" != 0 ]]; then
     log "diagnostic: slow server, L=$SLOW ms"
     run_compact "slow" "$SLOW"
@@ -374,7 +385,7 @@ print(f"N = {timed[0]['requests']} requests, L = {timed[0]['latency_ms']} ms, C 
 print(f"ratio wall / (N*L/C): median {med} (runs: {', '.join(map(str, ratios))}); goal <= 1.15: {'met' if med is not None and med <= 1.15 else 'MISSED'}")
 print(f"peak RSS: {max(r['peak_rss_kb'] for r in timed) / 1024:.0f} MiB")
 for r in rows:
-    if not r["label"].startswith(("run", "base-run", "cpu", "base-cpu")):
+    if not r["label"].startswith(("run", "base-run", "cpu", "base-cpu", "fixed")):
         print(f"{r['label']}: {json.dumps({k: v for k, v in r.items() if k != 'label'})}")
 cpu_new = [r for r in rows if r["label"].startswith("cpu")]
 cpu_base = [r for r in rows if r["label"].startswith("base-cpu")]
@@ -382,6 +393,18 @@ for name, rs in (("new", cpu_new), ("base", cpu_base)):
     v = sorted(r["cpu_ms_per_mb"] for r in rs)
     if v:
         print(f"CPU ms per input MB, L = 0, {name}: median {statistics.median(v)} of {len(v)} (range {v[0]}-{v[-1]})")
+fixed = [r for r in rows if r["label"].startswith("fixed")]
+if fixed:
+    # benches/llm_fixed.py: the work any program doing this batch must do, beside agent-db's CPU.
+    f = statistics.median(r["ms_per_mb"] for r in fixed)
+    parts = {k: statistics.median(r[f"{k}_s"] for r in fixed) for k in ("read", "count", "compress", "write")}
+    print(f"fixed work, ms per input MB: median {f} of {len(fixed)} ({', '.join(f'{k} {v:.2f} s' for k, v in parts.items())})")
+    result("fixed.ms_per_mb", f)
+    for name, rs in (("new", cpu_new), ("base", cpu_base)):
+        if rs:
+            c = statistics.median(r["cpu_ms_per_mb"] for r in rs)
+            print(f"fixed work / {name}'s CPU: {f / c:.2f}")
+            result(f"fixed.over_{name}", round(f / c, 2))
 if base:
     by = {r["label"]: r for r in rows}
     def med(rs, k):
