@@ -46,8 +46,8 @@
 #                                 are logs of 2,000-6,000 words, as long test and build logs are)
 #   BENCH_LLM_FIXED=0             1 (with BENCH_LLM_CPU_RUNS): after each pair of L = 0 runs, the
 #                                 work any program doing this batch must do, timed with other
-#                                 tools (benches/llm_fixed.py: read, count, compress, write), so
-#                                 the summary sets agent-db's CPU beside that floor
+#                                 tools (benches/llm_fixed.py: read, decode, count, compress,
+#                                 write), so the summary sets agent-db's CPU beside that floor
 #   BENCH_LLM_BASE=               a commit (e.g. HEAD~1): its agent-db, built from a temporary
 #                                 worktree, runs beside this tree's, interleaved run by run, and
 #                                 the summary prints new / base ratios; the L = 0 runs' stores and
@@ -133,10 +133,10 @@ if [[ "${BENCH_LLM_NO_BUILD:-0}" != 1 ]]; then
   log "build ($PROFILE)"
   # The example builds with the dev-dependencies, which turn the test-only failpoint on: it builds
   # first, and the binaries after, on their own, as released.
-  cargo build --profile "$PROFILE" --example llm_mock_server --example count_tokens
+  cargo build --profile "$PROFILE" --example llm_mock_server --example count_tokens --example json_scan
   cargo build --profile "$PROFILE" --bin agent-db --bin gen_store
   # The target dir may be shared with concurrent builds: benchmark private copies.
-  for b in agent-db gen_store examples/llm_mock_server examples/count_tokens; do
+  for b in agent-db gen_store examples/llm_mock_server examples/count_tokens examples/json_scan; do
     cp "$TARGET_DIR/$PROFILE_DIR/$b" "$OUT/bin/$(basename "$b")"
   done
 fi
@@ -318,7 +318,7 @@ if [[ "$DIAG" == 1 ]]; then
       [[ -n "$BASE_BIN" ]] && run_compact "base-cpu$i" 0 0 "$BASE_BIN"
       run_compact "cpu$i" 0
       if [[ "$FIXED" == 1 ]]; then
-        python3 "$ROOT/benches/llm_fixed.py" "$STORE" "$OUT/raw/floor.db" "$OUT/bin/count_tokens" "$OUT/fixed" |
+        python3 "$ROOT/benches/llm_fixed.py" "$STORE" "$OUT/raw/floor.db" "$OUT/bin" "$OUT/fixed" |
           python3 -c 'import json, sys; d = dict(l.strip().split("=", 1) for l in sys.stdin if "=" in l)
 print(json.dumps({"label": "fixed'"$i"'", **{k: float(v) for k, v in d.items()}}))' | tee -a "$RESULTS.jsonl"
       fi
@@ -397,7 +397,7 @@ fixed = [r for r in rows if r["label"].startswith("fixed")]
 if fixed:
     # benches/llm_fixed.py: the work any program doing this batch must do, beside agent-db's CPU.
     f = statistics.median(r["ms_per_mb"] for r in fixed)
-    parts = {k: statistics.median(r[f"{k}_s"] for r in fixed) for k in ("read", "count", "compress", "write")}
+    parts = {k: statistics.median(r[f"{k}_s"] for r in fixed) for k in ("read", "decode", "count", "compress", "write")}
     print(f"fixed work, ms per input MB: median {f} of {len(fixed)} ({', '.join(f'{k} {v:.2f} s' for k, v in parts.items())})")
     result("fixed.ms_per_mb", f)
     for name, rs in (("new", cpu_new), ("base", cpu_base)):

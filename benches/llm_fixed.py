@@ -2,19 +2,22 @@
 """The CPU time any program needs to do what one LLM batch over a kodelet store does, measured
 with other tools than agent-db's pipeline (docs/benchmarks.md, P2 "Fixed work").
 
-    python3 benches/llm_fixed.py STORE COMPACTED COUNT_TOKENS [WORK]
+    python3 benches/llm_fixed.py STORE COMPACTED BIN_DIR [WORK]
 
 STORE is the kodelet store before the batch; COMPACTED is the same store after agent-db's batch
-(benches/llm.sh keeps it as raw/floor.db with BENCH_LLM_FIXED); COUNT_TOKENS is the binary of
-examples/count_tokens.rs; WORK (default: a temporary folder) holds the inputs made before
-timing. Four parts, each timed alone (user + system CPU seconds):
+(benches/llm.sh keeps it as raw/floor.db with BENCH_LLM_FIXED); BIN_DIR holds the release
+builds of examples/count_tokens.rs and examples/json_scan.rs; WORK (default: a temporary
+folder) holds the inputs made before timing. Five parts, each timed alone (CPU seconds):
 
   read      every conversation's raw_messages (its tokens_before needs all of them) and the
             tool_results of each compacted conversation (its pre-image), as bytes, with
             Python's sqlite3 (the same SQLite C library).
-  count     the exact o200k token count of every raw_messages value (the raw JSON: a lower
-            bound, as no JSON is decoded), with the fastest counter here: count_tokens's
-            `count_s` (agent-db's count_text; Python tiktoken takes several times longer).
+  decode    every raw_messages value read as JSON into nothing (json_scan's `scan_s`:
+            serde_json into IgnoredAny), the least a decoder of the histories does.
+  count     the exact o200k token count of every raw_messages value, with the fastest counter
+            here: count_tokens's `count_s` (agent-db's count_text; Python tiktoken takes
+            several times longer). It counts the raw JSON, keys and quotes too: more tokens
+            than the messages' texts (the report's tokens_before add up to fewer).
   compress  the pre-images (raw_messages and tool_results of each compacted conversation) at
             zstd level 1, the archive's level, with the zstd command (-T1, no checksum).
   write     the batch's writes replayed: on a copy of STORE in WAL mode, synchronous=NORMAL (as
@@ -22,8 +25,7 @@ timing. Four parts, each timed alone (user + system CPU seconds):
             conversations row, its agent_db_compactions row and its archive rows (taken from
             COMPACTED before timing), then a checkpoint.
 
-None of it prepares a prompt, sends a request, checks an answer or decodes a message: the sum
-is a floor for the whole batch's CPU. Prints key=value lines: each part's seconds, the sum, and
+None of it builds a message, prepares a prompt, sends a request or checks an answer. Prints key=value lines: each part's seconds, the sum, and
 the sum in ms per MB of STORE.
 """
 import os
@@ -49,7 +51,7 @@ def cpu_children():
 def main() -> None:
     if len(sys.argv) not in (4, 5):
         sys.exit(__doc__.split("\n\n")[1])
-    store, compacted, count_tokens = sys.argv[1:4]
+    store, compacted, bins = sys.argv[1:4]
     work = sys.argv[4] if len(sys.argv) == 5 else tempfile.mkdtemp(prefix="llm_fixed.")
     os.makedirs(work, exist_ok=True)
     out = sqlite3.connect(f"file:{compacted}?mode=ro&immutable=1", uri=True)
@@ -104,9 +106,14 @@ def main() -> None:
     for (tools,) in src.execute(f"SELECT CAST(tool_results AS BLOB) FROM conversations WHERE id IN ({marks})", ids):
         n += len(tools or b"")
     parts["read"] = cpu_self() - t
-    # count (count_tokens times its own counting, after loading the vocabulary and the corpus)
-    line = subprocess.run([count_tokens, corpus], check=True, capture_output=True, text=True).stdout
-    kv = dict(re.findall(r"(\w+)=(\S+)", line))
+    # decode and count: each example times its own work, after reading the corpus (and, for
+    # count_tokens, loading the vocabulary); one thread each, so CPU time is the time taken.
+    def example(name):
+        line = subprocess.run([os.path.join(bins, name), corpus], check=True, capture_output=True, text=True).stdout
+        return dict(re.findall(r"(\w+)=(\S+)", line))
+
+    parts["decode"] = float(example("json_scan")["scan_s"])
+    kv = example("count_tokens")
     parts["count"] = float(kv["count_s"])
     # compress
     t = cpu_children()
