@@ -409,37 +409,41 @@ impl Write for Proposal {
 
     fn apply(&self, tx: &Connection, path: &Path, a: Apply) -> Result<()> {
         let key = self.id.as_str();
-        // One UPDATE: SQLite rewrites the whole row (its overflow chain included) per statement,
-        // so the changed columns are set together. A column that does not change is set to
-        // itself (`COALESCE(NULL, col)`), which keeps its value and storage class.
-        tx.prepare_cached(
+        // One UPDATE: SQLite reads and rewrites the whole row (its overflow chain included) per
+        // statement, so the changed columns, the new compaction_history among them, are set
+        // together. A column that does not change is set to itself (`COALESCE(NULL, col)`),
+        // which keeps its value and storage class.
+        let history = a.history.as_ref().map(|(json, blob, _, _)| match blob {
+            true => ToSqlOutput::Borrowed(ValueRef::Blob(json.as_bytes())),
+            false => ToSqlOutput::Borrowed(ValueRef::Text(json.as_bytes())),
+        });
+        let sql = format!(
             "UPDATE conversations SET raw_messages = ?1, usage = COALESCE(?2, usage),
                tool_results = COALESCE(?3, tool_results), metadata = COALESCE(?4, metadata),
-               updated_at = ?6
-             WHERE id = ?5",
-        )
-        .at(path)?
-        .execute(params![
-            self.raw_messages,
-            a.usage,
-            a.tool_results,
-            a.metadata,
-            key,
-            a.updated_at
-        ])
-        .at(path)?;
-        let (count, first_text) = match &a.history {
-            Some((json, blob, count, first)) => {
-                let value = match blob {
-                    true => ToSqlOutput::Borrowed(ValueRef::Blob(json.as_bytes())),
-                    false => ToSqlOutput::Borrowed(ValueRef::Text(json.as_bytes())),
-                };
-                tx.prepare_cached("UPDATE conversations SET compaction_history = ?1 WHERE id = ?2")
-                    .at(path)?
-                    .execute(params![value, key])
-                    .at(path)?;
-                (*count, first.as_deref())
+               updated_at = ?6{} WHERE id = ?5",
+            if history.is_some() {
+                ", compaction_history = ?7"
+            } else {
+                ""
             }
+        );
+        let mut values: Vec<&dyn rusqlite::ToSql> = vec![
+            &self.raw_messages,
+            &a.usage,
+            &a.tool_results,
+            &a.metadata,
+            &key,
+            &a.updated_at,
+        ];
+        if let Some(h) = &history {
+            values.push(h);
+        }
+        tx.prepare_cached(&sql)
+            .at(path)?
+            .execute(rusqlite::params_from_iter(values))
+            .at(path)?;
+        let (count, first_text) = match &a.history {
+            Some((_, _, count, first)) => (*count, first.as_deref()),
             None => (self.message_count, self.first_user_text.as_deref()),
         };
         if a.cols.search_state {
