@@ -219,13 +219,21 @@ pub(crate) fn to_raw(v: &serde_json::Value) -> Box<RawValue> {
 
 /// Apply Go's HTML-safe escaping (`<`, `>`, `&`, U+2028, U+2029) to serialized JSON.
 pub fn go_escape(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    go_escape_into(json, &mut out);
+    out
+}
+
+/// [`go_escape`] of `json`, appended to `out`.
+pub fn go_escape_into(json: &str, out: &mut String) {
     if !needs_go_escape(json.as_bytes()) {
-        return json.to_string();
+        out.push_str(json);
+        return;
     }
     // Byte by byte, copying the runs between the characters it escapes (all ASCII but the two
     // separators, whose three bytes start with 0xE2).
     let b = json.as_bytes();
-    let mut out = String::with_capacity(json.len() + 32);
+    out.reserve(json.len() + 32);
     let mut run = 0;
     for (i, &c) in b.iter().enumerate() {
         let escape = match c {
@@ -244,7 +252,6 @@ pub fn go_escape(json: &str) -> String {
         run = i + if c == 0xE2 { 3 } else { 1 };
     }
     out.push_str(&json[run..]);
-    out
 }
 
 /// Whether [`go_escape`] changes `json`: it holds `<`, `>`, `&`, or the UTF-8 of U+2028 or

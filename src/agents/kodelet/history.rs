@@ -20,7 +20,7 @@
 
 use serde_json::value::RawValue;
 
-use crate::message::go_escape;
+use crate::message::{go_escape, go_escape_into};
 
 /// A stored `compaction_history`, as kodelet decodes it.
 #[derive(Debug)]
@@ -142,10 +142,27 @@ pub struct Appended {
     pub json: String,
     /// The new `activeDisplayStart`.
     pub start: usize,
-    /// The first segment's `rawMessages` (for `first_message`).
-    pub first_segment: String,
+    /// The first segment's `rawMessages`: where it is in `json` (the new segment, when it is the
+    /// only one), or its own copy (an earlier segment's).
+    first: First,
     /// The number of `"role"` substrings in every segment's `rawMessages`.
     pub segment_roles: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum First {
+    InJson(std::ops::Range<usize>),
+    Own(String),
+}
+
+impl Appended {
+    /// The first segment's `rawMessages` (for `first_message`).
+    pub fn first_segment(&self) -> &str {
+        match &self.first {
+            First::InJson(r) => &self.json[r.clone()],
+            First::Own(s) => s,
+        }
+    }
 }
 
 /// File a compaction in the history, as kodelet's own compaction does.
@@ -176,33 +193,44 @@ pub fn append(
         .ok_or("the new history is shorter than its kept tail")?;
     let new_start = head + start.saturating_sub(tail_start);
     let replaced = &loaded[start.min(tail_start)..tail_start];
-    let segment_messages = go_compact_array(replaced);
-    let segment = format!(
-        "{{\"rawMessages\":{segment_messages},\"marker\":{}}}",
-        marker.to_json()
-    );
-    let mut segments: Vec<String> = old
-        .map(|h| h.segments.iter().map(|s| go_compact(s.get())).collect())
-        .unwrap_or_default();
-    segments.push(segment);
-    let mut roles = count_roles(&segment_messages);
-    let mut first_segment = segment_messages.clone();
-    if let Some(h) = old {
-        for (i, s) in h.segments.iter().enumerate() {
-            let msgs = segment_messages_text(s);
-            roles += count_roles(&msgs);
-            if i == 0 {
-                first_segment = msgs;
-            }
+    let marker = marker.to_json();
+    // `{"segments":[OLD...,NEW],"activeDisplayStart":N}`, built in one buffer: the replaced
+    // items are most of it, and are copied once.
+    let old_segments = old.map_or(&[][..], |h| &h.segments[..]);
+    let size = old_segments
+        .iter()
+        .map(|s| s.get().len() + 1)
+        .sum::<usize>()
+        + replaced.iter().map(|m| m.get().len() + 1).sum::<usize>()
+        + marker.len()
+        + 80;
+    let mut json = String::with_capacity(size);
+    json.push_str("{\"segments\":[");
+    let mut roles = 0;
+    let mut first = None;
+    for (i, s) in old_segments.iter().enumerate() {
+        go_compact_into(s.get(), &mut json);
+        json.push(',');
+        let msgs = segment_messages_text(s);
+        roles += count_roles(&msgs);
+        if i == 0 {
+            first = Some(First::Own(msgs));
         }
     }
+    json.push_str("{\"rawMessages\":");
+    let at = json.len();
+    go_compact_array_into(replaced, &mut json);
+    let messages = at..json.len();
+    roles += count_roles(&json[messages.clone()]);
+    json.push_str(",\"marker\":");
+    json.push_str(&marker);
+    json.push_str("}],\"activeDisplayStart\":");
+    json.push_str(&new_start.to_string());
+    json.push('}');
     Ok(Appended {
-        json: format!(
-            "{{\"segments\":[{}],\"activeDisplayStart\":{new_start}}}",
-            segments.join(",")
-        ),
+        json,
         start: new_start,
-        first_segment,
+        first: first.unwrap_or(First::InJson(messages)),
         segment_roles: roles,
     })
 }
@@ -220,36 +248,42 @@ pub fn count_roles(s: &str) -> i64 {
 }
 
 /// `json.Marshal` of a `[]json.RawMessage`: each item compacted, HTML-escaped.
-fn go_compact_array(items: &[&RawValue]) -> String {
-    let mut out = String::from("[");
+fn go_compact_array_into(items: &[&RawValue], out: &mut String) {
+    out.push('[');
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        out.push_str(&go_compact(item.get()));
+        go_compact_into(item.get(), out);
     }
     out.push(']');
-    out
 }
 
 /// What Go's `json.Marshal` makes of a `json.RawMessage`: insignificant whitespace removed and
 /// `<`, `>`, `&`, U+2028 and U+2029 escaped inside strings; every other byte kept.
 pub fn go_compact(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    go_compact_into(json, &mut out);
+    out
+}
+
+/// [`go_compact`] of `json`, appended to `out`.
+fn go_compact_into(json: &str, out: &mut String) {
     // What kodelet stored went through `json.Marshal`: most items have no whitespace to drop,
     // which one pass over the bytes tells without building anything.
     let mut dropped = outside_whitespace(json.as_bytes()).peekable();
     if dropped.peek().is_none() {
-        return go_escape(json);
+        return go_escape_into(json, out);
     }
     // The runs between the dropped bytes, copied whole.
-    let mut out = String::with_capacity(json.len());
+    let mut compact = String::with_capacity(json.len());
     let mut run = 0;
     for i in dropped {
-        out.push_str(&json[run..i]);
+        compact.push_str(&json[run..i]);
         run = i + 1;
     }
-    out.push_str(&json[run..]);
-    go_escape(&out)
+    compact.push_str(&json[run..]);
+    go_escape_into(&compact, out)
 }
 
 /// Where `json` has whitespace outside strings (what Go's compaction drops). A string is
@@ -466,7 +500,7 @@ mod tests {
             v["segments"][1]["rawMessages"],
             serde_json::json!([{"role":"user","content":"x"},{"role":"assistant","content":"y"}])
         );
-        assert_eq!(a.first_segment, r#"[{"role":"user","content":"orig"}]"#);
+        assert_eq!(a.first_segment(), r#"[{"role":"user","content":"orig"}]"#);
         assert_eq!(a.segment_roles, 3);
         // A cut inside kodelet's hidden replacement keeps the rest of it hidden.
         let old = parse(Some(r#"{"segments":[],"activeDisplayStart":3}"#))

@@ -534,7 +534,7 @@ impl Proposal {
             .iter()
             .map(|m| super::history::count_roles(m.get()))
             .sum();
-        let first = super::summaries::first_user_text_current(&a.first_segment);
+        let first = super::summaries::first_user_text_current(a.first_segment());
         // kodelet writes every JSON column the same way; a store whose `usage` is a BLOB gets
         // its history as a BLOB too.
         Ok((a.json, usage_blob, visible + a.segment_roles, first))
