@@ -43,7 +43,10 @@
 #   BENCH_LLM_PERF=0              1: per-thread CPU profile of the L = 0 run (needs perf)
 #   BENCH_LLM_LONG_OUTPUTS=       gen_store --long-outputs P (the share of very long tool outputs)
 #   BENCH_LLM_SHAPE=default       long: gen_store --shape long-outputs (a third of tool results
-#                                 are logs of 2,000-6,000 words, as long test and build logs are)
+#                                 are logs of 2,000-6,000 words, as long test and build logs are);
+#                                 long-history: the same store with kodelet's current
+#                                 `conversations.compaction_history` column (its migration
+#                                 20260920120000; empty, as before a first compaction)
 #   BENCH_LLM_FIXED=0             1 (with BENCH_LLM_CPU_RUNS): after each pair of L = 0 runs, the
 #                                 work any program doing this batch must do, timed with other
 #                                 tools (benches/llm_fixed.py: read, decode, count, compress,
@@ -84,8 +87,8 @@ PROFILE=${BENCH_LLM_PROFILE:-release}
 SHAPE=${BENCH_LLM_SHAPE:-default}
 case "$SHAPE" in
   default) SHAPE_ARGS=() ;;
-  long) SHAPE_ARGS=(--shape long-outputs) ;;
-  *) echo "benches/llm.sh: error: BENCH_LLM_SHAPE=$SHAPE: use default or long" >&2; exit 1 ;;
+  long | long-history) SHAPE_ARGS=(--shape long-outputs) ;;
+  *) echo "benches/llm.sh: error: BENCH_LLM_SHAPE=$SHAPE: use default, long or long-history" >&2; exit 1 ;;
 esac
 BASE=${BENCH_LLM_BASE:-}
 BASE_BIN=${BENCH_LLM_BASE_BIN:-}
@@ -175,6 +178,9 @@ if [[ ! -f "$STORE" ]]; then
   log "generate $CONVERSATIONS conversations (scale $SCALE, seed $SEED)"
   "$GEN" --conversations "$CONVERSATIONS" --seed "$SEED" --scale "$SCALE" --now "$NOW" --out "$STORE" --force \
     "${LONG_ARGS[@]}" "${SHAPE_ARGS[@]}"
+  if [[ "$SHAPE" == long-history ]]; then
+    python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("ALTER TABLE conversations ADD COLUMN compaction_history TEXT")' "$STORE"
+  fi
 fi
 result extra_flags "${BENCH_LLM_EXTRA:-}"
 result store "$STORE"
