@@ -149,6 +149,7 @@ pub struct Appended {
     pub segment_roles: i64,
 }
 
+/// Where [`Appended::first_segment`] is.
 #[derive(Debug, Clone, PartialEq)]
 enum First {
     InJson(std::ops::Range<usize>),
@@ -482,6 +483,11 @@ mod tests {
             r#"{"segments":[{"rawMessages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}],"marker":{"id":"m1","method":"summary","summary":"sum \u003cx\u003e","createdAt":"2026-11-26T12:00:00Z"}}],"activeDisplayStart":1}"#
         );
         assert_eq!(a.segment_roles, 2);
+        // The first segment is the new one: its rawMessages, read from the new value.
+        assert_eq!(
+            a.first_segment(),
+            r#"[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]"#
+        );
     }
 
     #[test]
