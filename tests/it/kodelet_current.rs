@@ -431,6 +431,94 @@ fn newest_schema_compacts_into_kodelets_display_archive_and_restores_exactly() {
     assert_eq!(left as usize, artifacts.len());
 }
 
+/// Storage classes as real stores hold them: a conversation whose `usage` is a BLOB gets its
+/// `compaction_history` as a BLOB (kodelet writes its JSON columns alike), one whose
+/// `tool_results` is a BLOB keeps it a BLOB; both histories show the whole display, and restore
+/// gives every cell back with its class.
+#[test]
+fn a_blob_usage_gets_a_blob_history_and_restore_gives_the_classes_back() {
+    let env = Env::generated(4, 25, &[SynthFormat::Anthropic]);
+    upgrade(&env, 20260929120000);
+    let ids = env.ids("SELECT id FROM conversations ORDER BY id");
+    let c = env.conn();
+    c.execute(
+        "UPDATE conversations SET usage = CAST(usage AS BLOB) WHERE id = ?1",
+        [&ids[0]],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE conversations SET tool_results = CAST(tool_results AS BLOB) WHERE id = ?1",
+        [&ids[1]],
+    )
+    .unwrap();
+    let before = cells(&c, "conversations");
+    let before_display: Vec<Vec<Value>> = ids[..2]
+        .iter()
+        .map(|id| {
+            let (raw, h) = stored(&c, id);
+            display(&raw, h.as_deref())
+        })
+        .collect();
+    drop(c);
+    // A window for every conversation (the generator leaves some without one).
+    let (doc, code) = json({
+        let mut cmd = env.cmd();
+        cmd.args([
+            "compact",
+            "--all-over",
+            "0",
+            "--idle",
+            "0",
+            "--keep-tokens",
+            "2000",
+            "--context-limit",
+            "200000",
+            "--strategy",
+            "extractive",
+            "--yes",
+            "--json",
+        ]);
+        cmd
+    });
+    assert_eq!(code, 0, "{doc:#}");
+    let compacted = ids_with_status(&doc, "compacted");
+    assert!(
+        compacted.contains(&ids[0]) && compacted.contains(&ids[1]),
+        "{doc:#}"
+    );
+    let c = env.conn();
+    let class = |col: &str, id: &str| -> String {
+        c.query_row(
+            &format!("SELECT typeof({col}) FROM conversations WHERE id = ?1"),
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(class("compaction_history", &ids[0]), "blob");
+    assert_eq!(class("usage", &ids[0]), "blob");
+    assert_eq!(class("compaction_history", &ids[1]), "text");
+    assert_eq!(class("tool_results", &ids[1]), "blob");
+    for (id, want) in ids[..2].iter().zip(&before_display) {
+        let (raw, h): (String, String) = c
+            .query_row(
+                "SELECT raw_messages, CAST(compaction_history AS TEXT) FROM conversations WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(&display(&raw, Some(&h)), want, "{id}: display changed");
+    }
+    drop(c);
+    for id in &ids[..2] {
+        restore(&env, id, false);
+    }
+    let after = cells(&env.conn(), "conversations");
+    for id in &ids[..2] {
+        assert_eq!(row_of(&after, id), row_of(&before, id), "{id}");
+    }
+}
+
 #[test]
 fn a_running_turn_is_left_alone() {
     let env = Env::generated(6, 3, &[SynthFormat::Anthropic]);
