@@ -238,6 +238,11 @@ fn first_call(raw: &str) -> Option<String> {
 }
 
 fn compact(env: &Env) -> (Value, i32) {
+    compact_with(env, &[])
+}
+
+/// [`compact`] with `more` flags.
+fn compact_with(env: &Env, more: &[&str]) -> (Value, i32) {
     let mut cmd = env.cmd();
     cmd.args([
         "compact",
@@ -252,6 +257,7 @@ fn compact(env: &Env) -> (Value, i32) {
         "--yes",
         "--json",
     ]);
+    cmd.args(more);
     json(cmd)
 }
 
@@ -461,25 +467,7 @@ fn a_blob_usage_gets_a_blob_history_and_restore_gives_the_classes_back() {
         .collect();
     drop(c);
     // A window for every conversation (the generator leaves some without one).
-    let (doc, code) = json({
-        let mut cmd = env.cmd();
-        cmd.args([
-            "compact",
-            "--all-over",
-            "0",
-            "--idle",
-            "0",
-            "--keep-tokens",
-            "2000",
-            "--context-limit",
-            "200000",
-            "--strategy",
-            "extractive",
-            "--yes",
-            "--json",
-        ]);
-        cmd
-    });
+    let (doc, code) = compact_with(&env, &["--context-limit", "200000"]);
     assert_eq!(code, 0, "{doc:#}");
     let compacted = ids_with_status(&doc, "compacted");
     assert!(
